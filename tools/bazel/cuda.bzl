@@ -27,7 +27,7 @@ def cuda_library(name, srcs, hdrs = [], deps = [], nvcc_flags = [], visibility =
         obj = name + "_" + src.replace("/", "_").replace(".cu", ".o")
         native.genrule(
             name = obj.replace(".", "_") + "_nvcc",
-            srcs = [src] + hdrs + native.glob(["**/*.h"], allow_empty = True),
+            srcs = {k: None for k in [src] + hdrs + native.glob(["**/*.h", "**/*.cuh"], allow_empty = True)}.keys(),
             outs = [obj],
             cmd = " ".join([
                 NVCC,
