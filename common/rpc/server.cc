@@ -1,0 +1,54 @@
+#include "common/rpc/server.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+
+namespace tandem {
+
+absl::StatusOr<std::unique_ptr<RpcServer>> RpcServer::Start(
+    const ServerOptions& options, const std::vector<grpc::Service*>& services) {
+  if (options.port < 0 || options.port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "port ", options.port, " is out of range: use 0..65535 (0 = any free port)"));
+  }
+  const std::string address = absl::StrCat(options.host, ":", options.port);
+  grpc::ServerBuilder builder;
+  int bound_port = 0;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &bound_port);
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder.SetMaxSendMessageSize(options.max_message_bytes);
+  // SO_REUSEPORT would let two servers share a port silently; an occupied
+  // port must be an error.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  for (grpc::Service* service : services) builder.RegisterService(service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || bound_port == 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", address,
+        ": the port is in use or the address is not local; choose another port "
+        "(0 picks a free one)"));
+  }
+  return std::unique_ptr<RpcServer>(
+      new RpcServer(std::move(server), options.host, bound_port, options.shutdown_grace));
+}
+
+RpcServer::RpcServer(std::unique_ptr<grpc::Server> server, std::string host, int port,
+                     absl::Duration grace)
+    : server_(std::move(server)), host_(std::move(host)), port_(port), grace_(grace) {}
+
+RpcServer::~RpcServer() { Shutdown(); }
+
+std::string RpcServer::address() const { return absl::StrCat(host_, ":", port_); }
+
+void RpcServer::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace_));
+}
+
+void RpcServer::Wait() { server_->Wait(); }
+
+}  // namespace tandem
