@@ -1,0 +1,139 @@
+#include "common/metrics/metrics.h"
+
+#include <exception>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "prometheus/text_serializer.h"
+
+namespace tandem {
+namespace {
+
+bool IsNameChar(char c, bool first) {
+  return (c >= 'a' && c <= 'z') || c == '_' || (!first && c >= '0' && c <= '9');
+}
+
+std::map<std::string, std::string> Merge(std::map<std::string, std::string> base,
+                                         const std::map<std::string, std::string>& extra) {
+  for (const auto& [k, v] : extra) base[k] = v;
+  return base;
+}
+
+}  // namespace
+
+absl::Status ValidateMetricName(absl::string_view name, absl::string_view kind) {
+  if (!absl::StartsWith(name, "tandem_") || name.size() <= 7) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metric name '", name, "' must start with 'tandem_'"));
+  }
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (!IsNameChar(name[i], i == 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "metric name '", name, "' must be lower snake case ([a-z_][a-z0-9_]*)"));
+    }
+  }
+  const bool total = absl::EndsWith(name, "_total");
+  if (kind == "counter" && !total) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("counter '", name, "' must end in '_total'"));
+  }
+  if (kind != "counter" && total) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kind, " '", name, "' must not end in '_total' (only counters do)"));
+  }
+  return absl::OkStatus();
+}
+
+Metrics::Metrics(const MetricsOptions& options)
+    : labels_(options.labels), registry_(std::make_shared<prometheus::Registry>()) {}
+
+absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(const MetricsOptions& options) {
+  if (options.port < -1 || options.port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metrics port ", options.port, " is out of range: use 0..65535, 0 = any, -1 = off"));
+  }
+  std::unique_ptr<Metrics> metrics(new Metrics(options));
+  if (options.port >= 0) {
+    const std::string address = absl::StrCat(options.host, ":", options.port);
+    try {
+      metrics->exposer_ = std::make_unique<prometheus::Exposer>(address, 1);
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(absl::StrCat(
+          "cannot serve /metrics on ", address, " (", e.what(),
+          "): the port is in use or the address is not local; choose another metrics port "
+          "(0 picks a free one)"));
+    }
+    metrics->exposer_->RegisterCollectable(metrics->registry_);
+    std::vector<int> ports = metrics->exposer_->GetListeningPorts();
+    if (ports.empty()) return absl::UnavailableError("metrics server bound no port");
+    metrics->port_ = ports.front();
+  }
+  return metrics;
+}
+
+absl::StatusOr<prometheus::Counter*> Metrics::Counter(
+    absl::string_view name, absl::string_view help,
+    const std::map<std::string, std::string>& labels) {
+  if (absl::Status s = ValidateMetricName(name, "counter"); !s.ok()) return s;
+  try {
+    auto& family = prometheus::BuildCounter()
+                       .Name(std::string(name))
+                       .Help(std::string(help))
+                       .Labels(labels_)
+                       .Register(*registry_);
+    return &family.Add(labels);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("counter '", name, "': ", e.what()));
+  }
+}
+
+absl::StatusOr<prometheus::Gauge*> Metrics::Gauge(
+    absl::string_view name, absl::string_view help,
+    const std::map<std::string, std::string>& labels) {
+  if (absl::Status s = ValidateMetricName(name, "gauge"); !s.ok()) return s;
+  try {
+    auto& family = prometheus::BuildGauge()
+                       .Name(std::string(name))
+                       .Help(std::string(help))
+                       .Labels(labels_)
+                       .Register(*registry_);
+    return &family.Add(labels);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("gauge '", name, "': ", e.what()));
+  }
+}
+
+absl::StatusOr<prometheus::Histogram*> Metrics::Histogram(
+    absl::string_view name, absl::string_view help, const std::vector<double>& bounds,
+    const std::map<std::string, std::string>& labels) {
+  if (absl::Status s = ValidateMetricName(name, "histogram"); !s.ok()) return s;
+  for (size_t i = 1; i < bounds.size(); ++i) {
+    if (!(bounds[i - 1] < bounds[i])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("histogram '", name, "': bucket bounds must be strictly ascending"));
+    }
+  }
+  try {
+    auto& family = prometheus::BuildHistogram()
+                       .Name(std::string(name))
+                       .Help(std::string(help))
+                       .Labels(labels_)
+                       .Register(*registry_);
+    return &family.Add(labels, prometheus::Histogram::BucketBoundaries(bounds));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("histogram '", name, "': ", e.what()));
+  }
+}
+
+std::string Metrics::Scrape() const {
+  prometheus::TextSerializer serializer;
+  return serializer.Serialize(registry_->Collect());
+}
+
+std::vector<double> Metrics::LatencyBuckets() {
+  std::vector<double> b;
+  for (double v = 1e-4; v < 200; v *= 3.1622776601683795) b.push_back(v);
+  return b;
+}
+
+}  // namespace tandem
