@@ -1,0 +1,57 @@
+// Communicator: the gradient hot path's collectives on flat buffers, one
+// instance per rank per generation. Implementations: GlooCommunicator
+// (CPU, TCP; common/comm/gloo) and NcclCommunicator (GPU; common/comm/nccl).
+//
+// All calls are collective: every rank of the group must make the same calls
+// in the same order with the same counts. Buffers are caller-owned memory of
+// the implementation's device (host memory for Gloo, device memory for NCCL).
+// Not thread-safe: one thread (the sync engine's communication thread)
+// drives a communicator. Every call returns a Status; a peer that dies or
+// hangs turns into DEADLINE_EXCEEDED / UNAVAILABLE naming the operation and
+// rank after the configured timeout, never a hang or a crash.
+#ifndef TANDEM_COMMON_COMM_COMMUNICATOR_H_
+#define TANDEM_COMMON_COMM_COMMUNICATOR_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace tandem {
+
+enum class ReduceOp { kSum, kMax };
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  // "gloo" or "nccl".
+  virtual std::string backend() const = 0;
+
+  // In place: data[i] = op over ranks of data[i], for i < count.
+  virtual absl::Status AllReduce(float* data, int64_t count, ReduceOp op = ReduceOp::kSum) = 0;
+
+  // `input` holds world_size() * count_per_rank elements; rank r receives the
+  // sum of every rank's r-th slice in `output` (count_per_rank elements).
+  virtual absl::Status ReduceScatter(const float* input, float* output,
+                                     int64_t count_per_rank) = 0;
+
+  // `output` (world_size() * bytes_per_rank) receives every rank's `input`
+  // (bytes_per_rank), in rank order. Byte-typed: any dtype.
+  virtual absl::Status AllGather(const void* input, void* output, int64_t bytes_per_rank) = 0;
+
+  // In place: every rank's `data` becomes root's.
+  virtual absl::Status Broadcast(void* data, int64_t bytes, int root) = 0;
+
+  // `input` and `output` hold world_size() blocks of bytes_per_rank; block j
+  // of input goes to rank j, block i of output comes from rank i.
+  virtual absl::Status AllToAll(const void* input, void* output, int64_t bytes_per_rank) = 0;
+
+  virtual absl::Status Barrier() = 0;
+};
+
+}  // namespace tandem
+
+#endif  // TANDEM_COMMON_COMM_COMMUNICATOR_H_

@@ -1,0 +1,75 @@
+// GlooCommunicator: Communicator over Gloo's TCP transport, for CPU workers.
+//
+//   gloo::rendezvous::HashStore store;           // or the coordinator's KV store
+//   GlooOptions options{.rank = r, .world_size = w, .store = &store};
+//   ASSIGN_OR_RETURN(auto comm, GlooCommunicator::Create(options));
+//   RETURN_IF_ERROR(comm->AllReduce(grads, n));
+//
+// Create() connects a full mesh through `store` (keys under `prefix`, so one
+// store can serve several generations). The store is borrowed: it must
+// outlive Create(); afterwards only the TCP pairs are used. Not thread-safe
+// (see Communicator). Gloo throws on I/O errors and timeouts; every call here
+// catches and returns a Status naming the operation and this rank.
+#ifndef TANDEM_COMMON_COMM_GLOO_GLOO_COMMUNICATOR_H_
+#define TANDEM_COMMON_COMM_GLOO_GLOO_COMMUNICATOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/comm/communicator.h"
+#include "gloo/context.h"
+#include "gloo/rendezvous/store.h"
+
+namespace tandem {
+
+struct GlooOptions {
+  int rank = 0;
+  int world_size = 1;
+  gloo::rendezvous::Store* store = nullptr;  // borrowed, required
+  // Key prefix in the store, e.g. "gen7/grad": one mesh per prefix.
+  std::string prefix = "tandem";
+  // Address peers connect to; 127.0.0.1 for a local cluster.
+  std::string hostname = "127.0.0.1";
+  // A collective (or the connect) that takes longer fails with
+  // DEADLINE_EXCEEDED naming the operation: how a dead peer is detected.
+  absl::Duration timeout = absl::Seconds(60);
+};
+
+class GlooCommunicator final : public Communicator {
+ public:
+  static absl::StatusOr<std::unique_ptr<GlooCommunicator>> Create(const GlooOptions& options);
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+  std::string backend() const override { return "gloo"; }
+
+  absl::Status AllReduce(float* data, int64_t count, ReduceOp op) override;
+  absl::Status ReduceScatter(const float* input, float* output, int64_t count_per_rank) override;
+  absl::Status AllGather(const void* input, void* output, int64_t bytes_per_rank) override;
+  absl::Status Broadcast(void* data, int64_t bytes, int root) override;
+  absl::Status AllToAll(const void* input, void* output, int64_t bytes_per_rank) override;
+  absl::Status Barrier() override;
+
+ private:
+  GlooCommunicator(std::shared_ptr<gloo::Context> context, int rank, int world_size,
+                   absl::Duration timeout);
+
+  // Next collective tag; ranks issue the same sequence so tags agree.
+  uint32_t NextTag() { return next_tag_++; }
+
+  std::shared_ptr<gloo::Context> context_;
+  int rank_;
+  int world_size_;
+  absl::Duration timeout_;
+  uint32_t next_tag_ = 1;
+  // ReduceScatter scratch, grown once to the largest input seen.
+  std::vector<float> scratch_;
+};
+
+}  // namespace tandem
+
+#endif  // TANDEM_COMMON_COMM_GLOO_GLOO_COMMUNICATOR_H_
