@@ -1,0 +1,270 @@
+// Checks each CpuBackend kernel against a direct double-precision
+// computation at odd shapes.
+#include "common/kernels/cpu_backend.h"
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace tandem {
+namespace kernels {
+namespace {
+
+std::vector<float> Random(size_t n, uint64_t seed, float lo = -1.f,
+                          float hi = 1.f) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+TEST(CpuBackendTest, GemmAllTransposesMatchNaive) {
+  CpuBackend be;
+  const int m = 5, n = 7, k = 3;
+  for (Transpose ta : {Transpose::kNo, Transpose::kYes}) {
+    for (Transpose tb : {Transpose::kNo, Transpose::kYes}) {
+      std::vector<float> a = Random(m * k, 1), b = Random(k * n, 2);
+      std::vector<float> c = Random(m * n, 3), c0 = c;
+      const int lda = ta == Transpose::kNo ? k : m;
+      const int ldb = tb == Transpose::kNo ? n : k;
+      be.Gemm(ta, tb, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, 2.f,
+              c.data(), n);
+      for (int i = 0; i < m; ++i) {
+        for (int j = 0; j < n; ++j) {
+          double s = 0;
+          for (int p = 0; p < k; ++p) {
+            const double av = ta == Transpose::kNo ? a[i * k + p] : a[p * m + i];
+            const double bv = tb == Transpose::kNo ? b[p * n + j] : b[j * k + p];
+            s += av * bv;
+          }
+          EXPECT_NEAR(c[i * n + j], 0.5 * s + 2.0 * c0[i * n + j], 1e-5);
+        }
+      }
+    }
+  }
+}
+
+TEST(CpuBackendTest, StridedBatchedGemmIsPerBatchGemm) {
+  CpuBackend be;
+  const int m = 3, n = 2, k = 4, batch = 3;
+  std::vector<float> a = Random(batch * m * k, 4), b = Random(batch * k * n, 5);
+  std::vector<float> c(batch * m * n, -1.f), ref(m * n);
+  be.GemmStridedBatched(Transpose::kNo, Transpose::kNo, m, n, k, 1.f, a.data(),
+                        k, m * k, b.data(), n, k * n, 0.f, c.data(), n, m * n,
+                        batch);
+  for (int i = 0; i < batch; ++i) {
+    be.Gemm(Transpose::kNo, Transpose::kNo, m, n, k, 1.f, a.data() + i * m * k,
+            k, b.data() + i * k * n, n, 0.f, ref.data(), n);
+    for (int j = 0; j < m * n; ++j) EXPECT_FLOAT_EQ(c[i * m * n + j], ref[j]);
+  }
+}
+
+TEST(CpuBackendTest, BiasActivationForwardBackward) {
+  CpuBackend be;
+  const int rows = 3, cols = 5;
+  std::vector<float> bias = Random(cols, 6);
+  for (Activation act : {Activation::kNone, Activation::kRelu, Activation::kGelu}) {
+    std::vector<float> z = Random(rows * cols, 7), z0 = z, y(rows * cols);
+    be.BiasActivationForward(act, rows, cols, bias.data(), z.data(), y.data());
+    std::vector<float> dy = Random(rows * cols, 8), dz(rows * cols);
+    std::vector<float> db(cols, 100.f);
+    be.BiasActivationBackward(act, rows, cols, z.data(), dy.data(), dz.data(),
+                              db.data(), 0.f);
+    std::vector<double> dbref(cols, 0.0);
+    for (int r = 0; r < rows; ++r) {
+      for (int c = 0; c < cols; ++c) {
+        const double x = double(z0[r * cols + c]) + bias[c];
+        EXPECT_FLOAT_EQ(z[r * cols + c], float(x));
+        double f, g;
+        if (act == Activation::kNone) {
+          f = x, g = 1;
+        } else if (act == Activation::kRelu) {
+          f = x > 0 ? x : 0, g = x > 0 ? 1 : 0;
+        } else {
+          const double h = 1e-4;
+          auto gelu = [](double v) {
+            return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+          };
+          f = gelu(x);
+          g = (gelu(x + h) - gelu(x - h)) / (2 * h);
+        }
+        EXPECT_NEAR(y[r * cols + c], f, 1e-5);
+        EXPECT_NEAR(dz[r * cols + c], g * dy[r * cols + c], 1e-4);
+        dbref[c] += g * dy[r * cols + c];
+      }
+    }
+    for (int c = 0; c < cols; ++c) EXPECT_NEAR(db[c], dbref[c], 1e-4);
+  }
+}
+
+TEST(CpuBackendTest, BiasGradAccumulatesWithBeta) {
+  CpuBackend be;
+  std::vector<float> dy = {1, 2, 3, 4, 5, 6};  // [2, 3]
+  std::vector<float> db = {10, 20, 30};
+  be.BiasGrad(2, 3, dy.data(), 1.f, db.data());
+  EXPECT_EQ(db, (std::vector<float>{15, 27, 39}));
+  be.BiasGrad(2, 3, dy.data(), 0.f, db.data());
+  EXPECT_EQ(db, (std::vector<float>{5, 7, 9}));
+}
+
+TEST(CpuBackendTest, LayerNormForwardNormalisesRows) {
+  CpuBackend be;
+  const int rows = 3, cols = 7;
+  std::vector<float> x = Random(rows * cols, 9, -3, 5), g = Random(cols, 10);
+  std::vector<float> b = Random(cols, 11), y(rows * cols), mean(rows), rstd(rows);
+  be.LayerNormForward(rows, cols, 1e-5f, x.data(), g.data(), b.data(), y.data(),
+                      mean.data(), rstd.data());
+  for (int r = 0; r < rows; ++r) {
+    double mu = 0, var = 0;
+    for (int c = 0; c < cols; ++c) mu += x[r * cols + c];
+    mu /= cols;
+    for (int c = 0; c < cols; ++c) var += std::pow(x[r * cols + c] - mu, 2);
+    var /= cols;
+    EXPECT_NEAR(mean[r], mu, 1e-5);
+    EXPECT_NEAR(rstd[r], 1 / std::sqrt(var + 1e-5), 1e-4);
+    for (int c = 0; c < cols; ++c) {
+      EXPECT_NEAR(y[r * cols + c],
+                  (x[r * cols + c] - mu) / std::sqrt(var + 1e-5) * g[c] + b[c], 1e-5);
+    }
+  }
+}
+
+TEST(CpuBackendTest, SoftmaxCrossEntropyWithIgnoredRows) {
+  CpuBackend be;
+  const int rows = 3, classes = 5;
+  std::vector<float> logits = Random(rows * classes, 12, -4, 4), probs(rows * classes);
+  std::vector<int32_t> labels = {2, -1, 4};
+  float loss = 0;
+  be.SoftmaxCrossEntropyForward(rows, classes, logits.data(), labels.data(),
+                                0.5f, probs.data(), &loss);
+  double ref = 0;
+  for (int r = 0; r < rows; ++r) {
+    double z = 0;
+    for (int c = 0; c < classes; ++c) z += std::exp(double(logits[r * classes + c]));
+    for (int c = 0; c < classes; ++c) {
+      EXPECT_NEAR(probs[r * classes + c], std::exp(double(logits[r * classes + c])) / z, 1e-6);
+    }
+    if (labels[r] >= 0) ref += std::log(z) - logits[r * classes + labels[r]];
+  }
+  EXPECT_NEAR(loss, 0.5 * ref, 1e-5);
+  std::vector<float> d(rows * classes);
+  be.SoftmaxCrossEntropyBackward(rows, classes, probs.data(), labels.data(),
+                                 0.5f, d.data());
+  EXPECT_NEAR(d[0 * classes + 2], 0.5 * (probs[2] - 1), 1e-6);
+  EXPECT_NEAR(d[0 * classes + 1], 0.5 * probs[1], 1e-6);
+  for (int c = 0; c < classes; ++c) EXPECT_EQ(d[1 * classes + c], 0.f);
+  std::vector<int32_t> arg(rows);
+  be.ArgmaxRows(rows, classes, logits.data(), arg.data());
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < classes; ++c) {
+      EXPECT_LE(logits[r * classes + c], logits[r * classes + arg[r]]);
+    }
+  }
+}
+
+TEST(CpuBackendTest, SplitAndMergeHeadsAreInverse) {
+  CpuBackend be;
+  const int B = 2, T = 3, n = 3, H = 2, d = 5;
+  std::vector<float> x = Random(B * T * n * H * d, 13), split(x.size()), back(x.size());
+  be.SplitHeads(B, T, n, H, d, x.data(), split.data());
+  // Element (b, t, i, h, e) lands at (i, b, h, t, e).
+  const int b = 1, t = 2, i = 1, h = 0, e = 4;
+  EXPECT_EQ(split[(((i * B + b) * H + h) * T + t) * d + e],
+            x[(((b * T + t) * n + i) * H + h) * d + e]);
+  be.MergeHeads(B, T, n, H, d, split.data(), back.data());
+  EXPECT_EQ(back, x);
+}
+
+TEST(CpuBackendTest, CausalSoftmaxMasksTheFuture) {
+  CpuBackend be;
+  const int batch = 2, T = 4;
+  std::vector<float> s = Random(batch * T * T, 14, -3, 3), p(s.size());
+  be.CausalSoftmaxForward(batch, T, 0.7f, s.data(), p.data());
+  for (int row = 0; row < batch * T; ++row) {
+    const int i = row % T;
+    double sum = 0, z = 0;
+    for (int j = 0; j <= i; ++j) z += std::exp(0.7 * s[row * T + j]);
+    for (int j = 0; j < T; ++j) {
+      if (j > i) {
+        EXPECT_EQ(p[row * T + j], 0.f);
+      } else {
+        EXPECT_NEAR(p[row * T + j], std::exp(0.7 * s[row * T + j]) / z, 1e-6);
+      }
+      sum += p[row * T + j];
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-5);
+  }
+}
+
+TEST(CpuBackendTest, EmbeddingGatherAndScatterAdd) {
+  CpuBackend be;
+  const int B = 2, T = 3, D = 4, V = 5;
+  std::vector<float> tok = Random(V * D, 15), pos = Random(T * D, 16);
+  std::vector<int32_t> ids = {1, 4, 1, 0, 1, 3};
+  std::vector<float> out(B * T * D);
+  be.EmbeddingForward(B, T, D, ids.data(), tok.data(), pos.data(), out.data());
+  EXPECT_FLOAT_EQ(out[(1 * T + 2) * D + 3], tok[3 * D + 3] + pos[2 * D + 3]);
+  std::vector<float> dout(B * T * D, 1.f), dtok(V * D, 0.f), dpos(T * D, 0.f);
+  be.EmbeddingBackward(B, T, D, ids.data(), dout.data(), dtok.data(), dpos.data());
+  EXPECT_EQ(dtok[1 * D], 3.f);  // token 1 appears three times
+  EXPECT_EQ(dtok[2 * D], 0.f);
+  EXPECT_EQ(dpos[0], 2.f);  // summed over the batch
+}
+
+TEST(CpuBackendTest, VectorOpsAndReductions) {
+  CpuBackend be;
+  std::vector<float> x = Random(10001, 17), y(10001, 1.f), out(10001);
+  be.Axpy(x.size(), 2.f, x.data(), y.data());
+  EXPECT_FLOAT_EQ(y[17], 1.f + 2.f * x[17]);
+  be.Add(x.size(), x.data(), y.data(), out.data());
+  EXPECT_FLOAT_EQ(out[5], x[5] + y[5]);
+  be.Scale(x.size(), -3.f, out.data());
+  EXPECT_FLOAT_EQ(out[5], -3.f * (x[5] + y[5]));
+  double ss = 0;
+  for (float v : x) ss += double(v) * v;
+  float result = 0;
+  be.SumSquares(x.size(), x.data(), &result);
+  EXPECT_NEAR(result, ss, 1e-5 * ss);  // fp32 partial sums
+  x[3] = std::numeric_limits<float>::infinity();
+  x[9] = std::numeric_limits<float>::quiet_NaN();
+  be.CountNonFinite(x.size(), x.data(), &result);
+  EXPECT_EQ(result, 2.f);
+  be.Fill(out.data(), 3, 4.5f);
+  EXPECT_EQ(out[2], 4.5f);
+}
+
+TEST(CpuBackendTest, HalfAndBfloatCastsRoundToNearestEven) {
+  CpuBackend be;
+  std::vector<float> x = {1.f, -2.5f, 65504.f, 65520.f, 1e-8f, 6.1035156e-05f,
+                          std::numeric_limits<float>::infinity(), 3.14159f,
+                          1.f + 1.f / 2048.f};  // tie -> even (1.0)
+  std::vector<uint16_t> h(x.size());
+  be.CastF32ToF16(x.size(), x.data(), h.data());
+  EXPECT_EQ(h[0], 0x3c00);
+  EXPECT_EQ(h[1], 0xc100);
+  EXPECT_EQ(h[2], 0x7bff);
+  EXPECT_EQ(h[3], 0x7c00);  // overflows to inf
+  EXPECT_EQ(h[4], 0x0000);  // 1e-8 < half of the smallest subnormal
+  EXPECT_EQ(h[5], 0x0400);  // smallest normal
+  EXPECT_EQ(h[6], 0x7c00);
+  EXPECT_EQ(h[8], 0x3c00);
+  std::vector<float> back(x.size());
+  be.CastF16ToF32(x.size(), h.data(), back.data());
+  EXPECT_NEAR(back[7], 3.14159f, 2e-3);
+  EXPECT_EQ(back[2], 65504.f);
+
+  std::vector<uint16_t> bf(x.size());
+  be.CastF32ToBf16(x.size(), x.data(), bf.data());
+  EXPECT_EQ(bf[0], 0x3f80);
+  be.CastBf16ToF32(x.size(), bf.data(), back.data());
+  EXPECT_NEAR(back[7], 3.14159f, 2e-2);
+  EXPECT_EQ(back[1], -2.5f);
+}
+
+}  // namespace
+}  // namespace kernels
+}  // namespace tandem

@@ -1,0 +1,81 @@
+// Element-wise and reduction kernels of the CUDA backend: fused bias +
+// activation (forward and backward with the bias gradient), stand-alone
+// activations, vector ops, sums of squares, the inf/NaN count, and
+// fp32 <-> bf16 / fp16 casts. Semantics are exactly those of the Backend
+// methods of the same name (common/kernels/backend.h); this header only adds
+// the stream and the error return.
+//
+// Every launcher enqueues work on `stream` and returns the launch error
+// (cudaGetLastError), never blocks, never allocates. Pointers are device
+// memory. Thread-compatible: callers serialise use of a stream.
+#ifndef TANDEM_COMMON_KERNELS_CUDA_ELEMENTWISE_KERNELS_H_
+#define TANDEM_COMMON_KERNELS_CUDA_ELEMENTWISE_KERNELS_H_
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace tandem {
+namespace cuda {
+
+// Mirrors kernels::Activation (kept separate so .cu files need no absl).
+enum class Act : int { kNone = 0, kRelu = 1, kGeluTanh = 2 };
+
+// z[r, c] += bias[c] (bias may be null), then y = act(z); y may alias z.
+cudaError_t LaunchBiasActivationForward(Act act, int64_t rows, int64_t cols,
+                                        const float* bias, float* z, float* y,
+                                        cudaStream_t stream);
+// dz = dy * act'(z) (dz may alias dy); if dbias is non-null,
+// dbias = dbias_beta * dbias + column sums of dz (dbias_beta == 0 ignores the
+// old contents). Column sums use float atomics: not bit-reproducible.
+cudaError_t LaunchBiasActivationBackward(Act act, int64_t rows, int64_t cols,
+                                         const float* z, const float* dy,
+                                         float* dz, float* dbias,
+                                         float dbias_beta,
+                                         cudaStream_t stream);
+// y = act(x) on n elements (y may alias x).
+cudaError_t LaunchActivationForward(Act act, int64_t n, const float* x,
+                                    float* y, cudaStream_t stream);
+// dx = dy * act'(x) (dx may alias dy).
+cudaError_t LaunchActivationBackward(Act act, int64_t n, const float* x,
+                                     const float* dy, float* dx,
+                                     cudaStream_t stream);
+
+// y = beta * y (y = 0 when beta == 0, whatever y held).
+cudaError_t LaunchScaleOrZero(int64_t n, float beta, float* y,
+                              cudaStream_t stream);
+// x[0..n) = value.
+cudaError_t LaunchFill(int64_t n, float value, float* x, cudaStream_t stream);
+// y += alpha * x.
+cudaError_t LaunchAxpy(int64_t n, float alpha, const float* x, float* y,
+                       cudaStream_t stream);
+// out = a + b (out may alias a or b).
+cudaError_t LaunchAdd(int64_t n, const float* a, const float* b, float* out,
+                      cudaStream_t stream);
+// x *= alpha.
+cudaError_t LaunchScale(int64_t n, float alpha, float* x, cudaStream_t stream);
+
+// *result = sum of x[i]^2, accumulated in double in `scratch` (one device
+// double owned by the caller), then rounded to float.
+cudaError_t LaunchSumSquares(int64_t n, const float* x, double* scratch,
+                             float* result, cudaStream_t stream);
+// *result = number of inf/NaN in x (as float), counted in `scratch` (one
+// device unsigned long long owned by the caller).
+cudaError_t LaunchCountNonFinite(int64_t n, const float* x,
+                                 unsigned long long* scratch, float* result,
+                                 cudaStream_t stream);
+
+// Round-to-nearest-even casts; 16-bit values stored as uint16_t.
+cudaError_t LaunchCastF32ToBf16(int64_t n, const float* x, uint16_t* y,
+                                cudaStream_t stream);
+cudaError_t LaunchCastBf16ToF32(int64_t n, const uint16_t* x, float* y,
+                                cudaStream_t stream);
+cudaError_t LaunchCastF32ToF16(int64_t n, const float* x, uint16_t* y,
+                               cudaStream_t stream);
+cudaError_t LaunchCastF16ToF32(int64_t n, const uint16_t* x, float* y,
+                               cudaStream_t stream);
+
+}  // namespace cuda
+}  // namespace tandem
+
+#endif  // TANDEM_COMMON_KERNELS_CUDA_ELEMENTWISE_KERNELS_H_
