@@ -1,0 +1,553 @@
+#include "common/checkpoint/checkpoint.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/checkpoint/crc32c.h"
+#include "common/status/status_macros.h"
+
+namespace tandem {
+namespace checkpoint {
+namespace {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "the checkpoint format is little-endian; add byte swapping to "
+              "port it to a big-endian host");
+
+constexpr char kMagic[8] = {'T', 'N', 'D', 'M', 'C', 'K', 'P', 'T'};
+constexpr char kEndMagic[8] = {'T', 'N', 'D', 'M', 'E', 'N', 'D', '\0'};
+constexpr uint32_t kVersion = 1;
+constexpr uint32_t kHeaderSize = 64;
+constexpr uint32_t kHeaderCrcOffset = 60;
+constexpr uint64_t kSectionHeaderSize = 16;
+constexpr uint64_t kFooterSize = 16;
+constexpr uint32_t kTypeF32 = 1;
+constexpr uint32_t kTypeBytes = 2;
+constexpr size_t kMaxNameLength = 255;
+constexpr size_t kWriteBufferSize = 1 << 20;
+
+constexpr absl::string_view kParamsSection = "params";
+constexpr absl::string_view kOptimizerSection = "optimizer";
+constexpr absl::string_view kOptimPrefix = "optim/";
+constexpr absl::string_view kBlobPrefix = "blob/";
+
+template <typename T>
+void PutAt(char* p, T v) {
+  std::memcpy(p, &v, sizeof(T));
+}
+template <typename T>
+T GetAt(const char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+absl::Status ErrnoError(absl::string_view what, const std::string& path,
+                        int err) {
+  const std::string msg =
+      absl::StrCat("checkpoint ", path, ": ", what, ": ", std::strerror(err));
+  switch (err) {
+    case ENOENT:
+      return absl::NotFoundError(msg);
+    case EACCES:
+    case EPERM:
+      return absl::PermissionDeniedError(msg);
+    case ENOSPC:
+    case EDQUOT:
+      return absl::ResourceExhaustedError(msg);
+    default:
+      return absl::InternalError(msg);
+  }
+}
+
+absl::Status Corrupt(const std::string& path, absl::string_view what) {
+  return absl::DataLossError(absl::StrCat(
+      "checkpoint ", path, " is corrupt or truncated: ", what,
+      "; it cannot be used (restore from an earlier checkpoint)"));
+}
+
+// Buffered writer over a file descriptor; large payloads bypass the buffer.
+class FileWriter {
+ public:
+  FileWriter(int fd, const std::string& path) : fd_(fd), path_(path) {
+    buffer_.reserve(kWriteBufferSize);
+  }
+
+  absl::Status Append(const void* data, size_t n) {
+    if (n == 0) return absl::OkStatus();
+    const char* p = static_cast<const char*>(data);
+    if (buffer_.size() + n <= kWriteBufferSize) {
+      buffer_.append(p, n);
+      return absl::OkStatus();
+    }
+    RETURN_IF_ERROR(Flush());
+    if (n >= kWriteBufferSize) return WriteAll(p, n);
+    buffer_.append(p, n);
+    return absl::OkStatus();
+  }
+
+  absl::Status Flush() {
+    absl::Status s = WriteAll(buffer_.data(), buffer_.size());
+    buffer_.clear();
+    return s;
+  }
+
+  uint64_t bytes_written() const { return written_ + buffer_.size(); }
+
+ private:
+  absl::Status WriteAll(const char* p, size_t n) {
+    while (n > 0) {
+      const ssize_t w = ::write(fd_, p, n);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoError("write", path_, errno);
+      }
+      p += w;
+      n -= static_cast<size_t>(w);
+      written_ += static_cast<uint64_t>(w);
+    }
+    return absl::OkStatus();
+  }
+
+  int fd_;
+  const std::string& path_;
+  std::string buffer_;
+  uint64_t written_ = 0;
+};
+
+absl::Status WriteSection(FileWriter* w, uint32_t type, absl::string_view name,
+                          const void* payload, uint64_t size) {
+  char header[kSectionHeaderSize];
+  PutAt<uint32_t>(header, type);
+  PutAt<uint32_t>(header + 4, static_cast<uint32_t>(name.size()));
+  PutAt<uint64_t>(header + 8, size);
+  uint32_t crc = Crc32c(header, sizeof(header));
+  crc = Crc32cExtend(crc, name.data(), name.size());
+  crc = Crc32cExtend(crc, payload, size);
+  RETURN_IF_ERROR(w->Append(header, sizeof(header)));
+  RETURN_IF_ERROR(w->Append(name.data(), name.size()));
+  RETURN_IF_ERROR(w->Append(payload, size));
+  char crc_bytes[4];
+  PutAt<uint32_t>(crc_bytes, crc);
+  return w->Append(crc_bytes, 4);
+}
+
+absl::Status ValidateView(const std::string& path, const CheckpointView& v) {
+  auto bad = [&](absl::string_view what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot write checkpoint ", path, ": ", what));
+  };
+  if (v.range_lo < 0 || v.range_hi < v.range_lo ||
+      v.range_hi > v.total_params) {
+    return bad(absl::StrCat("range [", v.range_lo, ", ", v.range_hi,
+                            ") is not inside the ", v.total_params,
+                            "-parameter vector"));
+  }
+  const uint64_t n = static_cast<uint64_t>(v.range_hi - v.range_lo);
+  if (v.params.size() != n) {
+    return bad(absl::StrCat("params has ", v.params.size(),
+                            " values but the range holds ", n));
+  }
+  if (v.step < 0) return bad(absl::StrCat("step is negative (", v.step, ")"));
+  std::set<std::string> names;
+  for (const auto& [name, data] : v.optimizer_state) {
+    if (name.empty() || name.size() + kOptimPrefix.size() > kMaxNameLength) {
+      return bad(absl::StrCat("optimizer state name '", name,
+                              "' must have 1..", kMaxNameLength - 10,
+                              " characters"));
+    }
+    if (!names.insert("o" + name).second) {
+      return bad(absl::StrCat("optimizer state '", name, "' appears twice"));
+    }
+    if (data.size() != n) {
+      return bad(absl::StrCat("optimizer state '", name, "' has ", data.size(),
+                              " values but the range holds ", n));
+    }
+  }
+  for (const auto& [name, data] : v.blobs) {
+    if (name.empty() || name.size() + kBlobPrefix.size() > kMaxNameLength) {
+      return bad(absl::StrCat("blob name '", name, "' must have 1..",
+                              kMaxNameLength - 10, " characters"));
+    }
+    if (!names.insert("b" + name).second) {
+      return bad(absl::StrCat("blob '", name, "' appears twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string DirName(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+absl::Status WriteBody(FileWriter* w, const CheckpointView& v) {
+  const uint32_t sections =
+      1 + (v.optimizer_name.empty() ? 0 : 1) +
+      static_cast<uint32_t>(v.optimizer_state.size() + v.blobs.size());
+  char header[kHeaderSize] = {};
+  std::memcpy(header, kMagic, 8);
+  PutAt<uint32_t>(header + 8, kVersion);
+  PutAt<uint32_t>(header + 12, kHeaderSize);
+  PutAt<uint64_t>(header + 16, v.model_fingerprint);
+  PutAt<int64_t>(header + 24, v.step);
+  PutAt<int64_t>(header + 32, v.total_params);
+  PutAt<int64_t>(header + 40, v.range_lo);
+  PutAt<int64_t>(header + 48, v.range_hi);
+  PutAt<uint32_t>(header + 56, sections);
+  PutAt<uint32_t>(header + kHeaderCrcOffset,
+                  Crc32c(header, kHeaderCrcOffset));
+  RETURN_IF_ERROR(w->Append(header, kHeaderSize));
+
+  RETURN_IF_ERROR(WriteSection(w, kTypeF32, kParamsSection, v.params.data(),
+                               v.params.size() * sizeof(float)));
+  if (!v.optimizer_name.empty()) {
+    RETURN_IF_ERROR(WriteSection(w, kTypeBytes, kOptimizerSection,
+                                 v.optimizer_name.data(),
+                                 v.optimizer_name.size()));
+  }
+  for (const auto& [name, data] : v.optimizer_state) {
+    RETURN_IF_ERROR(WriteSection(w, kTypeF32, absl::StrCat(kOptimPrefix, name),
+                                 data.data(), data.size() * sizeof(float)));
+  }
+  for (const auto& [name, data] : v.blobs) {
+    RETURN_IF_ERROR(WriteSection(w, kTypeBytes,
+                                 absl::StrCat(kBlobPrefix, name), data.data(),
+                                 data.size()));
+  }
+  char footer[kFooterSize];
+  std::memcpy(footer, kEndMagic, 8);
+  PutAt<uint64_t>(footer + 8, w->bytes_written() + kFooterSize);
+  RETURN_IF_ERROR(w->Append(footer, kFooterSize));
+  return w->Flush();
+}
+
+// Reads exactly n bytes at `offset`; DataLoss if the file ends first.
+absl::Status ReadAt(int fd, const std::string& path, uint64_t offset,
+                    void* dst, uint64_t n) {
+  char* p = static_cast<char*>(dst);
+  while (n > 0) {
+    const ssize_t r = ::pread(fd, p, n, static_cast<off_t>(offset));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError(absl::StrCat("read at offset ", offset), path, errno);
+    }
+    if (r == 0) {
+      return Corrupt(path, absl::StrCat("file ends at offset ", offset,
+                                        " while ", n, " more bytes were expected"));
+    }
+    p += r;
+    n -= static_cast<uint64_t>(r);
+    offset += static_cast<uint64_t>(r);
+  }
+  return absl::OkStatus();
+}
+
+// Closes an fd on scope exit.
+class FdCloser {
+ public:
+  explicit FdCloser(int fd) : fd_(fd) {}
+  ~FdCloser() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FdCloser(const FdCloser&) = delete;
+  FdCloser& operator=(const FdCloser&) = delete;
+
+ private:
+  int fd_;
+};
+
+absl::StatusOr<Checkpoint> ReadAndVerify(int fd, const std::string& path,
+                                         uint64_t size,
+                                         const ReadOptions& options) {
+  if (size < kHeaderSize + kFooterSize) {
+    return Corrupt(path, absl::StrCat("file has ", size,
+                                      " bytes, fewer than the ",
+                                      kHeaderSize + kFooterSize,
+                                      " of an empty checkpoint"));
+  }
+  char header[kHeaderSize];
+  RETURN_IF_ERROR(ReadAt(fd, path, 0, header, kHeaderSize));
+  if (std::memcmp(header, kMagic, 8) != 0) {
+    return absl::DataLossError(absl::StrCat(
+        "checkpoint ", path,
+        " is not a tandem checkpoint (no 'TNDMCKPT' magic at offset 0)"));
+  }
+  const uint32_t stored_header_crc = GetAt<uint32_t>(header + kHeaderCrcOffset);
+  const uint32_t header_crc = Crc32c(header, kHeaderCrcOffset);
+  if (stored_header_crc != header_crc) {
+    return Corrupt(path, absl::StrCat("header (offset 0..", kHeaderCrcOffset,
+                                      ") fails its CRC32C (stored ",
+                                      stored_header_crc, ", computed ",
+                                      header_crc, ")"));
+  }
+  const uint32_t version = GetAt<uint32_t>(header + 8);
+  if (version != kVersion || GetAt<uint32_t>(header + 12) != kHeaderSize) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint ", path, " has format version ", version,
+        "; this build reads version ", kVersion));
+  }
+  char footer[kFooterSize];
+  RETURN_IF_ERROR(ReadAt(fd, path, size - kFooterSize, footer, kFooterSize));
+  const uint64_t recorded_size = GetAt<uint64_t>(footer + 8);
+  if (std::memcmp(footer, kEndMagic, 8) != 0 || recorded_size != size) {
+    return Corrupt(path, absl::StrCat(
+        "no valid end marker at offset ", size - kFooterSize, " (file has ",
+        size, " bytes",
+        std::memcmp(footer, kEndMagic, 8) == 0
+            ? absl::StrCat(", footer records ", recorded_size)
+            : std::string(),
+        "): the write did not complete or the file was cut"));
+  }
+
+  Checkpoint c;
+  c.model_fingerprint = GetAt<uint64_t>(header + 16);
+  c.step = GetAt<int64_t>(header + 24);
+  c.total_params = GetAt<int64_t>(header + 32);
+  c.range_lo = GetAt<int64_t>(header + 40);
+  c.range_hi = GetAt<int64_t>(header + 48);
+  const uint32_t sections = GetAt<uint32_t>(header + 56);
+  if (c.range_lo < 0 || c.range_hi < c.range_lo ||
+      c.range_hi > c.total_params || c.step < 0) {
+    return Corrupt(path, absl::StrCat("header holds an impossible range [",
+                                      c.range_lo, ", ", c.range_hi, ") of ",
+                                      c.total_params, " or step ", c.step));
+  }
+  if (options.expected_model_fingerprint.has_value() &&
+      *options.expected_model_fingerprint != c.model_fingerprint) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint ", path, " belongs to another model: its fingerprint is ",
+        absl::Hex(c.model_fingerprint, absl::kZeroPad16),
+        " but this model's is ",
+        absl::Hex(*options.expected_model_fingerprint, absl::kZeroPad16),
+        " (different spec or parameter layout); point the job at a "
+        "checkpoint of this model or start from scratch"));
+  }
+
+  const uint64_t expected_floats =
+      static_cast<uint64_t>(c.range_hi - c.range_lo);
+  const uint64_t end = size - kFooterSize;
+  uint64_t offset = kHeaderSize;
+  bool have_params = false;
+  for (uint32_t s = 0; s < sections; ++s) {
+    if (end - offset < kSectionHeaderSize + 4) {
+      return Corrupt(path, absl::StrCat("section ", s, " of ", sections,
+                                        " would start at offset ", offset,
+                                        " but the sections end at ", end));
+    }
+    char sh[kSectionHeaderSize];
+    RETURN_IF_ERROR(ReadAt(fd, path, offset, sh, kSectionHeaderSize));
+    const uint32_t type = GetAt<uint32_t>(sh);
+    const uint32_t name_len = GetAt<uint32_t>(sh + 4);
+    const uint64_t payload = GetAt<uint64_t>(sh + 8);
+    const uint64_t room = end - offset - kSectionHeaderSize - 4;
+    if ((type != kTypeF32 && type != kTypeBytes) || name_len == 0 ||
+        name_len > kMaxNameLength || name_len > room ||
+        payload > room - name_len ||
+        (type == kTypeF32 && payload % sizeof(float) != 0)) {
+      return Corrupt(path, absl::StrCat(
+          "section ", s, " at offset ", offset, " has an invalid header (type ",
+          type, ", name length ", name_len, ", payload ", payload,
+          " bytes, ", room, " bytes left)"));
+    }
+    std::string name(name_len, '\0');
+    RETURN_IF_ERROR(ReadAt(fd, path, offset + kSectionHeaderSize, name.data(),
+                           name_len));
+    const uint64_t data_offset = offset + kSectionHeaderSize + name_len;
+    std::vector<float> floats;
+    std::string bytes;
+    void* dst;
+    if (type == kTypeF32) {
+      floats.resize(payload / sizeof(float));
+      dst = floats.data();
+    } else {
+      bytes.resize(payload);
+      dst = bytes.data();
+    }
+    RETURN_IF_ERROR(ReadAt(fd, path, data_offset, dst, payload));
+    char crc_bytes[4];
+    RETURN_IF_ERROR(ReadAt(fd, path, data_offset + payload, crc_bytes, 4));
+    uint32_t crc = Crc32c(sh, kSectionHeaderSize);
+    crc = Crc32cExtend(crc, name.data(), name.size());
+    crc = Crc32cExtend(crc, dst, payload);
+    const uint32_t stored = GetAt<uint32_t>(crc_bytes);
+    if (crc != stored) {
+      return Corrupt(path, absl::StrCat(
+          "section '", name, "' at offset ", offset, " (", payload,
+          " bytes) fails its CRC32C (stored ", stored, ", computed ", crc, ")"));
+    }
+    auto wrong_type = [&]() {
+      return Corrupt(path, absl::StrCat("section '", name, "' at offset ",
+                                        offset, " has the wrong type ", type));
+    };
+    auto wrong_size = [&]() {
+      return Corrupt(path, absl::StrCat(
+          "section '", name, "' at offset ", offset, " holds ", floats.size(),
+          " values but the range [", c.range_lo, ", ", c.range_hi, ") needs ",
+          expected_floats));
+    };
+    if (name == kParamsSection) {
+      if (type != kTypeF32) return wrong_type();
+      if (floats.size() != expected_floats) return wrong_size();
+      c.params = std::move(floats);
+      have_params = true;
+    } else if (name == kOptimizerSection) {
+      if (type != kTypeBytes) return wrong_type();
+      c.optimizer_name = std::move(bytes);
+    } else if (absl::StartsWith(name, kOptimPrefix)) {
+      if (type != kTypeF32) return wrong_type();
+      if (floats.size() != expected_floats) return wrong_size();
+      c.optimizer_state.emplace_back(name.substr(kOptimPrefix.size()),
+                                     std::move(floats));
+    } else if (absl::StartsWith(name, kBlobPrefix)) {
+      if (type != kTypeBytes) return wrong_type();
+      c.blobs.emplace_back(name.substr(kBlobPrefix.size()), std::move(bytes));
+    } else {
+      return Corrupt(path, absl::StrCat("unknown section '", name,
+                                        "' at offset ", offset));
+    }
+    offset = data_offset + payload + 4;
+  }
+  if (offset != end) {
+    return Corrupt(path, absl::StrCat(sections, " sections end at offset ",
+                                      offset, " but the footer starts at ",
+                                      end));
+  }
+  if (!have_params) return Corrupt(path, "it has no 'params' section");
+  return c;
+}
+
+}  // namespace
+
+const std::string* Checkpoint::FindBlob(absl::string_view name) const {
+  for (const auto& [n, data] : blobs) {
+    if (n == name) return &data;
+  }
+  return nullptr;
+}
+
+const std::vector<float>* Checkpoint::FindOptimizerState(
+    absl::string_view name) const {
+  for (const auto& [n, data] : optimizer_state) {
+    if (n == name) return &data;
+  }
+  return nullptr;
+}
+
+absl::Status WriteCheckpoint(const std::string& path,
+                             const CheckpointView& view) {
+  RETURN_IF_ERROR(ValidateView(path, view));
+  static std::atomic<uint64_t> counter{0};
+  const std::string tmp =
+      absl::StrCat(path, ".tmp.", ::getpid(), ".", counter.fetch_add(1));
+  const int fd =
+      ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError("create temporary file " + tmp, path, errno);
+
+  absl::Status status;
+  {
+    FileWriter writer(fd, path);
+    status = WriteBody(&writer, view);
+  }
+  if (status.ok() && ::fsync(fd) != 0) status = ErrnoError("fsync", path, errno);
+  if (::close(fd) != 0 && status.ok()) status = ErrnoError("close", path, errno);
+  if (status.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    status = ErrnoError("rename " + tmp + " to it", path, errno);
+  }
+  if (!status.ok()) {
+    ::unlink(tmp.c_str());
+    return status;
+  }
+  // Make the rename durable.
+  const std::string dir = DirName(path);
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return ErrnoError("open directory " + dir, path, errno);
+  FdCloser close_dir(dfd);
+  if (::fsync(dfd) != 0) return ErrnoError("fsync directory " + dir, path, errno);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path,
+                                          const ReadOptions& options) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("open", path, errno);
+  FdCloser closer(fd);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return ErrnoError("stat", path, errno);
+  if (!S_ISREG(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("checkpoint ", path, " is not a regular file"));
+  }
+  return ReadAndVerify(fd, path, static_cast<uint64_t>(st.st_size), options);
+}
+
+uint64_t ModelFingerprint(absl::string_view model_description) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64 offset basis
+  for (unsigned char ch : model_description) {
+    h ^= ch;
+    h *= 0x100000001b3ull;  // FNV prime
+  }
+  return h;
+}
+
+void AddOptimizerState(optim::Optimizer& optimizer, CheckpointView* view) {
+  view->optimizer_name = optimizer.name();
+  view->optimizer_state.clear();
+  for (const optim::StateBuffer& b : optimizer.state()) {
+    view->optimizer_state.emplace_back(b.name, absl::Span<const float>(b.data));
+  }
+}
+
+absl::Status RestoreOptimizerState(const Checkpoint& c,
+                                   optim::Optimizer* optimizer) {
+  const optim::ParamRange& r = optimizer->range();
+  if (c.optimizer_name != optimizer->name()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint holds state of optimizer '", c.optimizer_name,
+        "' but the job uses '", optimizer->name(),
+        "'; use the same optimizer or start its state from zero"));
+  }
+  if (c.range_lo != r.lo || c.range_hi != r.hi) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint holds optimizer state for range [", c.range_lo, ", ",
+        c.range_hi, ") but this optimizer owns [", r.lo, ", ", r.hi,
+        "); reshard the checkpoint first"));
+  }
+  std::vector<optim::StateBuffer> buffers = optimizer->state();
+  if (buffers.size() != c.optimizer_state.size()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint holds ", c.optimizer_state.size(),
+        " optimizer state buffers but '", optimizer->name(), "' has ",
+        buffers.size(), " (different options, e.g. momentum on/off?)"));
+  }
+  // Check everything before copying anything.
+  std::vector<const std::vector<float>*> sources;
+  for (const optim::StateBuffer& b : buffers) {
+    const std::vector<float>* src = c.FindOptimizerState(b.name);
+    if (src == nullptr || src->size() != b.data.size()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "checkpoint has no optimizer state '", b.name, "' of ",
+          b.data.size(), " values"));
+    }
+    sources.push_back(src);
+  }
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    if (sources[i]->empty()) continue;
+    std::memcpy(buffers[i].data.data(), sources[i]->data(),
+                sources[i]->size() * sizeof(float));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace checkpoint
+}  // namespace tandem
