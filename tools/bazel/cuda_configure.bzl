@@ -20,7 +20,7 @@ package(default_visibility = ["//visibility:public"])
 
 cc_library(
     name = "cuda_headers",
-    hdrs = glob(["include/**/*.h", "include/**/*.hpp", "include/**/*.inl"], allow_empty = True),
+    hdrs = glob(["include/**/*.h", "include/**/*.hpp", "include/**/*.inl", "include/nv/**"], allow_empty = True),
     includes = ["include"],
 )
 

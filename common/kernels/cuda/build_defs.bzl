@@ -19,3 +19,9 @@ def cuda_cc_binary(name, tags = [], **kwargs):
     if not CUDA_AVAILABLE:
         return
     native.cc_binary(name = name, tags = tags + ["gpu"], **kwargs)
+
+def cuda_cc_test(name, tags = [], **kwargs):
+    """A cc_test that links CUDA but needs no device (runs in CI). Absent without CUDA."""
+    if not CUDA_AVAILABLE:
+        return
+    native.cc_test(name = name, tags = tags, **kwargs)

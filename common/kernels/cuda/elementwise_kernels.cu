@@ -45,7 +45,8 @@ __global__ void ActBackwardKernel(Act act, int64_t n, const float* x,
   }
 }
 
-// dz = dy * act'(z) over a [rows, cols] matrix and, if dbias is non-null,
+// dz = dy * act'(z) over a [rows, cols] matrix (skipped when dz is null) and,
+// if dbias is non-null,
 // dbias[c] += column sums (dbias pre-scaled by the launcher). Block
 // (32, 8): threadIdx.x picks the column inside the tile, threadIdx.y strides
 // over rows; the 8 partial sums meet in shared memory and one atomicAdd per
@@ -61,7 +62,7 @@ __global__ void BiasActBackwardKernel(Act act, int64_t rows, int64_t cols,
          r < rows; r += static_cast<int64_t>(gridDim.y) * kTileRows) {
       const int64_t i = r * cols + c;
       const float g = dy[i] * ActGrad(act, z[i]);
-      dz[i] = g;
+      if (dz != nullptr) dz[i] = g;
       sum += g;
     }
   }

@@ -25,7 +25,8 @@ enum class Act : int { kNone = 0, kRelu = 1, kGeluTanh = 2 };
 cudaError_t LaunchBiasActivationForward(Act act, int64_t rows, int64_t cols,
                                         const float* bias, float* z, float* y,
                                         cudaStream_t stream);
-// dz = dy * act'(z) (dz may alias dy); if dbias is non-null,
+// dz = dy * act'(z) (dz may alias dy; dz null writes nothing, which with
+// Act::kNone and z = dy is a plain bias gradient); if dbias is non-null,
 // dbias = dbias_beta * dbias + column sums of dz (dbias_beta == 0 ignores the
 // old contents). Column sums use float atomics: not bit-reproducible.
 cudaError_t LaunchBiasActivationBackward(Act act, int64_t rows, int64_t cols,
