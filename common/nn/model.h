@@ -1,0 +1,102 @@
+// Model: a trainable network over flat parameter/gradient storage, built from
+// a spec string (model_spec.h) by CreateModel.
+//
+//   ModelOptions opts;  opts.max_batch = 64;  opts.seed = 1;
+//   ASSIGN_OR_RETURN(auto model, CreateModel("mlp:784,1024,10", backend, opts));
+//   RETURN_IF_ERROR(model->Forward(batch));              // loss on device
+//   RETURN_IF_ERROR(model->Backward(0.f, on_grad_ready));  // grads final
+//   // optimizer steps model->storage().params() from .grads()
+//
+// Inputs are device pointers (copy host data in with the backend first):
+// MLP: features [batch, in] fp32 and labels [batch]; GPT: tokens
+// [batch, context] and next-token labels [batch, context] (int32, negative
+// = ignored). Labels / tokens must be in range: they are not checked on
+// the device (the data path validates them).
+//
+// Thread-compatible. The model owns its storage and activations; the
+// Backend must outlive it. Errors: InvalidArgument for a malformed spec, a
+// batch larger than max_batch or missing inputs; FailedPrecondition for
+// Backward before Forward; ResourceExhausted if buffers cannot be allocated.
+#ifndef TANDEM_COMMON_NN_MODEL_H_
+#define TANDEM_COMMON_NN_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/kernels/backend.h"
+#include "common/nn/layer.h"
+#include "common/nn/model_spec.h"
+#include "common/tensor/flat_storage.h"
+#include "common/tensor/parameter_layout.h"
+
+namespace tandem {
+namespace nn {
+
+struct Batch {
+  int size = 0;                       // samples (sequences for GPT)
+  const float* features = nullptr;    // MLP: [size, in]
+  const int32_t* tokens = nullptr;    // GPT: [size, context]
+  const int32_t* labels = nullptr;    // MLP: [size]; GPT: [size, context]
+};
+
+struct ModelOptions {
+  // Largest batch Forward accepts; activations are sized for it once.
+  int max_batch = 64;
+  // Seed for the deterministic initialisation (same seed, same parameters,
+  // on every backend and machine).
+  uint64_t seed = 1;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  virtual const ModelSpec& spec() const = 0;
+  // Parameters in backward order; grads share the layout.
+  virtual const tensor::ParameterLayout& layout() const = 0;
+  virtual tensor::FlatStorage& storage() = 0;
+
+  // Runs the forward pass and the mean cross-entropy loss into loss().
+  virtual absl::Status Forward(const Batch& batch) = 0;
+  // Backward of the last Forward. grad_beta 0 overwrites the gradients, 1
+  // adds to them. `on_ready` (may be null) is called once per parameter
+  // group, in backward order, as soon as that group's gradients are final.
+  // loss_scale multiplies the loss's gradient (fp16 loss scaling).
+  virtual absl::Status Backward(float grad_beta,
+                                const GradReadyCallback& on_ready,
+                                float loss_scale = 1.f) = 0;
+
+  // Device scalar: the last Forward's mean loss.
+  virtual const float* loss() const = 0;
+  // Device [rows, classes] softmax probabilities of the last Forward
+  // (rows = batch for MLP, batch * context for GPT).
+  virtual const float* probs() const = 0;
+  virtual int num_classes() const = 0;
+  virtual int rows_per_sample() const = 0;  // 1 for MLP, context for GPT
+
+  // Re-initialises every parameter from `seed` (the same values the
+  // constructor's seed gives).
+  virtual absl::Status Initialize(uint64_t seed) = 0;
+};
+
+// One GradRange per parameter group of `layout`, in group order. The ranges
+// tile [0, layout.total_size()): each starts where the previous one ended
+// (padding included), so gradient buckets built from them leave no gaps.
+std::vector<GradRange> GroupRanges(const tensor::ParameterLayout& layout);
+
+absl::StatusOr<std::unique_ptr<Model>> CreateModel(
+    absl::string_view spec, kernels::Backend* backend,
+    const ModelOptions& options);
+absl::StatusOr<std::unique_ptr<Model>> CreateModel(
+    const ModelSpec& spec, kernels::Backend* backend,
+    const ModelOptions& options);
+
+}  // namespace nn
+}  // namespace tandem
+
+#endif  // TANDEM_COMMON_NN_MODEL_H_
