@@ -1,0 +1,81 @@
+// dataserver: serves datasets to workers as streams of packed batches.
+//
+//   dataserver --dataset=fashion-mnist/train=/usr/share/datasets/fashion-mnist/train
+//              --port=7100 --metrics_port=9100 --prefetch_depth=4 --decode_threads=4
+//
+// Prints "dataserver listening on HOST:PORT metrics_port=M" once serving
+// (and writes PORT to --port_file when given). Bad flags, a port in use or
+// a missing dataset file: one line on stderr, exit status 1.
+#include <atomic>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "grpc/support/log.h"
+#include "services/dataserver/data_server.h"
+
+ABSL_FLAG(std::vector<std::string>, dataset, {},
+          "name=path[,name=path...]; path is a directory of .tshard files, a "
+          ".tshard file, or an IDX prefix (.../fashion-mnist/train)");
+ABSL_FLAG(std::string, host, "127.0.0.1", "interface to bind (0.0.0.0 for all)");
+ABSL_FLAG(int, port, 0, "gRPC port; 0 picks a free one");
+ABSL_FLAG(int, metrics_port, -1, "Prometheus /metrics port; 0 = free, -1 = off");
+ABSL_FLAG(int, prefetch_depth, 4, "batches packed ahead per stream");
+ABSL_FLAG(int, decode_threads, 4, "threads reading and packing batches");
+ABSL_FLAG(int, max_streams, 256, "concurrent streams allowed");
+ABSL_FLAG(std::string, port_file, "", "if set, the bound port is written here");
+
+namespace {
+// gRPC core logs its own multi-line report of a failed bind; the Status we
+// print says the same in one line, so its logs are dropped until serving.
+std::atomic<bool> serving{false};
+void GrpcLog(gpr_log_func_args* args) {
+  if (!serving.load()) return;
+  std::fprintf(stderr, "grpc %s:%d: %s\n", args->file, args->line, args->message);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("tandem data-shard server");
+  absl::ParseCommandLine(argc, argv);
+  tandem::dataserver::DataServerOptions options;
+  for (const std::string& spec : absl::GetFlag(FLAGS_dataset)) {
+    auto parsed = tandem::dataserver::ParseDatasetSpec(spec);
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "dataserver: %s\n", std::string(parsed.status().message()).c_str());
+      return 1;
+    }
+    options.datasets.push_back(*parsed);
+  }
+  options.host = absl::GetFlag(FLAGS_host);
+  options.port = absl::GetFlag(FLAGS_port);
+  options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  options.service.prefetch_depth = absl::GetFlag(FLAGS_prefetch_depth);
+  options.service.decode_threads = absl::GetFlag(FLAGS_decode_threads);
+  options.service.max_streams = absl::GetFlag(FLAGS_max_streams);
+  gpr_set_log_function(GrpcLog);
+  auto server = tandem::dataserver::DataServer::Start(options);
+  serving.store(true);
+  if (!server.ok()) {
+    std::fprintf(stderr, "dataserver: %s\n", server.status().ToString().c_str());
+    return 1;
+  }
+  const std::string port_file = absl::GetFlag(FLAGS_port_file);
+  if (!port_file.empty()) {
+    const std::string tmp = port_file + ".tmp";
+    std::FILE* f = std::fopen(tmp.c_str(), "w");
+    if (f == nullptr || std::fprintf(f, "%d\n", (*server)->port()) < 0 ||
+        std::fclose(f) != 0 || std::rename(tmp.c_str(), port_file.c_str()) != 0) {
+      std::fprintf(stderr, "dataserver: cannot write --port_file %s\n", port_file.c_str());
+      return 1;
+    }
+  }
+  std::printf("dataserver listening on %s metrics_port=%d\n",
+              (*server)->address().c_str(), (*server)->metrics_port());
+  std::fflush(stdout);
+  (*server)->Wait();
+  return 0;
+}
