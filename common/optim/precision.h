@@ -14,7 +14,8 @@
 // Rounding: nearest, ties to even. Values beyond the format's range become
 // +-inf (fp16: |x| >= 65520; bf16: above 3.3961e38 after rounding); fp16
 // keeps subnormals (down to 2^-24) and rounds smaller values to signed zero;
-// NaN stays NaN (quietened, sign kept). Widening is exact.
+// NaN stays NaN (bf16: quietened, sign and high payload kept; fp16: the
+// canonical quiet NaN 0x7E00 with the sign kept). Widening is exact.
 // Thread-safe: pure functions. Bulk conversions return InvalidArgument if
 // the spans' sizes differ.
 #ifndef TANDEM_COMMON_OPTIM_PRECISION_H_
