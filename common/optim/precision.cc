@@ -15,9 +15,9 @@ absl::Status CheckSizes(const char* what, size_t in, size_t out) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-fp16_t FloatToHalf(float f) {
+// Internal (not interposable under -fPIC) so the bulk loops inline and
+// vectorise them.
+inline fp16_t FloatToHalfImpl(float f) {
   // Branch-free, so the bulk loop vectorises: all three candidates are
   // computed and one is selected. Rounding is done by fp32 arithmetic in the
   // default round-to-nearest-even mode (the technique of F. Giesen's
@@ -42,7 +42,7 @@ fp16_t FloatToHalf(float f) {
   return static_cast<fp16_t>(sign | h);
 }
 
-float HalfToFloat(fp16_t h) {
+inline float HalfToFloatImpl(fp16_t h) {
   // Branch-free (vectorises): subnormals are mant * 2^-24, exact in fp32.
   const uint32_t x = h;
   const uint32_t sign = (x & 0x8000u) << 16;
@@ -58,6 +58,11 @@ float HalfToFloat(fp16_t h) {
                      (normal & ~is_sub & ~is_special));
 }
 
+}  // namespace
+
+fp16_t FloatToHalf(float f) { return FloatToHalfImpl(f); }
+float HalfToFloat(fp16_t h) { return HalfToFloatImpl(h); }
+
 absl::Status FloatToBf16(absl::Span<const float> in, absl::Span<bf16_t> out) {
   if (in.size() != out.size()) return CheckSizes("FloatToBf16", in.size(), out.size());
   for (size_t i = 0; i < in.size(); ++i) out[i] = FloatToBf16(in[i]);
@@ -72,13 +77,13 @@ absl::Status Bf16ToFloat(absl::Span<const bf16_t> in, absl::Span<float> out) {
 
 absl::Status FloatToHalf(absl::Span<const float> in, absl::Span<fp16_t> out) {
   if (in.size() != out.size()) return CheckSizes("FloatToHalf", in.size(), out.size());
-  for (size_t i = 0; i < in.size(); ++i) out[i] = FloatToHalf(in[i]);
+  for (size_t i = 0; i < in.size(); ++i) out[i] = FloatToHalfImpl(in[i]);
   return absl::OkStatus();
 }
 
 absl::Status HalfToFloat(absl::Span<const fp16_t> in, absl::Span<float> out) {
   if (in.size() != out.size()) return CheckSizes("HalfToFloat", in.size(), out.size());
-  for (size_t i = 0; i < in.size(); ++i) out[i] = HalfToFloat(in[i]);
+  for (size_t i = 0; i < in.size(); ++i) out[i] = HalfToFloatImpl(in[i]);
   return absl::OkStatus();
 }
 
