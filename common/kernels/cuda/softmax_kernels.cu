@@ -28,21 +28,27 @@ __global__ void SoftmaxXentForwardKernel(int64_t rows, int64_t classes,
                                          float* probs, float* loss) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* xr = logits + r * classes;
-    float m = -INFINITY;
+    // Online softmax: one read of the row gives this thread's running max
+    // and its sum of exp(x - max), rescaled whenever the max grows; a large
+    // vocabulary row is then read twice from memory instead of three times.
+    float tm = -INFINITY;
+    float ts = 0.0f;
     for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
-      m = fmaxf(m, xr[c]);
+      const float v = xr[c];
+      if (v > tm) {
+        ts = ts * expf(tm - v) + 1.0f;  // expf(-inf) = 0 on the first value
+        tm = v;
+      } else if (tm != -INFINITY) {
+        ts += expf(v - tm);
+      }
     }
-    m = BlockMax(m);
     const int32_t label = labels[r];
     float label_logit = 0.0f;
     if (threadIdx.x == 0 && label >= 0 && label < classes) {
       label_logit = xr[label];
     }
-    float sum = 0.0f;
-    for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
-      sum += expf(xr[c] - m);
-    }
-    sum = BlockSum(sum);
+    const float m = BlockMax(tm);
+    const float sum = BlockSum(tm == -INFINITY ? 0.0f : ts * expf(tm - m));
     const float inv = 1.0f / sum;
     float* pr = probs + r * classes;
     for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
