@@ -23,9 +23,9 @@
 # Environment (run): TEST_TIMEOUT_S (default 600), BENCH_FLAGS (passed to
 # kernel_bench).
 #
-# TODO(issue 3): the GPT training step vs PyTorch eager (tokens/s on the same
-# model) belongs here once common/nn has the GPT model and a step benchmark;
-# run() has a marked place for it.
+# GPT step: GPT_SPEC (default gpt:layers=12,heads=12,width=768,context=1024,
+# vocab=50304), GPT_BATCH (8), GPT_ITERS (10), GPT_MATH ("fp32 tf32") run
+# gpt_step_bench and gpt_step_torch.py (PyTorch eager) with the same values.
 set -o pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -61,7 +61,7 @@ pack() {
       "attr(tags, '(^|[ ,\[])gpu([ ,\]]|\$)', tests($universe)) + tests(//common/kernels/cuda/...)" \
       2>/dev/null | sort)
   [[ -n "$tests" ]] || die "bazel query found no gpu-tagged tests"
-  local targets=($tests //tools/gpu:kernel_bench)
+  local targets=($tests //tools/gpu:kernel_bench //tools/gpu:gpt_step_bench)
   echo "pack: building ${#targets[@]} targets"
   "$bazel" "${startup[@]}" build --keep_going "${flags[@]}" "${targets[@]}" ||
     echo "pack: WARNING: some targets failed to build; packing the rest" >&2
@@ -74,11 +74,16 @@ pack() {
   for t in "${targets[@]}"; do
     local pkg="${t#//}"; pkg="${pkg%%:*}"; local name="${t##*:}"
     local src="$bin_root/$pkg/$name"
-    if [[ ! -x "$src" ]]; then missing+=("$t"); continue; fi
+    if [[ ! -x "$src" ]]; then
+      # The GPT step needs common/nn; its absence only skips that row.
+      [[ "$t" == //tools/gpu:gpt_step_bench ]] ||  missing+=("$t")
+      [[ "$t" == //tools/gpu:gpt_step_bench ]] && echo "pack: WARNING: gpt_step_bench did not build; run will skip the GPT step" >&2
+      continue
+    fi
     sources+=("$src")
     local dest_name; dest_name="$(echo "$pkg/$name" | tr '/' '.')"
-    if [[ "$t" == //tools/gpu:kernel_bench ]]; then
-      cp "$src" "$PACK/bin/kernel_bench"
+    if [[ "$t" == //tools/gpu:kernel_bench || "$t" == //tools/gpu:gpt_step_bench ]]; then
+      cp "$src" "$PACK/bin/$name"
     else
       cp "$src" "$PACK/bin/tests/$dest_name"
     fi
@@ -106,9 +111,9 @@ pack() {
   done
   cp -L /lib64/ld-linux-x86-64.so.2 "$PACK/glibc/" 2>/dev/null || true
   chmod -R u+w "$PACK/lib" "$PACK/glibc"
-  strip --strip-unneeded "$PACK"/bin/kernel_bench "$PACK"/bin/tests/* "$PACK"/lib/*.so* 2>/dev/null || true
+  strip --strip-unneeded "$PACK"/bin/*_bench "$PACK"/bin/tests/* "$PACK"/lib/*.so* 2>/dev/null || true
   getconf GNU_LIBC_VERSION | awk '{print $2}' > "$PACK/GLIBC_VERSION"
-  cp "$SCRIPT_DIR/check.sh" "$PACK/check.sh"
+  cp "$SCRIPT_DIR/check.sh" "$SCRIPT_DIR/gpt_step_torch.py" "$PACK/"
   {
     echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) from $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
     ls -1 "$PACK/bin/tests"
@@ -193,8 +198,26 @@ run() {
   local bench_rc=$?
   ((bench_rc != 0)) && bad=1
 
-  # TODO(issue 3): GPT step tokens/s vs PyTorch eager on the same model, once
-  # common/nn has the GPT model and a step benchmark binary to pack.
+  # GPT training step, tandem vs PyTorch eager on the same model and batch.
+  local gpt_rows=() gpt_args=(--spec="${GPT_SPEC:-gpt:layers=12,heads=12,width=768,context=1024,vocab=50304}"
+                              --batch="${GPT_BATCH:-8}" --iters="${GPT_ITERS:-10}")
+  local math
+  for math in ${GPT_MATH:-fp32 tf32}; do
+    if [[ -x "$PACK/bin/gpt_step_bench" ]]; then
+      "${timeout_cmd[@]}" "${loader[@]}" "$PACK/bin/gpt_step_bench" "${gpt_args[@]}" --math="$math" \
+          > "$logs/gpt_step_bench.$math.log" 2>&1 || bad=1
+      gpt_rows+=("$(grep '^gpt_step ' "$logs/gpt_step_bench.$math.log" || echo "gpt_step tandem math=$math FAILED: $(tail -1 "$logs/gpt_step_bench.$math.log")")")
+    fi
+    local py; py="$(command -v python3 || command -v python)"
+    if [[ -n "$py" ]] && "$py" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+      # The venv's own NVIDIA libraries, not our pack, for PyTorch.
+      env LD_LIBRARY_PATH="$nv" "${timeout_cmd[@]}" "$py" "$PACK/gpt_step_torch.py" "${gpt_args[@]}" --math="$math" \
+          > "$logs/gpt_step_torch.$math.log" 2>&1
+      gpt_rows+=("$(grep '^gpt_step ' "$logs/gpt_step_torch.$math.log" || echo "gpt_step torch math=$math FAILED: $(tail -1 "$logs/gpt_step_torch.$math.log")")")
+    else
+      gpt_rows+=("gpt_step torch: skipped (no python with CUDA torch)")
+    fi
+  done
 
   [[ -n "${OUT:-}" && -d "${OUT:-}" ]] && { mkdir -p "$OUT/gpu-check"; cp "$logs"/*.log "$OUT/gpu-check/" 2>/dev/null; }
 
@@ -202,6 +225,11 @@ run() {
   echo "==== kernel_bench (rc $bench_rc) ===="
   if ((bench_rc == 0)); then grep -vE '^\s*$' "$logs/kernel_bench.log"; else tail -20 "$logs/kernel_bench.log"; fi
   echo
+  if ((${#gpt_rows[@]})); then
+    echo "==== GPT training step ===="
+    printf '%s\n' "${gpt_rows[@]}"
+    echo
+  fi
   echo "==== gpu tests ===="
   printf '%-58s %6s %6s %7s %4s\n' "binary" "passed" "failed" "skipped" "rc"
   printf '%s\n' "${rows[@]}"
