@@ -241,6 +241,10 @@ void PrefetchClient::Run() {
     mu_.AwaitWithTimeout(absl::Condition(&stop_), backoff);
     backoff = std::min(backoff * 2, options_.max_backoff);
     server = (server + 1) % num_servers;
+    // A fresh channel connects at once; the old one may sit in gRPC's
+    // reconnect backoff after the connection that just failed.
+    stubs_[server] = v1::DataServer::NewStub(
+        MakeChannel({.target = options_.servers[server]}));
   }
   absl::MutexLock lock(&mu_);
   final_status_ = final_status;

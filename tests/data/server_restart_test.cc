@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/data/prefetch_client.h"
 #include "common/data/record_shard.h"
 #include "common/data/sampler.h"
@@ -26,7 +27,9 @@ namespace tandem {
 namespace {
 
 constexpr int64_t kSamples = 1000;
-constexpr int64_t kFeatureBytes = 64;
+// Large enough that the kill lands mid-stream: what gRPC buffers in flight
+// (flow-control windows, a few MB) is far less than what the test reads.
+constexpr int64_t kFeatureBytes = 8192;
 
 std::string TmpPath(const std::string& name) {
   const char* dir = std::getenv("TEST_TMPDIR");
@@ -38,7 +41,7 @@ std::string ServerBinary() {
   return std::string(srcdir ? srcdir : ".") + "/tandem/services/dataserver/dataserver";
 }
 
-// Sample i's features: 8 bytes of i, then 56 bytes of (i * 7).
+// Sample i's features: 8 bytes of i, then (i * 7) repeated.
 std::string WriteDataset() {
   const std::string path = TmpPath("restart.tshard");
   v1::DatasetInfo info;
@@ -61,6 +64,7 @@ std::string WriteDataset() {
 // A dataserver child process; its stdout's first line gives the port.
 struct ServerProcess {
   pid_t pid = -1;
+  int stdout_fd = -1;
   int port = 0;
   std::string stderr_text;
   int exit_status = -1;
@@ -68,14 +72,18 @@ struct ServerProcess {
   // Starts the binary with `args`; returns false (with stderr_text and
   // exit_status filled) if it exits instead of serving.
   bool Start(const std::vector<std::string>& args) {
-    int out[2], err[2];
-    if (pipe(out) != 0 || pipe(err) != 0) return false;
+    static int count = 0;
+    const std::string err_path = TmpPath(absl::StrCat("server-", count++, ".stderr"));
+    int out[2];
+    if (pipe(out) != 0) return false;
     pid = fork();
     if (pid == 0) {
+      // stderr goes to a file: a closed pipe would kill the server (SIGPIPE)
+      // the first time gRPC logs something.
+      FILE* err = std::fopen(err_path.c_str(), "w");
+      if (err != nullptr) dup2(fileno(err), 2);
       dup2(out[1], 1);
-      dup2(err[1], 2);
       close(out[0]);
-      close(err[0]);
       std::vector<char*> argv;
       const std::string bin = ServerBinary();
       argv.push_back(const_cast<char*>(bin.c_str()));
@@ -85,26 +93,22 @@ struct ServerProcess {
       _exit(127);
     }
     close(out[1]);
-    close(err[1]);
+    stdout_fd = out[0];  // kept open while the server runs
     // Blocks until the server prints its line or exits (EOF).
     std::string line;
     char c;
-    while (read(out[0], &c, 1) == 1 && c != '\n') line.push_back(c);
-    close(out[0]);
+    while (read(stdout_fd, &c, 1) == 1 && c != '\n') line.push_back(c);
     const size_t colon = line.rfind(':', line.find(" metrics_port"));
     if (absl::StartsWith(line, "dataserver listening on ") && colon != std::string::npos &&
         absl::SimpleAtoi(line.substr(colon + 1, line.find(' ', colon) - colon - 1), &port)) {
-      close(err[0]);
       return true;
     }
-    char buf[4096];
-    ssize_t n;
-    while ((n = read(err[0], buf, sizeof(buf))) > 0) stderr_text.append(buf, n);
-    close(err[0]);
     int status = 0;
     waitpid(pid, &status, 0);
     exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     pid = -1;
+    std::ifstream in(err_path);
+    stderr_text.assign(std::istreambuf_iterator<char>(in), {});
     return false;
   }
 
@@ -114,6 +118,8 @@ struct ServerProcess {
       waitpid(pid, nullptr, 0);
       pid = -1;
     }
+    if (stdout_fd >= 0) close(stdout_fd);
+    stdout_fd = -1;
   }
   ~ServerProcess() { Kill(); }
   std::string address() const { return absl::StrCat("127.0.0.1:", port); }
@@ -186,7 +192,7 @@ TEST_F(ServerRestartTest, KilledServerRestartedOnSamePortNothingLostOrRepeated) 
   ServerProcess server;
   ASSERT_TRUE(server.Start(Args())) << server.stderr_text;
   const int port = server.port;
-  const int64_t total = 90;  // 34 steps per epoch: crosses two epochs
+  const int64_t total = 300;  // 34 steps per epoch: crosses 8 epochs
   auto client = data::PrefetchClient::Start(Options({server.address()}, total));
   ASSERT_TRUE(client.ok()) << client.status();
   std::vector<Step> got;
@@ -196,14 +202,19 @@ TEST_F(ServerRestartTest, KilledServerRestartedOnSamePortNothingLostOrRepeated) 
     got.push_back(Check(**b));
   }
   server.Kill();  // mid-stream: the client has more to fetch
+  const absl::Time killed = absl::Now();
   ServerProcess restarted;
   ASSERT_TRUE(restarted.Start(Args(port))) << restarted.stderr_text;
+  std::fprintf(stderr, "restarted after %s\n", absl::FormatDuration(absl::Now() - killed).c_str());
   for (;;) {
     auto b = (*client)->Next();
     if (absl::IsOutOfRange(b.status())) break;
     ASSERT_TRUE(b.ok()) << b.status();
     got.push_back(Check(**b));
   }
+  std::fprintf(stderr, "done after %s, %ld reconnects\n",
+               absl::FormatDuration(absl::Now() - killed).c_str(),
+               static_cast<long>((*client)->reconnects()));
   const std::vector<Step> want = Reference(config_, 1, total);
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) {
@@ -212,7 +223,7 @@ TEST_F(ServerRestartTest, KilledServerRestartedOnSamePortNothingLostOrRepeated) 
     EXPECT_EQ(got[i].ids, want[i].ids) << i;
   }
   EXPECT_GE((*client)->reconnects(), 1);
-  EXPECT_EQ((*client)->cursor(), (data::Cursor{2, 90 - 2 * 34}));
+  EXPECT_EQ((*client)->cursor(), (data::Cursor{8, 300 - 8 * 34}));
 }
 
 TEST_F(ServerRestartTest, ClientFailsOverWhenItsServerDies) {
@@ -220,7 +231,7 @@ TEST_F(ServerRestartTest, ClientFailsOverWhenItsServerDies) {
   ASSERT_TRUE(a.Start(Args())) << a.stderr_text;
   ASSERT_TRUE(b.Start(Args())) << b.stderr_text;
   // Rank 1 of 3 with two servers starts on servers[1 % 2] = a.
-  const int64_t total = 50;
+  const int64_t total = 300;
   auto client = data::PrefetchClient::Start(Options({b.address(), a.address()}, total));
   ASSERT_TRUE(client.ok());
   std::vector<Step> got;
