@@ -1,0 +1,493 @@
+#include "services/coordinator/coordinator_core.h"
+
+#include <algorithm>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/io/file.h"
+#include "common/log/log.h"
+#include "common/status/status_macros.h"
+
+namespace tandem {
+
+absl::Status ValidateCoordinatorOptions(const CoordinatorOptions& o) {
+  if (o.job_id.empty()) return absl::InvalidArgumentError("job id must not be empty");
+  if (o.min_workers < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("min_workers is ", o.min_workers, ": a job needs at least 1 worker"));
+  }
+  if (o.max_workers < o.min_workers) {
+    return absl::InvalidArgumentError(absl::StrCat("min_workers (", o.min_workers,
+                                                   ") is greater than max_workers (",
+                                                   o.max_workers, "): make min <= max"));
+  }
+  if (o.heartbeat_period <= absl::ZeroDuration() || o.heartbeat_misses < 1) {
+    return absl::InvalidArgumentError(
+        "heartbeat period must be positive and heartbeat misses at least 1");
+  }
+  if (o.settle_time < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("settle time must not be negative");
+  }
+  if (o.global_batch_size < 0) {
+    return absl::InvalidArgumentError("global batch size must not be negative");
+  }
+  return absl::OkStatus();
+}
+
+CoordinatorCore::CoordinatorCore(const CoordinatorOptions& options) : options_(options) {
+  global_batch_size_ = options.global_batch_size;
+}
+
+std::string CoordinatorCore::StatePath() const {
+  return options_.state_dir + "/coordinator_state.pb";
+}
+
+absl::StatusOr<std::unique_ptr<CoordinatorCore>> CoordinatorCore::Create(
+    const CoordinatorOptions& options) {
+  RETURN_IF_ERROR(ValidateCoordinatorOptions(options));
+  std::unique_ptr<CoordinatorCore> core(new CoordinatorCore(options));
+  if (options.state_dir.empty()) return core;
+  RETURN_IF_ERROR(MakeDirectories(options.state_dir));
+  absl::StatusOr<std::string> bytes = ReadFileToString(core->StatePath());
+  if (!bytes.ok() && bytes.status().code() != absl::StatusCode::kNotFound) return bytes.status();
+  if (bytes.ok()) {
+    v1::CoordinatorState state;
+    if (!state.ParseFromString(*bytes)) {
+      return absl::DataLossError(absl::StrCat(
+          core->StatePath(), " is corrupt: move it away to start the job from scratch"));
+    }
+    if (state.job_id() != options.job_id) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(options.state_dir, " holds the state of job '", state.job_id(),
+                       "', not '", options.job_id, "': use another --state_dir"));
+    }
+    absl::MutexLock lock(&core->mu_);
+    core->generation_ = state.generation();
+    core->restarts_ = state.restarts();
+    core->last_checkpoint_ = state.last_checkpoint();
+    if (state.global_batch_size() > 0) core->global_batch_size_ = state.global_batch_size();
+    if (state.finished()) core->phase_ = Phase::kFinished;
+    LOG(INFO) << "coordinator: resumed job '" << options.job_id << "' after generation "
+              << state.generation() << ", last checkpoint at step "
+              << state.last_checkpoint().step();
+  }
+  return core;
+}
+
+absl::Status CoordinatorCore::CheckJob(const v1::JobRef& job) const {
+  if (!job.job_id().empty() && job.job_id() != options_.job_id) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this coordinator runs job '", options_.job_id, "', not '", job.job_id(), "'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CoordinatorCore::CheckCurrent(int64_t generation, absl::string_view what) const {
+  if (generation != generation_ || phase_ != Phase::kRunning) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, " from generation ", generation, " refused: the current generation is ",
+        generation_, phase_ == Phase::kRunning ? "" : " (not running)", "; re-join"));
+  }
+  return absl::OkStatus();
+}
+
+bool CoordinatorCore::RendezvousReady(absl::Time now) const {
+  const int n = static_cast<int>(pending_.size());
+  if (n >= options_.max_workers) return true;
+  return n >= options_.min_workers && now - last_join_ >= options_.settle_time;
+}
+
+void CoordinatorCore::FormGeneration() {
+  ++generation_;
+  ++state_version_;
+  // Ranks by (node, worker id): a node's ranks are contiguous, which the
+  // hybrid strategy's intra-node groups rely on, and the order is stable.
+  std::vector<const v1::JoinRequest*> order;
+  for (const auto& [id, req] : pending_) order.push_back(&req);
+  std::sort(order.begin(), order.end(), [](const auto* a, const auto* b) {
+    return std::tie(a->node(), a->worker_id()) < std::tie(b->node(), b->worker_id());
+  });
+  std::map<std::string, int> per_node;
+  for (const auto* req : order) per_node[req->node()]++;
+  std::map<std::string, int> seen_on_node;
+  members_.clear();
+  kv_.clear();
+  const absl::Time now = options_.clock();
+  const int world = static_cast<int>(order.size());
+  for (int rank = 0; rank < world; ++rank) {
+    const v1::JoinRequest& req = *order[rank];
+    Member m;
+    m.worker_id = req.worker_id();
+    m.rank = rank;
+    m.endpoint = req.endpoint();
+    m.node = req.node();
+    m.last_heartbeat = now;
+    members_[m.worker_id] = m;
+    v1::JoinResponse& r = results_[m.worker_id];
+    r.set_generation(generation_);
+    r.set_rank(rank);
+    r.set_world_size(world);
+    r.set_local_rank(seen_on_node[req.node()]++);
+    r.set_local_world_size(per_node[req.node()]);
+    *r.mutable_resume_from() = last_checkpoint_;
+    r.set_global_batch_size(global_batch_size_);
+    r.set_heartbeat_period_ms(absl::ToInt64Milliseconds(options_.heartbeat_period));
+    r.set_heartbeat_misses(options_.heartbeat_misses);
+  }
+  pending_.clear();
+  phase_ = Phase::kRunning;
+  end_reason_.clear();
+  LOG(INFO) << "coordinator: generation " << generation_ << " formed with " << world
+            << " worker(s)";
+}
+
+void CoordinatorCore::EndGeneration(const std::string& reason, bool failure) {
+  if (phase_ != Phase::kRunning) return;
+  phase_ = Phase::kRecovering;
+  end_reason_ = reason;
+  if (failure) ++restarts_;
+  ++state_version_;
+  LOG(WARNING) << "coordinator: generation " << generation_ << " ended: " << reason;
+}
+
+absl::StatusOr<v1::JoinResponse> CoordinatorCore::Join(const v1::JoinRequest& request,
+                                                       absl::Duration timeout) {
+  RETURN_IF_ERROR(CheckJob(request.job()));
+  if (request.worker_id().empty()) {
+    return absl::InvalidArgumentError("join: worker_id must not be empty");
+  }
+  const std::string& id = request.worker_id();
+  bool ended = false;
+  absl::StatusOr<v1::JoinResponse> result;
+  {
+    absl::MutexLock lock(&mu_);
+    if (phase_ == Phase::kFinished) {
+      return absl::FailedPreconditionError("join refused: the job has finished");
+    }
+    if (phase_ == Phase::kRunning) {
+      auto it = members_.find(id);
+      if (it != members_.end()) {
+        EndGeneration(absl::StrCat("rank ", it->second.rank, " (", id, ") re-joined"), true);
+      } else if (static_cast<int>(members_.size()) < options_.max_workers) {
+        EndGeneration(absl::StrCat("worker ", id, " joined; growing the job"), false);
+      } else {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "join refused: the job already runs max_workers = ", options_.max_workers));
+      }
+      ended = true;
+    }
+    pending_[id] = request;
+    results_.erase(id);
+    last_join_ = absl::Now();
+    const absl::Time deadline = absl::Now() + timeout;
+    while (true) {
+      auto got = results_.find(id);
+      if (got != results_.end()) {
+        result = got->second;
+        results_.erase(got);
+        break;
+      }
+      if (pending_.count(id) == 0) {
+        result = absl::AbortedError("join: removed from the rendezvous (job finished or stopped)");
+        break;
+      }
+      const absl::Time now = absl::Now();
+      if (RendezvousReady(now)) {
+        FormGeneration();
+        ended = true;  // persist the new generation number
+        continue;
+      }
+      if (now >= deadline) {
+        const int n = static_cast<int>(pending_.size());
+        pending_.erase(id);
+        result = absl::DeadlineExceededError(absl::StrCat(
+            "rendezvous did not complete in time: ", n, " worker(s) joined, min_workers is ",
+            options_.min_workers, "; start more workers or lower --min_workers"));
+        break;
+      }
+      absl::Time wake = deadline;
+      if (static_cast<int>(pending_.size()) >= options_.min_workers) {
+        wake = std::min(wake, last_join_ + options_.settle_time);
+      }
+      auto answered = [this, &id]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return results_.count(id) > 0 || pending_.count(id) == 0 ||
+               static_cast<int>(pending_.size()) >= options_.max_workers;
+      };
+      mu_.AwaitWithDeadline(absl::Condition(&answered), wake);
+    }
+  }
+  if (ended) Persist();
+  return result;
+}
+
+absl::StatusOr<v1::HeartbeatResponse> CoordinatorCore::Heartbeat(
+    const v1::HeartbeatRequest& request) {
+  RETURN_IF_ERROR(CheckJob(request.job()));
+  absl::MutexLock lock(&mu_);
+  v1::HeartbeatResponse reply;
+  reply.set_generation(generation_);
+  if (phase_ == Phase::kFinished) {
+    reply.set_command(v1::HeartbeatResponse::STOP);
+    reply.set_reason("the job has finished");
+    return reply;
+  }
+  auto it = members_.find(request.worker_id());
+  if (request.generation() != generation_ || phase_ != Phase::kRunning || it == members_.end()) {
+    reply.set_command(v1::HeartbeatResponse::REJOIN);
+    if (request.generation() > generation_) {
+      reply.set_reason(absl::StrCat("generation ", request.generation(),
+                                    " is unknown to this coordinator (restarted?)"));
+    } else if (!end_reason_.empty() && request.generation() == generation_) {
+      reply.set_reason(end_reason_);
+    } else {
+      reply.set_reason(absl::StrCat("generation ", request.generation(),
+                                    " is over; the current generation is ", generation_));
+    }
+    return reply;
+  }
+  Member& m = it->second;
+  m.last_heartbeat = options_.clock();
+  m.progress = request.progress();
+  if (stop_requested_) {
+    reply.set_command(v1::HeartbeatResponse::STOP);
+    reply.set_reason(end_reason_.empty() ? "stop requested" : end_reason_);
+    return reply;
+  }
+  reply.set_command(v1::HeartbeatResponse::CONTINUE);
+  return reply;
+}
+
+absl::StatusOr<v1::ReportFailureResponse> CoordinatorCore::ReportFailure(
+    const v1::ReportFailureRequest& request) {
+  RETURN_IF_ERROR(CheckJob(request.job()));
+  v1::ReportFailureResponse reply;
+  {
+    absl::MutexLock lock(&mu_);
+    if (request.generation() == generation_ && phase_ == Phase::kRunning) {
+      std::string reason = absl::StrCat("rank ", request.rank(), " reported that ",
+                                        request.operation(), " failed");
+      if (request.peer_rank() >= 0) absl::StrAppend(&reason, " (peer rank ", request.peer_rank(), ")");
+      if (!request.message().empty()) absl::StrAppend(&reason, ": ", request.message());
+      EndGeneration(reason, true);
+    }
+    reply.set_generation(generation_);
+  }
+  Persist();
+  return reply;
+}
+
+absl::Status CoordinatorCore::Leave(const v1::LeaveRequest& request) {
+  RETURN_IF_ERROR(CheckJob(request.job()));
+  {
+    absl::MutexLock lock(&mu_);
+    pending_.erase(request.worker_id());
+    auto it = members_.find(request.worker_id());
+    if (it == members_.end() || request.generation() != generation_) return absl::OkStatus();
+    Member& m = it->second;
+    m.left = true;
+    m.finished = request.finished();
+    if (!request.finished()) {
+      EndGeneration(absl::StrCat("rank ", m.rank, " (", m.worker_id, ") left"), false);
+    } else {
+      bool all = std::all_of(members_.begin(), members_.end(),
+                             [](const auto& kv) { return kv.second.finished; });
+      if (all && phase_ == Phase::kRunning) {
+        phase_ = Phase::kFinished;
+        end_reason_ = "the job has finished";
+        ++state_version_;
+        LOG(INFO) << "coordinator: job '" << options_.job_id << "' finished";
+      }
+    }
+  }
+  Persist();
+  return absl::OkStatus();
+}
+
+absl::Status CoordinatorCore::KvSet(const v1::KvSetRequest& request) {
+  RETURN_IF_ERROR(CheckJob(request.job()));
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(CheckCurrent(request.generation(), "KvSet"));
+  kv_[request.key()] = request.value();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::KvGetResponse> CoordinatorCore::KvGet(const v1::KvGetRequest& request) {
+  RETURN_IF_ERROR(CheckJob(request.job()));
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(request.timeout_ms());
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(CheckCurrent(request.generation(), "KvGet"));
+  const int64_t generation = generation_;
+  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (generation_ != generation || phase_ != Phase::kRunning) return true;
+    for (const std::string& k : request.keys()) {
+      if (kv_.count(k) == 0) return false;
+    }
+    return true;
+  };
+  mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
+  RETURN_IF_ERROR(CheckCurrent(request.generation(), "KvGet"));
+  v1::KvGetResponse reply;
+  for (const std::string& k : request.keys()) {
+    auto it = kv_.find(k);
+    if (it == kv_.end()) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "KvGet: key '", k, "' not set within ", request.timeout_ms(), " ms"));
+    }
+    reply.add_values(it->second);
+  }
+  return reply;
+}
+
+absl::StatusOr<int64_t> CoordinatorCore::KvAdd(const v1::KvAddRequest& request) {
+  RETURN_IF_ERROR(CheckJob(request.job()));
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(CheckCurrent(request.generation(), "KvAdd"));
+  std::string& slot = kv_[request.key()];
+  int64_t value = 0;
+  if (!slot.empty() && !absl::SimpleAtoi(slot, &value)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("KvAdd: key '", request.key(), "' holds a non-integer value"));
+  }
+  value += request.delta();
+  slot = absl::StrCat(value);
+  return value;
+}
+
+absl::Status CoordinatorCore::CommitCheckpoint(const v1::CommitCheckpointRequest& request) {
+  RETURN_IF_ERROR(CheckJob(request.job()));
+  if (request.checkpoint().path().empty()) {
+    return absl::InvalidArgumentError("CommitCheckpoint: the checkpoint path is empty");
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(CheckCurrent(request.generation(), "CommitCheckpoint"));
+    if (request.checkpoint().step() < last_checkpoint_.step()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "CommitCheckpoint: step ", request.checkpoint().step(),
+          " is older than the committed step ", last_checkpoint_.step()));
+    }
+    last_checkpoint_ = request.checkpoint();
+    ++state_version_;
+  }
+  Persist();
+  return absl::OkStatus();
+}
+
+v1::GetJobStatusResponse CoordinatorCore::GetJobStatus() {
+  absl::MutexLock lock(&mu_);
+  v1::GetJobStatusResponse s;
+  switch (phase_) {
+    case Phase::kWaiting: s.set_state(v1::GetJobStatusResponse::WAITING); break;
+    case Phase::kRunning: s.set_state(v1::GetJobStatusResponse::RUNNING); break;
+    case Phase::kRecovering: s.set_state(v1::GetJobStatusResponse::RECOVERING); break;
+    case Phase::kFinished: s.set_state(v1::GetJobStatusResponse::FINISHED); break;
+  }
+  s.set_generation(generation_);
+  s.set_world_size(phase_ == Phase::kRunning ? static_cast<int>(members_.size()) : 0);
+  std::vector<const Member*> by_rank;
+  for (const auto& [id, m] : members_) by_rank.push_back(&m);
+  std::sort(by_rank.begin(), by_rank.end(),
+            [](const Member* a, const Member* b) { return a->rank < b->rank; });
+  for (const Member* m : by_rank) {
+    v1::WorkerStatus* w = s.add_workers();
+    w->set_worker_id(m->worker_id);
+    w->set_rank(m->rank);
+    *w->mutable_endpoint() = m->endpoint;
+    *w->mutable_progress() = m->progress;
+    w->set_last_heartbeat_unix_millis(absl::ToUnixMillis(m->last_heartbeat));
+  }
+  *s.mutable_last_checkpoint() = last_checkpoint_;
+  s.set_global_batch_size(global_batch_size_);
+  s.set_restarts(restarts_);
+  if (phase_ == Phase::kWaiting || phase_ == Phase::kRecovering) {
+    s.set_message(absl::StrCat(pending_.size(), " of min ", options_.min_workers,
+                               " worker(s) waiting to join",
+                               end_reason_.empty() ? "" : "; last generation ended: ",
+                               end_reason_));
+  } else {
+    s.set_message(end_reason_);
+  }
+  return s;
+}
+
+bool CoordinatorCore::CheckLiveness() {
+  bool ended = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (phase_ != Phase::kRunning) return false;
+    const absl::Time now = options_.clock();
+    const absl::Duration limit = options_.heartbeat_period * options_.heartbeat_misses;
+    for (const auto& [id, m] : members_) {
+      if (m.left) continue;
+      if (now - m.last_heartbeat > limit) {
+        EndGeneration(absl::StrCat("rank ", m.rank, " (", id, ") missed ",
+                                   options_.heartbeat_misses, " heartbeats (silent for ",
+                                   absl::FormatDuration(now - m.last_heartbeat), ")"),
+                      true);
+        ended = true;
+        break;
+      }
+    }
+  }
+  if (ended) Persist();
+  return ended;
+}
+
+void CoordinatorCore::RequestStop(const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  stop_requested_ = true;
+  end_reason_ = reason;
+  pending_.clear();  // wakes waiting joiners with ABORTED
+}
+
+int64_t CoordinatorCore::generation() {
+  absl::MutexLock lock(&mu_);
+  return generation_;
+}
+
+int CoordinatorCore::live_workers() {
+  absl::MutexLock lock(&mu_);
+  if (phase_ != Phase::kRunning) return 0;
+  int n = 0;
+  for (const auto& [id, m] : members_) n += m.left ? 0 : 1;
+  return n;
+}
+
+int64_t CoordinatorCore::restarts() {
+  absl::MutexLock lock(&mu_);
+  return restarts_;
+}
+
+v1::CoordinatorState CoordinatorCore::StateLocked() const {
+  v1::CoordinatorState state;
+  state.set_job_id(options_.job_id);
+  state.set_generation(generation_);
+  *state.mutable_last_checkpoint() = last_checkpoint_;
+  state.set_restarts(restarts_);
+  state.set_global_batch_size(global_batch_size_);
+  state.set_finished(phase_ == Phase::kFinished);
+  return state;
+}
+
+void CoordinatorCore::Persist() {
+  if (options_.state_dir.empty()) return;
+  std::string bytes;
+  int64_t version;
+  {
+    absl::MutexLock lock(&mu_);
+    version = state_version_;
+    StateLocked().SerializeToString(&bytes);
+  }
+  absl::MutexLock lock(&persist_mu_);
+  if (version <= persisted_version_) return;  // a newer snapshot is on disk
+  absl::Status s = WriteFileAtomically(StatePath(), bytes);
+  if (!s.ok()) {
+    LOG(ERROR) << "coordinator: could not persist state: " << s;
+    return;
+  }
+  persisted_version_ = version;
+}
+
+}  // namespace tandem

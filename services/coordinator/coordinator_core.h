@@ -1,0 +1,144 @@
+// CoordinatorCore: the job's membership and control state, without gRPC.
+//
+// It runs the rendezvous (min/max workers and a settle time; dense ranks
+// 0..N-1 assigned once per *generation*), tracks heartbeats and ends a
+// generation when a member misses `heartbeat_misses` periods, reports a
+// failed collective, or the membership changes; serves the generation-scoped
+// key-value store that bootstraps Gloo and NCCL; records committed
+// checkpoints; and persists what must survive a coordinator restart
+// (generation counter, last checkpoint, restarts) to `state_dir` atomically.
+//
+// Requests from a worker of an older generation are refused
+// (FAILED_PRECONDITION), its heartbeats are answered with REJOIN.
+//
+// Thread-safe: every method may be called from any gRPC thread. Join and
+// KvGet block (up to a timeout) until their condition holds. Liveness is
+// checked only when CheckLiveness() is called (by CoordinatorServer's
+// background thread, or by hand in tests), against `options.clock`.
+#ifndef TANDEM_SERVICES_COORDINATOR_COORDINATOR_CORE_H_
+#define TANDEM_SERVICES_COORDINATOR_COORDINATOR_CORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "proto/coordinator.pb.h"
+
+namespace tandem {
+
+struct CoordinatorOptions {
+  std::string job_id = "tandem";
+  // A generation forms once min_workers joined and no one joined for
+  // settle_time, or at once when max_workers joined.
+  int min_workers = 1;
+  int max_workers = 1;
+  absl::Duration settle_time = absl::Seconds(1);
+  // Workers heartbeat every period; missing `heartbeat_misses` in a row
+  // ends the generation.
+  absl::Duration heartbeat_period = absl::Seconds(1);
+  int heartbeat_misses = 3;
+  // Where the durable state lives; empty = nothing persisted.
+  std::string state_dir;
+  // Global batch size handed to each generation (0 = workers decide).
+  int64_t global_batch_size = 0;
+  // Time source for liveness; tests substitute a manual clock.
+  std::function<absl::Time()> clock = [] { return absl::Now(); };
+};
+
+// Validates options: a message that says which value to fix.
+absl::Status ValidateCoordinatorOptions(const CoordinatorOptions& options);
+
+class CoordinatorCore {
+ public:
+  // Loads <state_dir>/coordinator_state.pb when present (a restart), so
+  // generation numbers keep growing and the last checkpoint is remembered.
+  static absl::StatusOr<std::unique_ptr<CoordinatorCore>> Create(const CoordinatorOptions& options);
+
+  CoordinatorCore(const CoordinatorCore&) = delete;
+  CoordinatorCore& operator=(const CoordinatorCore&) = delete;
+
+  // Blocks until the worker is given a rank in a new generation, or timeout.
+  absl::StatusOr<v1::JoinResponse> Join(const v1::JoinRequest& request, absl::Duration timeout);
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
+  absl::StatusOr<v1::ReportFailureResponse> ReportFailure(const v1::ReportFailureRequest& request);
+  absl::Status Leave(const v1::LeaveRequest& request);
+
+  absl::Status KvSet(const v1::KvSetRequest& request);
+  absl::StatusOr<v1::KvGetResponse> KvGet(const v1::KvGetRequest& request);
+  absl::StatusOr<int64_t> KvAdd(const v1::KvAddRequest& request);
+
+  absl::Status CommitCheckpoint(const v1::CommitCheckpointRequest& request);
+  v1::GetJobStatusResponse GetJobStatus();
+
+  // Ends the current generation if a member has been silent too long.
+  // Returns true when it did.
+  bool CheckLiveness();
+  // Asks every worker to stop at its next heartbeat (Ctrl-C of `tandem local`).
+  void RequestStop(const std::string& reason);
+
+  int64_t generation();
+  int live_workers();
+  int64_t restarts();
+
+ private:
+  enum class Phase { kWaiting, kRunning, kRecovering, kFinished };
+
+  struct Member {
+    std::string worker_id;
+    int rank = 0;
+    v1::Endpoint endpoint;
+    std::string node;
+    absl::Time last_heartbeat;
+    v1::WorkerProgress progress;
+    bool left = false;
+    bool finished = false;
+  };
+
+  explicit CoordinatorCore(const CoordinatorOptions& options);
+
+  absl::Status CheckJob(const v1::JobRef& job) const;
+  // FAILED_PRECONDITION unless `generation` is the current, running one.
+  absl::Status CheckCurrent(int64_t generation, absl::string_view what) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FormGeneration() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EndGeneration(const std::string& reason, bool failure) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool RendezvousReady(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Snapshot under mu_, write outside it (locks are released around I/O).
+  void Persist() ABSL_LOCKS_EXCLUDED(mu_);
+  v1::CoordinatorState StateLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string StatePath() const;
+
+  const CoordinatorOptions options_;
+
+  mutable absl::Mutex mu_;
+  Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kWaiting;
+  int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t restarts_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t global_batch_size_ ABSL_GUARDED_BY(mu_) = 0;
+  v1::CheckpointRecord last_checkpoint_ ABSL_GUARDED_BY(mu_);
+  std::string end_reason_ ABSL_GUARDED_BY(mu_);
+  bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
+  // Rendezvous in progress: worker_id -> request, and when the last came.
+  std::map<std::string, v1::JoinRequest> pending_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_join_ ABSL_GUARDED_BY(mu_);
+  // Answers for the workers of the generation just formed, until collected.
+  std::map<std::string, v1::JoinResponse> results_ ABSL_GUARDED_BY(mu_);
+  // The current generation's members by worker_id.
+  std::map<std::string, Member> members_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> kv_ ABSL_GUARDED_BY(mu_);
+  int64_t state_version_ ABSL_GUARDED_BY(mu_) = 0;
+
+  absl::Mutex persist_mu_;
+  int64_t persisted_version_ ABSL_GUARDED_BY(persist_mu_) = -1;
+};
+
+}  // namespace tandem
+
+#endif  // TANDEM_SERVICES_COORDINATOR_COORDINATOR_CORE_H_

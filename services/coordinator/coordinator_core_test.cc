@@ -1,0 +1,284 @@
+#include "services/coordinator/coordinator_core.h"
+
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/io/file.h"
+#include "gtest/gtest.h"
+
+namespace tandem {
+namespace {
+
+// A clock tests move by hand (liveness only).
+class ManualClock {
+ public:
+  absl::Time Now() {
+    absl::MutexLock l(&mu_);
+    return now_;
+  }
+  void Advance(absl::Duration d) {
+    absl::MutexLock l(&mu_);
+    now_ += d;
+  }
+
+ private:
+  absl::Mutex mu_;
+  absl::Time now_ = absl::FromUnixSeconds(1000000);
+};
+
+CoordinatorOptions Options(int min, int max, ManualClock* clock = nullptr) {
+  CoordinatorOptions o;
+  o.job_id = "job";
+  o.min_workers = min;
+  o.max_workers = max;
+  o.settle_time = absl::Milliseconds(100);
+  o.heartbeat_period = absl::Seconds(1);
+  o.heartbeat_misses = 3;
+  if (clock) o.clock = [clock] { return clock->Now(); };
+  return o;
+}
+
+v1::JoinRequest JoinReq(const std::string& id, const std::string& node = "n0") {
+  v1::JoinRequest r;
+  r.mutable_job()->set_job_id("job");
+  r.set_worker_id(id);
+  r.set_node(node);
+  return r;
+}
+
+// Joins `ids` concurrently; returns the responses in the order of ids.
+std::vector<absl::StatusOr<v1::JoinResponse>> JoinAll(CoordinatorCore& core,
+                                                      const std::vector<std::string>& ids,
+                                                      absl::Duration timeout = absl::Seconds(20)) {
+  std::vector<absl::StatusOr<v1::JoinResponse>> out(ids.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    threads.emplace_back([&, i] { out[i] = core.Join(JoinReq(ids[i], i % 2 ? "b" : "a"), timeout); });
+  }
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+v1::HeartbeatResponse Beat(CoordinatorCore& core, const std::string& id, int64_t gen) {
+  v1::HeartbeatRequest r;
+  r.set_worker_id(id);
+  r.set_generation(gen);
+  r.mutable_progress()->set_step(7);
+  auto reply = core.Heartbeat(r);
+  EXPECT_TRUE(reply.ok()) << reply.status();
+  return reply.ok() ? *reply : v1::HeartbeatResponse();
+}
+
+TEST(Rendezvous, RanksAreDenseUniqueAndGroupedByNode) {
+  auto core = CoordinatorCore::Create(Options(2, 4));
+  ASSERT_TRUE(core.ok());
+  auto replies = JoinAll(**core, {"w0", "w1", "w2", "w3"});
+  std::set<int> ranks;
+  for (const auto& r : replies) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->generation(), 1);
+    EXPECT_EQ(r->world_size(), 4);
+    EXPECT_EQ(r->local_world_size(), 2);
+    ranks.insert(r->rank());
+  }
+  EXPECT_EQ(ranks, (std::set<int>{0, 1, 2, 3}));
+  // Node "a" (w0, w2) takes ranks 0-1, node "b" (w1, w3) ranks 2-3.
+  EXPECT_LT(replies[0]->rank(), 2);
+  EXPECT_LT(replies[2]->rank(), 2);
+  EXPECT_GE(replies[1]->rank(), 2);
+  EXPECT_NE(replies[0]->local_rank(), replies[2]->local_rank());
+}
+
+TEST(Rendezvous, FormsWithMinAfterSettleTime) {
+  auto core = CoordinatorCore::Create(Options(2, 8));
+  ASSERT_TRUE(core.ok());
+  auto replies = JoinAll(**core, {"w0", "w1"});
+  ASSERT_TRUE(replies[0].ok() && replies[1].ok());
+  EXPECT_EQ(replies[0]->world_size(), 2);
+}
+
+TEST(Rendezvous, BelowMinTimesOutWithAClearMessage) {
+  auto core = CoordinatorCore::Create(Options(3, 3));
+  ASSERT_TRUE(core.ok());
+  auto replies = JoinAll(**core, {"w0", "w1"}, absl::Milliseconds(300));
+  for (const auto& r : replies) {
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded);
+    EXPECT_NE(r.status().message().find("min_workers is 3"), std::string::npos) << r.status();
+  }
+}
+
+TEST(Rendezvous, MaxIsRespected) {
+  auto core = CoordinatorCore::Create(Options(1, 2));
+  ASSERT_TRUE(core.ok());
+  auto replies = JoinAll(**core, {"w0", "w1"});
+  ASSERT_TRUE(replies[0].ok() && replies[1].ok());
+  auto third = (*core)->Join(JoinReq("w2"), absl::Seconds(1));
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(Generations, StaleGenerationIsRefusedAndToldToRejoin) {
+  auto core = CoordinatorCore::Create(Options(2, 2));
+  ASSERT_TRUE(core.ok());
+  auto g1 = JoinAll(**core, {"w0", "w1"});
+  ASSERT_TRUE(g1[0].ok());
+  v1::ReportFailureRequest fail;
+  fail.set_worker_id("w0");
+  fail.set_generation(1);
+  fail.set_rank(g1[0]->rank());
+  fail.set_operation("allreduce bucket 3");
+  fail.set_peer_rank(g1[1]->rank());
+  ASSERT_TRUE((*core)->ReportFailure(fail).ok());
+
+  v1::HeartbeatResponse hb = Beat(**core, "w1", 1);
+  EXPECT_EQ(hb.command(), v1::HeartbeatResponse::REJOIN);
+  EXPECT_NE(hb.reason().find("allreduce bucket 3"), std::string::npos) << hb.reason();
+
+  auto g2 = JoinAll(**core, {"w0", "w1"});
+  ASSERT_TRUE(g2[0].ok() && g2[1].ok());
+  EXPECT_EQ(g2[0]->generation(), 2);
+  EXPECT_EQ((*core)->restarts(), 1);
+
+  v1::KvSetRequest stale;
+  stale.set_generation(1);
+  stale.set_key("k");
+  absl::Status s = (*core)->KvSet(stale);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("generation 1 refused"), std::string::npos) << s;
+  EXPECT_EQ(Beat(**core, "w0", 1).command(), v1::HeartbeatResponse::REJOIN);
+  EXPECT_EQ(Beat(**core, "w0", 2).command(), v1::HeartbeatResponse::CONTINUE);
+}
+
+TEST(Liveness, SilentWorkerEndsTheGenerationNamingItsRank) {
+  ManualClock clock;
+  auto core = CoordinatorCore::Create(Options(2, 2, &clock));
+  ASSERT_TRUE(core.ok());
+  auto g = JoinAll(**core, {"w0", "w1"});
+  ASSERT_TRUE(g[0].ok() && g[1].ok());
+  for (int i = 0; i < 5; ++i) {
+    clock.Advance(absl::Milliseconds(900));
+    Beat(**core, "w0", 1);  // w1 stays silent
+    if (i < 2) EXPECT_FALSE((*core)->CheckLiveness()) << "ended too early at " << i;
+  }
+  EXPECT_TRUE((*core)->CheckLiveness());
+  v1::HeartbeatResponse hb = Beat(**core, "w0", 1);
+  EXPECT_EQ(hb.command(), v1::HeartbeatResponse::REJOIN);
+  EXPECT_NE(hb.reason().find(absl::StrCat("rank ", g[1]->rank(), " (w1) missed 3 heartbeats")),
+            std::string::npos)
+      << hb.reason();
+  EXPECT_EQ((*core)->GetJobStatus().state(), v1::GetJobStatusResponse::RECOVERING);
+}
+
+TEST(KvStore, GetWaitsForSetAndTimesOut) {
+  auto core = CoordinatorCore::Create(Options(1, 1));
+  ASSERT_TRUE(core.ok());
+  ASSERT_TRUE((*core)->Join(JoinReq("w0"), absl::Seconds(5)).ok());
+  v1::KvGetRequest get;
+  get.set_generation(1);
+  get.add_keys("nccl_id");
+  get.set_timeout_ms(20000);
+  absl::StatusOr<v1::KvGetResponse> got;
+  std::thread getter([&] { got = (*core)->KvGet(get); });
+  v1::KvSetRequest set;
+  set.set_generation(1);
+  set.set_key("nccl_id");
+  set.set_value(std::string("\x01\x00\x02", 3));
+  ASSERT_TRUE((*core)->KvSet(set).ok());
+  getter.join();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->values(0), std::string("\x01\x00\x02", 3));
+
+  get.clear_keys();
+  get.add_keys("never");
+  get.set_timeout_ms(50);
+  EXPECT_EQ((*core)->KvGet(get).status().code(), absl::StatusCode::kDeadlineExceeded);
+
+  v1::KvAddRequest add;
+  add.set_generation(1);
+  add.set_key("barrier");
+  add.set_delta(2);
+  EXPECT_EQ(*(*core)->KvAdd(add), 2);
+  add.set_delta(3);
+  EXPECT_EQ(*(*core)->KvAdd(add), 5);
+}
+
+TEST(State, RestartContinuesGenerationsAndKeepsCheckpoint) {
+  CoordinatorOptions o = Options(1, 1);
+  o.state_dir = std::string(std::getenv("TEST_TMPDIR")) + "/coord_state";
+  {
+    auto core = CoordinatorCore::Create(o);
+    ASSERT_TRUE(core.ok()) << core.status();
+    ASSERT_TRUE((*core)->Join(JoinReq("w0"), absl::Seconds(5)).ok());
+    v1::CommitCheckpointRequest c;
+    c.set_generation(1);
+    c.mutable_checkpoint()->set_step(120);
+    c.mutable_checkpoint()->set_path("/ckpt/step-120");
+    c.mutable_checkpoint()->mutable_cursor()->set_epoch(1);
+    ASSERT_TRUE((*core)->CommitCheckpoint(c).ok());
+    c.mutable_checkpoint()->set_step(100);
+    EXPECT_EQ((*core)->CommitCheckpoint(c).code(), absl::StatusCode::kFailedPrecondition);
+  }
+  auto restarted = CoordinatorCore::Create(o);
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  EXPECT_EQ(Beat(**restarted, "w0", 1).command(), v1::HeartbeatResponse::REJOIN);
+  auto j = (*restarted)->Join(JoinReq("w0"), absl::Seconds(5));
+  ASSERT_TRUE(j.ok());
+  EXPECT_EQ(j->generation(), 2);
+  EXPECT_EQ(j->resume_from().step(), 120);
+  EXPECT_EQ(j->resume_from().cursor().epoch(), 1);
+
+  CoordinatorOptions other = o;
+  other.job_id = "other";
+  auto refused = CoordinatorCore::Create(other);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+
+  ASSERT_TRUE(WriteFileAtomically(o.state_dir + "/coordinator_state.pb", "\xff\xff garbage").ok());
+  EXPECT_EQ(CoordinatorCore::Create(o).status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(Lifecycle, AllFinishedLeavesFinishTheJob) {
+  auto core = CoordinatorCore::Create(Options(2, 2));
+  ASSERT_TRUE(core.ok());
+  auto g = JoinAll(**core, {"w0", "w1"});
+  ASSERT_TRUE(g[0].ok());
+  for (const char* id : {"w0", "w1"}) {
+    v1::LeaveRequest leave;
+    leave.set_worker_id(id);
+    leave.set_generation(1);
+    leave.set_finished(true);
+    ASSERT_TRUE((*core)->Leave(leave).ok());
+  }
+  EXPECT_EQ((*core)->GetJobStatus().state(), v1::GetJobStatusResponse::FINISHED);
+  EXPECT_EQ(Beat(**core, "w0", 1).command(), v1::HeartbeatResponse::STOP);
+  EXPECT_EQ((*core)->Join(JoinReq("w9"), absl::Seconds(1)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(Lifecycle, StopRequestReachesWorkersAndWakesJoiners) {
+  auto core = CoordinatorCore::Create(Options(2, 2));
+  ASSERT_TRUE(core.ok());
+  absl::StatusOr<v1::JoinResponse> lone;
+  std::thread t([&] { lone = (*core)->Join(JoinReq("w0"), absl::Seconds(30)); });
+  // Wait until the join is pending (a condition, not a sleep).
+  while ((*core)->GetJobStatus().message().rfind("1 of", 0) != 0) std::this_thread::yield();
+  (*core)->RequestStop("interrupted");
+  t.join();
+  EXPECT_EQ(lone.status().code(), absl::StatusCode::kAborted);
+}
+
+TEST(Options, BadValuesAreRefused) {
+  EXPECT_EQ(CoordinatorCore::Create(Options(0, 1)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto s = CoordinatorCore::Create(Options(3, 2)).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("min_workers (3) is greater than max_workers (2)"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace tandem

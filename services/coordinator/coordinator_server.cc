@@ -1,0 +1,59 @@
+#include "services/coordinator/coordinator_server.h"
+
+#include "common/status/status_macros.h"
+
+namespace tandem {
+
+absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
+    const CoordinatorServerOptions& options) {
+  std::unique_ptr<CoordinatorServer> s(new CoordinatorServer());
+  ASSIGN_OR_RETURN(s->core_, CoordinatorCore::Create(options.coordinator));
+  MetricsOptions metrics = options.metrics;
+  metrics.labels.emplace("service", "coordinator");
+  metrics.labels.emplace("job", options.coordinator.job_id);
+  ASSIGN_OR_RETURN(s->metrics_, Metrics::Create(metrics));
+  ASSIGN_OR_RETURN(s->generation_gauge_,
+                   s->metrics_->Gauge("tandem_coordinator_generation",
+                                      "Current membership generation of the job."));
+  ASSIGN_OR_RETURN(s->live_workers_gauge_,
+                   s->metrics_->Gauge("tandem_live_workers",
+                                      "Workers in the running generation."));
+  // A gauge, not a counter: it is restored from the state directory when
+  // the coordinator restarts, so it can be set rather than only increased.
+  ASSIGN_OR_RETURN(s->restarts_gauge_,
+                   s->metrics_->Gauge("tandem_job_restarts",
+                                      "Generations ended by a failure since the job began."));
+  s->service_ = std::make_unique<CoordinatorService>(s->core_.get(), options.max_join_wait);
+  ASSIGN_OR_RETURN(s->rpc_, RpcServer::Start(options.rpc, {s->service_.get()}));
+  s->UpdateGauges();
+  if (options.run_liveness_thread) {
+    // Check several times per period so a dead worker is noticed within a
+    // fraction of a period after its deadline.
+    const absl::Duration interval = options.coordinator.heartbeat_period / 4;
+    s->liveness_ = std::thread([raw = s.get(), interval] { raw->LivenessLoop(interval); });
+  }
+  return s;
+}
+
+CoordinatorServer::~CoordinatorServer() { Shutdown(); }
+
+void CoordinatorServer::Shutdown() {
+  if (!stop_.HasBeenNotified()) stop_.Notify();
+  if (liveness_.joinable()) liveness_.join();
+  if (rpc_) rpc_->Shutdown();
+}
+
+void CoordinatorServer::LivenessLoop(absl::Duration interval) {
+  while (!stop_.WaitForNotificationWithTimeout(interval)) {
+    core_->CheckLiveness();
+    UpdateGauges();
+  }
+}
+
+void CoordinatorServer::UpdateGauges() {
+  generation_gauge_->Set(static_cast<double>(core_->generation()));
+  live_workers_gauge_->Set(core_->live_workers());
+  restarts_gauge_->Set(static_cast<double>(core_->restarts()));
+}
+
+}  // namespace tandem

@@ -1,0 +1,78 @@
+#include "services/coordinator/coordinator_service.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "common/rpc/grpc_status.h"
+
+namespace tandem {
+namespace {
+
+// Copies a StatusOr's value into the reply, or returns its error.
+template <typename T>
+grpc::Status Reply(absl::StatusOr<T> result, T* out) {
+  if (!result.ok()) return ToGrpcStatus(result.status());
+  *out = *std::move(result);
+  return grpc::Status::OK;
+}
+
+}  // namespace
+
+grpc::Status CoordinatorService::Join(grpc::ServerContext* ctx, const v1::JoinRequest* req,
+                                      v1::JoinResponse* resp) {
+  absl::Duration wait = max_join_wait_;
+  const auto deadline = ctx->deadline();
+  if (deadline != std::chrono::system_clock::time_point::max()) {
+    wait = std::min(wait, absl::FromChrono(deadline) - absl::Now() - absl::Milliseconds(50));
+  }
+  return Reply(core_->Join(*req, std::max(wait, absl::ZeroDuration())), resp);
+}
+
+grpc::Status CoordinatorService::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* req,
+                                           v1::HeartbeatResponse* resp) {
+  return Reply(core_->Heartbeat(*req), resp);
+}
+
+grpc::Status CoordinatorService::ReportFailure(grpc::ServerContext*,
+                                               const v1::ReportFailureRequest* req,
+                                               v1::ReportFailureResponse* resp) {
+  return Reply(core_->ReportFailure(*req), resp);
+}
+
+grpc::Status CoordinatorService::Leave(grpc::ServerContext*, const v1::LeaveRequest* req,
+                                       v1::LeaveResponse*) {
+  return ToGrpcStatus(core_->Leave(*req));
+}
+
+grpc::Status CoordinatorService::KvSet(grpc::ServerContext*, const v1::KvSetRequest* req,
+                                       v1::KvSetResponse*) {
+  return ToGrpcStatus(core_->KvSet(*req));
+}
+
+grpc::Status CoordinatorService::KvGet(grpc::ServerContext*, const v1::KvGetRequest* req,
+                                       v1::KvGetResponse* resp) {
+  return Reply(core_->KvGet(*req), resp);
+}
+
+grpc::Status CoordinatorService::KvAdd(grpc::ServerContext*, const v1::KvAddRequest* req,
+                                       v1::KvAddResponse* resp) {
+  absl::StatusOr<int64_t> v = core_->KvAdd(*req);
+  if (!v.ok()) return ToGrpcStatus(v.status());
+  resp->set_value(*v);
+  return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorService::CommitCheckpoint(grpc::ServerContext*,
+                                                  const v1::CommitCheckpointRequest* req,
+                                                  v1::CommitCheckpointResponse*) {
+  return ToGrpcStatus(core_->CommitCheckpoint(*req));
+}
+
+grpc::Status CoordinatorService::GetJobStatus(grpc::ServerContext*,
+                                              const v1::GetJobStatusRequest*,
+                                              v1::GetJobStatusResponse* resp) {
+  *resp = core_->GetJobStatus();
+  return grpc::Status::OK;
+}
+
+}  // namespace tandem
