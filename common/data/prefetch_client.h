@@ -29,6 +29,12 @@
 // Buffers are allocated once (depth+1 of them) and reused: steady-state
 // Next() allocates nothing. Pinned memory and the host-to-device copy
 // belong to the GPU build (not in this CPU library).
+//
+// Throughput note: gRPC allocates a new buffer per received message. A
+// process receiving MB-sized batches should raise glibc's mmap threshold in
+// its main() (mallopt(M_MMAP_THRESHOLD, 256 << 20) and a large
+// M_TRIM_THRESHOLD), as services/dataserver/main.cc and data_bench do:
+// otherwise every batch is mmapped, page-faulted and unmapped (3-6x slower).
 #ifndef TANDEM_COMMON_DATA_PREFETCH_CLIENT_H_
 #define TANDEM_COMMON_DATA_PREFETCH_CLIENT_H_
 
