@@ -11,7 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/checkpoint/crc32c.h"
+#include "common/io/crc32c.h"
 #include "common/status/status_macros.h"
 
 namespace tandem {

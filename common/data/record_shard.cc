@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "common/data/crc32c.h"
+#include "common/io/crc32c.h"
 #include "common/status/status_macros.h"
 
 namespace tandem {

@@ -1,4 +1,4 @@
-#include "common/checkpoint/crc32c.h"
+#include "common/io/crc32c.h"
 
 #include <array>
 #include <cstring>
@@ -8,7 +8,7 @@
 #endif
 
 namespace tandem {
-namespace checkpoint {
+
 namespace {
 
 constexpr uint32_t kPoly = 0x82F63B78u;  // reflected Castagnoli
@@ -64,5 +64,5 @@ uint32_t Crc32cExtend(uint32_t crc, const void* p, size_t n) {
 #endif
 }
 
-}  // namespace checkpoint
+
 }  // namespace tandem

@@ -1,4 +1,4 @@
-#include "common/checkpoint/crc32c.h"
+#include "common/io/crc32c.h"
 
 #include <cstring>
 #include <random>
@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 
 namespace tandem {
-namespace checkpoint {
+
 namespace {
 
 // Check values from RFC 3720 (iSCSI), appendix B.4.
@@ -51,5 +51,5 @@ TEST(Crc32cTest, ExtendEqualsWholeAndDetectsChanges) {
 }
 
 }  // namespace
-}  // namespace checkpoint
+
 }  // namespace tandem

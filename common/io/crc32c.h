@@ -1,5 +1,6 @@
 // CRC32C (Castagnoli polynomial 0x1EDC6F41, reflected 0x82F63B78), the
-// checksum of iSCSI, ext4 and LevelDB. Uses the SSE4.2 crc32 instruction
+// checksum of iSCSI, ext4 and LevelDB, and of tandem's record shards and
+// checkpoints. Uses the SSE4.2 crc32 instruction
 // when the build targets it (x86-64-v2 and up), a table otherwise; both give
 // identical results (tested).
 //
@@ -7,14 +8,14 @@
 //   crc = Crc32cExtend(crc, more, m);   // == Crc32c(data ++ more)
 //
 // Thread-safe: pure functions.
-#ifndef TANDEM_COMMON_CHECKPOINT_CRC32C_H_
-#define TANDEM_COMMON_CHECKPOINT_CRC32C_H_
+#ifndef TANDEM_COMMON_IO_CRC32C_H_
+#define TANDEM_COMMON_IO_CRC32C_H_
 
 #include <cstddef>
 #include <cstdint>
 
 namespace tandem {
-namespace checkpoint {
+
 
 // CRC32C of `data ++ [p, p + n)` given crc = CRC32C(data).
 uint32_t Crc32cExtend(uint32_t crc, const void* p, size_t n);
@@ -26,7 +27,7 @@ namespace internal {
 uint32_t Crc32cExtendPortable(uint32_t crc, const void* p, size_t n);
 }  // namespace internal
 
-}  // namespace checkpoint
+
 }  // namespace tandem
 
-#endif  // TANDEM_COMMON_CHECKPOINT_CRC32C_H_
+#endif  // TANDEM_COMMON_IO_CRC32C_H_
