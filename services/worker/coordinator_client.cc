@@ -1,0 +1,239 @@
+#include "services/worker/coordinator_client.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/log/log.h"
+#include "common/rpc/channel.h"
+#include "common/rpc/grpc_status.h"
+#include "grpcpp/client_context.h"
+
+namespace tandem {
+namespace worker {
+namespace {
+
+void SetDeadline(grpc::ClientContext* ctx, absl::Duration timeout) {
+  ctx->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Create(
+    const CoordinatorClientOptions& options) {
+  if (options.target.empty()) {
+    return absl::InvalidArgumentError("coordinator client: the coordinator address is empty "
+                                      "(pass --coordinator=host:port)");
+  }
+  if (options.worker_id.empty()) {
+    return absl::InvalidArgumentError("coordinator client: the worker id is empty");
+  }
+  if (options.join_attempts < 1 || options.rpc_timeout <= absl::ZeroDuration() ||
+      options.join_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "coordinator client: join_attempts must be >= 1 and timeouts positive");
+  }
+  return std::unique_ptr<CoordinatorClient>(new CoordinatorClient(options));
+}
+
+CoordinatorClient::CoordinatorClient(const CoordinatorClientOptions& options)
+    : options_(options),
+      channel_(MakeChannel({.target = options.target})),
+      stub_(v1::Coordinator::NewStub(channel_)) {}
+
+CoordinatorClient::~CoordinatorClient() { StopHeartbeats(); }
+
+v1::JobRef CoordinatorClient::Job() const {
+  v1::JobRef job;
+  job.set_job_id(options_.job_id);
+  return job;
+}
+
+absl::StatusOr<v1::JoinResponse> CoordinatorClient::Join() {
+  StopHeartbeats();
+  v1::JoinRequest request;
+  *request.mutable_job() = Job();
+  request.set_worker_id(options_.worker_id);
+  *request.mutable_endpoint() = options_.endpoint;
+  request.set_local_devices(1);
+  request.set_node(options_.node);
+  absl::Duration backoff = absl::Milliseconds(100);
+  absl::Status status;
+  v1::JoinResponse response;
+  // A retried Join with the same worker_id is the same member to the
+  // coordinator, so UNAVAILABLE (not started yet, restarting) is safe to
+  // retry. Fail fast on a dead address: no wait_for_ready here.
+  for (int attempt = 1; attempt <= options_.join_attempts; ++attempt) {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, options_.join_timeout + options_.rpc_timeout);
+    response.Clear();
+    status = FromGrpcStatus(stub_->Join(&ctx, request, &response),
+                            absl::StrCat("Coordinator.Join to ", options_.target));
+    if (status.code() != absl::StatusCode::kUnavailable) break;
+    if (attempt < options_.join_attempts) {
+      absl::SleepFor(backoff);
+      backoff = std::min(backoff * 2, absl::Seconds(2));
+    }
+  }
+  if (!status.ok()) {
+    if (absl::IsUnavailable(status)) {
+      return absl::UnavailableError(absl::StrCat(
+          "cannot reach the coordinator at ", options_.target, " after ",
+          options_.join_attempts, " attempts (is it running?): ", status.message()));
+    }
+    return status;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    generation_ = response.generation();
+    rank_ = response.rank();
+    command_ = Command{Command::kContinue, "", response.generation()};
+    last_reply_ = absl::Now();
+  }
+  const absl::Duration period = response.heartbeat_period_ms() > 0
+                                    ? absl::Milliseconds(response.heartbeat_period_ms())
+                                    : options_.default_heartbeat_period;
+  StartHeartbeats(period);
+  return response;
+}
+
+void CoordinatorClient::StartHeartbeats(absl::Duration period) {
+  stop_heartbeats_ = std::make_unique<absl::Notification>();
+  absl::Notification* stop = stop_heartbeats_.get();
+  heartbeat_thread_ = std::thread([this, period, stop] { HeartbeatLoop(period, stop); });
+}
+
+void CoordinatorClient::StopHeartbeats() {
+  if (!heartbeat_thread_.joinable()) return;
+  stop_heartbeats_->Notify();
+  heartbeat_thread_.join();
+  stop_heartbeats_.reset();
+}
+
+void CoordinatorClient::HeartbeatLoop(absl::Duration period, absl::Notification* stop) {
+  while (!stop->WaitForNotificationWithTimeout(period)) {
+    absl::Status s = HeartbeatOnce();
+    if (!s.ok()) LOG(WARNING) << "worker " << options_.worker_id << ": heartbeat failed: " << s;
+  }
+}
+
+absl::Status CoordinatorClient::HeartbeatOnce() {
+  v1::HeartbeatRequest request;
+  *request.mutable_job() = Job();
+  request.set_worker_id(options_.worker_id);
+  {
+    absl::MutexLock lock(&mu_);
+    request.set_generation(generation_);
+    request.set_rank(rank_);
+    *request.mutable_progress() = progress_;
+  }
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, options_.rpc_timeout);
+  v1::HeartbeatResponse response;
+  absl::Status status = FromGrpcStatus(stub_->Heartbeat(&ctx, request, &response),
+                                       "Coordinator.Heartbeat");
+  absl::MutexLock lock(&mu_);
+  if (!status.ok()) {
+    if (absl::Now() - last_reply_ >= options_.lost_after && command_.kind == Command::kContinue) {
+      command_ = Command{Command::kCoordinatorLost,
+                         absl::StrCat("no heartbeat reply from the coordinator at ",
+                                      options_.target, " for ",
+                                      absl::FormatDuration(absl::Now() - last_reply_), ": ",
+                                      status.message()),
+                         generation_};
+    }
+    return status;
+  }
+  last_reply_ = absl::Now();
+  // A STOP or REJOIN sticks until the trainer acts on it (Join resets it).
+  if (command_.kind == Command::kStop || command_.kind == Command::kRejoin) return status;
+  switch (response.command()) {
+    case v1::HeartbeatResponse::STOP:
+      command_ = Command{Command::kStop, response.reason(), response.generation()};
+      break;
+    case v1::HeartbeatResponse::REJOIN:
+      command_ = Command{Command::kRejoin, response.reason(), response.generation()};
+      break;
+    default:
+      command_ = Command{Command::kContinue, "", response.generation()};
+      break;
+  }
+  return status;
+}
+
+void CoordinatorClient::SetProgress(const v1::WorkerProgress& progress) {
+  absl::MutexLock lock(&mu_);
+  progress_ = progress;
+}
+
+Command CoordinatorClient::command() const {
+  absl::MutexLock lock(&mu_);
+  return command_;
+}
+
+int64_t CoordinatorClient::generation() const {
+  absl::MutexLock lock(&mu_);
+  return generation_;
+}
+
+int CoordinatorClient::rank() const {
+  absl::MutexLock lock(&mu_);
+  return rank_;
+}
+
+absl::Status CoordinatorClient::ReportFailure(const std::string& operation, int peer_rank,
+                                              const std::string& message) {
+  v1::ReportFailureRequest request;
+  *request.mutable_job() = Job();
+  request.set_worker_id(options_.worker_id);
+  {
+    absl::MutexLock lock(&mu_);
+    request.set_generation(generation_);
+    request.set_rank(rank_);
+  }
+  request.set_operation(operation);
+  request.set_peer_rank(peer_rank);
+  request.set_message(message);
+  v1::ReportFailureResponse response;
+  RetryOptions retry;
+  retry.call_timeout = options_.rpc_timeout;
+  retry.max_attempts = 3;
+  // Ending a generation twice is harmless: the coordinator ignores a report
+  // for a generation that is already over.
+  return CallWithRetry(retry, "Coordinator.ReportFailure", [&](grpc::ClientContext* ctx) {
+    return stub_->ReportFailure(ctx, request, &response);
+  });
+}
+
+absl::Status CoordinatorClient::CommitCheckpoint(const v1::CheckpointRecord& record) {
+  v1::CommitCheckpointRequest request;
+  *request.mutable_job() = Job();
+  request.set_worker_id(options_.worker_id);
+  request.set_generation(generation());
+  *request.mutable_checkpoint() = record;
+  v1::CommitCheckpointResponse response;
+  RetryOptions retry;
+  retry.call_timeout = options_.rpc_timeout;
+  retry.max_attempts = 3;
+  return CallWithRetry(retry, "Coordinator.CommitCheckpoint", [&](grpc::ClientContext* ctx) {
+    return stub_->CommitCheckpoint(ctx, request, &response);
+  });
+}
+
+absl::Status CoordinatorClient::Leave(bool finished) {
+  StopHeartbeats();
+  v1::LeaveRequest request;
+  *request.mutable_job() = Job();
+  request.set_worker_id(options_.worker_id);
+  request.set_generation(generation());
+  request.set_finished(finished);
+  v1::LeaveResponse response;
+  RetryOptions retry;
+  retry.call_timeout = options_.rpc_timeout;
+  retry.max_attempts = 3;
+  return CallWithRetry(retry, "Coordinator.Leave", [&](grpc::ClientContext* ctx) {
+    return stub_->Leave(ctx, request, &response);
+  });
+}
+
+}  // namespace worker
+}  // namespace tandem

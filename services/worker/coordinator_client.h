@@ -1,0 +1,130 @@
+// CoordinatorClient: a worker's side of the control plane. Joins the job
+// (retrying while the coordinator is not up yet), keeps a heartbeat thread
+// that reports progress every heartbeat period and remembers the command in
+// the latest reply (CONTINUE / STOP / REJOIN with the coordinator's reason),
+// reports failed collectives, commits checkpoints and leaves.
+//
+//   CoordinatorClientOptions o;
+//   o.target = "127.0.0.1:7000";  o.job_id = "j1";  o.worker_id = "host:123";
+//   ASSIGN_OR_RETURN(auto client, CoordinatorClient::Create(o));
+//   ASSIGN_OR_RETURN(v1::JoinResponse join, client->Join());   // heartbeats start
+//   ...  client->SetProgress(progress);
+//        if (client->command().kind == Command::kRejoin) { ... client->Join(); }
+//   RETURN_IF_ERROR(client->Leave(/*finished=*/true));         // heartbeats stop
+//
+// Thread-safety: Join and Leave (which start and stop the heartbeat thread)
+// from one thread, the trainer's; everything else from any thread. Ownership: owns its channel (shared with the Gloo store through
+// channel()) and its heartbeat thread, joined by Leave() or the destructor.
+// Failure: Join returns UNAVAILABLE after `join_attempts` failed connects
+// (coordinator unreachable), the coordinator's error otherwise (a finished
+// job, max_workers reached, the rendezvous timing out). A heartbeat that
+// fails is retried at the next period; after `lost_after` without a reply
+// the command becomes kCoordinatorLost. Nothing blocks without a deadline.
+#ifndef TANDEM_SERVICES_WORKER_COORDINATOR_CLIENT_H_
+#define TANDEM_SERVICES_WORKER_COORDINATOR_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "grpcpp/channel.h"
+#include "proto/coordinator.grpc.pb.h"
+
+namespace tandem {
+namespace worker {
+
+struct CoordinatorClientOptions {
+  std::string target;            // coordinator "host:port" (required)
+  std::string job_id = "tandem";
+  std::string worker_id;         // stable for the process (required)
+  v1::Endpoint endpoint;         // reported for status listings
+  std::string node = "localhost";  // groups ranks into nodes
+  // How long one Join may wait for the rendezvous to complete.
+  absl::Duration join_timeout = absl::Minutes(5);
+  // Join attempts while the coordinator is UNAVAILABLE, with backoff from
+  // 100 ms doubling up to 2 s (the default rides out ~20 s of start-up).
+  int join_attempts = 12;
+  // Deadline of every other call (heartbeat, failure report, commit, leave).
+  absl::Duration rpc_timeout = absl::Seconds(5);
+  // Heartbeat period when Join's reply gives none.
+  absl::Duration default_heartbeat_period = absl::Seconds(1);
+  // No heartbeat reply for this long: command() becomes kCoordinatorLost.
+  absl::Duration lost_after = absl::Seconds(60);
+};
+
+// The latest instruction from the coordinator.
+struct Command {
+  enum Kind { kContinue, kStop, kRejoin, kCoordinatorLost };
+  Kind kind = kContinue;
+  std::string reason;
+  int64_t generation = 0;  // the coordinator's current generation
+};
+
+class CoordinatorClient {
+ public:
+  // INVALID_ARGUMENT for an empty target or worker id.
+  static absl::StatusOr<std::unique_ptr<CoordinatorClient>> Create(
+      const CoordinatorClientOptions& options);
+  ~CoordinatorClient();  // stops the heartbeat thread (no Leave)
+
+  CoordinatorClient(const CoordinatorClient&) = delete;
+  CoordinatorClient& operator=(const CoordinatorClient&) = delete;
+
+  // Joins the next generation (stopping heartbeats of the previous one),
+  // blocking until the rendezvous completes; on success starts heartbeats
+  // for the new generation and resets command() to kContinue.
+  absl::StatusOr<v1::JoinResponse> Join();
+
+  // Progress to send with the following heartbeats.
+  void SetProgress(const v1::WorkerProgress& progress);
+  Command command() const;
+
+  // Tells the coordinator a collective failed (ends the generation).
+  absl::Status ReportFailure(const std::string& operation, int peer_rank,
+                             const std::string& message);
+  // Records a durably written checkpoint for the current generation.
+  absl::Status CommitCheckpoint(const v1::CheckpointRecord& record);
+  // Stops heartbeats and leaves; finished = the job completed here.
+  absl::Status Leave(bool finished);
+
+  // Sends one heartbeat now (what the thread does each period); for tests.
+  absl::Status HeartbeatOnce();
+
+  int64_t generation() const;
+  int rank() const;
+  std::shared_ptr<grpc::Channel> channel() const { return channel_; }
+  const CoordinatorClientOptions& options() const { return options_; }
+
+ private:
+  explicit CoordinatorClient(const CoordinatorClientOptions& options);
+  void StartHeartbeats(absl::Duration period);
+  void StopHeartbeats();
+  void HeartbeatLoop(absl::Duration period, absl::Notification* stop);
+  v1::JobRef Job() const;
+
+  const CoordinatorClientOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Coordinator::Stub> stub_;
+
+  mutable absl::Mutex mu_;
+  int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  int rank_ ABSL_GUARDED_BY(mu_) = -1;
+  v1::WorkerProgress progress_ ABSL_GUARDED_BY(mu_);
+  Command command_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_reply_ ABSL_GUARDED_BY(mu_);
+
+  // Owned by the trainer thread (Join / Leave / destructor).
+  std::unique_ptr<absl::Notification> stop_heartbeats_;
+  std::thread heartbeat_thread_;
+};
+
+}  // namespace worker
+}  // namespace tandem
+
+#endif  // TANDEM_SERVICES_WORKER_COORDINATOR_CLIENT_H_
