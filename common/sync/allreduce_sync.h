@@ -1,0 +1,73 @@
+// AllreduceSync: the `allreduce` GradientSync strategy (DDP). Gradients are
+// summed across ranks bucket by bucket while backward is still running; once
+// every bucket is summed, FinishStep averages, optionally clips, and steps
+// the optimizer over the whole flat vector on every rank.
+//
+//   AllreduceSyncOptions o;
+//   o.comm = comm.get();                      // GlooCommunicator for CPU
+//   o.params = storage.params();  o.grads = storage.grads();  o.size = storage.size();
+//   for (const nn::GradRange& r : nn::GroupRanges(model->layout()))
+//     o.ready_ranges.push_back({r.lo, r.hi});
+//   ASSIGN_OR_RETURN(o.optimizer, optim::Sgd::Create({0, o.size}, sgd_options));
+//   ASSIGN_OR_RETURN(std::unique_ptr<GradientSync> sync, CreateAllreduceSync(std::move(o)));
+//   // then the step protocol of gradient_sync.h
+//
+// Buckets (bucket_plan.h) are runs of whole consecutive ready ranges, about
+// bucket_cap_mb each, contiguous in the flat gradient buffer; the
+// communicator reduces them in place (no copies, no staging buffers). One
+// communication thread, started by CreateAllreduceSync and joined by the
+// destructor, issues bucket b's AllReduce as soon as its last range is
+// reported and bucket b-1 is done: the issue order is the plan's order on
+// every rank, whatever order ranges arrive in, so the collectives match
+// across ranks. Nothing is allocated per step.
+//
+// Thread-safety: see gradient_sync.h (trainer thread: BeginStep,
+// FinishStep, stats; backward thread: OnGradientsReady). stats() may be
+// called from any thread.
+// Ownership: the communicator, params and grads are borrowed and must
+// outlive this object; the communicator must not be used by anyone else
+// while this object lives. The optimizer is owned.
+// Failure: CreateAllreduceSync returns InvalidArgument for bad options. A
+// failed or timed-out collective, an unknown or repeated range, or a step
+// whose ranges were not all reported makes FinishStep return an error (the
+// collective's code, e.g. DEADLINE_EXCEEDED, with the bucket, the step and
+// the communicator's message naming the operation and rank) without
+// touching the parameters; later calls return FailedPrecondition: destroy
+// the object. The communicator's timeout bounds every wait, so nothing hangs.
+// The destructor may wait up to that timeout for an in-flight collective.
+#ifndef TANDEM_COMMON_SYNC_ALLREDUCE_SYNC_H_
+#define TANDEM_COMMON_SYNC_ALLREDUCE_SYNC_H_
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/comm/communicator.h"
+#include "common/optim/optimizer.h"
+#include "common/sync/gradient_sync.h"
+
+namespace tandem {
+namespace sync {
+
+struct AllreduceSyncOptions {
+  Communicator* comm = nullptr;        // borrowed; host buffers for Gloo
+  float* params = nullptr;             // flat parameters [0, size)
+  float* grads = nullptr;              // flat gradients, same layout
+  int64_t size = 0;
+  // The ranges backward reports, in backward order (from
+  // nn::GroupRanges(model->layout())): buckets are unions of whole
+  // consecutive ranges, about bucket_cap_mb each.
+  std::vector<std::pair<int64_t, int64_t>> ready_ranges;
+  double bucket_cap_mb = 25;           // MiB of fp32 gradients per bucket, > 0
+  std::unique_ptr<optim::Optimizer> optimizer;  // over [0, size)
+  double max_grad_norm = 0;            // 0 = no clipping
+};
+
+absl::StatusOr<std::unique_ptr<GradientSync>> CreateAllreduceSync(AllreduceSyncOptions options);
+
+}  // namespace sync
+}  // namespace tandem
+
+#endif  // TANDEM_COMMON_SYNC_ALLREDUCE_SYNC_H_
