@@ -48,7 +48,8 @@ v1::JobRef CoordinatorClient::Job() const {
   return job;
 }
 
-absl::StatusOr<v1::JoinResponse> CoordinatorClient::Join() {
+absl::StatusOr<v1::JoinResponse> CoordinatorClient::Join(absl::Duration timeout) {
+  if (timeout <= absl::ZeroDuration()) timeout = options_.join_timeout;
   StopHeartbeats();
   v1::JoinRequest request;
   *request.mutable_job() = Job();
@@ -64,7 +65,7 @@ absl::StatusOr<v1::JoinResponse> CoordinatorClient::Join() {
   // retry. Fail fast on a dead address: no wait_for_ready here.
   for (int attempt = 1; attempt <= options_.join_attempts; ++attempt) {
     grpc::ClientContext ctx;
-    SetDeadline(&ctx, options_.join_timeout + options_.rpc_timeout);
+    SetDeadline(&ctx, timeout + options_.rpc_timeout);
     response.Clear();
     status = FromGrpcStatus(stub_->Join(&ctx, request, &response),
                             absl::StrCat("Coordinator.Join to ", options_.target));

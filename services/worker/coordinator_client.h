@@ -78,8 +78,9 @@ class CoordinatorClient {
 
   // Joins the next generation (stopping heartbeats of the previous one),
   // blocking until the rendezvous completes; on success starts heartbeats
-  // for the new generation and resets command() to kContinue.
-  absl::StatusOr<v1::JoinResponse> Join();
+  // for the new generation and resets command() to kContinue. `timeout`
+  // bounds the rendezvous wait (zero: options.join_timeout).
+  absl::StatusOr<v1::JoinResponse> Join(absl::Duration timeout = absl::ZeroDuration());
 
   // Progress to send with the following heartbeats.
   void SetProgress(const v1::WorkerProgress& progress);

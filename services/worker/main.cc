@@ -1,0 +1,130 @@
+// tandem worker: parses flags into TrainerOptions and trains.
+//
+//   worker --coordinator=127.0.0.1:7000 --data_servers=127.0.0.1:7100 \
+//          --model=mlp:784,1024,1024,10 --epochs=2 --batch_size=64 --lr=0.05
+//
+// Rank 0 prints one progress line every --log_every steps and the test
+// accuracy at each epoch end to stdout. Bad flags, an unknown model or
+// dataset, an unreachable coordinator: one line on stderr, exit status 1
+// (2 for unparsable arguments); never a hang (every wait is bounded).
+#include <malloc.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "services/worker/trainer.h"
+
+ABSL_FLAG(std::string, coordinator, "", "Coordinator host:port (required).");
+ABSL_FLAG(std::string, data_servers, "", "Data servers, host:port[,host:port] (required).");
+ABSL_FLAG(std::string, job_id, "tandem", "Job this worker belongs to.");
+ABSL_FLAG(std::string, worker_id, "", "Stable id of this worker (default host:pid).");
+ABSL_FLAG(std::string, host, "127.0.0.1", "Address peers reach this worker at.");
+ABSL_FLAG(std::string, model, "mlp:784,256,10", "Model spec, e.g. mlp:784,1024,1024,10.");
+ABSL_FLAG(std::string, dataset, "fashion-mnist/train", "Training dataset on the data servers.");
+ABSL_FLAG(std::string, eval_dataset, "fashion-mnist/t10k",
+          "Dataset for the epoch-end test accuracy (empty: none).");
+ABSL_FLAG(int, epochs, 1, "Epochs to train.");
+ABSL_FLAG(int, batch_size, 64, "Samples per worker per micro-batch.");
+ABSL_FLAG(int, accumulation, 1, "Micro-batches per optimizer step (gradient accumulation).");
+ABSL_FLAG(double, lr, 0.05, "Base learning rate (for one worker; see --lr_scaling).");
+ABSL_FLAG(std::string, lr_scaling, "linear", "Scale lr with world size: linear, sqrt, none.");
+ABSL_FLAG(std::string, schedule, "cosine", "LR schedule: constant, cosine, linear.");
+ABSL_FLAG(int64_t, warmup_steps, 0, "Linear warm-up steps.");
+ABSL_FLAG(std::string, optimizer, "sgd", "sgd or adamw.");
+ABSL_FLAG(double, momentum, 0.9, "SGD momentum.");
+ABSL_FLAG(bool, nesterov, false, "Nesterov momentum (sgd).");
+ABSL_FLAG(double, weight_decay, 0.0, "Weight decay (sgd: L2; adamw: decoupled).");
+ABSL_FLAG(double, max_grad_norm, 0.0, "Clip the global gradient norm (0: off).");
+ABSL_FLAG(uint64_t, seed, 1, "Seed for the model initialisation and the data order.");
+ABSL_FLAG(std::string, checkpoint_dir, "", "Where rank 0 writes checkpoints (empty: none).");
+ABSL_FLAG(int64_t, checkpoint_every, 500, "Checkpoint every N steps (0: only at the end).");
+ABSL_FLAG(double, bucket_cap_mb, 25.0, "Gradient bucket size in MiB.");
+ABSL_FLAG(int, metrics_port, -1, "Port for /metrics; 0 picks a free one, -1 disables.");
+ABSL_FLAG(int, log_every, 50, "Steps between progress lines (0: none).");
+ABSL_FLAG(std::string, backend, "cpu", "Compute backend: cpu or cuda.");
+ABSL_FLAG(int64_t, max_steps, 0, "Stop after this many optimizer steps (0: all epochs).");
+ABSL_FLAG(double, collective_timeout_seconds, 30.0,
+          "A collective slower than this fails (how a dead peer is detected).");
+ABSL_FLAG(double, join_timeout_seconds, 300.0, "Longest wait for the first rendezvous.");
+ABSL_FLAG(double, rejoin_timeout_seconds, 60.0, "Longest wait for a rendezvous after a failure.");
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("tandem worker: trains one data-parallel replica.");
+  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  if (rest.size() > 1) {
+    std::fprintf(stderr, "worker: unexpected argument '%s' (flags are --name=value)\n", rest[1]);
+    return 2;
+  }
+  // Batches arrive as MB-sized gRPC messages: keep glibc from mmapping and
+  // unmapping a fresh buffer for each (see common/data/prefetch_client.h).
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+
+  tandem::worker::TrainerOptions o;
+  o.coordinator = absl::GetFlag(FLAGS_coordinator);
+  for (absl::string_view s :
+       absl::StrSplit(absl::GetFlag(FLAGS_data_servers), ',', absl::SkipEmpty())) {
+    o.data_servers.emplace_back(s);
+  }
+  o.job_id = absl::GetFlag(FLAGS_job_id);
+  o.worker_id = absl::GetFlag(FLAGS_worker_id);
+  if (o.worker_id.empty()) {
+    char host[256] = {0};
+    gethostname(host, sizeof(host) - 1);
+    o.worker_id = absl::StrCat(host, ":", getpid());
+  }
+  o.hostname = absl::GetFlag(FLAGS_host);
+  o.model = absl::GetFlag(FLAGS_model);
+  o.dataset = absl::GetFlag(FLAGS_dataset);
+  o.eval_dataset = absl::GetFlag(FLAGS_eval_dataset);
+  o.epochs = absl::GetFlag(FLAGS_epochs);
+  o.batch_size = absl::GetFlag(FLAGS_batch_size);
+  o.accumulation = absl::GetFlag(FLAGS_accumulation);
+  o.lr = absl::GetFlag(FLAGS_lr);
+  o.lr_scaling = absl::GetFlag(FLAGS_lr_scaling);
+  o.schedule = absl::GetFlag(FLAGS_schedule);
+  o.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
+  o.optimizer = absl::GetFlag(FLAGS_optimizer);
+  o.momentum = absl::GetFlag(FLAGS_momentum);
+  o.nesterov = absl::GetFlag(FLAGS_nesterov);
+  o.weight_decay = absl::GetFlag(FLAGS_weight_decay);
+  o.max_grad_norm = absl::GetFlag(FLAGS_max_grad_norm);
+  o.seed = absl::GetFlag(FLAGS_seed);
+  o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  o.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
+  o.bucket_cap_mb = absl::GetFlag(FLAGS_bucket_cap_mb);
+  o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  o.log_every = absl::GetFlag(FLAGS_log_every);
+  o.backend = absl::GetFlag(FLAGS_backend);
+  o.max_steps = absl::GetFlag(FLAGS_max_steps);
+  const double collective = absl::GetFlag(FLAGS_collective_timeout_seconds);
+  const double join = absl::GetFlag(FLAGS_join_timeout_seconds);
+  const double rejoin = absl::GetFlag(FLAGS_rejoin_timeout_seconds);
+  if (!(collective > 0) || !(join > 0) || !(rejoin > 0)) {
+    std::fprintf(stderr, "worker: timeouts must be positive numbers of seconds\n");
+    return 1;
+  }
+  o.collective_timeout = absl::Seconds(collective);
+  o.join_timeout = absl::Seconds(join);
+  o.rejoin_timeout = absl::Seconds(rejoin);
+
+  auto trainer = tandem::worker::Trainer::Create(o);
+  if (!trainer.ok()) {
+    std::fprintf(stderr, "worker: %s\n", std::string(trainer.status().message()).c_str());
+    return 1;
+  }
+  auto result = (*trainer)->Run();
+  if (!result.ok()) {
+    std::fprintf(stderr, "worker %s: %s\n", o.worker_id.c_str(),
+                 std::string(result.status().message()).c_str());
+    return 1;
+  }
+  return 0;
+}
