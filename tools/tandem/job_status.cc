@@ -1,0 +1,64 @@
+#include "tools/tandem/job_status.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/rpc/channel.h"
+#include "common/status/status_macros.h"
+#include "proto/coordinator.grpc.pb.h"
+
+namespace tandem {
+namespace cli {
+
+absl::StatusOr<v1::GetJobStatusResponse> FetchJobStatus(const std::string& target,
+                                                        const std::string& job_id,
+                                                        absl::Duration timeout) {
+  auto stub = v1::Coordinator::NewStub(MakeChannel({.target = target}));
+  v1::GetJobStatusRequest request;
+  request.mutable_job()->set_job_id(job_id);
+  v1::GetJobStatusResponse reply;
+  RetryOptions retry;
+  retry.max_attempts = 3;
+  retry.call_timeout = timeout / 3;
+  retry.max_backoff = absl::Milliseconds(200);
+  absl::Status s = CallWithRetry(retry, absl::StrCat("Coordinator.GetJobStatus at ", target),
+                                 [&](grpc::ClientContext* ctx) {
+                                   return stub->GetJobStatus(ctx, request, &reply);
+                                 });
+  if (!s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(s.message(), " (is a coordinator running at ",
+                                               target, "?)"));
+  }
+  return reply;
+}
+
+std::string FormatJobStatus(const v1::GetJobStatusResponse& s) {
+  std::string out = absl::StrCat(
+      "state ", v1::GetJobStatusResponse::State_Name(s.state()), "  generation ", s.generation(),
+      "  world ", s.world_size(), "  restarts ", s.restarts(), "  global batch ",
+      s.global_batch_size(), "\n");
+  if (s.has_last_checkpoint() && !s.last_checkpoint().path().empty()) {
+    const v1::CheckpointRecord& c = s.last_checkpoint();
+    absl::StrAppend(&out, "last checkpoint: step ", c.step(), " epoch ", c.cursor().epoch(),
+                    " (", c.cursor().step_in_epoch(), " batches in) at ", c.path(), "\n");
+  } else {
+    absl::StrAppend(&out, "last checkpoint: none\n");
+  }
+  if (!s.message().empty()) absl::StrAppend(&out, "message: ", s.message(), "\n");
+  for (const v1::WorkerStatus& w : s.workers()) {
+    const v1::WorkerProgress& p = w.progress();
+    absl::StrAppend(&out, absl::StrFormat("  rank %-3d %-20s step %-7d epoch %-3d loss %.4f "
+                                          "samples/s %.0f",
+                                          w.rank(), w.worker_id(), p.step(), p.epoch(), p.loss(),
+                                          p.samples_per_second()));
+    if (w.endpoint().metrics_port() > 0) {
+      absl::StrAppend(&out, "  metrics http://",
+                      w.endpoint().host().empty() ? "127.0.0.1" : w.endpoint().host(), ":",
+                      w.endpoint().metrics_port(), "/metrics");
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  return out;
+}
+
+}  // namespace cli
+}  // namespace tandem

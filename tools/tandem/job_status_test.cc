@@ -1,0 +1,81 @@
+#include "tools/tandem/job_status.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "services/coordinator/coordinator_server.h"
+
+namespace tandem {
+namespace cli {
+namespace {
+
+TEST(JobStatusTest, FetchesAndFormatsARunningCoordinator) {
+  CoordinatorServerOptions o;
+  o.coordinator.job_id = "status-test";
+  o.coordinator.min_workers = 2;
+  o.coordinator.max_workers = 2;
+  o.run_liveness_thread = false;
+  auto server = CoordinatorServer::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto s = FetchJobStatus(absl::StrCat("127.0.0.1:", (*server)->port()), "status-test",
+                          absl::Seconds(10));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->state(), v1::GetJobStatusResponse::WAITING);
+  const std::string text = FormatJobStatus(*s);
+  EXPECT_TRUE(absl::StartsWith(text, "state WAITING  generation 0")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "last checkpoint: none")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "of min 2 worker(s) waiting")) << text;
+  (*server)->Shutdown();
+}
+
+TEST(JobStatusTest, FormatsWorkersAndCheckpoint) {
+  v1::GetJobStatusResponse s;
+  s.set_state(v1::GetJobStatusResponse::RUNNING);
+  s.set_generation(3);
+  s.set_world_size(2);
+  s.set_restarts(1);
+  s.mutable_last_checkpoint()->set_step(120);
+  s.mutable_last_checkpoint()->set_path("/ckpt/step-120");
+  s.mutable_last_checkpoint()->mutable_cursor()->set_epoch(1);
+  v1::WorkerStatus* w = s.add_workers();
+  w->set_rank(1);
+  w->set_worker_id("worker-3");
+  w->mutable_endpoint()->set_host("127.0.0.1");
+  w->mutable_endpoint()->set_metrics_port(9123);
+  w->mutable_progress()->set_step(130);
+  w->mutable_progress()->set_loss(0.25);
+  const std::string text = FormatJobStatus(s);
+  EXPECT_TRUE(absl::StrContains(text, "state RUNNING  generation 3  world 2  restarts 1")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "step 120 epoch 1")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "/ckpt/step-120")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "rank 1")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "worker-3")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "loss 0.2500")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "http://127.0.0.1:9123/metrics")) << text;
+}
+
+TEST(JobStatusTest, NoCoordinatorIsAnErrorNamingTheAddress) {
+  // A port bound but never listened on: connections are refused.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string target = absl::StrCat("127.0.0.1:", ntohs(addr.sin_port));
+  auto s = FetchJobStatus(target, "x", absl::Seconds(1));
+  close(fd);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(absl::StrContains(s.status().message(), target)) << s.status();
+}
+
+}  // namespace
+}  // namespace cli
+}  // namespace tandem

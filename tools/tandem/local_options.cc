@@ -1,0 +1,145 @@
+#include "tools/tandem/local_options.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/nn/model_spec.h"
+
+namespace tandem {
+namespace cli {
+namespace {
+
+bool IsFile(const std::string& path) { return access(path.c_str(), R_OK) == 0; }
+bool IsExecutable(const std::string& path) { return access(path.c_str(), X_OK) == 0; }
+
+// An IDX pair "<prefix>-images-idx3-ubyte[.gz]" + labels is present.
+bool IdxPresent(const std::string& prefix) {
+  auto either = [](const std::string& p) { return IsFile(p) || IsFile(p + ".gz"); };
+  return either(prefix + "-images-idx3-ubyte") && either(prefix + "-labels-idx1-ubyte");
+}
+
+absl::Status CheckPortFree(const std::string& host, int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));  // TIME_WAIT is fine
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, host == "localhost" ? "127.0.0.1" : host.c_str(), &addr.sin_addr) != 1) {
+    close(fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat("--host=", host, " is not an IPv4 address; use e.g. 127.0.0.1 or 0.0.0.0"));
+  }
+  const int rc = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  const int err = errno;
+  close(fd);
+  if (rc != 0) {
+    return absl::AlreadyExistsError(absl::StrCat("port ", port, " on ", host, " is not free (",
+                                                 std::strerror(err),
+                                                 "); pick another --port or use --port=0"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<std::string> KnownDatasets() { return {"fashion-mnist"}; }
+
+absl::StatusOr<DatasetFiles> ResolveDataset(const LocalOptions& o) {
+  bool known = false;
+  for (const std::string& d : KnownDatasets()) known = known || d == o.dataset;
+  if (!known) {
+    return absl::NotFoundError(absl::StrCat("unknown --dataset '", o.dataset, "'; known: ",
+                                            absl::StrJoin(KnownDatasets(), ", ")));
+  }
+  DatasetFiles f;
+  const std::string dir = absl::StrCat(o.data_root, "/", o.dataset);
+  f.train_name = o.dataset + "/train";
+  f.train_path = dir + "/train";
+  f.eval_name = o.dataset + "/t10k";
+  f.eval_path = dir + "/t10k";
+  f.features = 784;
+  f.classes = 10;
+  if (!IdxPresent(f.train_path) || !IdxPresent(f.eval_path)) {
+    return absl::NotFoundError(absl::StrCat(
+        "dataset '", o.dataset, "' not found under ", dir,
+        " (expected train-/t10k-{images-idx3,labels-idx1}-ubyte[.gz]); run tools/setup.sh "
+        "(Debian package dataset-", o.dataset, ") or pass --data_root"));
+  }
+  return f;
+}
+
+absl::Status ValidateLocalOptions(const LocalOptions& o) {
+  auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
+  if (o.workers < 1) return bad("--workers must be at least 1 (got ", o.workers, ")");
+  const int min = o.min_workers == 0 ? o.workers : o.min_workers;
+  const int max = o.max_workers == 0 ? o.workers : o.max_workers;
+  if (min < 1) return bad("--min_workers must be at least 1 (got ", min, ")");
+  if (min > max) {
+    return bad("--min_workers (", min, ") is greater than --max_workers (", max,
+               "); make min <= max");
+  }
+  if (min > o.workers) {
+    return bad("--min_workers (", min, ") is more than the ", o.workers,
+               " worker(s) started; lower it or raise --workers");
+  }
+  if (o.epochs < 1) return bad("--epochs must be at least 1 (got ", o.epochs, ")");
+  if (o.batch_size < 1) return bad("--batch_size must be at least 1 (got ", o.batch_size, ")");
+  if (!(o.lr > 0)) return bad("--lr must be positive (got ", o.lr, ")");
+  if (o.optimizer != "sgd" && o.optimizer != "adamw") {
+    return bad("unknown --optimizer '", o.optimizer, "'; use sgd or adamw");
+  }
+  if (o.backend != "cpu" && o.backend != "cuda") {
+    return bad("unknown --backend '", o.backend, "'; use cpu or cuda");
+  }
+  if (o.port < 0 || o.port > 65535) return bad("--port must be 0..65535 (got ", o.port, ")");
+  if (o.heartbeat_ms < 1) return bad("--heartbeat_ms must be positive");
+  if (o.log_every < 1) return bad("--log_every must be at least 1");
+  auto spec = nn::ParseModelSpec(o.model);
+  if (!spec.ok()) return bad("bad --model: ", spec.status().message());
+  auto data = ResolveDataset(o);
+  if (!data.ok()) return data.status();
+  if (spec->kind != nn::ModelSpec::Kind::kMlp) {
+    return bad("--model ", o.model, " does not fit dataset '", o.dataset,
+               "' (images and 10 classes); use an mlp: spec such as mlp:784,1024,1024,10");
+  }
+  const std::vector<int>& w = spec->mlp.widths;
+  if (w.front() != data->features || w.back() != data->classes) {
+    return bad("--model ", o.model, " takes ", w.front(), " inputs and gives ", w.back(),
+               " classes, but dataset '", o.dataset, "' has ", data->features, " and ",
+               data->classes, "; use mlp:", data->features, ",...,", data->classes);
+  }
+  if (o.port != 0) return CheckPortFree(o.host, o.port);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> FindServiceBinary(const std::string& name, const std::string& bin_dir,
+                                              const std::string& self_exe) {
+  const std::string rel = absl::StrCat("services/", name, "/", name);
+  std::vector<std::string> tried;
+  if (!bin_dir.empty()) {
+    tried = {bin_dir + "/" + name, bin_dir + "/" + rel, bin_dir + "/tandem/" + rel};
+  } else {
+    const std::string dir = self_exe.substr(0, self_exe.rfind('/'));
+    tried = {self_exe + ".runfiles/tandem/" + rel,     // bazel-bin/tools/tandem/tandem
+             dir + "/../../" + rel,                     // sibling in bazel-bin
+             dir + "/" + name};                         // installed side by side
+  }
+  for (const std::string& p : tried) {
+    if (IsExecutable(p)) return p;
+  }
+  return absl::NotFoundError(absl::StrCat("cannot find the ", name, " binary (tried ",
+                                          absl::StrJoin(tried, ", "),
+                                          "); build //services/", name, " or pass --bin_dir"));
+}
+
+}  // namespace cli
+}  // namespace tandem

@@ -1,0 +1,105 @@
+// LocalOptions: everything `tandem local` needs to start a training job on
+// this machine (a coordinator, one data server and N worker processes), and
+// the checks that run before anything starts.
+//
+//   LocalOptions o;                      // defaults: 4 workers, Fashion-MNIST
+//   o.workers = 2;
+//   RETURN_IF_ERROR(ValidateLocalOptions(o));   // one line saying what to fix
+//   ASSIGN_OR_RETURN(DatasetFiles d, ResolveDataset(o));
+//
+// Thread-safe (pure functions, except that validation probes the file
+// system and, for a fixed --port, binds the port once to see that it is free).
+#ifndef TANDEM_TOOLS_TANDEM_LOCAL_OPTIONS_H_
+#define TANDEM_TOOLS_TANDEM_LOCAL_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace tandem {
+namespace cli {
+
+struct LocalOptions {
+  // --- cluster ---
+  int workers = 4;             // worker processes started
+  int min_workers = 0;         // coordinator --min_workers; 0 = workers
+  int max_workers = 0;         // coordinator --max_workers; 0 = workers
+  std::string host = "127.0.0.1";
+  int port = 0;                // coordinator gRPC port; 0 = a free one
+  std::string job_id = "local";
+  int heartbeat_ms = 500;      // short: a lost worker is noticed in ~1.5 s
+  int heartbeat_misses = 3;
+  double settle_seconds = 0.2;  // all workers are local: they join at once
+  // --- training (passed to every worker) ---
+  std::string model = "mlp:784,1024,1024,10";
+  std::string dataset = "fashion-mnist";  // a name under data_root
+  std::string data_root = "/usr/share/datasets";
+  int epochs = 2;
+  int batch_size = 64;         // per worker
+  int accumulation = 0;        // 0 = the worker's default
+  double lr = 0.05;
+  std::string optimizer = "sgd";  // sgd | adamw
+  // Optional worker settings: empty / negative = the worker's default.
+  std::string lr_scaling;
+  std::string schedule;
+  int warmup_steps = -1;
+  double momentum = -1;
+  double weight_decay = -1;
+  double bucket_cap_mb = -1;
+  int checkpoint_every = -1;
+  int64_t max_steps = 0;       // 0 = all epochs
+  int seed = 1;
+  int log_every = 50;
+  std::string backend = "cpu";
+  // Extra "--flag=value" arguments appended to every worker's command line.
+  std::vector<std::string> worker_args;
+  // --- supervision ---
+  std::string bin_dir;         // where the service binaries are; "" = runfiles
+  std::string run_dir;         // logs, port files, state; "" = a fresh /tmp dir
+  // True: a worker that dies does not stop the cluster; the coordinator ends
+  // the generation and the survivors decide (re-join or exit). The run still
+  // fails if any worker ended non-zero.
+  bool keep_going = false;
+  absl::Duration start_timeout = absl::Seconds(60);  // for port files
+  absl::Duration grace = absl::Seconds(5);           // SIGTERM -> SIGKILL
+};
+
+// The data a named dataset maps to: dataserver "name=path" specs.
+struct DatasetFiles {
+  std::string train_name;  // e.g. "fashion-mnist/train"
+  std::string train_path;  // IDX prefix, e.g. /usr/share/datasets/fashion-mnist/train
+  std::string eval_name;   // e.g. "fashion-mnist/t10k"
+  std::string eval_path;
+  int features = 0;        // input width a model must have
+  int classes = 0;
+};
+
+// Names `tandem local --dataset` accepts.
+std::vector<std::string> KnownDatasets();
+
+// Maps o.dataset to files under o.data_root; NotFound when unknown or the
+// files are missing (the message says how to install them).
+absl::StatusOr<DatasetFiles> ResolveDataset(const LocalOptions& o);
+
+// Every check that can fail before a process starts: counts and ranges, the
+// model spec (common/nn parsing, and its input/output widths against the
+// dataset), the dataset, the optimizer and backend names, and a fixed --port
+// being free. InvalidArgument / NotFound / AlreadyExists with one line
+// saying what to fix.
+absl::Status ValidateLocalOptions(const LocalOptions& o);
+
+// Finds the service binary `name` ("coordinator", "dataserver", "worker"):
+// in bin_dir (flat, or laid out like bazel-bin), else in the runfiles of
+// `self_exe`, else in the bazel-bin tree that holds `self_exe`. NotFound
+// lists the places tried.
+absl::StatusOr<std::string> FindServiceBinary(const std::string& name, const std::string& bin_dir,
+                                              const std::string& self_exe);
+
+}  // namespace cli
+}  // namespace tandem
+
+#endif  // TANDEM_TOOLS_TANDEM_LOCAL_OPTIONS_H_

@@ -1,0 +1,144 @@
+#include "tools/tandem/local_options.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
+namespace tandem {
+namespace cli {
+namespace {
+
+std::string TmpPath(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir ? dir : "/tmp") + "/" + name;
+}
+
+// The error message of ValidateLocalOptions, or "" when valid.
+std::string Problem(const LocalOptions& o) {
+  absl::Status s = ValidateLocalOptions(o);
+  return s.ok() ? "" : std::string(s.message());
+}
+
+TEST(LocalOptionsTest, DefaultsAreValid) { EXPECT_EQ(Problem(LocalOptions{}), ""); }
+
+TEST(LocalOptionsTest, WorkerCounts) {
+  LocalOptions o;
+  o.workers = 0;
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--workers must be at least 1")) << Problem(o);
+  o = LocalOptions{};
+  o.min_workers = 3;
+  o.max_workers = 2;
+  EXPECT_TRUE(absl::StrContains(Problem(o), "greater than --max_workers")) << Problem(o);
+  o = LocalOptions{};
+  o.workers = 2;
+  o.min_workers = 3;
+  o.max_workers = 4;
+  EXPECT_TRUE(absl::StrContains(Problem(o), "more than the 2 worker")) << Problem(o);
+  o.min_workers = 1;
+  EXPECT_EQ(Problem(o), "");
+}
+
+TEST(LocalOptionsTest, ModelSpecParsedAndCheckedAgainstDataset) {
+  LocalOptions o;
+  o.model = "resnet:50";
+  EXPECT_TRUE(absl::StrContains(Problem(o), "bad --model")) << Problem(o);
+  o.model = "mlp:100,10";
+  EXPECT_TRUE(absl::StrContains(Problem(o), "takes 100 inputs")) << Problem(o);
+  o.model = "mlp:784,32,7";
+  EXPECT_TRUE(absl::StrContains(Problem(o), "gives 7 classes")) << Problem(o);
+  o.model = "gpt:layers=2,heads=4,width=64,context=32,vocab=256";
+  EXPECT_TRUE(absl::StrContains(Problem(o), "does not fit dataset")) << Problem(o);
+  o.model = "mlp:784,32,10";
+  EXPECT_EQ(Problem(o), "");
+}
+
+TEST(LocalOptionsTest, UnknownOrMissingDataset) {
+  LocalOptions o;
+  o.dataset = "imagenet";
+  EXPECT_TRUE(absl::StrContains(Problem(o), "unknown --dataset 'imagenet'")) << Problem(o);
+  EXPECT_TRUE(absl::StrContains(Problem(o), "fashion-mnist")) << Problem(o);
+  o = LocalOptions{};
+  o.data_root = TmpPath("empty-root");
+  EXPECT_TRUE(absl::StrContains(Problem(o), "not found under")) << Problem(o);
+}
+
+TEST(LocalOptionsTest, ResolvesFashionMnist) {
+  auto d = ResolveDataset(LocalOptions{});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->train_name, "fashion-mnist/train");
+  EXPECT_EQ(d->eval_name, "fashion-mnist/t10k");
+  EXPECT_EQ(d->train_path, "/usr/share/datasets/fashion-mnist/train");
+}
+
+TEST(LocalOptionsTest, OtherFieldsChecked) {
+  LocalOptions o;
+  o.optimizer = "lion";
+  EXPECT_TRUE(absl::StrContains(Problem(o), "unknown --optimizer 'lion'")) << Problem(o);
+  o = LocalOptions{};
+  o.epochs = 0;
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--epochs")) << Problem(o);
+  o = LocalOptions{};
+  o.batch_size = -1;
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--batch_size")) << Problem(o);
+  o = LocalOptions{};
+  o.lr = 0;
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--lr")) << Problem(o);
+  o = LocalOptions{};
+  o.backend = "tpu";
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--backend")) << Problem(o);
+}
+
+TEST(LocalOptionsTest, OccupiedPortRejectedFreePortAccepted) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  LocalOptions o;
+  o.port = ntohs(addr.sin_port);
+  EXPECT_TRUE(absl::StrContains(Problem(o), absl::StrCat("port ", o.port, " on 127.0.0.1 is not free")))
+      << Problem(o);
+  close(fd);
+  EXPECT_EQ(Problem(o), "");  // the same port once released
+  o.port = 70000;
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--port must be")) << Problem(o);
+}
+
+TEST(FindServiceBinaryTest, BinDirFlatAndBazelLayout) {
+  const std::string flat = TmpPath("bin-flat");
+  const std::string tree = TmpPath("bin-tree");
+  mkdir(flat.c_str(), 0755);
+  mkdir(tree.c_str(), 0755);
+  mkdir((tree + "/services").c_str(), 0755);
+  mkdir((tree + "/services/worker").c_str(), 0755);
+  for (const std::string& p : {flat + "/coordinator", tree + "/services/worker/worker"}) {
+    std::ofstream(p) << "#!/bin/sh\n";
+    chmod(p.c_str(), 0755);
+  }
+  auto a = FindServiceBinary("coordinator", flat, "/nonexistent/tandem");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(*a, flat + "/coordinator");
+  auto b = FindServiceBinary("worker", tree, "/nonexistent/tandem");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(*b, tree + "/services/worker/worker");
+  auto c = FindServiceBinary("dataserver", flat, "/nonexistent/tandem");
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(absl::StrContains(c.status().message(), "--bin_dir")) << c.status();
+}
+
+}  // namespace
+}  // namespace cli
+}  // namespace tandem

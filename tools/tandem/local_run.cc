@@ -1,0 +1,459 @@
+#include "tools/tandem/local_run.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "common/io/file.h"
+#include "common/status/status_macros.h"
+#include "tools/tandem/job_status.h"
+#include "tools/tandem/process.h"
+
+namespace tandem {
+namespace cli {
+namespace {
+
+constexpr int kTailLines = 15;
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string Trim(std::string s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  return s;
+}
+
+std::string LastLine(const std::string& path) { return Trim(TailOfFile(path, 1)); }
+
+// A process `tandem local` started, with what it needs for supervision.
+struct Child {
+  std::unique_ptr<Subprocess> process;
+  bool is_worker = false;
+  int metrics_port = -1;
+  std::string stdout_partial;  // a line not yet ended
+  int log_fd = -1;             // the worker's log, for copies of its stdout lines
+};
+
+class Runner {
+ public:
+  Runner(const LocalOptions& o, const LocalEnv& env) : o_(o), env_(env) {}
+  ~Runner() {
+    StopEverything();
+    for (Child& c : children_) {
+      if (c.log_fd >= 0) close(c.log_fd);
+    }
+  }
+
+  absl::Status Run();
+
+ private:
+  void Print(const std::string& line) {
+    std::fprintf(env_.out, "%s\n", line.c_str());
+    std::fflush(env_.out);
+  }
+  absl::StatusOr<Child*> Spawn(const std::string& name, std::vector<std::string> argv,
+                               bool is_worker);
+  // Waits for `c` to write its port file; fails if it exits first.
+  absl::StatusOr<int> WaitForPortFile(Child& c, const std::string& path);
+  // Blocks briefly for a metrics line in `c`'s log.
+  void WaitForMetricsLine(Child& c);
+  absl::Status Failure(const Child& c, const std::string& what);
+  void PumpStdout(int timeout_ms);
+  void DrainLines(Child& c, bool eof);
+  void DiscoverWorkerMetrics();
+  void StopEverything();
+  Child* FindChild(const std::string& name);
+
+  const LocalOptions& o_;
+  const LocalEnv& env_;
+  std::string run_dir_;
+  std::string coordinator_address_;
+  std::vector<Child> children_;  // coordinator, dataserver, workers (reserved: stable)
+  absl::Time discovery_deadline_;
+  absl::Time next_status_query_ = absl::InfinitePast();
+  bool all_metrics_printed_ = false;
+};
+
+absl::StatusOr<Child*> Runner::Spawn(const std::string& name, std::vector<std::string> argv,
+                                     bool is_worker) {
+  SubprocessOptions so;
+  so.name = name;
+  so.argv = std::move(argv);
+  so.log_path = absl::StrCat(run_dir_, "/", name, ".log");
+  so.pipe_stdout = is_worker;
+  // N workers share the cores: one BLAS thread each unless the user says.
+  if (getenv("OPENBLAS_NUM_THREADS") == nullptr) so.env.push_back("OPENBLAS_NUM_THREADS=1");
+  {
+    std::ofstream cmd(absl::StrCat(run_dir_, "/", name, ".cmd"));
+    cmd << absl::StrJoin(so.argv, " ") << "\n";
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<Subprocess> p, Subprocess::Start(std::move(so)));
+  Child c;
+  c.is_worker = is_worker;
+  if (is_worker) {
+    c.log_fd = open(p->log_path().c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  }
+  {
+    std::ofstream pid(absl::StrCat(run_dir_, "/", name, ".pid"));
+    pid << p->pid() << "\n";
+  }
+  c.process = std::move(p);
+  children_.push_back(std::move(c));
+  return &children_.back();
+}
+
+absl::StatusOr<int> Runner::WaitForPortFile(Child& c, const std::string& path) {
+  const absl::Time deadline = absl::Now() + o_.start_timeout;
+  while (true) {
+    std::string text = Trim(ReadAll(path));
+    int port = 0;
+    if (!text.empty() && absl::SimpleAtoi(text, &port) && port > 0) return port;
+    if (c.process->Poll()) return Failure(c, "exited during start-up");
+    if (env_.stop_requested()) return absl::CancelledError("interrupted during start-up");
+    if (absl::Now() > deadline) {
+      return Failure(c, absl::StrCat("did not report its port within ",
+                                     absl::FormatDuration(o_.start_timeout)));
+    }
+    c.process->WaitFor(absl::Milliseconds(20));
+  }
+}
+
+void Runner::WaitForMetricsLine(Child& c) {
+  // Both servers log the metrics port right after writing the port file.
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (c.metrics_port < 0 && absl::Now() < deadline && !c.process->Poll()) {
+    c.metrics_port = ParseMetricsPort(ReadAll(c.process->log_path()));
+    if (c.metrics_port < 0) c.process->WaitFor(absl::Milliseconds(20));
+  }
+}
+
+absl::Status Runner::Failure(const Child& c, const std::string& what) {
+  const Subprocess& p = *c.process;
+  return absl::AbortedError(absl::StrCat(p.name(), " (pid ", p.pid(), ") ", what,
+                                         p.exited() ? absl::StrCat(" (", p.DescribeExit(), ")")
+                                                    : std::string(),
+                                         "; last lines of ", p.log_path(), ":\n",
+                                         TailOfFile(p.log_path(), kTailLines)));
+}
+
+void Runner::DrainLines(Child& c, bool eof) {
+  size_t start = 0;
+  size_t nl;
+  while ((nl = c.stdout_partial.find('\n', start)) != std::string::npos) {
+    const std::string line = c.stdout_partial.substr(start, nl - start);
+    Print(line);
+    if (c.log_fd >= 0) {
+      const std::string copy = line + "\n";
+      ssize_t ignored = write(c.log_fd, copy.data(), copy.size());
+      (void)ignored;
+    }
+    start = nl + 1;
+  }
+  c.stdout_partial.erase(0, start);
+  if (eof && !c.stdout_partial.empty()) {
+    c.stdout_partial.push_back('\n');
+    DrainLines(c, false);
+  }
+}
+
+void Runner::PumpStdout(int timeout_ms) {
+  std::vector<pollfd> fds;
+  std::vector<Child*> owners;
+  for (Child& c : children_) {
+    if (c.process->stdout_fd() < 0) continue;
+    fds.push_back({c.process->stdout_fd(), POLLIN, 0});
+    owners.push_back(&c);
+  }
+  if (fds.empty()) {
+    // Nothing to read: wait on the first live worker's exit instead.
+    for (Child& c : children_) {
+      if (c.is_worker && !c.process->exited()) {
+        c.process->WaitFor(absl::Milliseconds(timeout_ms));
+        return;
+      }
+    }
+    return;
+  }
+  if (poll(fds.data(), fds.size(), timeout_ms) <= 0) return;  // timeout or EINTR
+  for (size_t i = 0; i < fds.size(); ++i) {
+    if (fds[i].revents == 0) continue;
+    Child& c = *owners[i];
+    char buf[4096];
+    while (true) {
+      const ssize_t n = read(fds[i].fd, buf, sizeof(buf));
+      if (n > 0) {
+        c.stdout_partial.append(buf, static_cast<size_t>(n));
+        continue;
+      }
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+        DrainLines(c, false);
+        break;
+      }
+      DrainLines(c, true);  // EOF or error: the worker closed its stdout
+      c.process->CloseStdout();
+      break;
+    }
+  }
+}
+
+void Runner::DiscoverWorkerMetrics() {
+  if (all_metrics_printed_) return;
+  bool missing = false;
+  for (Child& c : children_) {
+    if (!c.is_worker || c.metrics_port >= 0) continue;
+    c.metrics_port = ParseMetricsPort(ReadAll(c.process->log_path()));
+    if (c.metrics_port >= 0) {
+      Print(absl::StrCat("metrics: ", c.process->name(), " http://", o_.host, ":", c.metrics_port,
+                         "/metrics"));
+    } else {
+      missing = true;
+    }
+  }
+  if (missing && absl::Now() >= next_status_query_) {
+    // Workers that do not log their metrics port still report it on Join.
+    next_status_query_ = absl::Now() + absl::Seconds(1);
+    auto s = FetchJobStatus(coordinator_address_, o_.job_id, absl::Milliseconds(500));
+    if (s.ok()) {
+      for (const v1::WorkerStatus& w : s->workers()) {
+        Child* c = FindChild(w.worker_id());
+        if (c == nullptr || c->metrics_port >= 0 || w.endpoint().metrics_port() <= 0) continue;
+        c->metrics_port = w.endpoint().metrics_port();
+        Print(absl::StrCat("metrics: ", w.worker_id(), " http://", o_.host, ":", c->metrics_port,
+                           "/metrics (rank ", w.rank(), ")"));
+      }
+    }
+  }
+  missing = false;
+  for (Child& c : children_) missing = missing || (c.is_worker && c.metrics_port < 0);
+  if (!missing) {
+    all_metrics_printed_ = true;
+  } else if (absl::Now() > discovery_deadline_) {
+    for (Child& c : children_) {
+      if (c.is_worker && c.metrics_port < 0) {
+        Print(absl::StrCat("metrics: ", c.process->name(), " did not report a /metrics port"));
+      }
+    }
+    all_metrics_printed_ = true;
+  }
+}
+
+Child* Runner::FindChild(const std::string& name) {
+  for (Child& c : children_) {
+    if (c.process->name() == name) return &c;
+  }
+  return nullptr;
+}
+
+void Runner::StopEverything() {
+  std::vector<Subprocess*> all;
+  // Workers first, then the servers they talk to, all within one grace.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (Child& c : children_) {
+      if (c.is_worker == (pass == 0)) all.push_back(c.process.get());
+    }
+  }
+  StopAll(all, o_.grace);
+}
+
+absl::Status Runner::Run() {
+  RETURN_IF_ERROR(ValidateLocalOptions(o_));
+  ASSIGN_OR_RETURN(DatasetFiles data, ResolveDataset(o_));
+  ASSIGN_OR_RETURN(std::string coordinator_bin,
+                   FindServiceBinary("coordinator", o_.bin_dir, env_.self_exe));
+  ASSIGN_OR_RETURN(std::string dataserver_bin,
+                   FindServiceBinary("dataserver", o_.bin_dir, env_.self_exe));
+  ASSIGN_OR_RETURN(std::string worker_bin, FindServiceBinary("worker", o_.bin_dir, env_.self_exe));
+
+  if (o_.run_dir.empty()) {
+    std::string tmpl = "/tmp/tandem-local-XXXXXX";
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      return absl::InternalError(absl::StrCat("cannot create a run directory under /tmp: ",
+                                              std::strerror(errno), "; pass --run_dir"));
+    }
+    run_dir_ = tmpl;
+  } else {
+    run_dir_ = o_.run_dir;
+    RETURN_IF_ERROR(MakeDirectories(run_dir_));
+  }
+  children_.reserve(2 + o_.workers);
+  Print(absl::StrCat("tandem local: ", o_.workers, " workers, model ", o_.model, ", dataset ",
+                     o_.dataset, ", ", o_.epochs, " epoch(s), batch ", o_.batch_size,
+                     " per worker, ", o_.optimizer, " lr ", o_.lr));
+  Print(absl::StrCat("run directory: ", run_dir_, " (one log per process)"));
+
+  const int min = o_.min_workers == 0 ? o_.workers : o_.min_workers;
+  const int max = o_.max_workers == 0 ? o_.workers : o_.max_workers;
+  const std::string coord_port_file = run_dir_ + "/coordinator.port";
+  const std::string data_port_file = run_dir_ + "/dataserver.port";
+  std::remove(coord_port_file.c_str());
+  std::remove(data_port_file.c_str());
+  ASSIGN_OR_RETURN(
+      Child * coordinator,
+      Spawn("coordinator",
+            {coordinator_bin, "--job_id=" + o_.job_id, "--host=" + o_.host,
+             absl::StrCat("--port=", o_.port), "--port_file=" + coord_port_file,
+             "--metrics_port=0", absl::StrCat("--min_workers=", min),
+             absl::StrCat("--max_workers=", max),
+             absl::StrCat("--settle_seconds=", o_.settle_seconds),
+             absl::StrCat("--heartbeat_ms=", o_.heartbeat_ms),
+             absl::StrCat("--heartbeat_misses=", o_.heartbeat_misses),
+             "--state_dir=" + run_dir_ + "/coordinator-state"},
+            false));
+  ASSIGN_OR_RETURN(
+      Child * dataserver,
+      Spawn("dataserver",
+            {dataserver_bin,
+             absl::StrCat("--dataset=", data.train_name, "=", data.train_path, ",",
+                          data.eval_name, "=", data.eval_path),
+             "--host=" + o_.host, "--port=0", "--port_file=" + data_port_file,
+             "--metrics_port=0", "--decode_threads=2"},
+            false));
+  ASSIGN_OR_RETURN(int coordinator_port, WaitForPortFile(*coordinator, coord_port_file));
+  ASSIGN_OR_RETURN(int data_port, WaitForPortFile(*dataserver, data_port_file));
+  coordinator_address_ = absl::StrCat(o_.host, ":", coordinator_port);
+  const std::string data_address = absl::StrCat(o_.host, ":", data_port);
+  Print(absl::StrCat("coordinator: ", coordinator_address_, "  (tandem status --coordinator ",
+                     coordinator_address_, " --job_id ", o_.job_id, ")"));
+  Print(absl::StrCat("data server: ", data_address));
+  WaitForMetricsLine(*coordinator);
+  WaitForMetricsLine(*dataserver);
+  for (Child* c : {coordinator, dataserver}) {
+    if (c->metrics_port > 0) {
+      Print(absl::StrCat("metrics: ", c->process->name(), " http://", o_.host, ":",
+                         c->metrics_port, "/metrics"));
+    }
+  }
+
+  for (int i = 0; i < o_.workers; ++i) {
+    const std::string name = absl::StrCat("worker-", i);
+    ASSIGN_OR_RETURN(Child * w, Spawn(name,
+                                      WorkerArgv(o_, data, worker_bin, coordinator_address_,
+                                                 data_address, i, run_dir_),
+                                      true));
+    (void)w;
+  }
+  discovery_deadline_ = absl::Now() + o_.start_timeout;
+
+  // Supervise until every worker has exited, something fails, or a signal.
+  while (true) {
+    PumpStdout(100);
+    DiscoverWorkerMetrics();
+    if (env_.stop_requested()) {
+      StopEverything();
+      return absl::CancelledError(absl::StrCat("interrupted; stopped every process (logs in ",
+                                               run_dir_, ")"));
+    }
+    for (Child* server : {coordinator, dataserver}) {
+      if (server->process->Poll()) {
+        absl::Status s = Failure(*server, "exited while workers were running");
+        StopEverything();
+        return s;
+      }
+    }
+    bool running = false;
+    const Child* first_failed = nullptr;
+    for (Child& c : children_) {
+      if (!c.is_worker) continue;
+      const bool exited = c.process->Poll();
+      // Keep reading a worker's stdout until EOF, even after it exits.
+      if (!exited || c.process->stdout_fd() >= 0) running = true;
+      if (exited && !c.process->succeeded() && first_failed == nullptr) first_failed = &c;
+    }
+    if (first_failed != nullptr && !o_.keep_going) {
+      absl::Status s = Failure(*first_failed, "failed");
+      StopEverything();
+      return s;
+    }
+    if (running) continue;
+    // Every worker has exited.
+    for (Child& c : children_) {
+      if (c.is_worker) {
+        Print(absl::StrCat(c.process->name(), " ", c.process->DescribeExit(), ": ",
+                           LastLine(c.process->log_path())));
+      }
+    }
+    StopEverything();
+    if (first_failed != nullptr) return Failure(*first_failed, "failed");
+    Print(absl::StrCat("tandem local: job finished; logs in ", run_dir_));
+    return absl::OkStatus();
+  }
+}
+
+}  // namespace
+
+int ParseMetricsPort(const std::string& text) {
+  for (const char* key : {"metrics_port=", "metrics port ", "metrics port=", "metrics on port "}) {
+    size_t at = text.find(key);
+    while (at != std::string::npos) {
+      size_t i = at + std::strlen(key);
+      size_t j = i;
+      while (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) ++j;
+      int port = 0;
+      if (j > i && absl::SimpleAtoi(text.substr(i, j - i), &port) && port > 0) return port;
+      at = text.find(key, at + 1);
+    }
+  }
+  return -1;
+}
+
+std::vector<std::string> WorkerArgv(const LocalOptions& o, const DatasetFiles& data,
+                                    const std::string& binary, const std::string& coordinator,
+                                    const std::string& data_server, int index,
+                                    const std::string& run_dir) {
+  std::vector<std::string> a = {
+      binary,
+      "--coordinator=" + coordinator,
+      "--data_servers=" + data_server,
+      "--job_id=" + o.job_id,
+      absl::StrCat("--worker_id=worker-", index),
+      "--model=" + o.model,
+      "--dataset=" + data.train_name,
+      "--eval_dataset=" + data.eval_name,
+      absl::StrCat("--epochs=", o.epochs),
+      absl::StrCat("--batch_size=", o.batch_size),
+      absl::StrCat("--lr=", o.lr),
+      "--optimizer=" + o.optimizer,
+      absl::StrCat("--seed=", o.seed),
+      "--checkpoint_dir=" + run_dir + "/checkpoints",
+      "--metrics_port=0",
+      absl::StrCat("--log_every=", o.log_every),
+      "--backend=" + o.backend,
+  };
+  if (o.accumulation > 0) a.push_back(absl::StrCat("--accumulation=", o.accumulation));
+  if (!o.lr_scaling.empty()) a.push_back("--lr_scaling=" + o.lr_scaling);
+  if (!o.schedule.empty()) a.push_back("--schedule=" + o.schedule);
+  if (o.warmup_steps >= 0) a.push_back(absl::StrCat("--warmup_steps=", o.warmup_steps));
+  if (o.momentum >= 0) a.push_back(absl::StrCat("--momentum=", o.momentum));
+  if (o.weight_decay >= 0) a.push_back(absl::StrCat("--weight_decay=", o.weight_decay));
+  if (o.bucket_cap_mb > 0) a.push_back(absl::StrCat("--bucket_cap_mb=", o.bucket_cap_mb));
+  if (o.checkpoint_every >= 0) {
+    a.push_back(absl::StrCat("--checkpoint_every=", o.checkpoint_every));
+  }
+  if (o.max_steps > 0) a.push_back(absl::StrCat("--max_steps=", o.max_steps));
+  for (const std::string& extra : o.worker_args) a.push_back(extra);
+  return a;
+}
+
+absl::Status RunLocal(const LocalOptions& options, const LocalEnv& env) {
+  Runner runner(options, env);
+  return runner.Run();
+}
+
+}  // namespace cli
+}  // namespace tandem

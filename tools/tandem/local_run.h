@@ -1,0 +1,60 @@
+// RunLocal: `tandem local` minus flag parsing. Starts a coordinator, one data
+// server and N workers as child processes on this machine, supervises them
+// and stops every one of them when the job ends, fails or is interrupted.
+//
+//   LocalEnv env;
+//   env.self_exe = "/proc/self/exe" resolved;     // to find the service binaries
+//   env.out = stdout;                               // progress and messages
+//   env.stop_requested = [] { return got_signal != 0; };
+//   absl::Status s = RunLocal(options, env);
+//
+// Ports: every process binds port 0 and reports it through --port_file (or,
+// for /metrics, its first log line); nothing uses a fixed port unless
+// LocalOptions::port asks for one for the coordinator.
+// Output: the run directory, the coordinator address and every /metrics
+// address; then the workers' stdout lines (rank 0 prints progress); each
+// process's stderr goes to <run_dir>/<name>.log.
+// Failure: a child that exits non-zero (or a coordinator/data server that
+// exits at all) before the job ends stops every process (SIGTERM, SIGKILL
+// after LocalOptions::grace) and returns an error naming the process, how it
+// ended and the tail of its log. With keep_going, dead workers are left to
+// the coordinator (generation ends, survivors re-join or exit) and the run
+// ends when every worker has exited. stop_requested() true: the same stop,
+// returning CANCELLED.
+//
+// Not thread-safe: call from one thread (the one that owns the children).
+#ifndef TANDEM_TOOLS_TANDEM_LOCAL_RUN_H_
+#define TANDEM_TOOLS_TANDEM_LOCAL_RUN_H_
+
+#include <cstdio>
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "tools/tandem/local_options.h"
+
+namespace tandem {
+namespace cli {
+
+struct LocalEnv {
+  std::string self_exe;  // path of the tandem binary (for runfiles lookup)
+  std::FILE* out = stdout;
+  std::function<bool()> stop_requested = [] { return false; };
+};
+
+absl::Status RunLocal(const LocalOptions& options, const LocalEnv& env);
+
+// The port in a log line such as "metrics port 9100" or "metrics_port=9100";
+// -1 when `text` has none (or only "metrics_port=-1"/0, i.e. disabled).
+int ParseMetricsPort(const std::string& text);
+
+// The worker command line `tandem local` uses for worker `index`.
+std::vector<std::string> WorkerArgv(const LocalOptions& o, const DatasetFiles& data,
+                                    const std::string& binary, const std::string& coordinator,
+                                    const std::string& data_server, int index,
+                                    const std::string& run_dir);
+
+}  // namespace cli
+}  // namespace tandem
+
+#endif  // TANDEM_TOOLS_TANDEM_LOCAL_RUN_H_

@@ -1,0 +1,192 @@
+// RunLocal against the real coordinator and data server binaries, with a
+// shell script standing in for the worker so that supervision (forwarding,
+// failure, interrupt, clean shutdown) is tested on its own.
+#include "tools/tandem/local_run.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
+namespace tandem {
+namespace cli {
+namespace {
+
+std::string TmpPath(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir ? dir : "/tmp") + "/" + name;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// --mode=ok: progress line, exit 0. fail1: worker-1 fails, the rest wait to
+// be stopped. hang: everyone waits to be stopped.
+constexpr char kFakeWorker[] = R"SH(#!/bin/sh
+mode=ok
+for a in "$@"; do
+  case "$a" in
+    --worker_id=*) id="${a#*=}" ;;
+    --mode=*) mode="${a#*=}" ;;
+  esac
+done
+echo "$id serving metrics_port=$((40000 + ${id#worker-}))" >&2
+[ "$id" = worker-0 ] && echo "step 1/1 epoch 0 loss 2.3 from $id"
+case "$mode" in
+  ok) exit 0 ;;
+  fail1) if [ "$id" = worker-1 ]; then echo "fatal: lost rank 2 in allreduce" >&2; exit 3; fi
+         exec sleep 1000 ;;
+  hang) exec sleep 1000 ;;
+esac
+)SH";
+
+class LocalRunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    bin_dir_ = TmpPath(absl::StrCat("bin-", ::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    mkdir(bin_dir_.c_str(), 0755);
+    const std::string src = std::getenv("TEST_SRCDIR");
+    ASSERT_EQ(symlink((src + "/tandem/services/coordinator/coordinator").c_str(),
+                      (bin_dir_ + "/coordinator").c_str()), 0);
+    ASSERT_EQ(symlink((src + "/tandem/services/dataserver/dataserver").c_str(),
+                      (bin_dir_ + "/dataserver").c_str()), 0);
+    const std::string worker = bin_dir_ + "/worker";
+    std::ofstream(worker) << kFakeWorker;
+    chmod(worker.c_str(), 0755);
+    out_path_ = bin_dir_ + "/stdout.txt";
+    out_ = std::fopen(out_path_.c_str(), "w");
+    ASSERT_NE(out_, nullptr);
+  }
+  void TearDown() override {
+    if (out_ != nullptr) std::fclose(out_);
+  }
+
+  LocalOptions Options(int workers, const std::string& mode) {
+    LocalOptions o;
+    o.workers = workers;
+    o.bin_dir = bin_dir_;
+    o.run_dir = bin_dir_ + "/run";
+    o.worker_args = {"--mode=" + mode};
+    o.grace = absl::Seconds(10);
+    return o;
+  }
+  std::string Output() {
+    std::fflush(out_);
+    return ReadFile(out_path_);
+  }
+  // The pid tandem recorded for `name`, and whether it is gone (reaped).
+  bool Gone(const std::string& run_dir, const std::string& name) {
+    int pid = 0;
+    std::string text = ReadFile(run_dir + "/" + name + ".pid");
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    if (!absl::SimpleAtoi(text, &pid) || pid <= 0) return false;
+    return kill(pid, 0) != 0;
+  }
+
+  std::string bin_dir_;
+  std::string out_path_;
+  std::FILE* out_ = nullptr;
+};
+
+TEST_F(LocalRunTest, AllWorkersFinishForwardsRankZeroAndPrintsMetrics) {
+  LocalOptions o = Options(3, "ok");
+  LocalEnv env;
+  env.out = out_;
+  absl::Status s = RunLocal(o, env);
+  ASSERT_TRUE(s.ok()) << s << "\n" << Output();
+  const std::string out = Output();
+  EXPECT_TRUE(absl::StrContains(out, "run directory: " + o.run_dir)) << out;
+  EXPECT_TRUE(absl::StrContains(out, "coordinator: 127.0.0.1:")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "metrics: coordinator http://127.0.0.1:")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "metrics: dataserver http://127.0.0.1:")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "step 1/1 epoch 0 loss 2.3 from worker-0")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "job finished")) << out;
+  // Workers got the flags the worker binary defines.
+  const std::string cmd = ReadFile(o.run_dir + "/worker-2.cmd");
+  for (const char* flag : {"--coordinator=127.0.0.1:", "--data_servers=127.0.0.1:",
+                           "--worker_id=worker-2", "--dataset=fashion-mnist/train",
+                           "--eval_dataset=fashion-mnist/t10k", "--batch_size=64"}) {
+    EXPECT_TRUE(absl::StrContains(cmd, flag)) << flag << " in " << cmd;
+  }
+  // Rank 0's stdout is also kept in its log; servers were stopped.
+  EXPECT_TRUE(absl::StrContains(ReadFile(o.run_dir + "/worker-0.log"), "step 1/1")) << out;
+  EXPECT_TRUE(Gone(o.run_dir, "coordinator"));
+  EXPECT_TRUE(Gone(o.run_dir, "dataserver"));
+}
+
+TEST_F(LocalRunTest, FailedWorkerStopsEverythingAndIsNamed) {
+  LocalOptions o = Options(3, "fail1");
+  LocalEnv env;
+  env.out = out_;
+  absl::Status s = RunLocal(o, env);
+  ASSERT_FALSE(s.ok()) << Output();
+  EXPECT_TRUE(absl::StrContains(s.message(), "worker-1 (pid ")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "exited with status 3")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "fatal: lost rank 2 in allreduce")) << s;
+  for (const char* name : {"worker-0", "worker-1", "worker-2", "coordinator", "dataserver"}) {
+    EXPECT_TRUE(Gone(o.run_dir, name)) << name << " still running";
+  }
+}
+
+TEST_F(LocalRunTest, KeepGoingWaitsForSurvivorsThenReportsTheFailure) {
+  // With keep_going, worker-1's failure leaves the others to decide; here
+  // they never exit on their own, so an interrupt ends the run.
+  LocalOptions o = Options(2, "fail1");
+  o.keep_going = true;
+  LocalEnv env;
+  env.out = out_;
+  const std::string log1 = o.run_dir + "/worker-1.log";
+  env.stop_requested = [&] { return absl::StrContains(ReadFile(log1), "fatal:"); };
+  absl::Status s = RunLocal(o, env);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+  EXPECT_TRUE(Gone(o.run_dir, "worker-0"));
+}
+
+TEST_F(LocalRunTest, InterruptStopsEveryProcess) {
+  LocalOptions o = Options(2, "hang");
+  LocalEnv env;
+  env.out = out_;
+  // "Ctrl-C" once the last worker has been started and logged.
+  const std::string last_log = o.run_dir + "/worker-1.log";
+  env.stop_requested = [&] { return absl::StrContains(ReadFile(last_log), "metrics_port"); };
+  absl::Status s = RunLocal(o, env);
+  ASSERT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "interrupted")) << s;
+  for (const char* name : {"worker-0", "worker-1", "coordinator", "dataserver"}) {
+    EXPECT_TRUE(Gone(o.run_dir, name)) << name << " still running";
+  }
+}
+
+TEST_F(LocalRunTest, BadInputFailsBeforeAnythingStarts) {
+  LocalOptions o = Options(0, "ok");
+  LocalEnv env;
+  env.out = out_;
+  absl::Status s = RunLocal(o, env);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(absl::StrContains(s.message(), "--workers")) << s;
+  EXPECT_EQ(access((o.run_dir + "/coordinator.pid").c_str(), F_OK), -1);
+}
+
+TEST(ParseMetricsPortTest, Forms) {
+  EXPECT_EQ(ParseMetricsPort("I coordinator: listening on 1.2.3.4:5, metrics port 9100\n"), 9100);
+  EXPECT_EQ(ParseMetricsPort("dataserver listening on h:1 metrics_port=9200"), 9200);
+  EXPECT_EQ(ParseMetricsPort("flags --metrics_port=0\nlater metrics_port=9300"), 9300);
+  EXPECT_EQ(ParseMetricsPort("dataserver listening on h:1 metrics_port=-1"), -1);
+  EXPECT_EQ(ParseMetricsPort("nothing here"), -1);
+}
+
+}  // namespace
+}  // namespace cli
+}  // namespace tandem
