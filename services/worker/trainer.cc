@@ -85,6 +85,7 @@ absl::Status ValidateTrainerOptions(const TrainerOptions& o) {
   }
   if (o.log_every < 0) return bad("--log_every must be >= 0");
   if (o.max_rejoins < 1) return bad("max_rejoins must be >= 1");
+  if (o.connect_attempts < 1) return bad("connect_attempts must be >= 1");
   if (o.collective_timeout <= absl::ZeroDuration()) return bad("collective timeout must be > 0");
   absl::StatusOr<nn::ModelSpec> spec = nn::ParseModelSpec(o.model);
   if (!spec.ok()) return Annotate(spec.status(), "--model");
@@ -176,8 +177,9 @@ absl::Status Trainer::Impl::LookUpDatasets() {
   for (const std::string& server : o_.data_servers) {
     auto stub = v1::DataServer::NewStub(MakeChannel({.target = server}));
     RetryOptions retry;
-    retry.max_attempts = 8;
+    retry.max_attempts = o_.connect_attempts;
     retry.call_timeout = absl::Seconds(5);
+    retry.wait_for_ready = false;  // a refused connection fails the attempt at once
     last = CallWithRetry(retry, absl::StrCat("DataServer.ListDatasets at ", server),
                          [&](grpc::ClientContext* ctx) {
                            return stub->ListDatasets(ctx, v1::ListDatasetsRequest(), &list);
@@ -270,6 +272,7 @@ absl::StatusOr<TrainResult> Trainer::Impl::Run() {
   co.endpoint.set_host(o_.hostname);
   co.endpoint.set_metrics_port(std::max(o_.metrics_port, 0));
   co.node = o_.hostname;
+  co.join_attempts = o_.connect_attempts;
   ASSIGN_OR_RETURN(client_, CoordinatorClient::Create(co));
 
   while (true) {

@@ -92,6 +92,9 @@ struct TrainerOptions {
   // worker exits with the failure that ended its generation).
   absl::Duration join_timeout = absl::Minutes(5);
   absl::Duration rejoin_timeout = absl::Seconds(60);
+  // Attempts to reach the coordinator and the data servers at start-up
+  // (backoff 100 ms doubling to 2 s: the default rides out ~15 s).
+  int connect_attempts = 12;
   // ---- Output -----------------------------------------------------------
   int log_every = 50;                     // steps between progress lines; 0 = none
   int metrics_port = -1;                  // 0 = any free port, -1 = no /metrics
