@@ -4,14 +4,31 @@
 // option validation. One process, no network.
 #include "common/sync/allreduce_sync.h"
 
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
+#include <new>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/optim/sgd.h"
 #include "gtest/gtest.h"
+
+// Counts heap allocations made by any thread while enabled, to check that a
+// step allocates nothing.
+std::atomic<bool> g_count_allocations{false};
+std::atomic<int64_t> g_allocations{0};
+void* volatile g_sink = nullptr;
+
+void* operator new(std::size_t n) {
+  if (g_count_allocations.load(std::memory_order_relaxed)) g_allocations.fetch_add(1);
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace tandem {
 namespace sync {
@@ -22,7 +39,9 @@ namespace {
 class FakeCommunicator final : public Communicator {
  public:
   explicit FakeCommunicator(int world_size, int fail_call = -1)
-      : world_size_(world_size), fail_call_(fail_call) {}
+      : world_size_(world_size), fail_call_(fail_call) {
+    calls_.reserve(1000);  // recording must not allocate (see NoAllocationPerStep)
+  }
 
   int rank() const override { return 0; }
   int world_size() const override { return world_size_; }
@@ -170,6 +189,31 @@ TEST(AllreduceSync, AveragesOverRanksAndAppliesGradScaleOverSteps) {
   EXPECT_EQ(stats.bytes_sent, 3 * kSize * 4);
   EXPECT_GE(stats.comm_seconds, 0);
   EXPECT_GE(stats.exposed_wait_seconds, 0);
+}
+
+TEST(AllreduceSync, NoAllocationPerStep) {
+  Fixture f;
+  FakeCommunicator comm(2);
+  auto sync = MakeSync(f, &comm, 10, /*max_grad_norm=*/100.0);
+  ASSERT_NE(sync, nullptr);
+  auto step = [&](int n) {
+    bool ok = sync->BeginStep({}).ok();
+    for (const auto& [lo, hi] : kRanges) sync->OnGradientsReady(lo, hi);
+    optim::StepContext ctx = Lr1();
+    ctx.step = n;
+    return sync->FinishStep(ctx).ok() && ok;
+  };
+  ASSERT_TRUE(step(1));  // warm-up: per-thread state of the mutex
+  g_allocations = 0;
+  g_count_allocations = true;
+  g_sink = new int(1);  // the counter itself works
+  delete static_cast<int*>(g_sink);
+  EXPECT_EQ(g_allocations.exchange(0), 1);
+  bool ok = true;
+  for (int n = 2; n <= 5; ++n) ok = step(n) && ok;
+  g_count_allocations = false;
+  EXPECT_TRUE(ok);
+  EXPECT_EQ(g_allocations.load(), 0);
 }
 
 TEST(AllreduceSync, ClipsByTheGlobalNormOfTheAveragedGradient) {
