@@ -61,8 +61,8 @@ struct LocalOptions {
   std::string bin_dir;         // where the service binaries are; "" = runfiles
   std::string run_dir;         // logs, port files, state; "" = a fresh /tmp dir
   // True: a worker that dies does not stop the cluster; the coordinator ends
-  // the generation and the survivors decide (re-join or exit). The run still
-  // fails if any worker ended non-zero.
+  // the generation and the survivors decide (re-join or exit). See RunLocal
+  // for when the run then counts as failed.
   bool keep_going = false;
   absl::Duration start_timeout = absl::Seconds(60);  // for port files
   absl::Duration grace = absl::Seconds(5);           // SIGTERM -> SIGKILL

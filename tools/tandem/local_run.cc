@@ -1,6 +1,9 @@
 #include "tools/tandem/local_run.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -18,7 +21,6 @@
 #include "absl/time/clock.h"
 #include "common/io/file.h"
 #include "common/status/status_macros.h"
-#include "tools/tandem/job_status.h"
 #include "tools/tandem/process.h"
 
 namespace tandem {
@@ -40,6 +42,32 @@ std::string Trim(std::string s) {
 }
 
 std::string LastLine(const std::string& path) { return Trim(TailOfFile(path, 1)); }
+
+// Binds `n` sockets to port 0 together (so the ports differ), notes the
+// ports and closes them. Racy by nature (another process may take one before
+// the worker binds it); used only for ports no child reports back.
+absl::StatusOr<std::vector<int>> PickFreePorts(const std::string& host, int n) {
+  std::vector<int> fds, ports;
+  absl::Status status;
+  for (int i = 0; i < n && status.ok(); ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    socklen_t len = sizeof(addr);
+    if (fd < 0 || inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1 ||
+        bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      status = absl::UnavailableError(absl::StrCat("cannot find a free port on ", host, ": ",
+                                                   std::strerror(errno)));
+    } else {
+      ports.push_back(ntohs(addr.sin_port));
+    }
+    if (fd >= 0) fds.push_back(fd);
+  }
+  for (int fd : fds) close(fd);
+  if (!status.ok()) return status;
+  return ports;
+}
 
 // A process `tandem local` started, with what it needs for supervision.
 struct Child {
@@ -76,18 +104,13 @@ class Runner {
   absl::Status Failure(const Child& c, const std::string& what);
   void PumpStdout(int timeout_ms);
   void DrainLines(Child& c, bool eof);
-  void DiscoverWorkerMetrics();
   void StopEverything();
-  Child* FindChild(const std::string& name);
 
   const LocalOptions& o_;
   const LocalEnv& env_;
   std::string run_dir_;
   std::string coordinator_address_;
   std::vector<Child> children_;  // coordinator, dataserver, workers (reserved: stable)
-  absl::Time discovery_deadline_;
-  absl::Time next_status_query_ = absl::InfinitePast();
-  bool all_metrics_printed_ = false;
 };
 
 absl::StatusOr<Child*> Runner::Spawn(const std::string& name, std::vector<std::string> argv,
@@ -212,54 +235,6 @@ void Runner::PumpStdout(int timeout_ms) {
   }
 }
 
-void Runner::DiscoverWorkerMetrics() {
-  if (all_metrics_printed_) return;
-  bool missing = false;
-  for (Child& c : children_) {
-    if (!c.is_worker || c.metrics_port >= 0) continue;
-    c.metrics_port = ParseMetricsPort(ReadAll(c.process->log_path()));
-    if (c.metrics_port >= 0) {
-      Print(absl::StrCat("metrics: ", c.process->name(), " http://", o_.host, ":", c.metrics_port,
-                         "/metrics"));
-    } else {
-      missing = true;
-    }
-  }
-  if (missing && absl::Now() >= next_status_query_) {
-    // Workers that do not log their metrics port still report it on Join.
-    next_status_query_ = absl::Now() + absl::Seconds(1);
-    auto s = FetchJobStatus(coordinator_address_, o_.job_id, absl::Milliseconds(500));
-    if (s.ok()) {
-      for (const v1::WorkerStatus& w : s->workers()) {
-        Child* c = FindChild(w.worker_id());
-        if (c == nullptr || c->metrics_port >= 0 || w.endpoint().metrics_port() <= 0) continue;
-        c->metrics_port = w.endpoint().metrics_port();
-        Print(absl::StrCat("metrics: ", w.worker_id(), " http://", o_.host, ":", c->metrics_port,
-                           "/metrics (rank ", w.rank(), ")"));
-      }
-    }
-  }
-  missing = false;
-  for (Child& c : children_) missing = missing || (c.is_worker && c.metrics_port < 0);
-  if (!missing) {
-    all_metrics_printed_ = true;
-  } else if (absl::Now() > discovery_deadline_) {
-    for (Child& c : children_) {
-      if (c.is_worker && c.metrics_port < 0) {
-        Print(absl::StrCat("metrics: ", c.process->name(), " did not report a /metrics port"));
-      }
-    }
-    all_metrics_printed_ = true;
-  }
-}
-
-Child* Runner::FindChild(const std::string& name) {
-  for (Child& c : children_) {
-    if (c.process->name() == name) return &c;
-  }
-  return nullptr;
-}
-
 void Runner::StopEverything() {
   std::vector<Subprocess*> all;
   // Workers first, then the servers they talk to, all within one grace.
@@ -340,20 +315,23 @@ absl::Status Runner::Run() {
     }
   }
 
+  // The worker binds its /metrics port only after it joins and does not
+  // report it anywhere, so tandem picks free ports here and passes them.
+  ASSIGN_OR_RETURN(std::vector<int> metrics_ports, PickFreePorts(o_.host, o_.workers));
   for (int i = 0; i < o_.workers; ++i) {
     const std::string name = absl::StrCat("worker-", i);
-    ASSIGN_OR_RETURN(Child * w, Spawn(name,
-                                      WorkerArgv(o_, data, worker_bin, coordinator_address_,
-                                                 data_address, i, run_dir_),
-                                      true));
-    (void)w;
+    std::vector<std::string> argv = WorkerArgv(o_, data, worker_bin, coordinator_address_,
+                                               data_address, i, run_dir_);
+    argv.push_back(absl::StrCat("--metrics_port=", metrics_ports[i]));
+    ASSIGN_OR_RETURN(Child * w, Spawn(name, std::move(argv), true));
+    w->metrics_port = metrics_ports[i];
+    Print(absl::StrCat("metrics: ", name, " http://", o_.host, ":", metrics_ports[i],
+                       "/metrics"));
   }
-  discovery_deadline_ = absl::Now() + o_.start_timeout;
 
   // Supervise until every worker has exited, something fails, or a signal.
   while (true) {
     PumpStdout(100);
-    DiscoverWorkerMetrics();
     if (env_.stop_requested()) {
       StopEverything();
       return absl::CancelledError(absl::StrCat("interrupted; stopped every process (logs in ",
@@ -367,13 +345,20 @@ absl::Status Runner::Run() {
       }
     }
     bool running = false;
-    const Child* first_failed = nullptr;
+    const Child* first_failed = nullptr;  // exited non-zero or died
+    const Child* first_error = nullptr;   // exited with a non-zero status
+    bool any_finished = false;
     for (Child& c : children_) {
       if (!c.is_worker) continue;
       const bool exited = c.process->Poll();
       // Keep reading a worker's stdout until EOF, even after it exits.
       if (!exited || c.process->stdout_fd() >= 0) running = true;
-      if (exited && !c.process->succeeded() && first_failed == nullptr) first_failed = &c;
+      if (!exited) continue;
+      any_finished = any_finished || c.process->succeeded();
+      if (!c.process->succeeded() && first_failed == nullptr) first_failed = &c;
+      if (c.process->term_signal() == 0 && c.process->exit_code() != 0 && first_error == nullptr) {
+        first_error = &c;
+      }
     }
     if (first_failed != nullptr && !o_.keep_going) {
       absl::Status s = Failure(*first_failed, "failed");
@@ -389,7 +374,11 @@ absl::Status Runner::Run() {
       }
     }
     StopEverything();
-    if (first_failed != nullptr) return Failure(*first_failed, "failed");
+    // keep_going: workers killed by a signal were lost and the job went on
+    // without them; the run fails only if a worker reported an error or
+    // nobody finished.
+    if (first_error != nullptr) return Failure(*first_error, "failed");
+    if (!any_finished) return Failure(*first_failed, "failed");
     Print(absl::StrCat("tandem local: job finished; logs in ", run_dir_));
     return absl::OkStatus();
   }
@@ -431,7 +420,6 @@ std::vector<std::string> WorkerArgv(const LocalOptions& o, const DatasetFiles& d
       "--optimizer=" + o.optimizer,
       absl::StrCat("--seed=", o.seed),
       "--checkpoint_dir=" + run_dir + "/checkpoints",
-      "--metrics_port=0",
       absl::StrCat("--log_every=", o.log_every),
       "--backend=" + o.backend,
   };

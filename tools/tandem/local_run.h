@@ -8,18 +8,22 @@
 //   env.stop_requested = [] { return got_signal != 0; };
 //   absl::Status s = RunLocal(options, env);
 //
-// Ports: every process binds port 0 and reports it through --port_file (or,
-// for /metrics, its first log line); nothing uses a fixed port unless
-// LocalOptions::port asks for one for the coordinator.
+// Ports: the coordinator and data server bind port 0 and report their gRPC
+// port through --port_file and their /metrics port in their first log line.
+// Workers report no /metrics port, so tandem picks free ones for them (bind
+// port 0, close, pass the number: a small race, documented). Nothing uses a
+// fixed port unless LocalOptions::port asks for one for the coordinator.
 // Output: the run directory, the coordinator address and every /metrics
 // address; then the workers' stdout lines (rank 0 prints progress); each
 // process's stderr goes to <run_dir>/<name>.log.
 // Failure: a child that exits non-zero (or a coordinator/data server that
 // exits at all) before the job ends stops every process (SIGTERM, SIGKILL
 // after LocalOptions::grace) and returns an error naming the process, how it
-// ended and the tail of its log. With keep_going, dead workers are left to
-// the coordinator (generation ends, survivors re-join or exit) and the run
-// ends when every worker has exited. stop_requested() true: the same stop,
+// ended and the tail of its log. With keep_going, a worker that dies is left
+// to the coordinator (the generation ends; survivors re-join or exit); the
+// run ends when every worker has exited and fails if any worker exited with
+// an error status or none finished (a worker killed by a signal while the
+// others finished counts as lost, not failed). stop_requested() true: the same stop,
 // returning CANCELLED.
 //
 // Not thread-safe: call from one thread (the one that owns the children).
@@ -48,7 +52,8 @@ absl::Status RunLocal(const LocalOptions& options, const LocalEnv& env);
 // -1 when `text` has none (or only "metrics_port=-1"/0, i.e. disabled).
 int ParseMetricsPort(const std::string& text);
 
-// The worker command line `tandem local` uses for worker `index`.
+// The worker command line `tandem local` uses for worker `index` (without
+// --metrics_port, which RunLocal appends).
 std::vector<std::string> WorkerArgv(const LocalOptions& o, const DatasetFiles& data,
                                     const std::string& binary, const std::string& coordinator,
                                     const std::string& data_server, int index,

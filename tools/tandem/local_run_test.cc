@@ -32,7 +32,8 @@ std::string ReadFile(const std::string& path) {
 }
 
 // --mode=ok: progress line, exit 0. fail1: worker-1 fails, the rest wait to
-// be stopped. hang: everyone waits to be stopped.
+// be stopped. err1 / kill1: worker-1 exits 3 / is killed, the rest finish.
+// hang: everyone waits to be stopped.
 constexpr char kFakeWorker[] = R"SH(#!/bin/sh
 mode=ok
 for a in "$@"; do
@@ -47,6 +48,8 @@ case "$mode" in
   ok) exit 0 ;;
   fail1) if [ "$id" = worker-1 ]; then echo "fatal: lost rank 2 in allreduce" >&2; exit 3; fi
          exec sleep 1000 ;;
+  err1) if [ "$id" = worker-1 ]; then echo "fatal: gave up" >&2; exit 3; fi; exit 0 ;;
+  kill1) if [ "$id" = worker-1 ]; then kill -9 $$; fi; exit 0 ;;
   hang) exec sleep 1000 ;;
 esac
 )SH";
@@ -110,13 +113,15 @@ TEST_F(LocalRunTest, AllWorkersFinishForwardsRankZeroAndPrintsMetrics) {
   EXPECT_TRUE(absl::StrContains(out, "coordinator: 127.0.0.1:")) << out;
   EXPECT_TRUE(absl::StrContains(out, "metrics: coordinator http://127.0.0.1:")) << out;
   EXPECT_TRUE(absl::StrContains(out, "metrics: dataserver http://127.0.0.1:")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "metrics: worker-2 http://127.0.0.1:")) << out;
   EXPECT_TRUE(absl::StrContains(out, "step 1/1 epoch 0 loss 2.3 from worker-0")) << out;
   EXPECT_TRUE(absl::StrContains(out, "job finished")) << out;
   // Workers got the flags the worker binary defines.
   const std::string cmd = ReadFile(o.run_dir + "/worker-2.cmd");
   for (const char* flag : {"--coordinator=127.0.0.1:", "--data_servers=127.0.0.1:",
                            "--worker_id=worker-2", "--dataset=fashion-mnist/train",
-                           "--eval_dataset=fashion-mnist/t10k", "--batch_size=64"}) {
+                           "--eval_dataset=fashion-mnist/t10k", "--batch_size=64",
+                           "--metrics_port="}) {
     EXPECT_TRUE(absl::StrContains(cmd, flag)) << flag << " in " << cmd;
   }
   // Rank 0's stdout is also kept in its log; servers were stopped.
@@ -152,6 +157,28 @@ TEST_F(LocalRunTest, KeepGoingWaitsForSurvivorsThenReportsTheFailure) {
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
   EXPECT_TRUE(Gone(o.run_dir, "worker-0"));
+}
+
+TEST_F(LocalRunTest, KeepGoingToleratesAKilledWorkerWhenTheOthersFinish) {
+  LocalOptions o = Options(3, "kill1");
+  o.keep_going = true;
+  LocalEnv env;
+  env.out = out_;
+  absl::Status s = RunLocal(o, env);
+  ASSERT_TRUE(s.ok()) << s << "\n" << Output();
+  EXPECT_TRUE(absl::StrContains(Output(), "worker-1 killed by signal 9")) << Output();
+  EXPECT_TRUE(absl::StrContains(Output(), "worker-2 exited with status 0")) << Output();
+}
+
+TEST_F(LocalRunTest, KeepGoingStillFailsOnAWorkerError) {
+  LocalOptions o = Options(3, "err1");
+  o.keep_going = true;
+  LocalEnv env;
+  env.out = out_;
+  absl::Status s = RunLocal(o, env);
+  ASSERT_FALSE(s.ok()) << Output();
+  EXPECT_TRUE(absl::StrContains(s.message(), "worker-1 (pid ")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "fatal: gave up")) << s;
 }
 
 TEST_F(LocalRunTest, InterruptStopsEveryProcess) {
