@@ -6,6 +6,7 @@
 #include "common/log/log.h"
 #include "common/rpc/channel.h"
 #include "common/rpc/grpc_status.h"
+#include "common/status/status_macros.h"
 #include "grpcpp/client_context.h"
 
 namespace tandem {
@@ -65,7 +66,10 @@ absl::StatusOr<v1::JoinResponse> CoordinatorClient::Join(absl::Duration timeout)
   // retry. Fail fast on a dead address: no wait_for_ready here.
   for (int attempt = 1; attempt <= options_.join_attempts; ++attempt) {
     grpc::ClientContext ctx;
-    SetDeadline(&ctx, timeout + options_.rpc_timeout);
+    // The coordinator waits until just before the deadline and then answers
+    // with its own reason (who is missing); keep the margin small so the
+    // wait is about `timeout`.
+    SetDeadline(&ctx, timeout + absl::Milliseconds(500));
     response.Clear();
     status = FromGrpcStatus(stub_->Join(&ctx, request, &response),
                             absl::StrCat("Coordinator.Join to ", options_.target));
@@ -218,6 +222,19 @@ absl::Status CoordinatorClient::CommitCheckpoint(const v1::CheckpointRecord& rec
   return CallWithRetry(retry, "Coordinator.CommitCheckpoint", [&](grpc::ClientContext* ctx) {
     return stub_->CommitCheckpoint(ctx, request, &response);
   });
+}
+
+absl::StatusOr<v1::GetJobStatusResponse> CoordinatorClient::GetJobStatus() {
+  v1::GetJobStatusRequest request;
+  *request.mutable_job() = Job();
+  v1::GetJobStatusResponse response;
+  RetryOptions retry;
+  retry.call_timeout = options_.rpc_timeout;
+  retry.max_attempts = 2;
+  RETURN_IF_ERROR(CallWithRetry(retry, "Coordinator.GetJobStatus", [&](grpc::ClientContext* ctx) {
+    return stub_->GetJobStatus(ctx, request, &response);
+  }));
+  return response;
 }
 
 absl::Status CoordinatorClient::Leave(bool finished) {

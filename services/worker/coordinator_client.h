@@ -94,6 +94,10 @@ class CoordinatorClient {
   // Stops heartbeats and leaves; finished = the job completed here.
   absl::Status Leave(bool finished);
 
+  // The job as the coordinator sees it (members of the current or the
+  // just-ended generation with their last heartbeats).
+  absl::StatusOr<v1::GetJobStatusResponse> GetJobStatus();
+
   // Sends one heartbeat now (what the thread does each period); for tests.
   absl::Status HeartbeatOnce();
 

@@ -286,7 +286,8 @@ absl::StatusOr<TrainResult> Trainer::Impl::Run() {
     if (!join.ok()) {
       if (!failure_.empty()) {
         return absl::Status(join.status().code(),
-                            absl::StrCat(failure_, "; re-joining failed: ", join.status().message()));
+                            absl::StrCat(failure_, "; re-joining failed: ",
+                                         join.status().message()));
       }
       return join.status();
     }
@@ -318,11 +319,23 @@ absl::StatusOr<TrainResult> Trainer::Impl::Run() {
 }
 
 void Trainer::Impl::ReportFailure(Generation& g, const std::string& op, const absl::Status& s) {
-  // The coordinator's reason (it may have seen the lost rank's heartbeats
-  // stop first) names who failed; keep both for a final error.
-  (void)client_->ReportFailure(op, -1, std::string(s.message()));
-  (void)client_->HeartbeatOnce();
-  const Command c = client_->command();
+  // A collective fails on the survivors at once when a peer dies, before
+  // the coordinator notices the silence. Give its liveness check a chance
+  // first (heartbeat_misses + 1 periods): its reason names the lost rank
+  // ("rank 2 (w2) missed 3 heartbeats"), which a Gloo error cannot. If the
+  // generation is still running after that (a hung peer, a network error),
+  // end it with a report.
+  const absl::Duration period = absl::Milliseconds(std::max(1, g.join.heartbeat_period_ms()));
+  const absl::Time deadline = absl::Now() + period * (std::max(1, g.join.heartbeat_misses()) + 1);
+  while (client_->command().kind == Command::kContinue && absl::Now() < deadline) {
+    absl::SleepFor(std::min(period / 4, absl::Milliseconds(100)));
+  }
+  Command c = client_->command();
+  if (c.kind == Command::kContinue) {
+    (void)client_->ReportFailure(op, -1, std::string(s.message()));
+    (void)client_->HeartbeatOnce();
+    c = client_->command();
+  }
   failure_ = absl::StrCat("generation ", g.join.generation(), ", rank ", g.join.rank(), ": ",
                           op, " failed: ", s.message());
   if (!c.reason.empty()) absl::StrAppend(&failure_, " (coordinator: ", c.reason, ")");
@@ -718,7 +731,7 @@ absl::StatusOr<Trainer::Impl::Outcome> Trainer::Impl::RunGeneration(Generation& 
       return absl::UnavailableError(absl::StrCat("lost the coordinator: ", c.reason));
     }
     if (flags[1] > 0) {
-      failure_ = absl::StrCat("generation ", g.join.generation(), " ended",
+          failure_ = absl::StrCat("generation ", g.join.generation(), " ended",
                               c.reason.empty() ? "" : ": ", c.reason);
       if (rank == 0) {
         Print(absl::StrCat("generation ", g.join.generation(), " ended",
