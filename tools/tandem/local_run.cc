@@ -369,8 +369,10 @@ absl::Status Runner::Run() {
     // Every worker has exited.
     for (Child& c : children_) {
       if (c.is_worker) {
-        Print(absl::StrCat(c.process->name(), " ", c.process->DescribeExit(), ": ",
-                           LastLine(c.process->log_path())));
+        std::string last = LastLine(c.process->log_path());
+        if (last.size() > 240) last = last.substr(0, 240) + "...";
+        Print(absl::StrCat(c.process->name(), " ", c.process->DescribeExit(),
+                           last.empty() ? "" : ": ", last));
       }
     }
     StopEverything();

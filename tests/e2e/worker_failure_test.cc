@@ -1,0 +1,87 @@
+// A worker process killed (SIGKILL) mid-run under `tandem local --keep-going`.
+// The worker implements re-join, so:
+//  - with --min-workers below the world size, the coordinator ends the
+//    generation, the survivors re-join as a world of 3, resume from the last
+//    committed checkpoint and finish (tandem exits 0, the dead worker is
+//    reported as lost);
+//  - with --min-workers equal to the world size, the survivors cannot form a
+//    new generation and stop cleanly (bounded by --rejoin_timeout_seconds,
+//    no hang) with an error naming the failed generation, their rank and the
+//    collective that failed; tandem exits non-zero naming a worker.
+#include <signal.h>
+
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/tandem_harness.h"
+
+namespace tandem {
+namespace e2e {
+namespace {
+
+std::vector<std::string> Args(const std::string& run_dir, int min_workers) {
+  return {"local", "--workers=4", absl::StrCat("--min-workers=", min_workers), "--keep-going",
+          "--model=mlp:784,256,10", "--epochs=2", "--log-every=10", "--checkpoint-every=10",
+          "--worker-arg=--rejoin_timeout_seconds=5", "--run-dir=" + run_dir};
+}
+
+TEST(WorkerFailureTest, SurvivorsRejoinAsThreeAndFinish) {
+  const std::string run_dir = TmpPath("recover");
+  bool killed = false;
+  bool world3_after_kill = false;
+  TandemRun r = RunTandem(Args(run_dir, 2), [&](const std::string& line) {
+    if (!killed && absl::StartsWith(line, "step 20/")) {
+      const int pid = ReadPid(run_dir, "worker-3");
+      ASSERT_GT(pid, 0);
+      ASSERT_EQ(kill(pid, SIGKILL), 0);
+      killed = true;
+    }
+    if (killed && absl::StartsWith(line, "step ") && absl::StrContains(line, " world 3 ")) {
+      world3_after_kill = true;
+    }
+  });
+  ASSERT_TRUE(killed) << r.stdout_text << r.stderr_text;
+  ASSERT_EQ(r.exit_code, 0) << r.stdout_text << r.stderr_text;
+  EXPECT_TRUE(world3_after_kill) << r.stdout_text;
+  EXPECT_TRUE(absl::StrContains(r.stdout_text, "with 3 worker(s)")) << r.stdout_text;
+  EXPECT_TRUE(absl::StrContains(r.stdout_text, "resumed from")) << r.stdout_text;
+  EXPECT_TRUE(absl::StrContains(r.stdout_text, "epoch 2 test accuracy")) << r.stdout_text;
+  EXPECT_TRUE(absl::StrContains(r.stdout_text, "worker-3 killed by signal 9")) << r.stdout_text;
+  // The coordinator ended generation 1 because of the failure.
+  const std::string coordinator_log = ReadFile(run_dir + "/coordinator.log");
+  EXPECT_TRUE(absl::StrContains(coordinator_log, "generation 1 ended")) << coordinator_log;
+}
+
+TEST(WorkerFailureTest, SurvivorsStopCleanlyWhenTheyCannotRegroup) {
+  const std::string run_dir = TmpPath("giveup");
+  bool killed = false;
+  TandemRun r = RunTandem(Args(run_dir, 4), [&](const std::string& line) {
+    if (!killed && absl::StartsWith(line, "step 20/")) {
+      const int pid = ReadPid(run_dir, "worker-3");
+      ASSERT_GT(pid, 0);
+      ASSERT_EQ(kill(pid, SIGKILL), 0);
+      killed = true;
+    }
+  });
+  ASSERT_TRUE(killed) << r.stdout_text << r.stderr_text;
+  EXPECT_EQ(r.exit_code, 1) << r.stdout_text << r.stderr_text;
+  EXPECT_TRUE(absl::StrContains(r.stderr_text, "tandem local: worker-")) << r.stderr_text;
+  EXPECT_TRUE(absl::StrContains(r.stderr_text, "exited with status 1")) << r.stderr_text;
+  EXPECT_TRUE(absl::StrContains(r.stderr_text, "re-joining failed")) << r.stderr_text;
+  EXPECT_TRUE(absl::StrContains(r.stderr_text, "generation 1, rank ")) << r.stderr_text;
+  EXPECT_TRUE(absl::StrContains(r.stderr_text, "allreduce")) << r.stderr_text;
+  // Every survivor exited on its own with that error (none was still
+  // running to be stopped by tandem).
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(absl::StrContains(r.stdout_text, absl::StrCat("worker-", i,
+                                                              " exited with status 1")))
+        << r.stdout_text;
+  }
+  EXPECT_TRUE(absl::StrContains(r.stdout_text, "worker-3 killed by signal 9")) << r.stdout_text;
+}
+
+}  // namespace
+}  // namespace e2e
+}  // namespace tandem
