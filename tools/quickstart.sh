@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# tandem quickstart: installs what is missing, builds everything, and starts a
-# coordinator on a free port, prints its job status, then stops it.
-# (Replaced by `tandem local` once the training job lands.)
+# tandem quickstart: installs what is missing, builds the tandem CLI and the
+# services it starts, and trains the issue's MLP on Fashion-MNIST on a local
+# cluster (a coordinator, a data server and 4 worker processes over Gloo):
+#
+#   tools/quickstart.sh                     # 4 workers, 2 epochs, sgd
+#   tools/quickstart.sh --workers 2 --optimizer adamw --lr 0.001   # any tandem local flag
+#
+# Ctrl-C stops every process it started. Env: BAZEL (default bazel),
+# BAZEL_STARTUP (e.g. --output_base=...).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh --check >/dev/null 2>&1 || tools/setup.sh
-bazel build //... 2>&1 | grep -v linux-sandbox | tail -3
-run=$(mktemp -d /tmp/tandem-quickstart.XXXXXX)
-bazel-bin/services/coordinator/coordinator --port_file="$run/port" --metrics_port=0 \
-  --state_dir="$run/state" 2>"$run/coordinator.log" &
-pid=$!
-trap 'kill $pid 2>/dev/null || true' EXIT
-for _ in $(seq 100); do [ -s "$run/port" ] && break; sleep 0.1; done
-[ -s "$run/port" ] || { echo "quickstart: coordinator did not start; see $run/coordinator.log" >&2; exit 1; }
-echo "coordinator listening on 127.0.0.1:$(cat "$run/port")"
-cat "$run/coordinator.log"
+BAZEL=${BAZEL:-bazel}
+# .bazelrc builds with -O2 already; the default config shares the test cache.
+${BAZEL} ${BAZEL_STARTUP:-} build //tools/tandem 2>&1 | grep -v linux-sandbox | tail -3
+BIN="$(${BAZEL} ${BAZEL_STARTUP:-} info bazel-bin 2>/dev/null)/tools/tandem/tandem"
+exec "$BIN" local --workers 4 --model mlp:784,1024,1024,10 --dataset fashion-mnist \
+  --epochs 2 --batch-size 64 --lr 0.05 --optimizer sgd "$@"

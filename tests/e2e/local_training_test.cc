@@ -42,6 +42,7 @@ TEST(TandemLocalTest, FourWorkersReach85PercentTestAccuracyInTwoEpochs) {
   EXPECT_GT(progress_lines, 5) << r.stdout_text;
   EXPECT_GT(accuracy[1], 0.5) << r.stdout_text;
   EXPECT_GE(accuracy[2], 0.85) << r.stdout_text;
+  ::testing::Test::RecordProperty("test_accuracy_epoch2", std::to_string(accuracy[2]));
   for (const char* name : {"coordinator", "dataserver", "worker-0", "worker-1", "worker-2",
                            "worker-3"}) {
     EXPECT_TRUE(absl::StrContains(r.stdout_text, std::string("metrics: ") + name + " http://"))
