@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Side by side, in one run: `tandem local` and PyTorch DDP (gloo, one process
+# per rank, one thread each) training the same MLP on Fashion-MNIST with the
+# same per-worker batch, optimizer, lr rule and epochs, at world sizes 2 and 4.
+# Prints samples/s (median of the progress windows after the first, both
+# sides logging every --log_every steps), end-to-end wall time (start-up,
+# data loading and evaluation included, for both), the ratio and the test
+# accuracy of each.
+#
+#   tools/bench/ddp_vs_pytorch.sh [--epochs 2] [--worlds "2 4"] [--spec mlp:784,1024,1024,10]
+#                                 [--batch_size 64] [--lr 0.05] [--optimizer sgd]
+# Env: BAZEL (default bazel), BAZEL_STARTUP (e.g. --output_base=...),
+#      PYTHON (default /usr/bin/python3, with Debian's python3-torch:
+#      tools/setup.sh --bench installs it).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BAZEL=${BAZEL:-bazel}
+PYTHON=${PYTHON:-/usr/bin/python3}
+EPOCHS=2 WORLDS="2 4" SPEC=mlp:784,1024,1024,10 BATCH=64 LR=0.05 OPT=sgd LOG_EVERY=20
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --epochs) EPOCHS=$2 ;;
+    --worlds) WORLDS=$2 ;;
+    --spec) SPEC=$2 ;;
+    --batch_size) BATCH=$2 ;;
+    --lr) LR=$2 ;;
+    --optimizer) OPT=$2 ;;
+    --log_every) LOG_EVERY=$2 ;;
+    *) echo "ddp_vs_pytorch.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift 2
+done
+"$PYTHON" -c "import torch" 2>/dev/null || {
+  echo "ddp_vs_pytorch.sh: $PYTHON has no torch; run tools/setup.sh --bench" >&2; exit 1; }
+# tandem's workers use linear lr scaling for sgd and we ask for the same in
+# PyTorch; for adamw both get sqrt.
+SCALING=linear; [ "$OPT" = adamw ] && SCALING=sqrt
+${BAZEL} ${BAZEL_STARTUP:-} build --symlink_prefix=/ //tools/tandem >&2
+TANDEM="$(${BAZEL} ${BAZEL_STARTUP:-} info bazel-bin 2>/dev/null)/tools/tandem/tandem"
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+
+# Median of the samples/s values of "step ..." lines after the first.
+median_rate() {
+  grep '^step ' "$1" | sed -n 's/.* samples\/s \([0-9.]*\).*/\1/p' | tail -n +2 | sort -n |
+    awk '{v[NR] = $1} END { if (NR == 0) print 0; else if (NR % 2) print v[(NR + 1) / 2];
+                            else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+declare -A T_RATE T_ACC T_WALL P_RATE P_ACC P_WALL
+for w in $WORLDS; do
+  echo "== world $w: tandem local" >&2
+  start=$(date +%s.%N)
+  "$TANDEM" local --workers "$w" --model "$SPEC" --epochs "$EPOCHS" --batch-size "$BATCH" \
+    --lr "$LR" --optimizer "$OPT" --lr-scaling "$SCALING" --log-every "$LOG_EVERY" \
+    --checkpoint-every 0 --run-dir "$OUT/run-$w" | tee "$OUT/tandem-$w.txt" | grep -E '^(step [0-9]*0/|epoch)' >&2 || true
+  T_WALL[$w]=$(awk -v a="$(date +%s.%N)" -v b="$start" 'BEGIN { print a - b }')
+  T_RATE[$w]=$(median_rate "$OUT/tandem-$w.txt")
+  T_ACC[$w]=$(sed -n 's/^epoch [0-9]* test accuracy \([0-9.]*\).*/\1/p' "$OUT/tandem-$w.txt" | tail -1)
+
+  echo "== world $w: PyTorch DDP (gloo)" >&2
+  start=$(date +%s.%N)
+  OMP_NUM_THREADS=1 "$PYTHON" tools/bench/ddp_vs_pytorch.py --world "$w" --spec "$SPEC" \
+    --epochs "$EPOCHS" --batch_size "$BATCH" --lr "$LR" --optimizer "$OPT" \
+    --lr_scaling "$SCALING" --log_every "$LOG_EVERY" | tee "$OUT/pytorch-$w.txt" | grep RESULT >&2
+  P_WALL[$w]=$(awk -v a="$(date +%s.%N)" -v b="$start" 'BEGIN { print a - b }')
+  P_RATE[$w]=$(median_rate "$OUT/pytorch-$w.txt")
+  P_ACC[$w]=$(sed -n 's/^RESULT .* accuracy=\([0-9.]*\).*/\1/p' "$OUT/pytorch-$w.txt")
+done
+
+echo
+echo "summary: $SPEC, batch $BATCH per worker, $OPT lr $LR ($SCALING scaling, cosine), $EPOCHS epoch(s), $(nproc) cores"
+printf "%-6s %14s %14s %7s %10s %10s %9s %9s\n" world tandem_samp/s torch_samp/s ratio tandem_acc torch_acc tandem_s torch_s
+for w in $WORLDS; do
+  ratio=$(awk -v t="${T_RATE[$w]}" -v p="${P_RATE[$w]}" 'BEGIN { printf "%.2f", (p > 0 ? t / p : 0) }')
+  printf "%-6s %14.0f %14.0f %6sx %10s %10s %9.1f %9.1f\n" "$w" "${T_RATE[$w]}" "${P_RATE[$w]}" \
+    "$ratio" "${T_ACC[$w]:-n/a}" "${P_ACC[$w]:-n/a}" "${T_WALL[$w]}" "${P_WALL[$w]}"
+done
