@@ -6,8 +6,9 @@
 //    reported as lost);
 //  - with --min-workers equal to the world size, the survivors cannot form a
 //    new generation and stop cleanly (bounded by --rejoin_timeout_seconds,
-//    no hang) with an error naming the failed generation, their rank and the
-//    collective that failed; tandem exits non-zero naming a worker.
+//    no hang) with an error naming the failed generation, their rank, the
+//    collective that failed and the lost rank ("rank 3 (worker-3) missed 3
+//    heartbeats"); tandem exits non-zero naming a worker.
 #include <signal.h>
 
 #include <string>
@@ -24,7 +25,11 @@ namespace {
 std::vector<std::string> Args(const std::string& run_dir, int min_workers) {
   return {"local", "--workers=4", absl::StrCat("--min-workers=", min_workers), "--keep-going",
           "--model=mlp:784,256,10", "--epochs=2", "--log-every=10", "--checkpoint-every=10",
-          "--worker-arg=--rejoin_timeout_seconds=5", "--run-dir=" + run_dir};
+          // 1 s heartbeats: the coordinator notices the silence after 3 s;
+          // survivors wait 4 periods for that verdict (which names the lost
+          // rank) before reporting the Gloo error themselves.
+          "--heartbeat-ms=1000", "--worker-arg=--rejoin_timeout_seconds=5",
+          "--run-dir=" + run_dir};
 }
 
 TEST(WorkerFailureTest, SurvivorsRejoinAsThreeAndFinish) {
@@ -49,9 +54,10 @@ TEST(WorkerFailureTest, SurvivorsRejoinAsThreeAndFinish) {
   EXPECT_TRUE(absl::StrContains(r.stdout_text, "resumed from")) << r.stdout_text;
   EXPECT_TRUE(absl::StrContains(r.stdout_text, "epoch 2 test accuracy")) << r.stdout_text;
   EXPECT_TRUE(absl::StrContains(r.stdout_text, "worker-3 killed by signal 9")) << r.stdout_text;
-  // The coordinator ended generation 1 because of the failure.
+  // The coordinator ended generation 1 naming the lost rank.
   const std::string coordinator_log = ReadFile(run_dir + "/coordinator.log");
-  EXPECT_TRUE(absl::StrContains(coordinator_log, "generation 1 ended")) << coordinator_log;
+  EXPECT_TRUE(absl::StrContains(coordinator_log, "generation 1 ended: rank ")) << coordinator_log;
+  EXPECT_TRUE(absl::StrContains(coordinator_log, "(worker-3) missed")) << coordinator_log;
 }
 
 TEST(WorkerFailureTest, SurvivorsStopCleanlyWhenTheyCannotRegroup) {
@@ -72,6 +78,8 @@ TEST(WorkerFailureTest, SurvivorsStopCleanlyWhenTheyCannotRegroup) {
   EXPECT_TRUE(absl::StrContains(r.stderr_text, "re-joining failed")) << r.stderr_text;
   EXPECT_TRUE(absl::StrContains(r.stderr_text, "generation 1, rank ")) << r.stderr_text;
   EXPECT_TRUE(absl::StrContains(r.stderr_text, "allreduce")) << r.stderr_text;
+  // ... and the lost rank, from the coordinator's verdict.
+  EXPECT_TRUE(absl::StrContains(r.stderr_text, "(worker-3) missed")) << r.stderr_text;
   // Every survivor exited on its own with that error (none was still
   // running to be stopped by tandem).
   for (int i = 0; i < 3; ++i) {
