@@ -1,6 +1,7 @@
 #include "common/metrics/metrics.h"
 
 #include <exception>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -71,58 +72,57 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(const MetricsOptions& o
   return metrics;
 }
 
+namespace {
+
+// Registers (or finds) the family `name` with the constant labels and adds
+// the metric with `labels`; prometheus-cpp throws on a clash, we return it.
+template <typename Metric, typename Builder, typename... Args>
+absl::StatusOr<Metric*> AddMetric(Builder builder, prometheus::Registry& registry,
+                                  absl::string_view kind, absl::string_view name,
+                                  absl::string_view help,
+                                  const std::map<std::string, std::string>& const_labels,
+                                  const std::map<std::string, std::string>& labels,
+                                  Args&&... args) {
+  if (absl::Status s = ValidateMetricName(name, kind); !s.ok()) return s;
+  try {
+    auto& family = builder.Name(std::string(name))
+                       .Help(std::string(help))
+                       .Labels(const_labels)
+                       .Register(registry);
+    return &family.Add(labels, std::forward<Args>(args)...);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(kind, " '", name, "': ", e.what()));
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<prometheus::Counter*> Metrics::Counter(
     absl::string_view name, absl::string_view help,
     const std::map<std::string, std::string>& labels) {
-  if (absl::Status s = ValidateMetricName(name, "counter"); !s.ok()) return s;
-  try {
-    auto& family = prometheus::BuildCounter()
-                       .Name(std::string(name))
-                       .Help(std::string(help))
-                       .Labels(labels_)
-                       .Register(*registry_);
-    return &family.Add(labels);
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("counter '", name, "': ", e.what()));
-  }
+  return AddMetric<prometheus::Counter>(prometheus::BuildCounter(), *registry_, "counter", name,
+                                        help, labels_, labels);
 }
 
 absl::StatusOr<prometheus::Gauge*> Metrics::Gauge(
     absl::string_view name, absl::string_view help,
     const std::map<std::string, std::string>& labels) {
-  if (absl::Status s = ValidateMetricName(name, "gauge"); !s.ok()) return s;
-  try {
-    auto& family = prometheus::BuildGauge()
-                       .Name(std::string(name))
-                       .Help(std::string(help))
-                       .Labels(labels_)
-                       .Register(*registry_);
-    return &family.Add(labels);
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("gauge '", name, "': ", e.what()));
-  }
+  return AddMetric<prometheus::Gauge>(prometheus::BuildGauge(), *registry_, "gauge", name, help,
+                                      labels_, labels);
 }
 
 absl::StatusOr<prometheus::Histogram*> Metrics::Histogram(
     absl::string_view name, absl::string_view help, const std::vector<double>& bounds,
     const std::map<std::string, std::string>& labels) {
-  if (absl::Status s = ValidateMetricName(name, "histogram"); !s.ok()) return s;
   for (size_t i = 1; i < bounds.size(); ++i) {
     if (!(bounds[i - 1] < bounds[i])) {
       return absl::InvalidArgumentError(
           absl::StrCat("histogram '", name, "': bucket bounds must be strictly ascending"));
     }
   }
-  try {
-    auto& family = prometheus::BuildHistogram()
-                       .Name(std::string(name))
-                       .Help(std::string(help))
-                       .Labels(labels_)
-                       .Register(*registry_);
-    return &family.Add(labels, prometheus::Histogram::BucketBoundaries(bounds));
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("histogram '", name, "': ", e.what()));
-  }
+  return AddMetric<prometheus::Histogram>(prometheus::BuildHistogram(), *registry_, "histogram",
+                                          name, help, labels_, labels,
+                                          prometheus::Histogram::BucketBoundaries(bounds));
 }
 
 std::string Metrics::Scrape() const {

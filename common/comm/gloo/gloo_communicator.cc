@@ -40,45 +40,61 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
   if (options.store == nullptr) {
     return absl::InvalidArgumentError("gloo: a rendezvous store is required");
   }
+  std::shared_ptr<gloo::rendezvous::Context> context;
   try {
     gloo::transport::tcp::attr attr;
     attr.hostname = options.hostname;
     std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
-    auto context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.world_size);
+    context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.world_size);
     context->setTimeout(Ms(options.timeout));
     gloo::rendezvous::PrefixStore store(options.prefix, *options.store);
     context->connectFullMesh(store, device);
-    return std::unique_ptr<GlooCommunicator>(new GlooCommunicator(
-        std::move(context), options.rank, options.world_size, options.timeout));
   } catch (const std::exception& e) {
     return FromGloo(e, "connect", options.rank);
   }
+  std::unique_ptr<GlooCommunicator> comm(new GlooCommunicator(
+      std::move(context), options.rank, options.world_size, options.timeout));
+  // A rank's connectFullMesh can return while a peer is still connecting;
+  // if this rank then closed its pairs (a generation that ends at once) the
+  // peer would fail. The barrier makes Create return only once every rank's
+  // mesh is complete.
+  if (absl::Status s = comm->Barrier(); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("gloo connect: ", s.message()));
+  }
+  return comm;
 }
 
 GlooCommunicator::GlooCommunicator(std::shared_ptr<gloo::Context> context, int rank,
                                    int world_size, absl::Duration timeout)
     : context_(std::move(context)), rank_(rank), world_size_(world_size), timeout_(timeout) {}
 
-absl::Status GlooCommunicator::AllReduce(float* data, int64_t count, ReduceOp op) {
-  if (count == 0 || world_size_ == 1) return absl::OkStatus();
+template <typename Options, typename Fill, typename Run, typename Describe>
+absl::Status GlooCommunicator::Collective(Fill fill, Run run, Describe describe) {
   try {
-    gloo::AllreduceOptions opts(context_);
-    opts.setOutput(data, static_cast<size_t>(count));
-    opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-    if (op == ReduceOp::kSum) {
-      opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(
-          &gloo::sum<float>));
-    } else {
-      opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(
-          &gloo::max<float>));
-    }
+    Options opts(context_);
+    fill(opts);
     opts.setTag(NextTag());
     opts.setTimeout(Ms(timeout_));
-    gloo::allreduce(opts);
+    run(opts);
   } catch (const std::exception& e) {
-    return FromGloo(e, absl::StrCat("allreduce of ", count, " floats"), rank_);
+    return FromGloo(e, describe(), rank_);
   }
   return absl::OkStatus();
+}
+
+absl::Status GlooCommunicator::AllReduce(float* data, int64_t count, ReduceOp op) {
+  if (count == 0 || world_size_ == 1) return absl::OkStatus();
+  using ReduceFn = void (*)(void*, const void*, const void*, size_t);
+  const ReduceFn fn = op == ReduceOp::kSum ? static_cast<ReduceFn>(&gloo::sum<float>)
+                                           : static_cast<ReduceFn>(&gloo::max<float>);
+  return Collective<gloo::AllreduceOptions>(
+      [&](gloo::AllreduceOptions& o) {
+        o.setOutput(data, static_cast<size_t>(count));
+        o.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+        o.setReduceFunction(fn);
+      },
+      [](const gloo::AllreduceOptions& o) { gloo::allreduce(o); },
+      [&] { return absl::StrCat("allreduce of ", count, " floats"); });
 }
 
 absl::Status GlooCommunicator::ReduceScatter(const float* input, float* output,
@@ -104,17 +120,13 @@ absl::Status GlooCommunicator::AllGather(const void* input, void* output,
     std::memmove(output, input, bytes_per_rank);
     return absl::OkStatus();
   }
-  try {
-    gloo::AllgatherOptions opts(context_);
-    opts.setInput(const_cast<uint8_t*>(static_cast<const uint8_t*>(input)), bytes_per_rank);
-    opts.setOutput(static_cast<uint8_t*>(output), bytes_per_rank * world_size_);
-    opts.setTag(NextTag());
-    opts.setTimeout(Ms(timeout_));
-    gloo::allgather(opts);
-  } catch (const std::exception& e) {
-    return FromGloo(e, absl::StrCat("allgather of ", bytes_per_rank, " bytes"), rank_);
-  }
-  return absl::OkStatus();
+  return Collective<gloo::AllgatherOptions>(
+      [&](gloo::AllgatherOptions& o) {
+        o.setInput(const_cast<uint8_t*>(static_cast<const uint8_t*>(input)), bytes_per_rank);
+        o.setOutput(static_cast<uint8_t*>(output), bytes_per_rank * world_size_);
+      },
+      [](gloo::AllgatherOptions& o) { gloo::allgather(o); },
+      [&] { return absl::StrCat("allgather of ", bytes_per_rank, " bytes"); });
 }
 
 absl::Status GlooCommunicator::Broadcast(void* data, int64_t bytes, int root) {
@@ -122,17 +134,13 @@ absl::Status GlooCommunicator::Broadcast(void* data, int64_t bytes, int root) {
     return absl::InvalidArgumentError(absl::StrCat("broadcast root ", root, " is not a rank"));
   }
   if (bytes == 0 || world_size_ == 1) return absl::OkStatus();
-  try {
-    gloo::BroadcastOptions opts(context_);
-    opts.setOutput(static_cast<uint8_t*>(data), bytes);
-    opts.setRoot(root);
-    opts.setTag(NextTag());
-    opts.setTimeout(Ms(timeout_));
-    gloo::broadcast(opts);
-  } catch (const std::exception& e) {
-    return FromGloo(e, absl::StrCat("broadcast of ", bytes, " bytes from ", root), rank_);
-  }
-  return absl::OkStatus();
+  return Collective<gloo::BroadcastOptions>(
+      [&](gloo::BroadcastOptions& o) {
+        o.setOutput(static_cast<uint8_t*>(data), bytes);
+        o.setRoot(root);
+      },
+      [](gloo::BroadcastOptions& o) { gloo::broadcast(o); },
+      [&] { return absl::StrCat("broadcast of ", bytes, " bytes from ", root); });
 }
 
 absl::Status GlooCommunicator::AllToAll(const void* input, void* output,
@@ -142,31 +150,21 @@ absl::Status GlooCommunicator::AllToAll(const void* input, void* output,
     std::memmove(output, input, bytes_per_rank);
     return absl::OkStatus();
   }
-  try {
-    gloo::AlltoallOptions opts(context_);
-    opts.setInput(const_cast<uint8_t*>(static_cast<const uint8_t*>(input)),
-                  bytes_per_rank * world_size_);
-    opts.setOutput(static_cast<uint8_t*>(output), bytes_per_rank * world_size_);
-    opts.setTag(NextTag());
-    opts.setTimeout(Ms(timeout_));
-    gloo::alltoall(opts);
-  } catch (const std::exception& e) {
-    return FromGloo(e, absl::StrCat("all-to-all of ", bytes_per_rank, " bytes per rank"), rank_);
-  }
-  return absl::OkStatus();
+  return Collective<gloo::AlltoallOptions>(
+      [&](gloo::AlltoallOptions& o) {
+        o.setInput(const_cast<uint8_t*>(static_cast<const uint8_t*>(input)),
+                   bytes_per_rank * world_size_);
+        o.setOutput(static_cast<uint8_t*>(output), bytes_per_rank * world_size_);
+      },
+      [](gloo::AlltoallOptions& o) { gloo::alltoall(o); },
+      [&] { return absl::StrCat("all-to-all of ", bytes_per_rank, " bytes per rank"); });
 }
 
 absl::Status GlooCommunicator::Barrier() {
   if (world_size_ == 1) return absl::OkStatus();
-  try {
-    gloo::BarrierOptions opts(context_);
-    opts.setTag(NextTag());
-    opts.setTimeout(Ms(timeout_));
-    gloo::barrier(opts);
-  } catch (const std::exception& e) {
-    return FromGloo(e, "barrier", rank_);
-  }
-  return absl::OkStatus();
+  return Collective<gloo::BarrierOptions>([](gloo::BarrierOptions&) {},
+                                          [](gloo::BarrierOptions& o) { gloo::barrier(o); },
+                                          [] { return std::string("barrier"); });
 }
 
 }  // namespace tandem

@@ -58,6 +58,12 @@ class GlooCommunicator final : public Communicator {
   GlooCommunicator(std::shared_ptr<gloo::Context> context, int rank, int world_size,
                    absl::Duration timeout);
 
+  // Makes Options on the context, lets `fill` set its buffers, sets tag and
+  // timeout, runs `run(options)`, and turns Gloo's exceptions into a Status
+  // naming describe() (only evaluated on error: no allocation per call).
+  template <typename Options, typename Fill, typename Run, typename Describe>
+  absl::Status Collective(Fill fill, Run run, Describe describe);
+
   // Next collective tag; ranks issue the same sequence so tags agree.
   uint32_t NextTag() { return next_tag_++; }
 
