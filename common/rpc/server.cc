@@ -1,12 +1,30 @@
 #include "common/rpc/server.h"
 
+#include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "grpc/support/log.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 
 namespace tandem {
+namespace {
+
+// gRPC core logs a multi-line report of a failed bind; the Status Start()
+// returns says the same in one line, so gRPC's lines are dropped while a
+// server is being started and passed through otherwise.
+std::atomic<int> g_starting{0};
+
+void GrpcLog(gpr_log_func_args* args) {
+  if (g_starting.load() > 0) return;
+  std::fprintf(stderr, "grpc %s %s:%d] %s\n", gpr_log_severity_string(args->severity), args->file,
+               args->line, args->message);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<RpcServer>> RpcServer::Start(
     const ServerOptions& options, const std::vector<grpc::Service*>& services) {
@@ -24,7 +42,11 @@ absl::StatusOr<std::unique_ptr<RpcServer>> RpcServer::Start(
   // port must be an error.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   for (grpc::Service* service : services) builder.RegisterService(service);
+  static std::once_flag install_log;
+  std::call_once(install_log, [] { gpr_set_log_function(GrpcLog); });
+  g_starting.fetch_add(1);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  g_starting.fetch_sub(1);
   if (server == nullptr || bound_port == 0) {
     return absl::UnavailableError(absl::StrCat(
         "cannot listen on ", address,

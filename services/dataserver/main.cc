@@ -8,7 +8,6 @@
 // a missing dataset file: one line on stderr, exit status 1.
 #include <malloc.h>
 
-#include <atomic>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -16,7 +15,6 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "grpc/support/log.h"
 #include "services/dataserver/data_server.h"
 
 ABSL_FLAG(std::vector<std::string>, dataset, {},
@@ -29,16 +27,6 @@ ABSL_FLAG(int, prefetch_depth, 4, "batches packed ahead per stream");
 ABSL_FLAG(int, decode_threads, 4, "threads reading and packing batches");
 ABSL_FLAG(int, max_streams, 256, "concurrent streams allowed");
 ABSL_FLAG(std::string, port_file, "", "if set, the bound port is written here");
-
-namespace {
-// gRPC core logs its own multi-line report of a failed bind; the Status we
-// print says the same in one line, so its logs are dropped until serving.
-std::atomic<bool> serving{false};
-void GrpcLog(gpr_log_func_args* args) {
-  if (!serving.load()) return;
-  std::fprintf(stderr, "grpc %s:%d: %s\n", args->file, args->line, args->message);
-}
-}  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("tandem data-shard server");
@@ -64,9 +52,7 @@ int main(int argc, char** argv) {
   options.service.prefetch_depth = absl::GetFlag(FLAGS_prefetch_depth);
   options.service.decode_threads = absl::GetFlag(FLAGS_decode_threads);
   options.service.max_streams = absl::GetFlag(FLAGS_max_streams);
-  gpr_set_log_function(GrpcLog);
   auto server = tandem::dataserver::DataServer::Start(options);
-  serving.store(true);
   if (!server.ok()) {
     std::fprintf(stderr, "dataserver: %s\n", server.status().ToString().c_str());
     return 1;
