@@ -1,0 +1,426 @@
+#include "common/comm/shm/shm_communicator.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+
+namespace tandem {
+
+namespace {
+
+constexpr uint64_t kMagic = 0x74616e64656d5348ULL;  // "tandemSH"
+constexpr size_t kControlBytes = 4096;
+constexpr int64_t kPage = 4096;
+// Longest single futex sleep: bounds how late a waiter notices an abort
+// that raced with its going to sleep.
+constexpr absl::Duration kWaitSlice = absl::Milliseconds(50);
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, absl::Duration d) {
+  struct timespec t = absl::ToTimespec(d);
+  // Non-private: the word lives in memory shared between processes.
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &t, nullptr, 0);
+}
+
+void FutexWakeAll(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+std::string SegmentName(absl::string_view prefix) {
+  std::string clean;
+  for (char ch : prefix.substr(0, 160)) {
+    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                    (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-';
+    clean.push_back(ok ? ch : '_');
+  }
+  std::random_device rd;
+  return absl::StrCat("/tandem-", clean, "-", getpid(), "-", absl::Hex(rd(), absl::kZeroPad8));
+}
+
+std::string Errno(int err) { return std::strerror(err); }
+
+// dst[i] = op over s of src[s][i]; blocked so dst stays in L1 across the
+// passes, each pass a plain loop the compiler vectorises.
+template <typename Op>
+void ReduceSlots(float* __restrict dst, const float* const* src, int n, int64_t count, Op op) {
+  constexpr int64_t kBlock = 2048;
+  for (int64_t b = 0; b < count; b += kBlock) {
+    const int64_t len = std::min(kBlock, count - b);
+    float* __restrict d = dst + b;
+    const float* __restrict s0 = src[0] + b;
+    const float* __restrict s1 = src[1] + b;
+    for (int64_t i = 0; i < len; ++i) d[i] = op(s0[i], s1[i]);
+    for (int s = 2; s < n; ++s) {
+      const float* __restrict sr = src[s] + b;
+      for (int64_t i = 0; i < len; ++i) d[i] = op(d[i], sr[i]);
+    }
+  }
+}
+
+struct Sum {
+  float operator()(float a, float b) const { return a + b; }
+};
+struct Max {
+  float operator()(float a, float b) const { return a > b ? a : b; }
+};
+
+}  // namespace
+
+struct alignas(64) ShmCommunicator::Control {
+  std::atomic<uint64_t> magic;
+  int32_t world_size;
+  int64_t chunk_bytes;
+  // Barrier: arrivals in the current round; the round number (futex word);
+  // ranks asleep on it (the last arrival wakes only when there are some).
+  alignas(64) std::atomic<uint32_t> arrived;
+  alignas(64) std::atomic<uint32_t> generation;
+  std::atomic<uint32_t> sleepers;
+  // 0, or 1 + the rank that gave up: the segment is dead.
+  alignas(64) std::atomic<uint32_t> aborted;
+};
+static_assert(sizeof(std::atomic<uint32_t>) == 4 && std::atomic<uint32_t>::is_always_lock_free,
+              "futex words must be plain lock-free 32-bit atomics");
+
+ShmCommunicator::ShmCommunicator(int rank, int world_size, const ShmOptions& options)
+    : rank_(rank), world_size_(world_size), timeout_(options.timeout) {
+  chunk_bytes_ = (options.chunk_bytes + kPage - 1) / kPage * kPage;
+  spin_iterations_ = options.spin_iterations;
+  if (spin_iterations_ < 0) {
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    spin_iterations_ = world_size <= cpus ? 4000 : 16;
+  }
+  srcs_.resize(world_size);
+}
+
+ShmCommunicator::~ShmCommunicator() {
+  if (base_ != nullptr) munmap(base_, map_bytes_);
+}
+
+absl::StatusOr<std::unique_ptr<ShmCommunicator>> ShmCommunicator::Create(
+    const ShmOptions& options) {
+  if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shm: rank ", options.rank, " is not in a world of ", options.world_size,
+        " (need 0 <= rank < world_size)"));
+  }
+  if (options.store == nullptr) {
+    return absl::InvalidArgumentError("shm: a rendezvous store is required");
+  }
+  if (options.chunk_bytes < 64 * options.world_size || options.chunk_bytes > (int64_t{1} << 34)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shm: chunk_bytes ", options.chunk_bytes, " must be in [64 * world_size, 16 GiB]"));
+  }
+  if (options.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("shm: timeout must be positive");
+  }
+  const absl::Time deadline = absl::Now() + options.timeout;
+  std::unique_ptr<ShmCommunicator> comm(
+      new ShmCommunicator(options.rank, options.world_size, options));
+  comm->map_bytes_ =
+      kControlBytes + static_cast<size_t>(options.world_size + 1) * comm->chunk_bytes_;
+  const std::string key = absl::StrCat(options.prefix, "/shm_name");
+  const auto wait_ms = absl::ToChronoMilliseconds(options.timeout);
+
+  int fd = -1;
+  if (options.rank == 0) {
+    comm->name_ = SegmentName(options.prefix);
+    fd = shm_open(comm->name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0) {
+      return absl::UnavailableError(absl::StrCat("shm: rank 0 could not create ", comm->name_,
+                                                 ": ", Errno(errno)));
+    }
+    // Reserve the pages now: a full /dev/shm is an error here, not a SIGBUS
+    // in the middle of a collective.
+    if (int err = posix_fallocate(fd, 0, static_cast<off_t>(comm->map_bytes_)); err != 0) {
+      close(fd);
+      shm_unlink(comm->name_.c_str());
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "shm: could not reserve ", comm->map_bytes_, " bytes for ", comm->name_, ": ",
+          Errno(err), " (is /dev/shm full? lower chunk_bytes or use the gloo transport)"));
+    }
+  } else {
+    try {
+      options.store->wait({key}, wait_ms);
+      const std::vector<char> v = options.store->get(key);
+      comm->name_.assign(v.begin(), v.end());
+    } catch (const std::exception& e) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "shm connect on rank ", options.rank, ": no segment name from rank 0 under '", key,
+          "': ", e.what()));
+    }
+    fd = shm_open(comm->name_.c_str(), O_RDWR, 0600);
+    if (fd < 0) {
+      return absl::UnavailableError(absl::StrCat("shm connect on rank ", options.rank,
+                                                 ": could not open ", comm->name_, ": ",
+                                                 Errno(errno)));
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != comm->map_bytes_) {
+      close(fd);
+      return absl::FailedPreconditionError(absl::StrCat(
+          "shm connect on rank ", options.rank, ": segment ", comm->name_,
+          " has the wrong size (ranks disagree on world_size or chunk_bytes)"));
+    }
+  }
+  void* base = mmap(nullptr, comm->map_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int map_errno = errno;
+  close(fd);
+  auto unlink_if_owner = [&] {
+    if (options.rank == 0) shm_unlink(comm->name_.c_str());
+  };
+  if (base == MAP_FAILED) {
+    unlink_if_owner();
+    return absl::ResourceExhaustedError(absl::StrCat("shm: rank ", options.rank,
+                                                     " could not map ", comm->name_, ": ",
+                                                     Errno(map_errno)));
+  }
+  comm->base_ = base;
+  comm->control_ = static_cast<Control*>(base);
+  comm->data_ = static_cast<char*>(base) + kControlBytes;
+  Control& c = *comm->control_;
+  if (options.rank == 0) {
+    Control* fresh = new (base) Control;
+    fresh->world_size = options.world_size;
+    fresh->chunk_bytes = comm->chunk_bytes_;
+    fresh->arrived.store(0, std::memory_order_relaxed);
+    fresh->generation.store(0, std::memory_order_relaxed);
+    fresh->sleepers.store(0, std::memory_order_relaxed);
+    fresh->aborted.store(0, std::memory_order_relaxed);
+    fresh->magic.store(kMagic, std::memory_order_release);
+    try {
+      options.store->set(key, std::vector<char>(comm->name_.begin(), comm->name_.end()));
+    } catch (const std::exception& e) {
+      unlink_if_owner();
+      return absl::UnavailableError(absl::StrCat("shm connect on rank 0: could not publish '",
+                                                 key, "': ", e.what()));
+    }
+  } else if (c.magic.load(std::memory_order_acquire) != kMagic ||
+             c.world_size != options.world_size || c.chunk_bytes != comm->chunk_bytes_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "shm connect on rank ", options.rank, ": segment ", comm->name_,
+        " was made for another group (world_size or chunk_bytes differ)"));
+  }
+  // Every rank has mapped the segment once this passes; the name is no
+  // longer needed, and unlinking it now means no leak if a rank crashes.
+  absl::Status attached = comm->WaitAll(deadline, "connect");
+  unlink_if_owner();
+  if (!attached.ok()) return attached;
+  return comm;
+}
+
+absl::Status ShmCommunicator::CheckUsable(absl::string_view op) const {
+  if (!broken_) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat("shm ", op, " on rank ", rank_,
+                                                    ": communicator unusable after an earlier "
+                                                    "failure (", broken_reason_, ")"));
+}
+
+absl::Status ShmCommunicator::WaitAll(absl::Time deadline, absl::string_view op) {
+  if (world_size_ == 1) return absl::OkStatus();
+  Control& c = *control_;
+  auto fail = [&](absl::Status s) {
+    broken_ = true;
+    broken_reason_ = std::string(s.message());
+    return s;
+  };
+  auto aborted_error = [&](uint32_t who) {
+    return fail(absl::AbortedError(absl::StrCat(
+        "shm ", op, " on rank ", rank_, ": rank ", who - 1,
+        " gave up waiting for the group (a peer died or stopped calling)")));
+  };
+  if (uint32_t who = c.aborted.load(std::memory_order_acquire); who != 0) {
+    return aborted_error(who);
+  }
+  const uint32_t gen = c.generation.load(std::memory_order_acquire);
+  if (c.arrived.fetch_add(1, std::memory_order_acq_rel) == static_cast<uint32_t>(world_size_ - 1)) {
+    c.arrived.store(0, std::memory_order_relaxed);
+    c.generation.fetch_add(1, std::memory_order_seq_cst);
+    if (c.sleepers.load(std::memory_order_seq_cst) > 0) FutexWakeAll(&c.generation);
+    return absl::OkStatus();
+  }
+  for (int i = 0; i < spin_iterations_; ++i) {
+    if (c.generation.load(std::memory_order_acquire) != gen) return absl::OkStatus();
+    CpuRelax();
+  }
+  while (true) {
+    if (c.generation.load(std::memory_order_acquire) != gen) return absl::OkStatus();
+    if (uint32_t who = c.aborted.load(std::memory_order_acquire); who != 0) {
+      return aborted_error(who);
+    }
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      // Mark the segment dead and wake everyone, so peers fail now rather
+      // than each after its own timeout.
+      uint32_t expected = 0;
+      c.aborted.compare_exchange_strong(expected, static_cast<uint32_t>(rank_ + 1));
+      FutexWakeAll(&c.generation);
+      return fail(absl::DeadlineExceededError(absl::StrCat(
+          "shm ", op, " on rank ", rank_, ": the other ranks did not arrive within ",
+          absl::FormatDuration(timeout_), " (a peer died or stopped calling)")));
+    }
+    c.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    if (c.generation.load(std::memory_order_seq_cst) == gen) {
+      FutexWait(&c.generation, gen, std::min(left, kWaitSlice));
+    }
+    c.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  }
+}
+
+// Shared-area discipline, which lets consecutive collectives run without an
+// extra barrier between them: a collective's first write is to this rank's
+// own slot; the result area is written only after a barrier; a phase that
+// reads other ranks' slots is followed by a barrier before returning.
+
+absl::Status ShmCommunicator::AllReduce(float* data, int64_t count, ReduceOp op) {
+  if (absl::Status s = CheckUsable("allreduce"); !s.ok()) return s;
+  if (count == 0 || world_size_ == 1) return absl::OkStatus();
+  const absl::Time deadline = absl::Now() + timeout_;
+  const int64_t chunk = chunk_bytes_ / static_cast<int64_t>(sizeof(float));
+  for (int64_t off = 0; off < count; off += chunk) {
+    const int64_t n = std::min(chunk, count - off);
+    std::memcpy(slot(rank_), data + off, n * sizeof(float));
+    if (absl::Status s = WaitAll(deadline, "allreduce"); !s.ok()) return s;
+    // This rank's share, rounded to 16 floats so shares never share a line.
+    const int64_t share = ((n + world_size_ - 1) / world_size_ + 15) / 16 * 16;
+    const int64_t lo = std::min(n, rank_ * share);
+    const int64_t hi = std::min(n, lo + share);
+    if (hi > lo) {
+      for (int r = 0; r < world_size_; ++r) {
+        srcs_[r] = reinterpret_cast<const float*>(slot(r)) + lo;
+      }
+      float* dst = reinterpret_cast<float*>(result()) + lo;
+      if (op == ReduceOp::kSum) {
+        ReduceSlots(dst, srcs_.data(), world_size_, hi - lo, Sum());
+      } else {
+        ReduceSlots(dst, srcs_.data(), world_size_, hi - lo, Max());
+      }
+    }
+    if (absl::Status s = WaitAll(deadline, "allreduce"); !s.ok()) return s;
+    std::memcpy(data + off, result(), n * sizeof(float));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmCommunicator::ReduceScatter(const float* input, float* output,
+                                            int64_t count_per_rank) {
+  if (absl::Status s = CheckUsable("reduce-scatter"); !s.ok()) return s;
+  if (count_per_rank == 0) return absl::OkStatus();
+  if (world_size_ == 1) {
+    std::memmove(output, input, count_per_rank * sizeof(float));
+    return absl::OkStatus();
+  }
+  const absl::Time deadline = absl::Now() + timeout_;
+  // Each slot holds world_size blocks of `block` floats: block j of a slot
+  // is that rank's piece of rank j's slice.
+  int64_t block = chunk_bytes_ / static_cast<int64_t>(sizeof(float)) / world_size_;
+  if (block >= 16) block = block / 16 * 16;
+  float* mine = reinterpret_cast<float*>(slot(rank_));
+  for (int64_t off = 0; off < count_per_rank; off += block) {
+    const int64_t n = std::min(block, count_per_rank - off);
+    for (int j = 0; j < world_size_; ++j) {
+      std::memcpy(mine + j * block, input + j * count_per_rank + off, n * sizeof(float));
+    }
+    if (absl::Status s = WaitAll(deadline, "reduce-scatter"); !s.ok()) return s;
+    for (int r = 0; r < world_size_; ++r) {
+      srcs_[r] = reinterpret_cast<const float*>(slot(r)) + rank_ * block;
+    }
+    ReduceSlots(output + off, srcs_.data(), world_size_, n, Sum());
+    if (absl::Status s = WaitAll(deadline, "reduce-scatter"); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmCommunicator::AllGather(const void* input, void* output,
+                                        int64_t bytes_per_rank) {
+  if (absl::Status s = CheckUsable("allgather"); !s.ok()) return s;
+  if (bytes_per_rank == 0) return absl::OkStatus();
+  if (world_size_ == 1) {
+    std::memmove(output, input, bytes_per_rank);
+    return absl::OkStatus();
+  }
+  const absl::Time deadline = absl::Now() + timeout_;
+  const char* in = static_cast<const char*>(input);
+  char* out = static_cast<char*>(output);
+  for (int64_t off = 0; off < bytes_per_rank; off += chunk_bytes_) {
+    const int64_t n = std::min(chunk_bytes_, bytes_per_rank - off);
+    std::memcpy(slot(rank_), in + off, n);
+    if (absl::Status s = WaitAll(deadline, "allgather"); !s.ok()) return s;
+    for (int j = 0; j < world_size_; ++j) std::memcpy(out + j * bytes_per_rank + off, slot(j), n);
+    if (absl::Status s = WaitAll(deadline, "allgather"); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmCommunicator::Broadcast(void* data, int64_t bytes, int root) {
+  if (absl::Status s = CheckUsable("broadcast"); !s.ok()) return s;
+  if (root < 0 || root >= world_size_) {
+    return absl::InvalidArgumentError(absl::StrCat("shm broadcast on rank ", rank_, ": root ",
+                                                   root, " is not a rank"));
+  }
+  if (bytes == 0 || world_size_ == 1) return absl::OkStatus();
+  const absl::Time deadline = absl::Now() + timeout_;
+  char* d = static_cast<char*>(data);
+  for (int64_t off = 0; off < bytes; off += chunk_bytes_) {
+    const int64_t n = std::min(chunk_bytes_, bytes - off);
+    if (rank_ == root) std::memcpy(slot(root), d + off, n);
+    if (absl::Status s = WaitAll(deadline, "broadcast"); !s.ok()) return s;
+    if (rank_ != root) std::memcpy(d + off, slot(root), n);
+    if (absl::Status s = WaitAll(deadline, "broadcast"); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmCommunicator::AllToAll(const void* input, void* output,
+                                       int64_t bytes_per_rank) {
+  if (absl::Status s = CheckUsable("all-to-all"); !s.ok()) return s;
+  if (bytes_per_rank == 0) return absl::OkStatus();
+  if (world_size_ == 1) {
+    std::memmove(output, input, bytes_per_rank);
+    return absl::OkStatus();
+  }
+  const absl::Time deadline = absl::Now() + timeout_;
+  const char* in = static_cast<const char*>(input);
+  char* out = static_cast<char*>(output);
+  // Block j of a slot: this piece of what its owner sends to rank j.
+  int64_t block = chunk_bytes_ / world_size_;
+  if (block >= 64) block = block / 64 * 64;
+  for (int64_t off = 0; off < bytes_per_rank; off += block) {
+    const int64_t n = std::min(block, bytes_per_rank - off);
+    for (int j = 0; j < world_size_; ++j) {
+      std::memcpy(slot(rank_) + j * block, in + j * bytes_per_rank + off, n);
+    }
+    if (absl::Status s = WaitAll(deadline, "all-to-all"); !s.ok()) return s;
+    for (int i = 0; i < world_size_; ++i) {
+      std::memcpy(out + i * bytes_per_rank + off, slot(i) + rank_ * block, n);
+    }
+    if (absl::Status s = WaitAll(deadline, "all-to-all"); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmCommunicator::Barrier() {
+  if (absl::Status s = CheckUsable("barrier"); !s.ok()) return s;
+  return WaitAll(absl::Now() + timeout_, "barrier");
+}
+
+}  // namespace tandem
