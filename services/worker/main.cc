@@ -52,6 +52,9 @@ ABSL_FLAG(std::string, backend, "cpu", "Compute backend: cpu or cuda.");
 ABSL_FLAG(int64_t, max_steps, 0, "Stop after this many optimizer steps (0: all epochs).");
 ABSL_FLAG(double, collective_timeout_seconds, 30.0,
           "A collective slower than this fails (how a dead peer is detected).");
+ABSL_FLAG(std::string, transport, "auto",
+          "Collective transport: shm (shared memory, all ranks on this node), gloo (TCP), or "
+          "auto (shm when every rank is on this node).");
 ABSL_FLAG(double, join_timeout_seconds, 300.0, "Longest wait for the first rendezvous.");
 ABSL_FLAG(double, rejoin_timeout_seconds, 60.0, "Longest wait for a rendezvous after a failure.");
 
@@ -104,6 +107,7 @@ int main(int argc, char** argv) {
   o.log_every = absl::GetFlag(FLAGS_log_every);
   o.backend = absl::GetFlag(FLAGS_backend);
   o.max_steps = absl::GetFlag(FLAGS_max_steps);
+  o.transport = absl::GetFlag(FLAGS_transport);
   const double collective = absl::GetFlag(FLAGS_collective_timeout_seconds);
   const double join = absl::GetFlag(FLAGS_join_timeout_seconds);
   const double rejoin = absl::GetFlag(FLAGS_rejoin_timeout_seconds);

@@ -12,6 +12,7 @@
 #include "common/checkpoint/checkpoint.h"
 #include "common/comm/coordinator_store.h"
 #include "common/comm/gloo/gloo_communicator.h"
+#include "common/comm/shm/shm_communicator.h"
 #include "common/data/prefetch_client.h"
 #include "common/io/file.h"
 #include "common/kernels/factory.h"
@@ -83,6 +84,9 @@ absl::Status ValidateTrainerOptions(const TrainerOptions& o) {
   if (o.backend != "cpu" && o.backend != "cuda") {
     return bad(absl::StrCat("--backend '", o.backend, "' is unknown: use cpu or cuda"));
   }
+  if (o.transport != "auto" && o.transport != "gloo" && o.transport != "shm") {
+    return bad(absl::StrCat("--transport '", o.transport, "' is unknown: use auto, gloo or shm"));
+  }
   if (o.log_every < 0) return bad("--log_every must be >= 0");
   if (o.max_rejoins < 1) return bad("max_rejoins must be >= 1");
   if (o.connect_attempts < 1) return bad("connect_attempts must be >= 1");
@@ -111,8 +115,8 @@ class Trainer::Impl {
   struct Generation {
     v1::JoinResponse join;
     std::unique_ptr<CoordinatorStore> store;
-    std::unique_ptr<GlooCommunicator> grad_comm;
-    std::unique_ptr<GlooCommunicator> ctl_comm;
+    std::unique_ptr<Communicator> grad_comm;
+    std::unique_ptr<Communicator> ctl_comm;
     optim::Optimizer* optimizer = nullptr;  // owned by sync
     std::unique_ptr<sync::GradientSync> sync;
     std::unique_ptr<data::PrefetchClient> data;
@@ -350,16 +354,44 @@ absl::Status Trainer::Impl::SetUp(Generation& g) {
   so.generation = g.join.generation();
   so.default_wait = o_.collective_timeout;
   ASSIGN_OR_RETURN(g.store, CoordinatorStore::Create(so));
-  GlooOptions go;
-  go.rank = rank;
-  go.world_size = world;
-  go.store = g.store.get();
-  go.hostname = o_.hostname;
-  go.timeout = o_.collective_timeout;
-  go.prefix = absl::StrCat("gen", g.join.generation(), "/grad");
-  ASSIGN_OR_RETURN(g.grad_comm, GlooCommunicator::Create(go));
-  go.prefix = absl::StrCat("gen", g.join.generation(), "/ctl");
-  ASSIGN_OR_RETURN(g.ctl_comm, GlooCommunicator::Create(go));
+  const bool all_local = g.join.local_world_size() == world;
+  if (o_.transport == "shm" && !all_local) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--transport=shm needs every rank on this node, but generation ", g.join.generation(),
+        " has ", g.join.local_world_size(), " of ", world,
+        " ranks here: use --transport=auto or gloo"));
+  }
+  if (o_.transport == "gloo" || !all_local) {
+    GlooOptions go;
+    go.rank = rank;
+    go.world_size = world;
+    go.store = g.store.get();
+    go.hostname = o_.hostname;
+    go.timeout = o_.collective_timeout;
+    go.prefix = absl::StrCat("gen", g.join.generation(), "/grad");
+    ASSIGN_OR_RETURN(g.grad_comm, GlooCommunicator::Create(go));
+    go.prefix = absl::StrCat("gen", g.join.generation(), "/ctl");
+    ASSIGN_OR_RETURN(g.ctl_comm, GlooCommunicator::Create(go));
+  } else {
+    // Segment names carry the job and generation (ShmOptions::prefix), so
+    // concurrent jobs and successive generations never meet.
+    ShmOptions so3;
+    so3.rank = rank;
+    so3.world_size = world;
+    so3.store = g.store.get();
+    so3.timeout = o_.collective_timeout;
+    so3.prefix = absl::StrCat(o_.job_id, "/gen", g.join.generation(), "/grad");
+    ASSIGN_OR_RETURN(g.grad_comm, ShmCommunicator::Create(so3));
+    // The ctl mesh carries a few floats per step and the state broadcast
+    // once per generation: small staging slots are enough.
+    so3.prefix = absl::StrCat(o_.job_id, "/gen", g.join.generation(), "/ctl");
+    so3.chunk_bytes = int64_t{256} << 10;
+    ASSIGN_OR_RETURN(g.ctl_comm, ShmCommunicator::Create(so3));
+  }
+  if (rank == 0) {
+    LOG(INFO) << "generation " << g.join.generation() << ": " << world << " rank(s), "
+              << g.grad_comm->backend() << " transport";
+  }
 
   tensor::FlatStorage& storage = t_->model_->storage();
   std::unique_ptr<optim::Optimizer> optimizer;

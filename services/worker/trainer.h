@@ -7,8 +7,9 @@
 //   ASSIGN_OR_RETURN(auto trainer, Trainer::Create(o));
 //   ASSIGN_OR_RETURN(TrainResult r, trainer->Run());
 //
-// Per generation: join the coordinator -> two Gloo meshes through the
-// coordinator's KV store ("gen<G>/grad" for the gradient sync's thread,
+// Per generation: join the coordinator -> two communicator meshes through
+// the coordinator's KV store (shared memory when every rank of the
+// generation is on this node, else Gloo TCP; see `transport`) ("gen<G>/grad" for the gradient sync's thread,
 // "gen<G>/ctl" for the trainer thread's small collectives) -> the state
 // comes from rank 0 (the last committed checkpoint it reads, or the seeded
 // initialisation) and is broadcast to every rank (parameters, optimizer
@@ -86,6 +87,12 @@ struct TrainerOptions {
   int64_t checkpoint_every = 500;         // steps; 0 = only at the end
   std::string backend = "cpu";            // "cpu" (or "cuda" falling back to cpu)
   absl::Duration collective_timeout = absl::Seconds(30);
+  // Collective transport: "shm" (ShmCommunicator: POSIX shared memory, every
+  // rank on this node), "gloo" (TCP), or "auto": shm when the coordinator
+  // says every rank of the generation is on this node (local_world_size ==
+  // world_size), else gloo. Forcing shm for a generation spanning nodes is
+  // an error when the generation starts.
+  std::string transport = "auto";
   int max_rejoins = 20;                   // generations this worker may start
   // How long the first join waits for the rendezvous (workers starting),
   // and a re-join after a failure (survivors regrouping; past it the

@@ -15,6 +15,8 @@
 #include <cstring>
 #include <exception>
 #include <new>
+#include <csignal>
+#include <cstdio>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -24,11 +26,12 @@ namespace tandem {
 namespace {
 
 constexpr uint64_t kMagic = 0x74616e64656d5348ULL;  // "tandemSH"
-constexpr size_t kControlBytes = 4096;
 constexpr int64_t kPage = 4096;
 // Longest single futex sleep: bounds how late a waiter notices an abort
 // that raced with its going to sleep.
 constexpr absl::Duration kWaitSlice = absl::Milliseconds(50);
+// Waits longer than this check whether peer processes are still alive.
+constexpr absl::Duration kLivenessAfter = absl::Milliseconds(100);
 
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -58,6 +61,28 @@ std::string SegmentName(absl::string_view prefix) {
 }
 
 std::string Errno(int err) { return std::strerror(err); }
+
+uint64_t PidNamespace() {
+  struct stat st;
+  return stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
+
+// True when `pid` has exited (gone, or a zombie its parent has not reaped).
+bool ProcessExited(int32_t pid) {
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[256];
+  const ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  // "pid (comm) S ...": the state follows the last ')'.
+  const char* paren = std::strrchr(buf, ')');
+  return paren != nullptr && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
+}
 
 // dst[i] = op over s of src[s][i]; blocked so dst stays in L1 across the
 // passes, each pass a plain loop the compiler vectorises.
@@ -98,6 +123,13 @@ struct alignas(64) ShmCommunicator::Control {
   // 0, or 1 + the rank that gave up: the segment is dead.
   alignas(64) std::atomic<uint32_t> aborted;
 };
+
+// Who each rank is, for noticing a peer process that exited while others
+// wait for it (written by each rank before the connect barrier).
+struct ShmCommunicator::RankInfo {
+  int32_t pid;
+  uint64_t pid_namespace;
+};
 static_assert(sizeof(std::atomic<uint32_t>) == 4 && std::atomic<uint32_t>::is_always_lock_free,
               "futex words must be plain lock-free 32-bit atomics");
 
@@ -136,8 +168,10 @@ absl::StatusOr<std::unique_ptr<ShmCommunicator>> ShmCommunicator::Create(
   const absl::Time deadline = absl::Now() + options.timeout;
   std::unique_ptr<ShmCommunicator> comm(
       new ShmCommunicator(options.rank, options.world_size, options));
+  const size_t control_bytes =
+      (sizeof(Control) + sizeof(RankInfo) * options.world_size + kPage - 1) / kPage * kPage;
   comm->map_bytes_ =
-      kControlBytes + static_cast<size_t>(options.world_size + 1) * comm->chunk_bytes_;
+      control_bytes + static_cast<size_t>(options.world_size + 1) * comm->chunk_bytes_;
   const std::string key = absl::StrCat(options.prefix, "/shm_name");
   const auto wait_ms = absl::ToChronoMilliseconds(options.timeout);
 
@@ -196,7 +230,8 @@ absl::StatusOr<std::unique_ptr<ShmCommunicator>> ShmCommunicator::Create(
   }
   comm->base_ = base;
   comm->control_ = static_cast<Control*>(base);
-  comm->data_ = static_cast<char*>(base) + kControlBytes;
+  comm->ranks_ = reinterpret_cast<RankInfo*>(static_cast<char*>(base) + sizeof(Control));
+  comm->data_ = static_cast<char*>(base) + control_bytes;
   Control& c = *comm->control_;
   if (options.rank == 0) {
     Control* fresh = new (base) Control;
@@ -220,11 +255,22 @@ absl::StatusOr<std::unique_ptr<ShmCommunicator>> ShmCommunicator::Create(
         "shm connect on rank ", options.rank, ": segment ", comm->name_,
         " was made for another group (world_size or chunk_bytes differ)"));
   }
+  comm->ranks_[options.rank].pid = static_cast<int32_t>(getpid());
+  comm->ranks_[options.rank].pid_namespace = PidNamespace();
   // Every rank has mapped the segment once this passes; the name is no
   // longer needed, and unlinking it now means no leak if a rank crashes.
   absl::Status attached = comm->WaitAll(deadline, "connect");
   unlink_if_owner();
   if (!attached.ok()) return attached;
+  comm->watch_.clear();
+  const int32_t self = static_cast<int32_t>(getpid());
+  for (int r = 0; r < options.world_size; ++r) {
+    const RankInfo& info = comm->ranks_[r];
+    if (info.pid != self && info.pid_namespace == comm->ranks_[options.rank].pid_namespace &&
+        info.pid_namespace != 0) {
+      comm->watch_.push_back(r);
+    }
+  }
   return comm;
 }
 
@@ -262,12 +308,27 @@ absl::Status ShmCommunicator::WaitAll(absl::Time deadline, absl::string_view op)
     if (c.generation.load(std::memory_order_acquire) != gen) return absl::OkStatus();
     CpuRelax();
   }
+  const absl::Time start = absl::Now();
   while (true) {
     if (c.generation.load(std::memory_order_acquire) != gen) return absl::OkStatus();
     if (uint32_t who = c.aborted.load(std::memory_order_acquire); who != 0) {
       return aborted_error(who);
     }
-    const absl::Duration left = deadline - absl::Now();
+    const absl::Time now = absl::Now();
+    // After a while, look for a peer process that has exited: a dead peer
+    // then fails the group in ~0.1 s instead of after the whole timeout.
+    if (now - start > kLivenessAfter) {
+      for (int r : watch_) {
+        if (!ProcessExited(ranks_[r].pid)) continue;
+        uint32_t expected = 0;
+        c.aborted.compare_exchange_strong(expected, static_cast<uint32_t>(rank_ + 1));
+        FutexWakeAll(&c.generation);
+        return fail(absl::UnavailableError(absl::StrCat(
+            "shm ", op, " on rank ", rank_, ": rank ", r, " (pid ", ranks_[r].pid,
+            ") exited")));
+      }
+    }
+    const absl::Duration left = deadline - now;
     if (left <= absl::ZeroDuration()) {
       // Mark the segment dead and wake everyone, so peers fail now rather
       // than each after its own timeout.

@@ -27,8 +27,11 @@
 // Ownership: the store is borrowed and only used inside Create(); the
 // instance owns its mapping (unmapped in the destructor). Nothing is
 // allocated per call. Failure: each collective has a deadline of `timeout`;
-// a peer that dies or stops calling turns into DEADLINE_EXCEEDED naming the
-// operation and this rank. The rank that times out marks the segment
+// a peer that stops calling turns into DEADLINE_EXCEEDED naming the
+// operation and this rank. A peer process that exits or is killed is noticed
+// after ~0.1 s of waiting (its pid, recorded in the segment, is gone or a
+// zombie; only peers in this pid namespace) and turns into UNAVAILABLE
+// naming it. The rank that times out marks the segment
 // aborted and wakes the others, whose waits then fail with ABORTED at once;
 // after any failure the instance is unusable (FAILED_PRECONDITION) and must be
 // rebuilt, as after a failed Gloo collective.
@@ -91,6 +94,7 @@ class ShmCommunicator final : public Communicator {
 
  private:
   struct Control;
+  struct RankInfo;
   ShmCommunicator(int rank, int world_size, const ShmOptions& options);
 
   // Waits for every rank to arrive. `op` names the operation in errors (only
@@ -111,6 +115,8 @@ class ShmCommunicator final : public Communicator {
   void* base_ = nullptr;   // the mapping
   size_t map_bytes_ = 0;
   Control* control_ = nullptr;
+  RankInfo* ranks_ = nullptr;       // world_size entries after Control
+  std::vector<int> watch_;          // peers in other processes of our pid namespace
   std::vector<const float*> srcs_;  // per-call slot pointers, sized once
   char* data_ = nullptr;   // slots then result
   bool broken_ = false;

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
@@ -344,19 +345,53 @@ TEST(ShmProcesses, AllReduceAcrossForkedProcesses) {
   for (int r = 0; r < world; ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
 }
 
-TEST(ShmProcesses, PeerProcessThatExitsTurnsIntoDeadlineExceeded) {
+TEST(ShmProcesses, PeerProcessThatExitsIsNamedLongBeforeTheTimeout) {
+  // Rank 1 exits without calling (and stays an unreaped zombie until this
+  // test reaps it after rank 0). With a 60 s timeout, rank 0 must still fail
+  // promptly with UNAVAILABLE naming rank 1; a hang would fail the code check
+  // after the timeout, not block the test forever.
   const std::string dir = FreshDir("shm_fork_exit");
-  auto codes = ForkRanks(2, dir, absl::Milliseconds(500), [](int rank, Communicator& c) {
-    if (rank == 1) _exit(0);  // dies without calling: its mapping goes away
+  auto codes = ForkRanks(2, dir, absl::Seconds(60), [](int rank, Communicator& c) {
+    if (rank == 1) _exit(0);
     std::vector<float> data(1000, 1.0f);
     absl::Status s = c.AllReduce(data.data(), data.size());
-    if (s.code() != absl::StatusCode::kDeadlineExceeded) return 1;
+    if (s.code() != absl::StatusCode::kUnavailable) {
+      fprintf(stderr, "%s\n", s.ToString().c_str());
+      return 1;
+    }
     if (s.message().find("allreduce") == absl::string_view::npos) return 2;
     if (s.message().find("rank 0") == absl::string_view::npos) return 3;
+    if (s.message().find("rank 1") == absl::string_view::npos) return 4;
     return 0;
   });
   EXPECT_EQ(codes[0], 0);
   EXPECT_EQ(codes[1], 0);
+}
+
+TEST(ShmProcesses, KilledPeerProcessFailsTheOthers) {
+  // Four ranks loop over allreduces; rank 2 is SIGKILLed mid-run. Every
+  // survivor must end with an error (UNAVAILABLE naming rank 2, or ABORTED
+  // after another survivor noticed), well within the 60 s timeout.
+  const std::string dir = FreshDir("shm_fork_kill");
+  auto codes = ForkRanks(4, dir, absl::Seconds(60), [](int rank, Communicator& c) {
+    std::vector<float> data(100000, 1.0f);
+    for (int it = 0;; ++it) {
+      if (rank == 2 && it == 20) raise(SIGKILL);
+      absl::Status s = c.AllReduce(data.data(), data.size());
+      if (s.ok()) continue;
+      if (s.code() == absl::StatusCode::kUnavailable &&
+          s.message().find("rank 2") != absl::string_view::npos) {
+        return 0;
+      }
+      if (s.code() == absl::StatusCode::kAborted) return 0;
+      fprintf(stderr, "rank %d: %s\n", rank, s.ToString().c_str());
+      return 1;
+    }
+  });
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], 0);
+  EXPECT_EQ(codes[2], -1);  // killed
+  EXPECT_EQ(codes[3], 0);
 }
 
 }  // namespace
