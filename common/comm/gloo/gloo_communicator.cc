@@ -1,8 +1,11 @@
 #include "common/comm/gloo/gloo_communicator.h"
 
+#include <signal.h>
+
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "gloo/allgather.h"
@@ -40,6 +43,10 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
   if (options.store == nullptr) {
     return absl::InvalidArgumentError("gloo: a rendezvous store is required");
   }
+  // Gloo writes to TCP sockets without MSG_NOSIGNAL: a peer that dies
+  // would kill this process with SIGPIPE instead of giving us an error.
+  static std::once_flag ignore_sigpipe;
+  std::call_once(ignore_sigpipe, [] { ::signal(SIGPIPE, SIG_IGN); });
   std::shared_ptr<gloo::rendezvous::Context> context;
   try {
     gloo::transport::tcp::attr attr;

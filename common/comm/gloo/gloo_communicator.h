@@ -9,7 +9,9 @@
 // store can serve several generations). The store is borrowed: it must
 // outlive Create(); afterwards only the TCP pairs are used. Not thread-safe
 // (see Communicator). Gloo throws on I/O errors and timeouts; every call here
-// catches and returns a Status naming the operation and this rank.
+// catches and returns a Status naming the operation and this rank. The first
+// Create() sets SIGPIPE to ignored for the process: Gloo's sends do not use
+// MSG_NOSIGNAL, and a dead peer must be an error, not a silent death.
 #ifndef TANDEM_COMMON_COMM_GLOO_GLOO_COMMUNICATOR_H_
 #define TANDEM_COMMON_COMM_GLOO_GLOO_COMMUNICATOR_H_
 
