@@ -388,6 +388,7 @@ absl::Status Trainer::Impl::SetUp(Generation& g) {
     so3.chunk_bytes = int64_t{256} << 10;
     ASSIGN_OR_RETURN(g.ctl_comm, ShmCommunicator::Create(so3));
   }
+  result_.transport = g.grad_comm->backend();
   if (rank == 0) {
     LOG(INFO) << "generation " << g.join.generation() << ": " << world << " rank(s), "
               << g.grad_comm->backend() << " transport";

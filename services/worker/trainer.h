@@ -120,6 +120,7 @@ struct TrainResult {
   int generations = 0;               // joins this worker made
   double test_accuracy = -1;         // last epoch-end evaluation, -1 if none
   std::string last_checkpoint;       // path rank 0 committed last ("" if none)
+  std::string transport;             // collectives of the last generation: gloo or shm
 };
 
 class Trainer {

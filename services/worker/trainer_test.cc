@@ -157,6 +157,33 @@ TEST_F(TrainerTest, TwoWorkersEndIdenticalAndCommitTheFinalCheckpoint) {
   EXPECT_TRUE(saw_progress);
 }
 
+// Both transports carry the same sums (two ranks: a + b either way), so the
+// Gloo path and the shared-memory path must train to identical parameters.
+TEST_F(TrainerTest, GlooAndSharedMemoryTransportsTrainIdentically) {
+  std::vector<std::vector<float>> final_params;
+  for (const char* transport : {"gloo", "shm"}) {
+    StartCoordinator(2, "");
+    std::vector<TrainerOptions> o = {Options(0), Options(1)};
+    for (auto& x : o) {
+      x.max_steps = 12;
+      x.transport = transport;
+      x.eval_dataset = "";
+    }
+    std::vector<Run> runs = RunAll(o);
+    for (const Run& r : runs) {
+      ASSERT_TRUE(r.result.ok()) << transport << ": " << r.result.status();
+      EXPECT_EQ(r.result->transport, transport);
+    }
+    ASSERT_EQ(runs[0].params, runs[1].params) << transport << ": ranks diverged";
+    final_params.push_back(runs[0].params);
+  }
+  ASSERT_EQ(final_params[0].size(), final_params[1].size());
+  EXPECT_EQ(std::memcmp(final_params[0].data(), final_params[1].data(),
+                        final_params[0].size() * sizeof(float)),
+            0)
+      << "gloo and shm transports trained to different parameters";
+}
+
 TEST_F(TrainerTest, ResumesFromTheCommittedCheckpointAtItsCursor) {
   const std::string state = TmpDir("resume_state");
   const std::string ckpt = TmpDir("ckpt_resume");
