@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/comm/gloo/gloo_communicator.h"
+#include "common/comm/testing/rank_threads.h"
 #include "common/kernels/cpu_backend.h"
 #include "common/nn/model.h"
 #include "common/optim/adamw.h"
@@ -154,22 +155,18 @@ std::vector<float> TrainSingleProcess(const Case& c, const Data& data,
 // Runs body(rank, comm) on one thread per rank over one in-memory store.
 std::vector<absl::Status> RunRanks(int world, absl::Duration timeout,
                                    const std::function<absl::Status(int, Communicator&)>& body) {
-  gloo::rendezvous::HashStore store;
-  std::vector<absl::Status> results(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      GlooOptions o;
-      o.rank = r;
-      o.world_size = world;
-      o.store = &store;
-      o.timeout = timeout;
-      auto comm = GlooCommunicator::Create(o);
-      results[r] = comm.ok() ? body(r, **comm) : comm.status();
-    });
-  }
-  for (auto& t : threads) t.join();
-  return results;
+  return comm_testing::RunRanks(
+      world,
+      [&](int rank, gloo::rendezvous::Store& store)
+          -> absl::StatusOr<std::unique_ptr<Communicator>> {
+        GlooOptions o;
+        o.rank = rank;
+        o.world_size = world;
+        o.store = &store;
+        o.timeout = timeout;
+        return GlooCommunicator::Create(o);
+      },
+      body);
 }
 
 // One rank: batch b per step as k micro-batches, the last one's backward

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/comm/testing/rank_threads.h"
 #include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
 
@@ -20,30 +21,21 @@ namespace {
 std::vector<absl::Status> RunRanks(
     int world, const std::function<absl::Status(int, Communicator&)>& body,
     absl::Duration timeout = absl::Seconds(60)) {
-  gloo::rendezvous::HashStore store;
-  std::vector<absl::Status> results(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      GlooOptions o;
-      o.rank = r;
-      o.world_size = world;
-      o.store = &store;
-      o.timeout = timeout;
-      auto comm = GlooCommunicator::Create(o);
-      if (!comm.ok()) {
-        results[r] = comm.status();
-        return;
-      }
-      results[r] = body(r, **comm);
-    });
-  }
-  for (auto& t : threads) t.join();
-  return results;
+  return comm_testing::RunRanks(
+      world,
+      [&](int rank, gloo::rendezvous::Store& store)
+          -> absl::StatusOr<std::unique_ptr<Communicator>> {
+        GlooOptions o;
+        o.rank = rank;
+        o.world_size = world;
+        o.store = &store;
+        o.timeout = timeout;
+        return GlooCommunicator::Create(o);
+      },
+      body);
 }
 
-// Small integers: sums are exact in fp32, so equality is the right check.
-float Value(int rank, int64_t i) { return static_cast<float>((rank + 1) * ((i % 7) + 1)); }
+using comm_testing::ExactValue;
 
 class GlooSweep : public ::testing::TestWithParam<std::tuple<int, int64_t>> {};
 
@@ -51,7 +43,7 @@ TEST_P(GlooSweep, AllReduceSumsEveryElement) {
   const auto [world, count] = GetParam();
   auto results = RunRanks(world, [count = count, world = world](int rank, Communicator& c) {
     std::vector<float> data(count);
-    for (int64_t i = 0; i < count; ++i) data[i] = Value(rank, i);
+    for (int64_t i = 0; i < count; ++i) data[i] = ExactValue(rank, i);
     if (auto s = c.AllReduce(data.data(), count); !s.ok()) return s;
     const float ranks_sum = world * (world + 1) / 2.0f;
     for (int64_t i = 0; i < count; ++i) {
@@ -68,7 +60,7 @@ TEST_P(GlooSweep, ReduceScatterAndAllGatherRoundTrip) {
   const auto [world, count] = GetParam();
   auto results = RunRanks(world, [count = count, world = world](int rank, Communicator& c) {
     std::vector<float> in(count * world), slice(count), gathered(count * world);
-    for (int64_t i = 0; i < count * world; ++i) in[i] = Value(rank, i);
+    for (int64_t i = 0; i < count * world; ++i) in[i] = ExactValue(rank, i);
     if (auto s = c.ReduceScatter(in.data(), slice.data(), count); !s.ok()) return s;
     if (auto s = c.AllGather(slice.data(), gathered.data(), count * sizeof(float)); !s.ok()) {
       return s;

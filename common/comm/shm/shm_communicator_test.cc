@@ -3,6 +3,7 @@
 // every collective, a peer that stops calling, and real processes (fork)
 // over a FileStore, including one that exits mid-run.
 #include "common/comm/shm/shm_communicator.h"
+#include "common/comm/testing/rank_threads.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -31,32 +32,23 @@ constexpr int64_t kSmallChunk = 64 << 10;
 std::vector<absl::Status> RunRanks(
     int world, const std::function<absl::Status(int, Communicator&)>& body,
     absl::Duration timeout = absl::Seconds(60), int64_t chunk_bytes = kSmallChunk) {
-  gloo::rendezvous::HashStore store;
-  std::vector<absl::Status> results(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      ShmOptions o;
-      o.rank = r;
-      o.world_size = world;
-      o.store = &store;
-      o.prefix = "test/grad";
-      o.timeout = timeout;
-      o.chunk_bytes = chunk_bytes;
-      auto comm = ShmCommunicator::Create(o);
-      if (!comm.ok()) {
-        results[r] = comm.status();
-        return;
-      }
-      results[r] = body(r, **comm);
-    });
-  }
-  for (auto& t : threads) t.join();
-  return results;
+  return comm_testing::RunRanks(
+      world,
+      [&](int rank, gloo::rendezvous::Store& store)
+          -> absl::StatusOr<std::unique_ptr<Communicator>> {
+        ShmOptions o;
+        o.rank = rank;
+        o.world_size = world;
+        o.store = &store;
+        o.prefix = "test/grad";
+        o.timeout = timeout;
+        o.chunk_bytes = chunk_bytes;
+        return ShmCommunicator::Create(o);
+      },
+      body);
 }
 
-// Small integers: sums are exact in fp32, so equality is the right check.
-float Value(int rank, int64_t i) { return static_cast<float>((rank + 1) * ((i % 7) + 1)); }
+using comm_testing::ExactValue;
 
 class ShmSweep : public ::testing::TestWithParam<std::tuple<int, int64_t>> {};
 
@@ -65,7 +57,7 @@ TEST_P(ShmSweep, AllReduceSumsEveryElement) {
   auto results = RunRanks(world, [count = count, world = world](int rank, Communicator& c) {
     std::vector<float> data(count);
     for (int round = 0; round < 2; ++round) {  // twice: the segment is reused
-      for (int64_t i = 0; i < count; ++i) data[i] = Value(rank, i);
+      for (int64_t i = 0; i < count; ++i) data[i] = ExactValue(rank, i);
       if (auto s = c.AllReduce(data.data(), count); !s.ok()) return s;
       const float ranks_sum = world * (world + 1) / 2.0f;
       for (int64_t i = 0; i < count; ++i) {
@@ -98,7 +90,7 @@ TEST_P(ShmSweep, ReduceScatterAndAllGatherRoundTrip) {
   const auto [world, count] = GetParam();
   auto results = RunRanks(world, [count = count, world = world](int rank, Communicator& c) {
     std::vector<float> in(count * world), slice(count), gathered(count * world);
-    for (int64_t i = 0; i < count * world; ++i) in[i] = Value(rank, i);
+    for (int64_t i = 0; i < count * world; ++i) in[i] = ExactValue(rank, i);
     if (auto s = c.ReduceScatter(in.data(), slice.data(), count); !s.ok()) return s;
     const float ranks_sum = world * (world + 1) / 2.0f;
     for (int64_t i = 0; i < count; ++i) {
@@ -325,7 +317,7 @@ TEST(ShmProcesses, AllReduceAcrossForkedProcesses) {
   auto codes = ForkRanks(world, dir, absl::Seconds(60), [](int rank, Communicator& c) {
     std::vector<float> data(300000);
     for (int round = 0; round < 3; ++round) {
-      for (size_t i = 0; i < data.size(); ++i) data[i] = Value(rank, i) + round;
+      for (size_t i = 0; i < data.size(); ++i) data[i] = ExactValue(rank, i) + round;
       if (auto s = c.AllReduce(data.data(), data.size()); !s.ok()) {
         fprintf(stderr, "%s\n", s.ToString().c_str());
         return 1;
