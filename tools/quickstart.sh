@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tandem quickstart: installs what is missing, builds the tandem CLI and the
 # services it starts, and trains the MLP on Fashion-MNIST on a local
-# cluster (a coordinator, a data server and 4 worker processes over Gloo):
+# cluster (a coordinator, a data server and 4 worker processes; gradients go
+# through shared memory when every worker is on this machine, else Gloo):
 #
 #   tools/quickstart.sh                     # 4 workers, 2 epochs, sgd
 #   tools/quickstart.sh --workers 2 --optimizer adamw --lr 0.001   # any tandem local flag
