@@ -31,6 +31,7 @@ class AllreduceSync final : public GradientSync {
         ranges_(std::move(options.ready_ranges)),
         optimizer_(std::move(options.optimizer)),
         max_grad_norm_(options.max_grad_norm),
+        device_stepper_(options.device_stepper),
         world_size_(comm_->world_size()),
         rank_(comm_->rank()),
         plan_(std::move(plan)) {
@@ -150,7 +151,20 @@ class AllreduceSync final : public GradientSync {
     // the same scale, the same clip factor and the same update.
     double scale = static_cast<double>(context.grad_scale) * grad_scale_ / world_size_;
     if (max_grad_norm_ > 0 && size_ > 0) {
-      const double sum_sq = optim::PartialSumOfSquares(absl::MakeConstSpan(grads_, size_));
+      double sum_sq = 0;
+      if (device_stepper_ != nullptr) {
+        absl::StatusOr<double> s = device_stepper_->SumOfSquares(grads_, size_);
+        if (!s.ok()) {
+          broken_ = absl::Status(s.status().code(),
+                                 absl::StrCat("allreduce sync: device gradient norm at step ",
+                                              step_number_ + 1, " on rank ", rank_, ": ",
+                                              s.status().message()));
+          return broken_;
+        }
+        sum_sq = *s;
+      } else {
+        sum_sq = optim::PartialSumOfSquares(absl::MakeConstSpan(grads_, size_));
+      }
       absl::StatusOr<optim::ClipResult> clip = optim::ComputeClip(sum_sq * scale * scale,
                                                                   max_grad_norm_);
       if (!clip.ok()) {
@@ -165,7 +179,10 @@ class AllreduceSync final : public GradientSync {
     optim::StepContext ctx = context;
     ctx.grad_scale = static_cast<float>(scale);
     if (size_ > 0) {
-      if (absl::Status s = optimizer_->Step(params_, grads_, size_, ctx); !s.ok()) {
+      absl::Status s = device_stepper_ != nullptr
+                           ? device_stepper_->Step(params_, grads_, size_, ctx)
+                           : optimizer_->Step(params_, grads_, size_, ctx);
+      if (!s.ok()) {
         broken_ = absl::Status(s.code(), absl::StrCat("allreduce sync: optimizer ",
                                                       optimizer_->name(), " at step ",
                                                       step_number_ + 1, ": ", s.message()));
@@ -250,6 +267,7 @@ class AllreduceSync final : public GradientSync {
   const std::vector<std::pair<int64_t, int64_t>> ranges_;  // backward order
   const std::unique_ptr<optim::Optimizer> optimizer_;
   const double max_grad_norm_;
+  DeviceStepper* const device_stepper_;  // borrowed, may be null
   const int world_size_;
   const int rank_;
   const BucketPlan plan_;
