@@ -1,6 +1,8 @@
 #include "services/worker/trainer.h"
 
 #include <algorithm>
+#include <chrono>
+#include <exception>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -25,6 +27,12 @@
 #include "common/sync/allreduce_sync.h"
 #include "proto/dataserver.grpc.pb.h"
 #include "services/worker/coordinator_client.h"
+
+#ifdef TANDEM_WITH_CUDA
+#include "common/comm/nccl/nccl_communicator.h"
+#include "common/kernels/cuda/cuda_backend.h"
+#include "common/sync/cuda_device_stepper.h"
+#endif
 
 namespace tandem {
 namespace worker {
@@ -81,6 +89,7 @@ absl::Status ValidateTrainerOptions(const TrainerOptions& o) {
   if (o.max_grad_norm < 0) return bad("max_grad_norm must be >= 0");
   if (!(o.bucket_cap_mb > 0)) return bad("--bucket_cap_mb must be > 0");
   if (o.checkpoint_every < 0) return bad("--checkpoint_every must be >= 0");
+  if (o.cuda_device < 0) return bad("--cuda_device must be >= 0");
   if (o.backend != "cpu" && o.backend != "cuda") {
     return bad(absl::StrCat("--backend '", o.backend, "' is unknown: use cpu or cuda"));
   }
@@ -105,6 +114,11 @@ absl::Status ValidateTrainerOptions(const TrainerOptions& o) {
 class Trainer::Impl {
  public:
   Impl(Trainer* t) : t_(t), o_(t->options_) {}
+  ~Impl() {
+    if (device_features_ != nullptr) t_->backend_->Free(device_features_);
+    if (device_labels_ != nullptr) t_->backend_->Free(device_labels_);
+    if (device_predictions_ != nullptr) t_->backend_->Free(device_predictions_);
+  }
 
   absl::StatusOr<TrainResult> Run();
 
@@ -117,6 +131,8 @@ class Trainer::Impl {
     std::unique_ptr<CoordinatorStore> store;
     std::unique_ptr<Communicator> grad_comm;
     std::unique_ptr<Communicator> ctl_comm;
+    // Device backends only: the device-side finish of the sync (outlives it).
+    std::unique_ptr<sync::DeviceStepper> stepper;
     optim::Optimizer* optimizer = nullptr;  // owned by sync
     std::unique_ptr<sync::GradientSync> sync;
     std::unique_ptr<data::PrefetchClient> data;
@@ -133,6 +149,12 @@ class Trainer::Impl {
   absl::Status Evaluate(Generation& g);
   absl::Status ToModelBatch(const data::HostBatch& hb, nn::Batch* out);
   absl::StatusOr<float> ReadLoss();
+  bool on_device() const { return !t_->backend_->host_accessible(); }
+  // Device backends: copies the device optimizer state into g.optimizer's
+  // host buffers (no-op on the CPU).
+  absl::Status SaveDeviceState(Generation& g);
+  // Device backends: a host copy of the parameters, staged in host_params_.
+  absl::StatusOr<float*> HostParams();
   void ReportFailure(Generation& g, const std::string& op, const absl::Status& s);
 
   Trainer* t_;
@@ -153,6 +175,12 @@ class Trainer::Impl {
   std::string failure_;  // the last collective failure, for the final error
 
   std::vector<int32_t> predictions_;  // reused by Evaluate
+  // Device backends only, sized once: batches copied host -> device, the
+  // argmax output, and the host staging copy of the parameters.
+  float* device_features_ = nullptr;
+  int32_t* device_labels_ = nullptr;
+  int32_t* device_predictions_ = nullptr;
+  std::vector<float> host_params_;
 
   // Metrics (owned by t_->metrics_).
   std::unique_ptr<data::ClientMetrics> client_metrics_;
@@ -361,6 +389,9 @@ absl::Status Trainer::Impl::SetUp(Generation& g) {
         " has ", g.join.local_world_size(), " of ", world,
         " ranks here: use --transport=auto or gloo"));
   }
+  // Device backends: the gradient mesh is NCCL over device memory (below);
+  // the ctl mesh stays on host memory (Gloo / shm).
+  const bool device = on_device();
   if (o_.transport == "gloo" || !all_local) {
     GlooOptions go;
     go.rank = rank;
@@ -369,7 +400,9 @@ absl::Status Trainer::Impl::SetUp(Generation& g) {
     go.hostname = o_.hostname;
     go.timeout = o_.collective_timeout;
     go.prefix = absl::StrCat("gen", g.join.generation(), "/grad");
-    ASSIGN_OR_RETURN(g.grad_comm, GlooCommunicator::Create(go));
+    if (!device) {
+      ASSIGN_OR_RETURN(g.grad_comm, GlooCommunicator::Create(go));
+    }
     go.prefix = absl::StrCat("gen", g.join.generation(), "/ctl");
     ASSIGN_OR_RETURN(g.ctl_comm, GlooCommunicator::Create(go));
   } else {
@@ -381,12 +414,57 @@ absl::Status Trainer::Impl::SetUp(Generation& g) {
     so3.store = g.store.get();
     so3.timeout = o_.collective_timeout;
     so3.prefix = absl::StrCat(o_.job_id, "/gen", g.join.generation(), "/grad");
-    ASSIGN_OR_RETURN(g.grad_comm, ShmCommunicator::Create(so3));
+    if (!device) {
+      ASSIGN_OR_RETURN(g.grad_comm, ShmCommunicator::Create(so3));
+    }
     // The ctl mesh carries a few floats per step and the state broadcast
     // once per generation: small staging slots are enough.
     so3.prefix = absl::StrCat(o_.job_id, "/gen", g.join.generation(), "/ctl");
     so3.chunk_bytes = int64_t{256} << 10;
     ASSIGN_OR_RETURN(g.ctl_comm, ShmCommunicator::Create(so3));
+  }
+  if (device) {
+#ifdef TANDEM_WITH_CUDA
+    auto* cb = dynamic_cast<cuda::CudaBackend*>(t_->backend_.get());
+    if (cb == nullptr) {
+      return absl::UnimplementedError(absl::StrCat(
+          "--backend=", o_.backend, " (", t_->backend_->name(),
+          "): only the CUDA backend has a device gradient path"));
+    }
+    CoordinatorStore* store = g.store.get();
+    NcclOptions no;
+    no.rank = rank;
+    no.world_size = world;
+    no.device = o_.cuda_device;
+    no.prefix = absl::StrCat("gen", g.join.generation(), "/grad");
+    no.timeout = o_.collective_timeout;
+    no.wait_stream = cb->stream();
+    // The coordinator store is a gloo Store (throws); NcclKv wants Statuses.
+    no.kv.put = [store](const std::string& key, const std::string& value) -> absl::Status {
+      try {
+        store->set(key, std::vector<char>(value.begin(), value.end()));
+      } catch (const std::exception& e) {
+        return absl::UnavailableError(absl::StrCat("coordinator KvSet ", key, ": ", e.what()));
+      }
+      return absl::OkStatus();
+    };
+    no.kv.get = [store](const std::string& key,
+                        absl::Duration timeout) -> absl::StatusOr<std::string> {
+      try {
+        store->wait({key}, std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
+        std::vector<char> v = store->get(key);
+        return std::string(v.begin(), v.end());
+      } catch (const std::exception& e) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("coordinator KvGet ", key, ": ", e.what()));
+      }
+    };
+    ASSIGN_OR_RETURN(g.grad_comm, NcclCommunicator::Create(no));
+#else
+    return absl::UnimplementedError(absl::StrCat(
+        "--backend=", o_.backend, ": this worker was built without CUDA, so it has no NCCL "
+        "gradient path for device memory; use --backend=cpu"));
+#endif
   }
   result_.transport = g.grad_comm->backend();
   if (rank == 0) {
@@ -410,6 +488,15 @@ absl::Status Trainer::Impl::SetUp(Generation& g) {
   }
   g.optimizer = optimizer.get();
   RETURN_IF_ERROR(RestoreState(g));
+#ifdef TANDEM_WITH_CUDA
+  if (device) {
+    auto* cb = static_cast<cuda::CudaBackend*>(t_->backend_.get());  // checked above
+    ASSIGN_OR_RETURN(std::unique_ptr<sync::CudaDeviceStepper> stepper,
+                     sync::CudaDeviceStepper::Create(cb, g.optimizer));
+    RETURN_IF_ERROR(stepper->LoadState());  // restored (or zero) state -> device
+    g.stepper = std::move(stepper);
+  }
+#endif
 
   sync::AllreduceSyncOptions ao;
   ao.comm = g.grad_comm.get();
@@ -422,6 +509,7 @@ absl::Status Trainer::Impl::SetUp(Generation& g) {
   ao.bucket_cap_mb = o_.bucket_cap_mb;
   ao.optimizer = std::move(optimizer);
   ao.max_grad_norm = o_.max_grad_norm;
+  ao.device_stepper = g.stepper.get();
   ASSIGN_OR_RETURN(g.sync, sync::CreateAllreduceSync(std::move(ao)));
   return absl::OkStatus();
 }
@@ -474,8 +562,16 @@ absl::Status Trainer::Impl::RestoreState(Generation& g) {
     if (!load.ok()) return absl::InternalError(std::string(load.message()));
     return absl::InternalError("rank 0 could not restore the last checkpoint (see its log)");
   }
-  // Broadcast host-side: the CPU backend's storage is host memory.
-  RETURN_IF_ERROR(g.ctl_comm->Broadcast(storage.params(), storage.size() * sizeof(float), 0));
+  // Broadcast host-side over the ctl mesh: device parameters are staged
+  // through host_params_.
+  if (on_device()) {
+    ASSIGN_OR_RETURN(float* host, HostParams());
+    RETURN_IF_ERROR(g.ctl_comm->Broadcast(host, storage.size() * sizeof(float), 0));
+    RETURN_IF_ERROR(t_->backend_->CopyToDevice(storage.params(), host,
+                                               storage.size() * sizeof(float)));
+  } else {
+    RETURN_IF_ERROR(g.ctl_comm->Broadcast(storage.params(), storage.size() * sizeof(float), 0));
+  }
   for (optim::StateBuffer& b : g.optimizer->state()) {
     if (path.empty()) {
       std::fill(b.data.begin(), b.data.end(), 0.f);
@@ -514,7 +610,12 @@ absl::Status Trainer::Impl::WriteCheckpoint(Generation& g) {
   v.total_params = storage.size();
   v.range_lo = 0;
   v.range_hi = storage.size();
-  v.params = absl::MakeConstSpan(storage.params(), storage.size());
+  const float* params = storage.params();
+  if (on_device()) {
+    ASSIGN_OR_RETURN(params, HostParams());
+    RETURN_IF_ERROR(SaveDeviceState(g));
+  }
+  v.params = absl::MakeConstSpan(params, storage.size());
   checkpoint::AddOptimizerState(*g.optimizer, &v);
   v.blobs.push_back({"data_cursor", cursor_bytes});
   v.blobs.push_back({"model_spec", o_.model});
@@ -543,11 +644,46 @@ absl::Status Trainer::Impl::ToModelBatch(const data::HostBatch& hb, nn::Batch* o
                                             " feature bytes and ", hb.labels.size(),
                                             " label bytes"));
   }
-  // The backend is host-accessible (Create checks): the prefetch buffers
-  // feed the model directly, no copy.
   out->size = n;
+  if (on_device()) {
+    // Copied into device buffers sized once for batch_size.
+    if (n > o_.batch_size) {
+      return absl::InternalError(absl::StrCat("batch of ", n, " samples exceeds --batch_size"));
+    }
+    kernels::Backend& b = *t_->backend_;
+    if (device_features_ == nullptr) {
+      ASSIGN_OR_RETURN(void* f, b.AllocateRaw(int64_t{o_.batch_size} * feature_width_ * 4));
+      device_features_ = static_cast<float*>(f);
+      ASSIGN_OR_RETURN(void* l, b.AllocateRaw(int64_t{o_.batch_size} * 4));
+      device_labels_ = static_cast<int32_t*>(l);
+    }
+    RETURN_IF_ERROR(b.CopyToDevice(device_features_, hb.features.data(), hb.features.size()));
+    RETURN_IF_ERROR(b.CopyToDevice(device_labels_, hb.labels.data(), hb.labels.size()));
+    out->features = device_features_;
+    out->labels = device_labels_;
+    return absl::OkStatus();
+  }
+  // Host-accessible backend: the prefetch buffers feed the model directly.
   out->features = reinterpret_cast<const float*>(hb.features.data());
   out->labels = reinterpret_cast<const int32_t*>(hb.labels.data());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<float*> Trainer::Impl::HostParams() {
+  tensor::FlatStorage& storage = t_->model_->storage();
+  host_params_.resize(storage.size());
+  RETURN_IF_ERROR(t_->backend_->CopyToHost(host_params_.data(), storage.params(),
+                                           storage.size() * sizeof(float)));
+  return host_params_.data();
+}
+
+absl::Status Trainer::Impl::SaveDeviceState(Generation& g) {
+#ifdef TANDEM_WITH_CUDA
+  if (g.stepper != nullptr) {
+    return static_cast<sync::CudaDeviceStepper*>(g.stepper.get())->SaveState();
+  }
+#endif
+  (void)g;
   return absl::OkStatus();
 }
 
@@ -584,7 +720,17 @@ absl::Status Trainer::Impl::Evaluate(Generation& g) {
     nn::Batch batch;
     RETURN_IF_ERROR(ToModelBatch(*hb, &batch));
     RETURN_IF_ERROR(t_->model_->Forward(batch));
-    t_->backend_->ArgmaxRows(batch.size, classes, t_->model_->probs(), predictions_.data());
+    if (on_device()) {
+      if (device_predictions_ == nullptr) {
+        ASSIGN_OR_RETURN(void* p, t_->backend_->AllocateRaw(int64_t{o_.batch_size} * 4));
+        device_predictions_ = static_cast<int32_t*>(p);
+      }
+      t_->backend_->ArgmaxRows(batch.size, classes, t_->model_->probs(), device_predictions_);
+      RETURN_IF_ERROR(t_->backend_->CopyToHost(predictions_.data(), device_predictions_,
+                                               batch.size * sizeof(int32_t)));
+    } else {
+      t_->backend_->ArgmaxRows(batch.size, classes, t_->model_->probs(), predictions_.data());
+    }
     std::memcpy(labels.data(), hb->labels.data(), batch.size * sizeof(int32_t));
     for (int i = 0; i < batch.size; ++i) counts[0] += predictions_[i] == labels[i] ? 1.f : 0.f;
     counts[1] += static_cast<float>(batch.size);
@@ -801,13 +947,21 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(TrainerOptions options)
   std::unique_ptr<Trainer> t(new Trainer(std::move(options)));
   kernels::BackendOptions bo;
   bo.device = t->options_.backend;
+  bo.cuda_device = t->options_.cuda_device;
   ASSIGN_OR_RETURN(t->backend_, kernels::CreateBackend(bo));
   if (!t->backend_->host_accessible()) {
-    // Gloo reduces host memory; a device backend needs the NCCL communicator.
-    return absl::UnimplementedError(absl::StrCat(
-        "--backend=", t->options_.backend,
-        ": the worker's Gloo gradient path needs host memory; use --backend=cpu until the "
-        "NCCL communicator is wired into the worker"));
+#ifdef TANDEM_WITH_CUDA
+    const bool supported = dynamic_cast<cuda::CudaBackend*>(t->backend_.get()) != nullptr;
+#else
+    const bool supported = false;
+#endif
+    if (!supported) {
+      // Gloo / shm reduce host memory; device memory needs NCCL (CUDA builds).
+      return absl::UnimplementedError(absl::StrCat(
+          "--backend=", t->options_.backend, " gave the device backend '",
+          t->backend_->name(), "', but this worker has no gradient path for its memory "
+          "(NCCL needs the CUDA backend and a build with CUDA); use --backend=cpu"));
+    }
   }
   nn::ModelOptions mo;
   mo.max_batch = t->options_.batch_size;

@@ -85,7 +85,11 @@ struct TrainerOptions {
   double bucket_cap_mb = 25;
   std::string checkpoint_dir;             // empty: no checkpoints
   int64_t checkpoint_every = 500;         // steps; 0 = only at the end
-  std::string backend = "cpu";            // "cpu" (or "cuda" falling back to cpu)
+  // "cpu", or "cuda": on a GPU (CUDA build) the model, gradients and the
+  // optimizer step live on the device and the gradient mesh is NCCL (the
+  // ctl mesh stays Gloo / shm); without a GPU it falls back to cpu.
+  std::string backend = "cpu";
+  int cuda_device = 0;                    // CUDA ordinal (--backend=cuda)
   absl::Duration collective_timeout = absl::Seconds(30);
   // Collective transport: "shm" (ShmCommunicator: POSIX shared memory, every
   // rank on this node), "gloo" (TCP), or "auto": shm when the coordinator
@@ -120,7 +124,7 @@ struct TrainResult {
   int generations = 0;               // joins this worker made
   double test_accuracy = -1;         // last epoch-end evaluation, -1 if none
   std::string last_checkpoint;       // path rank 0 committed last ("" if none)
-  std::string transport;             // collectives of the last generation: gloo or shm
+  std::string transport;             // gradient collectives of the last generation: gloo, shm or nccl
 };
 
 class Trainer {
