@@ -49,6 +49,8 @@ ABSL_FLAG(double, bucket_cap_mb, 25.0, "Gradient bucket size in MiB.");
 ABSL_FLAG(int, metrics_port, -1, "Port for /metrics; 0 picks a free one, -1 disables.");
 ABSL_FLAG(int, log_every, 50, "Steps between progress lines (0: none).");
 ABSL_FLAG(std::string, backend, "cpu", "Compute backend: cpu or cuda.");
+ABSL_FLAG(int, cuda_device, 0,
+          "CUDA device for --backend=cuda; one rank per GPU (tandem local gives worker i device i).");
 ABSL_FLAG(int64_t, max_steps, 0, "Stop after this many optimizer steps (0: all epochs).");
 ABSL_FLAG(double, collective_timeout_seconds, 30.0,
           "A collective slower than this fails (how a dead peer is detected).");
@@ -106,6 +108,7 @@ int main(int argc, char** argv) {
   o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   o.log_every = absl::GetFlag(FLAGS_log_every);
   o.backend = absl::GetFlag(FLAGS_backend);
+  o.cuda_device = absl::GetFlag(FLAGS_cuda_device);
   o.max_steps = absl::GetFlag(FLAGS_max_steps);
   o.transport = absl::GetFlag(FLAGS_transport);
   const double collective = absl::GetFlag(FLAGS_collective_timeout_seconds);

@@ -425,6 +425,8 @@ std::vector<std::string> WorkerArgv(const LocalOptions& o, const DatasetFiles& d
       absl::StrCat("--log_every=", o.log_every),
       "--backend=" + o.backend,
   };
+  // NCCL refuses two ranks on one GPU: worker i drives device i.
+  if (o.backend == "cuda") a.push_back(absl::StrCat("--cuda_device=", index));
   if (o.accumulation > 0) a.push_back(absl::StrCat("--accumulation=", o.accumulation));
   if (!o.lr_scaling.empty()) a.push_back("--lr_scaling=" + o.lr_scaling);
   if (!o.schedule.empty()) a.push_back("--schedule=" + o.schedule);

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -212,6 +213,35 @@ TEST(ParseMetricsPortTest, Forms) {
   EXPECT_EQ(ParseMetricsPort("flags --metrics_port=0\nlater metrics_port=9300"), 9300);
   EXPECT_EQ(ParseMetricsPort("dataserver listening on h:1 metrics_port=-1"), -1);
   EXPECT_EQ(ParseMetricsPort("nothing here"), -1);
+}
+
+}  // namespace
+}  // namespace cli
+}  // namespace tandem
+
+namespace tandem {
+namespace cli {
+namespace {
+
+bool Has(const std::vector<std::string>& argv, const std::string& arg) {
+  return std::find(argv.begin(), argv.end(), arg) != argv.end();
+}
+
+TEST(WorkerArgvTest, CudaWorkersGetOneDeviceEachCpuWorkersNone) {
+  LocalOptions o;
+  DatasetFiles data;
+  data.train_name = "fashion-mnist/train";
+  data.eval_name = "fashion-mnist/t10k";
+  o.backend = "cuda";
+  for (int i = 0; i < 3; ++i) {
+    auto argv = WorkerArgv(o, data, "worker", "127.0.0.1:1", "127.0.0.1:2", i, "/tmp/run");
+    EXPECT_TRUE(Has(argv, absl::StrCat("--cuda_device=", i)));
+    EXPECT_TRUE(Has(argv, absl::StrCat("--worker_id=worker-", i)));
+    EXPECT_TRUE(Has(argv, "--backend=cuda"));
+  }
+  o.backend = "cpu";
+  auto argv = WorkerArgv(o, data, "worker", "127.0.0.1:1", "127.0.0.1:2", 1, "/tmp/run");
+  for (const std::string& a : argv) EXPECT_EQ(a.rfind("--cuda_device", 0), std::string::npos) << a;
 }
 
 }  // namespace
