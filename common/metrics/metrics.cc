@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/status/status_macros.h"
 #include "prometheus/text_serializer.h"
 
 namespace tandem {
@@ -55,19 +56,10 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(const MetricsOptions& o
   }
   std::unique_ptr<Metrics> metrics(new Metrics(options));
   if (options.port >= 0) {
-    const std::string address = absl::StrCat(options.host, ":", options.port);
-    try {
-      metrics->exposer_ = std::make_unique<prometheus::Exposer>(address, 1);
-    } catch (const std::exception& e) {
-      return absl::UnavailableError(absl::StrCat(
-          "cannot serve /metrics on ", address, " (", e.what(),
-          "): the port is in use or the address is not local; choose another metrics port "
-          "(0 picks a free one)"));
-    }
-    metrics->exposer_->RegisterCollectable(metrics->registry_);
-    std::vector<int> ports = metrics->exposer_->GetListeningPorts();
-    if (ports.empty()) return absl::UnavailableError("metrics server bound no port");
-    metrics->port_ = ports.front();
+    Metrics* raw = metrics.get();
+    ASSIGN_OR_RETURN(metrics->exposer_,
+                     HttpExposer::Start(options.host, options.port, [raw] { return raw->Scrape(); }));
+    metrics->port_ = metrics->exposer_->port();
   }
   return metrics;
 }
@@ -97,18 +89,34 @@ absl::StatusOr<Metric*> AddMetric(Builder builder, prometheus::Registry& registr
 
 }  // namespace
 
+std::map<std::string, std::string> Metrics::FreezeLabels() {
+  absl::MutexLock lock(&mu_);
+  registered_any_ = true;
+  return labels_;
+}
+
+absl::Status Metrics::AddConstLabel(const std::string& key, const std::string& value) {
+  absl::MutexLock lock(&mu_);
+  if (registered_any_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "constant label '", key, "' must be added before the first metric is registered"));
+  }
+  labels_[key] = value;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<prometheus::Counter*> Metrics::Counter(
     absl::string_view name, absl::string_view help,
     const std::map<std::string, std::string>& labels) {
   return AddMetric<prometheus::Counter>(prometheus::BuildCounter(), *registry_, "counter", name,
-                                        help, labels_, labels);
+                                        help, FreezeLabels(), labels);
 }
 
 absl::StatusOr<prometheus::Gauge*> Metrics::Gauge(
     absl::string_view name, absl::string_view help,
     const std::map<std::string, std::string>& labels) {
   return AddMetric<prometheus::Gauge>(prometheus::BuildGauge(), *registry_, "gauge", name, help,
-                                      labels_, labels);
+                                      FreezeLabels(), labels);
 }
 
 absl::StatusOr<prometheus::Histogram*> Metrics::Histogram(
@@ -121,7 +129,7 @@ absl::StatusOr<prometheus::Histogram*> Metrics::Histogram(
     }
   }
   return AddMetric<prometheus::Histogram>(prometheus::BuildHistogram(), *registry_, "histogram",
-                                          name, help, labels_, labels,
+                                          name, help, FreezeLabels(), labels,
                                           prometheus::Histogram::BucketBoundaries(bounds));
 }
 

@@ -29,8 +29,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "common/metrics/http_exposer.h"
 #include "prometheus/counter.h"
-#include "prometheus/exposer.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
@@ -62,6 +63,11 @@ class Metrics {
       absl::string_view name, absl::string_view help, const std::vector<double>& bounds,
       const std::map<std::string, std::string>& labels = {});
 
+  // Adds a constant label to every metric registered from now on; allowed
+  // only before the first metric is registered (FAILED_PRECONDITION after),
+  // so a process can serve /metrics before it knows, say, its rank.
+  absl::Status AddConstLabel(const std::string& key, const std::string& value);
+
   // Bound HTTP port, or -1 when not serving.
   int port() const { return port_; }
   // The text exposition format, as /metrics would serve it.
@@ -73,9 +79,14 @@ class Metrics {
  private:
   explicit Metrics(const MetricsOptions& options);
 
-  std::map<std::string, std::string> labels_;
+  // Constant labels, frozen once the first metric is registered.
+  absl::Mutex mu_;
+  std::map<std::string, std::string> labels_ ABSL_GUARDED_BY(mu_);
+  bool registered_any_ ABSL_GUARDED_BY(mu_) = false;
+  // Marks the labels frozen and returns them.
+  std::map<std::string, std::string> FreezeLabels() ABSL_LOCKS_EXCLUDED(mu_);
   std::shared_ptr<prometheus::Registry> registry_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<HttpExposer> exposer_;
   int port_ = -1;
 };
 

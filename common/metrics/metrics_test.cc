@@ -88,6 +88,19 @@ TEST(Metrics, ServesScrapeThatPromtoolAccepts) {
                                 << out;
 }
 
+TEST(Metrics, OnlyMetricsPathIsServed) {
+  auto metrics = Metrics::Create(Local(0));
+  ASSERT_TRUE(metrics.ok());
+  auto up = (*metrics)->Gauge("tandem_up", "1 while the process serves.");
+  ASSERT_TRUE(up.ok());
+  (*up)->Set(1);
+  EXPECT_EQ(HttpGet((*metrics)->port(), "/other"), "only GET /metrics is served here\n");
+  // Several scrapes in a row on one server, each the current exposition.
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(HttpGet((*metrics)->port(), "/metrics"), (*metrics)->Scrape());
+  }
+}
+
 TEST(Metrics, ScrapeMatchesServedText) {
   auto metrics = Metrics::Create(Local(-1));
   ASSERT_TRUE(metrics.ok());
@@ -120,6 +133,21 @@ TEST(Metrics, ClashingKindIsAnErrorNotACrash) {
   ASSERT_TRUE((*metrics)->Gauge("tandem_queue_depth", "x").ok());
   auto clash = (*metrics)->Histogram("tandem_queue_depth", "x", {1, 2});
   EXPECT_EQ(clash.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Metrics, ConstLabelCanBeAddedOnlyBeforeTheFirstMetric) {
+  MetricsOptions o = Local(-1);
+  o.labels = {{"job", "test"}};
+  auto metrics = Metrics::Create(o);
+  ASSERT_TRUE(metrics.ok());
+  ASSERT_TRUE((*metrics)->AddConstLabel("rank", "3").ok());
+  auto steps = (*metrics)->Counter("tandem_steps_total", "Steps.");
+  ASSERT_TRUE(steps.ok());
+  (*steps)->Increment();
+  EXPECT_NE((*metrics)->Scrape().find("tandem_steps_total{job=\"test\",rank=\"3\"} 1"),
+            std::string::npos)
+      << (*metrics)->Scrape();
+  EXPECT_EQ((*metrics)->AddConstLabel("rank", "4").code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(Metrics, OccupiedPortIsUnavailable) {

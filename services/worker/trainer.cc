@@ -140,6 +140,9 @@ class Trainer::Impl {
   };
 
   absl::Status LookUpDatasets();
+  // Serves /metrics (before joining); InitMetrics adds the rank label and
+  // registers the worker's metrics once the first join gave a rank.
+  absl::Status StartMetrics();
   absl::Status InitMetrics(int rank);
   void Print(const std::string& line);
   absl::StatusOr<Outcome> RunGeneration(Generation& g);
@@ -263,13 +266,23 @@ absl::Status Trainer::Impl::LookUpDatasets() {
   return absl::OkStatus();
 }
 
-absl::Status Trainer::Impl::InitMetrics(int rank) {
-  if (t_->metrics_ != nullptr) return absl::OkStatus();
+absl::Status Trainer::Impl::StartMetrics() {
   MetricsOptions mo;
   mo.port = o_.metrics_port;
-  mo.labels = {{"job", o_.job_id}, {"rank", absl::StrCat(rank)}, {"service", "worker"}};
+  mo.labels = {{"job", o_.job_id}, {"service", "worker"}};
   ASSIGN_OR_RETURN(t_->metrics_, Metrics::Create(mo));
+  // Bound before joining (port 0 in tandem local) and logged in the form
+  // `tandem local` reads back, so no one has to guess a free port.
+  if (t_->metrics_->port() > 0) {
+    LOG(INFO) << "worker " << o_.worker_id << ": metrics port " << t_->metrics_->port();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::Impl::InitMetrics(int rank) {
+  if (client_metrics_ != nullptr) return absl::OkStatus();  // the first rank labels the job
   Metrics* m = t_->metrics_.get();
+  RETURN_IF_ERROR(m->AddConstLabel("rank", absl::StrCat(rank)));
   ASSIGN_OR_RETURN(data::ClientMetrics cm, data::ClientMetrics::Create(m));
   client_metrics_ = std::make_unique<data::ClientMetrics>(cm);
   ASSIGN_OR_RETURN(step_seconds_, m->Histogram("tandem_step_seconds",
@@ -296,13 +309,14 @@ absl::StatusOr<TrainResult> Trainer::Impl::Run() {
   ASSIGN_OR_RETURN(spec_, nn::ParseModelSpec(o_.model));
   fingerprint_ = checkpoint::ModelFingerprint(
       absl::StrCat(spec_.ToString(), "\n", t_->model_->layout().DebugString()));
+  RETURN_IF_ERROR(StartMetrics());
   RETURN_IF_ERROR(LookUpDatasets());
   CoordinatorClientOptions co;
   co.target = o_.coordinator;
   co.job_id = o_.job_id;
   co.worker_id = o_.worker_id;
   co.endpoint.set_host(o_.hostname);
-  co.endpoint.set_metrics_port(std::max(o_.metrics_port, 0));
+  co.endpoint.set_metrics_port(std::max(t_->metrics_->port(), 0));
   co.node = o_.hostname;
   co.join_attempts = o_.connect_attempts;
   ASSIGN_OR_RETURN(client_, CoordinatorClient::Create(co));

@@ -43,32 +43,6 @@ std::string Trim(std::string s) {
 
 std::string LastLine(const std::string& path) { return Trim(TailOfFile(path, 1)); }
 
-// Binds `n` sockets to port 0 together (so the ports differ), notes the
-// ports and closes them. Racy by nature (another process may take one before
-// the worker binds it); used only for ports no child reports back.
-absl::StatusOr<std::vector<int>> PickFreePorts(const std::string& host, int n) {
-  std::vector<int> fds, ports;
-  absl::Status status;
-  for (int i = 0; i < n && status.ok(); ++i) {
-    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    socklen_t len = sizeof(addr);
-    if (fd < 0 || inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1 ||
-        bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      status = absl::UnavailableError(absl::StrCat("cannot find a free port on ", host, ": ",
-                                                   std::strerror(errno)));
-    } else {
-      ports.push_back(ntohs(addr.sin_port));
-    }
-    if (fd >= 0) fds.push_back(fd);
-  }
-  for (int fd : fds) close(fd);
-  if (!status.ok()) return status;
-  return ports;
-}
-
 // A process `tandem local` started, with what it needs for supervision.
 struct Child {
   std::unique_ptr<Subprocess> process;
@@ -158,11 +132,15 @@ absl::StatusOr<int> Runner::WaitForPortFile(Child& c, const std::string& path) {
 }
 
 void Runner::WaitForMetricsLine(Child& c) {
-  // Both servers log the metrics port right after writing the port file.
+  // Every child logs its metrics port once it serves /metrics (the servers
+  // right after their port file, workers before joining).
+  // A child that already exited may still have logged it: read once more.
   const absl::Time deadline = absl::Now() + absl::Seconds(5);
-  while (c.metrics_port < 0 && absl::Now() < deadline && !c.process->Poll()) {
+  while (c.metrics_port < 0) {
+    const bool exited = c.process->Poll();
     c.metrics_port = ParseMetricsPort(ReadAll(c.process->log_path()));
-    if (c.metrics_port < 0) c.process->WaitFor(absl::Milliseconds(20));
+    if (c.metrics_port >= 0 || exited || absl::Now() >= deadline) break;
+    c.process->WaitFor(absl::Milliseconds(20));
   }
 }
 
@@ -315,18 +293,22 @@ absl::Status Runner::Run() {
     }
   }
 
-  // The worker binds its /metrics port only after it joins and does not
-  // report it anywhere, so tandem picks free ports here and passes them.
-  ASSIGN_OR_RETURN(std::vector<int> metrics_ports, PickFreePorts(o_.host, o_.workers));
+  // Workers bind /metrics on port 0 before joining and log the port.
+  std::vector<Child*> workers;
   for (int i = 0; i < o_.workers; ++i) {
     const std::string name = absl::StrCat("worker-", i);
     std::vector<std::string> argv = WorkerArgv(o_, data, worker_bin, coordinator_address_,
                                                data_address, i, run_dir_);
-    argv.push_back(absl::StrCat("--metrics_port=", metrics_ports[i]));
+    argv.push_back("--metrics_port=0");
     ASSIGN_OR_RETURN(Child * w, Spawn(name, std::move(argv), true));
-    w->metrics_port = metrics_ports[i];
-    Print(absl::StrCat("metrics: ", name, " http://", o_.host, ":", metrics_ports[i],
-                       "/metrics"));
+    workers.push_back(w);
+  }
+  for (Child* w : workers) {
+    WaitForMetricsLine(*w);
+    if (w->metrics_port > 0) {
+      Print(absl::StrCat("metrics: ", w->process->name(), " http://", o_.host, ":",
+                         w->metrics_port, "/metrics"));
+    }
   }
 
   // Supervise until every worker has exited, something fails, or a signal.

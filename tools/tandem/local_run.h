@@ -9,10 +9,10 @@
 //   absl::Status s = RunLocal(options, env);
 //
 // Ports: the coordinator and data server bind port 0 and report their gRPC
-// port through --port_file and their /metrics port in their first log line.
-// Workers report no /metrics port, so tandem picks free ones for them (bind
-// port 0, close, pass the number: a small race, documented). Nothing uses a
-// fixed port unless LocalOptions::port asks for one for the coordinator.
+// port through --port_file and their /metrics port in their first log line;
+// workers bind /metrics on port 0 before joining and log it the same way.
+// Nothing uses a fixed port unless LocalOptions::port asks for one for the
+// coordinator.
 // Output: the run directory, the coordinator address and every /metrics
 // address; then the workers' stdout lines (rank 0 prints progress); each
 // process's stderr goes to <run_dir>/<name>.log.
