@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/comm/testing/conformance.h"
 #include "common/comm/testing/rank_threads.h"
 #include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
@@ -35,43 +36,38 @@ std::vector<absl::Status> RunRanks(
       body);
 }
 
-using comm_testing::ExactValue;
 
 class GlooSweep : public ::testing::TestWithParam<std::tuple<int, int64_t>> {};
 
+// The shared conformance checks (common/comm/testing/conformance.h).
 TEST_P(GlooSweep, AllReduceSumsEveryElement) {
   const auto [world, count] = GetParam();
-  auto results = RunRanks(world, [count = count, world = world](int rank, Communicator& c) {
-    std::vector<float> data(count);
-    for (int64_t i = 0; i < count; ++i) data[i] = ExactValue(rank, i);
-    if (auto s = c.AllReduce(data.data(), count); !s.ok()) return s;
-    const float ranks_sum = world * (world + 1) / 2.0f;
-    for (int64_t i = 0; i < count; ++i) {
-      if (data[i] != ranks_sum * ((i % 7) + 1)) {
-        return absl::InternalError(absl::StrCat("rank ", rank, " element ", i, " = ", data[i]));
-      }
-    }
-    return absl::OkStatus();
+  auto results = RunRanks(world, [count = count](int, Communicator& c) {
+    return comm_testing::CheckAllReduceSum(c, count, /*rounds=*/1);
+  });
+  for (int r = 0; r < world; ++r) EXPECT_TRUE(results[r].ok()) << results[r];
+}
+
+TEST_P(GlooSweep, AllReduceMaxPicksLargest) {
+  const auto [world, count] = GetParam();
+  auto results = RunRanks(world, [count = count](int, Communicator& c) {
+    return comm_testing::CheckAllReduceMax(c, count);
   });
   for (int r = 0; r < world; ++r) EXPECT_TRUE(results[r].ok()) << results[r];
 }
 
 TEST_P(GlooSweep, ReduceScatterAndAllGatherRoundTrip) {
   const auto [world, count] = GetParam();
-  auto results = RunRanks(world, [count = count, world = world](int rank, Communicator& c) {
-    std::vector<float> in(count * world), slice(count), gathered(count * world);
-    for (int64_t i = 0; i < count * world; ++i) in[i] = ExactValue(rank, i);
-    if (auto s = c.ReduceScatter(in.data(), slice.data(), count); !s.ok()) return s;
-    if (auto s = c.AllGather(slice.data(), gathered.data(), count * sizeof(float)); !s.ok()) {
-      return s;
-    }
-    const float ranks_sum = world * (world + 1) / 2.0f;
-    for (int64_t i = 0; i < count * world; ++i) {
-      if (gathered[i] != ranks_sum * ((i % 7) + 1)) {
-        return absl::InternalError(absl::StrCat("rank ", rank, " element ", i));
-      }
-    }
-    return absl::OkStatus();
+  auto results = RunRanks(world, [count = count](int, Communicator& c) {
+    return comm_testing::CheckReduceScatterAllGather(c, count);
+  });
+  for (int r = 0; r < world; ++r) EXPECT_TRUE(results[r].ok()) << results[r];
+}
+
+TEST_P(GlooSweep, BroadcastAllToAllAndBarrier) {
+  const auto [world, count] = GetParam();
+  auto results = RunRanks(world, [count = count](int, Communicator& c) {
+    return comm_testing::CheckBroadcastAllToAllBarrier(c, count);
   });
   for (int r = 0; r < world; ++r) EXPECT_TRUE(results[r].ok()) << results[r];
 }

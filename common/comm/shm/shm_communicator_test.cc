@@ -3,6 +3,7 @@
 // every collective, a peer that stops calling, and real processes (fork)
 // over a FileStore, including one that exits mid-run.
 #include "common/comm/shm/shm_communicator.h"
+#include "common/comm/testing/conformance.h"
 #include "common/comm/testing/rank_threads.h"
 
 #include <sys/wait.h>
@@ -52,89 +53,35 @@ using comm_testing::ExactValue;
 
 class ShmSweep : public ::testing::TestWithParam<std::tuple<int, int64_t>> {};
 
+// The shared conformance checks (common/comm/testing/conformance.h).
 TEST_P(ShmSweep, AllReduceSumsEveryElement) {
   const auto [world, count] = GetParam();
-  auto results = RunRanks(world, [count = count, world = world](int rank, Communicator& c) {
-    std::vector<float> data(count);
-    for (int round = 0; round < 2; ++round) {  // twice: the segment is reused
-      for (int64_t i = 0; i < count; ++i) data[i] = ExactValue(rank, i);
-      if (auto s = c.AllReduce(data.data(), count); !s.ok()) return s;
-      const float ranks_sum = world * (world + 1) / 2.0f;
-      for (int64_t i = 0; i < count; ++i) {
-        if (data[i] != ranks_sum * ((i % 7) + 1)) {
-          return absl::InternalError(absl::StrCat("rank ", rank, " element ", i, " = ", data[i]));
-        }
-      }
-    }
-    return absl::OkStatus();
+  auto results = RunRanks(world, [count = count](int, Communicator& c) {
+    return comm_testing::CheckAllReduceSum(c, count, /*rounds=*/2);
   });
   for (int r = 0; r < world; ++r) EXPECT_TRUE(results[r].ok()) << results[r];
 }
 
 TEST_P(ShmSweep, AllReduceMaxPicksLargest) {
   const auto [world, count] = GetParam();
-  auto results = RunRanks(world, [count = count, world = world](int rank, Communicator& c) {
-    std::vector<float> data(count);
-    // The largest value sits on a different rank for different elements.
-    for (int64_t i = 0; i < count; ++i) data[i] = static_cast<float>((rank + i) % world) - 2.5f;
-    if (auto s = c.AllReduce(data.data(), count, ReduceOp::kMax); !s.ok()) return s;
-    for (int64_t i = 0; i < count; ++i) {
-      if (data[i] != world - 3.5f) return absl::InternalError(absl::StrCat("element ", i));
-    }
-    return absl::OkStatus();
+  auto results = RunRanks(world, [count = count](int, Communicator& c) {
+    return comm_testing::CheckAllReduceMax(c, count);
   });
   for (int r = 0; r < world; ++r) EXPECT_TRUE(results[r].ok()) << results[r];
 }
 
 TEST_P(ShmSweep, ReduceScatterAndAllGatherRoundTrip) {
   const auto [world, count] = GetParam();
-  auto results = RunRanks(world, [count = count, world = world](int rank, Communicator& c) {
-    std::vector<float> in(count * world), slice(count), gathered(count * world);
-    for (int64_t i = 0; i < count * world; ++i) in[i] = ExactValue(rank, i);
-    if (auto s = c.ReduceScatter(in.data(), slice.data(), count); !s.ok()) return s;
-    const float ranks_sum = world * (world + 1) / 2.0f;
-    for (int64_t i = 0; i < count; ++i) {
-      if (slice[i] != ranks_sum * (((rank * count + i) % 7) + 1)) {
-        return absl::InternalError(absl::StrCat("rank ", rank, " slice element ", i));
-      }
-    }
-    if (auto s = c.AllGather(slice.data(), gathered.data(), count * sizeof(float)); !s.ok()) {
-      return s;
-    }
-    for (int64_t i = 0; i < count * world; ++i) {
-      if (gathered[i] != ranks_sum * ((i % 7) + 1)) {
-        return absl::InternalError(absl::StrCat("rank ", rank, " element ", i));
-      }
-    }
-    return absl::OkStatus();
+  auto results = RunRanks(world, [count = count](int, Communicator& c) {
+    return comm_testing::CheckReduceScatterAllGather(c, count);
   });
   for (int r = 0; r < world; ++r) EXPECT_TRUE(results[r].ok()) << results[r];
 }
 
-TEST_P(ShmSweep, BroadcastAndAllToAll) {
+TEST_P(ShmSweep, BroadcastAllToAllAndBarrier) {
   const auto [world, count] = GetParam();
-  auto results = RunRanks(world, [count = count, world = world](int rank, Communicator& c) {
-    const int root = world - 1;
-    std::vector<int32_t> b(count);
-    for (int64_t i = 0; i < count; ++i) b[i] = rank * 1000 + static_cast<int32_t>(i % 1000);
-    if (auto s = c.Broadcast(b.data(), count * sizeof(int32_t), root); !s.ok()) return s;
-    for (int64_t i = 0; i < count; ++i) {
-      if (b[i] != root * 1000 + i % 1000) return absl::InternalError("broadcast");
-    }
-    // Block j of rank r's input goes to rank j: value encodes (r, j, i).
-    std::vector<int32_t> in(count * world), out(count * world);
-    for (int j = 0; j < world; ++j) {
-      for (int64_t i = 0; i < count; ++i) in[j * count + i] = (rank * 16 + j) * 4096 + i % 4096;
-    }
-    if (auto s = c.AllToAll(in.data(), out.data(), count * sizeof(int32_t)); !s.ok()) return s;
-    for (int src = 0; src < world; ++src) {
-      for (int64_t i = 0; i < count; ++i) {
-        if (out[src * count + i] != (src * 16 + rank) * 4096 + i % 4096) {
-          return absl::InternalError(absl::StrCat("alltoall from ", src, " element ", i));
-        }
-      }
-    }
-    return c.Barrier();
+  auto results = RunRanks(world, [count = count](int, Communicator& c) {
+    return comm_testing::CheckBroadcastAllToAllBarrier(c, count);
   });
   for (int r = 0; r < world; ++r) EXPECT_TRUE(results[r].ok()) << results[r];
 }
