@@ -9,6 +9,8 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "common/optim/precision.h"
 
 namespace tandem {
 namespace kernels {
@@ -81,56 +83,6 @@ void AddColumnSums(int rows, int cols, const float* m, float* out) {
     const float* row = m + static_cast<int64_t>(r) * cols;
     for (int c = 0; c < cols; ++c) out[c] += row[c];
   }
-}
-
-inline uint32_t FloatBits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof(u));
-  return u;
-}
-
-inline float BitsToFloat(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof(f));
-  return f;
-}
-
-inline uint16_t F32ToBf16(float f) {
-  const uint32_t u = FloatBits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) {  // NaN: keep it a (quiet) NaN
-    return static_cast<uint16_t>((u >> 16) | 0x0040u);
-  }
-  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-inline uint16_t F32ToF16(float f) {
-  uint32_t x = FloatBits(f);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  x &= 0x7fffffffu;
-  if (x >= 0x7f800000u) {  // inf or NaN
-    return static_cast<uint16_t>(sign | (x > 0x7f800000u ? 0x7e00u : 0x7c00u));
-  }
-  if (x >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520
-  if (x < 0x38800000u) {  // below the smallest normal half: subnormal or 0
-    // |f| * 2^24 is exact; rint rounds to nearest even (1024 encodes 2^-14).
-    const float scaled = BitsToFloat(x) * 16777216.f;
-    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(scaled)));
-  }
-  // Re-bias the exponent (127 -> 15) and round the mantissa to nearest even.
-  x += 0xc8000fffu + ((x >> 13) & 1u);
-  return static_cast<uint16_t>(sign | (x >> 13));
-}
-
-inline float F16ToF32(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu;
-  const uint32_t mant = h & 0x3ffu;
-  if (exp == 0) {
-    const float v = static_cast<float>(mant) * 5.9604644775390625e-8f;  // 2^-24
-    return sign ? -v : v;
-  }
-  if (exp == 31) return BitsToFloat(sign | 0x7f800000u | (mant << 13));
-  return BitsToFloat(sign | ((exp + 112u) << 23) | (mant << 13));
 }
 
 }  // namespace
@@ -382,17 +334,19 @@ void CpuBackend::EmbeddingBackward(int batch, int seq, int dim,
   }
 }
 
-void CpuBackend::SplitHeads(int batch, int seq, int n, int heads, int head_dim,
-                            const float* x, float* out) {
+// Row `src` of [batch, seq, n, heads, head_dim] <-> row `dst` of
+// [n, batch, heads, seq, head_dim]; `split` picks the direction.
+static void PermuteHeads(int batch, int seq, int n, int heads, int head_dim, const float* x,
+                         float* out, bool split) {
   const size_t row_bytes = static_cast<size_t>(head_dim) * sizeof(float);
   for (int b = 0; b < batch; ++b) {
     for (int t = 0; t < seq; ++t) {
       for (int i = 0; i < n; ++i) {
         for (int h = 0; h < heads; ++h) {
-          const int64_t src =
-              ((static_cast<int64_t>(b) * seq + t) * n + i) * heads + h;
-          const int64_t dst =
-              ((static_cast<int64_t>(i) * batch + b) * heads + h) * seq + t;
+          const int64_t merged = ((static_cast<int64_t>(b) * seq + t) * n + i) * heads + h;
+          const int64_t split_row = ((static_cast<int64_t>(i) * batch + b) * heads + h) * seq + t;
+          const int64_t src = split ? merged : split_row;
+          const int64_t dst = split ? split_row : merged;
           std::memcpy(out + dst * head_dim, x + src * head_dim, row_bytes);
         }
       }
@@ -400,22 +354,14 @@ void CpuBackend::SplitHeads(int batch, int seq, int n, int heads, int head_dim,
   }
 }
 
+void CpuBackend::SplitHeads(int batch, int seq, int n, int heads, int head_dim,
+                            const float* x, float* out) {
+  PermuteHeads(batch, seq, n, heads, head_dim, x, out, /*split=*/true);
+}
+
 void CpuBackend::MergeHeads(int batch, int seq, int n, int heads, int head_dim,
                             const float* x, float* out) {
-  const size_t row_bytes = static_cast<size_t>(head_dim) * sizeof(float);
-  for (int b = 0; b < batch; ++b) {
-    for (int t = 0; t < seq; ++t) {
-      for (int i = 0; i < n; ++i) {
-        for (int h = 0; h < heads; ++h) {
-          const int64_t dst =
-              ((static_cast<int64_t>(b) * seq + t) * n + i) * heads + h;
-          const int64_t src =
-              ((static_cast<int64_t>(i) * batch + b) * heads + h) * seq + t;
-          std::memcpy(out + dst * head_dim, x + src * head_dim, row_bytes);
-        }
-      }
-    }
-  }
+  PermuteHeads(batch, seq, n, heads, head_dim, x, out, /*split=*/false);
 }
 
 void CpuBackend::CausalSoftmaxForward(int batch, int seq, float scale,
@@ -480,25 +426,28 @@ void CpuBackend::SumSquares(int64_t n, const float* x, float* result) {
 void CpuBackend::CountNonFinite(int64_t n, const float* x, float* result) {
   int64_t count = 0;
   for (int64_t i = 0; i < n; ++i) {
-    count += (FloatBits(x[i]) & 0x7f800000u) == 0x7f800000u ? 1 : 0;
+    count += (optim::FloatBits(x[i]) & 0x7f800000u) == 0x7f800000u ? 1 : 0;
   }
   *result = static_cast<float>(count);
 }
 
+// The conversions are common/optim/precision's (round to nearest even,
+// exhaustively tested there); sizes match by construction, so the span
+// checks cannot fail.
 void CpuBackend::CastF32ToBf16(int64_t n, const float* x, uint16_t* y) {
-  for (int64_t i = 0; i < n; ++i) y[i] = F32ToBf16(x[i]);
+  (void)optim::FloatToBf16(absl::MakeConstSpan(x, n), absl::MakeSpan(y, n));
 }
 
 void CpuBackend::CastBf16ToF32(int64_t n, const uint16_t* x, float* y) {
-  for (int64_t i = 0; i < n; ++i) y[i] = BitsToFloat(static_cast<uint32_t>(x[i]) << 16);
+  (void)optim::Bf16ToFloat(absl::MakeConstSpan(x, n), absl::MakeSpan(y, n));
 }
 
 void CpuBackend::CastF32ToF16(int64_t n, const float* x, uint16_t* y) {
-  for (int64_t i = 0; i < n; ++i) y[i] = F32ToF16(x[i]);
+  (void)optim::FloatToHalf(absl::MakeConstSpan(x, n), absl::MakeSpan(y, n));
 }
 
 void CpuBackend::CastF16ToF32(int64_t n, const uint16_t* x, float* y) {
-  for (int64_t i = 0; i < n; ++i) y[i] = F16ToF32(x[i]);
+  (void)optim::HalfToFloat(absl::MakeConstSpan(x, n), absl::MakeSpan(y, n));
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(
