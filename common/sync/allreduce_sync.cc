@@ -55,6 +55,8 @@ class AllreduceSync final : public GradientSync {
   }
 
   std::string name() const override { return "allreduce"; }
+  optim::ParamRange owned_range() const override { return {0, size_}; }
+  optim::Optimizer* optimizer() override { return optimizer_.get(); }
 
   absl::Status BeginStep(const StepOptions& options) override {
     RETURN_IF_ERROR(CheckUsable("BeginStep"));

@@ -1,11 +1,13 @@
 // GradientSync: how one optimizer step's gradients, computed locally on every
 // rank, become the same parameter update on every rank. The trainer talks
-// only to this interface; strategies (DESIGN.md "Gradient sync strategies")
-// plug in behind it: `allreduce` (DDP buckets, the first implementation),
-// later `compressed`, `zero1..3`, `ps`, `hybrid`.
+// only to this interface; strategies plug in behind it through the registry
+// (common/sync/registry.h): `allreduce` (DDP buckets) today, `zero1..3`,
+// `compressed`, `ps`, `hybrid` as they land. Adding a strategy means adding
+// files and one registration, never editing the trainer.
 //
 // One optimizer step, with k micro-batches of gradient accumulation:
 //
+//   RETURN_IF_ERROR(sync->BeforeForward());     // ZeRO-3 gathers, ps pulls
 //   for (int m = 0; m < k; ++m) {
 //     model->Forward(micro_batch[m]);
 //     if (m + 1 < k) {                        // no communication on micro-steps
@@ -21,22 +23,32 @@
 // OnGradientsReady is called from the backward thread, in backward order,
 // once per range, and the ranges tile [0, n) exactly once per step; it must
 // return quickly (it only hands work to the strategy's communication thread
-// or stream) so communication overlaps the rest of backward. FinishStep waits
-// for all communication, applies grad_scale / world_size (averaging) and the
-// optimizer (the strategy owns who steps what: the whole vector for
-// allreduce, a 1/N shard plus an allgather for ZeRO), and leaves identical
-// parameters on every rank.
+// or stream) so communication overlaps the rest of backward. FinishStep is
+// the step finisher: it waits for all communication, applies
+// grad_scale / world_size (averaging), clipping and the optimizer over
+// owned_range() (the whole vector for allreduce, a 1/N shard plus an
+// allgather for ZeRO, nothing for ps), and leaves identical parameters on
+// every rank.
 //
-// Not thread-safe beyond the above: BeginStep / FinishStep from the trainer
-// thread; OnGradientsReady from the backward thread between them. Errors
-// (a failed or timed-out collective) are returned by FinishStep, naming the
-// operation and rank; after an error the object must be destroyed (the
-// generation is over) — it never hangs and never applies a partial update.
+// State: besides the parameters, a strategy may hold state that must travel
+// with checkpoints: the optimizer's state over owned_range() (optimizer())
+// and extra named buffers (error-feedback residuals, ...: extra_state()).
+// Before a checkpoint is written the trainer calls SyncStateToHost() (device
+// state -> the host buffers those accessors expose); after it has filled
+// them from a checkpoint or a broadcast it calls StateLoaded().
+//
+// Not thread-safe beyond the above: every call but OnGradientsReady from the
+// trainer thread; OnGradientsReady from the backward thread between
+// BeginStep and FinishStep. Errors (a failed or timed-out collective) are
+// returned by FinishStep / BeforeForward, naming the operation and rank;
+// after an error the object must be destroyed (the generation is over) — it
+// never hangs and never applies a partial update.
 #ifndef TANDEM_COMMON_SYNC_GRADIENT_SYNC_H_
 #define TANDEM_COMMON_SYNC_GRADIENT_SYNC_H_
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "common/optim/optimizer.h"
@@ -54,18 +66,27 @@ struct StepOptions {
 // Counters a strategy keeps for metrics and benchmarks (cumulative).
 struct SyncStats {
   int64_t steps = 0;
-  int64_t buckets = 0;            // collectives launched
-  int64_t bytes_sent = 0;         // payload handed to the communicator
-  double comm_seconds = 0;        // time the communication thread was busy
+  int64_t buckets = 0;              // collectives launched
+  int64_t bytes_sent = 0;           // payload handed to the communicator
+  double comm_seconds = 0;          // time the communication thread was busy
   double exposed_wait_seconds = 0;  // time FinishStep waited for communication
+  double optimizer_seconds = 0;     // time FinishStep spent clipping and stepping
 };
 
 class GradientSync {
  public:
   virtual ~GradientSync() = default;
 
-  // "allreduce", "zero1", ...
+  // The registry name: "allreduce", "zero1", ...
   virtual std::string name() const = 0;
+
+  // The range of the flat parameter vector this rank's optimizer steps:
+  // [0, n) for allreduce, this rank's 1/N for ZeRO, empty for ps.
+  virtual optim::ParamRange owned_range() const = 0;
+
+  // Called before the first forward of every optimizer step (ZeRO-3
+  // gathers parameters, ps pulls them). Default: nothing to do.
+  virtual absl::Status BeforeForward() { return absl::OkStatus(); }
 
   // Starts a synchronised step: the next backward's ranges will be reported.
   virtual absl::Status BeginStep(const StepOptions& options) = 0;
@@ -73,6 +94,18 @@ class GradientSync {
   virtual void OnGradientsReady(int64_t lo, int64_t hi) = 0;
   // Waits for communication and applies the optimizer; see the file comment.
   virtual absl::Status FinishStep(const optim::StepContext& context) = 0;
+
+  // The optimizer over owned_range() (its state() is checkpointed), or
+  // nullptr when this rank steps nothing. Owned by the strategy.
+  virtual optim::Optimizer* optimizer() = 0;
+  // Strategy state other than the optimizer's, saved and loaded with
+  // checkpoints by name (host memory, owned by the strategy). Default: none.
+  virtual std::vector<optim::StateBuffer> extra_state() { return {}; }
+  // Device-resident state -> the host buffers above (before a checkpoint or
+  // a host-side broadcast). Default: state already lives on the host.
+  virtual absl::Status SyncStateToHost() { return absl::OkStatus(); }
+  // The host buffers were overwritten (restore): push them to the device.
+  virtual absl::Status StateLoaded() { return absl::OkStatus(); }
 
   virtual SyncStats stats() const = 0;
 };

@@ -1,0 +1,110 @@
+// The strategy registry: `--sync NAME --sync_opt key=value,...` -> a
+// GradientSync. Each strategy registers itself from its own files
+// (TANDEM_REGISTER_SYNC_STRATEGY in its .cc, in an alwayslink cc_library), so
+// adding a strategy never edits the trainer or this file.
+//
+//   ASSIGN_OR_RETURN(SyncOptions o, ParseSyncOptions("allreduce", "bucket_cap_mb=8"));
+//   RETURN_IF_ERROR(ValidateSyncOptions(o));      // at flag-parsing time
+//   SyncEnv env;  env.comms = &groups;  env.params = ...;  env.make_optimizer = ...;
+//   ASSIGN_OR_RETURN(std::unique_ptr<GradientSync> s, CreateGradientSync(o, std::move(env)));
+//
+// Errors: an unknown strategy is INVALID_ARGUMENT listing the registered
+// ones; an unknown --sync_opt key or a bad value is INVALID_ARGUMENT naming
+// the key and listing the strategy's keys with their meanings.
+// Thread-safety: registration happens during static initialisation; every
+// function here is safe to call concurrently afterwards.
+#ifndef TANDEM_COMMON_SYNC_REGISTRY_H_
+#define TANDEM_COMMON_SYNC_REGISTRY_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/comm/groups.h"
+#include "common/optim/optimizer.h"
+#include "common/sync/device_stepper.h"
+#include "common/sync/gradient_sync.h"
+
+namespace tandem {
+namespace sync {
+
+// Every strategy's knobs, in one struct. The typed fields are shared by all
+// strategies; `opts` holds the strategy-specific --sync_opt keys (strings,
+// parsed and validated by the strategy).
+struct SyncOptions {
+  std::string strategy = "allreduce";
+  double bucket_cap_mb = 25;   // MiB of fp32 gradients per bucket, > 0
+  double max_grad_norm = 0;    // global L2 clip across ranks; 0 = off
+  std::map<std::string, std::string> opts;
+};
+
+// What one generation gives a strategy. Pointers are borrowed and outlive it.
+struct SyncEnv {
+  CommGroups* comms = nullptr;  // world (always), intra / inter (when asked)
+  float* params = nullptr;            // flat parameters [0, size)
+  float* grads = nullptr;             // flat gradients, same layout
+  int64_t size = 0;
+  // The ranges backward reports, in backward order (nn::GroupRanges).
+  std::vector<std::pair<int64_t, int64_t>> ready_ranges;
+  // Builds the optimizer over the range the strategy owns.
+  std::function<absl::StatusOr<std::unique_ptr<optim::Optimizer>>(optim::ParamRange)>
+      make_optimizer;
+  // Device backends: builds the device finish; empty for host memory.
+  DeviceStepperFactory make_device_stepper;
+};
+
+struct OptionInfo {
+  std::string key;
+  std::string default_value;
+  std::string meaning;  // one line
+};
+
+struct StrategyInfo {
+  std::string name;     // "allreduce"
+  std::string summary;  // one line, for --help
+  std::vector<OptionInfo> options;  // the --sync_opt keys it accepts
+  // Needs the intra-node and inter-node groups (hierarchical strategies).
+  bool needs_node_groups = false;
+  // Checks the values of `opts` (keys are already known to be valid);
+  // empty = any value.
+  std::function<absl::Status(const SyncOptions&)> validate;
+};
+
+using StrategyFactory =
+    std::function<absl::StatusOr<std::unique_ptr<GradientSync>>(const SyncOptions&, SyncEnv)>;
+
+// Returns true so it can initialise a static; a second registration of a
+// name aborts at start-up (a build error, not a user error).
+bool RegisterStrategy(StrategyInfo info, StrategyFactory factory);
+
+// Registered strategies, sorted by name.
+std::vector<StrategyInfo> RegisteredStrategies();
+absl::StatusOr<StrategyInfo> FindStrategy(const std::string& name);
+
+// "k1=v1,k2=v2" (empty = none) into SyncOptions::opts; "bucket_cap_mb" and
+// "max_grad_norm" may also be given here and land in the typed fields.
+// Syntax errors (no '=', empty key, a key twice) are INVALID_ARGUMENT.
+absl::StatusOr<SyncOptions> ParseSyncOptions(const std::string& strategy,
+                                             const std::string& sync_opt);
+// Unknown strategy / key, bad values, bucket_cap_mb <= 0, max_grad_norm < 0.
+absl::Status ValidateSyncOptions(const SyncOptions& options);
+
+absl::StatusOr<std::unique_ptr<GradientSync>> CreateGradientSync(const SyncOptions& options,
+                                                                 SyncEnv env);
+
+}  // namespace sync
+}  // namespace tandem
+
+#define TANDEM_SYNC_CONCAT_INNER(a, b) a##b
+#define TANDEM_SYNC_CONCAT(a, b) TANDEM_SYNC_CONCAT_INNER(a, b)
+// In a strategy's .cc: TANDEM_REGISTER_SYNC_STRATEGY(info_expr, factory_expr);
+#define TANDEM_REGISTER_SYNC_STRATEGY(info, factory)                      \
+  static const bool TANDEM_SYNC_CONCAT(tandem_sync_registered_, __LINE__) = \
+      ::tandem::sync::RegisterStrategy((info), (factory))
+
+#endif  // TANDEM_COMMON_SYNC_REGISTRY_H_
