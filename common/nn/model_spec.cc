@@ -14,7 +14,8 @@ namespace {
 
 constexpr char kForms[] =
     "expected \"mlp:IN,HIDDEN...,CLASSES\" (e.g. mlp:784,1024,1024,10) or "
-    "\"gpt:layers=L,heads=H,width=W,context=T,vocab=V\"";
+    "\"gpt:layers=L,heads=H,width=W,context=T[,vocab=V]\" (width may be written d=, context "
+    "ctx=; vocab defaults to 256)";
 constexpr int kMaxDim = 1 << 20;
 
 absl::Status Bad(absl::string_view spec, absl::string_view why) {
@@ -64,10 +65,15 @@ absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view spec) {
                                         {"width", &out.gpt.width},
                                         {"context", &out.gpt.context},
                                         {"vocab", &out.gpt.vocab}};
+    // Short spellings: gpt:layers=4,d=256,heads=4,ctx=128 (vocab defaults
+    // to 256, byte-level text).
+    const std::map<std::string, std::string> aliases = {{"d", "width"}, {"ctx", "context"}};
     for (absl::string_view part : absl::StrSplit(rest, ',')) {
       std::pair<absl::string_view, absl::string_view> kv =
           absl::StrSplit(part, absl::MaxSplits('=', 1));
-      auto it = keys.find(std::string(kv.first));
+      std::string key(kv.first);
+      if (auto a = aliases.find(key); a != aliases.end()) key = a->second;
+      auto it = keys.find(key);
       if (it == keys.end()) {
         return Bad(spec, absl::StrCat("unknown key \"", kv.first, "\""));
       }
@@ -78,6 +84,7 @@ absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view spec) {
       if (!v.ok()) return v.status();
       *it->second = *v;
     }
+    if (out.gpt.vocab == 0) out.gpt.vocab = 256;
     for (const auto& [name, value] : keys) {
       if (*value == 0) return Bad(spec, absl::StrCat("missing key \"", name, "\""));
     }

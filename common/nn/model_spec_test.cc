@@ -27,6 +27,15 @@ TEST(ModelSpecTest, ParsesGptInAnyKeyOrder) {
   EXPECT_EQ(ParseModelSpec(s->ToString())->ToString(), s->ToString());
 }
 
+TEST(ModelSpecTest, GptShortKeysAndByteVocabulary) {
+  absl::StatusOr<ModelSpec> s = ParseModelSpec("gpt:layers=4,d=256,heads=4,ctx=128");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->gpt.width, 256);
+  EXPECT_EQ(s->gpt.context, 128);
+  EXPECT_EQ(s->gpt.vocab, 256);
+  EXPECT_EQ(s->ToString(), "gpt:layers=4,heads=4,width=256,context=128,vocab=256");
+}
+
 TEST(ModelSpecTest, RejectsMalformedSpecsWithReasons) {
   const std::pair<const char*, const char*> cases[] = {
       {"", "unknown model kind"},
@@ -37,7 +46,8 @@ TEST(ModelSpecTest, RejectsMalformedSpecsWithReasons) {
       {"mlp:784,-5,10", "not an integer"},
       {"mlp:784,abc,10", "not an integer"},
       {"mlp:784,99999999999,10", "not an integer"},
-      {"gpt:layers=2,heads=4,width=64,context=32", "missing key \"vocab\""},
+      {"gpt:layers=2,width=64,context=32", "missing key \"heads\""},
+      {"gpt:layers=2,heads=4,width=64,d=64,context=32", "twice"},
       {"gpt:layers=2,heads=3,width=64,context=32,vocab=9", "multiple of heads"},
       {"gpt:layers=2,heads=4,width=64,context=32,vocab=9,depth=3", "unknown key"},
       {"gpt:layers=2,layers=3,heads=4,width=64,context=32,vocab=9", "twice"},

@@ -86,7 +86,9 @@ absl::Status CoordinatorCore::CheckJob(const v1::JobRef& job) const {
 
 absl::Status CoordinatorCore::CheckCurrent(int64_t generation, absl::string_view what) const {
   if (generation != generation_ || phase_ != Phase::kRunning) {
-    return absl::FailedPreconditionError(absl::StrCat(
+    // ABORTED: the membership changed under the caller (re-join), unlike a
+    // configuration error, which is FAILED_PRECONDITION / INVALID_ARGUMENT.
+    return absl::AbortedError(absl::StrCat(
         what, " from generation ", generation, " refused: the current generation is ",
         generation_, phase_ == Phase::kRunning ? "" : " (not running)", "; re-join"));
   }

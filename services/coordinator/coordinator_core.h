@@ -9,7 +9,7 @@
 // (generation counter, last checkpoint, restarts) to `state_dir` atomically.
 //
 // Requests from a worker of an older generation are refused
-// (FAILED_PRECONDITION), its heartbeats are answered with REJOIN.
+// (ABORTED: the membership changed), its heartbeats are answered with REJOIN.
 //
 // Thread-safe: every method may be called from any gRPC thread. Join and
 // KvGet block (up to a timeout) until their condition holds. Liveness is
@@ -104,7 +104,7 @@ class CoordinatorCore {
   explicit CoordinatorCore(const CoordinatorOptions& options);
 
   absl::Status CheckJob(const v1::JobRef& job) const;
-  // FAILED_PRECONDITION unless `generation` is the current, running one.
+  // ABORTED unless `generation` is the current, running one.
   absl::Status CheckCurrent(int64_t generation, absl::string_view what) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FormGeneration() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

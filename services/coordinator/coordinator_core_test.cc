@@ -148,7 +148,8 @@ TEST(Generations, StaleGenerationIsRefusedAndToldToRejoin) {
   stale.set_generation(1);
   stale.set_key("k");
   absl::Status s = (*core)->KvSet(stale);
-  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  // ABORTED: the membership changed (re-join), not a configuration error.
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
   EXPECT_NE(s.message().find("generation 1 refused"), std::string::npos) << s;
   EXPECT_EQ(Beat(**core, "w0", 1).command(), v1::HeartbeatResponse::REJOIN);
   EXPECT_EQ(Beat(**core, "w0", 2).command(), v1::HeartbeatResponse::CONTINUE);

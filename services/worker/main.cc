@@ -16,9 +16,12 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/sync/registry.h"
 #include "services/worker/trainer.h"
 
 ABSL_FLAG(std::string, coordinator, "", "Coordinator host:port (required).");
@@ -45,7 +48,15 @@ ABSL_FLAG(double, max_grad_norm, 0.0, "Clip the global gradient norm (0: off).")
 ABSL_FLAG(uint64_t, seed, 1, "Seed for the model initialisation and the data order.");
 ABSL_FLAG(std::string, checkpoint_dir, "", "Where rank 0 writes checkpoints (empty: none).");
 ABSL_FLAG(int64_t, checkpoint_every, 500, "Checkpoint every N steps (0: only at the end).");
-ABSL_FLAG(double, bucket_cap_mb, 25.0, "Gradient bucket size in MiB.");
+ABSL_FLAG(double, bucket_cap_mb, 25.0, "Gradient bucket size in MiB (same as --sync_opt bucket_cap_mb=).");
+ABSL_FLAG(std::string, sync, "allreduce",
+          "Gradient sync strategy (registered: see the error for an unknown one), e.g. allreduce.");
+ABSL_FLAG(std::string, sync_opt, "",
+          "Strategy options key=value[,key=value]; an unknown key lists the valid ones.");
+ABSL_FLAG(std::string, node_id, "",
+          "Node this worker belongs to, for intra-/inter-node groups (default: --host).");
+ABSL_FLAG(bool, profile, false,
+          "Also print where a step's time goes (forward, backward, comm wait, optimizer, data).");
 ABSL_FLAG(int, metrics_port, -1, "Port for /metrics; 0 picks a free one, -1 disables.");
 ABSL_FLAG(int, log_every, 50, "Steps between progress lines (0: none).");
 ABSL_FLAG(std::string, backend, "cpu", "Compute backend: cpu or cuda.");
@@ -100,11 +111,36 @@ int main(int argc, char** argv) {
   o.momentum = absl::GetFlag(FLAGS_momentum);
   o.nesterov = absl::GetFlag(FLAGS_nesterov);
   o.weight_decay = absl::GetFlag(FLAGS_weight_decay);
-  o.max_grad_norm = absl::GetFlag(FLAGS_max_grad_norm);
   o.seed = absl::GetFlag(FLAGS_seed);
   o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   o.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
-  o.bucket_cap_mb = absl::GetFlag(FLAGS_bucket_cap_mb);
+  {
+    auto sync = tandem::sync::ParseSyncOptions(absl::GetFlag(FLAGS_sync), absl::GetFlag(FLAGS_sync_opt));
+    if (!sync.ok()) {
+      std::fprintf(stderr, "worker: --sync_opt: %s\n", std::string(sync.status().message()).c_str());
+      return 2;
+    }
+    o.sync = *sync;
+    // --bucket_cap_mb / --max_grad_norm set the same knobs; given both
+    // ways, the --sync_opt value is an error rather than a silent choice.
+    for (const char* name : {"bucket_cap_mb", "max_grad_norm"}) {
+      const absl::CommandLineFlag* f = absl::FindCommandLineFlag(name);
+      if (f == nullptr || !f->IsSpecifiedOnCommandLine()) continue;
+      if (absl::StrContains(absl::GetFlag(FLAGS_sync_opt), absl::StrCat(name, "="))) {
+        std::fprintf(stderr, "worker: --%s and --sync_opt %s= both given: keep one\n", name,
+                     name);
+        return 2;
+      }
+    }
+    if (absl::FindCommandLineFlag("bucket_cap_mb")->IsSpecifiedOnCommandLine()) {
+      o.sync.bucket_cap_mb = absl::GetFlag(FLAGS_bucket_cap_mb);
+    }
+    if (absl::FindCommandLineFlag("max_grad_norm")->IsSpecifiedOnCommandLine()) {
+      o.sync.max_grad_norm = absl::GetFlag(FLAGS_max_grad_norm);
+    }
+  }
+  o.node_id = absl::GetFlag(FLAGS_node_id);
+  o.profile = absl::GetFlag(FLAGS_profile);
   o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   o.log_every = absl::GetFlag(FLAGS_log_every);
   o.backend = absl::GetFlag(FLAGS_backend);

@@ -1,0 +1,89 @@
+// Checkpointer: the training state that survives generations, and how it
+// reaches disk and every rank.
+//
+// Restore: rank 0 decides the state — the last committed checkpoint the
+// join named, or the seeded initialisation when there is none — and
+// broadcasts it over the control mesh: parameters, the strategy's optimizer
+// state, step and data position. Ranks that diverged in a failed step are
+// made identical again, and only rank 0 reads the file (no shared
+// filesystem needed). Write (rank 0): <dir>/step-<N>.tckpt with the
+// parameters, the optimizer state over the strategy's owned range, the
+// strategy's extra state (blobs "sync/<name>"), the data cursor and the
+// model spec, then commits it to the coordinator.
+//
+//   Checkpointer ck(options, backend, model, client);
+//   ASSIGN_OR_RETURN(bool resumed, ck.Restore(g, &state));
+//   ...
+//   RETURN_IF_ERROR(ck.Write(g, &state));
+//
+// Limits: strategies whose owned range is not the whole vector (ZeRO, ps)
+// are restored from scratch only; a checkpoint for them is UNIMPLEMENTED
+// until resharding checkpoints land. Extra strategy state is rank 0's: on
+// restore rank 0 gets it back, other ranks start it at zero.
+// Thread-compatible (the trainer thread). Borrows backend, model and
+// client. Failure: rank 0's read or restore error reaches every rank as
+// INTERNAL with rank 0's message (a configuration problem, not a
+// membership change); write and commit errors pass through.
+#ifndef TANDEM_SERVICES_WORKER_CHECKPOINTER_H_
+#define TANDEM_SERVICES_WORKER_CHECKPOINTER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/data/sampler.h"
+#include "common/kernels/backend.h"
+#include "common/nn/model.h"
+#include "services/worker/coordinator_client.h"
+#include "services/worker/generation.h"
+
+namespace tandem {
+namespace worker {
+
+// Where training stands; what a checkpoint records.
+struct TrainingState {
+  int64_t step = 0;               // optimizer steps applied
+  data::Cursor cursor;            // the next batch of this world
+  // The restored position in samples, re-cut into the new world's global
+  // batches when a generation starts (a different world size re-trains at
+  // most one partial batch).
+  int64_t samples_in_epoch = 0;
+  int64_t checkpoint_step = -1;   // step of the last checkpoint written or loaded
+};
+
+struct CheckpointerOptions {
+  std::string dir;            // empty: never write
+  std::string model_text;     // the --model string, stored in the file
+  uint64_t fingerprint = 0;   // checkpoint::ModelFingerprint of the model
+  uint64_t seed = 1;          // initialisation when there is no checkpoint
+  int batch_size = 64;        // per worker, for the samples-in-epoch record
+};
+
+class Checkpointer {
+ public:
+  Checkpointer(CheckpointerOptions options, kernels::Backend* backend, nn::Model* model,
+               CoordinatorClient* client)
+      : o_(std::move(options)), backend_(backend), model_(model), client_(client) {}
+
+  // True when it resumed from a checkpoint (false: the seeded start).
+  absl::StatusOr<bool> Restore(Generation& g, TrainingState* state);
+  // Rank 0 writes and commits (others return at once); a no-op when `dir`
+  // is empty or the step is already on disk. Returns the path written or "".
+  absl::StatusOr<std::string> Write(Generation& g, TrainingState* state);
+
+ private:
+  // Device backends: a host copy of the parameters, staged in host_params_.
+  absl::StatusOr<float*> HostParams();
+
+  const CheckpointerOptions o_;
+  kernels::Backend* const backend_;
+  nn::Model* const model_;
+  CoordinatorClient* const client_;
+  std::vector<float> host_params_;
+};
+
+}  // namespace worker
+}  // namespace tandem
+
+#endif  // TANDEM_SERVICES_WORKER_CHECKPOINTER_H_

@@ -1,0 +1,61 @@
+// Dataset probe: asks the data servers which datasets they serve and checks
+// that the training (and evaluation) dataset fits the model before a single
+// batch is streamed: an MLP needs f32 (or u8, normalised by the server)
+// features of its input width and int32 class labels; a GPT needs int32
+// token sequences of its context length with int32 next-token labels.
+//
+//   ProbeOptions p;  p.data_servers = o.data_servers;  p.dataset = "fashion-mnist/train";
+//   ASSIGN_OR_RETURN(DatasetProbe d, ProbeDatasets(p, spec));
+//   // d.inputs, d.train_samples, d.eval_samples
+//
+// Thread-safe (no shared state). Failure: UNAVAILABLE when no data server
+// answers after bounded retries; NOT_FOUND for a dataset that is not served
+// (listing what is); INVALID_ARGUMENT when dataset and model do not fit,
+// saying which width / length to use.
+#ifndef TANDEM_SERVICES_WORKER_DATASET_PROBE_H_
+#define TANDEM_SERVICES_WORKER_DATASET_PROBE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/nn/model_spec.h"
+#include "proto/dataserver.pb.h"
+
+namespace tandem {
+namespace worker {
+
+// What one sample of the dataset is, as the model sees it.
+struct InputSpec {
+  enum class Kind { kFeatures, kTokens };
+  Kind kind = Kind::kFeatures;
+  int64_t width = 0;            // f32 features per sample, or tokens per sample
+  int64_t labels_per_sample = 1;  // 1 (a class) or the context length
+};
+
+struct ProbeOptions {
+  std::vector<std::string> data_servers;  // "host:port", at least one
+  std::string dataset;                    // required
+  std::string eval_dataset;               // empty: none
+  int connect_attempts = 12;
+};
+
+struct DatasetProbe {
+  InputSpec inputs;
+  int64_t train_samples = 0;
+  int64_t eval_samples = 0;   // 0 when there is no eval dataset
+};
+
+// Checks one dataset's description against the model (pure; tested alone).
+absl::StatusOr<InputSpec> MatchDataset(const v1::DatasetInfo& info, const nn::ModelSpec& spec,
+                                       const std::string& model_text);
+
+absl::StatusOr<DatasetProbe> ProbeDatasets(const ProbeOptions& options,
+                                           const nn::ModelSpec& spec,
+                                           const std::string& model_text);
+
+}  // namespace worker
+}  // namespace tandem
+
+#endif  // TANDEM_SERVICES_WORKER_DATASET_PROBE_H_

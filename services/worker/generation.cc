@@ -1,0 +1,99 @@
+#include "services/worker/generation.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/comm/factory.h"
+#include "common/log/log.h"
+#include "common/optim/adamw.h"
+#include "common/optim/sgd.h"
+#include "common/status/status_macros.h"
+#include "common/sync/device_stepper_registry.h"
+#include "common/sync/registry.h"
+
+namespace tandem {
+namespace worker {
+
+absl::StatusOr<std::unique_ptr<optim::Optimizer>> MakeOptimizer(const TrainerOptions& o,
+                                                                 optim::ParamRange range) {
+  if (o.optimizer == "adamw") {
+    optim::AdamWOptions ao;
+    ao.weight_decay = static_cast<float>(o.weight_decay);
+    ASSIGN_OR_RETURN(std::unique_ptr<optim::AdamW> a, optim::AdamW::Create(range, ao));
+    return std::unique_ptr<optim::Optimizer>(std::move(a));
+  }
+  optim::SgdOptions so;
+  so.momentum = static_cast<float>(o.momentum);
+  so.nesterov = o.nesterov;
+  so.weight_decay = static_cast<float>(o.weight_decay);
+  ASSIGN_OR_RETURN(std::unique_ptr<optim::Sgd> s, optim::Sgd::Create(range, so));
+  return std::unique_ptr<optim::Optimizer>(std::move(s));
+}
+
+absl::Status SetUpGeneration(const GenerationEnv& env, Generation* g) {
+  const TrainerOptions& o = *env.options;
+  const int rank = g->rank(), world = g->world();
+  const int64_t gen = g->join.generation();
+  CoordinatorStoreOptions so;
+  so.channel = env.client->channel();
+  so.job_id = o.job_id;
+  so.generation = gen;
+  so.default_wait = o.collective_timeout;
+  ASSIGN_OR_RETURN(g->store, CoordinatorStore::Create(so));
+
+  const bool all_local = g->join.local_world_size() == world;
+  if (o.transport == "shm" && !all_local) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--transport=shm needs every rank on this node, but generation ", gen, " has ",
+        g->join.local_world_size(), " of ", world, " ranks here: use --transport=auto or gloo"));
+  }
+  const bool shm = o.transport != "gloo" && all_local;
+
+  // Control mesh: host memory whatever the backend; a few floats per step
+  // and the state broadcast once per generation, so small shm slots do.
+  CommOptions ctl;
+  ctl.transport = shm ? "shm" : "gloo";
+  ctl.rank = rank;
+  ctl.world_size = world;
+  ctl.store = g->store.get();
+  ctl.hostname = o.hostname;
+  ctl.timeout = o.collective_timeout;
+  ctl.prefix = absl::StrCat(o.job_id, "/gen", gen, "/ctl");
+  ctl.shm_chunk_bytes = int64_t{256} << 10;
+  ASSIGN_OR_RETURN(g->ctl, CreateCommunicator(ctl));
+
+  ASSIGN_OR_RETURN(sync::StrategyInfo info, sync::FindStrategy(o.sync.strategy));
+  const bool device = !env.backend->host_accessible();
+  GroupOptions go;
+  go.base = ctl;
+  go.base.prefix = absl::StrCat(o.job_id, "/gen", gen, "/grad");
+  go.base.shm_chunk_bytes = CommOptions().shm_chunk_bytes;
+  go.base.cuda_device = o.cuda_device;
+  go.base.cuda_stream = env.backend->native_stream();
+  go.node = o.node_id.empty() ? o.hostname : o.node_id;
+  go.transport = device ? "nccl" : (shm ? "shm" : "gloo");
+  go.node_groups = info.needs_node_groups;
+  ASSIGN_OR_RETURN(g->grad, CreateCommGroups(go));
+  if (rank == 0) {
+    LOG(INFO) << "generation " << gen << ": " << world << " rank(s), " << o.sync.strategy
+              << " over " << g->grad.world->backend();
+  }
+
+  tensor::FlatStorage& storage = env.model->storage();
+  sync::SyncEnv se;
+  se.comms = &g->grad;
+  se.params = storage.params();
+  se.grads = storage.grads();
+  se.size = storage.size();
+  for (const nn::GradRange& r : nn::GroupRanges(env.model->layout())) {
+    se.ready_ranges.push_back({r.lo, r.hi});
+  }
+  const TrainerOptions* options = env.options;
+  se.make_optimizer = [options](optim::ParamRange range) { return MakeOptimizer(*options, range); };
+  se.make_device_stepper = sync::DeviceStepperFactoryFor(env.backend);
+  ASSIGN_OR_RETURN(g->sync, sync::CreateGradientSync(o.sync, std::move(se)));
+  return absl::OkStatus();
+}
+
+}  // namespace worker
+}  // namespace tandem

@@ -1,0 +1,58 @@
+// StepRunner: one optimizer step on this rank — the strategy's
+// BeforeForward, `accumulation` micro-batches of forward and backward (only
+// the last one reports gradient ranges to the strategy, so accumulation
+// costs no communication), and the strategy's FinishStep — with where the
+// time went (forward, backward, data wait, exposed communication wait,
+// optimizer). See common/sync/gradient_sync.h for the step protocol.
+//
+//   StepRunner runner(model, backend, stager, accumulation);
+//   ASSIGN_OR_RETURN(StepOutput out, runner.Run(*g.data, *g.sync, ctx));
+//
+// Thread-compatible (the trainer thread; the backward callback runs on the
+// backward thread and only hands ranges to the strategy). Borrows
+// everything. Allocates nothing per step. Failure: the first error of the
+// data stream, the model or the strategy; parameters are then unchanged or
+// fully updated (the strategy never applies a partial update).
+#ifndef TANDEM_SERVICES_WORKER_STEP_RUNNER_H_
+#define TANDEM_SERVICES_WORKER_STEP_RUNNER_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "common/data/prefetch_client.h"
+#include "common/kernels/backend.h"
+#include "common/nn/model.h"
+#include "common/sync/gradient_sync.h"
+#include "services/worker/batch_stager.h"
+#include "services/worker/progress.h"
+
+namespace tandem {
+namespace worker {
+
+struct StepOutput {
+  float mean_loss = 0;       // this rank's mean over its micro-batches
+  int64_t samples = 0;       // this rank's samples
+  bool epoch_ended = false;  // a micro-batch was the epoch's last
+  data::Cursor cursor;       // the stream's position after the step
+  StepTimes times;           // total left 0: the caller adds the agreement
+};
+
+class StepRunner {
+ public:
+  StepRunner(nn::Model* model, kernels::Backend* backend, BatchStager* stager, int accumulation)
+      : model_(model), backend_(backend), stager_(stager), k_(accumulation) {}
+
+  absl::StatusOr<StepOutput> Run(data::PrefetchClient& data, sync::GradientSync& sync,
+                                 const optim::StepContext& ctx);
+
+ private:
+  nn::Model* const model_;
+  kernels::Backend* const backend_;
+  BatchStager* const stager_;
+  const int k_;
+};
+
+}  // namespace worker
+}  // namespace tandem
+
+#endif  // TANDEM_SERVICES_WORKER_STEP_RUNNER_H_

@@ -1,0 +1,101 @@
+// TrainerOptions: everything one worker process is told (flags turned into a
+// struct by main.cc), and the checks that run before anything starts.
+//
+//   TrainerOptions o;
+//   o.coordinator = "127.0.0.1:7000";  o.data_servers = {"127.0.0.1:7100"};
+//   o.worker_id = "host:1234";  o.model = "mlp:784,256,10";
+//   o.sync.strategy = "allreduce";   // any registered strategy (common/sync/registry.h)
+//   RETURN_IF_ERROR(ValidateTrainerOptions(o));
+//
+// Thread-safe (a plain struct and a pure function). Failure:
+// ValidateTrainerOptions returns INVALID_ARGUMENT naming the first bad flag
+// and what to do; an unknown --sync or --sync_opt key lists the valid ones.
+#ifndef TANDEM_SERVICES_WORKER_TRAINER_OPTIONS_H_
+#define TANDEM_SERVICES_WORKER_TRAINER_OPTIONS_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "common/sync/registry.h"
+
+namespace tandem {
+namespace worker {
+
+struct TrainerOptions {
+  // ---- Control and data plane -------------------------------------------
+  std::string coordinator;                // "host:port", required
+  std::vector<std::string> data_servers;  // "host:port", at least one
+  std::string job_id = "tandem";
+  std::string worker_id;                  // required; stable per process
+  std::string hostname = "127.0.0.1";     // address peers reach this worker at
+  // Node this worker belongs to, for the intra-/inter-node communicator
+  // groups; empty = `hostname`.
+  std::string node_id;
+  // ---- Model and data -----------------------------------------------------
+  // nn::ParseModelSpec form: "mlp:784,1024,10" (features + class labels) or
+  // "gpt:layers=4,d=256,heads=4,ctx=128" (token sequences + next tokens).
+  std::string model = "mlp:784,256,10";
+  std::string dataset = "fashion-mnist/train";
+  std::string eval_dataset = "fashion-mnist/t10k";  // empty: no evaluation
+  uint64_t seed = 1;                      // model init and data order
+  int epochs = 1;                         // >= 1
+  int64_t max_steps = 0;                  // optimizer steps in all; 0 = all epochs
+  int batch_size = 64;                    // per worker per micro-batch
+  int accumulation = 1;                   // micro-batches per optimizer step
+  // ---- Optimizer --------------------------------------------------------
+  std::string optimizer = "sgd";          // "sgd" or "adamw"
+  double lr = 0.05;                       // base learning rate (one worker)
+  std::string lr_scaling = "linear";      // "linear", "sqrt", "none" (x world)
+  std::string schedule = "cosine";        // "constant", "cosine", "linear"
+  int64_t warmup_steps = 0;
+  double momentum = 0.9;                  // sgd
+  bool nesterov = false;                  // sgd
+  double weight_decay = 0;                // sgd: L2; adamw: decoupled
+  // ---- Gradient sync: the strategy and all its knobs (bucket_cap_mb,
+  // max_grad_norm, --sync_opt keys) ----------------------------------------
+  sync::SyncOptions sync;
+  // ---- Checkpoints, backend ------------------------------------------------
+  std::string checkpoint_dir;             // empty: no checkpoints
+  int64_t checkpoint_every = 500;         // steps; 0 = only at the end
+  // "cpu", or "cuda": on a GPU (CUDA build) the model, gradients and the
+  // optimizer step live on the device and the gradient mesh is NCCL (the
+  // ctl mesh stays Gloo / shm); without a GPU it falls back to cpu.
+  std::string backend = "cpu";
+  int cuda_device = 0;                    // CUDA ordinal (--backend=cuda)
+  absl::Duration collective_timeout = absl::Seconds(30);
+  // Collective transport: "shm" (POSIX shared memory, every rank on this
+  // node), "gloo" (TCP), or "auto": shm when every rank of the generation is
+  // on this node, else gloo. Forcing shm for a generation spanning nodes is
+  // a configuration error when the generation starts.
+  std::string transport = "auto";
+  int max_rejoins = 20;                   // generations this worker may start
+  // How long the first join waits for the rendezvous (workers starting),
+  // and a re-join after a failure (survivors regrouping; past it the
+  // worker exits with the failure that ended its generation).
+  absl::Duration join_timeout = absl::Minutes(5);
+  absl::Duration rejoin_timeout = absl::Seconds(60);
+  // Attempts to reach the coordinator and the data servers at start-up
+  // (backoff 100 ms doubling to 2 s: the default rides out ~15 s).
+  int connect_attempts = 12;
+  // ---- Output -----------------------------------------------------------
+  int log_every = 50;                     // steps between progress lines; 0 = none
+  // Adds a line per progress window with where a step's time went
+  // (forward, backward, communication wait, optimizer, data wait).
+  bool profile = false;
+  int metrics_port = -1;                  // 0 = any free port, -1 = no /metrics
+  // Where rank 0's progress lines go (one line each, no newline); default:
+  // stdout, flushed.
+  std::function<void(const std::string&)> progress;
+};
+
+// INVALID_ARGUMENT naming the first bad field.
+absl::Status ValidateTrainerOptions(const TrainerOptions& options);
+
+}  // namespace worker
+}  // namespace tandem
+
+#endif  // TANDEM_SERVICES_WORKER_TRAINER_OPTIONS_H_

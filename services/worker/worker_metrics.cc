@@ -1,0 +1,58 @@
+#include "services/worker/worker_metrics.h"
+
+#include <algorithm>
+
+#include "common/status/status_macros.h"
+
+namespace tandem {
+namespace worker {
+
+absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(
+    Metrics* m, const std::string& strategy) {
+  std::unique_ptr<WorkerMetrics> w(new WorkerMetrics());
+  ASSIGN_OR_RETURN(w->step_seconds_, m->Histogram("tandem_step_seconds",
+                                                  "Wall time of one optimizer step.",
+                                                  Metrics::LatencyBuckets()));
+  const char* phases[5] = {"forward", "backward", "comm_wait", "optimizer", "data_wait"};
+  for (int i = 0; i < 5; ++i) {
+    ASSIGN_OR_RETURN(w->phases_[i],
+                     m->Counter("tandem_step_phase_seconds_total",
+                                "Seconds of training steps spent in each phase.",
+                                {{"phase", phases[i]}}));
+  }
+  ASSIGN_OR_RETURN(w->samples_,
+                   m->Counter("tandem_samples_total", "Training samples this worker consumed."));
+  ASSIGN_OR_RETURN(w->loss_, m->Gauge("tandem_loss", "Mean training loss over ranks, last step."));
+  ASSIGN_OR_RETURN(w->sync_seconds_,
+                   m->Counter("tandem_sync_seconds_total",
+                              "Seconds the gradient-sync communication spent in collectives.",
+                              {{"strategy", strategy}}));
+  ASSIGN_OR_RETURN(w->sync_bytes_, m->Counter("tandem_sync_bytes_total",
+                                              "Gradient bytes handed to the communicator.",
+                                              {{"strategy", strategy}}));
+  ASSIGN_OR_RETURN(w->buckets_, m->Gauge("tandem_buckets", "Gradient collectives per step."));
+  ASSIGN_OR_RETURN(w->generation_,
+                   m->Gauge("tandem_generation", "Generation this worker trains in."));
+  return w;
+}
+
+void WorkerMetrics::RecordStep(const StepTimes& t, int64_t samples, double loss,
+                               const sync::SyncStats& st, sync::SyncStats* last) {
+  step_seconds_->Observe(t.total);
+  const double phase[5] = {t.forward, t.backward, t.comm_wait, t.optimizer, t.data_wait};
+  for (int i = 0; i < 5; ++i) phases_[i]->Increment(std::max(0.0, phase[i]));
+  samples_->Increment(static_cast<double>(samples));
+  loss_->Set(loss);
+  sync_seconds_->Increment(std::max(0.0, st.comm_seconds - last->comm_seconds));
+  sync_bytes_->Increment(static_cast<double>(std::max<int64_t>(0, st.bytes_sent - last->bytes_sent)));
+  if (st.steps > last->steps) {
+    buckets_->Set(static_cast<double>(st.buckets - last->buckets) /
+                  static_cast<double>(st.steps - last->steps));
+  }
+  *last = st;
+}
+
+void WorkerMetrics::SetGeneration(int64_t g) { generation_->Set(static_cast<double>(g)); }
+
+}  // namespace worker
+}  // namespace tandem

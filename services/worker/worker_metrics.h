@@ -1,0 +1,59 @@
+// WorkerMetrics: the worker's Prometheus series, registered once (after the
+// first join gave a rank label) and updated once per optimizer step from
+// values the trainer already has — no allocation, no lock beyond the
+// client library's atomics.
+//
+//   tandem_step_seconds                 histogram of a step's wall time
+//   tandem_step_phase_seconds_total     {phase=forward|backward|comm_wait|optimizer|data_wait}
+//   tandem_samples_total                samples this worker trained on
+//   tandem_loss                         mean loss over ranks of the last step
+//   tandem_sync_seconds_total           {strategy}: communication-thread busy time
+//   tandem_sync_bytes_total             {strategy}: bytes handed to the communicator
+//   tandem_buckets                      collectives per step
+//   tandem_generation                   generation this worker trains in
+//
+// Thread-compatible (the trainer thread). The Metrics registry is borrowed
+// and owns the series. Failure: registration errors from Create.
+#ifndef TANDEM_SERVICES_WORKER_WORKER_METRICS_H_
+#define TANDEM_SERVICES_WORKER_WORKER_METRICS_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/metrics/metrics.h"
+#include "common/sync/gradient_sync.h"
+#include "services/worker/progress.h"
+
+namespace tandem {
+namespace worker {
+
+class WorkerMetrics {
+ public:
+  static absl::StatusOr<std::unique_ptr<WorkerMetrics>> Create(Metrics* metrics,
+                                                               const std::string& strategy);
+
+  // One finished step; `stats` is the strategy's cumulative SyncStats and
+  // `last` the value at the previous call (updated).
+  void RecordStep(const StepTimes& times, int64_t samples, double loss,
+                  const sync::SyncStats& stats, sync::SyncStats* last);
+  void SetGeneration(int64_t generation);
+
+ private:
+  WorkerMetrics() = default;
+  prometheus::Histogram* step_seconds_ = nullptr;
+  std::array<prometheus::Counter*, 5> phases_{};
+  prometheus::Counter* samples_ = nullptr;
+  prometheus::Gauge* loss_ = nullptr;
+  prometheus::Counter* sync_seconds_ = nullptr;
+  prometheus::Counter* sync_bytes_ = nullptr;
+  prometheus::Gauge* buckets_ = nullptr;
+  prometheus::Gauge* generation_ = nullptr;
+};
+
+}  // namespace worker
+}  // namespace tandem
+
+#endif  // TANDEM_SERVICES_WORKER_WORKER_METRICS_H_
