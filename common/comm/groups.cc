@@ -13,12 +13,14 @@
 namespace tandem {
 namespace {
 
-// Stores throw (Gloo's interface has no status); a timeout says "Timed out"
-// in every store tandem uses (HashStore, FileStore, CoordinatorStore).
+// Stores throw (Gloo's interface has no status). A timeout reads "Timed out"
+// (CoordinatorStore) or "Wait timeout" (Gloo's HashStore / FileStore).
 absl::Status FromStore(const std::exception& e, absl::string_view op, int rank) {
   const std::string what = e.what();
   const std::string msg = absl::StrCat("comm groups: ", op, " on rank ", rank, " failed: ", what);
-  if (what.find("imed out") != std::string::npos) return absl::DeadlineExceededError(msg);
+  if (what.find("imed out") != std::string::npos || what.find("imeout") != std::string::npos) {
+    return absl::DeadlineExceededError(msg);
+  }
   return absl::UnavailableError(msg);
 }
 
