@@ -9,12 +9,18 @@
 //   o.store = store;  o.prefix = "gen3/grad";
 //   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> c, CreateCommunicator(o));
 //
-// Thread-safety: CreateCommunicator may be called from any thread (it is as
+// gloo and shm are registered by this library itself (factory.cc links
+// both), so every caller has them; nccl registers from its alwayslink target.
+//
+// Thread-safety: every function is thread-safe. CreateCommunicator is as
 // collective as the transport's own Create: every rank of the group calls it
-// with the same prefix). Registration happens during static initialisation.
-// Errors: an unknown or unavailable transport is INVALID_ARGUMENT /
-// UNIMPLEMENTED naming the transports this binary has; the transport's own
-// Create errors pass through.
+// with the same prefix. Registration normally happens during static
+// initialisation. Ownership: the store is borrowed (see CommOptions); the
+// caller owns the communicator. Errors: an unknown transport is
+// INVALID_ARGUMENT, a known one this binary lacks (nccl without CUDA)
+// UNIMPLEMENTED, both naming the transports this binary has; a bad
+// rank / world_size or a missing store is INVALID_ARGUMENT; the transport's
+// own Create errors pass through.
 #ifndef TANDEM_COMMON_COMM_FACTORY_H_
 #define TANDEM_COMMON_COMM_FACTORY_H_
 
@@ -24,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/comm/communicator.h"
@@ -48,8 +55,8 @@ struct CommOptions {
   absl::Duration timeout = absl::Seconds(60);
   int64_t shm_chunk_bytes = int64_t{4} << 20;  // shm: staging bytes per rank
   int cuda_device = 0;                         // nccl: this rank's ordinal
-  // nccl: the compute stream (cudaStream_t) each collective waits for;
-  // nullptr = the caller synchronises.
+  // nccl: the compute stream (cudaStream_t, e.g. Backend::native_stream())
+  // each collective waits for; nullptr = the caller synchronises.
   void* cuda_stream = nullptr;
 };
 
@@ -57,11 +64,16 @@ using TransportCreator =
     std::function<absl::StatusOr<std::unique_ptr<Communicator>>(const CommOptions&)>;
 
 // Returns true so it can initialise a static; registering a name twice
-// aborts at start-up.
+// aborts at start-up. The creator gets options whose rank, world_size and
+// store CreateCommunicator has already checked.
 bool RegisterTransport(const std::string& name, TransportCreator creator);
 // Transports this binary can build, sorted.
 std::vector<std::string> AvailableTransports();
 bool TransportAvailable(const std::string& name);
+// OK when `name` is available; otherwise the error CreateCommunicator would
+// return for it (INVALID_ARGUMENT unknown, UNIMPLEMENTED not linked). For
+// checking a flag before any rendezvous.
+absl::Status CheckTransport(const std::string& name);
 
 absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(const CommOptions& options);
 

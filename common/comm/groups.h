@@ -4,7 +4,7 @@
 // across nodes over `inter`. Ranks learn each other's node through the
 // coordinator store (key <prefix>/node/<rank>), so nothing assumes the
 // coordinator grouped ranks in any particular order. Each group is built
-// with its own prefix (<prefix>/world, <prefix>/intra<node>,
+// with its own prefix (<prefix>/world, <prefix>/intra<node_index>,
 // <prefix>/inter<local_rank>).
 //
 //   GroupOptions g;  g.base.rank = r;  g.base.world_size = n;  g.base.store = s;
@@ -12,15 +12,28 @@
 //   ASSIGN_OR_RETURN(CommGroups groups, CreateCommGroups(g));
 //   groups.world->AllReduce(...);
 //
-// Transport "auto": shm when every rank of the group is on one node, gloo
-// otherwise (intra: shm, inter: gloo). A forced "shm" on a group that spans
-// nodes is INVALID_ARGUMENT naming the nodes
-// (a configuration error, not a membership change). "nccl" is used as given
-// for every group.
+// Numbering: nodes are numbered 0..num_nodes-1 in the order of their lowest
+// world rank; intra ranks are ordered by world rank (intra rank = local_rank);
+// inter group k holds the k-th rank of every node that has more than k ranks,
+// ordered by node. Nodes may differ in size: then the inter groups differ in
+// size too (nodes a,b,a,b,b: inter0 = {0,1}, inter1 = {2,3}, inter2 = {4}).
+// A rank alone in its group gets a communicator of world_size 1.
+//
+// Transport "auto": per group, shm when every rank of the group is on one
+// node, gloo otherwise (so intra: shm; inter: gloo, or shm when the group
+// is a single rank). A forced "shm" on a world that spans nodes is
+// INVALID_ARGUMENT naming the nodes and their ranks (a configuration error,
+// not a membership change). "gloo" and "nccl" are used as given for every
+// group.
 //
 // Thread-safety: collective — every rank of the world calls CreateCommGroups
-// once per generation with the same options but rank and node. The groups
-// own their communicators. Errors: the store's or transport's Status.
+// once per generation with the same options but rank, node (and hostname).
+// Groups are built in the order world, intra, inter on every rank, so the
+// rendezvous cannot deadlock. The groups own their communicators; the store
+// is borrowed for the call only. Errors: INVALID_ARGUMENT for a bad rank,
+// missing store, empty node id or unusable transport (before touching the
+// store); the store's errors as DEADLINE_EXCEEDED / UNAVAILABLE; a
+// transport's Create error prefixed with the group it was building.
 #ifndef TANDEM_COMMON_COMM_GROUPS_H_
 #define TANDEM_COMMON_COMM_GROUPS_H_
 
@@ -52,7 +65,10 @@ struct CommGroups {
   int local_rank = 0;   // index among the ranks of this node
   int local_size = 1;
   std::vector<int> node_of_rank;  // node index of every world rank
+  std::vector<std::string> nodes;  // node id of every node index
   std::string world_transport;    // what "auto" resolved to for world
+  std::string intra_transport;    // ... for intra, inter ("" unless node_groups)
+  std::string inter_transport;
 };
 
 absl::StatusOr<CommGroups> CreateCommGroups(const GroupOptions& options);

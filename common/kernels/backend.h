@@ -115,6 +115,11 @@ class Backend {
   // Waits for all queued work; returns the first asynchronous error since the
   // previous call, if any.
   virtual absl::Status Synchronize() = 0;
+  // Device backends: the stream (a cudaStream_t) all work is enqueued on, so
+  // a communicator can order its collectives after the compute that wrote
+  // its buffers (CommOptions::cuda_stream). nullptr for host backends, whose
+  // kernels have finished when they return.
+  virtual void* native_stream() { return nullptr; }
 
   // ---- Memory -------------------------------------------------------------
   // Allocates `bytes` (64-byte aligned at least). ResourceExhausted when out

@@ -43,6 +43,7 @@ class CudaBackend final : public kernels::Backend {
   const char* name() const override { return "cuda"; }
   bool host_accessible() const override { return false; }
   absl::Status Synchronize() override;
+  void* native_stream() override { return stream_; }
 
   absl::StatusOr<void*> AllocateRaw(size_t bytes) override;
   void Free(void* ptr) override;
