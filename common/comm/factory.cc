@@ -131,9 +131,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(const CommOptio
     return CreateCommunicator(options);
   }
   if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        options.transport, ": rank ", options.rank, " is not in a world of ",
-        options.world_size, " (need 0 <= rank < world_size)"));
+    return absl::InvalidArgumentError(absl::StrCat(options.transport, ": rank ", options.rank,
+                                                   " is not in a world of ", options.world_size,
+                                                   " (need 0 <= rank < world_size)"));
   }
   if (options.store == nullptr) {
     return absl::InvalidArgumentError(

@@ -26,8 +26,7 @@ using comm_testing::ExactValue;
 // segment name.
 std::string UniquePrefix() {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  return absl::StrCat("factory_test_", getpid(), "/", info->test_suite_name(), "/",
-                      info->name());
+  return absl::StrCat("factory_test_", getpid(), "/", info->test_suite_name(), "/", info->name());
 }
 
 class FactorySweep : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
@@ -70,7 +69,8 @@ TEST_P(FactorySweep, AllReduceSumsOverRanks) {
         return absl::OkStatus();
       });
   ASSERT_EQ(results.size(), static_cast<size_t>(world));
-  for (int r = 0; r < world; ++r) EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
+  for (int r = 0; r < world; ++r)
+    EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
 }
 
 INSTANTIATE_TEST_SUITE_P(GlooAndShm, FactorySweep,
@@ -149,11 +149,11 @@ TEST(Factory, BadRankOrMissingStoreIsInvalidArgument) {
 TEST(Factory, RegisteredTransportIsUsedAndListed) {
   // A transport registered by a test reaches its creator with the options.
   static int seen_rank = -1;
-  RegisterTransport("zz_test", [](const CommOptions& o)
-                                   -> absl::StatusOr<std::unique_ptr<Communicator>> {
-    seen_rank = o.rank;
-    return absl::ResourceExhaustedError("zz_test creator ran");
-  });
+  RegisterTransport("zz_test",
+                    [](const CommOptions& o) -> absl::StatusOr<std::unique_ptr<Communicator>> {
+                      seen_rank = o.rank;
+                      return absl::ResourceExhaustedError("zz_test creator ran");
+                    });
   EXPECT_TRUE(TransportAvailable("zz_test"));
   EXPECT_EQ(AvailableTransports().back(), "zz_test");  // sorted
   gloo::rendezvous::HashStore store;
@@ -167,11 +167,12 @@ TEST(Factory, RegisteredTransportIsUsedAndListed) {
 }
 
 TEST(FactoryDeathTest, RegisteringANameTwiceAborts) {
-  EXPECT_DEATH(RegisterTransport("gloo", [](const CommOptions&)
-                                             -> absl::StatusOr<std::unique_ptr<Communicator>> {
-                 return absl::InternalError("unused");
-               }),
-               "registered twice");
+  EXPECT_DEATH(
+      RegisterTransport("gloo",
+                        [](const CommOptions&) -> absl::StatusOr<std::unique_ptr<Communicator>> {
+                          return absl::InternalError("unused");
+                        }),
+      "registered twice");
 }
 
 }  // namespace

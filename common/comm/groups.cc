@@ -140,10 +140,9 @@ absl::StatusOr<CommGroups> CreateCommGroups(const GroupOptions& options) {
   // only needs its members to have finished the groups before it, so the
   // fixed order cannot deadlock.
   g.intra_transport = Resolve(options.transport, 1);
-  ASSIGN_OR_RETURN(g.intra,
-                   Build(b, g.intra_transport, g.local_rank, g.local_size,
-                         absl::StrCat(b.prefix, "/intra", g.node_index),
-                         absl::StrCat("intra group of node '", options.node, "'")));
+  ASSIGN_OR_RETURN(g.intra, Build(b, g.intra_transport, g.local_rank, g.local_size,
+                                  absl::StrCat(b.prefix, "/intra", g.node_index),
+                                  absl::StrCat("intra group of node '", options.node, "'")));
 
   // Inter group k: the k-th rank of every node that has more than k ranks,
   // in node order. With unequal nodes the groups of high k are smaller.
@@ -154,10 +153,9 @@ absl::StatusOr<CommGroups> CreateCommGroups(const GroupOptions& options) {
     ++inter_size;
   }
   g.inter_transport = Resolve(options.transport, inter_size);
-  ASSIGN_OR_RETURN(g.inter,
-                   Build(b, g.inter_transport, inter_rank, inter_size,
-                         absl::StrCat(b.prefix, "/inter", g.local_rank),
-                         absl::StrCat("inter group of local rank ", g.local_rank)));
+  ASSIGN_OR_RETURN(g.inter, Build(b, g.inter_transport, inter_rank, inter_size,
+                                  absl::StrCat(b.prefix, "/inter", g.local_rank),
+                                  absl::StrCat("inter group of local rank ", g.local_rank)));
   return g;
 }
 

@@ -64,11 +64,11 @@ struct CommGroups {
   int num_nodes = 1;
   int local_rank = 0;   // index among the ranks of this node
   int local_size = 1;
-  std::vector<int> node_of_rank;  // node index of every world rank
+  std::vector<int> node_of_rank;   // node index of every world rank
   std::vector<std::string> nodes;  // node id of every node index
-  std::string world_transport;    // what "auto" resolved to for world
-  std::string intra_transport;    // ... for intra, inter ("" unless node_groups)
-  std::string inter_transport;
+  std::string world_transport;     // what "auto" resolved to for world
+  std::string intra_transport;     // ... for intra, and for inter
+  std::string inter_transport;     // ("" unless node_groups)
 };
 
 absl::StatusOr<CommGroups> CreateCommGroups(const GroupOptions& options);

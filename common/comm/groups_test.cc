@@ -44,8 +44,9 @@ absl::Status SumOver(Communicator* c, float value, float* out) {
 }
 
 // Every rank builds its groups and sums rank + 1 over each group.
-std::vector<RankResult> RunGroups(const std::vector<std::string>& nodes, const std::string& transport,
-                            bool node_groups, const std::string& prefix) {
+std::vector<RankResult> RunGroups(const std::vector<std::string>& nodes,
+                                  const std::string& transport, bool node_groups,
+                                  const std::string& prefix) {
   gloo::rendezvous::HashStore store;
   const int world = static_cast<int>(nodes.size());
   std::vector<RankResult> results(world);
@@ -144,9 +145,8 @@ TEST(CommGroups, UnequalNodesInterleaved) {
   // a = {0,2}, b = {1,3,4}. intra a: 1+3; intra b: 2+4+5. inter0 = {0,1}:
   // 1+2; inter1 = {2,3}: 3+4; inter2 = {4} alone: 5.
   const Want want[] = {
-      {0, 0, 2, 0, 2, 4, 0, 2, 3},  {1, 0, 3, 0, 3, 11, 1, 2, 3},
-      {0, 1, 2, 1, 2, 4, 0, 2, 7},  {1, 1, 3, 1, 3, 11, 1, 2, 7},
-      {1, 2, 3, 2, 3, 11, 0, 1, 5},
+      {0, 0, 2, 0, 2, 4, 0, 2, 3},  {1, 0, 3, 0, 3, 11, 1, 2, 3}, {0, 1, 2, 1, 2, 4, 0, 2, 7},
+      {1, 1, 3, 1, 3, 11, 1, 2, 7}, {1, 2, 3, 2, 3, 11, 0, 1, 5},
   };
   for (int r = 0; r < 5; ++r) {
     ExpectRank(results[r], want[r], r);
@@ -192,8 +192,8 @@ TEST(CommGroups, AutoOnOneNodeIsShmAndNoNodeGroupsUnlessAsked) {
 }
 
 TEST(CommGroups, ForcedShmAcrossNodesNamesTheNodes) {
-  auto results = RunGroups({"host-a", "host-b", "host-a"}, "shm", /*node_groups=*/true,
-                     UniquePrefix());
+  auto results =
+      RunGroups({"host-a", "host-b", "host-a"}, "shm", /*node_groups=*/true, UniquePrefix());
   for (int r = 0; r < 3; ++r) {
     const absl::Status& s = results[r].status;
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << "rank " << r << ": " << s;

@@ -21,8 +21,7 @@ NcclKv NcclKvOverStore(gloo::rendezvous::Store* store) {
     }
     return absl::OkStatus();
   };
-  kv.get = [store](const std::string& key,
-                   absl::Duration timeout) -> absl::StatusOr<std::string> {
+  kv.get = [store](const std::string& key, absl::Duration timeout) -> absl::StatusOr<std::string> {
     try {
       store->wait({key}, absl::ToChronoMilliseconds(timeout));
       std::vector<char> v = store->get(key);

@@ -72,8 +72,7 @@ TEST(NcclTransport, OneRankAllReduceOnADevice) {
   ASSERT_EQ(cudaMalloc(&d, 4 * sizeof(float)), cudaSuccess);
   const float host[4] = {1, 2, 3, 4};
   // Written on the compute stream: the collective must wait for it.
-  ASSERT_EQ(cudaMemcpyAsync(d, host, sizeof(host), cudaMemcpyHostToDevice, compute),
-            cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(d, host, sizeof(host), cudaMemcpyHostToDevice, compute), cudaSuccess);
   ASSERT_TRUE((*c)->AllReduce(d, 4, ReduceOp::kSum).ok());
   float back[4] = {};
   ASSERT_EQ(cudaMemcpy(back, d, sizeof(back), cudaMemcpyDeviceToHost), cudaSuccess);
