@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "common/checkpoint/checkpoint.h"
 #include "common/io/file.h"
+#include "absl/time/clock.h"
 #include "common/status/status_macros.h"
 #include "proto/dataserver.pb.h"
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 
 namespace tandem {
 namespace worker {

@@ -1,5 +1,6 @@
 #include "services/worker/step_runner.h"
 
+#include "absl/time/clock.h"
 #include "common/status/status_macros.h"
 
 namespace tandem {

@@ -1,0 +1,177 @@
+// The worker's parts that have logic of their own, without a cluster: the
+// dataset/model match, the batch stager and the training plan.
+#include <cstring>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "common/kernels/cpu_backend.h"
+#include "gtest/gtest.h"
+#include "services/worker/batch_stager.h"
+#include "services/worker/dataset_probe.h"
+#include "services/worker/training_plan.h"
+
+namespace tandem {
+namespace worker {
+namespace {
+
+v1::DatasetInfo Info(v1::DType features, std::vector<int64_t> shape, int64_t label_elems,
+                     int classes) {
+  v1::DatasetInfo d;
+  d.set_name("set");
+  d.set_num_samples(1000);
+  d.mutable_feature_spec()->set_dtype(features);
+  for (int64_t s : shape) d.mutable_feature_spec()->add_shape(s);
+  d.mutable_label_spec()->set_dtype(v1::DTYPE_I32);
+  if (label_elems > 1) d.mutable_label_spec()->add_shape(label_elems);
+  d.set_num_classes(classes);
+  return d;
+}
+
+nn::ModelSpec Spec(const std::string& s) { return *nn::ParseModelSpec(s); }
+
+TEST(MatchDatasetTest, MlpNeedsItsInputWidthAndEnoughClasses) {
+  const v1::DatasetInfo images = Info(v1::DTYPE_U8, {28, 28}, 1, 10);
+  auto ok = MatchDataset(images, Spec("mlp:784,32,10"), "mlp:784,32,10");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->kind, InputSpec::Kind::kFeatures);
+  EXPECT_EQ(ok->width, 784);
+  auto narrow = MatchDataset(images, Spec("mlp:100,10"), "mlp:100,10");
+  EXPECT_TRUE(absl::IsInvalidArgument(narrow.status()));
+  EXPECT_TRUE(absl::StrContains(narrow.status().message(), "make the first width 784"))
+      << narrow.status();
+  auto few = MatchDataset(images, Spec("mlp:784,5"), "mlp:784,5");
+  EXPECT_TRUE(absl::StrContains(few.status().message(), "make the last width 10")) << few.status();
+}
+
+TEST(MatchDatasetTest, GptNeedsTokenSequencesOfItsContext) {
+  const std::string m = "gpt:layers=1,heads=1,d=8,ctx=16";
+  const v1::DatasetInfo text = Info(v1::DTYPE_I32, {16}, 16, 256);
+  auto ok = MatchDataset(text, Spec(m), m);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->kind, InputSpec::Kind::kTokens);
+  EXPECT_EQ(ok->width, 16);
+  EXPECT_EQ(ok->labels_per_sample, 16);
+  const std::string m32 = "gpt:layers=1,heads=1,d=8,ctx=32";
+  auto other_ctx = MatchDataset(text, Spec(m32), m32);
+  EXPECT_TRUE(absl::StrContains(other_ctx.status().message(), "set ctx=16")) << other_ctx.status();
+  auto images = MatchDataset(Info(v1::DTYPE_U8, {28, 28}, 1, 10), Spec(m), m);
+  EXPECT_TRUE(absl::StrContains(images.status().message(), "int32 token sequences"))
+      << images.status();
+  auto tokens_to_mlp = MatchDataset(text, Spec("mlp:16,256"), "mlp:16,256");
+  EXPECT_TRUE(absl::StrContains(tokens_to_mlp.status().message(), "use a gpt")) << tokens_to_mlp.status();
+}
+
+data::HostBatch Batch(int n, int width, v1::DType dtype, int label_elems) {
+  data::HostBatch b;
+  b.feature_dtype = dtype;
+  b.label_dtype = v1::DTYPE_I32;
+  b.features.assign(size_t(n) * width * 4, '\1');
+  b.labels.assign(size_t(n) * label_elems * 4, '\0');
+  b.sample_ids.resize(n);
+  return b;
+}
+
+TEST(BatchStagerTest, CpuReadsThePrefetchBuffersInPlace) {
+  kernels::CpuBackend cpu;
+  InputSpec in{InputSpec::Kind::kFeatures, 4, 1};
+  auto s = BatchStager::Create(&cpu, in, 8);
+  ASSERT_TRUE(s.ok()) << s.status();
+  data::HostBatch hb = Batch(8, 4, v1::DTYPE_F32, 1);
+  auto b = (*s)->Stage(hb);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->size, 8);
+  EXPECT_EQ(static_cast<const void*>(b->features), static_cast<const void*>(hb.features.data()));
+  EXPECT_EQ(b->tokens, nullptr);
+  EXPECT_EQ(static_cast<const void*>(b->labels), static_cast<const void*>(hb.labels.data()));
+}
+
+TEST(BatchStagerTest, TokensGoToTheTokenInput) {
+  kernels::CpuBackend cpu;
+  auto s = BatchStager::Create(&cpu, InputSpec{InputSpec::Kind::kTokens, 16, 16}, 4);
+  ASSERT_TRUE(s.ok());
+  data::HostBatch hb = Batch(3, 16, v1::DTYPE_I32, 16);
+  auto b = (*s)->Stage(hb);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->features, nullptr);
+  EXPECT_EQ(static_cast<const void*>(b->tokens), static_cast<const void*>(hb.features.data()));
+}
+
+TEST(BatchStagerTest, RefusesWrongDtypesSizesAndOversizedBatches) {
+  kernels::CpuBackend cpu;
+  auto s = BatchStager::Create(&cpu, InputSpec{InputSpec::Kind::kFeatures, 4, 1}, 8);
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument((*s)->Stage(Batch(2, 4, v1::DTYPE_U8, 1)).status()));
+  data::HostBatch short_features = Batch(2, 4, v1::DTYPE_F32, 1);
+  short_features.features.resize(short_features.features.size() - 4);
+  EXPECT_TRUE(absl::IsDataLoss((*s)->Stage(short_features).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument((*s)->Stage(Batch(9, 4, v1::DTYPE_F32, 1)).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      BatchStager::Create(&cpu, InputSpec{InputSpec::Kind::kFeatures, 0, 1}, 8).status()));
+}
+
+TrainerOptions PlanOptions() {
+  TrainerOptions o;
+  o.batch_size = 10;
+  o.epochs = 2;
+  o.schedule = "constant";
+  o.lr = 0.1;
+  o.lr_scaling = "linear";
+  return o;
+}
+
+TEST(TrainingPlanTest, StepsLeftScheduleAndTheCursorReCutForANewWorld) {
+  TrainerOptions o = PlanOptions();
+  TrainingState st;
+  auto p = PlanGeneration(PlanInputs{o, 1000, 4}, &st);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->global_batch, 40);
+  EXPECT_EQ(p->steps_per_epoch, 25);
+  EXPECT_EQ(p->total_steps, 50);
+  EXPECT_EQ(p->steps_left, 50);
+  EXPECT_FLOAT_EQ(p->schedule.LearningRate(1), 0.4f);  // linear scaling x4
+  // Resumed at step 10 with 450 samples of epoch 1 done, now with 3 workers:
+  // 450 / 30 = batch 15 of 33.
+  TrainingState resumed;
+  resumed.step = 10;
+  resumed.cursor = data::Cursor{0, 0};
+  resumed.samples_in_epoch = 450;
+  auto q = PlanGeneration(PlanInputs{o, 1000, 3}, &resumed);
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(resumed.cursor.step_in_epoch, 15);
+  EXPECT_EQ(q->steps_per_epoch, 33);
+  EXPECT_EQ(q->total_steps, 10 + (2 * 33 - 15));
+  o.max_steps = 12;
+  o.accumulation = 2;
+  auto r = PlanGeneration(PlanInputs{o, 1000, 3}, &resumed);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->total_steps, 12);
+  EXPECT_EQ(r->steps_left, 2);
+}
+
+TEST(TrainingPlanTest, GlobalBatchLargerThanTheDatasetSaysWhatToLower) {
+  TrainingState st;
+  auto p = PlanGeneration(PlanInputs{PlanOptions(), 30, 4}, &st);
+  EXPECT_TRUE(absl::IsInvalidArgument(p.status()));
+  EXPECT_TRUE(absl::StrContains(p.status().message(), "lower --batch_size")) << p.status();
+}
+
+TEST(TrainingPlanTest, TheStreamStartsAtTheCursorWithTheRightInputs) {
+  TrainerOptions o = PlanOptions();
+  o.accumulation = 2;
+  TrainingState st;
+  st.samples_in_epoch = 80;
+  auto p = PlanGeneration(PlanInputs{o, 1000, 2}, &st);
+  ASSERT_TRUE(p.ok());
+  data::PrefetchOptions mlp = TrainStream(o, *p, st, 1, 2, Spec("mlp:784,10"), nullptr);
+  EXPECT_EQ(mlp.request.step_in_epoch(), 4);
+  EXPECT_EQ(mlp.request.rank(), 1);
+  EXPECT_EQ(mlp.request.max_batches(), p->steps_left * 2);
+  EXPECT_TRUE(mlp.request.normalize_to_f32());
+  data::PrefetchOptions gpt =
+      TrainStream(o, *p, st, 0, 2, Spec("gpt:layers=1,heads=1,d=8,ctx=4"), nullptr);
+  EXPECT_FALSE(gpt.request.normalize_to_f32());
+}
+
+}  // namespace
+}  // namespace worker
+}  // namespace tandem
