@@ -93,6 +93,7 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
   co.endpoint.set_metrics_port(std::max(t_->metrics_->port(), 0));
   co.node = o_.node_id.empty() ? o_.hostname : o_.node_id;
   co.join_attempts = o_.connect_attempts;
+  co.lost_after = o_.coordinator_lost_after;
   ASSIGN_OR_RETURN(client_, CoordinatorClient::Create(co));
 
   CheckpointerOptions ck;

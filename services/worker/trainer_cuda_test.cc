@@ -55,7 +55,7 @@ Outcome TrainOnce(dataserver::DataServer* data, const std::string& backend,
   o.batch_size = 32;
   o.optimizer = optimizer;
   o.lr = optimizer == "adamw" ? 0.001 : 0.05;
-  o.max_grad_norm = 1.0;
+  o.sync.max_grad_norm = 1.0;
   o.schedule = "constant";
   o.max_steps = 10;
   o.eval_dataset = "";

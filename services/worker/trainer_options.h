@@ -81,6 +81,9 @@ struct TrainerOptions {
   // Attempts to reach the coordinator and the data servers at start-up
   // (backoff 100 ms doubling to 2 s: the default rides out ~15 s).
   int connect_attempts = 12;
+  // With no heartbeat reply for this long the coordinator counts as lost:
+  // the ranks stop together at the next step with UNAVAILABLE.
+  absl::Duration coordinator_lost_after = absl::Seconds(60);
   // ---- Output -----------------------------------------------------------
   int log_every = 50;                     // steps between progress lines; 0 = none
   // Adds a line per progress window with where a step's time went

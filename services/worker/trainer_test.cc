@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/checkpoint/checkpoint.h"
+#include "common/sync/registry.h"
 #include "gtest/gtest.h"
 #include "services/coordinator/coordinator_server.h"
 #include "services/dataserver/data_server.h"
@@ -312,6 +313,119 @@ TEST_F(TrainerTest, UnreachableCoordinatorFailsAfterBoundedRetries) {
   EXPECT_TRUE(absl::StrContains(r.status().message(), "127.0.0.1:1")) << r.status();
 }
 
+// The seam: a strategy registered only by linking a test-only target
+// (//common/sync/testing:test_strategies) trains through the unchanged
+// worker, and its one-shot allreduce reaches the same parameters as the
+// bucketed one (two ranks: a + b either way).
+TEST_F(TrainerTest, StrategyRegisteredByATestTargetTrainsThroughTheWorker) {
+  std::vector<std::vector<float>> final_params;
+  for (const char* strategy : {"allreduce", "naive_allreduce"}) {
+    StartCoordinator(2, "");
+    std::vector<TrainerOptions> o = {Options(0), Options(1)};
+    for (auto& x : o) {
+      x.max_steps = 12;
+      x.eval_dataset = "";
+      auto so = sync::ParseSyncOptions(strategy, std::string(strategy) == "naive_allreduce"
+                                                     ? "chunks=3"
+                                                     : "bucket_cap_mb=0.01");
+      ASSERT_TRUE(so.ok()) << so.status();
+      x.sync = *so;
+    }
+    std::vector<Run> runs = RunAll(o);
+    for (const Run& r : runs) {
+      ASSERT_TRUE(r.result.ok()) << strategy << ": " << r.result.status();
+      EXPECT_EQ(r.result->strategy, strategy);
+      EXPECT_EQ(r.result->steps, 12);
+    }
+    ASSERT_EQ(runs[0].params, runs[1].params) << strategy << ": ranks diverged";
+    final_params.push_back(runs[0].params);
+  }
+  ASSERT_EQ(final_params[0].size(), final_params[1].size());
+  EXPECT_EQ(std::memcmp(final_params[0].data(), final_params[1].data(),
+                        final_params[0].size() * sizeof(float)),
+            0);
+}
+
+// A STOP from the coordinator reaches both ranks; they stop at the same
+// step, write and commit a checkpoint there and leave.
+TEST_F(TrainerTest, StopCommandEndsBothRanksAtTheSameCheckpointedStep) {
+  StartCoordinator(2, "");
+  std::vector<TrainerOptions> o = {Options(0), Options(1)};
+  CoordinatorServer* coordinator = coordinator_.get();
+  for (auto& x : o) {
+    x.max_steps = 100000;
+    x.eval_dataset = "";
+    x.log_every = 5;
+    x.checkpoint_dir = TmpDir("ckpt_stop");
+    auto keep = x.progress;
+    x.progress = [keep, coordinator](const std::string& line) {
+      keep(line);
+      if (absl::StartsWith(line, "step 10/")) coordinator->core().RequestStop("operator stop");
+    };
+  }
+  std::vector<Run> runs = RunAll(o);
+  for (const Run& r : runs) {
+    ASSERT_TRUE(r.result.ok()) << r.result.status();
+    EXPECT_TRUE(r.result->stopped);
+    EXPECT_GE(r.result->steps, 10);
+    EXPECT_LT(r.result->steps, 100000);
+  }
+  EXPECT_EQ(runs[0].result->steps, runs[1].result->steps);
+  EXPECT_EQ(runs[0].params, runs[1].params);
+  EXPECT_EQ(coordinator_->core().GetJobStatus().last_checkpoint().step(), runs[0].result->steps);
+  bool said = false;
+  for (const std::string& l : Lines()) {
+    said |= absl::StartsWith(l, absl::StrCat("stopping at step ", runs[0].result->steps)) &&
+            absl::StrContains(l, "operator stop");
+  }
+  EXPECT_TRUE(said);
+}
+
+// The coordinator disappears mid-run: the worker notices within
+// coordinator_lost_after, stops at a step boundary and, unable to re-join,
+// fails naming the lost coordinator (bounded, no hang).
+TEST_F(TrainerTest, LostCoordinatorEndsTheRunNamingIt) {
+  StartCoordinator(1, "");
+  TrainerOptions o = Options(0);
+  o.epochs = 20;  // far longer than detection takes
+  o.eval_dataset = "";
+  o.log_every = 5;
+  o.connect_attempts = 2;
+  o.coordinator_lost_after = absl::Milliseconds(200);
+  CoordinatorServer* coordinator = coordinator_.get();
+  auto keep = o.progress;
+  o.progress = [keep, coordinator](const std::string& line) {
+    keep(line);
+    if (absl::StartsWith(line, "step 5/")) coordinator->Shutdown();
+  };
+  std::vector<Run> runs = RunAll({o});
+  ASSERT_FALSE(runs[0].result.ok());
+  EXPECT_TRUE(absl::IsUnavailable(runs[0].result.status())) << runs[0].result.status();
+  EXPECT_TRUE(absl::StrContains(runs[0].result.status().message(), "lost the coordinator"))
+      << runs[0].result.status();
+}
+
+// A configuration error (here --transport=shm for ranks on two nodes) ends
+// the run at once on every rank instead of being retried as a re-join.
+TEST_F(TrainerTest, ConfigurationErrorFailsAtOnceWithoutRejoining) {
+  StartCoordinator(2, "");
+  std::vector<TrainerOptions> o = {Options(0), Options(1)};
+  o[1].hostname = "localhost";  // another node name: local_world_size 1
+  for (auto& x : o) {
+    x.transport = "shm";
+    x.max_steps = 5;
+    x.eval_dataset = "";
+  }
+  std::vector<Run> runs = RunAll(o);
+  for (const Run& r : runs) {
+    ASSERT_FALSE(r.result.ok());
+    EXPECT_TRUE(absl::IsInvalidArgument(r.result.status())) << r.result.status();
+    EXPECT_TRUE(absl::StrContains(r.result.status().message(), "--transport=shm"))
+        << r.result.status();
+  }
+  EXPECT_EQ(coordinator_->core().GetJobStatus().generation(), 1);
+}
+
 TEST(TrainerOptionsTest, BadOptionsAreRefusedNamingTheFlag) {
   TrainerOptions good;
   good.coordinator = "127.0.0.1:7000";
@@ -324,8 +438,6 @@ TEST(TrainerOptionsTest, BadOptionsAreRefusedNamingTheFlag) {
   };
   const std::vector<Case> cases = {
       {[](TrainerOptions& o) { o.model = "resnet:50"; }, "--model"},
-      {[](TrainerOptions& o) { o.model = "gpt:layers=1,heads=1,width=8,context=4,vocab=16"; },
-       "MLP"},
       {[](TrainerOptions& o) { o.coordinator = ""; }, "--coordinator"},
       {[](TrainerOptions& o) { o.data_servers = {"nohostport"}; }, "--data_servers"},
       {[](TrainerOptions& o) { o.epochs = 0; }, "--epochs"},
@@ -336,7 +448,9 @@ TEST(TrainerOptionsTest, BadOptionsAreRefusedNamingTheFlag) {
       {[](TrainerOptions& o) { o.schedule = "step"; }, "--schedule"},
       {[](TrainerOptions& o) { o.lr = -1; }, "--lr"},
       {[](TrainerOptions& o) { o.backend = "tpu"; }, "--backend"},
-      {[](TrainerOptions& o) { o.bucket_cap_mb = 0; }, "--bucket_cap_mb"},
+      {[](TrainerOptions& o) { o.sync.bucket_cap_mb = 0; }, "--bucket_cap_mb"},
+      {[](TrainerOptions& o) { o.sync.strategy = "bogus"; }, "allreduce"},
+      {[](TrainerOptions& o) { o.sync.opts["no_such_key"] = "1"; }, "no_such_key"},
   };
   for (const Case& c : cases) {
     TrainerOptions o = good;
@@ -350,13 +464,6 @@ TEST(TrainerOptionsTest, BadOptionsAreRefusedNamingTheFlag) {
                  o.model = "mlp:784";
                  return o;
                }()).ok());
-}
-
-TEST(FormatEtaTest, HoursMinutesSeconds) {
-  EXPECT_EQ(FormatEta(0), "0:00:00");
-  EXPECT_EQ(FormatEta(151), "0:02:31");
-  EXPECT_EQ(FormatEta(3600 * 27 + 61), "27:01:01");
-  EXPECT_EQ(FormatEta(-5), "0:00:00");
 }
 
 }  // namespace
