@@ -16,6 +16,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/match.h"
@@ -121,22 +122,21 @@ int main(int argc, char** argv) {
       return 2;
     }
     o.sync = *sync;
-    // --bucket_cap_mb / --max_grad_norm set the same knobs; given both
-    // ways, the --sync_opt value is an error rather than a silent choice.
+    // --bucket_cap_mb / --max_grad_norm set the same knobs as --sync_opt;
+    // given both ways it is an error rather than a silent choice.
     for (const char* name : {"bucket_cap_mb", "max_grad_norm"}) {
       const absl::CommandLineFlag* f = absl::FindCommandLineFlag(name);
-      if (f == nullptr || !f->IsSpecifiedOnCommandLine()) continue;
+      if (f->CurrentValue() == f->DefaultValue()) continue;
       if (absl::StrContains(absl::GetFlag(FLAGS_sync_opt), absl::StrCat(name, "="))) {
         std::fprintf(stderr, "worker: --%s and --sync_opt %s= both given: keep one\n", name,
                      name);
         return 2;
       }
-    }
-    if (absl::FindCommandLineFlag("bucket_cap_mb")->IsSpecifiedOnCommandLine()) {
-      o.sync.bucket_cap_mb = absl::GetFlag(FLAGS_bucket_cap_mb);
-    }
-    if (absl::FindCommandLineFlag("max_grad_norm")->IsSpecifiedOnCommandLine()) {
-      o.sync.max_grad_norm = absl::GetFlag(FLAGS_max_grad_norm);
+      if (std::string(name) == "bucket_cap_mb") {
+        o.sync.bucket_cap_mb = absl::GetFlag(FLAGS_bucket_cap_mb);
+      } else {
+        o.sync.max_grad_norm = absl::GetFlag(FLAGS_max_grad_norm);
+      }
     }
   }
   o.node_id = absl::GetFlag(FLAGS_node_id);

@@ -8,7 +8,6 @@
 #include "common/comm/factory.h"
 #include "common/kernels/factory.h"
 #include "common/log/log.h"
-#include "common/optim/schedule.h"
 #include "common/status/status_macros.h"
 #include "services/worker/batch_stager.h"
 #include "services/worker/checkpointer.h"
@@ -194,13 +193,9 @@ absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& 
                                  TrainStream(o_, plan, state_, g.rank(), g.world(),
                                              t_->model_->spec(), client_metrics_.get())));
   }
-  ProgressOptions pro;
-  pro.log_every = o_.log_every;
-  pro.profile = o_.profile;
-  pro.print = g.rank() == 0;
-  pro.tokens_per_sample = probe_.inputs.kind == InputSpec::Kind::kTokens ? probe_.inputs.width : 0;
-  pro.sink = progress_sink_;
-  ProgressReporter progress(pro);
+  const bool tokens = probe_.inputs.kind == InputSpec::Kind::kTokens;
+  ProgressReporter progress(ProgressOptions{o_.log_every, o_.profile, g.rank() == 0,
+                                            tokens ? probe_.inputs.width : 0, progress_sink_});
 
   StepRunner runner(t_->model_.get(), t_->backend_.get(), stager_.get(), o_.accumulation);
   while (state_.step < plan.total_steps) {
@@ -244,6 +239,9 @@ absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& 
     }
     if (agree[0] > 0) {
       RETURN_IF_ERROR(checkpointer_->Write(g, &state_).status());
+      // A rank that leaves ends the generation: wait until rank 0 has
+      // committed the checkpoint before anyone does.
+      RETURN_IF_ERROR(g.ctl->Barrier());
       if (g.rank() == 0) Print(absl::StrCat("stopping at step ", state_.step, ": ", c.reason));
       return Outcome::kStopped;
     }
