@@ -34,8 +34,8 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 
 class NaiveAllreduceSync final : public GradientSync {
  public:
-  NaiveAllreduceSync(Communicator* comm, float* params, float* grads, int64_t size,
-                     int64_t chunks, std::unique_ptr<optim::Optimizer> optimizer,
+  NaiveAllreduceSync(Communicator* comm, float* params, float* grads, int64_t size, int64_t chunks,
+                     std::unique_ptr<optim::Optimizer> optimizer,
                      std::unique_ptr<DeviceStepper> stepper, GradClip clip)
       : comm_(comm),
         params_(params),
@@ -120,8 +120,7 @@ class NaiveAllreduceSync final : public GradientSync {
     }
     const double comm_seconds = SecondsSince(comm_start);
     const auto opt_start = std::chrono::steady_clock::now();
-    double scale =
-        static_cast<double>(context.grad_scale) * grad_scale_ / comm_->world_size();
+    double scale = static_cast<double>(context.grad_scale) * grad_scale_ / comm_->world_size();
     if (clip_.enabled() && size_ > 0) {
       double sum_sq = 0;
       if (stepper_ != nullptr) {
@@ -183,8 +182,7 @@ StrategyInfo NaiveInfo() {
   return info;
 }
 
-absl::StatusOr<std::unique_ptr<GradientSync>> CreateNaive(const SyncOptions& options,
-                                                          SyncEnv env) {
+absl::StatusOr<std::unique_ptr<GradientSync>> CreateNaive(const SyncOptions& options, SyncEnv env) {
   ASSIGN_OR_RETURN(int64_t chunks, GetSyncOptInt(options, "chunks", 1));
   ASSIGN_OR_RETURN(std::unique_ptr<optim::Optimizer> optimizer,
                    env.make_optimizer(optim::ParamRange{0, env.size}));
@@ -197,9 +195,9 @@ absl::StatusOr<std::unique_ptr<GradientSync>> CreateNaive(const SyncOptions& opt
   if (env.make_device_stepper) {
     ASSIGN_OR_RETURN(stepper, env.make_device_stepper(optimizer.get()));
   }
-  return std::unique_ptr<GradientSync>(new NaiveAllreduceSync(
-      env.comms->world.get(), env.params, env.grads, env.size, chunks, std::move(optimizer),
-      std::move(stepper), std::move(clip)));
+  return std::unique_ptr<GradientSync>(
+      new NaiveAllreduceSync(env.comms->world.get(), env.params, env.grads, env.size, chunks,
+                             std::move(optimizer), std::move(stepper), std::move(clip)));
 }
 
 TANDEM_REGISTER_SYNC_STRATEGY(NaiveInfo(), CreateNaive);

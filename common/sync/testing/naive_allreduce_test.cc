@@ -58,8 +58,8 @@ class BorrowedCommunicator final : public Communicator {
 std::vector<absl::Status> RunRanks(const comm_testing::RankBody& body) {
   return comm_testing::RunRanks(
       kWorld,
-      [](int rank, gloo::rendezvous::Store& store)
-          -> absl::StatusOr<std::unique_ptr<Communicator>> {
+      [](int rank,
+         gloo::rendezvous::Store& store) -> absl::StatusOr<std::unique_ptr<Communicator>> {
         GlooOptions o;
         o.rank = rank;
         o.world_size = kWorld;
