@@ -92,8 +92,8 @@ TEST(AllreduceStrategy, CreateGradientSyncBuildsAWorkingAllreduce) {
   grads[3] = 3.f;
   grads[37] = 4.f;  // summed (x2) then averaged (/2): norm 5, clipped to 1
   ASSERT_TRUE(s.BeginStep({}).ok());
-  for (const auto& [lo, hi] : std::vector<std::pair<int64_t, int64_t>>{
-           {30, 40}, {20, 30}, {10, 20}, {0, 10}}) {
+  for (const auto& [lo, hi] :
+       std::vector<std::pair<int64_t, int64_t>>{{30, 40}, {20, 30}, {10, 20}, {0, 10}}) {
     s.OnGradientsReady(lo, hi);
   }
   optim::StepContext ctx;
@@ -115,12 +115,14 @@ TEST(AllreduceStrategy, DeviceStepperFactoryComesFromTheEnv) {
   env.grads = grads.data();
   env.size = kSize;
   env.ready_ranges = {{0, kSize}};
-  env.make_optimizer = [](optim::ParamRange r) -> absl::StatusOr<std::unique_ptr<optim::Optimizer>> {
+  env.make_optimizer =
+      [](optim::ParamRange r) -> absl::StatusOr<std::unique_ptr<optim::Optimizer>> {
     absl::StatusOr<std::unique_ptr<optim::Sgd>> sgd = optim::Sgd::Create(r, optim::SgdOptions());
     if (!sgd.ok()) return sgd.status();
     return std::unique_ptr<optim::Optimizer>(std::move(*sgd));
   };
-  env.make_device_stepper = [](optim::Optimizer*) -> absl::StatusOr<std::unique_ptr<DeviceStepper>> {
+  env.make_device_stepper =
+      [](optim::Optimizer*) -> absl::StatusOr<std::unique_ptr<DeviceStepper>> {
     return absl::UnimplementedError("no device stepper for backend 'tpu'");
   };
   SyncOptions o;

@@ -31,8 +31,7 @@ class AllreduceSync final : public GradientSync {
         size_(options.size),
         optimizer_(std::move(optimizer)),
         owned_stepper_(std::move(owned_stepper)),
-        device_stepper_(owned_stepper_ != nullptr ? owned_stepper_.get()
-                                                  : options.device_stepper),
+        device_stepper_(owned_stepper_ != nullptr ? owned_stepper_.get() : options.device_stepper),
         clip_(std::move(clip)),
         world_size_(comm_->world_size()),
         rank_(comm_->rank()) {}
@@ -128,9 +127,9 @@ class AllreduceSync final : public GradientSync {
  private:
   absl::Status CheckUsable(const char* call) const {
     if (broken_.ok()) return absl::OkStatus();
-    return absl::FailedPreconditionError(absl::StrCat(
-        kLabel, ": ", call, " after an earlier error (", broken_.message(),
-        "); destroy this sync and re-join"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(kLabel, ": ", call, " after an earlier error (", broken_.message(),
+                     "); destroy this sync and re-join"));
   }
 
   // Every rank now holds the same summed gradients, so every rank computes
@@ -153,17 +152,16 @@ class AllreduceSync final : public GradientSync {
       absl::StatusOr<optim::ClipResult> clip = clip_.Compute(sum_sq, scale);
       if (!clip.ok()) {
         return absl::Status(clip.status().code(),
-                            absl::StrCat(kLabel, ": gradient clipping at step ", step,
-                                         " on rank ", rank_, ": ", clip.status().message()));
+                            absl::StrCat(kLabel, ": gradient clipping at step ", step, " on rank ",
+                                         rank_, ": ", clip.status().message()));
       }
       scale *= clip->scale;
     }
     if (size_ == 0) return absl::OkStatus();
     optim::StepContext ctx = context;
     ctx.grad_scale = static_cast<float>(scale);
-    absl::Status s = device_stepper_ != nullptr
-                         ? device_stepper_->Step(params_, grads_, size_, ctx)
-                         : optimizer_->Step(params_, grads_, size_, ctx);
+    absl::Status s = device_stepper_ != nullptr ? device_stepper_->Step(params_, grads_, size_, ctx)
+                                                : optimizer_->Step(params_, grads_, size_, ctx);
     if (!s.ok()) {
       return absl::Status(s.code(), absl::StrCat(kLabel, ": optimizer ", optimizer_->name(),
                                                  " at step ", step, ": ", s.message()));
@@ -201,8 +199,7 @@ absl::StatusOr<std::unique_ptr<GradientSync>> CreateAllreduceSync(AllreduceSyncO
     return absl::InvalidArgumentError("allreduce sync: a communicator is required");
   }
   if (options.size < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("allreduce sync: negative size ", options.size));
+    return absl::InvalidArgumentError(absl::StrCat("allreduce sync: negative size ", options.size));
   }
   if (options.size > 0 && (options.params == nullptr || options.grads == nullptr)) {
     return absl::InvalidArgumentError(
@@ -230,8 +227,8 @@ absl::StatusOr<std::unique_ptr<GradientSync>> CreateAllreduceSync(AllreduceSyncO
     absl::StatusOr<std::unique_ptr<DeviceStepper>> s =
         options.make_device_stepper(options.optimizer.get());
     if (!s.ok()) {
-      return absl::Status(s.status().code(), absl::StrCat("allreduce sync: device stepper: ",
-                                                          s.status().message()));
+      return absl::Status(s.status().code(),
+                          absl::StrCat("allreduce sync: device stepper: ", s.status().message()));
     }
     stepper = std::move(*s);  // null: the factory chose host memory
   }

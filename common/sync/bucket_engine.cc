@@ -27,9 +27,8 @@ absl::StatusOr<std::unique_ptr<BucketEngine>> BucketEngine::Create(BucketEngineO
         options.label, ": bucket_cap_mb must be positive, got ", options.bucket_cap_mb));
   }
   const double cap_bytes = options.bucket_cap_mb * 1024.0 * 1024.0;
-  ASSIGN_OR_RETURN(BucketPlan plan,
-                   PlanBuckets(options.ready_ranges, options.size,
-                               static_cast<int64_t>(std::min(cap_bytes, 1e18))));
+  ASSIGN_OR_RETURN(BucketPlan plan, PlanBuckets(options.ready_ranges, options.size,
+                                                static_cast<int64_t>(std::min(cap_bytes, 1e18))));
   return std::unique_ptr<BucketEngine>(new BucketEngine(std::move(options), std::move(plan)));
 }
 
@@ -63,9 +62,9 @@ BucketEngine::~BucketEngine() {
 absl::Status BucketEngine::BeginStep() {
   absl::MutexLock lock(&mu_);
   if (!error_.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat(label_, ": BeginStep after an earlier error (",
-                                                      error_.message(),
-                                                      "); destroy this sync and re-join"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(label_, ": BeginStep after an earlier error (", error_.message(),
+                     "); destroy this sync and re-join"));
   }
   if (in_step_) {
     return absl::FailedPreconditionError(
@@ -100,10 +99,10 @@ void BucketEngine::OnGradientsReady(int64_t lo, int64_t hi) {
   }
   const int range = FindRange(lo, hi);
   if (range < 0 || range_reported_[range]) {
-    range_error_ = absl::InvalidArgumentError(absl::StrCat(
-        label_, ": gradients [", lo, ", ", hi, ") reported at step ", stats_.steps + 1,
-        range < 0 ? " are not one of the ready ranges the sync was built with"
-                  : " were already reported this step"));
+    range_error_ = absl::InvalidArgumentError(
+        absl::StrCat(label_, ": gradients [", lo, ", ", hi, ") reported at step ", stats_.steps + 1,
+                     range < 0 ? " are not one of the ready ranges the sync was built with"
+                               : " were already reported this step"));
     return;
   }
   range_reported_[range] = 1;
@@ -124,10 +123,10 @@ absl::Status BucketEngine::FinishStep() {
   in_step_ = false;
   absl::Status error = range_error_;
   if (error.ok() && ranges_reported_ != static_cast<int>(ranges_.size())) {
-    error = absl::FailedPreconditionError(absl::StrCat(
-        label_, ": only ", ranges_reported_, " of ", ranges_.size(),
-        " gradient ranges were reported before FinishStep at step ", stats_.steps + 1,
-        " (pass the sync's OnGradientsReady as the last backward's callback)"));
+    error = absl::FailedPreconditionError(
+        absl::StrCat(label_, ": only ", ranges_reported_, " of ", ranges_.size(),
+                     " gradient ranges were reported before FinishStep at step ", stats_.steps + 1,
+                     " (pass the sync's OnGradientsReady as the last backward's callback)"));
   }
   if (!error.ok()) {
     step_active_ = false;  // the communication thread stops after its current bucket
@@ -160,8 +159,8 @@ int BucketEngine::FindRange(int64_t lo, int64_t hi) const {
       ranges_[next_expected_range_].second == hi) {
     return next_expected_range_;
   }
-  auto it = std::lower_bound(ranges_by_lo_.begin(), ranges_by_lo_.end(),
-                             std::pair<int64_t, int>{lo, -1});
+  auto it =
+      std::lower_bound(ranges_by_lo_.begin(), ranges_by_lo_.end(), std::pair<int64_t, int>{lo, -1});
   if (it == ranges_by_lo_.end() || it->first != lo || ranges_[it->second].second != hi) {
     return -1;
   }
@@ -169,9 +168,9 @@ int BucketEngine::FindRange(int64_t lo, int64_t hi) const {
 }
 
 bool BucketEngine::HasWork() const {
-  return shutdown_ || (step_active_ && error_.ok() &&
-                       next_bucket_ < static_cast<int>(bucket_ready_.size()) &&
-                       bucket_ready_[next_bucket_]);
+  return shutdown_ ||
+         (step_active_ && error_.ok() && next_bucket_ < static_cast<int>(bucket_ready_.size()) &&
+          bucket_ready_[next_bucket_]);
 }
 
 // Issues the buckets strictly in plan order (the same on every rank), each

@@ -60,12 +60,12 @@ using BucketOperation = std::function<absl::Status(int bucket, int64_t lo, int64
 struct BucketEngineOptions {
   // The ranges backward reports, in backward order (nn::GroupRanges).
   std::vector<std::pair<int64_t, int64_t>> ready_ranges;
-  int64_t size = 0;            // the ranges tile [0, size)
-  double bucket_cap_mb = 25;   // MiB of fp32 elements per bucket, > 0
-  BucketOperation operation;   // required
-  std::string label = "sync";  // error prefix: "allreduce sync"
+  int64_t size = 0;                          // the ranges tile [0, size)
+  double bucket_cap_mb = 25;                 // MiB of fp32 elements per bucket, > 0
+  BucketOperation operation;                 // required
+  std::string label = "sync";                // error prefix: "allreduce sync"
   std::string operation_name = "operation";  // "allreduce of bucket 2 of 4 ..."
-  int rank = 0;                // named in errors
+  int rank = 0;                              // named in errors
 };
 
 // Cumulative.
@@ -120,7 +120,7 @@ class BucketEngine {
   int ranges_reported_ ABSL_GUARDED_BY(mu_) = 0;
   int next_expected_range_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status range_error_ ABSL_GUARDED_BY(mu_);
-  int next_bucket_ ABSL_GUARDED_BY(mu_) = 0;  // buckets [0, next_bucket_) are done
+  int next_bucket_ ABSL_GUARDED_BY(mu_) = 0;       // buckets [0, next_bucket_) are done
   bool in_step_ ABSL_GUARDED_BY(mu_) = false;      // between BeginStep and FinishStep
   bool step_active_ ABSL_GUARDED_BY(mu_) = false;  // the thread may issue buckets
   absl::Status error_ ABSL_GUARDED_BY(mu_);        // sticky: operation or step error

@@ -10,6 +10,10 @@
 //   ...
 //   RETURN_IF_ERROR(stepper->SaveState());   // device state -> host (checkpoint)
 //
+// Strategies built by the registry get it without naming it: this library
+// (alwayslink) registers it for backend "cuda" (device_stepper_registry.h),
+// so SyncEnv::make_device_stepper = DeviceStepperFactoryFor(backend).
+//
 // Device state (momentum, or exp_avg / exp_avg_sq) is allocated once in
 // Create, one buffer per host StateBuffer, in the same order; nothing is
 // allocated per step. The host optimizer (optim::Sgd or optim::AdamW over

@@ -55,11 +55,12 @@ DeviceStepperFactory DeviceStepperFactoryFor(kernels::Backend* backend) {
   }
   if (!creator) {
     std::vector<std::string> have = RegisteredDeviceSteppers();
-    const std::string message = absl::StrCat(
-        "backend '", name, "' keeps parameters in device memory but this binary has no device "
-        "stepper for it (registered: ",
-        have.empty() ? std::string("none") : absl::StrJoin(have, ", "),
-        "); link its stepper library, e.g. //common/sync:cuda_device_stepper");
+    const std::string message =
+        absl::StrCat("backend '", name,
+                     "' keeps parameters in device memory but this binary has no device "
+                     "stepper for it (registered: ",
+                     have.empty() ? std::string("none") : absl::StrJoin(have, ", "),
+                     "); link its stepper library, e.g. //common/sync:cuda_device_stepper");
     return [message](optim::Optimizer*) -> absl::StatusOr<std::unique_ptr<DeviceStepper>> {
       return absl::UnimplementedError(message);
     };

@@ -25,28 +25,82 @@ class NamedDeviceBackend final : public kernels::Backend {
   absl::Status Synchronize() override { std::abort(); }
   absl::StatusOr<void*> AllocateRaw(size_t bytes) override { std::abort(); }
   void Free(void* ptr) override { std::abort(); }
-  absl::Status CopyToDevice(void* dst, const void* host_src, size_t bytes) override { std::abort(); }
+  absl::Status CopyToDevice(void* dst, const void* host_src, size_t bytes) override {
+    std::abort();
+  }
   absl::Status CopyToHost(void* host_dst, const void* src, size_t bytes) override { std::abort(); }
   void Copy(void* dst, const void* src, size_t bytes) override { std::abort(); }
   void Fill(float* x, int64_t n, float value) override { std::abort(); }
-  void Gemm(Transpose ta, Transpose tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc) override { std::abort(); }
-  void GemmStridedBatched(Transpose ta, Transpose tb, int m, int n, int k, float alpha, const float* a, int lda, int64_t stride_a, const float* b, int ldb, int64_t stride_b, float beta, float* c, int ldc, int64_t stride_c, int batch) override { std::abort(); }
-  void BiasActivationForward(Activation act, int rows, int cols, const float* bias, float* z, float* y) override { std::abort(); }
-  void BiasActivationBackward(Activation act, int rows, int cols, const float* z, const float* dy, float* dz, float* dbias, float dbias_beta) override { std::abort(); }
-  void ActivationForward(Activation act, int64_t n, const float* x, float* y) override { std::abort(); }
-  void ActivationBackward(Activation act, int64_t n, const float* x, const float* dy, float* dx) override { std::abort(); }
-  void BiasGrad(int rows, int cols, const float* dy, float beta, float* dbias) override { std::abort(); }
-  void LayerNormForward(int rows, int cols, float eps, const float* x, const float* gamma, const float* beta_param, float* y, float* mean, float* rstd) override { std::abort(); }
-  void LayerNormBackward(int rows, int cols, const float* x, const float* gamma, const float* mean, const float* rstd, const float* dy, float* dx, float* dgamma, float* dbeta_param, float grad_beta) override { std::abort(); }
-  void SoftmaxCrossEntropyForward(int rows, int classes, const float* logits, const int32_t* labels, float scale, float* probs, float* loss) override { std::abort(); }
-  void SoftmaxCrossEntropyBackward(int rows, int classes, const float* probs, const int32_t* labels, float scale, float* dlogits) override { std::abort(); }
+  void Gemm(Transpose ta, Transpose tb, int m, int n, int k, float alpha, const float* a, int lda,
+            const float* b, int ldb, float beta, float* c, int ldc) override {
+    std::abort();
+  }
+  void GemmStridedBatched(Transpose ta, Transpose tb, int m, int n, int k, float alpha,
+                          const float* a, int lda, int64_t stride_a, const float* b, int ldb,
+                          int64_t stride_b, float beta, float* c, int ldc, int64_t stride_c,
+                          int batch) override {
+    std::abort();
+  }
+  void BiasActivationForward(Activation act, int rows, int cols, const float* bias, float* z,
+                             float* y) override {
+    std::abort();
+  }
+  void BiasActivationBackward(Activation act, int rows, int cols, const float* z, const float* dy,
+                              float* dz, float* dbias, float dbias_beta) override {
+    std::abort();
+  }
+  void ActivationForward(Activation act, int64_t n, const float* x, float* y) override {
+    std::abort();
+  }
+  void ActivationBackward(Activation act, int64_t n, const float* x, const float* dy,
+                          float* dx) override {
+    std::abort();
+  }
+  void BiasGrad(int rows, int cols, const float* dy, float beta, float* dbias) override {
+    std::abort();
+  }
+  void LayerNormForward(int rows, int cols, float eps, const float* x, const float* gamma,
+                        const float* beta_param, float* y, float* mean, float* rstd) override {
+    std::abort();
+  }
+  void LayerNormBackward(int rows, int cols, const float* x, const float* gamma, const float* mean,
+                         const float* rstd, const float* dy, float* dx, float* dgamma,
+                         float* dbeta_param, float grad_beta) override {
+    std::abort();
+  }
+  void SoftmaxCrossEntropyForward(int rows, int classes, const float* logits, const int32_t* labels,
+                                  float scale, float* probs, float* loss) override {
+    std::abort();
+  }
+  void SoftmaxCrossEntropyBackward(int rows, int classes, const float* probs, const int32_t* labels,
+                                   float scale, float* dlogits) override {
+    std::abort();
+  }
   void ArgmaxRows(int rows, int cols, const float* x, int32_t* out) override { std::abort(); }
-  void EmbeddingForward(int batch, int seq, int dim, const int32_t* ids, const float* token_table, const float* pos_table, float* out) override { std::abort(); }
-  void EmbeddingBackward(int batch, int seq, int dim, const int32_t* ids, const float* dout, float* dtoken, float* dpos) override { std::abort(); }
-  void SplitHeads(int batch, int seq, int n, int heads, int head_dim, const float* x, float* out) override { std::abort(); }
-  void MergeHeads(int batch, int seq, int n, int heads, int head_dim, const float* x, float* out) override { std::abort(); }
-  void CausalSoftmaxForward(int batch, int seq, float scale, const float* scores, float* probs) override { std::abort(); }
-  void CausalSoftmaxBackward(int batch, int seq, float scale, const float* probs, const float* dprobs, float* dscores) override { std::abort(); }
+  void EmbeddingForward(int batch, int seq, int dim, const int32_t* ids, const float* token_table,
+                        const float* pos_table, float* out) override {
+    std::abort();
+  }
+  void EmbeddingBackward(int batch, int seq, int dim, const int32_t* ids, const float* dout,
+                         float* dtoken, float* dpos) override {
+    std::abort();
+  }
+  void SplitHeads(int batch, int seq, int n, int heads, int head_dim, const float* x,
+                  float* out) override {
+    std::abort();
+  }
+  void MergeHeads(int batch, int seq, int n, int heads, int head_dim, const float* x,
+                  float* out) override {
+    std::abort();
+  }
+  void CausalSoftmaxForward(int batch, int seq, float scale, const float* scores,
+                            float* probs) override {
+    std::abort();
+  }
+  void CausalSoftmaxBackward(int batch, int seq, float scale, const float* probs,
+                             const float* dprobs, float* dscores) override {
+    std::abort();
+  }
   void Axpy(int64_t n, float alpha, const float* x, float* y) override { std::abort(); }
   void Add(int64_t n, const float* a, const float* b, float* out) override { std::abort(); }
   void Scale(int64_t n, float alpha, float* x) override { std::abort(); }
@@ -76,8 +130,9 @@ class RecordingStepper final : public DeviceStepper {
 };
 
 const bool kRegistered = RegisterDeviceStepper(
-    "fakedev", [](kernels::Backend* b, optim::Optimizer* host)
-                   -> absl::StatusOr<std::unique_ptr<DeviceStepper>> {
+    "fakedev",
+    [](kernels::Backend* b,
+       optim::Optimizer* host) -> absl::StatusOr<std::unique_ptr<DeviceStepper>> {
       return std::unique_ptr<DeviceStepper>(new RecordingStepper(b, host));
     });
 

@@ -15,8 +15,8 @@ GradClip::GradClip(double max_grad_norm, Communicator* shards)
 
 absl::StatusOr<GradClip> GradClip::Create(GradClipOptions options) {
   if (!(options.max_grad_norm >= 0) || !std::isfinite(options.max_grad_norm)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_grad_norm must be >= 0 (0 = no clipping), got ", options.max_grad_norm));
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_grad_norm must be >= 0 (0 = no clipping), got ", options.max_grad_norm));
   }
   return GradClip(options.max_grad_norm, options.shards);
 }
@@ -27,9 +27,9 @@ absl::StatusOr<optim::ClipResult> GradClip::Compute(double local_sum_sq, double 
   if (shards_ != nullptr && gathered_.size() > 1) {
     absl::Status s = shards_->AllGather(&local_sum_sq, gathered_.data(), sizeof(double));
     if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("gradient norm allgather across ",
-                                                 gathered_.size(), " shards on rank ",
-                                                 shards_->rank(), ": ", s.message()));
+      return absl::Status(s.code(),
+                          absl::StrCat("gradient norm allgather across ", gathered_.size(),
+                                       " shards on rank ", shards_->rank(), ": ", s.message()));
     }
     total = 0;
     for (double g : gathered_) total += g;  // rank order: the same sum on every rank

@@ -63,8 +63,8 @@ TEST(GradClip, ShardedSumIsTheSameOnEveryRankAndMatchesTheWholeVector) {
   std::vector<optim::ClipResult> results(kWorld);
   auto statuses = comm_testing::RunRanks(
       kWorld,
-      [](int rank, gloo::rendezvous::Store& store)
-          -> absl::StatusOr<std::unique_ptr<Communicator>> {
+      [](int rank,
+         gloo::rendezvous::Store& store) -> absl::StatusOr<std::unique_ptr<Communicator>> {
         GlooOptions o;
         o.rank = rank;
         o.world_size = kWorld;

@@ -61,13 +61,13 @@ absl::StatusOr<Entry> FindEntry(const std::string& name) {
   auto it = Registry().find(name);
   if (it != Registry().end()) return it->second;
   if (Registry().empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--sync '", name, "' is unknown: this binary registers no gradient sync strategy "
-        "(link a strategy library such as //common/sync:allreduce_strategy)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--sync '", name,
+                     "' is unknown: this binary registers no gradient sync strategy "
+                     "(link a strategy library such as //common/sync:allreduce_strategy)"));
   }
-  return absl::InvalidArgumentError(absl::StrCat("--sync '", name,
-                                                 "' is unknown: registered strategies are ",
-                                                 RegisteredNames()));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--sync '", name, "' is unknown: registered strategies are ", RegisteredNames()));
 }
 
 // "key (meaning, default d), ..." over the strategy's keys, then the shared
@@ -138,15 +138,15 @@ absl::StatusOr<SyncOptions> ParseSyncOptions(const std::string& strategy,
   for (absl::string_view raw : absl::StrSplit(sync_opt, ',')) {
     const absl::string_view item = absl::StripAsciiWhitespace(raw);
     if (item.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--sync_opt '", sync_opt, "' has an empty item: write key=value pairs separated by "
-          "single commas, e.g. bucket_cap_mb=8"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--sync_opt '", sync_opt,
+                       "' has an empty item: write key=value pairs separated by "
+                       "single commas, e.g. bucket_cap_mb=8"));
     }
     const size_t eq = item.find('=');
     if (eq == absl::string_view::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("--sync_opt item '", item,
-                                                     "' has no '=': write key=value, e.g. ",
-                                                     item, "=1"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--sync_opt item '", item, "' has no '=': write key=value, e.g. ", item, "=1"));
     }
     const std::string key(absl::StripAsciiWhitespace(item.substr(0, eq)));
     const std::string value(absl::StripAsciiWhitespace(item.substr(eq + 1)));
@@ -155,9 +155,8 @@ absl::StatusOr<SyncOptions> ParseSyncOptions(const std::string& strategy,
           absl::StrCat("--sync_opt item '", item, "' has an empty key: write key=value"));
     }
     if (value.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("--sync_opt key '", key,
-                                                     "' has an empty value: write ", key,
-                                                     "=VALUE"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--sync_opt key '", key, "' has an empty value: write ", key, "=VALUE"));
     }
     const bool repeated = key == "bucket_cap_mb"   ? std::exchange(seen_cap, true)
                           : key == "max_grad_norm" ? std::exchange(seen_norm, true)
@@ -184,9 +183,9 @@ absl::Status ValidateSyncOptions(const SyncOptions& options) {
     bool known = IsSharedKey(kv.first);
     for (const OptionInfo& o : info.options) known = known || o.key == kv.first;
     if (!known) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--sync_opt key '", kv.first, "' is not an option of strategy '", info.name,
-          "': valid keys are ", DescribeKeys(info)));
+      return absl::InvalidArgumentError(absl::StrCat("--sync_opt key '", kv.first,
+                                                     "' is not an option of strategy '", info.name,
+                                                     "': valid keys are ", DescribeKeys(info)));
     }
   }
   if (!(options.bucket_cap_mb > 0) || !std::isfinite(options.bucket_cap_mb)) {
@@ -194,8 +193,8 @@ absl::Status ValidateSyncOptions(const SyncOptions& options) {
         "bucket_cap_mb must be a positive number of MiB, got ", options.bucket_cap_mb));
   }
   if (!(options.max_grad_norm >= 0) || !std::isfinite(options.max_grad_norm)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_grad_norm must be >= 0 (0 = no clipping), got ", options.max_grad_norm));
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_grad_norm must be >= 0 (0 = no clipping), got ", options.max_grad_norm));
   }
   if (info.validate) {
     absl::Status s = info.validate(options);
@@ -227,12 +226,12 @@ absl::StatusOr<std::unique_ptr<GradientSync>> CreateGradientSync(const SyncOptio
         absl::StrCat("--sync ", options.strategy, ": negative parameter count ", env.size));
   }
   if (env.size > 0 && (env.params == nullptr || env.grads == nullptr)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--sync ", options.strategy, ": SyncEnv params and grads are required"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--sync ", options.strategy, ": SyncEnv params and grads are required"));
   }
   if (!env.make_optimizer) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--sync ", options.strategy, ": SyncEnv::make_optimizer is required"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--sync ", options.strategy, ": SyncEnv::make_optimizer is required"));
   }
   return entry.factory(options, std::move(env));
 }

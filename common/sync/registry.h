@@ -56,7 +56,9 @@ struct SyncEnv {
   // Builds the optimizer over the range the strategy owns.
   std::function<absl::StatusOr<std::unique_ptr<optim::Optimizer>>(optim::ParamRange)>
       make_optimizer;
-  // Device backends: builds the device finish; empty for host memory.
+  // Device backends: builds the device finish (DeviceStepperFactoryFor in
+  // device_stepper_registry.h); empty for host memory. The strategy calls it
+  // with its optimizer and owns the result.
   DeviceStepperFactory make_device_stepper;
 };
 

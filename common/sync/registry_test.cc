@@ -189,8 +189,7 @@ TEST(SyncRegistry, BadValuesAreRejected) {
             std::string::npos);
   o.bucket_cap_mb = 1;
   o.max_grad_norm = -1;
-  EXPECT_NE(ValidateSyncOptions(o).message().find("max_grad_norm must be >= 0"),
-            std::string::npos);
+  EXPECT_NE(ValidateSyncOptions(o).message().find("max_grad_norm must be >= 0"), std::string::npos);
 }
 
 TEST(SyncRegistry, CreateCallsTheFactoryWithTheOptions) {
