@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "common/data/idx.h"
 #include "common/data/record_shard.h"
+#include "common/io/file.h"
 #include "common/status/status_macros.h"
 #include "proto/dataserver.pb.h"
 #include "services/dataserver/dataset.h"
@@ -53,28 +54,6 @@ absl::StatusOr<ConvertResult> WriteShards(
   }
   result.records = n;
   return result;
-}
-
-// The whole file; NOT_FOUND when missing.
-absl::StatusOr<std::string> ReadFileBytes(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    if (errno == ENOENT) {
-      return absl::NotFoundError(absl::StrCat(path, ": no such file"));
-    }
-    return absl::UnavailableError(
-        absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
-  }
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> closer(f, &std::fclose);
-  std::string bytes;
-  char buf[1 << 16];
-  size_t got;
-  while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0) bytes.append(buf, got);
-  if (std::ferror(f)) {
-    return absl::DataLossError(
-        absl::StrCat(path, ": read error at offset ", bytes.size()));
-  }
-  return bytes;
 }
 
 // Language-model records from `count` consecutive non-overlapping windows of
@@ -126,7 +105,7 @@ absl::StatusOr<ConvertResult> TokensToShards(const std::string& tokens_path,
     return absl::InvalidArgumentError(
         absl::StrCat("seq_len is ", seq_len, "; it must be > 0"));
   }
-  ASSIGN_OR_RETURN(const std::string bytes, ReadFileBytes(tokens_path));
+  ASSIGN_OR_RETURN(const std::string bytes, ReadFileToString(tokens_path));
   const int64_t width = type == TokenType::kU16 ? 2 : 4;
   if (bytes.size() % width != 0) {
     return absl::DataLossError(absl::StrCat(
@@ -183,7 +162,7 @@ absl::StatusOr<TextResult> TextToShards(const std::vector<std::string>& text_pat
   }
   std::string text;
   for (const std::string& path : text_paths) {
-    ASSIGN_OR_RETURN(const std::string bytes, ReadFileBytes(path));
+    ASSIGN_OR_RETURN(const std::string bytes, ReadFileToString(path));
     text += bytes;
   }
   std::vector<int32_t> tokens(text.size());

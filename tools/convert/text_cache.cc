@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/io/file.h"
 #include "common/status/status_macros.h"
 
 namespace tandem {
@@ -68,12 +69,7 @@ absl::StatusOr<CachedText> EnsureTextDataset(const TextCacheOptions& options) {
   out.eval_dir = out.dir + "/eval";
   if (IsDirectory(out.dir)) return out;  // only complete entries are renamed in
 
-  std::error_code ec;
-  std::filesystem::create_directories(options.cache_root, ec);
-  if (ec) {
-    return absl::UnavailableError(absl::StrCat("text cache: cannot create ", options.cache_root,
-                                               ": ", ec.message()));
-  }
+  RETURN_IF_ERROR(MakeDirectories(options.cache_root));
   std::string tmpl = out.dir + ".tmp-XXXXXX";
   if (mkdtemp(tmpl.data()) == nullptr) return Unavailable("create a directory like", tmpl, errno);
   const std::string tmp = tmpl;
@@ -97,7 +93,10 @@ absl::StatusOr<CachedText> EnsureTextDataset(const TextCacheOptions& options) {
   } else if (built.ok()) {
     out.converted = true;
   }
-  if (!out.converted) std::filesystem::remove_all(tmp, ec);  // best effort
+  if (!out.converted) {
+    std::error_code ignored;  // best effort: a leftover tmp dir is never served
+    std::filesystem::remove_all(tmp, ignored);
+  }
   RETURN_IF_ERROR(built);
   return out;
 }

@@ -20,7 +20,8 @@
 //
 // Thread-safe (the file system is the only state). Fails with NOT_FOUND for
 // a missing source, INVALID_ARGUMENT for bad options or too little text,
-// and UNAVAILABLE (path and errno text) when the cache cannot be written.
+// and the file system's error (path and errno text) when the cache cannot be
+// written.
 #ifndef TANDEM_TOOLS_CONVERT_TEXT_CACHE_H_
 #define TANDEM_TOOLS_CONVERT_TEXT_CACHE_H_
 
