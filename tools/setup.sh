@@ -14,6 +14,7 @@ CORE=(
   libabsl-dev prometheus-cpp-dev libgloo-dev libopenblas-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist prometheus
+  fortunes  # text for the GPT runs: /usr/share/games/fortunes (tandem local --dataset=fortunes)
 )
 BENCH=(python3-torch)
 

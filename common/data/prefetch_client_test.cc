@@ -24,6 +24,28 @@ class FakeDataServer final : public v1::DataServer::Service {
   grpc::Status StreamBatches(grpc::ServerContext* ctx,
                              const v1::StreamBatchesRequest* r,
                              grpc::ServerWriter<v1::Batch>* w) override {
+    const grpc::Status status = Serve(ctx, r, w);
+    absl::MutexLock lock(&mu_);
+    ended_.push_back(status.error_code());
+    return status;
+  }
+
+  std::vector<Cursor> starts() {
+    absl::MutexLock lock(&mu_);
+    return starts_;
+  }
+
+  // Waits (up to `timeout`) until `n` calls have returned; their codes.
+  std::vector<grpc::StatusCode> WaitForEnded(size_t n, absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    auto enough = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ended_.size() >= n; };
+    mu_.AwaitWithTimeout(absl::Condition(&enough), timeout);
+    return ended_;
+  }
+
+ private:
+  grpc::Status Serve(grpc::ServerContext* ctx, const v1::StreamBatchesRequest* r,
+                     grpc::ServerWriter<v1::Batch>* w) {
     int fail_after = -1;
     {
       absl::MutexLock lock(&mu_);
@@ -59,16 +81,11 @@ class FakeDataServer final : public v1::DataServer::Service {
     return grpc::Status::OK;
   }
 
-  std::vector<Cursor> starts() {
-    absl::MutexLock lock(&mu_);
-    return starts_;
-  }
-
- private:
   absl::Mutex mu_;
   std::vector<int> fail_after_;
-  size_t calls_ = 0;
-  std::vector<Cursor> starts_;
+  size_t calls_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<Cursor> starts_ ABSL_GUARDED_BY(mu_);
+  std::vector<grpc::StatusCode> ended_ ABSL_GUARDED_BY(mu_);  // per returned call
 };
 
 PrefetchOptions Options(const std::vector<std::string>& servers, int64_t max) {
@@ -93,6 +110,10 @@ absl::Status Drain(PrefetchClient* c, std::vector<int64_t>* ids) {
     if (!b.ok()) return b.status();
     EXPECT_EQ((*b)->features.size(), 16u);
     EXPECT_EQ((*b)->feature_shape, (std::vector<int64_t>{1, 16}));
+    EXPECT_EQ((*b)->feature_dtype, v1::DTYPE_U8);
+    EXPECT_EQ((*b)->label_dtype, v1::DTYPE_I32);
+    EXPECT_EQ((*b)->label_shape, (std::vector<int64_t>{1}));
+    EXPECT_EQ((*b)->labels.size(), 4u);
     EXPECT_EQ((*b)->features[0], static_cast<char>((*b)->step_in_epoch));
     ids->push_back((*b)->sample_ids[0]);
   }
@@ -149,7 +170,9 @@ TEST(PrefetchClientTest, ReconnectsAndResumesAtExactCursor) {
   EXPECT_EQ(starts[3], (Cursor{2, 3}));
   EXPECT_EQ(cm->reconnects->Value(), 3);
   EXPECT_EQ(cm->batches->Value(), 20);
-  EXPECT_GE(cm->wait_seconds->Value(), 0);
+  EXPECT_EQ(cm->bytes->Value(), 20 * (16 + 4));  // features + labels of each batch
+  // The metric and the accessor account the same waits.
+  EXPECT_NEAR(cm->wait_seconds->Value(), absl::ToDoubleSeconds((*client)->wait_time()), 1e-6);
 }
 
 TEST(PrefetchClientTest, FailsOverToTheNextServer) {
@@ -207,7 +230,10 @@ TEST(PrefetchClientTest, StopsCleanlyWhileStreamingForever) {
   ASSERT_TRUE(client.ok());
   ASSERT_TRUE((*client)->Next().ok());
   client->reset();  // must cancel the endless stream and join
-  SUCCEED();
+  // The server saw its one endless call end as cancelled by the client.
+  EXPECT_EQ(fake.WaitForEnded(1, absl::Seconds(30)),
+            std::vector<grpc::StatusCode>{grpc::StatusCode::CANCELLED});
+  EXPECT_EQ(fake.starts().size(), 1u);
 }
 
 TEST(PrefetchClientTest, InvalidOptions) {

@@ -194,6 +194,109 @@ TEST_F(DataServiceTest, CancelledClientReleasesTheStream) {
   EXPECT_EQ(ids.size(), 75u);
 }
 
+// A language-model shard as tools/convert --mode=text writes it: record i
+// holds tokens (i * 7 + k) % 256 for k in 0..ctx as features [ctx] and the
+// next tokens as labels [ctx], both i32; vocabulary 256.
+std::string WriteLmShard(const std::string& name, int n, int ctx) {
+  v1::DatasetInfo info;
+  info.mutable_feature_spec()->set_dtype(v1::DTYPE_I32);
+  info.mutable_feature_spec()->add_shape(ctx);
+  info.mutable_label_spec()->set_dtype(v1::DTYPE_I32);
+  info.mutable_label_spec()->add_shape(ctx);
+  info.set_num_classes(256);
+  const std::string path = TmpPath(name);
+  auto w = data::RecordShardWriter::Create(path, EncodeShardMetadata(info));
+  EXPECT_TRUE(w.ok());
+  for (int i = 0; i < n; ++i) {
+    std::vector<int32_t> rec(2 * ctx);
+    for (int k = 0; k < ctx; ++k) {
+      rec[k] = (i * 7 + k) % 256;
+      rec[ctx + k] = (i * 7 + k + 1) % 256;
+    }
+    EXPECT_TRUE((*w)->Add(std::string(reinterpret_cast<const char*>(rec.data()),
+                                      rec.size() * 4)).ok());
+  }
+  EXPECT_TRUE((*w)->Finish().ok());
+  return path;
+}
+
+TEST(DataServerLmTest, ServesTokenWindowsAsI32FeaturesAndLabels) {
+  constexpr int kCtx = 16;
+  DataServerOptions options;
+  options.datasets = {{"text/train", WriteLmShard("lm.tshard", 100, kCtx)}};
+  auto server = DataServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = v1::DataServer::NewStub(MakeChannel({.target = (*server)->address()}));
+
+  // What the worker reads to choose its model inputs.
+  grpc::ClientContext list_ctx;
+  v1::ListDatasetsResponse list;
+  ASSERT_TRUE(stub->ListDatasets(&list_ctx, {}, &list).ok());
+  ASSERT_EQ(list.datasets_size(), 1);
+  const v1::DatasetInfo& info = list.datasets(0);
+  EXPECT_EQ(info.name(), "text/train");
+  EXPECT_EQ(info.num_samples(), 100);
+  EXPECT_EQ(info.num_classes(), 256);
+  EXPECT_EQ(info.feature_spec().dtype(), v1::DTYPE_I32);
+  EXPECT_EQ(std::vector<int64_t>(info.feature_spec().shape().begin(),
+                                 info.feature_spec().shape().end()),
+            std::vector<int64_t>{kCtx});
+  EXPECT_EQ(info.label_spec().dtype(), v1::DTYPE_I32);
+  EXPECT_EQ(std::vector<int64_t>(info.label_spec().shape().begin(),
+                                 info.label_spec().shape().end()),
+            std::vector<int64_t>{kCtx});
+
+  // Rank 1 of 2, global batch 8, shuffled: slices of 4 windows each.
+  v1::StreamBatchesRequest r;
+  r.set_dataset("text/train");
+  r.set_seed(5);
+  r.set_global_batch_size(8);
+  r.set_rank(1);
+  r.set_world_size(2);
+  r.set_shuffle(true);
+  r.set_max_batches(15);  // past the 12-batch epoch: crosses into epoch 1
+  grpc::ClientContext ctx;
+  auto reader = stub->StreamBatches(&ctx, r);
+  v1::Batch b;
+  int batches = 0;
+  std::set<int64_t> epoch0;
+  while (reader->Read(&b)) {
+    ++batches;
+    ASSERT_EQ(b.sample_ids_size(), 4);
+    EXPECT_EQ(b.features().dtype(), v1::DTYPE_I32);
+    EXPECT_EQ(b.labels().dtype(), v1::DTYPE_I32);
+    EXPECT_EQ(std::vector<int64_t>(b.features().shape().begin(), b.features().shape().end()),
+              (std::vector<int64_t>{4, kCtx}));
+    EXPECT_EQ(std::vector<int64_t>(b.labels().shape().begin(), b.labels().shape().end()),
+              (std::vector<int64_t>{4, kCtx}));
+    ASSERT_EQ(b.features().data().size(), 4u * kCtx * 4);
+    ASSERT_EQ(b.labels().data().size(), 4u * kCtx * 4);
+    const int32_t* f = reinterpret_cast<const int32_t*>(b.features().data().data());
+    const int32_t* l = reinterpret_cast<const int32_t*>(b.labels().data().data());
+    for (int s = 0; s < 4; ++s) {
+      const int64_t id = b.sample_ids(s);
+      if (b.epoch() == 0) epoch0.insert(id);
+      for (int k = 0; k < kCtx; ++k) {
+        ASSERT_EQ(f[s * kCtx + k], (id * 7 + k) % 256) << "sample " << id << " token " << k;
+        ASSERT_EQ(l[s * kCtx + k], (id * 7 + k + 1) % 256) << "sample " << id << " label " << k;
+      }
+    }
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(batches, 15);
+  EXPECT_EQ(epoch0.size(), 48u);  // 12 batches x 4, none repeated
+
+  // normalize_to_f32 is for u8 pixels; on tokens it is refused, not garbled.
+  r.set_normalize_to_f32(true);
+  grpc::ClientContext bad_ctx;
+  auto bad = stub->StreamBatches(&bad_ctx, r);
+  while (bad->Read(&b)) {
+  }
+  const grpc::Status s = bad->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "DTYPE_I32")) << s.error_message();
+}
+
 TEST(DataServerTest, StartErrors) {
   DataServerOptions none;
   EXPECT_TRUE(absl::IsInvalidArgument(DataServer::Start(none).status()));

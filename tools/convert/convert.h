@@ -8,6 +8,12 @@
 //   first seq_len tokens as features and the last seq_len as labels (the
 //   next-token targets), both i32 [seq_len]. A tail shorter than a window is
 //   dropped (reported in the result).
+//   Text -> shards: the bytes of one or more text files, concatenated in the
+//   order given, are byte-level tokens (each byte one token 0..255, vocab
+//   kByteVocab = 256; num_classes 256) cut into windows exactly as for
+//   tokens. The first windows become the train dataset, the last
+//   eval_fraction of them (at least one) the eval dataset, in two output
+//   directories (so each is one servable dataset directory).
 //   Synthetic: num_records records of record_bytes random bytes (u8
 //   features) and an i32 label, for benchmarks and tests.
 //
@@ -47,6 +53,35 @@ enum class TokenType { kU16, kI32 };
 absl::StatusOr<ConvertResult> TokensToShards(const std::string& tokens_path,
                                              TokenType type, int64_t seq_len,
                                              const ShardOutput& out);
+
+// Byte-level text: every byte value is a token.
+inline constexpr int kByteVocab = 256;
+
+struct TextOptions {
+  int64_t seq_len = 128;        // tokens per sample (the model's context), > 0
+  double eval_fraction = 0.05;  // last windows -> eval; in (0, 1)
+};
+
+struct TextResult {
+  ConvertResult train;
+  ConvertResult eval;  // dropped_tokens is reported in train only
+  int64_t bytes = 0;   // text bytes read
+};
+
+// INVALID_ARGUMENT for bad options, no files, or text too short for one
+// train and one eval window; NOT_FOUND for a missing file. train_out and
+// eval_out must name different directories for the two to be served apart.
+absl::StatusOr<TextResult> TextToShards(const std::vector<std::string>& text_paths,
+                                        const TextOptions& options,
+                                        const ShardOutput& train_out,
+                                        const ShardOutput& eval_out);
+
+// The text files of a directory such as /usr/share/games/fortunes (Debian
+// package `fortunes`), sorted by name: regular files only (symbolic links,
+// e.g. fortunes' "*.u8" aliases, are skipped so no text is counted twice),
+// without strfile's binary "*.dat" indexes and hidden files. NOT_FOUND if
+// the directory is missing or holds none.
+absl::StatusOr<std::vector<std::string>> TextFilesIn(const std::string& dir);
 
 absl::StatusOr<ConvertResult> SyntheticShards(int64_t num_records,
                                               int64_t record_bytes,

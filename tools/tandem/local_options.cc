@@ -4,13 +4,17 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/nn/model_spec.h"
+#include "tools/convert/convert.h"
+#include "tools/convert/text_cache.h"
 
 namespace tandem {
 namespace cli {
@@ -49,11 +53,72 @@ absl::Status CheckPortFree(const std::string& host, int port) {
   return absl::OkStatus();
 }
 
+// Where converted text datasets are kept: under the run directory when one
+// is given (a test's or a job's own), else the user's cache.
+std::string TextCacheRoot(const LocalOptions& o) {
+  if (!o.run_dir.empty()) return o.run_dir + "/data-cache";
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
+    return absl::StrCat(xdg, "/tandem");
+  }
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+    return absl::StrCat(home, "/.cache/tandem");
+  }
+  return absl::StrCat("/tmp/tandem-cache-", getuid());
+}
+
+// "fortunes": the byte-level text of the Debian package `fortunes`, cut into
+// windows of the GPT model's context and converted once into the cache.
+absl::StatusOr<DatasetFiles> ResolveTextDataset(const LocalOptions& o) {
+  auto spec = nn::ParseModelSpec(o.model);
+  if (!spec.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("bad --model: ", spec.status().message()));
+  }
+  if (spec->kind != nn::ModelSpec::Kind::kGpt) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dataset '", o.dataset, "' is byte-level text for a GPT model, not for --model ",
+        o.model, "; use e.g. --model gpt:layers=4,heads=4,width=256,context=128,vocab=256"));
+  }
+  // <data_root>/fortunes when present (tests, other copies), else the package's.
+  std::string source = absl::StrCat(o.data_root, "/", o.dataset);
+  struct stat st;
+  if (stat(source.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    source = "/usr/share/games/fortunes";
+  }
+  auto files = convert::TextFilesIn(source);
+  if (absl::IsNotFound(files.status())) {
+    return absl::NotFoundError(absl::StrCat(
+        "dataset '", o.dataset, "': ", files.status().message(),
+        "; run tools/setup.sh (Debian package fortunes) or put text files in ", o.data_root,
+        "/", o.dataset));
+  }
+  if (!files.ok()) return files.status();
+  convert::TextCacheOptions c;
+  c.sources = *std::move(files);
+  c.cache_root = TextCacheRoot(o);
+  c.name = o.dataset;
+  c.text.seq_len = spec->gpt.context;
+  auto cached = convert::EnsureTextDataset(c);
+  if (!cached.ok()) {
+    return absl::Status(cached.status().code(),
+                        absl::StrCat("converting dataset '", o.dataset, "' from ", source,
+                                     " into ", c.cache_root, ": ", cached.status().message()));
+  }
+  DatasetFiles f;
+  f.train_name = o.dataset + "/train";
+  f.train_path = cached->train_dir;
+  f.eval_name = o.dataset + "/eval";
+  f.eval_path = cached->eval_dir;
+  f.features = spec->gpt.context;    // tokens per sample
+  f.classes = convert::kByteVocab;   // the model's vocab must be >= this
+  return f;
+}
+
 }  // namespace
 
-std::vector<std::string> KnownDatasets() { return {"fashion-mnist"}; }
+std::vector<std::string> KnownDatasets() { return {"fashion-mnist", "fortunes"}; }
 
 absl::StatusOr<DatasetFiles> ResolveDataset(const LocalOptions& o) {
+  if (o.dataset == "fortunes") return ResolveTextDataset(o);
   bool known = false;
   for (const std::string& d : KnownDatasets()) known = known || d == o.dataset;
   if (!known) {

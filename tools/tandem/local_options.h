@@ -82,7 +82,13 @@ struct DatasetFiles {
 std::vector<std::string> KnownDatasets();
 
 // Maps o.dataset to files under o.data_root; NotFound when unknown or the
-// files are missing (the message says how to install them).
+// files are missing (the message says how to install them). "fortunes" is
+// byte-level text (<data_root>/fortunes if present, else
+// /usr/share/games/fortunes) cut into windows of the --model gpt: context,
+// converted once into a cache (<run_dir>/data-cache, else
+// $XDG_CACHE_HOME/tandem or ~/.cache/tandem; see tools/convert/text_cache.h)
+// and served as fortunes/train and fortunes/eval, two shard directories;
+// features = context, classes = 256. InvalidArgument for a non-GPT model.
 absl::StatusOr<DatasetFiles> ResolveDataset(const LocalOptions& o);
 
 // Every check that can fail before a process starts: counts and ranges, the

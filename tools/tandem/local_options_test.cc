@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "services/dataserver/dataset.h"
 
 namespace tandem {
 namespace cli {
@@ -77,6 +78,93 @@ TEST(LocalOptionsTest, ResolvesFashionMnist) {
   EXPECT_EQ(d->train_name, "fashion-mnist/train");
   EXPECT_EQ(d->eval_name, "fashion-mnist/t10k");
   EXPECT_EQ(d->train_path, "/usr/share/datasets/fashion-mnist/train");
+}
+
+// A text dataset directory <root>/fortunes with two text files and a
+// strfile index that must be skipped.
+std::string FortunesRoot(const std::string& name) {
+  const std::string root = TmpPath(name);
+  mkdir(root.c_str(), 0755);
+  mkdir((root + "/fortunes").c_str(), 0755);
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += "A fortune a day keeps the bugs away.\n%\n";
+  std::ofstream(root + "/fortunes/a") << text;
+  std::ofstream(root + "/fortunes/b") << text;
+  std::ofstream(root + "/fortunes/a.dat") << "binary";
+  return root;
+}
+
+LocalOptions FortunesOptions(const std::string& root, int context) {
+  LocalOptions o;
+  o.dataset = "fortunes";
+  o.data_root = root;
+  o.run_dir = root + "/run";
+  o.model = absl::StrCat("gpt:layers=1,heads=2,width=16,context=", context, ",vocab=256");
+  return o;
+}
+
+TEST(LocalOptionsTest, ResolvesFortunesIntoConvertedShardsOnce) {
+  const std::string root = FortunesRoot("fortunes-root");
+  auto d = ResolveDataset(FortunesOptions(root, 16));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->train_name, "fortunes/train");
+  EXPECT_EQ(d->eval_name, "fortunes/eval");
+  EXPECT_TRUE(absl::StartsWith(d->train_path, root + "/run/data-cache/fortunes-ctx16-"))
+      << d->train_path;
+  EXPECT_EQ(d->features, 16);
+  EXPECT_EQ(d->classes, 256);
+  // The paths are what the data server opens: i32 windows of the context.
+  auto train = dataserver::OpenDataset(d->train_name, d->train_path);
+  auto eval = dataserver::OpenDataset(d->eval_name, d->eval_path);
+  ASSERT_TRUE(train.ok() && eval.ok()) << train.status() << eval.status();
+  EXPECT_EQ((*train)->info().feature_spec().dtype(), v1::DTYPE_I32);
+  EXPECT_EQ((*train)->info().feature_spec().shape(0), 16);
+  const int64_t text_bytes = 2 * 400 * 39;  // the .dat file is not text
+  EXPECT_EQ((*train)->num_samples() + (*eval)->num_samples(), text_bytes / 17);
+  EXPECT_GT((*train)->num_samples(), 10 * (*eval)->num_samples());
+
+  // Resolving again (ValidateLocalOptions, then the run) reuses the entry.
+  auto again = ResolveDataset(FortunesOptions(root, 16));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->train_path, d->train_path);
+  // Another context is another conversion.
+  auto wider = ResolveDataset(FortunesOptions(root, 32));
+  ASSERT_TRUE(wider.ok()) << wider.status();
+  EXPECT_NE(wider->train_path, d->train_path);
+  EXPECT_EQ(wider->features, 32);
+}
+
+TEST(LocalOptionsTest, FortunesNeedsAGptModelAndText) {
+  const std::string root = FortunesRoot("fortunes-mlp");
+  LocalOptions o = FortunesOptions(root, 16);
+  o.model = "mlp:784,32,10";
+  auto d = ResolveDataset(o);
+  EXPECT_TRUE(absl::IsInvalidArgument(d.status())) << d.status();
+  EXPECT_TRUE(absl::StrContains(d.status().message(), "--model gpt:")) << d.status();
+  o.model = "gpt:layers=1";
+  EXPECT_TRUE(absl::IsInvalidArgument(ResolveDataset(o).status()));
+
+  const std::string empty = TmpPath("fortunes-empty");
+  mkdir(empty.c_str(), 0755);
+  mkdir((empty + "/fortunes").c_str(), 0755);
+  d = ResolveDataset(FortunesOptions(empty, 16));
+  EXPECT_TRUE(absl::IsNotFound(d.status())) << d.status();
+  EXPECT_TRUE(absl::StrContains(d.status().message(), "tools/setup.sh")) << d.status();
+}
+
+TEST(LocalOptionsTest, FortunesFromTheDebianPackage) {
+  struct stat st;
+  if (stat("/usr/share/games/fortunes", &st) != 0) {
+    GTEST_SKIP() << "/usr/share/games/fortunes is missing (tools/setup.sh installs fortunes)";
+  }
+  LocalOptions o = FortunesOptions(TmpPath("no-such-root"), 128);  // falls back
+  o.run_dir = TmpPath("fortunes-package-run");
+  auto d = ResolveDataset(o);
+  ASSERT_TRUE(d.ok()) << d.status();
+  auto train = dataserver::OpenDataset(d->train_name, d->train_path);
+  ASSERT_TRUE(train.ok()) << train.status();
+  EXPECT_GT((*train)->num_samples(), 10000);  // ~2.5 MB of text / 129
+  EXPECT_EQ((*train)->info().num_classes(), 256);
 }
 
 TEST(LocalOptionsTest, OtherFieldsChecked) {

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# convert --mode=text end to end: flags, the two dataset directories it
+# writes, and one-line errors for bad flags.
+set -u
+BIN="${TEST_SRCDIR}/${TEST_WORKSPACE}/tools/convert/convert"
+T="${TEST_TMPDIR}"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+mkdir -p "$T/texts" "$T/out"
+for i in $(seq 1 200); do echo "line $i of some text"; done > "$T/texts/a"
+printf 'index' > "$T/texts/a.dat"
+ln -s a "$T/texts/a.u8"
+
+"$BIN" --mode=text --text_dir="$T/texts" --seq_len=32 --eval_fraction=0.1 \
+    --out_dir="$T/out" --name=fortunes > "$T/stdout" 2> "$T/stderr" \
+  || fail "text mode exited $?: $(cat "$T/stderr")"
+bytes=$(stat -c %s "$T/texts/a")
+windows=$((bytes / 33))
+eval_n=$(( (windows + 5) / 10 ))  # round(windows * 0.1)
+grep -q "read $bytes bytes from 1 file(s); wrote $((windows - eval_n)) train records to $T/out/train and $eval_n eval records to $T/out/eval" "$T/stdout" \
+  || fail "unexpected summary: $(cat "$T/stdout") (bytes $bytes, windows $windows)"
+ls "$T/out/train/"fortunes-00000-of-00001.tshard > /dev/null || fail "no train shard"
+ls "$T/out/eval/"fortunes-00000-of-00001.tshard > /dev/null || fail "no eval shard"
+
+# --text with explicit files gives the same train shard bytes.
+mkdir -p "$T/out2"
+"$BIN" --mode=text --text="$T/texts/a" --seq_len=32 --eval_fraction=0.1 \
+    --out_dir="$T/out2" --name=fortunes > /dev/null 2>&1 || fail "--text exited $?"
+cmp -s "$T/out/train/fortunes-00000-of-00001.tshard" "$T/out2/train/fortunes-00000-of-00001.tshard" \
+  || fail "--text and --text_dir shards differ"
+
+expect_error() {  # expect_error NEEDLE ARGS...: exit != 0 and NEEDLE on stderr
+  local needle="$1"; shift
+  if "$BIN" "$@" > /dev/null 2> "$T/err"; then fail "'$*' succeeded"; fi
+  grep -q -- "$needle" "$T/err" || fail "'$*': stderr lacks '$needle': $(cat "$T/err")"
+}
+expect_error "exactly one of --text or --text_dir" --mode=text --out_dir="$T/out"
+expect_error "exactly one of --text or --text_dir" --mode=text --text="$T/texts/a" \
+    --text_dir="$T/texts" --out_dir="$T/out"
+expect_error "no such directory" --mode=text --text_dir="$T/none" --out_dir="$T/out"
+expect_error "eval_fraction" --mode=text --text="$T/texts/a" --eval_fraction=1 --out_dir="$T/out"
+expect_error "shorter seq_len" --mode=text --text="$T/texts/a" --seq_len=100000 --out_dir="$T/out"
+expect_error "--mode must be idx, tokens, text or synthetic" --mode=nope --out_dir="$T/out"
+echo PASS
