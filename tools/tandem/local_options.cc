@@ -100,6 +100,10 @@ absl::Status ValidateLocalOptions(const LocalOptions& o) {
   if (o.backend != "cpu" && o.backend != "cuda") {
     return bad("unknown --backend '", o.backend, "'; use cpu or cuda");
   }
+  if (!o.transport.empty() && o.transport != "auto" && o.transport != "shm" &&
+      o.transport != "gloo") {
+    return bad("unknown --transport '", o.transport, "'; use auto, shm or gloo");
+  }
   if (o.port < 0 || o.port > 65535) return bad("--port must be 0..65535 (got ", o.port, ")");
   if (o.heartbeat_ms < 1) return bad("--heartbeat_ms must be positive");
   if (o.log_every < 1) return bad("--log_every must be at least 1");
