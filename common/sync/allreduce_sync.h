@@ -46,29 +46,11 @@
 #include "absl/status/statusor.h"
 #include "common/comm/communicator.h"
 #include "common/optim/optimizer.h"
+#include "common/sync/device_stepper.h"
 #include "common/sync/gradient_sync.h"
 
 namespace tandem {
 namespace sync {
-
-// Optional device-side finish for params / grads in accelerator memory
-// (e.g. CudaDeviceStepper in common/sync/cuda_device_stepper.h). When
-// AllreduceSyncOptions::device_stepper is set, FinishStep computes the
-// gradient norm and applies the update through it instead of reading the
-// buffers on the host and calling the host optimizer; the scale and clip
-// arithmetic (ComputeClip) stays on the host, identical to the CPU path.
-// Called only from the trainer thread, after every bucket is reduced.
-class DeviceStepper {
- public:
-  virtual ~DeviceStepper() = default;
-  // Sum of grads[i]^2 over [0, n) (device pointer), returned to the host.
-  virtual absl::StatusOr<double> SumOfSquares(const float* grads, int64_t n) = 0;
-  // One optimizer update of params[0, n) with grads[0, n) (device pointers);
-  // ctx.grad_scale already holds average * clip factor. Returns once the
-  // update is enqueued in order with later compute work.
-  virtual absl::Status Step(float* params, const float* grads, int64_t n,
-                            const optim::StepContext& ctx) = 0;
-};
 
 struct AllreduceSyncOptions {
   Communicator* comm = nullptr;        // borrowed; host buffers for Gloo

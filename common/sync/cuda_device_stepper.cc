@@ -7,6 +7,7 @@
 #include "common/optim/adamw.h"
 #include "common/optim/sgd.h"
 #include "common/status/status_macros.h"
+#include "common/sync/device_stepper_registry.h"
 
 namespace tandem {
 namespace sync {
@@ -107,6 +108,26 @@ absl::Status CudaDeviceStepper::Step(float* params, const float* grads, int64_t 
   }
   return absl::OkStatus();
 }
+
+namespace {
+
+// Every binary that links this library can finish steps on the "cuda"
+// backend (CudaBackend::name()).
+const bool kRegistered = RegisterDeviceStepper(
+    "cuda", [](kernels::Backend* backend, optim::Optimizer* host)
+                -> absl::StatusOr<std::unique_ptr<DeviceStepper>> {
+      auto* cuda_backend = dynamic_cast<cuda::CudaBackend*>(backend);
+      if (cuda_backend == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "cuda device stepper: backend '", backend == nullptr ? "null" : backend->name(),
+            "' is not a CudaBackend"));
+      }
+      ASSIGN_OR_RETURN(std::unique_ptr<CudaDeviceStepper> s,
+                       CudaDeviceStepper::Create(cuda_backend, host));
+      return std::unique_ptr<DeviceStepper>(std::move(s));
+    });
+
+}  // namespace
 
 }  // namespace sync
 }  // namespace tandem

@@ -1,4 +1,4 @@
-// CudaDeviceStepper: the DeviceStepper (allreduce_sync.h) for a CudaBackend.
+// CudaDeviceStepper: the DeviceStepper (device_stepper.h) for a CudaBackend.
 // The gradient norm is the backend's SumSquares (fp32 on the device, one
 // float copied back); the update is the fused SGD / AdamW kernel
 // (common/kernels/cuda/optimizer_kernels.h) on the backend's stream, with
@@ -31,7 +31,7 @@
 #include "absl/status/statusor.h"
 #include "common/kernels/cuda/cuda_backend.h"
 #include "common/optim/optimizer.h"
-#include "common/sync/allreduce_sync.h"
+#include "common/sync/device_stepper.h"
 
 namespace tandem {
 namespace sync {
@@ -50,10 +50,10 @@ class CudaDeviceStepper final : public DeviceStepper {
                     const optim::StepContext& ctx) override;
 
   // Copies the host optimizer's state to the device (after a restore).
-  absl::Status LoadState();
+  absl::Status LoadState() override;
   // Copies the device state into the host optimizer's buffers (before a
   // checkpoint or a host-side broadcast). Synchronous.
-  absl::Status SaveState();
+  absl::Status SaveState() override;
 
  private:
   CudaDeviceStepper(cuda::CudaBackend* backend, optim::Optimizer* host_optimizer);

@@ -10,7 +10,9 @@
 //
 // Errors: an unknown strategy is INVALID_ARGUMENT listing the registered
 // ones; an unknown --sync_opt key or a bad value is INVALID_ARGUMENT naming
-// the key and listing the strategy's keys with their meanings.
+// the key and listing the strategy's keys with their meanings and defaults.
+// The typed keys bucket_cap_mb and max_grad_norm are accepted by every
+// strategy (one that has no buckets ignores bucket_cap_mb).
 // Thread-safety: registration happens during static initialisation; every
 // function here is safe to call concurrently afterwards.
 #ifndef TANDEM_COMMON_SYNC_REGISTRY_H_
@@ -94,8 +96,19 @@ absl::StatusOr<SyncOptions> ParseSyncOptions(const std::string& strategy,
 // Unknown strategy / key, bad values, bucket_cap_mb <= 0, max_grad_norm < 0.
 absl::Status ValidateSyncOptions(const SyncOptions& options);
 
+// Validates `options`, checks `env` (comms->world always; intra / inter
+// when the strategy needs_node_groups; params / grads when size > 0;
+// make_optimizer) and calls the strategy's factory.
 absl::StatusOr<std::unique_ptr<GradientSync>> CreateGradientSync(const SyncOptions& options,
                                                                  SyncEnv env);
+
+// For strategies reading their own keys: options.opts[key] as a number, or
+// `default_value` when absent; INVALID_ARGUMENT naming the key when the value
+// does not parse (range checks are the strategy's).
+absl::StatusOr<int64_t> GetSyncOptInt(const SyncOptions& options, const std::string& key,
+                                      int64_t default_value);
+absl::StatusOr<double> GetSyncOptDouble(const SyncOptions& options, const std::string& key,
+                                        double default_value);
 
 }  // namespace sync
 }  // namespace tandem
