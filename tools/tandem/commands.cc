@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
+#include "common/sync/registry.h"
 
 namespace tandem {
 namespace cli {
@@ -113,6 +114,21 @@ FlagTable StatusFlags(StatusOptions* o) {
   return t;
 }
 
+// The registered strategies and their --sync_opt keys, after local's flags.
+std::string SyncStrategiesHelp() {
+  std::string out = "\nsync strategies (--sync NAME --sync_opt key=value,...):\n";
+  for (const sync::StrategyInfo& s : sync::RegisteredStrategies()) {
+    absl::StrAppend(&out, "  ", s.name, ": ", s.summary, "\n");
+    for (const sync::OptionInfo& k : s.options) {
+      absl::StrAppend(&out, "      ", k.key, "=", k.default_value, "  ", k.meaning, "\n");
+    }
+  }
+  absl::StrAppend(&out,
+                  "  every strategy also takes bucket_cap_mb (MiB per bucket) and max_grad_norm "
+                  "(global clip, 0 = off)\n");
+  return out;
+}
+
 std::string TopLevelHelp() {
   std::string out =
       "usage: tandem <command> [--flag=value ...]\n"
@@ -151,7 +167,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
   if (command == "local") {
     FlagTable t = LocalFlags(&c.local);
     ASSIGN_OR_RETURN(c.help, ParseInto(t, rest));
-    if (c.help) c.help_text = t.Help();
+    if (c.help) c.help_text = t.Help() + SyncStrategiesHelp();
     return c;
   }
   if (command == "status") {

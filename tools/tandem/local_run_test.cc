@@ -213,6 +213,14 @@ TEST_F(LocalRunTest, BadInputFailsBeforeAnythingStarts) {
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(absl::StrContains(s.message(), "--workers")) << s;
   EXPECT_EQ(access((o.run_dir + "/coordinator.pid").c_str(), F_OK), -1);
+  for (const char* bad : {"sync", "sync_opt"}) {
+    o = Options(2, "ok");
+    (bad == std::string("sync") ? o.sync : o.sync_opt) = "bogus=1";
+    s = RunLocal(o, env);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_TRUE(absl::StrContains(s.message(), absl::StrCat("--", bad, " "))) << s;
+    EXPECT_EQ(access(o.run_dir.c_str(), F_OK), -1) << "nothing may start on a bad --" << bad;
+  }
 }
 
 TEST(ParseMetricsPortTest, Forms) {

@@ -41,8 +41,12 @@ expect 2 '--workers must be at least 1' local --workers 0
 # Sync strategy and options are checked against the registry before any
 # process starts: no run directory is created.
 run_dir="$TEST_TMPDIR/never-created"
-expect 2 "unknown --sync 'bogus'.*allreduce" local --sync bogus --run_dir "$run_dir"
-expect 2 "unknown --sync_opt key 'nope'" local --sync_opt nope=1 --run_dir "$run_dir"
+expect 2 "--sync 'bogus' is unknown: registered strategies are .*allreduce" \
+  local --sync bogus --run_dir "$run_dir"
+expect 2 "--sync_opt key 'nope' is not an option of strategy 'allreduce': valid keys are .*bucket_cap_mb" \
+  local --sync_opt nope=1 --run_dir "$run_dir"
+expect 2 "--sync_opt item 'x' has no '='" local --sync_opt x --run_dir "$run_dir"
+expect 0 '^  allreduce: ' local --help
 if [ -e "$run_dir" ]; then
   echo "FAIL: a bad --sync created $run_dir (something started)"
   failures=$((failures + 1))
