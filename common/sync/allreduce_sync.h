@@ -12,21 +12,21 @@
 //   ASSIGN_OR_RETURN(std::unique_ptr<GradientSync> sync, CreateAllreduceSync(std::move(o)));
 //   // then the step protocol of gradient_sync.h
 //
-// Buckets (bucket_plan.h) are runs of whole consecutive ready ranges, about
-// bucket_cap_mb each, contiguous in the flat gradient buffer; the
-// communicator reduces them in place (no copies, no staging buffers). One
-// communication thread, started by CreateAllreduceSync and joined by the
-// destructor, issues bucket b's AllReduce as soon as its last range is
-// reported and bucket b-1 is done: the issue order is the plan's order on
-// every rank, whatever order ranges arrive in, so the collectives match
-// across ranks. Nothing is allocated per step.
+// The strategy is the BucketEngine (bucket_engine.h: buckets of whole
+// ready ranges, about bucket_cap_mb each, issued in plan order on a
+// communication thread while backward runs) with an in-place AllReduce as
+// the per-bucket operation (no copies, no staging buffers), then GradClip
+// (grad_clip.h) and the optimizer, or a DeviceStepper for device memory.
+// Nothing is allocated per step. The registry builds it as "allreduce"
+// (allreduce_strategy.cc).
 //
 // Thread-safety: see gradient_sync.h (trainer thread: BeginStep,
 // FinishStep, stats; backward thread: OnGradientsReady). stats() may be
 // called from any thread.
 // Ownership: the communicator, params and grads are borrowed and must
 // outlive this object; the communicator must not be used by anyone else
-// while this object lives. The optimizer is owned.
+// while this object lives. The optimizer is owned; so is a device stepper
+// built by make_device_stepper (a `device_stepper` is borrowed).
 // Failure: CreateAllreduceSync returns InvalidArgument for bad options. A
 // failed or timed-out collective, an unknown or repeated range, or a step
 // whose ranges were not all reported makes FinishStep return an error (the
@@ -67,9 +67,12 @@ struct AllreduceSyncOptions {
   // Borrowed, optional (default nullptr: host loops and `optimizer`). When
   // set, params/grads are device memory and the stepper does the finish;
   // `optimizer` is still required (same range) but is not stepped: it is
-  // the host mirror of the state for checkpoints (the stepper's owner
-  // copies state between them).
+  // the host mirror of the state for checkpoints (SyncStateToHost /
+  // StateLoaded copy state between them).
   DeviceStepper* device_stepper = nullptr;
+  // Alternative to device_stepper (at most one of the two): called once in
+  // CreateAllreduceSync with the owned optimizer; the sync owns the result.
+  DeviceStepperFactory make_device_stepper;
 };
 
 absl::StatusOr<std::unique_ptr<GradientSync>> CreateAllreduceSync(AllreduceSyncOptions options);

@@ -5,6 +5,7 @@
 #include "common/sync/allreduce_sync.h"
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <memory>
@@ -48,6 +49,10 @@ class FakeCommunicator final : public Communicator {
   std::string backend() const override { return "fake"; }
 
   absl::Status AllReduce(float* data, int64_t count, ReduceOp) override {
+    // Lasts until the clock has visibly advanced, so comm time is measurable.
+    const auto start = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() == start) {
+    }
     absl::MutexLock lock(&mu_);
     const int call = static_cast<int>(calls_.size());
     calls_.push_back({data, count});
@@ -169,6 +174,8 @@ TEST(AllreduceSync, AveragesOverRanksAndAppliesGradScaleOverSteps) {
   FakeCommunicator comm(2);            // the "other rank" has the same gradients
   auto sync = MakeSync(f, &comm, 20);  // two ranges per bucket
   ASSERT_NE(sync, nullptr);
+  double finish_wall = 0;
+  const auto begin = std::chrono::steady_clock::now();
   for (int step = 1; step <= 3; ++step) {
     for (int64_t i = 0; i < kSize; ++i) f.grads[i] = static_cast<float>(i % 5) - 2.f;
     StepOptions so;
@@ -177,8 +184,12 @@ TEST(AllreduceSync, AveragesOverRanksAndAppliesGradScaleOverSteps) {
     for (const auto& [lo, hi] : kRanges) sync->OnGradientsReady(lo, hi);
     optim::StepContext ctx = Lr1();
     ctx.step = step;
+    const auto t = std::chrono::steady_clock::now();
     ASSERT_TRUE(sync->FinishStep(ctx).ok());
+    finish_wall += std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   }
+  const double total_wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   // Each step applies g * 2 (sum) * 0.5 (grad_scale) / 2 (world) = 0.5 g.
   for (int64_t i = 0; i < kSize; ++i) {
     EXPECT_EQ(f.params[i], -1.5f * (static_cast<float>(i % 5) - 2.f)) << i;
@@ -187,8 +198,12 @@ TEST(AllreduceSync, AveragesOverRanksAndAppliesGradScaleOverSteps) {
   EXPECT_EQ(stats.steps, 3);
   EXPECT_EQ(stats.buckets, 6);
   EXPECT_EQ(stats.bytes_sent, 3 * kSize * 4);
-  EXPECT_GE(stats.comm_seconds, 0);
-  EXPECT_GE(stats.exposed_wait_seconds, 0);
+  EXPECT_GT(stats.comm_seconds, 0);  // every fake allreduce outlasts a clock tick
+  EXPECT_LE(stats.comm_seconds, total_wall);
+  // Waiting and stepping both happen inside FinishStep, so together they
+  // cannot exceed the time spent in it.
+  EXPECT_GT(stats.optimizer_seconds, 0);
+  EXPECT_LE(stats.exposed_wait_seconds + stats.optimizer_seconds, finish_wall);
 }
 
 TEST(AllreduceSync, NoAllocationPerStep) {
@@ -292,14 +307,101 @@ TEST(AllreduceSync, MissingUnknownAndRepeatedRangesAreErrorsNotHangs) {
   }
 }
 
-TEST(AllreduceSync, DestroyingMidStepDoesNotHang) {
+TEST(AllreduceSync, DestroyingMidStepDoesNotHangOrIssueMore) {
   Fixture f;
   FakeCommunicator comm(1);
   auto sync = MakeSync(f, &comm, 10);
   ASSERT_TRUE(sync->BeginStep({}).ok());
   sync->OnGradientsReady(30, 40);
-  sync.reset();  // joins the communication thread
-  SUCCEED();
+  ASSERT_TRUE(comm.WaitForCalls(1));
+  sync.reset();  // joins the communication thread without finishing the step
+  EXPECT_EQ(comm.calls().size(), 1u);
+  for (float p : f.params) ASSERT_EQ(p, 0.f);
+}
+
+// A DeviceStepper over host memory: counts calls and mirrors a host SGD.
+class HostStepper final : public DeviceStepper {
+ public:
+  explicit HostStepper(optim::Optimizer* host) : host_(host) {}
+  absl::StatusOr<double> SumOfSquares(const float* grads, int64_t n) override {
+    ++norms;
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += static_cast<double>(grads[i]) * grads[i];
+    return s;
+  }
+  absl::Status Step(float* params, const float* grads, int64_t n,
+                    const optim::StepContext& ctx) override {
+    ++steps;
+    return host_->Step(params, grads, n, ctx);
+  }
+  absl::Status LoadState() override {
+    ++loads;
+    return absl::OkStatus();
+  }
+  absl::Status SaveState() override {
+    ++saves;
+    return absl::OkStatus();
+  }
+  int norms = 0, steps = 0, loads = 0, saves = 0;
+
+ private:
+  optim::Optimizer* host_;
+};
+
+TEST(AllreduceSync, OwnsTheStepperItsFactoryBuildsAndForwardsState) {
+  Fixture f;
+  FakeCommunicator comm(1);
+  AllreduceSyncOptions o;
+  o.comm = &comm;
+  o.params = f.params.data();
+  o.grads = f.grads.data();
+  o.size = kSize;
+  o.ready_ranges = kRanges;
+  o.max_grad_norm = 1.0;
+  o.optimizer = *optim::Sgd::Create({0, kSize}, optim::SgdOptions());
+  optim::Optimizer* host = o.optimizer.get();
+  HostStepper* stepper = nullptr;
+  o.make_device_stepper =
+      [&](optim::Optimizer* opt) -> absl::StatusOr<std::unique_ptr<DeviceStepper>> {
+    EXPECT_EQ(opt, host);
+    auto s = std::make_unique<HostStepper>(opt);
+    stepper = s.get();
+    return std::unique_ptr<DeviceStepper>(std::move(s));
+  };
+  auto sync = CreateAllreduceSync(std::move(o));
+  ASSERT_TRUE(sync.ok()) << sync.status();
+  ASSERT_NE(stepper, nullptr);
+  EXPECT_EQ((*sync)->optimizer(), host);
+  f.grads[3] = 3.f;
+  f.grads[37] = 4.f;  // norm 5, clipped to 1
+  ASSERT_TRUE((*sync)->BeginStep({}).ok());
+  for (const auto& [lo, hi] : kRanges) (*sync)->OnGradientsReady(lo, hi);
+  ASSERT_TRUE((*sync)->FinishStep(Lr1()).ok());
+  EXPECT_EQ(stepper->norms, 1);
+  EXPECT_EQ(stepper->steps, 1);
+  EXPECT_NEAR(f.params[3], -0.6f, 1e-6);
+  ASSERT_TRUE((*sync)->SyncStateToHost().ok());
+  ASSERT_TRUE((*sync)->StateLoaded().ok());
+  EXPECT_EQ(stepper->saves, 1);
+  EXPECT_EQ(stepper->loads, 1);
+}
+
+TEST(AllreduceSync, DeviceStepperFactoryErrorIsReturned) {
+  Fixture f;
+  FakeCommunicator comm(1);
+  AllreduceSyncOptions o;
+  o.comm = &comm;
+  o.params = f.params.data();
+  o.grads = f.grads.data();
+  o.size = kSize;
+  o.ready_ranges = kRanges;
+  o.optimizer = *optim::Sgd::Create({0, kSize}, optim::SgdOptions());
+  o.make_device_stepper = [](optim::Optimizer*) -> absl::StatusOr<std::unique_ptr<DeviceStepper>> {
+    return absl::UnimplementedError("no stepper for backend 'tpu'");
+  };
+  auto sync = CreateAllreduceSync(std::move(o));
+  EXPECT_EQ(sync.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(sync.status().message().find("backend 'tpu'"), std::string::npos) << sync.status();
 }
 
 TEST(AllreduceSync, RejectsBadOptions) {

@@ -31,7 +31,9 @@ void ExpectValidPlan(const BucketPlan& plan, const Ranges& ranges, int64_t size,
       total += ranges[r].second - ranges[r].first;
     }
     EXPECT_EQ(total, bucket.size()) << "bucket " << b << " is not contiguous";
-    if (bucket.end_range - bucket.first_range > 1) EXPECT_LE(bucket.size(), cap_elems);
+    if (bucket.end_range - bucket.first_range > 1) {
+      EXPECT_LE(bucket.size(), cap_elems);
+    }
     for (int64_t i = bucket.lo; i < bucket.hi; ++i) ++covered[i];
     next_range = bucket.end_range;
   }

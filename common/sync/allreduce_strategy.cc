@@ -1,0 +1,43 @@
+// Registers the `allreduce` strategy (allreduce_sync.h) with the registry:
+// the whole vector is owned, so the optimizer covers [0, size).
+#include <memory>
+#include <utility>
+
+#include "common/status/status_macros.h"
+#include "common/sync/allreduce_sync.h"
+#include "common/sync/registry.h"
+
+namespace tandem {
+namespace sync {
+namespace {
+
+StrategyInfo AllreduceInfo() {
+  StrategyInfo info;
+  info.name = "allreduce";
+  info.summary =
+      "DDP: bucketed allreduce overlapped with backward, then average, clip and the optimizer "
+      "over the whole vector on every rank";
+  info.options = {{"bucket_cap_mb", "25", "MiB per gradient bucket"}};
+  return info;
+}
+
+absl::StatusOr<std::unique_ptr<GradientSync>> CreateFromRegistry(const SyncOptions& options,
+                                                                 SyncEnv env) {
+  AllreduceSyncOptions o;
+  o.comm = env.comms->world.get();
+  o.params = env.params;
+  o.grads = env.grads;
+  o.size = env.size;
+  o.ready_ranges = std::move(env.ready_ranges);
+  o.bucket_cap_mb = options.bucket_cap_mb;
+  o.max_grad_norm = options.max_grad_norm;
+  ASSIGN_OR_RETURN(o.optimizer, env.make_optimizer(optim::ParamRange{0, env.size}));
+  o.make_device_stepper = std::move(env.make_device_stepper);
+  return CreateAllreduceSync(std::move(o));
+}
+
+TANDEM_REGISTER_SYNC_STRATEGY(AllreduceInfo(), CreateFromRegistry);
+
+}  // namespace
+}  // namespace sync
+}  // namespace tandem
