@@ -41,7 +41,8 @@ TandemRun RunTandem(const std::vector<std::string>& args,
   o.name = "tandem";
   o.argv = {root + "/tools/tandem/tandem"};
   o.argv.insert(o.argv.end(), args.begin(), args.end());
-  o.argv.push_back("--bin_dir=" + root);
+  // --bin_dir is a `tandem local` flag; other commands reject it.
+  if (!args.empty() && args.front() == "local") o.argv.push_back("--bin_dir=" + root);
   o.log_path = TmpPath(absl::StrCat("tandem-", count++, ".stderr"));
   o.pipe_stdout = true;
   TandemRun run;

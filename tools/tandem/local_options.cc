@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/nn/model_spec.h"
+#include "common/sync/registry.h"
 #include "tools/convert/convert.h"
 #include "tools/convert/text_cache.h"
 
@@ -165,6 +166,17 @@ absl::Status ValidateLocalOptions(const LocalOptions& o) {
   if (o.backend != "cpu" && o.backend != "cuda") {
     return bad("unknown --backend '", o.backend, "'; use cpu or cuda");
   }
+  if (!o.transport.empty() && o.transport != "auto" && o.transport != "shm" &&
+      o.transport != "gloo") {
+    return bad("unknown --transport '", o.transport, "'; use auto, shm or gloo");
+  }
+  // The strategy registry's own messages name the registered strategies and
+  // a strategy's keys. --bucket_cap_mb, when set, is the value the worker
+  // uses, so it is the one checked.
+  auto sync_options = sync::ParseSyncOptions(o.sync, o.sync_opt);
+  if (!sync_options.ok()) return sync_options.status();
+  if (o.bucket_cap_mb > 0) sync_options->bucket_cap_mb = o.bucket_cap_mb;
+  if (absl::Status s = sync::ValidateSyncOptions(*sync_options); !s.ok()) return s;
   if (o.port < 0 || o.port > 65535) return bad("--port must be 0..65535 (got ", o.port, ")");
   if (o.heartbeat_ms < 1) return bad("--heartbeat_ms must be positive");
   if (o.log_every < 1) return bad("--log_every must be at least 1");

@@ -50,6 +50,12 @@ struct LocalOptions {
   double momentum = -1;
   double weight_decay = -1;
   double bucket_cap_mb = -1;
+  // Gradient synchronisation (common/sync/registry.h): a registered strategy
+  // name and its "k=v,..." options, checked before anything starts.
+  std::string sync = "allreduce";
+  std::string sync_opt;
+  bool profile = false;        // workers print a per-step time breakdown
+  std::string transport;       // auto | shm | gloo; "" = the worker's default (auto)
   int checkpoint_every = -1;
   int64_t max_steps = 0;       // 0 = all epochs
   int seed = 1;
@@ -93,8 +99,9 @@ absl::StatusOr<DatasetFiles> ResolveDataset(const LocalOptions& o);
 
 // Every check that can fail before a process starts: counts and ranges, the
 // model spec (common/nn parsing, and its input/output widths against the
-// dataset), the dataset, the optimizer and backend names, and a fixed --port
-// being free. InvalidArgument / NotFound / AlreadyExists with one line
+// dataset), the dataset, the optimizer, backend and transport names, the
+// --sync strategy and its --sync_opt keys (the sync registry), and a fixed
+// --port being free. InvalidArgument / NotFound / AlreadyExists with one line
 // saying what to fix.
 absl::Status ValidateLocalOptions(const LocalOptions& o);
 

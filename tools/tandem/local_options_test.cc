@@ -72,6 +72,29 @@ TEST(LocalOptionsTest, UnknownOrMissingDataset) {
   EXPECT_TRUE(absl::StrContains(Problem(o), "not found under")) << Problem(o);
 }
 
+TEST(LocalOptionsTest, SyncStrategyAndOptionsCheckedAgainstTheRegistry) {
+  LocalOptions o;
+  o.sync = "bogus";
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--sync 'bogus' is unknown")) << Problem(o);
+  EXPECT_TRUE(absl::StrContains(Problem(o), "allreduce")) << "lists the registered ones: "
+                                                          << Problem(o);
+  o = LocalOptions{};
+  o.sync_opt = "nope=1";
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--sync_opt key 'nope'")) << Problem(o);
+  EXPECT_TRUE(absl::StrContains(Problem(o), "bucket_cap_mb")) << "lists the keys: " << Problem(o);
+  o.sync_opt = "bucket_cap_mb";
+  EXPECT_TRUE(absl::StrContains(Problem(o), "has no '='")) << Problem(o);
+  o.sync_opt = "bucket_cap_mb=0";
+  EXPECT_TRUE(absl::StrContains(Problem(o), "bucket_cap_mb must be a positive")) << Problem(o);
+  o.sync_opt = "bucket_cap_mb=8,max_grad_norm=1";
+  EXPECT_EQ(Problem(o), "");
+  o = LocalOptions{};
+  o.transport = "rdma";
+  EXPECT_TRUE(absl::StrContains(Problem(o), "unknown --transport 'rdma'")) << Problem(o);
+  o.transport = "gloo";
+  EXPECT_EQ(Problem(o), "");
+}
+
 TEST(LocalOptionsTest, ResolvesFashionMnist) {
   auto d = ResolveDataset(LocalOptions{});
   ASSERT_TRUE(d.ok()) << d.status();

@@ -17,6 +17,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/io/file.h"
@@ -225,6 +226,7 @@ void Runner::StopEverything() {
 }
 
 absl::Status Runner::Run() {
+  const absl::Time started = absl::Now();
   RETURN_IF_ERROR(ValidateLocalOptions(o_));
   ASSIGN_OR_RETURN(DatasetFiles data, ResolveDataset(o_));
   ASSIGN_OR_RETURN(std::string coordinator_bin,
@@ -247,7 +249,8 @@ absl::Status Runner::Run() {
   children_.reserve(2 + o_.workers);
   Print(absl::StrCat("tandem local: ", o_.workers, " workers, model ", o_.model, ", dataset ",
                      o_.dataset, ", ", o_.epochs, " epoch(s), batch ", o_.batch_size,
-                     " per worker, ", o_.optimizer, " lr ", o_.lr));
+                     " per worker, ", o_.optimizer, " lr ", o_.lr, ", sync ", o_.sync,
+                     o_.sync_opt.empty() ? "" : " " + o_.sync_opt));
   Print(absl::StrCat("run directory: ", run_dir_, " (one log per process)"));
 
   const int min = o_.min_workers == 0 ? o_.workers : o_.min_workers;
@@ -348,14 +351,20 @@ absl::Status Runner::Run() {
       return s;
     }
     if (running) continue;
-    // Every worker has exited.
+    // Every worker has exited. Only one that did not finish cleanly gets a
+    // line of its own (with its last log line); a clean run ends with the
+    // workers' own final lines and one summary.
+    int finished = 0;
     for (Child& c : children_) {
-      if (c.is_worker) {
-        std::string last = LastLine(c.process->log_path());
-        if (last.size() > 240) last = last.substr(0, 240) + "...";
-        Print(absl::StrCat(c.process->name(), " ", c.process->DescribeExit(),
-                           last.empty() ? "" : ": ", last));
+      if (!c.is_worker) continue;
+      if (c.process->succeeded()) {
+        ++finished;
+        continue;
       }
+      std::string last = LastLine(c.process->log_path());
+      if (last.size() > 240) last = last.substr(0, 240) + "...";
+      Print(absl::StrCat(c.process->name(), " ", c.process->DescribeExit(),
+                         last.empty() ? "" : ": ", last));
     }
     StopEverything();
     // keep_going: workers killed by a signal were lost and the job went on
@@ -363,7 +372,12 @@ absl::Status Runner::Run() {
     // nobody finished.
     if (first_error != nullptr) return Failure(*first_error, "failed");
     if (!any_finished) return Failure(*first_failed, "failed");
-    Print(absl::StrCat("tandem local: job finished; logs in ", run_dir_));
+    Print(absl::StrCat("tandem local: job finished in ",
+                       absl::StrFormat("%.1f", absl::ToDoubleSeconds(absl::Now() - started)),
+                       " s; ", finished, " of ", o_.workers, " workers exited cleanly",
+                       finished < o_.workers ? absl::StrCat(" (", o_.workers - finished, " lost)")
+                                             : "",
+                       "; logs in ", run_dir_));
     return absl::OkStatus();
   }
 }
@@ -416,6 +430,12 @@ std::vector<std::string> WorkerArgv(const LocalOptions& o, const DatasetFiles& d
   if (o.momentum >= 0) a.push_back(absl::StrCat("--momentum=", o.momentum));
   if (o.weight_decay >= 0) a.push_back(absl::StrCat("--weight_decay=", o.weight_decay));
   if (o.bucket_cap_mb > 0) a.push_back(absl::StrCat("--bucket_cap_mb=", o.bucket_cap_mb));
+  // The worker's own defaults are allreduce, no options, no profile: only a
+  // choice that differs is spelled out.
+  if (!o.sync.empty() && o.sync != LocalOptions().sync) a.push_back("--sync=" + o.sync);
+  if (!o.sync_opt.empty()) a.push_back("--sync_opt=" + o.sync_opt);
+  if (o.profile) a.push_back("--profile");
+  if (!o.transport.empty()) a.push_back("--transport=" + o.transport);
   if (o.checkpoint_every >= 0) {
     a.push_back(absl::StrCat("--checkpoint_every=", o.checkpoint_every));
   }

@@ -13,9 +13,12 @@
 // workers bind /metrics on port 0 before joining and log it the same way.
 // Nothing uses a fixed port unless LocalOptions::port asks for one for the
 // coordinator.
-// Output: the run directory, the coordinator address and every /metrics
-// address; then the workers' stdout lines (rank 0 prints progress); each
-// process's stderr goes to <run_dir>/<name>.log.
+// Output: the job, the run directory, the coordinator address and every
+// /metrics address (once, at the start); then the workers' stdout lines (rank
+// 0 prints progress and accuracy); at the end one line per worker that did
+// not exit cleanly (how it ended and its last log line) and a one-line
+// summary. Each process's stderr goes to <run_dir>/<name>.log, never to
+// the console.
 // Failure: a child that exits non-zero (or a coordinator/data server that
 // exits at all) before the job ends stops every process (SIGTERM, SIGKILL
 // after LocalOptions::grace) and returns an error naming the process, how it

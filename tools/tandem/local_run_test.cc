@@ -116,7 +116,14 @@ TEST_F(LocalRunTest, AllWorkersFinishForwardsRankZeroAndPrintsMetrics) {
   EXPECT_TRUE(absl::StrContains(out, "metrics: dataserver http://127.0.0.1:")) << out;
   EXPECT_TRUE(absl::StrContains(out, "metrics: worker-2 http://127.0.0.1:")) << out;
   EXPECT_TRUE(absl::StrContains(out, "step 1/1 epoch 0 loss 2.3 from worker-0")) << out;
-  EXPECT_TRUE(absl::StrContains(out, "job finished")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "job finished in ")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "3 of 3 workers exited cleanly; logs in " + o.run_dir)) << out;
+  // The end is clean: no per-worker exit lines and no log noise (the fake
+  // worker's last log line is its metrics port).
+  EXPECT_FALSE(absl::StrContains(out, "exited with status 0")) << out;
+  EXPECT_FALSE(absl::StrContains(out, "metrics_port")) << out;
+  EXPECT_EQ(out.find("metrics: "), out.find("metrics: coordinator")) << out;
+  EXPECT_GT(out.find("step 1/1"), out.rfind("metrics: ")) << "addresses first, once\n" << out;
   // Workers got the flags the worker binary defines.
   const std::string cmd = ReadFile(o.run_dir + "/worker-2.cmd");
   for (const char* flag : {"--coordinator=127.0.0.1:", "--data_servers=127.0.0.1:",
@@ -168,7 +175,8 @@ TEST_F(LocalRunTest, KeepGoingToleratesAKilledWorkerWhenTheOthersFinish) {
   absl::Status s = RunLocal(o, env);
   ASSERT_TRUE(s.ok()) << s << "\n" << Output();
   EXPECT_TRUE(absl::StrContains(Output(), "worker-1 killed by signal 9")) << Output();
-  EXPECT_TRUE(absl::StrContains(Output(), "worker-2 exited with status 0")) << Output();
+  EXPECT_TRUE(absl::StrContains(Output(), "2 of 3 workers exited cleanly (1 lost)")) << Output();
+  EXPECT_FALSE(absl::StrContains(Output(), "worker-2 exited")) << Output();
 }
 
 TEST_F(LocalRunTest, KeepGoingStillFailsOnAWorkerError) {
@@ -205,6 +213,14 @@ TEST_F(LocalRunTest, BadInputFailsBeforeAnythingStarts) {
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(absl::StrContains(s.message(), "--workers")) << s;
   EXPECT_EQ(access((o.run_dir + "/coordinator.pid").c_str(), F_OK), -1);
+  for (const char* bad : {"sync", "sync_opt"}) {
+    o = Options(2, "ok");
+    (bad == std::string("sync") ? o.sync : o.sync_opt) = "bogus=1";
+    s = RunLocal(o, env);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_TRUE(absl::StrContains(s.message(), absl::StrCat("--", bad, " "))) << s;
+    EXPECT_EQ(access(o.run_dir.c_str(), F_OK), -1) << "nothing may start on a bad --" << bad;
+  }
 }
 
 TEST(ParseMetricsPortTest, Forms) {
@@ -242,6 +258,31 @@ TEST(WorkerArgvTest, CudaWorkersGetOneDeviceEachCpuWorkersNone) {
   o.backend = "cpu";
   auto argv = WorkerArgv(o, data, "worker", "127.0.0.1:1", "127.0.0.1:2", 1, "/tmp/run");
   for (const std::string& a : argv) EXPECT_EQ(a.rfind("--cuda_device", 0), std::string::npos) << a;
+}
+
+TEST(WorkerArgvTest, SyncOptionsProfileAndTransportReachEveryWorker) {
+  LocalOptions o;
+  DatasetFiles data;
+  auto defaults = WorkerArgv(o, data, "worker", "c:1", "d:2", 0, "/tmp/run");
+  for (const std::string& a : defaults) {
+    EXPECT_FALSE(absl::StartsWith(a, "--sync") || a == "--profile" ||
+                 absl::StartsWith(a, "--transport") || absl::StartsWith(a, "--bucket_cap_mb"))
+        << "the worker's defaults need no flag: " << a;
+  }
+  o.sync = "zero2";
+  o.sync_opt = "prefetch=1,bucket_cap_mb=4";
+  o.profile = true;
+  o.transport = "gloo";
+  o.bucket_cap_mb = 8;
+  for (int i = 0; i < 2; ++i) {
+    auto argv = WorkerArgv(o, data, "worker", "c:1", "d:2", i, "/tmp/run");
+    EXPECT_TRUE(Has(argv, "--sync=zero2"));
+    EXPECT_TRUE(Has(argv, "--sync_opt=prefetch=1,bucket_cap_mb=4"));
+    EXPECT_TRUE(Has(argv, "--profile"));
+    EXPECT_TRUE(Has(argv, "--transport=gloo"));
+    EXPECT_TRUE(Has(argv, "--bucket_cap_mb=8"));
+    for (const std::string& a : argv) EXPECT_FALSE(absl::StartsWith(a, "--node_id")) << a;
+  }
 }
 
 }  // namespace

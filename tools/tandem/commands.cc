@@ -1,0 +1,185 @@
+#include "tools/tandem/commands.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status/status_macros.h"
+#include "common/sync/registry.h"
+
+namespace tandem {
+namespace cli {
+namespace {
+
+absl::Status Usage(const std::string& message, const std::string& help_command) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(message, "; run `", help_command, " --help`"));
+}
+
+// Runs `table` over `args` and turns a stray positional into a usage error.
+absl::StatusOr<bool> ParseInto(const FlagTable& table, const std::vector<std::string>& args) {
+  ASSIGN_OR_RETURN(FlagTable::Parsed p, table.Parse(args));
+  if (!p.help && !p.positionals.empty()) {
+    return Usage(absl::StrCat("unexpected argument '", p.positionals.front(), "' for `",
+                              table.command(), "` (flags are --name=value)"),
+                 table.command());
+  }
+  return p.help;
+}
+
+}  // namespace
+
+std::vector<CommandInfo> Commands() {
+  return {
+      {"local", "Train one job on this machine: a coordinator, a data server and N workers."},
+      {"status", "Show a running job: state, generation, world size, each worker's progress."},
+  };
+}
+
+FlagTable LocalFlags(LocalOptions* o) {
+  FlagTable t("tandem local",
+              "Starts a coordinator, a data server and --workers worker processes on this "
+              "machine,\nprints rank 0's progress and the test accuracy at each epoch end, and "
+              "stops every\nprocess when the job ends, fails or is interrupted (Ctrl-C).");
+  t.Section("cluster");
+  t.Int("workers", &o->workers, "Worker processes to start (one rank each).");
+  t.Int("min_workers", &o->min_workers,
+        "Fewest workers a generation may run with after a loss (0 = --workers).");
+  t.Int("max_workers", &o->max_workers, "Most workers the coordinator admits (0 = --workers).");
+  t.String("host", &o->host, "Interface every process binds and advertises.");
+  t.Int("port", &o->port, "Coordinator gRPC port (0 = a free one, printed at start).");
+  t.String("job_id", &o->job_id, "Job name (tandem status --job_id).");
+  t.Int("heartbeat_ms", &o->heartbeat_ms, "Worker heartbeat period in milliseconds.");
+  t.Int("heartbeat_misses", &o->heartbeat_misses,
+        "Missed heartbeats after which a worker is lost and the generation ends.");
+  t.Double("settle_seconds", &o->settle_seconds,
+           "Rendezvous waits this long for more workers before fixing the world.");
+
+  t.Section("model and data");
+  t.String("model", &o->model, "Model spec: mlp:IN,HIDDEN,...,OUT (input and output fit the dataset).");
+  t.String("dataset", &o->dataset, "Dataset name under --data_root (fashion-mnist).");
+  t.String("data_root", &o->data_root, "Directory holding the datasets.");
+  t.Int("epochs", &o->epochs, "Epochs to train.");
+  t.Int("batch_size", &o->batch_size, "Samples per worker per micro-batch.");
+  t.Int("accumulation", &o->accumulation,
+        "Micro-batches per optimizer step (0 = the worker's default, 1).");
+  t.Int64("max_steps", &o->max_steps, "Stop after this many optimizer steps (0 = all epochs).");
+  t.Int("seed", &o->seed, "Seed for the model initialisation and the data order.");
+
+  t.Section("optimizer");
+  t.Double("lr", &o->lr, "Base learning rate for one worker (see --lr_scaling).");
+  t.String("optimizer", &o->optimizer, "sgd or adamw.");
+  t.String("lr_scaling", &o->lr_scaling,
+           "Scale lr with the world size: linear, sqrt or none (\"\" = worker's default, linear).");
+  t.String("schedule", &o->schedule,
+           "LR schedule: constant, cosine or linear (\"\" = worker's default, cosine).");
+  t.Int("warmup_steps", &o->warmup_steps, "Linear warm-up steps (-1 = worker's default, 0).");
+  t.Double("momentum", &o->momentum, "SGD momentum (-1 = worker's default, 0.9).");
+  t.Double("weight_decay", &o->weight_decay,
+           "Weight decay; sgd: L2, adamw: decoupled (-1 = worker's default, 0).");
+
+  t.Section("gradient synchronisation");
+  t.String("sync", &o->sync,
+           "Gradient sync strategy, checked against the registered ones before anything starts.");
+  t.String("sync_opt", &o->sync_opt,
+           "Strategy options k=v,... (an unknown key is an error that lists the valid ones).");
+  t.Double("bucket_cap_mb", &o->bucket_cap_mb,
+           "MiB of gradients per allreduce bucket (-1 = worker's default, 25).");
+  t.String("transport", &o->transport,
+           "Collective transport: auto, shm or gloo (\"\" = worker's default, auto = shm here).");
+
+  t.Section("run");
+  t.String("backend", &o->backend, "cpu or cuda (worker i uses GPU i).");
+  t.Int("log_every", &o->log_every, "Steps between rank 0's progress lines.");
+  t.Bool("profile", &o->profile, "Workers print a per-step time breakdown line.");
+  t.Int("checkpoint_every", &o->checkpoint_every,
+        "Steps between checkpoints (-1 = worker's default, 500; 0 = only at the end).");
+  t.StringList("worker_arg", &o->worker_args,
+               "Extra worker flags, comma-separated or repeated (e.g. --worker_arg=--nesterov).");
+  t.String("bin_dir", &o->bin_dir,
+           "Where the coordinator, dataserver and worker binaries are (\"\" = next to tandem).");
+  t.String("run_dir", &o->run_dir,
+           "Logs, port files, checkpoints (\"\" = a fresh /tmp/tandem-local-XXXXXX).");
+  t.Bool("keep_going", &o->keep_going,
+         "Leave a dead worker to the coordinator (survivors re-join) instead of stopping all.");
+  t.Seconds("grace_seconds", &o->grace, "Wait between SIGTERM and SIGKILL when stopping processes.");
+  return t;
+}
+
+FlagTable StatusFlags(StatusOptions* o) {
+  FlagTable t("tandem status",
+              "Asks a running coordinator for its job: state, generation, world size, restarts,\n"
+              "the last committed checkpoint and one line per worker (tandem local prints the\n"
+              "coordinator address at start).");
+  t.String("coordinator", &o->coordinator, "host:port of the coordinator (required).");
+  t.String("job_id", &o->job_id, "Job to show.");
+  t.Seconds("timeout_seconds", &o->timeout, "Give up when the coordinator has not answered by then.");
+  return t;
+}
+
+// The registered strategies and their --sync_opt keys, after local's flags.
+std::string SyncStrategiesHelp() {
+  std::string out = "\nsync strategies (--sync NAME --sync_opt key=value,...):\n";
+  for (const sync::StrategyInfo& s : sync::RegisteredStrategies()) {
+    absl::StrAppend(&out, "  ", s.name, ": ", s.summary, "\n");
+    for (const sync::OptionInfo& k : s.options) {
+      absl::StrAppend(&out, "      ", k.key, "=", k.default_value, "  ", k.meaning, "\n");
+    }
+  }
+  absl::StrAppend(&out,
+                  "  every strategy also takes bucket_cap_mb (MiB per bucket) and max_grad_norm "
+                  "(global clip, 0 = off)\n");
+  return out;
+}
+
+std::string TopLevelHelp() {
+  std::string out =
+      "usage: tandem <command> [--flag=value ...]\n"
+      "Data-parallel training: a coordinator, data servers and workers.\n\ncommands:\n";
+  for (const CommandInfo& c : Commands()) {
+    std::string name = "  " + c.name;
+    name.resize(10, ' ');
+    absl::StrAppend(&out, name, c.summary, "\n");
+  }
+  absl::StrAppend(&out,
+                  "\n`tandem <command> --help` lists that command's flags with their defaults.\n");
+  return out;
+}
+
+absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
+  CommandLine c;
+  if (args.empty()) return Usage("no command given", "tandem");
+  std::string command = args.front();
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (command == "-h" || command == "--help" || command == "-help" || command == "help") {
+    // `tandem help local` = `tandem local --help`.
+    if (command != "help" || rest.empty()) {
+      c.help = true;
+      c.help_text = TopLevelHelp();
+      return c;
+    }
+    command = rest.front();
+    rest = {"--help"};
+  }
+  if (command.rfind("-", 0) == 0) {
+    return Usage(absl::StrCat("put the command first (tandem local ", command, " ...), got flag ",
+                              command, " before any command"),
+                 "tandem");
+  }
+  c.command = command;
+  if (command == "local") {
+    FlagTable t = LocalFlags(&c.local);
+    ASSIGN_OR_RETURN(c.help, ParseInto(t, rest));
+    if (c.help) c.help_text = t.Help() + SyncStrategiesHelp();
+    return c;
+  }
+  if (command == "status") {
+    FlagTable t = StatusFlags(&c.status);
+    ASSIGN_OR_RETURN(c.help, ParseInto(t, rest));
+    if (c.help) c.help_text = t.Help();
+    return c;
+  }
+  std::string names;
+  for (const CommandInfo& info : Commands()) absl::StrAppend(&names, names.empty() ? "" : ", ", info.name);
+  return Usage(absl::StrCat("unknown command '", command, "' (commands: ", names, ")"), "tandem");
+}
+
+}  // namespace cli
+}  // namespace tandem

@@ -1,0 +1,67 @@
+// The tandem command line: its commands, one FlagTable per command (the only
+// place a flag, its default and its meaning are written down), and the parse
+// of a whole `tandem <command> [flags]` into options.
+//
+//   ASSIGN_OR_RETURN(CommandLine c, ParseCommandLine({"local", "--workers", "2"}));
+//   if (c.help) { std::fputs(c.help_text.c_str(), stdout); return 0; }
+//   if (c.command == "local") RunLocal(c.local, env);
+//
+// Usage errors (exit status 2 in main.cc) are INVALID_ARGUMENT: no or an
+// unknown command, an unknown flag (named, with a pointer to that command's
+// --help), a missing or unparsable value, a stray positional argument.
+// Checks of the values themselves (ranges, names, files, --sync) are
+// ValidateLocalOptions's, not this file's.
+// Thread-safe (pure functions; each call builds its own tables).
+#ifndef TANDEM_TOOLS_TANDEM_COMMANDS_H_
+#define TANDEM_TOOLS_TANDEM_COMMANDS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "tools/tandem/flag_table.h"
+#include "tools/tandem/local_options.h"
+
+namespace tandem {
+namespace cli {
+
+struct StatusOptions {
+  std::string coordinator;     // host:port; required
+  std::string job_id = "local";
+  absl::Duration timeout = absl::Seconds(5);
+};
+
+struct CommandInfo {
+  std::string name;     // "local"
+  std::string summary;  // one line
+};
+
+// Every command, in the order `tandem --help` lists them.
+std::vector<CommandInfo> Commands();
+
+// The tables; parsing writes into *o, and Help() shows *o's values as the
+// defaults, so pass default-constructed options.
+FlagTable LocalFlags(LocalOptions* o);
+FlagTable StatusFlags(StatusOptions* o);
+
+// `tandem --help`: the commands, one line each, and how to get more.
+std::string TopLevelHelp();
+
+struct CommandLine {
+  std::string command;  // "local" or "status"; "" with help = the top level
+  bool help = false;    // print help_text to stdout, exit 0
+  std::string help_text;
+  LocalOptions local;
+  StatusOptions status;
+};
+
+// `args` are the words after the program name: the command first, then its
+// flags (dashes or underscores in names). `tandem help [command]` and
+// `tandem [command] --help` / `-h` give help.
+absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args);
+
+}  // namespace cli
+}  // namespace tandem
+
+#endif  // TANDEM_TOOLS_TANDEM_COMMANDS_H_

@@ -1,0 +1,110 @@
+// The documentation against the CLI: every flag `tandem local` and `tandem
+// status` parse is in docs/user-guide.md, the user guide's local-flag table
+// lists exactly those flags, every flag README.md names exists, and every
+// link in README.md and docs/ points at a file in the repository.
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_replace.h"
+#include "gtest/gtest.h"
+#include "tools/tandem/commands.h"
+
+namespace tandem {
+namespace cli {
+namespace {
+
+std::string Runfile(const std::string& path) {
+  return std::string(std::getenv("TEST_SRCDIR")) + "/tandem/" + path;
+}
+
+std::string Read(const std::string& path) {
+  std::ifstream in(Runfile(path));
+  EXPECT_TRUE(in.good()) << path;
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::set<std::string> FlagNames(const FlagTable& t) {
+  std::set<std::string> out;
+  for (const FlagTable::Flag& f : t.flags()) out.insert(f.name);
+  return out;
+}
+
+// "--batch-size" and "--batch_size" alike, for every --name in `text`.
+std::set<std::string> MentionedFlags(const std::string& text) {
+  std::set<std::string> out;
+  const std::regex flag("(^|[^-\\w])--([a-z][a-z0-9_-]*)");
+  for (std::sregex_iterator it(text.begin(), text.end(), flag), end; it != end; ++it) {
+    out.insert(absl::StrReplaceAll((*it)[2].str(), {{"-", "_"}}));
+  }
+  return out;
+}
+
+TEST(DocsTest, UserGuideListsEveryLocalAndStatusFlag) {
+  const std::string guide = Read("docs/user-guide.md");
+  LocalOptions local;
+  StatusOptions status;
+  for (const FlagTable& t : {LocalFlags(&local), StatusFlags(&status)}) {
+    for (const std::string& name : FlagNames(t)) {
+      EXPECT_TRUE(absl::StrContains(guide, "| `--" + name + "` |"))
+          << t.command() << " --" << name << " is not in docs/user-guide.md";
+    }
+  }
+}
+
+TEST(DocsTest, UserGuideLocalTableHasNoFlagTandemLocalLacks) {
+  const std::string guide = Read("docs/user-guide.md");
+  const size_t begin = guide.find("## `tandem local` flags");
+  ASSERT_NE(begin, std::string::npos);
+  const size_t end = guide.find("\n## ", begin + 1);
+  const std::string section = guide.substr(begin, end - begin);
+  LocalOptions local;
+  const std::set<std::string> real = FlagNames(LocalFlags(&local));
+  const std::regex row("\\| `--([a-z0-9_]+)` \\|");
+  int rows = 0;
+  for (std::sregex_iterator it(section.begin(), section.end(), row), e; it != e; ++it) {
+    ++rows;
+    EXPECT_EQ(real.count((*it)[1].str()), 1u) << "--" << (*it)[1].str();
+  }
+  EXPECT_EQ(rows, static_cast<int>(real.size()));
+}
+
+TEST(DocsTest, EveryFlagTheReadmeNamesExists) {
+  LocalOptions local;
+  StatusOptions status;
+  std::set<std::string> known = FlagNames(LocalFlags(&local));
+  for (const std::string& n : FlagNames(StatusFlags(&status))) known.insert(n);
+  known.insert("help");
+  known.insert("bench");  // tools/setup.sh --bench
+  const std::set<std::string> mentioned = MentionedFlags(Read("README.md"));
+  EXPECT_GT(mentioned.size(), 8u);
+  for (const std::string& name : mentioned) {
+    EXPECT_EQ(known.count(name), 1u) << "README.md names --" << name << ", which nothing parses";
+  }
+}
+
+TEST(DocsTest, LinksStayInsideTheRepository) {
+  const std::regex link("\\]\\(([^)#\\s]+)(#[^)]*)?\\)");
+  for (const std::string& doc : {"README.md", "docs/architecture.md", "docs/user-guide.md"}) {
+    const std::string text = Read(doc);
+    const std::string dir = doc.find('/') == std::string::npos ? "" : doc.substr(0, doc.rfind('/') + 1);
+    int links = 0;
+    for (std::sregex_iterator it(text.begin(), text.end(), link), e; it != e; ++it) {
+      const std::string target = (*it)[1].str();
+      ++links;
+      EXPECT_FALSE(absl::StartsWith(target, "../") || absl::StartsWith(target, "/") ||
+                   absl::StrContains(target, "://"))
+          << doc << " links outside the repository: " << target;
+      std::ifstream in(Runfile(dir + target));
+      EXPECT_TRUE(in.good()) << doc << " links to a missing file: " << target;
+    }
+    if (doc == "README.md") EXPECT_GE(links, 2) << "README links the docs";
+  }
+}
+
+}  // namespace
+}  // namespace cli
+}  // namespace tandem

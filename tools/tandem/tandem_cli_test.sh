@@ -1,0 +1,59 @@
+#!/bin/bash
+# The tandem binary's help, exit codes and usage errors, as a user sees them.
+# Nothing here starts a process beyond tandem itself: every case exits
+# before the cluster would start (bad input is checked first).
+set -u
+tandem="$TEST_SRCDIR/tandem/tools/tandem/tandem"
+failures=0
+
+# expect CODE PATTERN ARGS...: tandem ARGS exits CODE and its output
+# (stdout + stderr) matches the grep -E PATTERN.
+expect() {
+  local code="$1" pattern="$2"
+  shift 2
+  local out rc
+  out="$(cd "$TEST_TMPDIR" && "$tandem" "$@" 2>&1)"
+  rc=$?
+  if [ "$rc" != "$code" ]; then
+    echo "FAIL: tandem $* exited $rc, want $code; output:"; echo "$out"
+    failures=$((failures + 1))
+  elif ! grep -qE -- "$pattern" <<<"$out"; then
+    echo "FAIL: tandem $* output lacks /$pattern/:"; echo "$out"
+    failures=$((failures + 1))
+  fi
+}
+
+expect 0 '^  local +Train' --help
+expect 0 '^  status +Show' --help
+expect 0 '^  --workers=4 +Worker processes' local --help
+expect 0 '^  --sync=allreduce ' local --help
+expect 0 '^  --sync_opt="" ' local --help
+expect 0 '^  --profile=false ' local --help
+expect 0 '^  --bucket_cap_mb=-1 ' local --help
+expect 0 '^  --coordinator="" ' status --help
+expect 0 '^usage: tandem local' help local
+expect 2 'unknown flag --wrokers for `tandem local` \(did you mean --workers\?\); run `tandem local --help`' local --wrokers 2
+expect 2 'unknown flag --workers for `tandem status`' status --workers 2
+expect 2 "unknown command 'train'" train
+expect 2 'no command given' 
+expect 2 'pass --coordinator' status
+expect 2 '--workers must be at least 1' local --workers 0
+# Sync strategy and options are checked against the registry before any
+# process starts: no run directory is created.
+run_dir="$TEST_TMPDIR/never-created"
+expect 2 "--sync 'bogus' is unknown: registered strategies are .*allreduce" \
+  local --sync bogus --run_dir "$run_dir"
+expect 2 "--sync_opt key 'nope' is not an option of strategy 'allreduce': valid keys are .*bucket_cap_mb" \
+  local --sync_opt nope=1 --run_dir "$run_dir"
+expect 2 "--sync_opt item 'x' has no '='" local --sync_opt x --run_dir "$run_dir"
+expect 0 '^  allreduce: ' local --help
+if [ -e "$run_dir" ]; then
+  echo "FAIL: a bad --sync created $run_dir (something started)"
+  failures=$((failures + 1))
+fi
+
+if [ "$failures" != 0 ]; then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "all passed"
