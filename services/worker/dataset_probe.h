@@ -1,8 +1,8 @@
-// Dataset probe: asks the data servers which datasets they serve and checks
-// that the training (and evaluation) dataset fits the model before a single
-// batch is streamed: an MLP needs f32 (or u8, normalised by the server)
+// Dataset probe: asks the data servers for the training (and evaluation)
+// dataset's description and checks that it fits the model before a single
+// batch is streamed (common/data/dataset_inputs.h): an MLP needs u8 / f32
 // features of its input width and int32 class labels; a GPT needs int32
-// token sequences of its context length with int32 next-token labels.
+// token windows of its context length with int32 next-token labels.
 //
 //   ProbeOptions p;  p.data_servers = o.data_servers;  p.dataset = "fashion-mnist/train";
 //   ASSIGN_OR_RETURN(DatasetProbe d, ProbeDatasets(p, spec));
@@ -30,8 +30,9 @@ namespace worker {
 struct InputSpec {
   enum class Kind { kFeatures, kTokens };
   Kind kind = Kind::kFeatures;
-  int64_t width = 0;            // f32 features per sample, or tokens per sample
+  int64_t width = 0;              // f32 features per sample, or tokens per sample
   int64_t labels_per_sample = 1;  // 1 (a class) or the context length
+  bool normalize_to_f32 = false;  // ask the data server to turn u8 into f32
 };
 
 struct ProbeOptions {
@@ -47,13 +48,13 @@ struct DatasetProbe {
   int64_t eval_samples = 0;   // 0 when there is no eval dataset
 };
 
-// Checks one dataset's description against the model (pure; tested alone).
-absl::StatusOr<InputSpec> MatchDataset(const v1::DatasetInfo& info, const nn::ModelSpec& spec,
-                                       const std::string& model_text);
+// Checks one dataset's description against the model (pure; tested alone):
+// common/data/dataset_inputs.h's classification and fit check, as the
+// worker's InputSpec.
+absl::StatusOr<InputSpec> MatchDataset(const v1::DatasetInfo& info, const nn::ModelSpec& spec);
 
 absl::StatusOr<DatasetProbe> ProbeDatasets(const ProbeOptions& options,
-                                           const nn::ModelSpec& spec,
-                                           const std::string& model_text);
+                                           const nn::ModelSpec& spec);
 
 }  // namespace worker
 }  // namespace tandem

@@ -34,7 +34,7 @@ absl::StatusOr<EvalResult> Evaluator::Run(Generation& g) {
   r.set_world_size(g.world());
   r.set_remainder(v1::SHORT_LAST);
   r.set_shuffle(false);
-  r.set_normalize_to_f32(model_->spec().kind == nn::ModelSpec::Kind::kMlp);
+  r.set_normalize_to_f32(o_.normalize_to_f32);
   const int64_t gb = r.global_batch_size();
   r.set_max_batches((o_.samples + gb - 1) / gb);
   ASSIGN_OR_RETURN(std::unique_ptr<data::PrefetchClient> client, data::PrefetchClient::Start(po));

@@ -32,6 +32,7 @@ struct EvaluatorOptions {
   std::string dataset;        // empty: Run returns an empty result
   int64_t samples = 0;        // in the dataset
   int batch_size = 64;        // per rank
+  bool normalize_to_f32 = false;  // InputSpec::normalize_to_f32
   data::ClientMetrics* metrics = nullptr;  // borrowed, optional
 };
 

@@ -81,7 +81,7 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
   po.dataset = o_.dataset;
   po.eval_dataset = o_.eval_dataset;
   po.connect_attempts = o_.connect_attempts;
-  ASSIGN_OR_RETURN(probe_, ProbeDatasets(po, model.spec(), o_.model));
+  ASSIGN_OR_RETURN(probe_, ProbeDatasets(po, model.spec()));
   ASSIGN_OR_RETURN(stager_, BatchStager::Create(t_->backend_.get(), probe_.inputs, o_.batch_size));
 
   CoordinatorClientOptions co;
@@ -129,6 +129,7 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
       eo.dataset = o_.eval_dataset;
       eo.samples = probe_.eval_samples;
       eo.batch_size = o_.batch_size;
+      eo.normalize_to_f32 = probe_.inputs.normalize_to_f32;
       eo.metrics = client_metrics_.get();
       evaluator_ = std::make_unique<Evaluator>(eo, t_->backend_.get(), &model, stager_.get());
     }
@@ -191,7 +192,8 @@ absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& 
   if (plan.steps_left > 0) {
     ASSIGN_OR_RETURN(g.data, data::PrefetchClient::Start(
                                  TrainStream(o_, plan, state_, g.rank(), g.world(),
-                                             t_->model_->spec(), client_metrics_.get())));
+                                             probe_.inputs.normalize_to_f32,
+                                             client_metrics_.get())));
   }
   const bool tokens = probe_.inputs.kind == InputSpec::Kind::kTokens;
   ProgressReporter progress(ProgressOptions{o_.log_every, o_.profile, g.rank() == 0,

@@ -51,7 +51,7 @@ absl::StatusOr<TrainingPlan> PlanGeneration(const PlanInputs& in, TrainingState*
 
 data::PrefetchOptions TrainStream(const TrainerOptions& o, const TrainingPlan& plan,
                                   const TrainingState& state, int rank, int world,
-                                  const nn::ModelSpec& spec, data::ClientMetrics* metrics) {
+                                  bool normalize_to_f32, data::ClientMetrics* metrics) {
   data::PrefetchOptions po;
   po.servers = o.data_servers;
   po.metrics = metrics;
@@ -66,7 +66,7 @@ data::PrefetchOptions TrainStream(const TrainerOptions& o, const TrainingPlan& p
   r.set_max_batches(plan.steps_left * o.accumulation);
   r.set_remainder(v1::DROP);
   r.set_shuffle(true);
-  r.set_normalize_to_f32(spec.kind == nn::ModelSpec::Kind::kMlp);
+  r.set_normalize_to_f32(normalize_to_f32);
   return po;
 }
 

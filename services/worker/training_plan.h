@@ -6,7 +6,7 @@
 // batches (a different world size re-trains at most one partial batch).
 //
 //   ASSIGN_OR_RETURN(TrainingPlan plan, PlanGeneration({o, samples, world}, &state));
-//   data::PrefetchOptions po = TrainStream(o, plan, state, rank, world, spec, metrics);
+//   data::PrefetchOptions po = TrainStream(o, plan, state, rank, world, normalize, metrics);
 //
 // Thread-safe (pure functions). Failure: INVALID_ARGUMENT when the global
 // batch exceeds the dataset (saying to lower --batch_size).
@@ -44,10 +44,11 @@ struct TrainingPlan {
 absl::StatusOr<TrainingPlan> PlanGeneration(const PlanInputs& in, TrainingState* state);
 
 // The training stream for this rank from the cursor: shuffled, remainder
-// dropped, steps_left * accumulation batches; MLP features normalised to f32.
+// dropped, steps_left * accumulation batches; u8 features normalised to f32
+// when `normalize_to_f32` (InputSpec).
 data::PrefetchOptions TrainStream(const TrainerOptions& o, const TrainingPlan& plan,
                                   const TrainingState& state, int rank, int world,
-                                  const nn::ModelSpec& spec, data::ClientMetrics* metrics);
+                                  bool normalize_to_f32, data::ClientMetrics* metrics);
 
 }  // namespace worker
 }  // namespace tandem

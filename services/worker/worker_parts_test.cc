@@ -31,34 +31,37 @@ nn::ModelSpec Spec(const std::string& s) { return *nn::ParseModelSpec(s); }
 
 TEST(MatchDatasetTest, MlpNeedsItsInputWidthAndEnoughClasses) {
   const v1::DatasetInfo images = Info(v1::DTYPE_U8, {28, 28}, 1, 10);
-  auto ok = MatchDataset(images, Spec("mlp:784,32,10"), "mlp:784,32,10");
+  auto ok = MatchDataset(images, Spec("mlp:784,32,10"));
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->kind, InputSpec::Kind::kFeatures);
   EXPECT_EQ(ok->width, 784);
-  auto narrow = MatchDataset(images, Spec("mlp:100,10"), "mlp:100,10");
+  EXPECT_TRUE(ok->normalize_to_f32);  // u8 pixels are asked for as f32
+  auto narrow = MatchDataset(images, Spec("mlp:100,10"));
   EXPECT_TRUE(absl::IsInvalidArgument(narrow.status()));
-  EXPECT_TRUE(absl::StrContains(narrow.status().message(), "make the first width 784"))
+  EXPECT_TRUE(absl::StrContains(narrow.status().message(), "use mlp:784,...,10"))
       << narrow.status();
-  auto few = MatchDataset(images, Spec("mlp:784,5"), "mlp:784,5");
-  EXPECT_TRUE(absl::StrContains(few.status().message(), "make the last width 10")) << few.status();
+  auto few = MatchDataset(images, Spec("mlp:784,5"));
+  EXPECT_TRUE(absl::StrContains(few.status().message(), "use mlp:784,...,10")) << few.status();
 }
 
 TEST(MatchDatasetTest, GptNeedsTokenSequencesOfItsContext) {
   const std::string m = "gpt:layers=1,heads=1,d=8,ctx=16";
   const v1::DatasetInfo text = Info(v1::DTYPE_I32, {16}, 16, 256);
-  auto ok = MatchDataset(text, Spec(m), m);
+  auto ok = MatchDataset(text, Spec(m));
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->kind, InputSpec::Kind::kTokens);
   EXPECT_EQ(ok->width, 16);
   EXPECT_EQ(ok->labels_per_sample, 16);
-  const std::string m32 = "gpt:layers=1,heads=1,d=8,ctx=32";
-  auto other_ctx = MatchDataset(text, Spec(m32), m32);
-  EXPECT_TRUE(absl::StrContains(other_ctx.status().message(), "set ctx=16")) << other_ctx.status();
-  auto images = MatchDataset(Info(v1::DTYPE_U8, {28, 28}, 1, 10), Spec(m), m);
-  EXPECT_TRUE(absl::StrContains(images.status().message(), "int32 token sequences"))
+  EXPECT_FALSE(ok->normalize_to_f32);
+  auto other_ctx = MatchDataset(text, Spec("gpt:layers=1,heads=1,d=8,ctx=32"));
+  EXPECT_TRUE(absl::StrContains(other_ctx.status().message(), "use context=16"))
+      << other_ctx.status();
+  auto images = MatchDataset(Info(v1::DTYPE_U8, {28, 28}, 1, 10), Spec(m));
+  EXPECT_TRUE(absl::StrContains(images.status().message(), "is a GPT but the dataset holds dense"))
       << images.status();
-  auto tokens_to_mlp = MatchDataset(text, Spec("mlp:16,256"), "mlp:16,256");
-  EXPECT_TRUE(absl::StrContains(tokens_to_mlp.status().message(), "use a gpt")) << tokens_to_mlp.status();
+  auto tokens_to_mlp = MatchDataset(text, Spec("mlp:16,256"));
+  EXPECT_TRUE(absl::StrContains(tokens_to_mlp.status().message(), "use a gpt: model"))
+      << tokens_to_mlp.status();
 }
 
 data::HostBatch Batch(int n, int width, v1::DType dtype, int label_elems) {
@@ -162,13 +165,12 @@ TEST(TrainingPlanTest, TheStreamStartsAtTheCursorWithTheRightInputs) {
   st.samples_in_epoch = 80;
   auto p = PlanGeneration(PlanInputs{o, 1000, 2}, &st);
   ASSERT_TRUE(p.ok());
-  data::PrefetchOptions mlp = TrainStream(o, *p, st, 1, 2, Spec("mlp:784,10"), nullptr);
+  data::PrefetchOptions mlp = TrainStream(o, *p, st, 1, 2, /*normalize_to_f32=*/true, nullptr);
   EXPECT_EQ(mlp.request.step_in_epoch(), 4);
   EXPECT_EQ(mlp.request.rank(), 1);
   EXPECT_EQ(mlp.request.max_batches(), p->steps_left * 2);
   EXPECT_TRUE(mlp.request.normalize_to_f32());
-  data::PrefetchOptions gpt =
-      TrainStream(o, *p, st, 0, 2, Spec("gpt:layers=1,heads=1,d=8,ctx=4"), nullptr);
+  data::PrefetchOptions gpt = TrainStream(o, *p, st, 0, 2, /*normalize_to_f32=*/false, nullptr);
   EXPECT_FALSE(gpt.request.normalize_to_f32());
 }
 

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/nn/model_spec.h"
+#include "common/data/dataset_inputs.h"
 #include "common/sync/registry.h"
 #include "tools/convert/convert.h"
 #include "tools/convert/text_cache.h"
@@ -111,6 +112,7 @@ absl::StatusOr<DatasetFiles> ResolveTextDataset(const LocalOptions& o) {
   f.eval_path = cached->eval_dir;
   f.features = spec->gpt.context;    // tokens per sample
   f.classes = convert::kByteVocab;   // the model's vocab must be >= this
+  f.tokens = true;
   return f;
 }
 
@@ -184,15 +186,13 @@ absl::Status ValidateLocalOptions(const LocalOptions& o) {
   if (!spec.ok()) return bad("bad --model: ", spec.status().message());
   auto data = ResolveDataset(o);
   if (!data.ok()) return data.status();
-  if (spec->kind != nn::ModelSpec::Kind::kMlp) {
-    return bad("--model ", o.model, " does not fit dataset '", o.dataset,
-               "' (images and 10 classes); use an mlp: spec such as mlp:784,1024,1024,10");
-  }
-  const std::vector<int>& w = spec->mlp.widths;
-  if (w.front() != data->features || w.back() != data->classes) {
-    return bad("--model ", o.model, " takes ", w.front(), " inputs and gives ", w.back(),
-               " classes, but dataset '", o.dataset, "' has ", data->features, " and ",
-               data->classes, "; use mlp:", data->features, ",...,", data->classes);
+  data::DatasetInputs in;
+  in.kind = data->tokens ? data::InputKind::kTokens : data::InputKind::kDense;
+  in.sample_elements = data->features;
+  in.context = data->tokens ? data->features : 0;
+  in.num_classes = data->classes;
+  if (absl::Status fit = data::CheckModelFitsDataset(*spec, in); !fit.ok()) {
+    return bad("--model ", o.model, " does not fit dataset '", o.dataset, "': ", fit.message());
   }
   if (o.port != 0) return CheckPortFree(o.host, o.port);
   return absl::OkStatus();

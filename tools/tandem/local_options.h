@@ -80,8 +80,9 @@ struct DatasetFiles {
   std::string train_path;  // IDX prefix, e.g. /usr/share/datasets/fashion-mnist/train
   std::string eval_name;   // e.g. "fashion-mnist/t10k"
   std::string eval_path;
-  int features = 0;        // input width a model must have
-  int classes = 0;
+  int features = 0;        // input width a model must have (tokens: the context)
+  int classes = 0;         // classes (tokens: the vocabulary)
+  bool tokens = false;     // token windows for a GPT, not dense samples
 };
 
 // Names `tandem local --dataset` accepts.
