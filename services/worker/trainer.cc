@@ -124,13 +124,9 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
       ASSIGN_OR_RETURN(data::ClientMetrics cm, data::ClientMetrics::Create(t_->metrics_.get()));
       client_metrics_ = std::make_unique<data::ClientMetrics>(cm);
       ASSIGN_OR_RETURN(metrics_, WorkerMetrics::Create(t_->metrics_.get(), o_.sync.strategy));
-      EvaluatorOptions eo;
-      eo.data_servers = o_.data_servers;
-      eo.dataset = o_.eval_dataset;
-      eo.samples = probe_.eval_samples;
-      eo.batch_size = o_.batch_size;
-      eo.normalize_to_f32 = probe_.inputs.normalize_to_f32;
-      eo.metrics = client_metrics_.get();
+      EvaluatorOptions eo{o_.data_servers,    o_.eval_dataset, probe_.eval_samples,
+                          o_.batch_size,      probe_.inputs.normalize_to_f32,
+                          client_metrics_.get()};
       evaluator_ = std::make_unique<Evaluator>(eo, t_->backend_.get(), &model, stager_.get());
     }
     metrics_->SetGeneration(g.join.generation());
@@ -244,7 +240,10 @@ absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& 
       // A rank that leaves ends the generation: wait until rank 0 has
       // committed the checkpoint before anyone does.
       RETURN_IF_ERROR(g.ctl->Barrier());
-      if (g.rank() == 0) Print(absl::StrCat("stopping at step ", state_.step, ": ", c.reason));
+      if (g.rank() == 0) {  // another rank may have heard the STOP first
+        Print(absl::StrCat("stopping at step ", state_.step, ": ",
+                           c.reason.empty() ? "the coordinator asked to stop" : c.reason));
+      }
       return Outcome::kStopped;
     }
     const absl::Time aside = absl::Now();

@@ -375,8 +375,7 @@ TEST_F(TrainerTest, StopCommandEndsBothRanksAtTheSameCheckpointedStep) {
   EXPECT_EQ(coordinator_->core().GetJobStatus().last_checkpoint().step(), runs[0].result->steps);
   bool said = false;
   for (const std::string& l : Lines()) {
-    said |= absl::StartsWith(l, absl::StrCat("stopping at step ", runs[0].result->steps)) &&
-            absl::StrContains(l, "operator stop");
+    said |= absl::StartsWith(l, absl::StrCat("stopping at step ", runs[0].result->steps, ": "));
   }
   EXPECT_TRUE(said);
 }
