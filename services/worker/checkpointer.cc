@@ -15,10 +15,6 @@ namespace tandem {
 namespace worker {
 namespace {
 
-absl::Status Annotate(const absl::Status& s, absl::string_view what) {
-  if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
-}
 
 std::string BlobName(const optim::StateBuffer& b) { return absl::StrCat("sync/", b.name); }
 

@@ -14,6 +14,7 @@
 #include "services/coordinator/coordinator_server.h"
 #include "services/dataserver/data_server.h"
 #include "services/worker/trainer.h"
+#include "services/worker/trainer_threads.h"
 #include "tools/convert/convert.h"
 
 namespace tandem {
@@ -79,27 +80,9 @@ class TrainerGptTest : public ::testing::Test {
     return o;
   }
 
-  struct Run {
-    absl::StatusOr<TrainResult> result = absl::UnknownError("not run");
-    std::vector<float> params;
-  };
+  using Run = TrainerRun;
   std::vector<Run> RunAll(const std::vector<TrainerOptions>& options) {
-    std::vector<Run> runs(options.size());
-    std::vector<std::thread> threads;
-    for (size_t i = 0; i < options.size(); ++i) {
-      threads.emplace_back([&, i] {
-        auto t = Trainer::Create(options[i]);
-        if (!t.ok()) {
-          runs[i].result = t.status();
-          return;
-        }
-        runs[i].result = (*t)->Run();
-        tensor::FlatStorage& s = (*t)->model().storage();
-        runs[i].params.assign(s.params(), s.params() + s.size());
-      });
-    }
-    for (auto& t : threads) t.join();
-    return runs;
+    return RunTrainers(options);
   }
 
   std::unique_ptr<dataserver::DataServer> data_;

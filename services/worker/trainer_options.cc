@@ -9,15 +9,6 @@
 
 namespace tandem {
 namespace worker {
-namespace {
-
-absl::Status Annotate(const absl::Status& s, absl::string_view what) {
-  if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
-}
-
-}  // namespace
-
 absl::Status ValidateTrainerOptions(const TrainerOptions& o) {
   auto bad = [](const std::string& m) { return absl::InvalidArgumentError(m); };
   if (o.coordinator.empty()) return bad("--coordinator is empty: pass host:port");

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "services/coordinator/coordinator_server.h"
 #include "services/dataserver/data_server.h"
+#include "services/worker/trainer_threads.h"
 
 namespace tandem {
 namespace worker {
@@ -75,29 +76,9 @@ class TrainerTest : public ::testing::Test {
     return o;
   }
 
-  struct Run {
-    absl::StatusOr<TrainResult> result = absl::UnknownError("not run");
-    std::vector<float> params;
-  };
-
-  // Runs one trainer per options on its own thread.
+  using Run = TrainerRun;
   std::vector<Run> RunAll(const std::vector<TrainerOptions>& options) {
-    std::vector<Run> runs(options.size());
-    std::vector<std::thread> threads;
-    for (size_t i = 0; i < options.size(); ++i) {
-      threads.emplace_back([&, i] {
-        auto t = Trainer::Create(options[i]);
-        if (!t.ok()) {
-          runs[i].result = t.status();
-          return;
-        }
-        runs[i].result = (*t)->Run();
-        tensor::FlatStorage& s = (*t)->model().storage();
-        runs[i].params.assign(s.params(), s.params() + s.size());
-      });
-    }
-    for (auto& t : threads) t.join();
-    return runs;
+    return RunTrainers(options);
   }
 
   std::vector<std::string> Lines() {
