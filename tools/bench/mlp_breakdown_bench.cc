@@ -51,6 +51,7 @@ ABSL_FLAG(std::string, model, "mlp:784,1024,1024,10", "mlp spec");
 ABSL_FLAG(int, batch, 64, "per-rank batch");
 ABSL_FLAG(int, steps, 60, "timed steps (after 5 warm-up steps)");
 ABSL_FLAG(double, bucket_cap_mb, 25, "AllreduceSync bucket cap (the worker's default)");
+ABSL_FLAG(bool, limit, true, "measure the compute limit first (off: only the steps, for profiling)");
 
 namespace tandem {
 namespace {
@@ -150,7 +151,7 @@ int RunRank(int rank, int world, const std::string& dir) {
   }
   nn::Model& m = **model;
   const std::vector<int>& widths = m.spec().mlp.widths;
-  if (rank == 0) ComputeLimit(backend, widths, batch);
+  if (rank == 0 && absl::GetFlag(FLAGS_limit)) ComputeLimit(backend, widths, batch);
 
   std::unique_ptr<Communicator> grad_comm, ctl_comm;
   std::unique_ptr<gloo::rendezvous::FileStore> store;
