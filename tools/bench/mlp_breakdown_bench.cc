@@ -5,7 +5,7 @@
 //
 //   bazel build //tools/bench:mlp_breakdown_bench
 //   mlp_breakdown_bench [--world=2] [--transport=shm|gloo] [--model=mlp:784,1024,1024,10]
-//                       [--batch=64] [--steps=60] [--bucket_cap_mb=25]
+//                       [--batch=64] [--steps=60] [--bucket_cap_mb=25] [--limit=false]
 //
 // One process per rank (fork), one OpenBLAS thread each, synthetic data
 // (a pool of batches cycled through, so "data" is only the batch switch:
