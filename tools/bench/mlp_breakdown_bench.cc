@@ -5,7 +5,8 @@
 //
 //   bazel build //tools/bench:mlp_breakdown_bench
 //   mlp_breakdown_bench [--world=2] [--transport=shm|gloo] [--model=mlp:784,1024,1024,10]
-//                       [--batch=64] [--steps=60] [--bucket_cap_mb=25] [--limit=false]
+//                       [--batch=64] [--steps=60] [--bucket_cap_mb=25] [--chunk_kb=4096]
+//                       [--limit=false]
 //
 // One process per rank (fork), one OpenBLAS thread each, synthetic data
 // (a pool of batches cycled through, so "data" is only the batch switch:
@@ -51,6 +52,7 @@ ABSL_FLAG(std::string, model, "mlp:784,1024,1024,10", "mlp spec");
 ABSL_FLAG(int, batch, 64, "per-rank batch");
 ABSL_FLAG(int, steps, 60, "timed steps (after 5 warm-up steps)");
 ABSL_FLAG(double, bucket_cap_mb, 25, "AllreduceSync bucket cap (the worker's default)");
+ABSL_FLAG(int, chunk_kb, 0, "ShmOptions::chunk_bytes of the gradient communicator in KiB (0: its default)");
 ABSL_FLAG(bool, limit, true, "measure the compute limit first (off: only the steps, for profiling)");
 
 namespace tandem {
@@ -166,6 +168,9 @@ int RunRank(int rank, int world, const std::string& dir) {
         so.world_size = world;
         so.store = store.get();
         so.prefix = i == 0 ? "bench/grad" : "bench/ctl";
+        if (i == 0 && absl::GetFlag(FLAGS_chunk_kb) > 0) {
+          so.chunk_bytes = int64_t{absl::GetFlag(FLAGS_chunk_kb)} << 10;
+        }
         if (i == 1) so.chunk_bytes = int64_t{256} << 10;
         auto s = ShmCommunicator::Create(so);
         if (s.ok()) c = std::unique_ptr<Communicator>(std::move(*s)); else c = s.status();
