@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "common/kernels/cpu_dispatch.h"
 #include "common/optim/precision.h"
 
 namespace tandem {
@@ -46,32 +47,10 @@ inline float GeluGrad(float x) {
 // __restrict; in-place calls (dz == dy) have their own loop, because the
 // vectoriser's run-time overlap check would send an exact alias to the
 // scalar fallback.
-#define TANDEM_INLINE inline __attribute__((always_inline))
-
-bool UseAvx2() {
-  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return avx2;
-}
-
-// Defines name(params): the body `name##Body(args)` compiled for AVX2+FMA
-// and for the baseline, dispatched on UseAvx2().
-#define TANDEM_DISPATCHED(name, params, args)                          \
-  __attribute__((target("avx2,fma"))) void name##Avx2 params {         \
-    name##Body args;                                                   \
-  }                                                                    \
-  void name##Base params { name##Body args; }                          \
-  void name params {                                                   \
-    if (UseAvx2()) {                                                   \
-      name##Avx2 args;                                                 \
-    } else {                                                           \
-      name##Base args;                                                 \
-    }                                                                  \
-  }
-
-TANDEM_INLINE float Relu(float v) { return v > 0.f ? v : 0.f; }
+TANDEM_CPU_INLINE float Relu(float v) { return v > 0.f ? v : 0.f; }
 
 // z = z + bias (bias may be null); y = relu(z) (y != z) or y = z.
-TANDEM_INLINE void BiasReluForwardBody(int rows, int cols, const float* __restrict bias,
+TANDEM_CPU_INLINE void BiasReluForwardBody(int rows, int cols, const float* __restrict bias,
                                        float* z, float* y, bool relu) {
   for (int r = 0; r < rows; ++r) {
     float* __restrict zr = z + static_cast<int64_t>(r) * cols;
@@ -94,13 +73,13 @@ TANDEM_INLINE void BiasReluForwardBody(int rows, int cols, const float* __restri
     }
   }
 }
-TANDEM_DISPATCHED(BiasReluForward,
+TANDEM_CPU_DISPATCHED(BiasReluForward,
                   (int rows, int cols, const float* bias, float* z, float* y, bool relu),
                   (rows, cols, bias, z, y, relu))
 
 // dz = dy * relu'(z) (relu) or dz = dy; dbias (may be null) += column sums
 // of dz. dz either equals dy or does not overlap it.
-TANDEM_INLINE void ReluBackwardBody(int rows, int cols, const float* z, const float* dy,
+TANDEM_CPU_INLINE void ReluBackwardBody(int rows, int cols, const float* z, const float* dy,
                                     float* dz, float* dbias, bool relu) {
   float* __restrict db = dbias;
   for (int r = 0; r < rows; ++r) {
@@ -143,20 +122,20 @@ TANDEM_INLINE void ReluBackwardBody(int rows, int cols, const float* z, const fl
     }
   }
 }
-TANDEM_DISPATCHED(ReluBackward,
+TANDEM_CPU_DISPATCHED(ReluBackward,
                   (int rows, int cols, const float* z, const float* dy, float* dz, float* dbias,
                    bool relu),
                   (rows, cols, z, dy, dz, dbias, relu))
 
 // out += column sums of m [rows, cols].
-TANDEM_INLINE void AddColumnSumsBody(int rows, int cols, const float* m, float* out) {
+TANDEM_CPU_INLINE void AddColumnSumsBody(int rows, int cols, const float* m, float* out) {
   float* __restrict o = out;
   for (int r = 0; r < rows; ++r) {
     const float* __restrict row = m + static_cast<int64_t>(r) * cols;
     for (int c = 0; c < cols; ++c) o[c] += row[c];
   }
 }
-TANDEM_DISPATCHED(AddColumnSums, (int rows, int cols, const float* m, float* out),
+TANDEM_CPU_DISPATCHED(AddColumnSums, (int rows, int cols, const float* m, float* out),
                   (rows, cols, m, out))
 
 // y = act(x) over n elements; separate loops per activation so each one is a

@@ -20,6 +20,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "common/kernels/cpu_dispatch.h"
 
 namespace tandem {
 
@@ -117,18 +118,17 @@ inline __attribute__((always_inline)) void ReduceSlotsBody(float* dst, const flo
 }
 
 // The build targets x86-64-v2 (128-bit vectors); the reduction is also
-// compiled for AVX2 and picked per CPU on first use.
+// compiled for AVX2 and picked per CPU on first use (cpu_dispatch.h).
 template <typename Op>
-__attribute__((target("avx2"))) void ReduceSlotsAvx2(float* dst, const float* const* src, int n,
-                                                     int64_t count, float* copy) {
+__attribute__((target("avx2,fma"))) void ReduceSlotsAvx2(float* dst, const float* const* src,
+                                                         int n, int64_t count, float* copy) {
   ReduceSlotsBody<Op>(dst, src, n, count, copy);
 }
 
 template <typename Op>
 void ReduceSlots(float* dst, const float* const* src, int n, int64_t count,
                  float* copy = nullptr) {
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  if (avx2) {
+  if (kernels::CpuHasAvx2Fma()) {
     ReduceSlotsAvx2<Op>(dst, src, n, count, copy);
   } else {
     ReduceSlotsBody<Op>(dst, src, n, count, copy);
