@@ -102,6 +102,9 @@ absl::Status HierAllreduce::Run(float* data, int64_t count) {
   float* full = data;
   if (!even) {
     std::memcpy(padded_.data(), data, sizeof(float) * count);
+    // The pad only reaches pad positions of the result (the sum is
+    // elementwise), which are dropped; zeroing it keeps stale sums out of
+    // the staging anyway.
     std::fill(padded_.begin() + count, padded_.begin() + share * local_size_, 0.f);
     full = padded_.data();
   }
