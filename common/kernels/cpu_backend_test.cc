@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "common/kernels/cpu_dispatch.h"
 #include "gtest/gtest.h"
 
 namespace tandem {
@@ -138,6 +139,35 @@ TEST(CpuBackendTest, ReluAndBiasBackwardInPlaceMatchesOutOfPlace) {
   for (int i = 0; i < 1000; ++i) {
     EXPECT_EQ(dx[i], x[i] > 0.f ? dy[i] : 0.f) << i;
     EXPECT_EQ(inplace[i], dx[i]) << i;
+  }
+}
+
+// Every dispatched element-wise loop gives the same bits at the baseline
+// width as at AVX2 (sums keep their order; no contraction into FMAs that
+// would round differently: checked here rather than assumed).
+TEST(CpuBackendTest, WideAndBaselineVectorWidthsAgree) {
+  CpuBackend be;
+  for (int cols : {1, 7, 37, 130}) {
+    const int rows = 3;
+    std::vector<float> z0 = Random(rows * cols, 31), dy = Random(rows * cols, 32);
+    std::vector<float> bias = Random(cols, 33);
+    std::vector<float> y[2], dz[2], db[2], zf[2];
+    for (int wide = 0; wide < 2; ++wide) {
+      ForceBaselineVectorWidth(wide == 0);
+      zf[wide] = z0;
+      y[wide].assign(rows * cols, 0.f);
+      be.BiasActivationForward(Activation::kRelu, rows, cols, bias.data(), zf[wide].data(),
+                               y[wide].data());
+      dz[wide].assign(rows * cols, 0.f);
+      db[wide].assign(cols, 0.25f);
+      be.BiasActivationBackward(Activation::kRelu, rows, cols, zf[wide].data(), dy.data(),
+                                dz[wide].data(), db[wide].data(), 1.f);
+    }
+    ForceBaselineVectorWidth(false);
+    EXPECT_EQ(zf[0], zf[1]) << cols;
+    EXPECT_EQ(y[0], y[1]) << cols;
+    EXPECT_EQ(dz[0], dz[1]) << cols;
+    for (int c = 0; c < cols; ++c) EXPECT_NEAR(db[0][c], db[1][c], 1e-6f) << cols;
   }
 }
 

@@ -10,18 +10,33 @@
 // The bodies must not depend on the vector width for their results: where a
 // library promises bit-exact fp32 (common/optim) it is built with
 // -ffp-contract=off, so the FMA target never fuses a multiply and an add.
-// Thread-safe (the feature check is a function-local static).
+// Tests force the narrower build with ForceBaselineVectorWidth(true) to
+// compare it with the wide one. Thread-safe (the feature check is a
+// function-local static, the override an atomic).
 #ifndef TANDEM_COMMON_KERNELS_CPU_DISPATCH_H_
 #define TANDEM_COMMON_KERNELS_CPU_DISPATCH_H_
+
+#include <atomic>
 
 namespace tandem {
 namespace kernels {
 
-// True when the CPU has AVX2 and FMA (checked once).
+inline std::atomic<bool>& BaselineVectorWidthForced() {
+  static std::atomic<bool> forced{false};
+  return forced;
+}
+// For tests: run every dispatched loop in its baseline build.
+inline void ForceBaselineVectorWidth(bool force) { BaselineVectorWidthForced() = force; }
+
+// True when the CPU has AVX2 and FMA (checked once) and the baseline is
+// not forced.
 inline bool CpuHasAvx2Fma() {
   static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return avx2;
+  return avx2 && !BaselineVectorWidthForced().load(std::memory_order_relaxed);
 }
+
+// "avx2" or "sse4.2": the width dispatched loops run at.
+inline const char* VectorWidthName() { return CpuHasAvx2Fma() ? "avx2" : "sse4.2"; }
 
 }  // namespace kernels
 }  // namespace tandem

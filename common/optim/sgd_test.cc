@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "common/kernels/cpu_dispatch.h"
 #include "gtest/gtest.h"
 
 namespace tandem {
@@ -91,6 +92,34 @@ TEST(SgdTest, ShardedRangesMatchWholeVectorBitForBit) {
                                    st[b].data.size() * sizeof(float)));
         }
       }
+    }
+  }
+}
+
+// The AVX2 build of the loops (cpu_dispatch.h) gives the same bits as the
+// baseline build on ragged sizes (a vector body plus a remainder).
+TEST(SgdTest, WideAndBaselineVectorWidthsAgreeBitForBit) {
+  for (const Config& c : Configs()) {
+    for (int64_t n : {1, 7, 8, 33, 1001}) {
+      std::vector<float> params[2], grads = RandomVector(n, 5);
+      std::vector<std::vector<float>> state[2];
+      for (int wide = 0; wide < 2; ++wide) {
+        kernels::ForceBaselineVectorWidth(wide == 0);
+        params[wide] = RandomVector(n, 4);
+        auto opt = MakeSgd({0, n}, c.options);
+        StepContext ctx;
+        ctx.lr = 0.1f;
+        ctx.grad_scale = 0.5f;
+        for (int step = 1; step <= 3; ++step) {
+          ctx.step = step;
+          ASSERT_TRUE(opt->Step(params[wide].data(), grads.data(), n, ctx).ok());
+        }
+        for (const StateBuffer& b : opt->state()) state[wide].emplace_back(b.data.begin(), b.data.end());
+      }
+      kernels::ForceBaselineVectorWidth(false);
+      EXPECT_EQ(std::memcmp(params[0].data(), params[1].data(), n * sizeof(float)), 0)
+          << c.label << " n=" << n;
+      EXPECT_EQ(state[0], state[1]) << c.label << " n=" << n;
     }
   }
 }

@@ -22,8 +22,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/log/log.h"
 #include "common/sync/registry.h"
 #include "services/worker/trainer.h"
+#include "services/worker/worker_metrics.h"
 
 ABSL_FLAG(std::string, coordinator, "", "Coordinator host:port (required).");
 ABSL_FLAG(std::string, data_servers, "", "Data servers, host:port[,host:port] (required).");
@@ -158,6 +160,10 @@ int main(int argc, char** argv) {
   o.join_timeout = absl::Seconds(join);
   o.rejoin_timeout = absl::Seconds(rejoin);
 
+  // The kernels this process computes with: a weak OpenBLAS core costs up
+  // to 3x and is otherwise invisible (also a metric label).
+  LOG(INFO) << "worker " << o.worker_id << ": "
+            << tandem::worker::WorkerMetrics::CpuKernelsDescription();
   auto trainer = tandem::worker::Trainer::Create(o);
   if (!trainer.ok()) {
     std::fprintf(stderr, "worker: %s\n", std::string(trainer.status().message()).c_str());

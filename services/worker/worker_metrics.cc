@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+#include "common/kernels/blas_core.h"
+#include "common/kernels/cpu_dispatch.h"
 #include "common/status/status_macros.h"
 
 namespace tandem {
@@ -35,6 +38,13 @@ absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(
                               "Gradient bytes handed to groups that span nodes.",
                               {{"strategy", strategy}}));
   ASSIGN_OR_RETURN(w->buckets_, m->Gauge("tandem_buckets", "Gradient collectives per step."));
+  std::string core = kernels::OpenblasCoreName();
+  if (core.empty()) core = "unknown";
+  ASSIGN_OR_RETURN(prometheus::Gauge * kernels,
+                   m->Gauge("tandem_cpu_kernels",
+                            "1; the labels name the BLAS kernel set and tandem's vector width.",
+                            {{"blas_core", core}, {"vector_width", kernels::VectorWidthName()}}));
+  kernels->Set(1);
   ASSIGN_OR_RETURN(w->generation_,
                    m->Gauge("tandem_generation", "Generation this worker trains in."));
   return w;
@@ -56,6 +66,12 @@ void WorkerMetrics::RecordStep(const StepTimes& t, int64_t samples, double loss,
                   static_cast<double>(st.steps - last->steps));
   }
   *last = st;
+}
+
+std::string WorkerMetrics::CpuKernelsDescription() {
+  const std::string core = kernels::OpenblasCoreName();
+  return absl::StrCat("BLAS core ", core.empty() ? "unknown" : core, ", vector width ",
+                      kernels::VectorWidthName());
 }
 
 void WorkerMetrics::SetGeneration(int64_t g) { generation_->Set(static_cast<double>(g)); }

@@ -12,6 +12,8 @@
 //   tandem_sync_inter_node_bytes_total  {strategy}: of those, to groups spanning nodes
 //   tandem_buckets                      collectives per step
 //   tandem_generation                   generation this worker trains in
+//   tandem_cpu_kernels                  1, labels blas_core (OpenBLAS's kernel set)
+//                                       and vector_width (tandem's own loops)
 //
 // Thread-compatible (the trainer thread). The Metrics registry is borrowed
 // and owns the series. Failure: registration errors from Create.
@@ -41,6 +43,9 @@ class WorkerMetrics {
   void RecordStep(const StepTimes& times, int64_t samples, double loss,
                   const sync::SyncStats& stats, sync::SyncStats* last);
   void SetGeneration(int64_t generation);
+
+  // "BLAS core Zen, vector width avx2": what this process computes with.
+  static std::string CpuKernelsDescription();
 
  private:
   WorkerMetrics() = default;
