@@ -194,6 +194,10 @@ absl::Status ValidateLocalOptions(const LocalOptions& o) {
       auto rate = ParseLinkRate(o.link);
       if (!rate.ok()) return rate.status();
     }
+    if (o.host != LocalOptions().host) {
+      return bad("--host=", o.host, " has no effect with --nodes (node n is 127.0.1.n, the "
+                 "services 127.0.1.100); drop --host");
+    }
     if (o.link_delay_ms < 0) {
       return bad("--link_delay_ms must not be negative (got ", o.link_delay_ms, ")");
     }

@@ -101,6 +101,9 @@ TEST(LocalOptionsTest, NodeFlagsChecked) {
   EXPECT_TRUE(absl::StrContains(Problem(o), "--link 'lots' is not a link rate")) << Problem(o);
   o.link = "100mbit";
   EXPECT_EQ(Problem(o), "");
+  o.host = "0.0.0.0";
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--host=0.0.0.0 has no effect with --nodes"));
+  o.host = LocalOptions().host;
   o.workers = 5;  // set by hand, not through ResolveNodeLayout
   EXPECT_TRUE(absl::StrContains(Problem(o), "--workers=5 is not --nodes=2 x --workers_per_node=2")) << Problem(o);
   o.workers = 4;
