@@ -1,6 +1,8 @@
 // CpuBackend: the Backend on the host. GEMMs go to OpenBLAS cblas_sgemm;
 // everything else is plain loops written so the compiler vectorises them
-// (contiguous inner loops, no aliasing surprises, -O3).
+// (contiguous inner loops, no aliasing surprises, -O3). The bias / ReLU
+// passes of the MLP's training step are also compiled for AVX2+FMA and
+// picked per CPU at first use (the build itself targets x86-64-v2).
 //
 // Device memory is host memory (64-byte aligned), so copies are memcpy and
 // Synchronize() has nothing to wait for. Thread-compatible, like every

@@ -1,9 +1,11 @@
 // "allreduce" through the registry: it is registered by linking
-// :allreduce_strategy, its --sync_opt keys are described in errors, and
+// :allreduce_strategy, its --sync_opt keys are described in errors, hier is
+// 0 or 1 and decides NeedsNodeGroups, and
 // CreateGradientSync builds a working AllreduceSync from SyncOptions +
 // SyncEnv (the optimizer over [0, size), the bucket cap, the clip, the
 // device stepper factory). One process, a fake communicator.
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/optim/sgd.h"
@@ -47,12 +49,63 @@ TEST(AllreduceStrategy, IsRegisteredWithItsKeys) {
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(ValidateSyncOptions(*o).message(),
             "--sync_opt key 'k' is not an option of strategy 'allreduce': valid keys are "
-            "bucket_cap_mb (MiB per gradient bucket, default 25), max_grad_norm (global L2 "
-            "clip across ranks, 0 = off, default 0)");
+            "bucket_cap_mb (MiB per gradient bucket, default 25), hier (1 = hierarchical "
+            "allreduce (intra-node reduce-scatter, inter-node allreduce, intra-node allgather), "
+            "0 = flat ring, default 0), max_grad_norm (global L2 clip across ranks, 0 = off, "
+            "default 0)");
   SyncOptions unknown;
   unknown.strategy = "x";
   EXPECT_EQ(ValidateSyncOptions(unknown).message(),
             "--sync 'x' is unknown: registered strategies are allreduce");
+}
+
+TEST(AllreduceStrategy, HierIsZeroOrOneAndDecidesNodeGroups) {
+  absl::StatusOr<StrategyInfo> info = FindStrategy("allreduce");
+  ASSERT_TRUE(info.ok()) << info.status();
+  for (const char* good : {"", "hier=0", "hier=1"}) {
+    absl::StatusOr<SyncOptions> o = ParseSyncOptions("allreduce", good);
+    ASSERT_TRUE(o.ok()) << o.status();
+    EXPECT_TRUE(ValidateSyncOptions(*o).ok()) << good << ": " << ValidateSyncOptions(*o);
+    EXPECT_EQ(NeedsNodeGroups(*info, *o), std::string(good) == "hier=1") << good;
+  }
+  absl::StatusOr<SyncOptions> two = ParseSyncOptions("allreduce", "hier=2");
+  ASSERT_TRUE(two.ok());
+  absl::Status s = ValidateSyncOptions(*two);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--sync allreduce: hier must be 0 (flat ring allreduce) or 1 "
+                             "(hierarchical allreduce), got 2"),
+            std::string::npos)
+      << s;
+  absl::StatusOr<SyncOptions> word = ParseSyncOptions("allreduce", "hier=yes");
+  ASSERT_TRUE(word.ok());
+  EXPECT_NE(ValidateSyncOptions(*word).message().find("hier='yes' is not an integer"),
+            std::string::npos);
+  EXPECT_FALSE(NeedsNodeGroups(*info, *word));
+}
+
+TEST(AllreduceStrategy, HierWithoutNodeGroupsIsAnError) {
+  CommGroups groups;
+  groups.world = std::make_unique<DoublingCommunicator>();
+  std::vector<float> params(kSize, 0.f), grads(kSize, 0.f);
+  SyncEnv env;
+  env.comms = &groups;
+  env.params = params.data();
+  env.grads = grads.data();
+  env.size = kSize;
+  env.ready_ranges = {{0, kSize}};
+  env.make_optimizer =
+      [](optim::ParamRange r) -> absl::StatusOr<std::unique_ptr<optim::Optimizer>> {
+    absl::StatusOr<std::unique_ptr<optim::Sgd>> sgd = optim::Sgd::Create(r, optim::SgdOptions());
+    if (!sgd.ok()) return sgd.status();
+    return std::unique_ptr<optim::Optimizer>(std::move(*sgd));
+  };
+  absl::StatusOr<SyncOptions> o = ParseSyncOptions("allreduce", "hier=1");
+  ASSERT_TRUE(o.ok());
+  absl::StatusOr<std::unique_ptr<GradientSync>> sync = CreateGradientSync(*o, std::move(env));
+  EXPECT_EQ(sync.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(sync.status().message().find("needs the intra-node and inter-node groups"),
+            std::string::npos)
+      << sync.status();
 }
 
 TEST(AllreduceStrategy, CreateGradientSyncBuildsAWorkingAllreduce) {

@@ -1,15 +1,20 @@
 #include "common/sync/allreduce_sync.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "common/log/log.h"
 #include "common/optim/clip.h"
 #include "common/status/status_macros.h"
 #include "common/sync/bucket_engine.h"
 #include "common/sync/grad_clip.h"
+#include "common/sync/hier_allreduce.h"
 
 namespace tandem {
 namespace sync {
@@ -34,7 +39,9 @@ class AllreduceSync final : public GradientSync {
         device_stepper_(owned_stepper_ != nullptr ? owned_stepper_.get() : options.device_stepper),
         clip_(std::move(clip)),
         world_size_(comm_->world_size()),
-        rank_(comm_->rank()) {}
+        rank_(comm_->rank()),
+        groups_(options.groups),
+        world_spans_nodes_(groups_ == nullptr || groups_->num_nodes > 1) {}
 
   // Second phase: the engine's operation captures `this`.
   absl::Status Start(const AllreduceSyncOptions& options) {
@@ -45,10 +52,9 @@ class AllreduceSync final : public GradientSync {
     e.label = kLabel;
     e.operation_name = "allreduce";
     e.rank = rank_;
-    e.operation = [this](int, int64_t lo, int64_t hi) {
-      return comm_->AllReduce(grads_ + lo, hi - lo, ReduceOp::kSum);
-    };
+    e.operation = [this](int, int64_t lo, int64_t hi) { return RunBucket(lo, hi); };
     ASSIGN_OR_RETURN(engine_, BucketEngine::Create(std::move(e)));
+    if (options.hierarchical) RETURN_IF_ERROR(StartHierarchical());
     return absl::OkStatus();
   }
 
@@ -115,7 +121,8 @@ class AllreduceSync final : public GradientSync {
     const BucketEngineStats e = engine_->stats();
     SyncStats s;
     s.buckets = e.buckets;
-    s.bytes_sent = e.elements * static_cast<int64_t>(sizeof(float));
+    s.bytes_sent = bytes_sent_.load(std::memory_order_relaxed);
+    s.inter_node_bytes = inter_node_bytes_.load(std::memory_order_relaxed);
     s.comm_seconds = e.busy_seconds;
     s.exposed_wait_seconds = e.exposed_wait_seconds;
     absl::MutexLock lock(&mu_);
@@ -125,6 +132,59 @@ class AllreduceSync final : public GradientSync {
   }
 
  private:
+  // Every rank sees the same layout and the same backend, so every rank
+  // makes the same choice and the collectives match.
+  absl::Status StartHierarchical() {
+    const std::string why =
+        device_stepper_ != nullptr
+            ? "the gradients are in device memory (its staging buffers are host memory)"
+            : HierarchicalUnusableReason(*groups_);
+    if (why.empty()) {
+      int64_t largest = 0;
+      for (const Bucket& b : engine_->plan().buckets) largest = std::max(largest, b.size());
+      HierAllreduceOptions h;
+      h.groups = groups_;
+      h.max_count = largest;
+      ASSIGN_OR_RETURN(hier_, HierAllreduce::Create(h));
+      if (rank_ == 0) {
+        LOG(INFO) << kLabel << ": hierarchical allreduce over " << groups_->num_nodes
+                  << " nodes of " << hier_->local_size() << " ranks";
+      }
+      return absl::OkStatus();
+    }
+    if (rank_ != 0) return absl::OkStatus();
+    // One node, or one rank per node: the flat ring is what hier would do.
+    const bool same_as_flat = device_stepper_ == nullptr &&
+                              (groups_->num_nodes <= 1 || groups_->num_nodes == world_size_);
+    if (same_as_flat) {
+      LOG(INFO) << kLabel << ": hier=1 uses flat ring allreduce: " << why;
+    } else {
+      LOG(WARNING) << kLabel
+                   << ": hier=1 falls back to flat ring allreduce for this generation: " << why;
+    }
+    return absl::OkStatus();
+  }
+
+  // The engine's per-bucket operation (communication thread).
+  absl::Status RunBucket(int64_t lo, int64_t hi) {
+    const int64_t n = hi - lo;
+    constexpr int64_t kFloat = sizeof(float);
+    if (hier_ != nullptr) {
+      RETURN_IF_ERROR(hier_->Run(grads_ + lo, n));
+      // Reduce-scatter of the padded bucket, the share across nodes, the
+      // share into the allgather; only the share crosses nodes.
+      const int64_t share = hier_->ShareCount(n);
+      bytes_sent_.fetch_add((share * hier_->local_size() + 2 * share) * kFloat,
+                            std::memory_order_relaxed);
+      inter_node_bytes_.fetch_add(share * kFloat, std::memory_order_relaxed);
+      return absl::OkStatus();
+    }
+    RETURN_IF_ERROR(comm_->AllReduce(grads_ + lo, n, ReduceOp::kSum));
+    bytes_sent_.fetch_add(n * kFloat, std::memory_order_relaxed);
+    if (world_spans_nodes_) inter_node_bytes_.fetch_add(n * kFloat, std::memory_order_relaxed);
+    return absl::OkStatus();
+  }
+
   absl::Status CheckUsable(const char* call) const {
     if (broken_.ok()) return absl::OkStatus();
     return absl::FailedPreconditionError(
@@ -179,6 +239,12 @@ class AllreduceSync final : public GradientSync {
   GradClip clip_;
   const int world_size_;
   const int rank_;
+  const CommGroups* const groups_;  // may be null (flat, layout unknown)
+  const bool world_spans_nodes_;
+  // Set in Start before any step, then used by the communication thread only.
+  std::unique_ptr<HierAllreduce> hier_;  // null: flat ring over comm_
+  std::atomic<int64_t> bytes_sent_{0};
+  std::atomic<int64_t> inter_node_bytes_{0};
 
   // Trainer thread only.
   bool in_step_ = false;
@@ -213,6 +279,16 @@ absl::StatusOr<std::unique_ptr<GradientSync>> CreateAllreduceSync(AllreduceSyncO
         "allreduce sync: the optimizer covers [", options.optimizer->range().lo, ", ",
         options.optimizer->range().hi, ") but the allreduce strategy steps the whole vector [0, ",
         options.size, ")"));
+  }
+  if (options.groups != nullptr && options.groups->world.get() != options.comm) {
+    return absl::InvalidArgumentError(
+        "allreduce sync: groups->world must be the communicator given as comm");
+  }
+  if (options.hierarchical && (options.groups == nullptr || options.groups->intra == nullptr ||
+                               options.groups->inter == nullptr)) {
+    return absl::InvalidArgumentError(
+        "allreduce sync: hierarchical allreduce needs groups with the intra-node and inter-node "
+        "communicators (CreateCommGroups with node_groups = true)");
   }
   if (options.device_stepper != nullptr && options.make_device_stepper) {
     return absl::InvalidArgumentError(

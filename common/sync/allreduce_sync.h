@@ -17,6 +17,13 @@
 // communication thread while backward runs) with an in-place AllReduce as
 // the per-bucket operation (no copies, no staging buffers), then GradClip
 // (grad_clip.h) and the optimizer, or a DeviceStepper for device memory.
+// With `hierarchical` (--sync_opt hier=1) the per-bucket operation is
+// HierAllreduce (hier_allreduce.h: intra-node reduce-scatter, inter-node
+// allreduce of a 1/L share, intra-node allgather), which sums in another
+// order than the flat ring: results agree with flat within float rounding.
+// Where the layout cannot use it exactly (one node, one rank per node, nodes
+// of different sizes) or the gradients are device memory, the sync uses the
+// flat ring for the whole generation and world rank 0 logs why.
 // Nothing is allocated per step. The registry builds it as "allreduce"
 // (allreduce_strategy.cc).
 //
@@ -45,6 +52,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/comm/communicator.h"
+#include "common/comm/groups.h"
 #include "common/optim/optimizer.h"
 #include "common/sync/device_stepper.h"
 #include "common/sync/gradient_sync.h"
@@ -73,6 +81,13 @@ struct AllreduceSyncOptions {
   // Alternative to device_stepper (at most one of the two): called once in
   // CreateAllreduceSync with the owned optimizer; the sync owns the result.
   DeviceStepperFactory make_device_stepper;
+  // Borrowed, optional: this generation's groups, whose `world` must be
+  // `comm`. Gives the node layout, for stats().inter_node_bytes (without
+  // it the world is assumed to span nodes) and for `hierarchical`.
+  const CommGroups* groups = nullptr;
+  // Hierarchical allreduce per bucket (see above); needs `groups` built with
+  // node_groups = true (intra and inter).
+  bool hierarchical = false;
 };
 
 absl::StatusOr<std::unique_ptr<GradientSync>> CreateAllreduceSync(AllreduceSyncOptions options);

@@ -67,7 +67,10 @@ struct StepOptions {
 struct SyncStats {
   int64_t steps = 0;
   int64_t buckets = 0;              // collectives launched
-  int64_t bytes_sent = 0;           // payload handed to the communicator
+  int64_t bytes_sent = 0;           // payload handed to the communicator(s)
+  // Of that, the payload handed to collectives whose group spans more than
+  // one node (what crosses the network between machines).
+  int64_t inter_node_bytes = 0;
   double comm_seconds = 0;          // time the communication thread was busy
   double exposed_wait_seconds = 0;  // time FinishStep waited for communication
   double optimizer_seconds = 0;     // time FinishStep spent clipping and stepping

@@ -206,6 +206,10 @@ absl::Status ValidateSyncOptions(const SyncOptions& options) {
   return absl::OkStatus();
 }
 
+bool NeedsNodeGroups(const StrategyInfo& info, const SyncOptions& options) {
+  return info.wants_node_groups ? info.wants_node_groups(options) : info.needs_node_groups;
+}
+
 absl::StatusOr<std::unique_ptr<GradientSync>> CreateGradientSync(const SyncOptions& options,
                                                                  SyncEnv env) {
   RETURN_IF_ERROR(ValidateSyncOptions(options));
@@ -214,12 +218,12 @@ absl::StatusOr<std::unique_ptr<GradientSync>> CreateGradientSync(const SyncOptio
     return absl::InvalidArgumentError(absl::StrCat(
         "--sync ", options.strategy, ": SyncEnv::comms with a world communicator is required"));
   }
-  if (entry.info.needs_node_groups &&
+  if (NeedsNodeGroups(entry.info, options) &&
       (env.comms->intra == nullptr || env.comms->inter == nullptr)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--sync ", options.strategy,
-        " needs the intra-node and inter-node groups: build CommGroups with node_groups = "
-        "true (StrategyInfo::needs_node_groups says so)"));
+        " needs the intra-node and inter-node groups with these options: build CommGroups "
+        "with node_groups = NeedsNodeGroups(info, options)"));
   }
   if (env.size < 0) {
     return absl::InvalidArgumentError(

@@ -74,6 +74,10 @@ struct StrategyInfo {
   std::vector<OptionInfo> options;  // the --sync_opt keys it accepts
   // Needs the intra-node and inter-node groups (hierarchical strategies).
   bool needs_node_groups = false;
+  // When set, decides instead of needs_node_groups from the (valid) options,
+  // for strategies where only some settings need node groups (allreduce
+  // with hier=1). Callers use NeedsNodeGroups(), never the fields.
+  std::function<bool(const SyncOptions&)> wants_node_groups;
   // Checks the values of `opts` (keys are already known to be valid);
   // empty = any value.
   std::function<absl::Status(const SyncOptions&)> validate;
@@ -98,8 +102,15 @@ absl::StatusOr<SyncOptions> ParseSyncOptions(const std::string& strategy,
 // Unknown strategy / key, bad values, bucket_cap_mb <= 0, max_grad_norm < 0.
 absl::Status ValidateSyncOptions(const SyncOptions& options);
 
+// Whether the generation must build CommGroups with node_groups = true
+// (intra and inter) for `options` of the strategy `info`:
+// info.wants_node_groups(options) when set, else info.needs_node_groups.
+// `options` should be valid (ValidateSyncOptions); CreateGradientSync
+// rejects an env without the groups this returns true for.
+bool NeedsNodeGroups(const StrategyInfo& info, const SyncOptions& options);
+
 // Validates `options`, checks `env` (comms->world always; intra / inter
-// when the strategy needs_node_groups; params / grads when size > 0;
+// when NeedsNodeGroups; params / grads when size > 0;
 // make_optimizer) and calls the strategy's factory.
 absl::StatusOr<std::unique_ptr<GradientSync>> CreateGradientSync(const SyncOptions& options,
                                                                  SyncEnv env);

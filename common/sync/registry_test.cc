@@ -1,7 +1,7 @@
 // The strategy registry with two strategies registered by this test (so the
 // listing is known): parsing of --sync_opt, unknown strategies and keys,
-// value validation and the checks CreateGradientSync makes before calling a
-// factory. No communication.
+// value validation, NeedsNodeGroups and the checks CreateGradientSync makes
+// before calling a factory. No communication.
 #include "common/sync/registry.h"
 
 #include <memory>
@@ -235,6 +235,23 @@ TEST(SyncRegistry, CreateChecksTheEnvironment) {
   groups.inter = std::make_unique<NullCommunicator>();
   s = CreateGradientSync(beta, EnvWith(&groups));
   EXPECT_TRUE(s.ok()) << s.status();
+}
+
+TEST(SyncRegistry, NeedsNodeGroupsIsStaticUnlessTheStrategyDecidesFromItsOptions) {
+  SyncOptions o;
+  EXPECT_FALSE(NeedsNodeGroups(AlphaInfo(), o));
+  EXPECT_TRUE(NeedsNodeGroups(BetaInfo(), o));
+  StrategyInfo info;
+  info.name = "test_split";
+  info.needs_node_groups = true;  // ignored once wants_node_groups is set
+  info.wants_node_groups = [](const SyncOptions& opts) {
+    return opts.opts.count("split") != 0 && opts.opts.at("split") == "1";
+  };
+  EXPECT_FALSE(NeedsNodeGroups(info, o));
+  o.opts["split"] = "1";
+  EXPECT_TRUE(NeedsNodeGroups(info, o));
+  o.opts["split"] = "0";
+  EXPECT_FALSE(NeedsNodeGroups(info, o));
 }
 
 TEST(SyncRegistryDeathTest, RegisteringANameTwiceAborts) {

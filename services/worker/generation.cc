@@ -71,8 +71,9 @@ absl::Status SetUpGeneration(const GenerationEnv& env, Generation* g) {
   go.base.cuda_device = o.cuda_device;
   go.base.cuda_stream = env.backend->native_stream();
   go.node = o.node_id.empty() ? o.hostname : o.node_id;
-  go.transport = device ? "nccl" : (shm ? "shm" : "gloo");
-  go.node_groups = info.needs_node_groups;
+  // "auto" lets each group pick: shm inside a node, Gloo across nodes.
+  go.transport = device ? "nccl" : (o.transport == "gloo" ? "gloo" : "auto");
+  go.node_groups = sync::NeedsNodeGroups(info, o.sync);
   ASSIGN_OR_RETURN(g->grad, CreateCommGroups(go));
   if (rank == 0) {
     LOG(INFO) << "generation " << gen << ": " << world << " rank(s), " << o.sync.strategy

@@ -30,6 +30,10 @@ absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(
   ASSIGN_OR_RETURN(w->sync_bytes_, m->Counter("tandem_sync_bytes_total",
                                               "Gradient bytes handed to the communicator.",
                                               {{"strategy", strategy}}));
+  ASSIGN_OR_RETURN(w->inter_node_bytes_,
+                   m->Counter("tandem_sync_inter_node_bytes_total",
+                              "Gradient bytes handed to groups that span nodes.",
+                              {{"strategy", strategy}}));
   ASSIGN_OR_RETURN(w->buckets_, m->Gauge("tandem_buckets", "Gradient collectives per step."));
   ASSIGN_OR_RETURN(w->generation_,
                    m->Gauge("tandem_generation", "Generation this worker trains in."));
@@ -45,6 +49,8 @@ void WorkerMetrics::RecordStep(const StepTimes& t, int64_t samples, double loss,
   loss_->Set(loss);
   sync_seconds_->Increment(std::max(0.0, st.comm_seconds - last->comm_seconds));
   sync_bytes_->Increment(static_cast<double>(std::max<int64_t>(0, st.bytes_sent - last->bytes_sent)));
+  inter_node_bytes_->Increment(
+      static_cast<double>(std::max<int64_t>(0, st.inter_node_bytes - last->inter_node_bytes)));
   if (st.steps > last->steps) {
     buckets_->Set(static_cast<double>(st.buckets - last->buckets) /
                   static_cast<double>(st.steps - last->steps));

@@ -8,7 +8,8 @@
 //   tandem_samples_total                samples this worker trained on
 //   tandem_loss                         mean loss over ranks of the last step
 //   tandem_sync_seconds_total           {strategy}: communication-thread busy time
-//   tandem_sync_bytes_total             {strategy}: bytes handed to the communicator
+//   tandem_sync_bytes_total             {strategy}: bytes handed to any communicator
+//   tandem_sync_inter_node_bytes_total  {strategy}: of those, to groups spanning nodes
 //   tandem_buckets                      collectives per step
 //   tandem_generation                   generation this worker trains in
 //
@@ -49,6 +50,7 @@ class WorkerMetrics {
   prometheus::Gauge* loss_ = nullptr;
   prometheus::Counter* sync_seconds_ = nullptr;
   prometheus::Counter* sync_bytes_ = nullptr;
+  prometheus::Counter* inter_node_bytes_ = nullptr;
   prometheus::Gauge* buckets_ = nullptr;
   prometheus::Gauge* generation_ = nullptr;
 };

@@ -5,7 +5,11 @@
 # Prints samples/s (median of the progress windows after the first, both
 # sides logging every --log_every steps), end-to-end wall time (start-up,
 # data loading and evaluation included, for both), the ratio and the test
-# accuracy of each.
+# accuracy of each, and the CPU seconds each whole run used (user + sys of
+# every process: /usr/bin/time over the launcher and its children). On a
+# machine shared with other work, wall-clock rates move with the load;
+# samples per CPU-second (the cpu_samp/s columns: training samples over the
+# run's CPU seconds, start-up and evaluation included) move much less.
 #
 #   tools/bench/ddp_vs_pytorch.sh [--epochs 2] [--worlds "2 4"] [--spec mlp:784,1024,1024,10]
 #                                 [--batch_size 64] [--lr 0.05] [--optimizer sgd]
@@ -47,32 +51,44 @@ median_rate() {
                             else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
-declare -A T_RATE T_ACC T_WALL P_RATE P_ACC P_WALL
+declare -A T_RATE T_ACC T_WALL P_RATE P_ACC P_WALL T_CPU P_CPU
+TIME=/usr/bin/time; [ -x "$TIME" ] || TIME=""
+# CPU seconds (user + sys) recorded by /usr/bin/time -o, or 0 without it.
+cpu_seconds() { [ -s "$1" ] && awk '{ print $1 + $2 }' "$1" || echo 0; }
 for w in $WORLDS; do
   echo "== world $w: tandem local" >&2
   start=$(date +%s.%N)
-  "$TANDEM" local --workers "$w" --model "$SPEC" --epochs "$EPOCHS" --batch-size "$BATCH" \
+  ${TIME:+$TIME -f "%U %S" -o "$OUT/tandem-$w.time"} "$TANDEM" local --workers "$w" --model "$SPEC" --epochs "$EPOCHS" --batch-size "$BATCH" \
     --lr "$LR" --optimizer "$OPT" --lr-scaling "$SCALING" --log-every "$LOG_EVERY" \
     --checkpoint-every 0 --run-dir "$OUT/run-$w" | tee "$OUT/tandem-$w.txt" | grep -E '^(step [0-9]*0/|epoch)' >&2 || true
   T_WALL[$w]=$(awk -v a="$(date +%s.%N)" -v b="$start" 'BEGIN { print a - b }')
   T_RATE[$w]=$(median_rate "$OUT/tandem-$w.txt")
+  T_CPU[$w]=$(cpu_seconds "$OUT/tandem-$w.time")
   T_ACC[$w]=$(sed -n 's/^epoch [0-9]* test accuracy \([0-9.]*\).*/\1/p' "$OUT/tandem-$w.txt" | tail -1)
 
   echo "== world $w: PyTorch DDP (gloo)" >&2
   start=$(date +%s.%N)
-  OMP_NUM_THREADS=1 "$PYTHON" tools/bench/ddp_vs_pytorch.py --world "$w" --spec "$SPEC" \
+  OMP_NUM_THREADS=1 ${TIME:+$TIME -f "%U %S" -o "$OUT/pytorch-$w.time"} "$PYTHON" tools/bench/ddp_vs_pytorch.py --world "$w" --spec "$SPEC" \
     --epochs "$EPOCHS" --batch_size "$BATCH" --lr "$LR" --optimizer "$OPT" \
     --lr_scaling "$SCALING" --log_every "$LOG_EVERY" | tee "$OUT/pytorch-$w.txt" | grep RESULT >&2
   P_WALL[$w]=$(awk -v a="$(date +%s.%N)" -v b="$start" 'BEGIN { print a - b }')
   P_RATE[$w]=$(median_rate "$OUT/pytorch-$w.txt")
+  P_CPU[$w]=$(cpu_seconds "$OUT/pytorch-$w.time")
   P_ACC[$w]=$(sed -n 's/^RESULT .* accuracy=\([0-9.]*\).*/\1/p' "$OUT/pytorch-$w.txt")
 done
 
 echo
 echo "summary: $SPEC, batch $BATCH per worker, $OPT lr $LR ($SCALING scaling, cosine), $EPOCHS epoch(s), $(nproc) cores"
-printf "%-6s %14s %14s %7s %10s %10s %9s %9s\n" world tandem_samp/s torch_samp/s ratio tandem_acc torch_acc tandem_s torch_s
+printf "%-6s %14s %14s %7s %10s %10s %9s %9s %9s %9s %13s %13s\n" world tandem_samp/s torch_samp/s \
+  ratio tandem_acc torch_acc tandem_s torch_s tandem_cpu torch_cpu tandem_cpu_sps torch_cpu_sps
 for w in $WORLDS; do
   ratio=$(awk -v t="${T_RATE[$w]}" -v p="${P_RATE[$w]}" 'BEGIN { printf "%.2f", (p > 0 ? t / p : 0) }')
-  printf "%-6s %14.0f %14.0f %6sx %10s %10s %9.1f %9.1f\n" "$w" "${T_RATE[$w]}" "${P_RATE[$w]}" \
-    "$ratio" "${T_ACC[$w]:-n/a}" "${P_ACC[$w]:-n/a}" "${T_WALL[$w]}" "${P_WALL[$w]}"
+  # Training samples of the run: Fashion-MNIST's 60,000 training images in
+  # global batches of world * batch, remainder dropped (both sides).
+  samples=$(awk -v w="$w" -v b="$BATCH" -v e="$EPOCHS" 'BEGIN { g = w * b; print int(60000 / g) * g * e }')
+  t_sps=$(awk -v s="$samples" -v c="${T_CPU[$w]}" 'BEGIN { printf "%.0f", (c > 0 ? s / c : 0) }')
+  p_sps=$(awk -v s="$samples" -v c="${P_CPU[$w]}" 'BEGIN { printf "%.0f", (c > 0 ? s / c : 0) }')
+  printf "%-6s %14.0f %14.0f %6sx %10s %10s %9.1f %9.1f %9.1f %9.1f %13s %13s\n" "$w" "${T_RATE[$w]}" \
+    "${P_RATE[$w]}" "$ratio" "${T_ACC[$w]:-n/a}" "${P_ACC[$w]:-n/a}" "${T_WALL[$w]}" "${P_WALL[$w]}" \
+    "${T_CPU[$w]}" "${P_CPU[$w]}" "$t_sps" "$p_sps"
 done

@@ -20,6 +20,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "common/kernels/cpu_dispatch.h"
 
 namespace tandem {
 
@@ -84,30 +85,55 @@ bool ProcessExited(int32_t pid) {
   return paren != nullptr && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
 }
 
-// dst[i] = op over s of src[s][i]; blocked so dst stays in L1 across the
-// passes, each pass a plain loop the compiler vectorises.
-template <typename Op>
-void ReduceSlots(float* __restrict dst, const float* const* src, int n, int64_t count, Op op) {
-  constexpr int64_t kBlock = 2048;
-  for (int64_t b = 0; b < count; b += kBlock) {
-    const int64_t len = std::min(kBlock, count - b);
-    float* __restrict d = dst + b;
-    const float* __restrict s0 = src[0] + b;
-    const float* __restrict s1 = src[1] + b;
-    for (int64_t i = 0; i < len; ++i) d[i] = op(s0[i], s1[i]);
-    for (int s = 2; s < n; ++s) {
-      const float* __restrict sr = src[s] + b;
-      for (int64_t i = 0; i < len; ++i) d[i] = op(d[i], sr[i]);
-    }
-  }
-}
-
 struct Sum {
   float operator()(float a, float b) const { return a + b; }
 };
 struct Max {
   float operator()(float a, float b) const { return a > b ? a : b; }
 };
+
+// dst[i] = op over s of src[s][i]; blocked so dst stays in L1 across the
+// passes, each pass a plain loop the compiler vectorises. When `copy` is
+// non-null each finished block is also copied there (from L1); `copy` may
+// be one of the sources: a block is copied only after it has been read.
+template <typename Op>
+inline __attribute__((always_inline)) void ReduceSlotsBody(float* dst, const float* const* src,
+                                                           int n, int64_t count, float* copy) {
+  constexpr int64_t kBlock = 2048;
+  const Op op;
+  for (int64_t b = 0; b < count; b += kBlock) {
+    const int64_t len = std::min(kBlock, count - b);
+    {
+      float* __restrict d = dst + b;
+      const float* __restrict s0 = src[0] + b;
+      const float* __restrict s1 = src[1] + b;
+      for (int64_t i = 0; i < len; ++i) d[i] = op(s0[i], s1[i]);
+      for (int s = 2; s < n; ++s) {
+        const float* __restrict sr = src[s] + b;
+        for (int64_t i = 0; i < len; ++i) d[i] = op(d[i], sr[i]);
+      }
+    }
+    if (copy != nullptr) std::memcpy(copy + b, dst + b, len * sizeof(float));
+  }
+}
+
+// The build targets x86-64-v2 (128-bit vectors); the reduction is also
+// compiled for AVX2 and picked per CPU on first use (cpu_dispatch.h).
+template <typename Op>
+__attribute__((target("avx2,fma"))) void ReduceSlotsAvx2(float* dst, const float* const* src,
+                                                         int n, int64_t count, float* copy) {
+  ReduceSlotsBody<Op>(dst, src, n, count, copy);
+}
+
+template <typename Op>
+void ReduceSlots(float* dst, const float* const* src, int n, int64_t count,
+                 float* copy = nullptr) {
+  if (kernels::CpuHasAvx2Fma()) {
+    ReduceSlotsAvx2<Op>(dst, src, n, count, copy);
+  } else {
+    ReduceSlotsBody<Op>(dst, src, n, count, copy);
+  }
+}
 
 }  // namespace
 
@@ -357,27 +383,37 @@ absl::Status ShmCommunicator::AllReduce(float* data, int64_t count, ReduceOp op)
   if (count == 0 || world_size_ == 1) return absl::OkStatus();
   const absl::Time deadline = absl::Now() + timeout_;
   const int64_t chunk = chunk_bytes_ / static_cast<int64_t>(sizeof(float));
+  // Each rank reduces one share of a chunk, reading its own share straight
+  // from `data` (so only the other shares are staged in its slot) and
+  // writing the sum both to the result area and back into `data` (so only
+  // the other shares are copied out). Per rank that moves 2(N-1)/N of the
+  // chunk through the slots instead of 2, with the sum in rank order as
+  // before: the result is the same bit for bit.
   for (int64_t off = 0; off < count; off += chunk) {
     const int64_t n = std::min(chunk, count - off);
-    std::memcpy(slot(rank_), data + off, n * sizeof(float));
-    if (absl::Status s = WaitAll(deadline, "allreduce"); !s.ok()) return s;
     // This rank's share, rounded to 16 floats so shares never share a line.
     const int64_t share = ((n + world_size_ - 1) / world_size_ + 15) / 16 * 16;
     const int64_t lo = std::min(n, rank_ * share);
     const int64_t hi = std::min(n, lo + share);
+    float* mine = reinterpret_cast<float*>(slot(rank_));
+    if (lo > 0) std::memcpy(mine, data + off, lo * sizeof(float));
+    if (n > hi) std::memcpy(mine + hi, data + off + hi, (n - hi) * sizeof(float));
+    if (absl::Status s = WaitAll(deadline, "allreduce"); !s.ok()) return s;
     if (hi > lo) {
       for (int r = 0; r < world_size_; ++r) {
-        srcs_[r] = reinterpret_cast<const float*>(slot(r)) + lo;
+        srcs_[r] = r == rank_ ? data + off + lo : reinterpret_cast<const float*>(slot(r)) + lo;
       }
       float* dst = reinterpret_cast<float*>(result()) + lo;
       if (op == ReduceOp::kSum) {
-        ReduceSlots(dst, srcs_.data(), world_size_, hi - lo, Sum());
+        ReduceSlots<Sum>(dst, srcs_.data(), world_size_, hi - lo, data + off + lo);
       } else {
-        ReduceSlots(dst, srcs_.data(), world_size_, hi - lo, Max());
+        ReduceSlots<Max>(dst, srcs_.data(), world_size_, hi - lo, data + off + lo);
       }
     }
     if (absl::Status s = WaitAll(deadline, "allreduce"); !s.ok()) return s;
-    std::memcpy(data + off, result(), n * sizeof(float));
+    const float* res = reinterpret_cast<const float*>(result());
+    if (lo > 0) std::memcpy(data + off, res, lo * sizeof(float));
+    if (n > hi) std::memcpy(data + off + hi, res + hi, (n - hi) * sizeof(float));
   }
   return absl::OkStatus();
 }
@@ -405,7 +441,7 @@ absl::Status ShmCommunicator::ReduceScatter(const float* input, float* output,
     for (int r = 0; r < world_size_; ++r) {
       srcs_[r] = reinterpret_cast<const float*>(slot(r)) + rank_ * block;
     }
-    ReduceSlots(output + off, srcs_.data(), world_size_, n, Sum());
+    ReduceSlots<Sum>(output + off, srcs_.data(), world_size_, n);
     if (absl::Status s = WaitAll(deadline, "reduce-scatter"); !s.ok()) return s;
   }
   return absl::OkStatus();

@@ -19,7 +19,9 @@
 // staging slots and one result area of `chunk_bytes` each. Collectives run
 // in chunks: each rank copies its piece into its slot, barrier, each rank
 // reduces (or copies) its 1/N share across the slots, barrier, each rank
-// copies out. The barrier is a generation counter in shared memory: spin
+// copies out. (AllReduce stages and copies out only the other ranks'
+// shares: a rank reads its own share from its input and writes the sum
+// back there itself, with the same rank-order sum.) The barrier is a generation counter in shared memory: spin
 // briefly, then futex(FUTEX_WAIT) (non-private: cross-process) in slices
 // bounded by the operation's deadline; the last arrival FUTEX_WAKEs sleepers.
 //

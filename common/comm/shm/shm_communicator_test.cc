@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <cstdlib>
@@ -119,6 +120,34 @@ TEST(Shm, MixedCollectivesBackToBackKeepResultsApart) {
     return absl::OkStatus();
   });
   for (int r = 0; r < world; ++r) EXPECT_TRUE(results[r].ok()) << results[r];
+}
+
+TEST(Shm, AllReduceSumsInRankOrderOnEveryRank) {
+  // Non-integer values, where the order of the additions shows: every rank
+  // must hold exactly ((x0 + x1) + x2) + ..., whichever rank reduced each
+  // element (a rank reads its own share from its input, not its slot).
+  for (int world : {2, 3, 5}) {
+    const int64_t count = 70001;  // several 64 KiB chunks, ragged shares
+    auto value = [](int rank, int64_t i) {
+      return static_cast<float>(std::sin(0.37 * i + rank) * (1 + rank * 1e-3));
+    };
+    std::vector<std::vector<float>> got(world);
+    auto results = RunRanks(world, [&](int rank, Communicator& c) {
+      std::vector<float> a(count);
+      for (int64_t i = 0; i < count; ++i) a[i] = value(rank, i);
+      absl::Status s = c.AllReduce(a.data(), count);
+      got[rank] = std::move(a);
+      return s;
+    });
+    for (int r = 0; r < world; ++r) ASSERT_TRUE(results[r].ok()) << results[r];
+    for (int64_t i = 0; i < count; ++i) {
+      float want = value(0, i);
+      for (int r = 1; r < world; ++r) want += value(r, i);
+      for (int r = 0; r < world; ++r) {
+        ASSERT_EQ(got[r][i], want) << "world " << world << " rank " << r << " element " << i;
+      }
+    }
+  }
 }
 
 TEST(Shm, BadOptionsAreInvalidArgument) {
