@@ -3,7 +3,7 @@
 // 1 Gbit/s htb link each) train a small MLP for a fixed number of steps and
 // end with the parameters of `tandem local --workers 1` at 4x the per-worker
 // batch, compared element-wise through the checkpoints rank 0 commits at the
-// end. lr_scaling=none keeps the learning rate equal; the seed fixes both the
+// end; once with flat ring allreduce and once with --sync_opt hier=1. lr_scaling=none keeps the learning rate equal; the seed fixes both the
 // initialisation and the data order.
 //
 // The check can fail: a rank that drew other samples, a reduction that
@@ -92,63 +92,96 @@ std::vector<std::string> CommonFlags(const std::string& run_dir) {
           "--log_every=4", "--run_dir=" + run_dir};
 }
 
-TEST(NodesTest, TwoNodesOfTwoWorkersEndEqualToOneProcessAtFourTimesTheBatch) {
-  const std::string nodes_dir = Tmp("nodes");
-  std::vector<std::string> nodes_args = CommonFlags(nodes_dir);
-  for (const char* a : {"--nodes=2", "--workers_per_node=2", "--link=1gbit"}) {
-    nodes_args.push_back(a);
-  }
-  nodes_args.push_back(absl::StrCat("--batch_size=", kPerWorkerBatch));
-  TandemResult nodes = Tandem("nodes", nodes_args);
-  if (nodes.exit_code != 0 && absl::StrContains(nodes.output, "cannot create a network namespace")) {
-    GTEST_SKIP() << nodes.output;
-  }
-  ASSERT_EQ(nodes.exit_code, 0) << nodes.output;
-  EXPECT_TRUE(absl::StrContains(nodes.output, "4 workers (2 nodes x 2)")) << nodes.output;
-  EXPECT_TRUE(absl::StrContains(nodes.output, "metrics: worker-3 http://127.0.1.2:"))
-      << nodes.output;
-  // Both node links carried traffic: per step, a ring allreduce moves about
-  // 2 x 3/4 of the 25,450 floats across each of its two node boundaries.
-  const size_t at = nodes.output.find("links: bytes sent to other nodes: ");
-  ASSERT_NE(at, std::string::npos) << nodes.output;
-  std::string line = nodes.output.substr(at, nodes.output.find('\n', at) - at);
-  int64_t sent[2] = {-1, -1};
-  for (int n = 0; n < 2; ++n) {
-    const std::string key = absl::StrCat("node-", n + 1, " ");
+// Bytes per node from the run's "links: bytes sent to other nodes: node-1 B1,
+// node-2 B2; total B" line; empty when the line is missing or malformed.
+std::vector<int64_t> LinkBytes(const std::string& output, int nodes) {
+  const size_t at = output.find("links: bytes sent to other nodes: ");
+  if (at == std::string::npos) return {};
+  const std::string line = output.substr(at, output.find('\n', at) - at);
+  std::vector<int64_t> sent;
+  for (int n = 1; n <= nodes; ++n) {
+    const std::string key = absl::StrCat("node-", n, " ");
     const size_t k = line.find(key);
-    ASSERT_NE(k, std::string::npos) << line;
+    if (k == std::string::npos) return {};
     std::string number = line.substr(k + key.size());
     number = number.substr(0, number.find_first_of(",;"));
-    ASSERT_TRUE(absl::SimpleAtoi(number, &sent[n])) << line;
-    EXPECT_GT(sent[n], int64_t{kSteps} * 100000) << line;  // >= ~100 KB per step
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(number, &v)) return {};
+    sent.push_back(v);
   }
+  return sent;
+}
 
-  const std::string one_dir = Tmp("one");
-  std::vector<std::string> one_args = CommonFlags(one_dir);
-  one_args.push_back("--workers=1");
-  one_args.push_back(absl::StrCat("--batch_size=", 4 * kPerWorkerBatch));
-  TandemResult one = Tandem("one", one_args);
-  ASSERT_EQ(one.exit_code, 0) << one.output;
-
-  const std::string a_path = LastCheckpoint(nodes_dir);
-  const std::string b_path = LastCheckpoint(one_dir);
-  ASSERT_FALSE(a_path.empty()) << "no checkpoint in " << nodes_dir;
-  ASSERT_FALSE(b_path.empty()) << "no checkpoint in " << one_dir;
-  auto a = checkpoint::ReadCheckpoint(a_path, {});
-  auto b = checkpoint::ReadCheckpoint(b_path, {});
-  ASSERT_TRUE(a.ok()) << a.status();
-  ASSERT_TRUE(b.ok()) << b.status();
-  EXPECT_EQ(a->step, kSteps);
-  EXPECT_EQ(b->step, kSteps);
-  ASSERT_EQ(a->params.size(), b->params.size());
-  // The MLP's 25,450 parameters (the flat buffer pads each tensor a little).
-  ASSERT_GE(a->params.size(), size_t{784 * 32 + 32 + 32 * 10 + 10});
-  double max_diff = 0;
-  for (size_t i = 0; i < a->params.size(); ++i) {
-    max_diff = std::max(max_diff, std::fabs(double(a->params[i]) - double(b->params[i])));
+double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    d = std::max(d, std::fabs(double(a[i]) - double(b[i])));
   }
-  ::testing::Test::RecordProperty("max_abs_param_diff", std::to_string(max_diff));
-  EXPECT_LE(max_diff, 1e-5);
+  return d;
+}
+
+// The parameters rank 0 committed at the end of a run in `run_dir`.
+std::vector<float> FinalParams(const std::string& run_dir) {
+  const std::string path = LastCheckpoint(run_dir);
+  EXPECT_FALSE(path.empty()) << "no checkpoint in " << run_dir;
+  if (path.empty()) return {};
+  auto c = checkpoint::ReadCheckpoint(path, {});
+  EXPECT_TRUE(c.ok()) << c.status();
+  if (!c.ok()) return {};
+  EXPECT_EQ(c->step, kSteps) << path;
+  return c->params;
+}
+
+// One process at 4x the per-worker batch, and 2 nodes x 2 workers with
+// flat ring allreduce (hier=0) and hierarchical allreduce (hier=1): all
+// three end within 1e-5; hier=1 sends fewer bytes across the node links.
+TEST(NodesTest, TwoNodesOfTwoWorkersEndEqualToOneProcessAtFourTimesTheBatch) {
+  std::vector<int64_t> flat_bytes;
+  std::vector<float> reference;
+  for (const std::string hier : {"0", "1"}) {
+    SCOPED_TRACE("hier=" + hier);
+    const std::string dir = Tmp("nodes-hier" + hier);
+    std::vector<std::string> args = CommonFlags(dir);
+    for (const char* a : {"--nodes=2", "--workers_per_node=2", "--link=1gbit"}) args.push_back(a);
+    args.push_back(absl::StrCat("--batch_size=", kPerWorkerBatch));
+    args.push_back("--sync_opt=hier=" + hier);
+    TandemResult nodes = Tandem("nodes-hier" + hier, args);
+    if (nodes.exit_code != 0 &&
+        absl::StrContains(nodes.output, "cannot create a network namespace")) {
+      GTEST_SKIP() << nodes.output;
+    }
+    ASSERT_EQ(nodes.exit_code, 0) << nodes.output;
+    EXPECT_TRUE(absl::StrContains(nodes.output, "4 workers (2 nodes x 2)")) << nodes.output;
+    EXPECT_TRUE(absl::StrContains(nodes.output, "metrics: worker-3 http://127.0.1.2:"))
+        << nodes.output;
+    // Both node links carried the gradients: flat ring moves 2 x 3/4 of the
+    // ~25,450 floats (~150 KB) across each node boundary per step, hier=1
+    // one node-to-node allreduce (~100 KB); well over 50 KB per step each.
+    const std::vector<int64_t> sent = LinkBytes(nodes.output, 2);
+    ASSERT_EQ(sent.size(), 2u) << nodes.output;
+    for (int64_t b : sent) EXPECT_GT(b, int64_t{kSteps} * 50000) << nodes.output;
+    if (hier == "0") {
+      flat_bytes = sent;
+    } else if (flat_bytes.size() == 2) {
+      EXPECT_LT(sent[0] + sent[1], (flat_bytes[0] + flat_bytes[1]) * 4 / 5)
+          << "hier=1 should send about 2/3 of what the flat ring sends across nodes";
+    }
+    std::vector<float> params = FinalParams(dir);
+    ASSERT_GE(params.size(), size_t{784 * 32 + 32 + 32 * 10 + 10});  // padded per tensor
+    if (reference.empty()) {
+      const std::string one_dir = Tmp("one");
+      std::vector<std::string> one_args = CommonFlags(one_dir);
+      one_args.push_back("--workers=1");
+      one_args.push_back(absl::StrCat("--batch_size=", 4 * kPerWorkerBatch));
+      TandemResult one = Tandem("one", one_args);
+      ASSERT_EQ(one.exit_code, 0) << one.output;
+      reference = FinalParams(one_dir);
+    }
+    ASSERT_EQ(params.size(), reference.size());
+    const double diff = MaxAbsDiff(params, reference);
+    ::testing::Test::RecordProperty("max_abs_param_diff_hier" + hier, std::to_string(diff));
+    EXPECT_LE(diff, 1e-5);
+  }
 }
 
 }  // namespace
