@@ -61,6 +61,22 @@ expect 2 '--workers=4 disagrees with --nodes=2 x --workers_per_node=1 = 2' \
 expect 2 '--workers=3 does not split evenly over --nodes=2' local --workers 3 --nodes 2 --run_dir "$run_dir"
 expect 2 '--link needs --nodes' local --link 1gbit --run_dir "$run_dir"
 expect 2 '--workers_per_node needs --nodes' local --workers_per_node 2 --run_dir "$run_dir"
+# Without the privilege for a network namespace: one clear line, exit 1.
+if command -v setpriv >/dev/null; then
+  out="$(cd "$TEST_TMPDIR" && setpriv --bounding-set=-sys_admin --inh-caps=-sys_admin \
+         "$tandem" local --nodes 2 --model mlp:784,64,10 --max_steps 1 \
+         --run_dir "$TEST_TMPDIR/nopriv" 2>&1)"
+  rc=$?
+  if [ "$rc" != 1 ] || ! grep -q 'cannot create a network namespace (unshare(CLONE_NEWNET): Operation not permitted); simulated nodes need root or CAP_SYS_ADMIN' <<<"$out"; then
+    echo "FAIL: --nodes without CAP_SYS_ADMIN exited $rc:"; echo "$out"
+    failures=$((failures + 1))
+  fi
+  if ls "$TEST_TMPDIR/nopriv"/*.pid >/dev/null 2>&1; then
+    echo "FAIL: --nodes without CAP_SYS_ADMIN started processes"; failures=$((failures + 1))
+  fi
+else
+  echo "SKIP (one case): no setpriv to drop CAP_SYS_ADMIN"
+fi
 if [ -e "$run_dir" ]; then
   echo "FAIL: a bad --sync created $run_dir (something started)"
   failures=$((failures + 1))
