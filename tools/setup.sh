@@ -15,8 +15,9 @@ CORE=(
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist prometheus
   fortunes  # text for the GPT runs: /usr/share/games/fortunes (tandem local --dataset=fortunes)
+  iproute2  # ip and tc: tandem local --nodes (simulated hosts, shaped links)
 )
-BENCH=(python3-torch)
+BENCH=(python3-torch python3-matplotlib)  # matplotlib: tools/bench/strategies.sh's chart
 
 want=("${CORE[@]}")
 check_only=0

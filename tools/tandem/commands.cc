@@ -52,6 +52,16 @@ FlagTable LocalFlags(LocalOptions* o) {
   t.Double("settle_seconds", &o->settle_seconds,
            "Rendezvous waits this long for more workers before fixing the world.");
 
+  t.Section("simulated nodes (root: a private network namespace)");
+  t.Int("nodes", &o->nodes,
+        "Simulated hosts, node n at 127.0.1.n, services at 127.0.1.100 (0 = none: one host).");
+  t.Int("workers_per_node", &o->workers_per_node,
+        "Workers on each node; --workers = --nodes x this (0 = --workers / --nodes).");
+  t.String("link", &o->link,
+           "Each node's outgoing link rate, shaped by tc htb: 10gbit, 1gbit, 100mbit (\"\" = unshaped).");
+  t.Double("link_delay_ms", &o->link_delay_ms,
+           "Added latency per node link via netem, where the kernel has it (0 = none).");
+
   t.Section("model and data");
   t.String("model", &o->model, "Model spec: mlp:IN,HIDDEN,...,OUT (input and output fit the dataset).");
   t.String("dataset", &o->dataset, "Dataset name under --data_root (fashion-mnist).");
@@ -166,8 +176,18 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
   c.command = command;
   if (command == "local") {
     FlagTable t = LocalFlags(&c.local);
-    ASSIGN_OR_RETURN(c.help, ParseInto(t, rest));
-    if (c.help) c.help_text = t.Help() + SyncStrategiesHelp();
+    ASSIGN_OR_RETURN(FlagTable::Parsed p, t.Parse(rest));
+    if (!p.help && !p.positionals.empty()) {
+      return Usage(absl::StrCat("unexpected argument '", p.positionals.front(), "' for `",
+                                t.command(), "` (flags are --name=value)"),
+                   t.command());
+    }
+    c.help = p.help;
+    if (c.help) {
+      c.help_text = t.Help() + SyncStrategiesHelp();
+      return c;
+    }
+    RETURN_IF_ERROR(ResolveNodeLayout(&c.local, p.Given("nodes"), p.Given("workers")));
     return c;
   }
   if (command == "status") {

@@ -188,6 +188,7 @@ absl::StatusOr<FlagTable::Parsed> FlagTable::Parse(const std::vector<std::string
       const Flag* negated = Find(name.substr(2));
       if (negated != nullptr && negated->is_bool) {
         RETURN_IF_ERROR(negated->set("false"));
+        out.given.push_back(negated->name);
         continue;
       }
     }
@@ -207,8 +208,16 @@ absl::StatusOr<FlagTable::Parsed> FlagTable::Parse(const std::vector<std::string
       return absl::InvalidArgumentError(
           absl::StrCat(s.message(), "; run `", command_, " --help`"));
     }
+    out.given.push_back(f->name);
   }
   return out;
+}
+
+bool FlagTable::Parsed::Given(const std::string& name) const {
+  for (const std::string& g : given) {
+    if (g == name) return true;
+  }
+  return false;
 }
 
 std::string FlagTable::Help() const {

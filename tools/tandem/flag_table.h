@@ -46,6 +46,10 @@ class FlagTable {
   struct Parsed {
     bool help = false;
     std::vector<std::string> positionals;
+    // Flags the arguments named (canonical names, underscores), in order:
+    // for checks that depend on whether a flag was given, not its value.
+    std::vector<std::string> given;
+    bool Given(const std::string& name) const;
   };
 
   // `command` as the user types it ("tandem local"); `summary` one line.

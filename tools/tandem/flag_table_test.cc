@@ -48,6 +48,16 @@ TEST(FlagTableTest, ParsesEverySpelling) {
   EXPECT_EQ(p->positionals, (std::vector<std::string>{"pos", "--n=1"}));
 }
 
+TEST(FlagTableTest, RecordsWhichFlagsWereGivenEvenAtTheirDefault) {
+  Opts o;
+  FlagTable t = Table(&o);
+  auto p = t.Parse({"--n=4", "--big-number", "1", "--noon"});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->given, (std::vector<std::string>{"n", "big_number", "on"}));
+  EXPECT_TRUE(p->Given("n"));  // 4 is the default, but it was named
+  EXPECT_FALSE(p->Given("x"));
+}
+
 TEST(FlagTableTest, BooleansTakeNoValueButAcceptOne) {
   Opts o;
   FlagTable t = Table(&o);

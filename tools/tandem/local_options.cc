@@ -17,6 +17,8 @@
 #include "common/sync/registry.h"
 #include "tools/convert/convert.h"
 #include "tools/convert/text_cache.h"
+#include "tools/tandem/link_rate.h"
+#include "tools/tandem/sim_network.h"
 
 namespace tandem {
 namespace cli {
@@ -145,9 +147,61 @@ absl::StatusOr<DatasetFiles> ResolveDataset(const LocalOptions& o) {
   return f;
 }
 
+absl::Status ResolveNodeLayout(LocalOptions* o, bool nodes_given, bool workers_given) {
+  auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
+  if (nodes_given && o->nodes < 1) {
+    return bad("--nodes must be at least 1 (got ", o->nodes,
+               "); leave it out to run every process on one host");
+  }
+  if (o->nodes == 0) return absl::OkStatus();  // ValidateLocalOptions names stray node flags
+  if (o->workers_per_node < 0) {
+    return bad("--workers_per_node must be at least 1 (got ", o->workers_per_node, ")");
+  }
+  if (o->workers_per_node > 0) {
+    const int total = o->nodes * o->workers_per_node;
+    if (workers_given && o->workers != total) {
+      return bad("--workers=", o->workers, " disagrees with --nodes=", o->nodes,
+                 " x --workers_per_node=", o->workers_per_node, " = ", total,
+                 "; drop --workers or make it ", total);
+    }
+    o->workers = total;
+    return absl::OkStatus();
+  }
+  if (o->workers < 1 || o->workers % o->nodes != 0) {
+    return bad("--workers=", o->workers, " does not split evenly over --nodes=", o->nodes,
+               "; pass --workers_per_node");
+  }
+  o->workers_per_node = o->workers / o->nodes;
+  return absl::OkStatus();
+}
+
 absl::Status ValidateLocalOptions(const LocalOptions& o) {
   auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
   if (o.workers < 1) return bad("--workers must be at least 1 (got ", o.workers, ")");
+  if (o.nodes < 0 || o.nodes > kMaxSimulatedNodes) {
+    return bad("--nodes must be 1..", kMaxSimulatedNodes, " (got ", o.nodes, ")");
+  }
+  if (o.nodes == 0) {
+    if (o.workers_per_node != 0) return bad("--workers_per_node needs --nodes");
+    if (!o.link.empty()) return bad("--link needs --nodes (links are between simulated nodes)");
+    if (o.link_delay_ms != 0) return bad("--link_delay_ms needs --nodes");
+  } else {
+    if (o.workers_per_node < 1 || o.workers != o.nodes * o.workers_per_node) {
+      return bad("--workers=", o.workers, " is not --nodes=", o.nodes, " x --workers_per_node=",
+                 o.workers_per_node, "; give --nodes and --workers_per_node only");
+    }
+    if (!o.link.empty()) {
+      auto rate = ParseLinkRate(o.link);
+      if (!rate.ok()) return rate.status();
+    }
+    if (o.host != LocalOptions().host) {
+      return bad("--host=", o.host, " has no effect with --nodes (node n is 127.0.1.n, the "
+                 "services 127.0.1.100); drop --host");
+    }
+    if (o.link_delay_ms < 0) {
+      return bad("--link_delay_ms must not be negative (got ", o.link_delay_ms, ")");
+    }
+  }
   const int min = o.min_workers == 0 ? o.workers : o.min_workers;
   const int max = o.max_workers == 0 ? o.workers : o.max_workers;
   if (min < 1) return bad("--min_workers must be at least 1 (got ", min, ")");
@@ -196,6 +250,25 @@ absl::Status ValidateLocalOptions(const LocalOptions& o) {
   }
   if (o.port != 0) return CheckPortFree(o.host, o.port);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> FindBindSourceLibrary(const std::string& bin_dir,
+                                                  const std::string& self_exe) {
+  const std::string name = "libtandem_bind_source.so";
+  const std::string rel = "tools/tandem/" + name;
+  std::vector<std::string> tried;
+  if (!bin_dir.empty()) {
+    tried = {bin_dir + "/" + name, bin_dir + "/" + rel, bin_dir + "/tandem/" + rel};
+  } else {
+    const std::string dir = self_exe.substr(0, self_exe.rfind('/'));
+    tried = {self_exe + ".runfiles/tandem/" + rel, dir + "/" + name};
+  }
+  for (const std::string& p : tried) {
+    if (IsFile(p)) return p;
+  }
+  return absl::NotFoundError(absl::StrCat("cannot find ", name, " (tried ",
+                                          absl::StrJoin(tried, ", "),
+                                          "); build //tools/tandem or pass --bin_dir"));
 }
 
 absl::StatusOr<std::string> FindServiceBinary(const std::string& name, const std::string& bin_dir,

@@ -34,6 +34,15 @@ struct LocalOptions {
   int heartbeat_ms = 500;      // short: a lost worker is noticed in ~1.5 s
   int heartbeat_misses = 3;
   double settle_seconds = 0.2;  // all workers are local: they join at once
+  // --- simulated nodes (tools/tandem/sim_network.h) ---
+  // nodes > 0: a private network namespace with one loopback address per
+  // node (127.0.1.n), services at 127.0.1.100, and workers_per_node workers
+  // per node (workers == nodes * workers_per_node; see ResolveNodeLayout).
+  // 0: every process on `host`, no namespace (the default).
+  int nodes = 0;
+  int workers_per_node = 0;
+  std::string link;            // each node's outgoing rate, e.g. "1gbit"; "" = unshaped
+  double link_delay_ms = 0;    // netem delay per node link (kernels with netem only)
   // --- training (passed to every worker) ---
   std::string model = "mlp:784,1024,1024,10";
   std::string dataset = "fashion-mnist";  // a name under data_root
@@ -85,6 +94,14 @@ struct DatasetFiles {
   bool tokens = false;     // token windows for a GPT, not dense samples
 };
 
+// Fills in the node layout from the flags as given: --nodes N with
+// --workers_per_node K sets workers = N*K; --nodes N alone splits --workers
+// evenly (workers_per_node = workers / N). InvalidArgument, before anything
+// starts, for --nodes given as < 1, a --workers that was given and disagrees
+// with N*K, workers that do not split evenly, or --workers_per_node,
+// --link or --link_delay_ms without --nodes.
+absl::Status ResolveNodeLayout(LocalOptions* o, bool nodes_given, bool workers_given);
+
 // Names `tandem local --dataset` accepts.
 std::vector<std::string> KnownDatasets();
 
@@ -105,6 +122,10 @@ absl::StatusOr<DatasetFiles> ResolveDataset(const LocalOptions& o);
 // --port being free. InvalidArgument / NotFound / AlreadyExists with one line
 // saying what to fix.
 absl::Status ValidateLocalOptions(const LocalOptions& o);
+
+// Finds libtandem_bind_source.so (see bind_source_preload.cc) the same way.
+absl::StatusOr<std::string> FindBindSourceLibrary(const std::string& bin_dir,
+                                                  const std::string& self_exe);
 
 // Finds the service binary `name` ("coordinator", "dataserver", "worker"):
 // in bin_dir (flat, or laid out like bazel-bin), else in the runfiles of

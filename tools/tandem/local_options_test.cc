@@ -48,6 +48,71 @@ TEST(LocalOptionsTest, WorkerCounts) {
   EXPECT_EQ(Problem(o), "");
 }
 
+TEST(LocalOptionsTest, NodeLayoutFromTheFlagsAsGiven) {
+  LocalOptions o;
+  o.nodes = 2;
+  o.workers_per_node = 3;
+  ASSERT_TRUE(ResolveNodeLayout(&o, true, false).ok());
+  EXPECT_EQ(o.workers, 6);  // --workers left out: nodes x per node
+  EXPECT_EQ(Problem(o), "");
+
+  o = LocalOptions{};
+  o.nodes = 2;  // --workers (4 by default) split over the nodes
+  ASSERT_TRUE(ResolveNodeLayout(&o, true, false).ok());
+  EXPECT_EQ(o.workers_per_node, 2);
+
+  o = LocalOptions{};
+  o.nodes = 2;
+  o.workers_per_node = 2;
+  o.workers = 4;  // given and agreeing
+  EXPECT_TRUE(ResolveNodeLayout(&o, true, true).ok());
+
+  o = LocalOptions{};
+  o.nodes = 2;
+  o.workers_per_node = 2;
+  o.workers = 3;
+  absl::Status s = ResolveNodeLayout(&o, true, true);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(s.message(), "--workers=3 disagrees with --nodes=2")) << s;
+
+  o = LocalOptions{};
+  o.nodes = 0;
+  s = ResolveNodeLayout(&o, true, false);
+  EXPECT_TRUE(absl::StrContains(s.message(), "--nodes must be at least 1 (got 0)")) << s;
+  EXPECT_TRUE(ResolveNodeLayout(&o, false, false).ok());  // not given: no nodes
+
+  o = LocalOptions{};
+  o.nodes = 3;
+  s = ResolveNodeLayout(&o, true, false);
+  EXPECT_TRUE(absl::StrContains(s.message(), "does not split evenly over --nodes=3")) << s;
+}
+
+TEST(LocalOptionsTest, NodeFlagsChecked) {
+  LocalOptions o;
+  o.link = "1gbit";
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--link needs --nodes")) << Problem(o);
+  o = LocalOptions{};
+  o.workers_per_node = 2;
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--workers_per_node needs --nodes")) << Problem(o);
+  o = LocalOptions{};
+  o.nodes = 2;
+  o.workers_per_node = 2;
+  o.link = "lots";
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--link 'lots' is not a link rate")) << Problem(o);
+  o.link = "100mbit";
+  EXPECT_EQ(Problem(o), "");
+  o.host = "0.0.0.0";
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--host=0.0.0.0 has no effect with --nodes"));
+  o.host = LocalOptions().host;
+  o.workers = 5;  // set by hand, not through ResolveNodeLayout
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--workers=5 is not --nodes=2 x --workers_per_node=2")) << Problem(o);
+  o.workers = 4;
+  o.nodes = 100;
+  o.workers_per_node = 1;
+  o.workers = 100;
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--nodes must be 1..99")) << Problem(o);
+}
+
 TEST(LocalOptionsTest, ModelSpecParsedAndCheckedAgainstDataset) {
   LocalOptions o;
   o.model = "resnet:50";

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -22,7 +23,9 @@
 #include "absl/time/clock.h"
 #include "common/io/file.h"
 #include "common/status/status_macros.h"
+#include "tools/tandem/link_rate.h"
 #include "tools/tandem/process.h"
+#include "tools/tandem/sim_network.h"
 
 namespace tandem {
 namespace cli {
@@ -71,7 +74,11 @@ class Runner {
     std::fflush(env_.out);
   }
   absl::StatusOr<Child*> Spawn(const std::string& name, std::vector<std::string> argv,
-                               bool is_worker);
+                               bool is_worker, std::vector<std::string> env = {});
+  // With --nodes: the namespace, addresses and links (before any child).
+  absl::Status StartNetwork();
+  // With --nodes: one line per node link with the bytes its class sent.
+  void PrintLinkBytes();
   // Waits for `c` to write its port file; fails if it exits first.
   absl::StatusOr<int> WaitForPortFile(Child& c, const std::string& path);
   // Blocks briefly for a metrics line in `c`'s log.
@@ -85,20 +92,27 @@ class Runner {
   const LocalEnv& env_;
   std::string run_dir_;
   std::string coordinator_address_;
+  std::string service_host_;       // where the coordinator and data server listen
+  std::string bind_source_library_;  // LD_PRELOAD for simulated nodes' workers
+  // Declared before children_: destroyed after them, i.e. after every child
+  // has been stopped (the destructor returns this thread to its namespace).
+  std::unique_ptr<SimulatedNetwork> network_;
   std::vector<Child> children_;  // coordinator, dataserver, workers (reserved: stable)
 };
 
 absl::StatusOr<Child*> Runner::Spawn(const std::string& name, std::vector<std::string> argv,
-                                     bool is_worker) {
+                                     bool is_worker, std::vector<std::string> env) {
   SubprocessOptions so;
   so.name = name;
   so.argv = std::move(argv);
   so.log_path = absl::StrCat(run_dir_, "/", name, ".log");
   so.pipe_stdout = is_worker;
+  so.env = std::move(env);
   // N workers share the cores: one BLAS thread each unless the user says.
   if (getenv("OPENBLAS_NUM_THREADS") == nullptr) so.env.push_back("OPENBLAS_NUM_THREADS=1");
   {
     std::ofstream cmd(absl::StrCat(run_dir_, "/", name, ".cmd"));
+    for (const std::string& e : so.env) cmd << e << " ";
     cmd << absl::StrJoin(so.argv, " ") << "\n";
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Subprocess> p, Subprocess::Start(std::move(so)));
@@ -214,6 +228,38 @@ void Runner::PumpStdout(int timeout_ms) {
   }
 }
 
+absl::Status Runner::StartNetwork() {
+  SimulatedNetworkOptions n;
+  n.nodes = o_.nodes;
+  if (!o_.link.empty()) {
+    ASSIGN_OR_RETURN(n.link_bits_per_second, ParseLinkRate(o_.link));
+  }
+  n.link_delay_ms = o_.link_delay_ms;
+  n.log_path = run_dir_ + "/network.log";
+  ASSIGN_OR_RETURN(network_, SimulatedNetwork::Create(n));
+  Print(absl::StrCat("network: ", network_->Describe()));
+  return absl::OkStatus();
+}
+
+void Runner::PrintLinkBytes() {
+  if (network_ == nullptr) return;
+  auto sent = network_->NodeLinkBytes();
+  if (!sent.ok()) {
+    Print(absl::StrCat("links: cannot read the tc counters: ", sent.status().message()));
+    return;
+  }
+  int64_t total = 0;
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < sent->size(); ++i) {
+    total += (*sent)[i];
+    parts.push_back(absl::StrCat("node-", i + 1, " ", (*sent)[i]));
+  }
+  // One line, parsed by tools/bench/strategies.sh: bytes that left each
+  // node for another node (tc class counters, IP headers included).
+  Print(absl::StrCat("links: bytes sent to other nodes: ", absl::StrJoin(parts, ", "),
+                     "; total ", total));
+}
+
 void Runner::StopEverything() {
   std::vector<Subprocess*> all;
   // Workers first, then the servers they talk to, all within one grace.
@@ -246,12 +292,24 @@ absl::Status Runner::Run() {
     run_dir_ = o_.run_dir;
     RETURN_IF_ERROR(MakeDirectories(run_dir_));
   }
+  service_host_ = o_.host;
+  if (o_.nodes > 0) {
+    ASSIGN_OR_RETURN(std::string lib, FindBindSourceLibrary(o_.bin_dir, env_.self_exe));
+    char resolved[PATH_MAX];
+    bind_source_library_ = realpath(lib.c_str(), resolved) != nullptr ? resolved : lib;
+    service_host_ = SimulatedNetwork::ServiceAddress();
+  }
   children_.reserve(2 + o_.workers);
-  Print(absl::StrCat("tandem local: ", o_.workers, " workers, model ", o_.model, ", dataset ",
+  Print(absl::StrCat("tandem local: ", o_.workers, " workers",
+                     o_.nodes > 0 ? absl::StrCat(" (", o_.nodes, " nodes x ", o_.workers_per_node,
+                                                 ")")
+                                  : std::string(),
+                     ", model ", o_.model, ", dataset ",
                      o_.dataset, ", ", o_.epochs, " epoch(s), batch ", o_.batch_size,
                      " per worker, ", o_.optimizer, " lr ", o_.lr, ", sync ", o_.sync,
                      o_.sync_opt.empty() ? "" : " " + o_.sync_opt));
   Print(absl::StrCat("run directory: ", run_dir_, " (one log per process)"));
+  if (o_.nodes > 0) RETURN_IF_ERROR(StartNetwork());
 
   const int min = o_.min_workers == 0 ? o_.workers : o_.min_workers;
   const int max = o_.max_workers == 0 ? o_.workers : o_.max_workers;
@@ -262,7 +320,7 @@ absl::Status Runner::Run() {
   ASSIGN_OR_RETURN(
       Child * coordinator,
       Spawn("coordinator",
-            {coordinator_bin, "--job_id=" + o_.job_id, "--host=" + o_.host,
+            {coordinator_bin, "--job_id=" + o_.job_id, "--host=" + service_host_,
              absl::StrCat("--port=", o_.port), "--port_file=" + coord_port_file,
              "--metrics_port=0", absl::StrCat("--min_workers=", min),
              absl::StrCat("--max_workers=", max),
@@ -277,21 +335,27 @@ absl::Status Runner::Run() {
             {dataserver_bin,
              absl::StrCat("--dataset=", data.train_name, "=", data.train_path, ",",
                           data.eval_name, "=", data.eval_path),
-             "--host=" + o_.host, "--port=0", "--port_file=" + data_port_file,
+             "--host=" + service_host_, "--port=0", "--port_file=" + data_port_file,
              "--metrics_port=0", "--decode_threads=2"},
             false));
   ASSIGN_OR_RETURN(int coordinator_port, WaitForPortFile(*coordinator, coord_port_file));
   ASSIGN_OR_RETURN(int data_port, WaitForPortFile(*dataserver, data_port_file));
-  coordinator_address_ = absl::StrCat(o_.host, ":", coordinator_port);
-  const std::string data_address = absl::StrCat(o_.host, ":", data_port);
-  Print(absl::StrCat("coordinator: ", coordinator_address_, "  (tandem status --coordinator ",
-                     coordinator_address_, " --job_id ", o_.job_id, ")"));
+  coordinator_address_ = absl::StrCat(service_host_, ":", coordinator_port);
+  const std::string data_address = absl::StrCat(service_host_, ":", data_port);
+  // With --nodes the coordinator is only reachable inside the run's namespace.
+  const std::string enter =
+      network_ == nullptr
+          ? std::string()
+          : absl::StrCat("nsenter --net=/proc/", coordinator->process->pid(), "/ns/net ");
+  Print(absl::StrCat("coordinator: ", coordinator_address_, "  (", enter,
+                     "tandem status --coordinator ", coordinator_address_, " --job_id ",
+                     o_.job_id, ")"));
   Print(absl::StrCat("data server: ", data_address));
   WaitForMetricsLine(*coordinator);
   WaitForMetricsLine(*dataserver);
   for (Child* c : {coordinator, dataserver}) {
     if (c->metrics_port > 0) {
-      Print(absl::StrCat("metrics: ", c->process->name(), " http://", o_.host, ":",
+      Print(absl::StrCat("metrics: ", c->process->name(), " http://", service_host_, ":",
                          c->metrics_port, "/metrics"));
     }
   }
@@ -303,13 +367,24 @@ absl::Status Runner::Run() {
     std::vector<std::string> argv = WorkerArgv(o_, data, worker_bin, coordinator_address_,
                                                data_address, i, run_dir_);
     argv.push_back("--metrics_port=0");
-    ASSIGN_OR_RETURN(Child * w, Spawn(name, std::move(argv), true));
+    std::vector<std::string> env;
+    if (network_ != nullptr) {
+      // Gloo and gRPC connect without binding: pin the source to the node's
+      // address so the node's tc class sees (shapes, counts) what it sends.
+      const char* preload = getenv("LD_PRELOAD");
+      env.push_back(absl::StrCat("LD_PRELOAD=", bind_source_library_,
+                                 preload != nullptr && *preload != '\0' ? absl::StrCat(":", preload)
+                                                                        : std::string()));
+      env.push_back("TANDEM_BIND_SOURCE=" + WorkerHost(o_, i));
+    }
+    ASSIGN_OR_RETURN(Child * w, Spawn(name, std::move(argv), true, std::move(env)));
     workers.push_back(w);
   }
-  for (Child* w : workers) {
+  for (int i = 0; i < static_cast<int>(workers.size()); ++i) {
+    Child* w = workers[i];
     WaitForMetricsLine(*w);
     if (w->metrics_port > 0) {
-      Print(absl::StrCat("metrics: ", w->process->name(), " http://", o_.host, ":",
+      Print(absl::StrCat("metrics: ", w->process->name(), " http://", WorkerHost(o_, i), ":",
                          w->metrics_port, "/metrics"));
     }
   }
@@ -367,6 +442,7 @@ absl::Status Runner::Run() {
                          last.empty() ? "" : ": ", last));
     }
     StopEverything();
+    PrintLinkBytes();
     // keep_going: workers killed by a signal were lost and the job went on
     // without them; the run fails only if a worker reported an error or
     // nobody finished.
@@ -399,6 +475,11 @@ int ParseMetricsPort(const std::string& text) {
   return -1;
 }
 
+std::string WorkerHost(const LocalOptions& o, int index) {
+  if (o.nodes <= 0 || o.workers_per_node <= 0) return o.host;
+  return SimulatedNetwork::NodeAddress(index / o.workers_per_node + 1);
+}
+
 std::vector<std::string> WorkerArgv(const LocalOptions& o, const DatasetFiles& data,
                                     const std::string& binary, const std::string& coordinator,
                                     const std::string& data_server, int index,
@@ -409,6 +490,7 @@ std::vector<std::string> WorkerArgv(const LocalOptions& o, const DatasetFiles& d
       "--data_servers=" + data_server,
       "--job_id=" + o.job_id,
       absl::StrCat("--worker_id=worker-", index),
+      "--host=" + WorkerHost(o, index),
       "--model=" + o.model,
       "--dataset=" + data.train_name,
       "--eval_dataset=" + data.eval_name,
@@ -421,6 +503,9 @@ std::vector<std::string> WorkerArgv(const LocalOptions& o, const DatasetFiles& d
       absl::StrCat("--log_every=", o.log_every),
       "--backend=" + o.backend,
   };
+  if (o.nodes > 0 && o.workers_per_node > 0) {
+    a.push_back(absl::StrCat("--node_id=node-", index / o.workers_per_node + 1));
+  }
   // NCCL refuses two ranks on one GPU: worker i drives device i.
   if (o.backend == "cuda") a.push_back(absl::StrCat("--cuda_device=", index));
   if (o.accumulation > 0) a.push_back(absl::StrCat("--accumulation=", o.accumulation));

@@ -29,6 +29,15 @@
 // others finished counts as lost, not failed). stop_requested() true: the same stop,
 // returning CANCELLED.
 //
+// Simulated nodes (LocalOptions::nodes > 0, sim_network.h): this thread
+// enters a private network namespace before any child starts; the
+// coordinator and data server listen on 127.0.1.100, worker i on its node's
+// 127.0.1.n with --node_id=node-n and LD_PRELOAD=libtandem_bind_source.so
+// (its outgoing connections leave from that address). The header then has a
+// "network:" line and the end a "links: bytes sent to other nodes: ..."
+// line from the tc class counters. No privilege for a namespace:
+// FAILED_PRECONDITION before anything starts.
+//
 // Not thread-safe: call from one thread (the one that owns the children).
 #ifndef TANDEM_TOOLS_TANDEM_LOCAL_RUN_H_
 #define TANDEM_TOOLS_TANDEM_LOCAL_RUN_H_
@@ -54,6 +63,10 @@ absl::Status RunLocal(const LocalOptions& options, const LocalEnv& env);
 // The port in a log line such as "metrics port 9100" or "metrics_port=9100";
 // -1 when `text` has none (or only "metrics_port=-1"/0, i.e. disabled).
 int ParseMetricsPort(const std::string& text);
+
+// The address worker `index` binds and advertises: o.host, or with --nodes
+// its node's (worker i is on node i / workers_per_node + 1, 127.0.1.<node>).
+std::string WorkerHost(const LocalOptions& o, int index);
 
 // The worker command line `tandem local` uses for worker `index` (without
 // --metrics_port, which RunLocal appends).

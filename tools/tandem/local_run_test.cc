@@ -285,6 +285,25 @@ TEST(WorkerArgvTest, SyncOptionsProfileAndTransportReachEveryWorker) {
   }
 }
 
+TEST(WorkerArgvTest, SimulatedNodesGiveEachWorkerItsNodesAddressAndId) {
+  LocalOptions o;
+  o.nodes = 2;
+  o.workers_per_node = 3;
+  o.workers = 6;
+  DatasetFiles data;
+  for (int i = 0; i < 6; ++i) {
+    const int node = i / 3 + 1;
+    auto argv = WorkerArgv(o, data, "worker", "127.0.1.100:1", "127.0.1.100:2", i, "/tmp/run");
+    EXPECT_TRUE(Has(argv, absl::StrCat("--host=127.0.1.", node))) << i;
+    EXPECT_TRUE(Has(argv, absl::StrCat("--node_id=node-", node))) << i;
+    EXPECT_EQ(WorkerHost(o, i), absl::StrCat("127.0.1.", node));
+  }
+  o = LocalOptions{};
+  o.host = "10.0.0.5";  // without --nodes: the one host, no node id
+  auto argv = WorkerArgv(o, data, "worker", "c:1", "d:2", 3, "/tmp/run");
+  EXPECT_TRUE(Has(argv, "--host=10.0.0.5"));
+}
+
 }  // namespace
 }  // namespace cli
 }  // namespace tandem

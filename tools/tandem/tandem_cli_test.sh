@@ -47,6 +47,36 @@ expect 2 "--sync_opt key 'nope' is not an option of strategy 'allreduce': valid 
   local --sync_opt nope=1 --run_dir "$run_dir"
 expect 2 "--sync_opt item 'x' has no '='" local --sync_opt x --run_dir "$run_dir"
 expect 0 '^  allreduce: ' local --help
+# Simulated nodes: bad layouts and rates are refused before anything starts.
+expect 0 '^  --nodes=0 +Simulated hosts' local --help
+expect 0 '^  --link="" +Each node' local --help
+expect 2 '--nodes must be at least 1 \(got 0\)' local --nodes 0 --run_dir "$run_dir"
+expect 2 "--link 'fast' is not a link rate .*e.g. 10gbit, 1gbit, 100mbit" \
+  local --nodes 2 --link fast --run_dir "$run_dir"
+expect 2 "--link '100' is not a link rate \(no unit\)" local --nodes 2 --link 100 --run_dir "$run_dir"
+expect 2 '--workers=3 disagrees with --nodes=2 x --workers_per_node=2 = 4; drop --workers or make it 4' \
+  local --workers 3 --nodes 2 --workers_per_node 2 --run_dir "$run_dir"
+expect 2 '--workers=4 disagrees with --nodes=2 x --workers_per_node=1 = 2' \
+  local --nodes 2 --workers_per_node 1 --workers 4 --run_dir "$run_dir"
+expect 2 '--workers=3 does not split evenly over --nodes=2' local --workers 3 --nodes 2 --run_dir "$run_dir"
+expect 2 '--link needs --nodes' local --link 1gbit --run_dir "$run_dir"
+expect 2 '--workers_per_node needs --nodes' local --workers_per_node 2 --run_dir "$run_dir"
+# Without the privilege for a network namespace: one clear line, exit 1.
+if command -v setpriv >/dev/null; then
+  out="$(cd "$TEST_TMPDIR" && setpriv --bounding-set=-sys_admin --inh-caps=-sys_admin \
+         "$tandem" local --nodes 2 --model mlp:784,64,10 --max_steps 1 \
+         --run_dir "$TEST_TMPDIR/nopriv" 2>&1)"
+  rc=$?
+  if [ "$rc" != 1 ] || ! grep -q 'cannot create a network namespace (unshare(CLONE_NEWNET): Operation not permitted); simulated nodes need root or CAP_SYS_ADMIN' <<<"$out"; then
+    echo "FAIL: --nodes without CAP_SYS_ADMIN exited $rc:"; echo "$out"
+    failures=$((failures + 1))
+  fi
+  if ls "$TEST_TMPDIR/nopriv"/*.pid >/dev/null 2>&1; then
+    echo "FAIL: --nodes without CAP_SYS_ADMIN started processes"; failures=$((failures + 1))
+  fi
+else
+  echo "SKIP (one case): no setpriv to drop CAP_SYS_ADMIN"
+fi
 if [ -e "$run_dir" ]; then
   echo "FAIL: a bad --sync created $run_dir (something started)"
   failures=$((failures + 1))

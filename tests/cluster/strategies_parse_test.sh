@@ -1,0 +1,55 @@
+#!/bin/bash
+# tools/bench/strategies.py without a cluster: the strategy list read from a
+# `tandem local --help` (allreduce split into hier=0/hier=1 only when the
+# help lists hier), and the numbers read from a run's output lines.
+set -u
+helper="$TEST_SRCDIR/tandem/tools/bench/strategies.py"
+fake="$TEST_TMPDIR/fake_tandem"
+cat >"$fake" <<'HELP'
+#!/bin/bash
+cat <<'TEXT'
+usage: tandem local [--flag=value ...]
+  --workers=4                     Worker processes to start (one rank each).
+
+sync strategies (--sync NAME --sync_opt key=value,...):
+  allreduce: DDP: bucketed allreduce
+      bucket_cap_mb=25  MiB per gradient bucket
+      hier=0  1 = hierarchical allreduce
+  zero1: sharded optimizer state
+  every strategy also takes bucket_cap_mb (MiB per bucket) and max_grad_norm (global clip, 0 = off)
+TEXT
+HELP
+chmod +x "$fake"
+PYTHON=/usr/bin/python3
+[ -x "$PYTHON" ] || PYTHON=python3
+exec "$PYTHON" - "$helper" "$fake" <<'PY'
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("strategies", sys.argv[1])
+s = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(s)
+failures = 0
+def check(what, got, want):
+    global failures
+    if got != want:
+        print("FAIL: %s: got %r, want %r" % (what, got, want)); failures += 1
+reg = s.registered_strategies(sys.argv[2])
+check("registered", reg, [("allreduce", ["bucket_cap_mb", "hier"]), ("zero1", [])])
+check("variants", [v[0] for v in s.variants(reg)], ["allreduce hier=0", "allreduce hier=1", "zero1"])
+check("variants without hier", [v[0] for v in s.variants([("allreduce", ["bucket_cap_mb"])])],
+      ["allreduce"])
+out = "\n".join([
+    "network: 2 node(s) in a private network namespace, each node's link 1gbit (htb on lo)",
+    "step 10/40 epoch 1 loss 1.9 lr 0.1 samples/s 2446 ms/step 26.2 data-wait 1.6% world 4 eta 0:00:01",
+    "step 20/40 epoch 1 loss 1.2 lr 0.1 samples/s 2560 ms/step 25.0 data-wait 0.1% world 4 eta 0:00:01",
+    "epoch 1 test accuracy 0.8401 (10000 samples)",
+    "links: bytes sent to other nodes: node-1 12907522, node-2 12504814; total 25412336",
+])
+steps, links, acc, net = s.parse(out)
+check("steps", steps, [(10, 2446.0, 26.2), (20, 2560.0, 25.0)])
+check("links", links, 25412336)
+check("accuracy", acc, 0.8401)
+check("network", net.startswith("2 node(s)"), True)
+check("no links line", s.parse("step 1/1 x samples/s 1 ms/step 2 y")[1], None)
+print("all passed" if failures == 0 else "%d failure(s)" % failures)
+sys.exit(1 if failures else 0)
+PY

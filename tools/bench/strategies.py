@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""Every registered sync strategy x link rate x node layout, side by side.
+
+Driven by strategies.sh (see there for usage). For each variant (a strategy
+from `tandem local --help`, and for allreduce hier=0 / hier=1 once the help
+lists a `hier` key), each link rate and each layout NODESxWORKERS_PER_NODE,
+runs `tandem local --nodes N --workers-per-node K --link RATE` for a fixed
+number of steps and reads:
+  step ms, samples/s  - rank 0's progress lines (the first one, warm-up, left out)
+  link bytes / step   - the run's `links:` line (tc class counters on the
+                        simulated node links), divided by the steps
+Test accuracy is measured once per variant, after a fixed number of epochs
+on the first layout with more than one node at the fastest rate (it does
+not depend on the link). Every number is also given as a ratio to plain ring
+allreduce (allreduce, hier=0 when hier exists) in the same rate and layout.
+A run that fails is reported as failed (with its last message) and the rest
+go on. Writes strategies.json and strategies.png into the output directory.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+
+def registered_strategies(tandem):
+    """[(name, [keys])] from `tandem local --help`'s strategy list."""
+    text = subprocess.run([tandem, "local", "--help"], capture_output=True, text=True,
+                          check=True).stdout
+    out, in_list = [], False
+    for line in text.splitlines():
+        if line.startswith("sync strategies"):
+            in_list = True
+            continue
+        if not in_list:
+            continue
+        m = re.match(r"^  ([A-Za-z0-9_]+): ", line)
+        if m and not line.startswith("  every strategy"):
+            out.append((m.group(1), []))
+            continue
+        k = re.match(r"^      ([A-Za-z0-9_]+)=", line)
+        if k and out:
+            out[-1][1].append(k.group(1))
+    return out
+
+
+def variants(strategies):
+    """[(label, sync, sync_opt)]: allreduce is split by hier when it has the key."""
+    out = []
+    for name, keys in strategies:
+        if name == "allreduce" and "hier" in keys:
+            out.append(("allreduce hier=0", name, "hier=0"))
+            out.append(("allreduce hier=1", name, "hier=1"))
+        else:
+            out.append((name, name, ""))
+    return out
+
+
+STEP = re.compile(r"^step (\d+)/(\d+) .* (samples|tokens)/s (\d+(?:\.\d+)?) ms/step (\d+(?:\.\d+)?) ")
+LINKS = re.compile(r"^links: bytes sent to other nodes: .*; total (\d+)")
+ACC = re.compile(r"^epoch (\d+) test accuracy (\d+(?:\.\d+)?)")
+NETWORK = re.compile(r"^network: (.*)")
+
+
+def run_tandem(tandem, args, run_dir, timeout):
+    cmd = [tandem, "local", "--run_dir=" + run_dir] + args
+    t0 = time.time()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        rc, out, err = p.returncode, p.stdout, p.stderr
+    except subprocess.TimeoutExpired as e:
+        rc, out, err = -1, (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or ""), "timed out after %d s" % timeout
+    return rc, out, err, time.time() - t0, cmd
+
+
+def parse(out):
+    steps = [(int(m.group(1)), float(m.group(4)), float(m.group(5)))
+             for m in map(STEP.match, out.splitlines()) if m]
+    links = [int(m.group(1)) for m in map(LINKS.match, out.splitlines()) if m]
+    acc = [float(m.group(2)) for m in map(ACC.match, out.splitlines()) if m]
+    net = [m.group(1) for m in map(NETWORK.match, out.splitlines()) if m]
+    return steps, (links[-1] if links else None), (acc[-1] if acc else None), (net[0] if net else "")
+
+
+def last_error(rc, out, err):
+    lines = [l for l in (err + "\n" + out).splitlines() if l.strip()]
+    msg = lines[-1] if lines else "exit %d" % rc
+    return msg[:200]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tandem", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--model", default="mlp:784,256,10")
+    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--batch", type=int, default=32, help="per worker")
+    ap.add_argument("--epochs", type=int, default=1, help="for the accuracy runs")
+    ap.add_argument("--rates", default="10gbit,1gbit,100mbit")
+    ap.add_argument("--layouts", default="1x4,2x2,4x1")
+    ap.add_argument("--only", default="", help="comma-separated variant labels to keep")
+    ap.add_argument("--timeout", type=int, default=600)
+    ap.add_argument("--no-accuracy", action="store_true")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    rates = [r for r in a.rates.split(",") if r]
+    layouts = [tuple(int(x) for x in l.split("x")) for l in a.layouts.split(",") if l]
+    vs = variants(registered_strategies(a.tandem))
+    if a.only:
+        keep = set(a.only.split(","))
+        vs = [v for v in vs if v[0] in keep]
+    common = ["--model=" + a.model, "--epochs=1", "--batch_size=%d" % a.batch,
+              "--lr_scaling=none", "--seed=1", "--checkpoint_every=0"]
+    results, header = [], ""
+    for label, sync, opt in vs:
+        sync_args = ["--sync=" + sync] + (["--sync_opt=" + opt] if opt else [])
+        for rate in rates:
+            for nodes, per in layouts:
+                name = "%s_%s_%dx%d" % (label.replace(" ", "_").replace("=", ""), rate, nodes, per)
+                args = common + sync_args + ["--nodes=%d" % nodes, "--workers_per_node=%d" % per,
+                                             "--link=" + rate, "--max_steps=%d" % a.steps,
+                                             "--log_every=%d" % max(1, a.steps // 5)]
+                rc, out, err, wall, cmd = run_tandem(a.tandem, args, os.path.join(a.out, "runs", name),
+                                                     a.timeout)
+                if "cannot create a network namespace" in err:
+                    sys.exit("strategies.sh: " + err.strip().splitlines()[-1] +
+                             "\n(simulated nodes need root: run it as root)")
+                steps, link_bytes, _, net = parse(out)
+                if nodes > 1 and not header:
+                    header = re.sub(r"each node's link \S+", "each node's link as listed", net)
+                r = {"variant": label, "sync": sync, "sync_opt": opt, "rate": rate,
+                     "layout": "%dx%d" % (nodes, per), "nodes": nodes, "workers_per_node": per,
+                     "steps": a.steps, "wall_s": round(wall, 2), "ok": rc == 0 and bool(steps)}
+                if r["ok"]:
+                    body = steps[1:] or steps
+                    r["step_ms"] = sum(s[2] for s in body) / len(body)
+                    r["samples_per_s"] = sum(s[1] for s in body) / len(body)
+                    r["link_bytes_per_step"] = (link_bytes / a.steps) if link_bytes is not None else None
+                else:
+                    r["error"] = last_error(rc, out, err)
+                results.append(r)
+                print("  %-22s %-8s %-4s %s" % (label, rate, r["layout"],
+                      "%.1f ms/step" % r["step_ms"] if r["ok"] else "FAILED: " + r["error"]),
+                      file=sys.stderr, flush=True)
+    # Accuracy: once per variant, full epochs, first multi-node layout, fastest rate.
+    accuracy = {}
+    acc_layout = next((l for l in layouts if l[0] > 1), layouts[0])
+    if not a.no_accuracy:
+        for label, sync, opt in vs:
+            sync_args = ["--sync=" + sync] + (["--sync_opt=" + opt] if opt else [])
+            args = ["--model=" + a.model, "--epochs=%d" % a.epochs, "--batch_size=%d" % a.batch,
+                    "--lr_scaling=none", "--seed=1", "--checkpoint_every=0", "--log_every=1000000",
+                    "--nodes=%d" % acc_layout[0], "--workers_per_node=%d" % acc_layout[1],
+                    "--link=" + rates[0]] + sync_args
+            name = "accuracy_" + label.replace(" ", "_").replace("=", "")
+            rc, out, err, wall, _ = run_tandem(a.tandem, args, os.path.join(a.out, "runs", name), a.timeout)
+            _, _, acc, _ = parse(out)
+            accuracy[label] = acc if rc == 0 else None
+            print("  accuracy %-22s %s" % (label, acc if rc == 0 else "FAILED: " + last_error(rc, out, err)),
+                  file=sys.stderr, flush=True)
+    for r in results:
+        r["test_accuracy"] = accuracy.get(r["variant"])
+    # Ratios to plain ring in the same rate and layout.
+    base_label = "allreduce hier=0" if any(v[0] == "allreduce hier=0" for v in vs) else "allreduce"
+    base = {(r["rate"], r["layout"]): r for r in results if r["variant"] == base_label and r["ok"]}
+    for r in results:
+        b = base.get((r["rate"], r["layout"]))
+        for k in ("step_ms", "samples_per_s", "link_bytes_per_step", "test_accuracy"):
+            v, bv = r.get(k), (b or {}).get(k)
+            r[k + "_vs_ring"] = (v / bv) if (v is not None and bv) else None
+    meta = {"model": a.model, "steps": a.steps, "batch_per_worker": a.batch, "epochs_for_accuracy": a.epochs,
+            "accuracy_layout": "%dx%d" % acc_layout, "accuracy_rate": rates[0], "baseline": base_label,
+            "network": header, "variants": [v[0] for v in vs]}
+    with open(os.path.join(a.out, "strategies.json"), "w") as f:
+        json.dump({"meta": meta, "results": results}, f, indent=1)
+    print_table(meta, results)
+    chart(a.out, meta, results, rates, ["%dx%d" % l for l in layouts])
+
+
+def fmt(v, spec):
+    return "-" if v is None else spec % v
+
+
+def print_table(meta, results):
+    print("tools/bench/strategies.sh: model %s, %d steps, batch %d per worker; accuracy after %d epoch(s) on %s at %s"
+          % (meta["model"], meta["steps"], meta["batch_per_worker"], meta["epochs_for_accuracy"],
+             meta["accuracy_layout"], meta["accuracy_rate"]))
+    print("network: " + meta["network"])
+    print("layout = nodes x workers per node; link bytes = bytes that left all nodes for other nodes "
+          "(tc class counters) / steps; (x) = ratio to %s" % meta["baseline"])
+    cols = "%-18s %-8s %-6s %16s %18s %22s %16s"
+    print(cols % ("strategy", "link", "layout", "step ms (x)", "samples/s (x)", "link bytes/step (x)",
+                  "test acc (x)"))
+    for r in results:
+        if not r["ok"]:
+            print("%-18s %-8s %-6s FAILED: %s" % (r["variant"], r["rate"], r["layout"], r["error"]))
+            continue
+        print(cols % (r["variant"], r["rate"], r["layout"],
+                      "%s (%s)" % (fmt(r["step_ms"], "%.1f"), fmt(r["step_ms_vs_ring"], "%.2f")),
+                      "%s (%s)" % (fmt(r["samples_per_s"], "%.0f"), fmt(r["samples_per_s_vs_ring"], "%.2f")),
+                      "%s (%s)" % (fmt(r["link_bytes_per_step"], "%.0f"), fmt(r["link_bytes_per_step_vs_ring"], "%.2f")),
+                      "%s (%s)" % (fmt(r["test_accuracy"], "%.4f"), fmt(r["test_accuracy_vs_ring"], "%.3f"))))
+
+
+def chart(out_dir, meta, results, rates, layouts):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("no chart: python3-matplotlib is missing (tools/setup.sh --bench)", file=sys.stderr)
+        return
+    variants = meta["variants"]
+    fig, axes = plt.subplots(1, len(rates), figsize=(5 * len(rates), 4), squeeze=False)
+    width = 0.8 / max(1, len(variants))
+    for ax, rate in zip(axes[0], rates):
+        for vi, v in enumerate(variants):
+            ys = []
+            for lay in layouts:
+                r = next((r for r in results if r["variant"] == v and r["rate"] == rate and r["layout"] == lay), None)
+                ys.append(r["step_ms"] if r and r["ok"] else 0)
+            ax.bar([i + vi * width for i in range(len(layouts))], ys, width, label=v)
+        ax.set_xticks([i + width * (len(variants) - 1) / 2 for i in range(len(layouts))])
+        ax.set_xticklabels(layouts)
+        ax.set_title("link %s" % rate)
+        ax.set_xlabel("nodes x workers per node")
+        ax.set_ylabel("ms per step")
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle("%s, %d steps, batch %d/worker" % (meta["model"], meta["steps"], meta["batch_per_worker"]))
+    fig.tight_layout()
+    path = os.path.join(out_dir, "strategies.png")
+    fig.savefig(path, dpi=100)
+    print("wrote %s and %s" % (os.path.join(out_dir, "strategies.json"), path))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Every registered sync strategy x link rate x node layout, side by side in
+# one run, on simulated nodes (`tandem local --nodes`, needs root): for a
+# fixed model and STEPS steps, the step time, samples/s, the bytes that
+# crossed node links per step (tc class counters, not estimates) and the
+# test accuracy after EPOCHS epochs, each also as a ratio to plain ring
+# allreduce. allreduce runs as hier=0 and hier=1 once `tandem local --help`
+# lists the hier key; a strategy that fails is reported and the rest go on.
+# Writes OUT/strategies.json and OUT/strategies.png (python3-matplotlib).
+#
+#   bazel build -c opt //tools/tandem
+#   sudo tools/bench/strategies.sh [--out DIR] [--steps 50] [--model mlp:784,256,10]
+#        [--batch 32] [--epochs 1] [--rates 10gbit,1gbit,100mbit]
+#        [--layouts 1x4,2x2,4x1] [--only "allreduce hier=0,allreduce hier=1"]
+#        [--no-accuracy]
+# TANDEM=path overrides the binary (default bazel-bin/tools/tandem/tandem);
+# PYTHON the interpreter (default Debian's /usr/bin/python3, which has
+# python3-matplotlib; another python3 on PATH may not).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+TANDEM=${TANDEM:-bazel-bin/tools/tandem/tandem}
+if [ ! -x "$TANDEM" ]; then
+  echo "strategies.sh: no tandem binary at $TANDEM; run 'bazel build -c opt //tools/tandem' or set TANDEM" >&2
+  exit 1
+fi
+out=""
+args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) out="$2"; shift 2 ;;
+    --out=*) out="${1#--out=}"; shift ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
+[ -n "$out" ] || out="$(mktemp -d /tmp/tandem-strategies-XXXXXX)"
+PYTHON=${PYTHON:-/usr/bin/python3}
+[ -x "$PYTHON" ] || PYTHON=python3
+exec "$PYTHON" "$here/strategies.py" --tandem "$TANDEM" --out "$out" "${args[@]}"
