@@ -105,5 +105,12 @@ std::string RecommendedOpenblasCoretype(const CpuFeatures& features,
   return "";
 }
 
+std::string OpenblasCoretypeForChildren(const char* user_value, const CpuFeatures& features,
+                                        absl::string_view corename) {
+  if (user_value != nullptr) return "";  // the user's choice stands
+  const std::string core = RecommendedOpenblasCoretype(features, corename);
+  return core.empty() ? "" : "OPENBLAS_CORETYPE=" + core;
+}
+
 }  // namespace kernels
 }  // namespace tandem

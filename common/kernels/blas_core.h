@@ -82,6 +82,14 @@ std::string OpenblasConfig();
 std::string RecommendedOpenblasCoretype(const CpuFeatures& features,
                                         absl::string_view corename);
 
+// What a launcher puts in a child's environment: "OPENBLAS_CORETYPE=<core>"
+// when RecommendedOpenblasCoretype names one and the user has not set the
+// variable (`user_value` = getenv("OPENBLAS_CORETYPE"), nullptr if unset:
+// a value already set — even an empty one — always wins and is passed
+// through untouched), else "". Pure.
+std::string OpenblasCoretypeForChildren(const char* user_value, const CpuFeatures& features,
+                                        absl::string_view corename);
+
 }  // namespace kernels
 }  // namespace tandem
 

@@ -82,6 +82,17 @@ TEST(BlasCoreTest, UnknownOrEmptyNamesAreLeftAlone) {
   EXPECT_EQ(RecommendedOpenblasCoretype(Avx512Cpu(), "POWER9"), "");
 }
 
+TEST(BlasCoreTest, ChildrenGetTheRecommendationUnlessTheUserSetOne) {
+  EXPECT_EQ(OpenblasCoretypeForChildren(nullptr, Avx2Cpu(), "Sandybridge"),
+            "OPENBLAS_CORETYPE=Haswell");
+  EXPECT_EQ(OpenblasCoretypeForChildren(nullptr, Avx512Cpu(), "Zen"), "OPENBLAS_CORETYPE=SkylakeX");
+  EXPECT_EQ(OpenblasCoretypeForChildren(nullptr, Avx2Cpu(), "Zen"), "");
+  // A value the user or the environment set is never changed, even a weak
+  // or an empty one.
+  EXPECT_EQ(OpenblasCoretypeForChildren("Prescott", Avx512Cpu(), "Prescott"), "");
+  EXPECT_EQ(OpenblasCoretypeForChildren("", Avx2Cpu(), "Sandybridge"), "");
+}
+
 TEST(BlasCoreTest, DetectionIsConsistentHere) {
   const CpuFeatures f = DetectCpuFeatures();
   // Implications that hold on every x86 CPU.

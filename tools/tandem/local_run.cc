@@ -22,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/io/file.h"
+#include "common/kernels/blas_core.h"
 #include "common/status/status_macros.h"
 #include "tools/tandem/link_rate.h"
 #include "tools/tandem/process.h"
@@ -94,6 +95,9 @@ class Runner {
   std::string coordinator_address_;
   std::string service_host_;       // where the coordinator and data server listen
   std::string bind_source_library_;  // LD_PRELOAD for simulated nodes' workers
+  // "OPENBLAS_CORETYPE=..." for every child, or "" (kernels::OpenblasCoretypeForChildren).
+  const std::string blas_coretype_ = kernels::OpenblasCoretypeForChildren(
+      getenv("OPENBLAS_CORETYPE"), kernels::DetectCpuFeatures(), kernels::OpenblasCoreName());
   // Declared before children_: destroyed after them, i.e. after every child
   // has been stopped (the destructor returns this thread to its namespace).
   std::unique_ptr<SimulatedNetwork> network_;
@@ -110,6 +114,9 @@ absl::StatusOr<Child*> Runner::Spawn(const std::string& name, std::vector<std::s
   so.env = std::move(env);
   // N workers share the cores: one BLAS thread each unless the user says.
   if (getenv("OPENBLAS_NUM_THREADS") == nullptr) so.env.push_back("OPENBLAS_NUM_THREADS=1");
+  // A fallback kernel set OpenBLAS picked for this CPU is replaced for the
+  // children (never a value the user set).
+  if (!blas_coretype_.empty()) so.env.push_back(blas_coretype_);
   {
     std::ofstream cmd(absl::StrCat(run_dir_, "/", name, ".cmd"));
     for (const std::string& e : so.env) cmd << e << " ";
@@ -309,6 +316,12 @@ absl::Status Runner::Run() {
                      " per worker, ", o_.optimizer, " lr ", o_.lr, ", sync ", o_.sync,
                      o_.sync_opt.empty() ? "" : " " + o_.sync_opt));
   Print(absl::StrCat("run directory: ", run_dir_, " (one log per process)"));
+  {
+    const std::string core = kernels::OpenblasCoreName();
+    Print(absl::StrCat("kernels: OpenBLAS core ", core.empty() ? "unknown" : core,
+                       blas_coretype_.empty() ? "" : absl::StrCat("; children run with ", blas_coretype_),
+                       getenv("OPENBLAS_CORETYPE") != nullptr ? " (OPENBLAS_CORETYPE set by you)" : ""));
+  }
   if (o_.nodes > 0) RETURN_IF_ERROR(StartNetwork());
 
   const int min = o_.min_workers == 0 ? o_.workers : o_.min_workers;
