@@ -33,7 +33,7 @@
 # to $OUT at once with all logs in one archive ($OUT/gpu-check.tar.gz), so a
 # run cut off from outside still tells what passed; a trap on EXIT, INT and
 # TERM prints the table. The table ends with "N passed, N failed, N skipped"
-# (gtest tests, plus one per benchmark step). NCCL_DEBUG=WARN.
+# (gtest tests, plus one per preflight check and per benchmark step). NCCL_DEBUG=WARN.
 # Exit status: 0 only when nothing failed.
 #
 # Environment: pack: BAZEL (bazel), BAZEL_STARTUP_FLAGS, BAZEL_FLAGS
@@ -41,8 +41,11 @@
 # default $TMPDIR/tandem-gpu-check), BENCH_FLAGS (kernel_bench flags),
 # GPT_SPEC (gpt:layers=12,heads=12,width=768,context=1024,vocab=50304),
 # GPT_BATCH (8), GPT_ITERS (10), GPT_MATH ("fp32 tf32").
-# Rehearsal only: GPU_CHECK_REHEARSAL_SLEEP_S (a first step that sleeps, to
-# exercise the deadline).
+# Rehearsal only (never set on the GPU machine): GPU_CHECK_REHEARSAL_SLEEP_S
+# (a first step that sleeps, to exercise the deadline),
+# GPU_CHECK_REHEARSAL_DROP_LIB (delete this library from the unpacked pack,
+# to exercise the ldd preflight), GPU_CHECK_ASSUME_GPU=1 (apply the GPU
+# machine's rule that skips fail).
 set -o pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -295,6 +298,7 @@ run() {
     record unpack - 0 1 0 $(( $(now) - t0 )) "FAIL: $(tail -1 "$LOGS/unpack.log")"; exit 1
   fi
   record unpack - 0 0 0 $(( $(now) - t0 )) "ok: $(head -1 "$pack/MANIFEST")"
+  [[ -n "${GPU_CHECK_REHEARSAL_DROP_LIB:-}" ]] && rm -f "$pack/lib/$GPU_CHECK_REHEARSAL_DROP_LIB"
 
   # ---- preflight
   {
@@ -306,6 +310,7 @@ run() {
     fi
   } > "$LOGS/preflight.log" 2>&1
   if grep -q '^GPU [0-9]' "$LOGS/preflight.log"; then HAVE_GPU=1; fi
+  [[ "${GPU_CHECK_ASSUME_GPU:-}" == 1 ]] && HAVE_GPU=1
   local gpu_name; gpu_name=$(grep -m1 '^GPU 0' "$LOGS/preflight.log" | sed 's/ (UUID.*//')
   if ((HAVE_GPU)); then record preflight:nvidia-smi - 1 0 0 0 "ok: ${gpu_name}"
   else record preflight:nvidia-smi - 0 0 1 0 "no GPU: rehearsal mode (gpu tests may skip)"; fi
@@ -521,6 +526,13 @@ rehearse() {
   echo "rehearse: run 3 exit $rc; its last lines:"; tail -6 "$base/run3.log"
   echo "rehearse: \$OUT/gpu-check-summary.txt of run 3:"; cat "$base/out3/gpu-check-summary.txt"
   tar -tzf "$base/out3/gpu-check.tar.gz" | head -5
+
+  echo; echo "=== rehearsal 4: the GPU machine's rules here (skips fail) and a library missing from the pack ==="
+  local lib; lib=$(tar -tJf "$TARBALL" | grep -m1 -E '^\./lib/libabsl_.*\.so' | xargs basename)
+  OUT="$base/out4" GPU_CHECK_WORK="$base/w4" GPU_CHECK_ASSUME_GPU=1 GPU_CHECK_REHEARSAL_DROP_LIB="$lib" \
+    "$SCRIPT_DIR/check.sh" run > "$base/run4.log" 2>&1
+  echo "rehearse: run 4 exit $? (dropped $lib); its table:"
+  sed -n '/^==== GPU check/,$p' "$base/run4.log"
 }
 
 case "${1:-}" in
