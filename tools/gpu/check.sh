@@ -194,6 +194,13 @@ PY
   done
 }
 
+# xz and gzip may be missing on the GPU machine; Python's lzma / tarfile are not.
+unpack_to() {
+  if command -v xz >/dev/null; then xz -dc "$TARBALL" | tar -C "$1" -xf -
+  else python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1], "r:xz").extractall(sys.argv[2])' "$TARBALL" "$1"
+  fi
+}
+
 version_ge() { [[ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -1)" == "$2" ]]; }
 
 # State shared by the run's helpers.
@@ -206,14 +213,18 @@ remaining() { echo $((RUN_END - $(now))); }
 record() {  # record NAME KIND PASSED FAILED SKIPPED SECONDS STATUS...
   local name=$1 kind=$2 p=$3 f=$4 s=$5 secs=$6; shift 6
   TOTAL_P=$((TOTAL_P + p)); TOTAL_F=$((TOTAL_F + f)); TOTAL_S=$((TOTAL_S + s))
-  printf '%-50s %-5s %6s %6s %7s %5s  %s\n' "$name" "$kind" "$p" "$f" "$s" "$secs" "$*" >> "$SUMMARY"
+  local status="$*"
+  ((${#status} > 240)) && status="${status:0:237}..."  # the full text is in the logs
+  printf '%-50s %-5s %6s %6s %7s %5s  %s\n' "$name" "$kind" "$p" "$f" "$s" "$secs" "$status" >> "$SUMMARY"
   publish
 }
 
 publish() {
   [[ -n "$RESULTS" ]] || return 0
   cp "$SUMMARY" "$RESULTS/gpu-check-summary.txt" 2>/dev/null
-  tar -C "$LOGS/.." -czf "$RESULTS/gpu-check.tar.gz.tmp" "$(basename "$LOGS")" 2>/dev/null &&
+  { tar -C "$LOGS/.." -czf "$RESULTS/gpu-check.tar.gz.tmp" "$(basename "$LOGS")" 2>/dev/null ||
+    python3 -c 'import sys, tarfile; t = tarfile.open(sys.argv[1], "w:gz"); t.add(sys.argv[2], "logs"); t.close()' \
+      "$RESULTS/gpu-check.tar.gz.tmp" "$LOGS" 2>/dev/null; } &&
     mv -f "$RESULTS/gpu-check.tar.gz.tmp" "$RESULTS/gpu-check.tar.gz"
 }
 
@@ -294,7 +305,7 @@ run() {
   echo "run: unpacking $TARBALL"
   [[ -f "$TARBALL" ]] || { record unpack - 0 1 0 0 "FAIL: no $TARBALL (run 'check.sh pack' on the build machine; carry tools/gpu/out/out.tar.xz)"; exit 1; }
   local t0; t0=$(now)
-  if ! xz -dc "$TARBALL" | tar -C "$pack" -xf - 2> "$LOGS/unpack.log"; then
+  if ! unpack_to "$pack" 2> "$LOGS/unpack.log"; then
     record unpack - 0 1 0 $(( $(now) - t0 )) "FAIL: $(tail -1 "$LOGS/unpack.log")"; exit 1
   fi
   record unpack - 0 0 0 $(( $(now) - t0 )) "ok: $(head -1 "$pack/MANIFEST")"
@@ -414,7 +425,7 @@ run() {
     elif ((rc != 0)); then status="FAIL (rc $rc)"; ((f == 0)) && f=1
     fi
     if ((HAVE_GPU)) && [[ "$kind" == gpu ]] && ((s > 0)); then
-      status="FAIL: $s skipped on a GPU machine: $(grep -E '^\[  SKIPPED \] [A-Za-z]' "$log" | head -2 | sed 's/.*\] //; s/ (.*//' | paste -sd' ' -)"
+      status="FAIL: $s skipped on a GPU machine: $(grep -E '^\[  SKIPPED \] [A-Za-z]' "$log" | sed 's/.*\] //; s/ (.*//' | awk '!seen[$0]++' | head -2 | paste -sd' ' -)"
       f=$((f + s)); s=0
     fi
     ((f > 0)) && [[ "$status" == ok ]] && status="FAIL"
@@ -528,7 +539,8 @@ rehearse() {
   tar -tzf "$base/out3/gpu-check.tar.gz" | head -5
 
   echo; echo "=== rehearsal 4: the GPU machine's rules here (skips fail) and a library missing from the pack ==="
-  local lib; lib=$(tar -tJf "$TARBALL" | grep -m1 -E '^\./lib/libabsl_.*\.so' | xargs basename)
+  # One of Bazel's own shared libraries: the system cannot supply it.
+  local lib; lib=$(tar -tJf "$TARBALL" | grep -m1 -E '^\./lib/libcommon_Skernels_Scuda.*\.so' | xargs basename)
   OUT="$base/out4" GPU_CHECK_WORK="$base/w4" GPU_CHECK_ASSUME_GPU=1 GPU_CHECK_REHEARSAL_DROP_LIB="$lib" \
     "$SCRIPT_DIR/check.sh" run > "$base/run4.log" 2>&1
   echo "rehearse: run 4 exit $? (dropped $lib); its table:"
