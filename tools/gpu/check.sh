@@ -529,7 +529,7 @@ rehearse() {
   local rc=$?
   echo "rehearse: run 2 exit $rc after $(( $(now) - t0 )) s (must be about 12 s or less, non-zero)"
 
-  echo; echo "=== rehearsal 3: killed from outside (SIGTERM at 5 s, then SIGKILL) ==="
+  echo; echo "=== rehearsal 3: killed from outside (SIGTERM at 5 s) ==="
   OUT="$base/out3" GPU_CHECK_WORK="$base/w3" GPU_CHECK_REHEARSAL_SLEEP_S=60 \
     "$SCRIPT_DIR/check.sh" run > "$base/run3.log" 2>&1 &
   local pid=$!
