@@ -3,8 +3,12 @@
 // (clipping on, SGD with momentum and AdamW) and must end within 1e-4
 // relative of the same run on the CPU backend with the host optimizer; the
 // device state copied back by SaveState must match the host optimizer's.
+// Also: two ranks (two backends and device steppers, one thread each)
+// reduce the same gradients to the same norm and clip factor bit for bit.
 // Skips without a device.
 #include <cmath>
+#include <cstring>
+#include <thread>
 #include <map>
 #include <memory>
 #include <random>
@@ -20,6 +24,7 @@
 #include "common/optim/sgd.h"
 #include "common/sync/allreduce_sync.h"
 #include "common/sync/cuda_device_stepper.h"
+#include "common/sync/grad_clip.h"
 #include "gtest/gtest.h"
 
 namespace tandem {
@@ -217,6 +222,74 @@ void RunCase(bool adamw) {
   sync.reset();
   backend->Free(dev_x);
   backend->Free(dev_y);
+}
+
+// After the allreduce every rank holds the same gradients; the clip factor
+// each computes from them must be the same bits, or the ranks' parameters
+// drift apart. A reduction whose order varies (atomics) breaks this.
+TEST(CudaAllreduceSyncTest, TwoRanksAgreeOnTheGradientNormBitForBit) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  const int64_t n = (int64_t{1} << 23) + 12345;
+  std::vector<float> grads(n);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> g(0.f, 0.01f);
+  for (float& v : grads) v = g(rng);
+  constexpr int kRuns = 6;
+  struct RankResult {
+    absl::Status status;
+    double sums[kRuns] = {};
+    float scales[kRuns] = {};
+  };
+  RankResult results[2];
+  auto rank = [&](RankResult* out) {
+    auto be = cuda::CudaBackend::Create(kernels::BackendOptions());
+    if (!be.ok()) {
+      out->status = be.status();
+      return;
+    }
+    std::unique_ptr<optim::Optimizer> host = MakeOptimizer(false, n);
+    auto stepper = CudaDeviceStepper::Create(be->get(), host.get());
+    auto clip = GradClip::Create({0.5, nullptr});
+    auto dev = (*be)->Allocate(n * sizeof(float));
+    if (!stepper.ok() || !clip.ok() || !dev.ok()) {
+      out->status = absl::InternalError("set-up failed");
+      return;
+    }
+    out->status = (*be)->CopyToDevice(dev->data(), grads.data(), n * sizeof(float));
+    for (int r = 0; r < kRuns && out->status.ok(); ++r) {
+      absl::StatusOr<double> sum = (*stepper)->SumOfSquares(dev->f32(), n);
+      if (!sum.ok()) {
+        out->status = sum.status();
+        break;
+      }
+      out->sums[r] = *sum;
+      absl::StatusOr<optim::ClipResult> c = clip->Compute(*sum, 1.0 / 3.0);
+      if (!c.ok()) {
+        out->status = c.status();
+        break;
+      }
+      out->scales[r] = c->scale;
+    }
+  };
+  std::thread t0(rank, &results[0]);
+  std::thread t1(rank, &results[1]);
+  t0.join();
+  t1.join();
+  ASSERT_TRUE(results[0].status.ok()) << results[0].status;
+  ASSERT_TRUE(results[1].status.ok()) << results[1].status;
+  double want = 0;
+  for (float v : grads) want += static_cast<double>(v) * v;
+  EXPECT_NEAR(results[0].sums[0], want, 1e-6 * want);
+  EXPECT_LT(results[0].scales[0], 1.0f) << "the case must clip";
+  for (int k = 0; k < 2; ++k) {
+    for (int r = 0; r < kRuns; ++r) {
+      EXPECT_EQ(std::memcmp(&results[k].sums[r], &results[0].sums[0], sizeof(double)), 0)
+          << "rank " << k << " run " << r << ": " << results[k].sums[r] << " vs "
+          << results[0].sums[0];
+      EXPECT_EQ(std::memcmp(&results[k].scales[r], &results[0].scales[0], sizeof(float)), 0)
+          << "rank " << k << " run " << r;
+    }
+  }
 }
 
 TEST(CudaAllreduceSyncTest, SgdMomentumMatchesCpu) {

@@ -56,6 +56,8 @@ absl::StatusOr<nn::Batch> BatchStager::Stage(const data::HostBatch& hb) {
   const void* inputs = hb.features.data();
   const int32_t* labels = host_labels_;
   if (device_inputs_ != nullptr) {
+    // Stream-ordered and not waited for (see the header): the prefetch
+    // buffers may be reused as soon as these return.
     RETURN_IF_ERROR(backend_->CopyToDevice(device_inputs_, hb.features.data(), input_bytes));
     RETURN_IF_ERROR(backend_->CopyToDevice(device_labels_, hb.labels.data(), label_bytes));
     inputs = device_inputs_;

@@ -2,7 +2,13 @@
 // prefetch client's reusable buffers) into the model's nn::Batch. On a
 // host-accessible backend (CPU) the model reads the prefetch buffers in
 // place: no copy. On a device backend (CUDA) the batch is copied into
-// device buffers allocated once, for the largest batch, at Create.
+// device buffers allocated once, for the largest batch, at Create. Those
+// copies go through Backend::CopyToDevice, which the CUDA backend stages
+// through its pinned ring and enqueues on its stream without waiting: Stage
+// returns while the device may still be running the previous step, so the
+// host fetches and checks the next batch (and the DMA is queued) while the
+// device computes. The next Stage overwrites the device buffers in stream
+// order, after every kernel queued before it has read them.
 //
 //   ASSIGN_OR_RETURN(auto stager, BatchStager::Create(backend, probe.inputs, batch_size));
 //   ASSIGN_OR_RETURN(nn::Batch b, stager->Stage(*host_batch));

@@ -103,7 +103,10 @@ absl::Status Run(const Options& opt) {
     return loss;
   };
 
+  // Warm-up with a sync after every op, so a faulting kernel is named.
+  be->set_check_each_call(true);
   for (int i = 0; i < 3; ++i) RETURN_IF_ERROR(train_step());
+  be->set_check_each_call(false);
   RETURN_IF_ERROR(be->Synchronize());
   ASSIGN_OR_RETURN(float first_loss, read_loss());
   cudaEvent_t start, stop;

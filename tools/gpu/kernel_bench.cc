@@ -2,9 +2,18 @@
 // optimizer kernels as memory bandwidth (GB/s of compulsory traffic) against
 // a device-to-device cudaMemcpy measured in the same run, and cuBLAS GEMMs
 // as TFLOP/s (fp32, TF32, bf16 tensor cores on fp32 data, bf16 storage).
-// Medians of --iters timed runs (CUDA events) after warm-up. Prints a table;
-// runs on a GPU machine via tools/gpu/check.sh. Not a test: it asserts
-// nothing and exits non-zero only when the device or a call fails.
+// Medians of --iters timed runs (CUDA events) after warm-up. Prints a table
+// (one line per kernel as soon as it is measured, flushed, so a run cut off
+// by a deadline still shows what it measured); runs on a GPU machine via
+// tools/gpu/check.sh. Not a test: it asserts nothing and exits non-zero only
+// when the device or a call fails.
+//
+// Errors are named where they arise: the warm-up runs with the backend's
+// check_each_call on (a sync after every launch), launch errors of the raw
+// optimizer launchers are checked, and every timed loop ends with a
+// synchronisation whose error carries the kernel's name. All work, buffer
+// clears included, is on the backend's non-blocking stream (the legacy
+// stream does not order against it).
 //
 //   kernel_bench [--elements=67108864] [--iters=20] [--gemm=4096]
 #include <cuda_runtime.h>
@@ -19,6 +28,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "common/kernels/backend.h"
 #include "common/kernels/cuda/cuda_backend.h"
 #include "common/kernels/cuda/cuda_status.h"
@@ -40,13 +50,29 @@ class Bench {
  public:
   Bench(CudaBackend* backend, int iters) : backend_(backend), iters_(iters) {}
 
-  // Median milliseconds of `f` over iters_ runs after 3 warm-up runs.
-  absl::StatusOr<double> MedianMs(const std::function<void()>& f) {
+  // Median milliseconds of `f` over iters_ runs after 3 warm-up runs; an
+  // error names `what`.
+  absl::StatusOr<double> MedianMs(const std::string& what,
+                                  const std::function<void()>& f) {
+    absl::StatusOr<double> ms = MedianMsInner(f);
+    if (!ms.ok()) {
+      return absl::Status(ms.status().code(),
+                          absl::StrCat(what, ": ", ms.status().message()));
+    }
+    return ms;
+  }
+
+ private:
+  absl::StatusOr<double> MedianMsInner(const std::function<void()>& f) {
     cudaStream_t s = backend_->stream();
+    // Anything still queued belongs to the previous kernel: settle it first.
+    RETURN_IF_ERROR(backend_->Synchronize());
     cudaEvent_t start, stop;
     RETURN_IF_CUDA_ERROR(cudaEventCreate(&start), "cudaEventCreate");
     RETURN_IF_CUDA_ERROR(cudaEventCreate(&stop), "cudaEventCreate");
+    backend_->set_check_each_call(true);
     for (int i = 0; i < 3; ++i) f();
+    backend_->set_check_each_call(false);
     std::vector<double> ms;
     absl::Status status = backend_->Synchronize();
     for (int i = 0; i < iters_ && status.ok(); ++i) {
@@ -69,7 +95,6 @@ class Bench {
     return ms[ms.size() / 2];
   }
 
- private:
   CudaBackend* backend_;
   int iters_;
 };
@@ -99,7 +124,7 @@ absl::Status Run(const Options& opt) {
   be->Fill(small.f32(), (1 << 20) / 4, 1.0f);
   RETURN_IF_ERROR(be->Synchronize());
 
-  ASSIGN_OR_RETURN(double copy_ms, bench.MedianMs([&] {
+  ASSIGN_OR_RETURN(double copy_ms, bench.MedianMs("memcpy_d2d", [&] {
                      be->Copy(y.data(), x.data(), bytes);
                    }));
   const double copy_gbs = 2.0 * bytes / (copy_ms * 1e6);
@@ -107,13 +132,15 @@ absl::Status Run(const Options& opt) {
               "median_ms", "GB/s", "%memcpy");
   std::printf("%-34s %12d %10.3f %10.1f %8.1f%%\n", "memcpy_d2d", 8, copy_ms,
               copy_gbs, 100.0);
+  std::fflush(stdout);
 
   auto report = [&](const char* name, double bytes_per_elem,
                     const std::function<void()>& f) -> absl::Status {
-    ASSIGN_OR_RETURN(double ms, bench.MedianMs(f));
+    ASSIGN_OR_RETURN(double ms, bench.MedianMs(name, f));
     const double gbs = bytes_per_elem * n / (ms * 1e6);
     std::printf("%-34s %12.1f %10.3f %10.1f %8.1f%%\n", name, bytes_per_elem,
                 ms, gbs, 100.0 * gbs / copy_gbs);
+    std::fflush(stdout);
     return absl::OkStatus();
   };
   float* X = x.f32();
@@ -160,9 +187,11 @@ absl::Status Run(const Options& opt) {
     const int classes = 32768;
     const int xrows = static_cast<int>(n / classes);
     int32_t* labels = reinterpret_cast<int32_t*>(S + 65536);
-    RETURN_IF_ERROR(be->Synchronize());
-    RETURN_IF_CUDA_ERROR(cudaMemset(labels, 0, xrows * sizeof(int32_t)),
-                         "cudaMemset labels");
+    // On the backend's stream: a legacy-stream cudaMemset would not be
+    // ordered before the kernels that read the labels.
+    RETURN_IF_CUDA_ERROR(cudaMemsetAsync(labels, 0, xrows * sizeof(int32_t),
+                                         be->stream()),
+                         "cudaMemsetAsync labels");
     RETURN_IF_ERROR(report("softmax_xent_fwd 32768 classes", 8, [&] {
       be->SoftmaxCrossEntropyForward(xrows, classes, X, labels, 1.0f, Y, S);
     }));
@@ -185,9 +214,9 @@ absl::Status Run(const Options& opt) {
     const int dim = 1024, seq = 1024;
     const int batch = static_cast<int>(n / (int64_t{dim} * seq));
     int32_t* ids = reinterpret_cast<int32_t*>(S + 65536);
-    RETURN_IF_ERROR(be->Synchronize());
-    RETURN_IF_CUDA_ERROR(cudaMemset(ids, 0, int64_t{batch} * seq * 4),
-                         "cudaMemset ids");
+    RETURN_IF_CUDA_ERROR(
+        cudaMemsetAsync(ids, 0, int64_t{batch} * seq * 4, be->stream()),
+        "cudaMemsetAsync ids");
     // Token rows all hit row 0 (cached): count the output and position reads.
     RETURN_IF_ERROR(report("embedding_fwd dim 1024", 8, [&] {
       be->EmbeddingForward(batch, seq, dim, ids, W, W + int64_t{dim} * 4096, Y);
@@ -201,14 +230,22 @@ absl::Status Run(const Options& opt) {
     sgd.lr = 0.01f;
     sgd.momentum = 0.9f;
     sgd.weight_decay = 1e-4f;
+    // The raw launchers return their launch error: keep the first one.
+    absl::Status launch;
+    auto keep = [&launch](cudaError_t e, const char* what) {
+      if (e != cudaSuccess && launch.ok()) launch = CudaStatus(e, what);
+    };
     RETURN_IF_ERROR(report("sgd_momentum_step", 20, [&] {
-      LaunchSgdStep(n, sgd, Y, X, Z, be->stream());
+      keep(LaunchSgdStep(n, sgd, Y, X, Z, be->stream()), "LaunchSgdStep");
     }));
+    RETURN_IF_ERROR(launch);
     AdamWStepArgs adam;
     adam.step_size = 1e-3f;
     RETURN_IF_ERROR(report("adamw_step", 28, [&] {
-      LaunchAdamWStep(n, adam, Y, X, Z, M, be->stream());
+      keep(LaunchAdamWStep(n, adam, Y, X, Z, M, be->stream()),
+           "LaunchAdamWStep");
     }));
+    RETURN_IF_ERROR(launch);
   }
 
   // ---- GEMMs: fp32 data (three math modes) and bf16 storage.
@@ -241,7 +278,7 @@ absl::Status Run(const Options& opt) {
   for (Mode mode : {Mode{"sgemm fp32", GemmMath::kFp32},
                     Mode{"fp32 data, tf32 tensor cores", GemmMath::kTf32},
                     Mode{"fp32 data, bf16 tensor cores", GemmMath::kBf16}}) {
-    ASSIGN_OR_RETURN(double ms, bench.MedianMs([&] {
+    ASSIGN_OR_RETURN(double ms, bench.MedianMs(mode.name, [&] {
                        gemm_status.Update(be->gemm().Gemm(
                            mode.math, false, true, g, g, g, 1.0f, a.f32(), g,
                            b.f32(), g, 0.0f, c.f32(), g));
@@ -249,9 +286,10 @@ absl::Status Run(const Options& opt) {
     RETURN_IF_ERROR(gemm_status);
     std::printf("%-34s %12d %10.3f %10.1f\n", mode.name, g, ms,
                 flops / (ms * 1e9));
+    std::fflush(stdout);
   }
   for (bool c_bf16 : {false, true}) {
-    ASSIGN_OR_RETURN(double ms, bench.MedianMs([&] {
+    ASSIGN_OR_RETURN(double ms, bench.MedianMs("gemm bf16", [&] {
                        gemm_status.Update(be->gemm().GemmBf16(
                            false, true, g, g, g, 1.0f, a16.u16(), g, b16.u16(),
                            g, 0.0f, c.data(), c_bf16, g));

@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -50,15 +51,24 @@ class MemoryKv {
   std::map<std::string, std::string> values_;
 };
 
+// A device vector whose host transfers are complete on return. A plain
+// cudaMemcpy runs on the legacy stream, which does not order against the
+// communicator's (or any) non-blocking stream, and a pageable host-to-device
+// cudaMemcpy may return before its DMA lands: so every transfer synchronises
+// the whole device on both sides.
 struct DeviceVector {
   explicit DeviceVector(size_t n) : n(n) { EXPECT_EQ(cudaMalloc(&ptr, n * 4 + 4), cudaSuccess); }
   ~DeviceVector() { cudaFree(ptr); }
   void Set(const std::vector<float>& v) {
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(ptr, v.data(), v.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
   std::vector<float> Get() {
     std::vector<float> v(n);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     EXPECT_EQ(cudaMemcpy(v.data(), ptr, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     return v;
   }
   float* ptr = nullptr;
@@ -128,13 +138,22 @@ TEST(NcclCommunicator, WaitsForTheComputeStream) {
   float* pinned = nullptr;
   ASSERT_EQ(cudaMallocHost(&pinned, n * 4), cudaSuccess);
   std::copy(twos.begin(), twos.end(), pinned);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the ones have landed
+  // 16 MiB from pinned memory: long enough that an allreduce that did not
+  // wait for the compute stream would read the ones.
   ASSERT_EQ(cudaMemcpyAsync(a.ptr, pinned, n * 4, cudaMemcpyHostToDevice, compute), cudaSuccess);
-  ASSERT_TRUE((*comm)->AllReduce(a.ptr, n).ok());
-  std::vector<float> got(n);
-  ASSERT_EQ(cudaMemcpyAsync(got.data(), a.ptr, n * 4, cudaMemcpyDeviceToHost, (*comm)->stream()),
+  absl::Status s = (*comm)->AllReduce(a.ptr, n);
+  ASSERT_TRUE(s.ok()) << s;
+  // Read back into pinned memory on the stream the allreduce used, and wait
+  // for that stream (not the legacy one) before looking.
+  float* got_pinned = nullptr;
+  ASSERT_EQ(cudaMallocHost(&got_pinned, n * 4), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(got_pinned, a.ptr, n * 4, cudaMemcpyDeviceToHost, (*comm)->stream()),
             cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize((*comm)->stream()), cudaSuccess);
+  std::vector<float> got(got_pinned, got_pinned + n);
   EXPECT_EQ(got, twos);
+  cudaFreeHost(got_pinned);
   cudaFreeHost(pinned);
   comm->reset();
   cudaStreamDestroy(compute);

@@ -70,13 +70,22 @@ TEST(NcclTransport, OneRankAllReduceOnADevice) {
   EXPECT_EQ((*c)->backend(), "nccl");
   float* d = nullptr;
   ASSERT_EQ(cudaMalloc(&d, 4 * sizeof(float)), cudaSuccess);
-  const float host[4] = {1, 2, 3, 4};
+  float* host = nullptr;  // pinned: the async copies really are async
+  ASSERT_EQ(cudaMallocHost(&host, 8 * sizeof(float)), cudaSuccess);
+  for (int i = 0; i < 4; ++i) host[i] = static_cast<float>(i + 1);
+  float* back = host + 4;
   // Written on the compute stream: the collective must wait for it.
-  ASSERT_EQ(cudaMemcpyAsync(d, host, sizeof(host), cudaMemcpyHostToDevice, compute), cudaSuccess);
-  ASSERT_TRUE((*c)->AllReduce(d, 4, ReduceOp::kSum).ok());
-  float back[4] = {};
-  ASSERT_EQ(cudaMemcpy(back, d, sizeof(back), cudaMemcpyDeviceToHost), cudaSuccess);
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(back[i], host[i]);
+  ASSERT_EQ(cudaMemcpyAsync(d, host, 4 * sizeof(float), cudaMemcpyHostToDevice, compute),
+            cudaSuccess);
+  absl::Status s = (*c)->AllReduce(d, 4, ReduceOp::kSum);
+  ASSERT_TRUE(s.ok()) << s;
+  // The collective has completed (synchronous contract); read back on the
+  // compute stream and wait for that stream before looking.
+  ASSERT_EQ(cudaMemcpyAsync(back, d, 4 * sizeof(float), cudaMemcpyDeviceToHost, compute),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(compute), cudaSuccess);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(back[i], static_cast<float>(i + 1));
+  cudaFreeHost(host);
   cudaFree(d);
   c->reset();
   cudaStreamDestroy(compute);

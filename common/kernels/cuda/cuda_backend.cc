@@ -1,5 +1,6 @@
 #include "common/kernels/cuda/cuda_backend.h"
 
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -42,7 +43,17 @@ GemmMath ToGemmMath(kernels::MathMode mode) {
 
 bool Yes(Transpose t) { return t == Transpose::kYes; }
 
-constexpr size_t kScratchBytes = 16;
+size_t ScratchBytes() {
+  const size_t partials = static_cast<size_t>(SumSquaresScratchDoubles()) * sizeof(double);
+  return partials > 16 ? partials : 16;
+}
+
+void FreeStaging(void* pinned, cudaEvent_t* events, int n) {
+  for (int i = 0; i < n; ++i) {
+    if (events[i] != nullptr) cudaEventDestroy(events[i]);
+  }
+  if (pinned != nullptr) cudaFreeHost(pinned);
+}
 
 }  // namespace
 
@@ -70,42 +81,70 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
     return gemm.status();
   }
   void* scratch = nullptr;
-  absl::Status status = CudaStatus(cudaMalloc(&scratch, kScratchBytes),
+  Staging staging;
+  absl::Status status = CudaStatus(cudaMalloc(&scratch, ScratchBytes()),
                                    "cudaMalloc of the reduction scratch");
+  if (status.ok()) {
+    status = CudaStatus(
+        cudaHostAlloc(&staging.pinned, kStagingSlots * kStagingSlotBytes,
+                      cudaHostAllocDefault),
+        "cudaHostAlloc of the pinned staging ring");
+  }
+  for (int i = 0; i < kStagingSlots && status.ok(); ++i) {
+    status = CudaStatus(
+        cudaEventCreateWithFlags(&staging.done[i], cudaEventDisableTiming),
+        "cudaEventCreate for the staging ring");
+  }
   if (!status.ok()) {
+    FreeStaging(staging.pinned, staging.done, kStagingSlots);
+    if (scratch != nullptr) cudaFree(scratch);
     gemm->reset();
     cudaStreamDestroy(stream);
     return status;
   }
   return std::unique_ptr<CudaBackend>(
       new CudaBackend(device, stream, ToGemmMath(options.math_mode),
-                      std::move(*gemm), scratch));
+                      std::move(*gemm), scratch, staging));
 }
 
 CudaBackend::CudaBackend(int device, cudaStream_t stream, GemmMath math,
-                         std::unique_ptr<CublasGemm> gemm, void* scratch)
+                         std::unique_ptr<CublasGemm> gemm, void* scratch,
+                         Staging staging)
     : device_(device),
       stream_(stream),
       math_(math),
       gemm_(std::move(gemm)),
-      scratch_(scratch) {}
+      scratch_(scratch),
+      staging_(staging) {}
 
 CudaBackend::~CudaBackend() {
   cudaSetDevice(device_);
   cudaStreamSynchronize(stream_);
   gemm_.reset();
   cudaFree(scratch_);
+  FreeStaging(staging_.pinned, staging_.done, kStagingSlots);
   cudaStreamDestroy(stream_);
 }
 
 void CudaBackend::Note(cudaError_t error, const char* operation) {
+  if (check_each_call_ && error == cudaSuccess) {
+    // Wait here so a fault inside this operation's kernels is named after it,
+    // not after whichever call happens to observe it next.
+    error = cudaStreamSynchronize(stream_);
+  }
   if (error != cudaSuccess && pending_.ok()) {
-    pending_ = CudaStatus(error, operation);
+    pending_ = check_each_call_
+                   ? CudaStatus(error, operation)
+                   : CudaStatus(error, absl::StrCat(operation,
+                                                    " (or an earlier "
+                                                    "asynchronous operation "
+                                                    "on this stream)"));
   }
 }
 
 void CudaBackend::Note(const absl::Status& status) {
   if (!status.ok() && pending_.ok()) pending_ = status;
+  if (check_each_call_ && status.ok()) Note(cudaSuccess, "cuBLAS call");
 }
 
 absl::Status CudaBackend::TakePending() {
@@ -135,9 +174,30 @@ void CudaBackend::Free(void* ptr) {
 
 absl::Status CudaBackend::CopyToDevice(void* dst, const void* host_src,
                                        size_t bytes) {
-  Note(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_),
-       "cudaMemcpyAsync host to device");
-  return Synchronize();
+  char* out = static_cast<char*>(dst);
+  const char* in = static_cast<const char*>(host_src);
+  while (bytes > 0 && pending_.ok()) {
+    const size_t chunk = bytes < kStagingSlotBytes ? bytes : kStagingSlotBytes;
+    const int slot = next_slot_;
+    next_slot_ = (next_slot_ + 1) % kStagingSlots;
+    // The slot's previous copy must have left the pinned buffer; the other
+    // slot's copy (and all earlier kernels) may still be running.
+    cudaError_t e = cudaEventSynchronize(staging_.done[slot]);
+    if (e != cudaSuccess) {
+      Note(e, "waiting for a pinned staging slot");
+      break;
+    }
+    char* pinned =
+        static_cast<char*>(staging_.pinned) + slot * kStagingSlotBytes;
+    std::memcpy(pinned, in, chunk);
+    e = cudaMemcpyAsync(out, pinned, chunk, cudaMemcpyHostToDevice, stream_);
+    if (e == cudaSuccess) e = cudaEventRecord(staging_.done[slot], stream_);
+    Note(e, "cudaMemcpyAsync host to device (pinned staging)");
+    out += chunk;
+    in += chunk;
+    bytes -= chunk;
+  }
+  return TakePending();
 }
 
 absl::Status CudaBackend::CopyToHost(void* host_dst, const void* src,

@@ -2,7 +2,15 @@
 // GEMMs go to cuBLAS (gemm.h); everything else to the kernels in
 // *_kernels.h. All work is enqueued on one CUDA stream the backend owns, so
 // kernels run in call order and the host never waits except in Synchronize()
-// and the synchronous copies.
+// and CopyToHost.
+//
+// CopyToDevice stages the host bytes through a pinned ring (two 8 MiB slots,
+// larger copies go chunk by chunk) and enqueues the DMA on the stream without
+// waiting for it: when it returns, the caller's buffer may be reused (the
+// Backend contract), while the device may still be busy with earlier kernels
+// and the copy; the host is then free to prepare the next batch, so the
+// transfer overlaps with compute instead of draining the stream every time.
+// A slot is reused only after the event recorded behind its last copy.
 //
 // Linking //common/kernels/cuda:cuda_backend registers the factory "cuda"
 // with RegisterBackendFactory, so CreateBackend({.device = "cuda"}) returns a
@@ -10,13 +18,18 @@
 // (see factory.h). Create() returns UnavailableError without a device.
 //
 // No allocation after construction: the stream, the cuBLAS handle with its
-// workspace and a small scratch buffer for reductions are made once; the
-// per-call kernels only read and write caller memory.
+// workspace, the reduction scratch (per-block partials of the deterministic
+// SumSquares) and the pinned staging ring are made once; the per-call kernels
+// only read and write caller memory.
 //
 // Thread-compatible (one thread at a time, like every Backend). Errors from
 // enqueued work are kept (the first one) and returned by the next
 // Synchronize() or copy, as the interface specifies; the kernel calls
-// themselves never block or abort.
+// themselves never block or abort. An asynchronous fault (e.g. an illegal
+// address) surfaces at a later CUDA call, so by default its message names the
+// operation where it was seen "or an earlier one"; with
+// set_check_each_call(true) (tests, benchmark warm-ups) every operation is
+// followed by a stream synchronisation and an error is named where it arose.
 #ifndef TANDEM_COMMON_KERNELS_CUDA_CUDA_BACKEND_H_
 #define TANDEM_COMMON_KERNELS_CUDA_CUDA_BACKEND_H_
 
@@ -122,12 +135,22 @@ class CudaBackend final : public kernels::Backend {
 
   // The stream all work is enqueued on (for events, NCCL, benchmarks).
   cudaStream_t stream() const { return stream_; }
+  // Debugging / tests: synchronise after every operation so an asynchronous
+  // error is attributed to the kernel that caused it (slow; off by default).
+  void set_check_each_call(bool on) { check_each_call_ = on; }
+  // Bytes of one pinned staging slot (CopyToDevice chunks by this).
+  static constexpr size_t kStagingSlotBytes = size_t{8} << 20;
+  static constexpr int kStagingSlots = 2;
   // cuBLAS wrapper, also for bf16-storage GEMMs outside the interface.
   CublasGemm& gemm() { return *gemm_; }
 
  private:
+  struct Staging {
+    void* pinned = nullptr;                // kStagingSlots * kStagingSlotBytes
+    cudaEvent_t done[kStagingSlots] = {};  // recorded behind each slot's copy
+  };
   CudaBackend(int device, cudaStream_t stream, GemmMath math,
-              std::unique_ptr<CublasGemm> gemm, void* scratch);
+              std::unique_ptr<CublasGemm> gemm, void* scratch, Staging staging);
 
   // Keeps the first error of an enqueued operation for Synchronize().
   void Note(cudaError_t error, const char* operation);
@@ -139,7 +162,10 @@ class CudaBackend final : public kernels::Backend {
   cudaStream_t stream_;
   GemmMath math_;
   std::unique_ptr<CublasGemm> gemm_;
-  void* scratch_;  // 16 bytes: double / unsigned long long accumulators
+  void* scratch_;  // SumSquares partials / the CountNonFinite accumulator
+  Staging staging_;
+  int next_slot_ = 0;
+  bool check_each_call_ = false;
   absl::Status pending_;
 };
 

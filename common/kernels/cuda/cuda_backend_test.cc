@@ -5,7 +5,9 @@
 // backward). Skips without a device.
 #include "common/kernels/cuda/cuda_backend.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <string>
@@ -13,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/kernels/cpu_backend.h"
+#include "common/kernels/cuda/elementwise_kernels.h"
 #include "common/kernels/cuda/gpu_test_util.h"
 #include "gtest/gtest.h"
 
@@ -41,6 +44,8 @@ class CudaBackendTest : public ::testing::Test {
         CudaBackend::Create(options);
     ASSERT_TRUE(gpu.ok()) << gpu.status();
     gpu_ = std::move(*gpu);
+    // A fault is reported by the op that caused it, not by the next one.
+    gpu_->set_check_each_call(true);
   }
 
   template <typename T>
@@ -455,6 +460,103 @@ TEST_F(CudaBackendTest, ErrorsSurfaceAtSynchronizeOnce) {
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("gemm"), absl::string_view::npos) << s;
   EXPECT_TRUE(gpu_->Synchronize().ok()) << "the error is reported once";
+}
+
+// The gradient norm decides clipping on every rank: the same vector must give
+// the same bits on every run and every backend (rank), which a reduction
+// with floating-point atomics does not (its block order varies). Checked on
+// the double sum, where a different order shows in the last bits, and on the
+// float the backend returns.
+TEST_F(CudaBackendTest, SumSquaresIsBitIdenticalAcrossRunsAndRanks) {
+  absl::StatusOr<std::unique_ptr<CudaBackend>> other =
+      CudaBackend::Create(kernels::BackendOptions());
+  ASSERT_TRUE(other.ok()) << other.status();
+  const int64_t n = (int64_t{1} << 24) + 77;  // a full grid and a ragged tail
+  const std::vector<float> host = RandomVector(n, 2024, -3.0f, 3.0f);
+  double want = 0;
+  for (float v : host) want += static_cast<double>(v) * v;
+  CudaBackend* ranks[2] = {gpu_.get(), other->get()};
+  double first_double = 0;
+  float first_float = 0;
+  for (int r = 0; r < 2; ++r) {
+    CudaBackend& be = *ranks[r];
+    be.set_check_each_call(true);
+    absl::StatusOr<kernels::DeviceBuffer> x = be.Allocate(n * sizeof(float));
+    absl::StatusOr<kernels::DeviceBuffer> scratch =
+        be.Allocate(SumSquaresScratchDoubles() * sizeof(double) + 16);
+    ASSERT_TRUE(x.ok() && scratch.ok());
+    TANDEM_ASSERT_OK(be.CopyToDevice(x->data(), host.data(), n * sizeof(float)));
+    double* partial = static_cast<double*>(scratch->data());
+    double* d_sum = partial + SumSquaresScratchDoubles();
+    float* f_sum = reinterpret_cast<float*>(d_sum + 1);
+    for (int run = 0; run < 10; ++run) {
+      ASSERT_EQ(LaunchSumSquaresF64(n, x->f32(), partial, d_sum, be.stream()),
+                cudaSuccess);
+      be.SumSquares(n, x->f32(), f_sum);
+      double got_double = 0;
+      float got_float = 0;
+      TANDEM_ASSERT_OK(be.CopyToHost(&got_double, d_sum, sizeof(double)));
+      TANDEM_ASSERT_OK(be.CopyToHost(&got_float, f_sum, sizeof(float)));
+      if (r == 0 && run == 0) {
+        first_double = got_double;
+        first_float = got_float;
+        EXPECT_NEAR(got_double, want, 1e-9 * want);
+        EXPECT_EQ(got_float, static_cast<float>(got_double));
+      }
+      EXPECT_EQ(std::memcmp(&got_double, &first_double, sizeof(double)), 0)
+          << "rank " << r << " run " << run << ": " << got_double << " vs "
+          << first_double;
+      EXPECT_EQ(std::memcmp(&got_float, &first_float, sizeof(float)), 0)
+          << "rank " << r << " run " << run;
+    }
+  }
+  // Empty input: zero, not the previous call's partials.
+  float zero = -1.0f;
+  absl::StatusOr<kernels::DeviceBuffer> out = gpu_->Allocate(sizeof(float));
+  ASSERT_TRUE(out.ok());
+  gpu_->SumSquares(0, nullptr, out->f32());
+  TANDEM_ASSERT_OK(gpu_->CopyToHost(&zero, out->data(), sizeof(float)));
+  EXPECT_EQ(zero, 0.0f);
+}
+
+// CopyToDevice returns once the bytes are staged (pinned), not when the
+// device has them: the source may be overwritten at once, copies larger than
+// the staging ring are chunked, and kernels queued after see the new data.
+TEST_F(CudaBackendTest, CopyToDeviceStagesSoTheSourceMayBeReused) {
+  gpu_->set_check_each_call(false);  // the copies must really be left pending
+  const int64_t big = 3 * CudaBackend::kStagingSlotBytes / sizeof(float) + 5;
+  std::vector<float> host = RandomVector(big, 77);
+  const std::vector<float> want_big = host;
+  absl::StatusOr<kernels::DeviceBuffer> a = gpu_->Allocate(big * sizeof(float));
+  ASSERT_TRUE(a.ok());
+  // Keep the stream busy so the copies are still queued when we return.
+  absl::StatusOr<kernels::DeviceBuffer> busy = gpu_->Allocate(size_t{256} << 20);
+  ASSERT_TRUE(busy.ok());
+  for (int i = 0; i < 20; ++i) gpu_->Fill(busy->f32(), (int64_t{256} << 20) / 4, 1.0f);
+  TANDEM_ASSERT_OK(gpu_->CopyToDevice(a->data(), host.data(), big * sizeof(float)));
+  std::fill(host.begin(), host.end(), -7.0f);  // reuse the source at once
+  // Many small copies of changing values through one host buffer into one
+  // device buffer, each followed by a stream-ordered device copy: every
+  // snapshot must hold the value staged for it.
+  const int kCopies = 8;
+  absl::StatusOr<kernels::DeviceBuffer> one = gpu_->Allocate(1024 * sizeof(float));
+  absl::StatusOr<kernels::DeviceBuffer> snaps =
+      gpu_->Allocate(kCopies * 1024 * sizeof(float));
+  ASSERT_TRUE(one.ok() && snaps.ok());
+  std::vector<float> small(1024);
+  for (int c = 0; c < kCopies; ++c) {
+    std::fill(small.begin(), small.end(), static_cast<float>(c));
+    TANDEM_ASSERT_OK(gpu_->CopyToDevice(one->data(), small.data(), 1024 * sizeof(float)));
+    gpu_->Copy(snaps->f32() + c * 1024, one->data(), 1024 * sizeof(float));
+  }
+  std::vector<float> got_big, got_snaps;
+  TANDEM_ASSERT_OK(Download(*gpu_, a->data(), big, &got_big));
+  TANDEM_ASSERT_OK(Download(*gpu_, snaps->data(), kCopies * 1024, &got_snaps));
+  EXPECT_TRUE(got_big == want_big) << "chunked staged copy differs";
+  for (int c = 0; c < kCopies; ++c) {
+    EXPECT_EQ(got_snaps[c * 1024], static_cast<float>(c)) << "copy " << c;
+    EXPECT_EQ(got_snaps[c * 1024 + 1023], static_cast<float>(c)) << "copy " << c;
+  }
 }
 
 TEST_F(CudaBackendTest, HugeAllocationIsResourceExhausted) {

@@ -103,14 +103,43 @@ __global__ void ScaleKernel(int64_t n, float alpha, float* x) {
   for (int64_t i = GlobalIndex(); i < n; i += GridStride()) x[i] *= alpha;
 }
 
-__global__ void SumSquaresKernel(int64_t n, const float* x, double* acc) {
+// Pass 1 of the deterministic sum of squares: block b writes its partial
+// sum (a fixed tree over a fixed set of indices: the grid depends only on n)
+// to partial[b]. No atomics, so the result is the same bits on every run and
+// every rank that reduces the same vector.
+__global__ void SumSquaresPartialKernel(int64_t n, const float* x,
+                                        double* partial) {
   double sum = 0.0;
   for (int64_t i = GlobalIndex(); i < n; i += GridStride()) {
     const double v = x[i];
     sum += v * v;
   }
   sum = internal::BlockSum(sum);
-  if (threadIdx.x == 0) atomicAdd(acc, sum);
+  if (threadIdx.x == 0) partial[blockIdx.x] = sum;
+}
+
+// Pass 2: one block adds the `blocks` partials in a fixed order (strided per
+// thread, then the block tree) and writes the result (float or double).
+template <typename T>
+__global__ void SumSquaresFinalKernel(int blocks, const double* partial,
+                                      T* result) {
+  double sum = 0.0;
+  for (int i = threadIdx.x; i < blocks; i += blockDim.x) sum += partial[i];
+  sum = internal::BlockSum(sum);
+  if (threadIdx.x == 0) *result = static_cast<T>(sum);
+}
+
+template <typename T>
+cudaError_t SumSquaresTwoPass(int64_t n, const float* x, double* scratch,
+                              T* result, cudaStream_t stream) {
+  const int blocks = n > 0 ? GridFor(n) : 0;
+  if (blocks > 0) {
+    SumSquaresPartialKernel<<<blocks, kThreads, 0, stream>>>(n, x, scratch);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+  }
+  SumSquaresFinalKernel<T><<<1, kThreads, 0, stream>>>(blocks, scratch, result);
+  return cudaGetLastError();
 }
 
 __global__ void CountNonFiniteKernel(int64_t n, const float* x,
@@ -238,16 +267,15 @@ cudaError_t LaunchScale(int64_t n, float alpha, float* x, cudaStream_t stream) {
 
 cudaError_t LaunchSumSquares(int64_t n, const float* x, double* scratch,
                              float* result, cudaStream_t stream) {
-  cudaError_t e = cudaMemsetAsync(scratch, 0, sizeof(double), stream);
-  if (e != cudaSuccess) return e;
-  if (n > 0) {
-    SumSquaresKernel<<<GridFor(n), kThreads, 0, stream>>>(n, x, scratch);
-    e = cudaGetLastError();
-    if (e != cudaSuccess) return e;
-  }
-  ToFloatKernel<double><<<1, 1, 0, stream>>>(scratch, result);
-  return cudaGetLastError();
+  return SumSquaresTwoPass(n, x, scratch, result, stream);
 }
+
+cudaError_t LaunchSumSquaresF64(int64_t n, const float* x, double* scratch,
+                                double* result, cudaStream_t stream) {
+  return SumSquaresTwoPass(n, x, scratch, result, stream);
+}
+
+int64_t SumSquaresScratchDoubles() { return internal::kMaxBlocks; }
 
 cudaError_t LaunchCountNonFinite(int64_t n, const float* x,
                                  unsigned long long* scratch, float* result,

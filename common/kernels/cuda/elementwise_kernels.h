@@ -56,10 +56,21 @@ cudaError_t LaunchAdd(int64_t n, const float* a, const float* b, float* out,
 // x *= alpha.
 cudaError_t LaunchScale(int64_t n, float alpha, float* x, cudaStream_t stream);
 
-// *result = sum of x[i]^2, accumulated in double in `scratch` (one device
-// double owned by the caller), then rounded to float.
+// *result = sum of x[i]^2, accumulated in double, then rounded to float.
+// Deterministic: two passes (per-block partials into `scratch`, then one
+// block adds them in a fixed order), no atomics, so the same vector gives
+// the same bits on every run, device of the same model and rank (gradient
+// clipping must agree across ranks). `scratch`: SumSquaresScratchDoubles()
+// device doubles owned by the caller, not used concurrently by another
+// stream.
 cudaError_t LaunchSumSquares(int64_t n, const float* x, double* scratch,
                              float* result, cudaStream_t stream);
+// The same sum left in double (the same partials, so the float result is
+// exactly this one rounded); `result` is one device double.
+cudaError_t LaunchSumSquaresF64(int64_t n, const float* x, double* scratch,
+                                double* result, cudaStream_t stream);
+// Size of LaunchSumSquares' scratch, in doubles (the largest grid).
+int64_t SumSquaresScratchDoubles();
 // *result = number of inf/NaN in x (as float), counted in `scratch` (one
 // device unsigned long long owned by the caller).
 cudaError_t LaunchCountNonFinite(int64_t n, const float* x,
