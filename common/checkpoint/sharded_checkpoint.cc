@@ -1,5 +1,6 @@
 #include "common/checkpoint/sharded_checkpoint.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -61,6 +62,34 @@ std::string ShardFileName(int64_t step, int rank, int world) {
 }
 
 bool IsManifestPath(absl::string_view path) { return absl::EndsWith(path, ".manifest"); }
+
+absl::StatusOr<std::vector<ShardWriter>> PlanShardWriters(
+    const std::vector<optim::ParamRange>& owned_by_rank, int64_t total_params) {
+  std::vector<ShardWriter> writers;
+  for (size_t r = 0; r < owned_by_rank.size(); ++r) {
+    const optim::ParamRange& o = owned_by_rank[r];
+    if (o.size() <= 0) continue;
+    bool seen = false;
+    for (const ShardWriter& w : writers) seen = seen || (w.lo == o.lo && w.hi == o.hi);
+    if (!seen) writers.push_back({static_cast<int>(r), o.lo, o.hi});
+  }
+  std::sort(writers.begin(), writers.end(),
+            [](const ShardWriter& a, const ShardWriter& b) { return a.lo < b.lo; });
+  int64_t next = 0;
+  for (const ShardWriter& w : writers) {
+    if (w.lo != next) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the ranks' owned ranges do not tile the vector: rank ", w.rank, " owns [", w.lo, ", ",
+          w.hi, ") but the next range should start at ", next));
+    }
+    next = w.hi;
+  }
+  if (next != total_params) {
+    return absl::InvalidArgumentError(absl::StrCat("the ranks' owned ranges cover [0, ", next,
+                                                   ") of ", total_params, " values"));
+  }
+  return writers;
+}
 
 absl::Status WriteManifest(const std::string& path, const Manifest& m) {
   const std::string problem = TilingProblem(m);

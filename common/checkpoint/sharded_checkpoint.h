@@ -72,6 +72,19 @@ std::string ShardFileName(int64_t step, int rank, int world);
 // True for a path ending in ".manifest".
 bool IsManifestPath(absl::string_view path);
 
+// Who writes which shard, from every rank's owned range (rank order): each
+// distinct non-empty range is one shard, written by the lowest rank that
+// owns it (the allreduce strategy, where every rank owns [0, n), gives one
+// shard written by rank 0). Shards come back ascending; InvalidArgument
+// when the distinct ranges do not tile [0, total_params).
+struct ShardWriter {
+  int rank = 0;
+  int64_t lo = 0;
+  int64_t hi = 0;
+};
+absl::StatusOr<std::vector<ShardWriter>> PlanShardWriters(
+    const std::vector<optim::ParamRange>& owned_by_rank, int64_t total_params);
+
 // InvalidArgument when the shards do not tile [0, total_params) or a file
 // name is empty or has a '/' or whitespace.
 absl::Status WriteManifest(const std::string& path, const Manifest& manifest);
