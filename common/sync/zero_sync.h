@@ -34,14 +34,18 @@
 // Memory per rank (memory()): parameters n floats (replicated); reduced
 // gradients n floats (zero1, in the model's buffer) or S floats (zero2;
 // backward's own n-float buffer is the model's and is not counted);
-// optimizer state k*S-ish floats (k buffers over the owned range); staging
-// about 3 buckets (zero2) or one allgather chunk (zero1).
+// optimizer state k * owned floats (k buffers: AdamW 2, SGD with momentum
+// 1); staging: one allgather round (about a bucket) plus, for zero2, at
+// most 2 buckets for the packed reduce-scatter.
 //
 // Thread-safety, ownership and failure as allreduce_sync.h: the
 // communicator, params and grads are borrowed and must outlive this object;
 // a failed collective makes FinishStep return it (naming the bucket or the
 // allgather chunk, the step and the rank) and every later call
-// FailedPrecondition. Device memory (a make_device_stepper that builds a
+// FailedPrecondition. A failed gradient collective leaves the parameters
+// untouched; a failed parameter allgather comes after this rank stepped its
+// shard, so the ranks then differ: the generation is over and must restore
+// (the worker's Checkpointer re-broadcasts parameters and optimizer state). Device memory (a make_device_stepper that builds a
 // stepper) is UNIMPLEMENTED: zero1/zero2 run on the CPU backend only.
 #ifndef TANDEM_COMMON_SYNC_ZERO_SYNC_H_
 #define TANDEM_COMMON_SYNC_ZERO_SYNC_H_
