@@ -81,19 +81,19 @@ absl::StatusOr<bool> Checkpointer::Restore(Generation& g, TrainingState* state) 
       ro.expected_model_fingerprint = o_.fingerprint;
       absl::StatusOr<checkpoint::Checkpoint> read = checkpoint::ReadWholeCheckpoint(path, ro);
       v1::DataCursor dc;
-      if (!read.ok()) {
-        load = read.status();
-      } else if (read->total_params != n) {
-        load = absl::FailedPreconditionError(absl::StrCat(
-            path, " holds ", read->total_params, " parameters but this model has ", n));
-      } else if (opt != nullptr && !(load = CheckOptimizerState(*read, path, opt)).ok()) {
-        // load holds the error
-      } else {
+      load = [&]() -> absl::Status {
+        if (!read.ok()) return read.status();
+        if (read->total_params != n) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              path, " holds ", read->total_params, " parameters but this model has ", n));
+        }
+        if (opt != nullptr) RETURN_IF_ERROR(CheckOptimizerState(*read, path, opt));
         const std::string* cursor = read->FindBlob("data_cursor");
         if (cursor == nullptr || !dc.ParseFromString(*cursor)) {
-          load = absl::DataLossError(absl::StrCat(path, " has no readable data cursor"));
+          return absl::DataLossError(absl::StrCat(path, " has no readable data cursor"));
         }
-      }
+        return absl::OkStatus();
+      }();
       if (load.ok()) {
         load = backend_->CopyToDevice(storage.params(), read->params.data(), n * sizeof(float));
         header[1] = read->step;
