@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/checkpoint/checkpoint.h"
-#include "common/io/file.h"
 #include "absl/time/clock.h"
+#include "common/checkpoint/checkpoint.h"
+#include "common/checkpoint/sharded_checkpoint.h"
+#include "common/io/file.h"
+#include "common/log/log.h"
 #include "common/status/status_macros.h"
 #include "proto/dataserver.pb.h"
 
@@ -15,12 +18,36 @@ namespace tandem {
 namespace worker {
 namespace {
 
+// Optimizer state travels from rank 0 in pieces of this many floats, so a
+// rank never holds more than its own slice plus one piece.
+constexpr int64_t kBroadcastFloats = int64_t{1} << 20;
 
 std::string BlobName(const optim::StateBuffer& b) { return absl::StrCat("sync/", b.name); }
 
-bool OwnsAll(const sync::GradientSync& s, int64_t n) {
-  const optim::ParamRange r = s.owned_range();
-  return r.lo == 0 && r.hi == n;
+// Checks that `c` (the whole vector) can fill `opt`'s state, before anything
+// is copied: same optimizer, every buffer present and whole.
+absl::Status CheckOptimizerState(const checkpoint::Checkpoint& c, const std::string& path,
+                                 optim::Optimizer* opt) {
+  std::vector<optim::StateBuffer> buffers = opt->state();
+  if (c.optimizer_name != opt->name() && !(buffers.empty() && c.optimizer_state.empty())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " holds the state of optimizer '", c.optimizer_name, "' but this run uses '",
+        opt->name(), "': resume with the same --optimizer"));
+  }
+  if (buffers.size() != c.optimizer_state.size()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " holds ", c.optimizer_state.size(), " optimizer state buffers but '", opt->name(),
+        "' has ", buffers.size(), " (different optimizer options, e.g. momentum on/off?)"));
+  }
+  for (const optim::StateBuffer& b : buffers) {
+    const std::vector<float>* src = c.FindOptimizerState(b.name);
+    if (src == nullptr || static_cast<int64_t>(src->size()) != c.total_params) {
+      return absl::DataLossError(
+          absl::StrCat(path, " has no optimizer state '", b.name, "' of ", c.total_params,
+                       " values"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -37,49 +64,42 @@ absl::StatusOr<bool> Checkpointer::Restore(Generation& g, TrainingState* state) 
   tensor::FlatStorage& storage = model_->storage();
   const int64_t n = storage.size();
   optim::Optimizer* opt = g.sync->optimizer();
+  const optim::ParamRange owned = g.sync->owned_range();
   std::vector<optim::StateBuffer> extra = g.sync->extra_state();
   const std::string& path = g.join.resume_from().path();
   // header: ok, step, epoch, samples_in_epoch
   int64_t header[4] = {1, 0, 0, 0};
   absl::Status load;
+  std::optional<checkpoint::Checkpoint> c;  // rank 0: the whole vector
   if (g.rank() == 0) {
     if (path.empty()) {
       load = model_->Initialize(o_.seed);
-    } else if (!OwnsAll(*g.sync, n)) {
-      load = absl::UnimplementedError(absl::StrCat(
-          "strategy '", g.sync->name(), "' shards its state; resuming it from ", path,
-          " needs resharding checkpoints, which this build does not have"));
     } else {
+      // A manifest (any strategy, any world size) or a single whole file.
+      // Everything is checked before anything is copied.
       checkpoint::ReadOptions ro;
       ro.expected_model_fingerprint = o_.fingerprint;
-      absl::StatusOr<checkpoint::Checkpoint> c = checkpoint::ReadCheckpoint(path, ro);
-      if (!c.ok()) {
-        load = c.status();
-      } else if (c->total_params != n || c->range_lo != 0 || c->range_hi != n) {
-        load = absl::FailedPreconditionError(
-            absl::StrCat(path, " holds a range of another size than this model's"));
-      } else {
-        load = backend_->CopyToDevice(storage.params(), c->params.data(),
-                                      c->params.size() * sizeof(float));
-        if (load.ok() && opt != nullptr) load = checkpoint::RestoreOptimizerState(*c, opt);
-        for (optim::StateBuffer& b : extra) {
-          if (!load.ok()) break;
-          const std::string* blob = c->FindBlob(BlobName(b));
-          if (blob == nullptr || blob->size() != b.data.size() * sizeof(float)) {
-            load = absl::DataLossError(absl::StrCat(path, " has no ", BlobName(b), " of ",
-                                                    b.data.size(), " floats"));
-          } else {
-            std::memcpy(b.data.data(), blob->data(), blob->size());
-          }
+      absl::StatusOr<checkpoint::Checkpoint> read = checkpoint::ReadWholeCheckpoint(path, ro);
+      v1::DataCursor dc;
+      load = [&]() -> absl::Status {
+        if (!read.ok()) return read.status();
+        if (read->total_params != n) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              path, " holds ", read->total_params, " parameters but this model has ", n));
         }
-        const std::string* cursor = c->FindBlob("data_cursor");
-        v1::DataCursor dc;
-        if (load.ok() && (cursor == nullptr || !dc.ParseFromString(*cursor))) {
-          load = absl::DataLossError(absl::StrCat(path, " has no readable data cursor"));
+        if (opt != nullptr) RETURN_IF_ERROR(CheckOptimizerState(*read, path, opt));
+        const std::string* cursor = read->FindBlob("data_cursor");
+        if (cursor == nullptr || !dc.ParseFromString(*cursor)) {
+          return absl::DataLossError(absl::StrCat(path, " has no readable data cursor"));
         }
-        header[1] = c->step;
+        return absl::OkStatus();
+      }();
+      if (load.ok()) {
+        load = backend_->CopyToDevice(storage.params(), read->params.data(), n * sizeof(float));
+        header[1] = read->step;
         header[2] = dc.epoch();
         header[3] = dc.samples_in_epoch();
+        c = std::move(*read);
       }
     }
     if (!load.ok()) {
@@ -103,16 +123,44 @@ absl::StatusOr<bool> Checkpointer::Restore(Generation& g, TrainingState* state) 
     RETURN_IF_ERROR(g.ctl->Broadcast(storage.params(), n * sizeof(float), 0));
   }
   if (opt != nullptr) {
+    // Resharding: rank 0 sends each whole buffer in pieces; every rank
+    // keeps the part of each piece that falls in its owned range (the
+    // whole vector for allreduce, its ZeRO shard otherwise).
+    std::vector<float> piece;
+    if (!path.empty() && g.rank() != 0) piece.resize(std::min(n, kBroadcastFloats));
     for (optim::StateBuffer& b : opt->state()) {
       if (path.empty()) {
         std::fill(b.data.begin(), b.data.end(), 0.f);
-      } else {
-        RETURN_IF_ERROR(g.ctl->Broadcast(b.data.data(), b.data.size() * sizeof(float), 0));
+        continue;
+      }
+      float* whole = nullptr;  // rank 0: checked present in CheckOptimizerState
+      if (g.rank() == 0) {
+        for (auto& [name, values] : c->optimizer_state) {
+          if (name == b.name) whole = values.data();
+        }
+      }
+      for (int64_t lo = 0; lo < n; lo += kBroadcastFloats) {
+        const int64_t count = std::min(kBroadcastFloats, n - lo);
+        float* buf = g.rank() == 0 ? whole + lo : piece.data();
+        RETURN_IF_ERROR(g.ctl->Broadcast(buf, count * sizeof(float), 0));
+        const int64_t a = std::max(lo, owned.lo), z = std::min(lo + count, owned.hi);
+        if (z > a) std::memcpy(b.data.data() + (a - owned.lo), buf + (a - lo), (z - a) * sizeof(float));
       }
     }
   }
-  if (path.empty() || g.rank() != 0) {
-    for (optim::StateBuffer& b : extra) std::fill(b.data.begin(), b.data.end(), 0.f);
+  // Extra strategy state is rank 0's and reloads only where it still fits
+  // (same strategy and layout); otherwise it starts from zero.
+  for (optim::StateBuffer& b : extra) {
+    const std::string* blob = g.rank() == 0 && c.has_value() ? c->FindBlob(BlobName(b)) : nullptr;
+    if (blob != nullptr && blob->size() == b.data.size() * sizeof(float)) {
+      std::memcpy(b.data.data(), blob->data(), blob->size());
+    } else {
+      if (g.rank() == 0 && c.has_value()) {
+        LOG(WARNING) << path << " has no " << BlobName(b) << " of " << b.data.size()
+                     << " floats (another strategy or world size): it starts from zero";
+      }
+      std::fill(b.data.begin(), b.data.end(), 0.f);
+    }
   }
   RETURN_IF_ERROR(g.sync->StateLoaded());
   state->step = header[1];
@@ -123,57 +171,123 @@ absl::StatusOr<bool> Checkpointer::Restore(Generation& g, TrainingState* state) 
 }
 
 absl::StatusOr<std::string> Checkpointer::Write(Generation& g, TrainingState* state) {
-  if (o_.dir.empty() || g.rank() != 0) return std::string();
+  if (o_.dir.empty()) return std::string();
   if (state->step == state->checkpoint_step) return std::string();  // already on disk
   tensor::FlatStorage& storage = model_->storage();
   const int64_t n = storage.size();
-  if (!OwnsAll(*g.sync, n)) {
-    return absl::UnimplementedError(absl::StrCat(
-        "strategy '", g.sync->name(), "' shards its state across ranks; its checkpoints need "
-        "resharding checkpoints, which this build does not have: run without --checkpoint_dir"));
+  const int rank = g.rank(), world = g.world();
+
+  // Who writes what: every rank's owned range, then one shard per distinct
+  // range, written by the lowest rank owning it.
+  const optim::ParamRange owned = g.sync->owned_range();
+  const int64_t mine[2] = {owned.lo, owned.hi};
+  std::vector<int64_t> all(2 * world);
+  RETURN_IF_ERROR(g.ctl->AllGather(mine, all.data(), sizeof(mine)));
+  std::vector<optim::ParamRange> ranges;
+  for (int r = 0; r < world; ++r) ranges.push_back({all[2 * r], all[2 * r + 1]});
+  absl::StatusOr<std::vector<checkpoint::ShardWriter>> writers =
+      checkpoint::PlanShardWriters(ranges, n);
+  if (!writers.ok()) {
+    return absl::InternalError(absl::StrCat("strategy '", g.sync->name(),
+                                            "' cannot be checkpointed: ",
+                                            writers.status().message()));
   }
-  RETURN_IF_ERROR(MakeDirectories(o_.dir));
-  const std::string path =
+  // One whole shard (allreduce): the single-file layout, committed as is.
+  // Several: shard files, then the manifest, written last by rank 0.
+  const bool single = writers->size() == 1;
+  const std::string manifest = checkpoint::ManifestPath(o_.dir, state->step);
+  const std::string single_path =
       absl::StrFormat("%s/step-%08d.tckpt", o_.dir, static_cast<long long>(state->step));
+  bool i_write = false;
+  for (const checkpoint::ShardWriter& w : *writers) i_write = i_write || w.rank == rank;
+
   v1::DataCursor dc;
   dc.set_epoch(state->cursor.epoch);
   dc.set_step_in_epoch(state->cursor.step_in_epoch);
-  dc.set_samples_in_epoch(state->cursor.step_in_epoch * int64_t{o_.batch_size} * g.world());
-  const std::string cursor_bytes = dc.SerializeAsString();
-  checkpoint::CheckpointView v;
-  v.model_fingerprint = o_.fingerprint;
-  v.step = state->step;
-  v.total_params = n;
-  v.range_lo = 0;
-  v.range_hi = n;
-  const float* params = storage.params();
-  RETURN_IF_ERROR(g.sync->SyncStateToHost());
-  if (!backend_->host_accessible()) {
-    ASSIGN_OR_RETURN(params, HostParams());
+  dc.set_samples_in_epoch(state->cursor.step_in_epoch * int64_t{o_.batch_size} * world);
+  absl::Status wrote = g.sync->SyncStateToHost();
+  if (i_write && wrote.ok()) {
+    wrote = [&]() -> absl::Status {
+      RETURN_IF_ERROR(MakeDirectories(o_.dir));
+      const float* params = storage.params();
+      if (!backend_->host_accessible()) {
+        ASSIGN_OR_RETURN(params, HostParams());
+      }
+      checkpoint::CheckpointView v;
+      v.model_fingerprint = o_.fingerprint;
+      v.step = state->step;
+      v.total_params = n;
+      v.range_lo = owned.lo;
+      v.range_hi = owned.hi;
+      v.params = absl::MakeConstSpan(params + owned.lo, owned.size());
+      if (g.sync->optimizer() != nullptr) checkpoint::AddOptimizerState(*g.sync->optimizer(), &v);
+      const std::vector<optim::StateBuffer> extra = g.sync->extra_state();
+      std::vector<std::string> names;
+      names.reserve(extra.size());
+      for (const optim::StateBuffer& b : extra) {
+        names.push_back(BlobName(b));
+        v.blobs.push_back({names.back(),
+                           absl::string_view(reinterpret_cast<const char*>(b.data.data()),
+                                             b.data.size() * sizeof(float))});
+      }
+      const std::string cursor_bytes = dc.SerializeAsString();
+      if (owned.lo == 0) {  // the shard whose blobs a restore reads
+        v.blobs.push_back({"data_cursor", cursor_bytes});
+        v.blobs.push_back({"model_spec", o_.model_text});
+      }
+      return checkpoint::WriteCheckpoint(
+          single ? single_path
+                 : absl::StrCat(o_.dir, "/", checkpoint::ShardFileName(state->step, rank, world)),
+          v);
+    }();
   }
-  v.params = absl::MakeConstSpan(params, n);
-  if (g.sync->optimizer() != nullptr) checkpoint::AddOptimizerState(*g.sync->optimizer(), &v);
-  const std::vector<optim::StateBuffer> extra = g.sync->extra_state();
-  std::vector<std::string> names;
-  names.reserve(extra.size());
-  for (const optim::StateBuffer& b : extra) {
-    names.push_back(BlobName(b));
-    v.blobs.push_back({names.back(),
-                       absl::string_view(reinterpret_cast<const char*>(b.data.data()),
-                                         b.data.size() * sizeof(float))});
+  // Every shard must be on disk before the manifest names it.
+  std::vector<int64_t> ok(world);
+  const int64_t my_ok = wrote.ok() ? 1 : 0;
+  RETURN_IF_ERROR(g.ctl->AllGather(&my_ok, ok.data(), sizeof(my_ok)));
+  for (int r = 0; r < world; ++r) {
+    if (ok[r] == 1) continue;
+    if (r == rank) return wrote;
+    return absl::InternalError(absl::StrCat("rank ", r, " could not write its shard of the step ",
+                                            state->step, " checkpoint (see its log); "
+                                            "nothing was committed"));
   }
-  v.blobs.push_back({"data_cursor", cursor_bytes});
-  v.blobs.push_back({"model_spec", o_.model_text});
-  RETURN_IF_ERROR(checkpoint::WriteCheckpoint(path, v));
-  v1::CheckpointRecord record;
-  record.set_step(state->step);
-  record.set_path(path);
-  *record.mutable_cursor() = dc;
-  record.set_world_size(g.world());
-  record.set_unix_millis(absl::ToUnixMillis(absl::Now()));
-  RETURN_IF_ERROR(client_->CommitCheckpoint(record));
+  int64_t committed = 1;
+  absl::Status commit;
+  const std::string path = single ? single_path : manifest;
+  if (rank == 0) {
+    commit = [&]() -> absl::Status {
+      if (!single) {
+        checkpoint::Manifest m;
+        m.model_fingerprint = o_.fingerprint;
+        m.step = state->step;
+        m.total_params = n;
+        m.world_size = world;
+        m.strategy = g.sync->name();
+        m.optimizer_name = g.sync->optimizer() != nullptr ? g.sync->optimizer()->name() : "";
+        for (const checkpoint::ShardWriter& w : *writers) {
+          m.shards.push_back({w.lo, w.hi, checkpoint::ShardFileName(state->step, w.rank, world)});
+        }
+        RETURN_IF_ERROR(checkpoint::WriteManifest(manifest, m));
+      }
+      v1::CheckpointRecord record;
+      record.set_step(state->step);
+      record.set_path(path);
+      *record.mutable_cursor() = dc;
+      record.set_world_size(world);
+      record.set_unix_millis(absl::ToUnixMillis(absl::Now()));
+      return client_->CommitCheckpoint(record);
+    }();
+    committed = commit.ok() ? 1 : 0;
+  }
+  RETURN_IF_ERROR(g.ctl->Broadcast(&committed, sizeof(committed), 0));
+  if (!commit.ok()) return commit;
+  if (committed == 0) {
+    return absl::InternalError(absl::StrCat("rank 0 could not write the manifest or commit the "
+                                            "step ", state->step, " checkpoint (see its log)"));
+  }
   state->checkpoint_step = state->step;
-  return path;
+  return rank == 0 ? path : std::string();
 }
 
 }  // namespace worker

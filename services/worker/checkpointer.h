@@ -3,23 +3,34 @@
 //
 // Restore: rank 0 decides the state — the last committed checkpoint the
 // join named, or the seeded initialisation when there is none — and
-// broadcasts it over the control mesh: parameters, the strategy's optimizer
-// state, step and data position. Ranks that diverged in a failed step are
-// made identical again, and only rank 0 reads the file (no shared
-// filesystem needed). Write (rank 0): <dir>/step-<N>.tckpt with the
-// parameters, the optimizer state over the strategy's owned range, the
-// strategy's extra state (blobs "sync/<name>"), the data cursor and the
-// model spec, then commits it to the coordinator.
+// broadcasts it over the control mesh: parameters, the optimizer state
+// (each whole buffer in pieces; every rank keeps the part in its
+// owned_range(), so a checkpoint of any strategy at any world size reshards
+// into this one), step and data position. Ranks that diverged in a failed
+// step are made identical again. Rank 0 reads the checkpoint (a single file,
+// or a manifest and every shard it names) and checks all of it — model,
+// size, optimizer, cursor — before anything is overwritten.
+//
+// Write (collective: every rank calls it at the same step): each distinct
+// owned range is one shard, written by the lowest rank owning it, with its
+// parameters, its optimizer state and the writer's extra strategy state
+// (blobs "sync/<name>"); the shard at 0 also holds the data cursor and the
+// model spec. One shard (allreduce) is written as <dir>/step-<N>.tckpt
+// and committed as is; several (ZeRO) as
+// <dir>/step-<N>.shard-<r>-of-<W>.tckpt, then, once every rank reports its
+// shard on disk, rank 0 writes <dir>/step-<N>.manifest last and commits
+// that. Sharded checkpoints written by several nodes need a checkpoint dir
+// all of them share (rank 0 reads every shard on restore).
 //
 //   Checkpointer ck(options, backend, model, client);
 //   ASSIGN_OR_RETURN(bool resumed, ck.Restore(g, &state));
 //   ...
 //   RETURN_IF_ERROR(ck.Write(g, &state));
 //
-// Limits: strategies whose owned range is not the whole vector (ZeRO, ps)
-// are restored from scratch only; a checkpoint for them is UNIMPLEMENTED
-// until resharding checkpoints land. Extra strategy state is rank 0's: on
-// restore rank 0 gets it back, other ranks start it at zero.
+// Extra strategy state is rank 0's: on restore rank 0 gets it back when the
+// checkpoint has it at the same size (else it starts at zero, logged),
+// other ranks start it at zero. Restore needs, transiently, the whole
+// vector's state on rank 0 and one 4 MiB piece on the other ranks.
 // Thread-compatible (the trainer thread). Borrows backend, model and
 // client. Failure: rank 0's read or restore error reaches every rank as
 // INTERNAL with rank 0's message (a configuration problem, not a
@@ -68,8 +79,10 @@ class Checkpointer {
 
   // True when it resumed from a checkpoint (false: the seeded start).
   absl::StatusOr<bool> Restore(Generation& g, TrainingState* state);
-  // Rank 0 writes and commits (others return at once); a no-op when `dir`
-  // is empty or the step is already on disk. Returns the path written or "".
+  // Every rank writes its shard, rank 0 the manifest and the commit; a
+  // no-op when `dir` is empty or the step is already on disk. Returns the
+  // committed path on rank 0, "" elsewhere. A rank that could not write its
+  // shard makes every rank return an error naming it; nothing is committed.
   absl::StatusOr<std::string> Write(Generation& g, TrainingState* state);
 
  private:

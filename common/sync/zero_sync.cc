@@ -1,0 +1,396 @@
+#include "common/sync/zero_sync.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "common/optim/clip.h"
+#include "common/status/status_macros.h"
+#include "common/sync/bucket_engine.h"
+#include "common/sync/grad_clip.h"
+
+namespace tandem {
+namespace sync {
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+int64_t CapFloats(double bucket_cap_mb) {
+  return std::max<int64_t>(1, static_cast<int64_t>(std::min(bucket_cap_mb * 1024 * 1024 / 4, 1e15)));
+}
+
+// How one zero2 bucket reaches its owners (fixed at creation: the same plan
+// on every rank, so every rank issues the same collective).
+struct BucketRoute {
+  bool reduce_scatter = false;
+  int64_t block = 0;  // floats per rank block (the largest piece) when reduce_scatter
+};
+
+class ZeroSyncImpl final : public ZeroSync {
+ public:
+  ZeroSyncImpl(const ZeroSyncOptions& o, std::unique_ptr<optim::Optimizer> optimizer, GradClip clip)
+      : stage_(o.stage),
+        label_(o.stage == ZeroStage::kOptimizer ? "zero1 sync" : "zero2 sync"),
+        comm_(o.comm),
+        params_(o.params),
+        grads_(o.grads),
+        size_(o.size),
+        world_(o.comm->world_size()),
+        rank_(o.comm->rank()),
+        map_(o.size, o.comm->world_size()),
+        owned_(map_.owned(o.comm->rank())),
+        optimizer_(std::move(optimizer)),
+        clip_(std::move(clip)) {}
+
+  absl::Status Start(const ZeroSyncOptions& o) {
+    // Allgather rounds: `chunk_` floats of every shard per round.
+    chunk_ = std::max<int64_t>(1, std::min(map_.shard_size(), CapFloats(o.bucket_cap_mb) / world_));
+    if (map_.shard_size() == 0) chunk_ = 0;
+    gather_in_.assign(chunk_, 0.f);
+    gather_out_.assign(chunk_ * world_, 0.f);
+    if (stage_ == ZeroStage::kGradients) grad_shard_.assign(map_.shard_size(), 0.f);
+
+    BucketEngineOptions e;
+    e.ready_ranges = o.ready_ranges;
+    e.size = o.size;
+    e.bucket_cap_mb = o.bucket_cap_mb;
+    e.label = label_;
+    e.operation_name = stage_ == ZeroStage::kOptimizer ? "allreduce" : "reduce to owners";
+    e.rank = rank_;
+    if (stage_ == ZeroStage::kOptimizer) {
+      e.operation = [this](int, int64_t lo, int64_t hi) {
+        RETURN_IF_ERROR(comm_->AllReduce(grads_ + lo, hi - lo, ReduceOp::kSum));
+        AddBytes((hi - lo) * int64_t{sizeof(float)});
+        return absl::OkStatus();
+      };
+    } else {
+      e.operation = [this](int b, int64_t lo, int64_t hi) { return ReduceToOwners(b, lo, hi); };
+    }
+    ASSIGN_OR_RETURN(engine_, BucketEngine::Create(std::move(e)));
+    if (stage_ == ZeroStage::kGradients) {
+      // Routes and staging, sized once from the plan; the communication
+      // thread reads them only once a step is open.
+      int64_t stage_floats = 0, out_floats = 0;
+      for (const Bucket& b : engine_->plan().buckets) {
+        BucketRoute r;
+        int64_t largest = 0;
+        for (int j = 0; j < world_; ++j) largest = std::max(largest, Piece(j, b.lo, b.hi).size());
+        r.reduce_scatter = world_ > 1 && largest * world_ <= 2 * b.size();
+        r.block = largest;
+        if (r.reduce_scatter) {
+          stage_floats = std::max(stage_floats, largest * world_);
+          out_floats = std::max(out_floats, largest);
+        }
+        routes_.push_back(r);
+      }
+      rs_in_.assign(stage_floats, 0.f);
+      rs_out_.assign(out_floats, 0.f);
+    }
+    return absl::OkStatus();
+  }
+
+  std::string name() const override {
+    return stage_ == ZeroStage::kOptimizer ? "zero1" : "zero2";
+  }
+  optim::ParamRange owned_range() const override { return owned_; }
+  optim::Optimizer* optimizer() override { return optimizer_.get(); }
+  const ZeroShardMap& shard_map() const override { return map_; }
+
+  ZeroMemory memory() const override {
+    ZeroMemory m;
+    m.param_bytes = size_ * int64_t{sizeof(float)};
+    m.grad_bytes = (stage_ == ZeroStage::kOptimizer ? size_
+                                                     : static_cast<int64_t>(grad_shard_.size())) *
+                   int64_t{sizeof(float)};
+    m.optimizer_bytes = optimizer_->state_bytes();
+    m.staging_bytes = static_cast<int64_t>(gather_in_.size() + gather_out_.size() +
+                                           rs_in_.size() + rs_out_.size()) *
+                      int64_t{sizeof(float)};
+    return m;
+  }
+
+  absl::Status BeginStep(const StepOptions& options) override {
+    RETURN_IF_ERROR(CheckUsable("BeginStep"));
+    if (!std::isfinite(options.grad_scale)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(label_, ": grad_scale must be finite, got ", options.grad_scale));
+    }
+    if (in_step_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(label_, ": BeginStep called twice without FinishStep in between"));
+    }
+    absl::Status s = engine_->BeginStep();
+    if (!s.ok()) {
+      broken_ = s;
+      return s;
+    }
+    grad_scale_ = options.grad_scale;
+    in_step_ = true;
+    return absl::OkStatus();
+  }
+
+  void OnGradientsReady(int64_t lo, int64_t hi) override { engine_->OnGradientsReady(lo, hi); }
+
+  absl::Status FinishStep(const optim::StepContext& context) override {
+    RETURN_IF_ERROR(CheckUsable("FinishStep"));
+    if (!in_step_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(label_, ": FinishStep called without BeginStep"));
+    }
+    in_step_ = false;
+    absl::Status comm = engine_->FinishStep();
+    if (!comm.ok()) {
+      broken_ = comm;
+      return comm;
+    }
+    const int64_t step = engine_->stats().steps;
+    absl::Status s = Update(context, step);
+    if (s.ok()) s = AllGatherParams(step);
+    if (!s.ok()) {
+      broken_ = s;
+      return s;
+    }
+    absl::MutexLock lock(&mu_);
+    ++steps_;
+    return absl::OkStatus();
+  }
+
+  SyncStats stats() const override {
+    const BucketEngineStats e = engine_->stats();
+    SyncStats s;
+    s.buckets = e.buckets;
+    s.comm_seconds = e.busy_seconds;
+    s.exposed_wait_seconds = e.exposed_wait_seconds;
+    absl::MutexLock lock(&mu_);
+    s.steps = steps_;
+    s.bytes_sent = bytes_sent_;
+    s.buckets += gather_rounds_;
+    s.comm_seconds += gather_seconds_;
+    s.exposed_wait_seconds += gather_seconds_;  // on the trainer thread: all exposed
+    s.optimizer_seconds = optimizer_seconds_;
+    return s;
+  }
+
+ private:
+  absl::Status CheckUsable(const char* call) const {
+    if (broken_.ok()) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        absl::StrCat(label_, ": ", call, " after an earlier error (", broken_.message(),
+                     "); destroy this sync and re-join"));
+  }
+
+  void AddBytes(int64_t bytes) {
+    absl::MutexLock lock(&mu_);
+    bytes_sent_ += bytes;
+  }
+
+  // The part of [lo, hi) in rank j's shard.
+  optim::ParamRange Piece(int j, int64_t lo, int64_t hi) const {
+    const optim::ParamRange o = map_.owned(j);
+    const int64_t a = std::max(lo, o.lo), b = std::min(hi, o.hi);
+    return {a, std::max(a, b)};
+  }
+
+  // zero2's bucket operation (communication thread).
+  absl::Status ReduceToOwners(int bucket, int64_t lo, int64_t hi) {
+    const optim::ParamRange mine = Piece(rank_, lo, hi);
+    float* dst = grad_shard_.data() + (mine.lo - owned_.lo);
+    if (world_ == 1) {
+      std::memcpy(dst, grads_ + mine.lo, mine.size() * sizeof(float));
+      return absl::OkStatus();
+    }
+    const BucketRoute& route = routes_[bucket];
+    if (route.reduce_scatter) {
+      const int64_t m = route.block;
+      for (int j = 0; j < world_; ++j) {
+        const optim::ParamRange p = Piece(j, lo, hi);
+        float* block = rs_in_.data() + j * m;
+        std::memcpy(block, grads_ + p.lo, p.size() * sizeof(float));
+        std::fill(block + p.size(), block + m, 0.f);
+      }
+      RETURN_IF_ERROR(comm_->ReduceScatter(rs_in_.data(), rs_out_.data(), m));
+      std::memcpy(dst, rs_out_.data(), mine.size() * sizeof(float));
+      AddBytes(m * world_ * int64_t{sizeof(float)});
+    } else {
+      RETURN_IF_ERROR(comm_->AllReduce(grads_ + lo, hi - lo, ReduceOp::kSum));
+      std::memcpy(dst, grads_ + mine.lo, mine.size() * sizeof(float));
+      AddBytes((hi - lo) * int64_t{sizeof(float)});
+    }
+    return absl::OkStatus();
+  }
+
+  // Every rank holds the reduced gradients of its own shard; the clip
+  // factor is the same float everywhere (GradClip sums the shards' squares
+  // in rank order).
+  absl::Status Update(const optim::StepContext& context, int64_t step) {
+    const auto start = std::chrono::steady_clock::now();
+    // Checked on every rank, even one that owns nothing, so a bad context
+    // fails everywhere instead of leaving the others in the allgather.
+    if (context.step < 1 || !std::isfinite(context.lr)) {
+      return absl::InvalidArgumentError(absl::StrCat(label_, ": bad step context at step ", step,
+                                                     " (step ", context.step, ", lr ",
+                                                     context.lr, ")"));
+    }
+    const float* g = stage_ == ZeroStage::kOptimizer ? grads_ + owned_.lo : grad_shard_.data();
+    const int64_t n = owned_.size();
+    double scale = static_cast<double>(context.grad_scale) * grad_scale_ / world_;
+    if (clip_.enabled()) {
+      const double sum_sq = n > 0 ? optim::PartialSumOfSquares(absl::MakeConstSpan(g, n)) : 0.0;
+      absl::StatusOr<optim::ClipResult> c = clip_.Compute(sum_sq, scale);
+      if (!c.ok()) {
+        return absl::Status(c.status().code(),
+                            absl::StrCat(label_, ": gradient clipping at step ", step, " on rank ",
+                                         rank_, ": ", c.status().message()));
+      }
+      scale *= c->scale;
+    }
+    absl::Status s;
+    if (n > 0) {
+      optim::StepContext ctx = context;
+      ctx.grad_scale = static_cast<float>(scale);
+      s = optimizer_->Step(params_ + owned_.lo, g, n, ctx);
+      if (!s.ok()) {
+        s = absl::Status(s.code(), absl::StrCat(label_, ": optimizer ", optimizer_->name(),
+                                                " on [", owned_.lo, ", ", owned_.hi, ") at step ",
+                                                step, ": ", s.message()));
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    optimizer_seconds_ += SecondsSince(start);
+    return s;
+  }
+
+  // Round i gathers floats [i*C, (i+1)*C) of every padded shard. A chunk
+  // that lies wholly in real elements is sent from the parameters
+  // themselves; one that reaches into the padding goes through gather_in_.
+  absl::Status AllGatherParams(int64_t step) {
+    if (world_ == 1 || chunk_ == 0) return absl::OkStatus();
+    const auto start = std::chrono::steady_clock::now();
+    const int64_t S = map_.shard_size();
+    int64_t rounds = 0;
+    for (int64_t off = 0; off < S; off += chunk_) {
+      const int64_t c = std::min(chunk_, S - off);
+      const int64_t first = int64_t{rank_} * S + off;
+      const float* in = params_ + first;
+      if (first + c > size_) {
+        const int64_t real = std::max<int64_t>(0, size_ - first);
+        if (real > 0) std::memcpy(gather_in_.data(), params_ + first, real * sizeof(float));
+        std::fill(gather_in_.begin() + real, gather_in_.begin() + c, 0.f);
+        in = gather_in_.data();
+      }
+      absl::Status s = comm_->AllGather(in, gather_out_.data(), c * int64_t{sizeof(float)});
+      if (!s.ok()) {
+        return absl::Status(s.code(), absl::StrCat(label_, ": parameter allgather (floats ", off,
+                                                   "..", off + c, " of each shard of ", S,
+                                                   ") at step ", step, " on rank ", rank_,
+                                                   " failed: ", s.message()));
+      }
+      for (int j = 0; j < world_; ++j) {
+        if (j == rank_) continue;
+        const int64_t dst = int64_t{j} * S + off;
+        const int64_t real = std::min<int64_t>(c, size_ - dst);
+        if (real > 0) {
+          std::memcpy(params_ + dst, gather_out_.data() + j * c, real * sizeof(float));
+        }
+      }
+      ++rounds;
+    }
+    absl::MutexLock lock(&mu_);
+    gather_seconds_ += SecondsSince(start);
+    gather_rounds_ += rounds;
+    bytes_sent_ += S * int64_t{sizeof(float)};
+    return absl::OkStatus();
+  }
+
+  const ZeroStage stage_;
+  const std::string label_;
+  Communicator* const comm_;
+  float* const params_;
+  float* const grads_;
+  const int64_t size_;
+  const int world_;
+  const int rank_;
+  const ZeroShardMap map_;
+  const optim::ParamRange owned_;
+  const std::unique_ptr<optim::Optimizer> optimizer_;
+  GradClip clip_;
+
+  // Sized in Start, never resized.
+  int64_t chunk_ = 0;
+  std::vector<float> gather_in_;   // chunk_
+  std::vector<float> gather_out_;  // chunk_ * world
+  std::vector<float> grad_shard_;  // zero2: S, the reduced gradients of owned_ (+ padding)
+  std::vector<BucketRoute> routes_;
+  std::vector<float> rs_in_;       // zero2: N blocks of a bucket's largest piece
+  std::vector<float> rs_out_;
+
+  // Trainer thread only.
+  bool in_step_ = false;
+  float grad_scale_ = 1.0f;
+  absl::Status broken_;
+
+  mutable absl::Mutex mu_;
+  int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t bytes_sent_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t gather_rounds_ ABSL_GUARDED_BY(mu_) = 0;
+  double gather_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  double optimizer_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+
+  std::unique_ptr<BucketEngine> engine_;  // last: its thread calls into the members above
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ZeroSync>> CreateZeroSync(ZeroSyncOptions options) {
+  const char* label = options.stage == ZeroStage::kOptimizer ? "zero1 sync" : "zero2 sync";
+  if (options.stage != ZeroStage::kOptimizer && options.stage != ZeroStage::kGradients) {
+    return absl::InvalidArgumentError("zero sync: stage must be 1 or 2");
+  }
+  if (options.comm == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(label, ": a communicator is required"));
+  }
+  if (options.size < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(label, ": negative size ", options.size));
+  }
+  if (options.size > 0 && (options.params == nullptr || options.grads == nullptr)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(label, ": params and grads are required (the model's flat storage)"));
+  }
+  if (!options.make_optimizer) {
+    return absl::InvalidArgumentError(absl::StrCat(label, ": make_optimizer is required"));
+  }
+  const ZeroShardMap map(options.size, options.comm->world_size());
+  const optim::ParamRange owned = map.owned(options.comm->rank());
+  absl::StatusOr<std::unique_ptr<optim::Optimizer>> opt = options.make_optimizer(owned);
+  if (!opt.ok()) return opt.status();
+  if (*opt == nullptr || (*opt)->range().lo != owned.lo || (*opt)->range().hi != owned.hi) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        label, ": make_optimizer must return an optimizer over the owned range [", owned.lo,
+        ", ", owned.hi, ")"));
+  }
+  if (options.make_device_stepper) {
+    absl::StatusOr<std::unique_ptr<DeviceStepper>> s = options.make_device_stepper(opt->get());
+    if (!s.ok()) return s.status();
+    if (*s != nullptr) {
+      return absl::UnimplementedError(absl::StrCat(
+          label, ": device memory is not supported yet (zero1/zero2 run on the CPU backend); "
+                 "use --sync allreduce on CUDA"));
+    }
+  }
+  absl::StatusOr<GradClip> clip = GradClip::Create({options.max_grad_norm, options.comm});
+  if (!clip.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(label, ": ", clip.status().message()));
+  }
+  auto sync = std::make_unique<ZeroSyncImpl>(options, std::move(*opt), std::move(*clip));
+  RETURN_IF_ERROR(sync->Start(options));
+  return std::unique_ptr<ZeroSync>(std::move(sync));
+}
+
+}  // namespace sync
+}  // namespace tandem

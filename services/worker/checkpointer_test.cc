@@ -1,0 +1,196 @@
+// Sharded checkpoints through the worker: trainers on threads with a real
+// CoordinatorServer and DataServer (port 0, the Debian Fashion-MNIST files).
+// zero2 at 4 workers writes one shard per rank and a manifest; the job
+// resumes at 3 workers under zero1 (resharded) and then at 2 under
+// allreduce (another strategy); a missing shard is an error naming the file
+// that leaves the checkpoint as it was.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/checkpoint/sharded_checkpoint.h"
+#include "common/io/file.h"
+#include "common/sync/registry.h"
+#include "gtest/gtest.h"
+#include "proto/coordinator.pb.h"
+#include "services/coordinator/coordinator_server.h"
+#include "services/dataserver/data_server.h"
+#include "services/worker/trainer_threads.h"
+
+namespace tandem {
+namespace worker {
+namespace {
+
+std::string TmpDir(const std::string& name) {
+  return absl::StrCat(std::getenv("TEST_TMPDIR"), "/", name);
+}
+
+class ShardedCheckpointTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dataserver::DataServerOptions o;
+    o.datasets = {{"fashion-mnist/train", "/usr/share/datasets/fashion-mnist/train"}};
+    auto s = dataserver::DataServer::Start(o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    data_ = s->release();
+  }
+  static void TearDownTestSuite() {
+    delete data_;
+    data_ = nullptr;
+  }
+
+  // A coordinator for `workers` over `state`, with the finished flag of an
+  // earlier run cleared (an operator extending the job).
+  void StartCoordinator(int workers, const std::string& state) {
+    coordinator_.reset();
+    const std::string path = state + "/coordinator_state.pb";
+    absl::StatusOr<std::string> bytes = ReadFileToString(path);
+    if (bytes.ok()) {
+      v1::CoordinatorState s;
+      ASSERT_TRUE(s.ParseFromString(*bytes));
+      s.set_finished(false);
+      ASSERT_TRUE(WriteFileAtomically(path, s.SerializeAsString()).ok());
+    }
+    CoordinatorServerOptions o;
+    o.coordinator.job_id = "ckpt-test";
+    o.coordinator.min_workers = workers;
+    o.coordinator.max_workers = workers;
+    o.coordinator.settle_time = absl::ZeroDuration();
+    o.coordinator.heartbeat_period = absl::Milliseconds(50);
+    o.coordinator.state_dir = state;
+    o.run_liveness_thread = false;
+    auto s = CoordinatorServer::Start(o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    coordinator_ = std::move(*s);
+  }
+
+  std::vector<TrainerOptions> Options(int workers, const std::string& strategy, int max_steps,
+                                      const std::string& ckpt) {
+    std::vector<TrainerOptions> all;
+    for (int i = 0; i < workers; ++i) {
+      TrainerOptions o;
+      o.coordinator = absl::StrCat("127.0.0.1:", coordinator_->port());
+      o.data_servers = {data_->address()};
+      o.job_id = "ckpt-test";
+      o.worker_id = absl::StrCat("w", i);
+      o.model = "mlp:784,16,10";
+      o.batch_size = 16;
+      o.optimizer = "adamw";
+      o.lr = 0.01;
+      o.schedule = "constant";
+      o.log_every = 1;
+      o.eval_dataset = "";
+      o.max_steps = max_steps;
+      o.checkpoint_dir = ckpt;
+      o.collective_timeout = absl::Seconds(60);
+      auto so = sync::ParseSyncOptions(strategy, "bucket_cap_mb=0.01");
+      EXPECT_TRUE(so.ok()) << so.status();
+      o.sync = *so;
+      o.progress = [this](const std::string& line) {
+        absl::MutexLock lock(&mu_);
+        lines_.push_back(line);
+      };
+      all.push_back(std::move(o));
+    }
+    return all;
+  }
+
+  bool Said(const std::string& text) {
+    absl::MutexLock lock(&mu_);
+    for (const std::string& l : lines_) {
+      if (absl::StrContains(l, text)) return true;
+    }
+    return false;
+  }
+
+  static dataserver::DataServer* data_;
+  std::unique_ptr<CoordinatorServer> coordinator_;
+  absl::Mutex mu_;
+  std::vector<std::string> lines_ ABSL_GUARDED_BY(mu_);
+};
+
+dataserver::DataServer* ShardedCheckpointTest::data_ = nullptr;
+
+TEST_F(ShardedCheckpointTest, Zero2AtFourResumesAtThreeUnderZero1ThenAtTwoUnderAllreduce) {
+  const std::string state = TmpDir("state"), ckpt = TmpDir("ckpt");
+  ASSERT_TRUE(MakeDirectories(state).ok());
+
+  // 1. zero2, 4 workers, 6 steps: 4 shards and a manifest.
+  StartCoordinator(4, state);
+  std::vector<TrainerRun> one = RunTrainers(Options(4, "zero2", 6, ckpt));
+  for (const TrainerRun& r : one) ASSERT_TRUE(r.result.ok()) << r.result.status();
+  for (const TrainerRun& r : one) EXPECT_EQ(r.params, one[0].params);
+  const std::string first = coordinator_->core().GetJobStatus().last_checkpoint().path();
+  EXPECT_EQ(first, checkpoint::ManifestPath(ckpt, 6));
+  checkpoint::ReadOptions any;
+  absl::StatusOr<checkpoint::Manifest> m = checkpoint::ReadManifest(first, any);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->shards.size(), 4u);
+  EXPECT_EQ(m->strategy, "zero2");
+  absl::StatusOr<checkpoint::Checkpoint> saved = checkpoint::ReadWholeCheckpoint(first, any);
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_EQ(saved->params, one[0].params) << "the shards together are the final parameters";
+  EXPECT_EQ(saved->optimizer_name, "adamw");
+
+  // 2. zero1, 3 workers, to step 10: resharded 4 -> 3.
+  StartCoordinator(3, state);
+  std::vector<TrainerRun> two = RunTrainers(Options(3, "zero1", 10, ckpt));
+  for (const TrainerRun& r : two) {
+    ASSERT_TRUE(r.result.ok()) << r.result.status();
+    EXPECT_EQ(r.result->steps, 10);
+    EXPECT_EQ(r.params, two[0].params);
+  }
+  EXPECT_TRUE(Said(absl::StrCat("resumed from ", first, " at step 6 ")));
+  const std::string second = coordinator_->core().GetJobStatus().last_checkpoint().path();
+  EXPECT_EQ(second, checkpoint::ManifestPath(ckpt, 10));
+  m = checkpoint::ReadManifest(second, any);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->shards.size(), 3u);
+  EXPECT_NE(two[0].params, one[0].params) << "training continued";
+
+  // 3. allreduce, 2 workers, to step 12: a ZeRO checkpoint into DDP; its
+  // own checkpoint is one whole file.
+  StartCoordinator(2, state);
+  std::vector<TrainerRun> three = RunTrainers(Options(2, "allreduce", 12, ckpt));
+  for (const TrainerRun& r : three) {
+    ASSERT_TRUE(r.result.ok()) << r.result.status();
+    EXPECT_EQ(r.result->steps, 12);
+  }
+  EXPECT_TRUE(Said(absl::StrCat("resumed from ", second, " at step 10 ")));
+  const std::string third = coordinator_->core().GetJobStatus().last_checkpoint().path();
+  EXPECT_TRUE(absl::EndsWith(third, "step-00000012.tckpt")) << third;
+}
+
+TEST_F(ShardedCheckpointTest, MissingShardIsAnErrorNamingItAndNothingIsOverwritten) {
+  const std::string state = TmpDir("state_missing"), ckpt = TmpDir("ckpt_missing");
+  ASSERT_TRUE(MakeDirectories(state).ok());
+  StartCoordinator(2, state);
+  std::vector<TrainerRun> one = RunTrainers(Options(2, "zero1", 4, ckpt));
+  for (const TrainerRun& r : one) ASSERT_TRUE(r.result.ok()) << r.result.status();
+  const std::string manifest = checkpoint::ManifestPath(ckpt, 4);
+  const std::string gone = absl::StrCat(ckpt, "/", checkpoint::ShardFileName(4, 1, 2));
+  ASSERT_EQ(std::remove(gone.c_str()), 0);
+  const std::string before = *ReadFileToString(manifest);
+  const std::string shard0 =
+      *ReadFileToString(absl::StrCat(ckpt, "/", checkpoint::ShardFileName(4, 0, 2)));
+
+  StartCoordinator(2, state);
+  std::vector<TrainerRun> two = RunTrainers(Options(2, "zero1", 8, ckpt));
+  ASSERT_FALSE(two[0].result.ok());
+  EXPECT_TRUE(absl::StrContains(two[0].result.status().message(),
+                                checkpoint::ShardFileName(4, 1, 2)))
+      << two[0].result.status();
+  EXPECT_FALSE(two[1].result.ok());
+  EXPECT_EQ(*ReadFileToString(manifest), before);
+  EXPECT_EQ(*ReadFileToString(absl::StrCat(ckpt, "/", checkpoint::ShardFileName(4, 0, 2))),
+            shard0);
+  EXPECT_FALSE(ReadFileToString(checkpoint::ManifestPath(ckpt, 8)).ok());
+}
+
+}  // namespace
+}  // namespace worker
+}  // namespace tandem
