@@ -117,6 +117,15 @@ class AllreduceSync final : public GradientSync {
     return absl::OkStatus();
   }
 
+  SyncMemory memory() const override {
+    SyncMemory m;
+    m.param_bytes = size_ * int64_t{sizeof(float)};
+    m.grad_bytes = size_ * int64_t{sizeof(float)};  // reduced in place, whole vector
+    m.optimizer_bytes = optimizer_->state_bytes();
+    m.staging_bytes = hier_ != nullptr ? hier_->staging_bytes() : 0;
+    return m;
+  }
+
   SyncStats stats() const override {
     const BucketEngineStats e = engine_->stats();
     SyncStats s;

@@ -76,6 +76,14 @@ struct SyncStats {
   double optimizer_seconds = 0;     // time FinishStep spent clipping and stepping
 };
 
+// Bytes this rank holds for the model, by kind (ZeRO's accounting; metrics).
+struct SyncMemory {
+  int64_t param_bytes = 0;
+  int64_t grad_bytes = 0;      // gradients the strategy keeps reduced
+  int64_t optimizer_bytes = 0;
+  int64_t staging_bytes = 0;   // communication buffers
+};
+
 class GradientSync {
  public:
   virtual ~GradientSync() = default;
@@ -111,6 +119,8 @@ class GradientSync {
   virtual absl::Status StateLoaded() { return absl::OkStatus(); }
 
   virtual SyncStats stats() const = 0;
+  // What this rank holds (cheap; called once per step for metrics).
+  virtual SyncMemory memory() const = 0;
 };
 
 }  // namespace sync

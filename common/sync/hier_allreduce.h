@@ -79,6 +79,10 @@ class HierAllreduce {
 
   // Floats of a `count` bucket this rank hands to the inter-node allreduce:
   // ceil(count / L).
+  // Bytes of the staging buffers (allocated once at Create).
+  int64_t staging_bytes() const {
+    return static_cast<int64_t>((padded_.size() + share_.size()) * sizeof(float));
+  }
   int64_t ShareCount(int64_t count) const { return (count + local_size_ - 1) / local_size_; }
   int local_size() const { return local_size_; }
 

@@ -38,6 +38,7 @@ class RecordingSync final : public GradientSync {
   absl::Status FinishStep(const optim::StepContext&) override { return absl::OkStatus(); }
   optim::Optimizer* optimizer() override { return nullptr; }
   SyncStats stats() const override { return {}; }
+  SyncMemory memory() const override { return {}; }
 
   const SyncOptions& options() const { return options_; }
   int64_t chunks() const { return chunks_; }

@@ -87,17 +87,11 @@ struct ZeroSyncOptions {
 };
 
 // Bytes this rank holds, by kind (see the file comment).
-struct ZeroMemory {
-  int64_t param_bytes = 0;
-  int64_t grad_bytes = 0;
-  int64_t optimizer_bytes = 0;
-  int64_t staging_bytes = 0;
-};
+using ZeroMemory = SyncMemory;
 
 class ZeroSync : public GradientSync {
  public:
   virtual const ZeroShardMap& shard_map() const = 0;
-  virtual ZeroMemory memory() const = 0;
 };
 
 // InvalidArgument for bad options (naming the field); the optimizer

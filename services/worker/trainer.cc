@@ -216,7 +216,7 @@ absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& 
     const double mean_loss = agree[3] / g.world();
     result_.final_loss = mean_loss;
     times.total = absl::ToDoubleSeconds(absl::Now() - step_start);
-    metrics_->RecordStep(times, out.samples, mean_loss, g.sync->stats(), &g.last_stats);
+    metrics_->RecordStep(times, out.samples, mean_loss, *g.sync, &g.last_stats);
     progress.AddStep(mean_loss, out.samples * g.world(), times);
     ProgressPoint pp;
     pp.step = state_.step;

@@ -45,13 +45,25 @@ absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(
                             "1; the labels name the BLAS kernel set and tandem's vector width.",
                             {{"blas_core", core}, {"vector_width", kernels::VectorWidthName()}}));
   kernels->Set(1);
+  const char* kinds[4] = {"params", "grads", "optimizer", "staging"};
+  for (int i = 0; i < 4; ++i) {
+    ASSIGN_OR_RETURN(w->memory_[i],
+                     m->Gauge("tandem_sync_memory_bytes",
+                              "Bytes this rank holds for the model, by kind (ZeRO shards them).",
+                              {{"kind", kinds[i]}}));
+  }
   ASSIGN_OR_RETURN(w->generation_,
                    m->Gauge("tandem_generation", "Generation this worker trains in."));
   return w;
 }
 
 void WorkerMetrics::RecordStep(const StepTimes& t, int64_t samples, double loss,
-                               const sync::SyncStats& st, sync::SyncStats* last) {
+                               const sync::GradientSync& sync, sync::SyncStats* last) {
+  const sync::SyncStats st = sync.stats();
+  const sync::SyncMemory mem = sync.memory();
+  const int64_t held[4] = {mem.param_bytes, mem.grad_bytes, mem.optimizer_bytes,
+                           mem.staging_bytes};
+  for (int i = 0; i < 4; ++i) memory_[i]->Set(static_cast<double>(held[i]));
   step_seconds_->Observe(t.total);
   const double phase[5] = {t.forward, t.backward, t.comm_wait, t.optimizer, t.data_wait};
   for (int i = 0; i < 5; ++i) phases_[i]->Increment(std::max(0.0, phase[i]));

@@ -12,6 +12,7 @@
 //   tandem_sync_inter_node_bytes_total  {strategy}: of those, to groups spanning nodes
 //   tandem_buckets                      collectives per step
 //   tandem_generation                   generation this worker trains in
+//   tandem_sync_memory_bytes            {kind=params|grads|optimizer|staging}: held per rank
 //   tandem_cpu_kernels                  1, labels blas_core (OpenBLAS's kernel set)
 //                                       and vector_width (tandem's own loops)
 //
@@ -38,10 +39,11 @@ class WorkerMetrics {
   static absl::StatusOr<std::unique_ptr<WorkerMetrics>> Create(Metrics* metrics,
                                                                const std::string& strategy);
 
-  // One finished step; `stats` is the strategy's cumulative SyncStats and
-  // `last` the value at the previous call (updated).
+  // One finished step; the strategy's cumulative SyncStats are compared
+  // with `last`, their value at the previous call (updated), and its
+  // memory() sets the per-rank memory gauges.
   void RecordStep(const StepTimes& times, int64_t samples, double loss,
-                  const sync::SyncStats& stats, sync::SyncStats* last);
+                  const sync::GradientSync& sync, sync::SyncStats* last);
   void SetGeneration(int64_t generation);
 
   // "BLAS core Zen, vector width avx2": what this process computes with.
@@ -58,6 +60,7 @@ class WorkerMetrics {
   prometheus::Counter* inter_node_bytes_ = nullptr;
   prometheus::Gauge* buckets_ = nullptr;
   prometheus::Gauge* generation_ = nullptr;
+  std::array<prometheus::Gauge*, 4> memory_{};  // params, grads, optimizer, staging
 };
 
 }  // namespace worker

@@ -26,6 +26,24 @@ TEST(WorkerMetricsTest, ReportsTheBlasCoreAndVectorWidthInUse) {
             absl::StrCat("BLAS core Sandybridge, vector width ", kernels::VectorWidthName()));
 }
 
+// A strategy that only reports fixed stats and memory.
+class FixedSync final : public sync::GradientSync {
+ public:
+  FixedSync(sync::SyncStats stats, sync::SyncMemory memory) : stats_(stats), memory_(memory) {}
+  std::string name() const override { return "fixed"; }
+  optim::ParamRange owned_range() const override { return {0, 0}; }
+  absl::Status BeginStep(const sync::StepOptions&) override { return absl::OkStatus(); }
+  void OnGradientsReady(int64_t, int64_t) override {}
+  absl::Status FinishStep(const optim::StepContext&) override { return absl::OkStatus(); }
+  optim::Optimizer* optimizer() override { return nullptr; }
+  sync::SyncStats stats() const override { return stats_; }
+  sync::SyncMemory memory() const override { return memory_; }
+
+ private:
+  sync::SyncStats stats_;
+  sync::SyncMemory memory_;
+};
+
 TEST(WorkerMetricsTest, RecordsStepPhasesAndSyncDeltas) {
   auto m = Metrics::Create(MetricsOptions{});
   ASSERT_TRUE(m.ok());
@@ -39,7 +57,9 @@ TEST(WorkerMetricsTest, RecordsStepPhasesAndSyncDeltas) {
   now.buckets = 6;
   now.bytes_sent = 1000;
   now.inter_node_bytes = 400;
-  (*w)->RecordStep(t, 64, 1.5, now, &last);
+  sync::SyncMemory mem;
+  mem.optimizer_bytes = 12345;
+  (*w)->RecordStep(t, 64, 1.5, FixedSync(now, mem), &last);
   EXPECT_EQ(last.bytes_sent, 1000);
   const std::string text = (*m)->Scrape();
   EXPECT_TRUE(absl::StrContains(text, "tandem_step_phase_seconds_total{")) << text;
@@ -48,6 +68,8 @@ TEST(WorkerMetricsTest, RecordsStepPhasesAndSyncDeltas) {
   EXPECT_TRUE(absl::StrContains(text, "tandem_sync_inter_node_bytes_total{")) << text;
   EXPECT_TRUE(absl::StrContains(text, "} 400")) << text;
   EXPECT_TRUE(absl::StrContains(text, "tandem_buckets") && absl::StrContains(text, " 3\n")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "kind=\"optimizer\"")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "} 12345")) << text;
 }
 
 }  // namespace

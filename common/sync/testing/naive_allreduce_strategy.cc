@@ -89,6 +89,10 @@ class NaiveAllreduceSync final : public GradientSync {
     absl::MutexLock lock(&mu_);
     return stats_;
   }
+  SyncMemory memory() const override {
+    return SyncMemory{size_ * int64_t{sizeof(float)}, size_ * int64_t{sizeof(float)},
+                      optimizer_->state_bytes(), 0};
+  }
 
  private:
   absl::Status CheckUsable() const {
