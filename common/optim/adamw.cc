@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/kernels/cpu_dispatch.h"
 #include "common/status/status_macros.h"
 
 namespace tandem {
@@ -11,12 +12,13 @@ namespace optim {
 namespace {
 
 // Built with -ffp-contract=off: each line is one rounded fp32 operation, so
-// the vectorised body and the scalar tail agree, and any sub-range agrees
-// with the whole vector.
-void AdamWKernel(float* __restrict p, const float* __restrict grad,
-                 float* __restrict m, float* __restrict v, int64_t n,
-                 const AdamWScalars& s, float beta1, float beta2, float eps,
-                 float gs) {
+// the vectorised body and the scalar tail agree, any sub-range agrees with
+// the whole vector, and the AVX2 build (cpu_dispatch.h; sqrt and division
+// are correctly rounded at every width) gives the baseline's bits.
+TANDEM_CPU_INLINE void AdamWKernelBody(float* __restrict p, const float* __restrict grad,
+                                       float* __restrict m, float* __restrict v, int64_t n,
+                                       const AdamWScalars& s, float beta1, float beta2,
+                                       float eps, float gs) {
   const float decay = s.decay;
   const float step_size = s.step_size;
   const float inv_sqrt_bc2 = s.inv_sqrt_bc2;
@@ -33,6 +35,12 @@ void AdamWKernel(float* __restrict p, const float* __restrict grad,
     p[i] = pd - step_size * (mi / denom);
   }
 }
+
+TANDEM_CPU_DISPATCHED(AdamWKernel,
+                      (float* __restrict p, const float* __restrict grad, float* __restrict m,
+                       float* __restrict v, int64_t n, const AdamWScalars& s, float beta1,
+                       float beta2, float eps, float gs),
+                      (p, grad, m, v, n, s, beta1, beta2, eps, gs))
 
 absl::Status CheckUnit(const char* field, float x) {
   if (!(x >= 0.0f && x < 1.0f)) {

@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "common/kernels/cpu_dispatch.h"
 #include "gtest/gtest.h"
 
 namespace tandem {
@@ -74,6 +75,33 @@ TEST(AdamWTest, ShardedRangesMatchWholeVectorBitForBit) {
 // Hand-computed: with a constant gradient, m_hat = g and v_hat = g^2 exactly,
 // so every step moves p by lr * g / (|g| + eps) ~= lr; with decoupled weight
 // decay, p_t = p_{t-1} * (1 - lr * wd) - lr.
+// The AVX2 build of the kernel gives the baseline build's bits on ragged
+// sizes (vector body plus remainder), parameters and both moments.
+TEST(AdamWTest, WideAndBaselineVectorWidthsAgreeBitForBit) {
+  AdamWOptions o;
+  o.weight_decay = 0.01f;
+  for (int64_t n : {1, 7, 8, 33, 1001}) {
+    std::vector<float> params[2], grads = RandomVector(n, 12);
+    std::vector<std::vector<float>> state[2];
+    for (int wide = 0; wide < 2; ++wide) {
+      kernels::ForceBaselineVectorWidth(wide == 0);
+      params[wide] = RandomVector(n, 11);
+      auto opt = MakeAdamW({0, n}, o);
+      StepContext ctx;
+      ctx.lr = 1e-2f;
+      ctx.grad_scale = 0.5f;
+      for (int step = 1; step <= 4; ++step) {
+        ctx.step = step;
+        ASSERT_TRUE(opt->Step(params[wide].data(), grads.data(), n, ctx).ok());
+      }
+      for (const StateBuffer& b : opt->state()) state[wide].emplace_back(b.data.begin(), b.data.end());
+    }
+    kernels::ForceBaselineVectorWidth(false);
+    EXPECT_EQ(std::memcmp(params[0].data(), params[1].data(), n * sizeof(float)), 0) << n;
+    EXPECT_EQ(state[0], state[1]) << n;
+  }
+}
+
 TEST(AdamWTest, MatchesHandComputedValuesForConstantGradient) {
   const float g = 0.5f;
   StepContext ctx;
