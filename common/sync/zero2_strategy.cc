@@ -21,20 +21,7 @@ StrategyInfo Zero2Info() {
 
 absl::StatusOr<std::unique_ptr<GradientSync>> CreateFromRegistry(const SyncOptions& options,
                                                                  SyncEnv env) {
-  ZeroSyncOptions o;
-  o.stage = ZeroStage::kGradients;
-  o.comm = env.comms->world.get();
-  o.params = env.params;
-  o.grads = env.grads;
-  o.size = env.size;
-  o.ready_ranges = std::move(env.ready_ranges);
-  o.bucket_cap_mb = options.bucket_cap_mb;
-  o.max_grad_norm = options.max_grad_norm;
-  o.make_optimizer = std::move(env.make_optimizer);
-  o.make_device_stepper = std::move(env.make_device_stepper);
-  absl::StatusOr<std::unique_ptr<ZeroSync>> s = CreateZeroSync(std::move(o));
-  if (!s.ok()) return s.status();
-  return std::unique_ptr<GradientSync>(std::move(*s));
+  return CreateZeroSyncForRegistry(ZeroStage::kGradients, options, std::move(env));
 }
 
 TANDEM_REGISTER_SYNC_STRATEGY(Zero2Info(), CreateFromRegistry);

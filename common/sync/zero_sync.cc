@@ -392,5 +392,23 @@ absl::StatusOr<std::unique_ptr<ZeroSync>> CreateZeroSync(ZeroSyncOptions options
   return std::unique_ptr<ZeroSync>(std::move(sync));
 }
 
+absl::StatusOr<std::unique_ptr<GradientSync>> CreateZeroSyncForRegistry(
+    ZeroStage stage, const SyncOptions& options, SyncEnv env) {
+  ZeroSyncOptions o;
+  o.stage = stage;
+  o.comm = env.comms->world.get();
+  o.params = env.params;
+  o.grads = env.grads;
+  o.size = env.size;
+  o.ready_ranges = std::move(env.ready_ranges);
+  o.bucket_cap_mb = options.bucket_cap_mb;
+  o.max_grad_norm = options.max_grad_norm;
+  o.make_optimizer = std::move(env.make_optimizer);
+  o.make_device_stepper = std::move(env.make_device_stepper);
+  absl::StatusOr<std::unique_ptr<ZeroSync>> s = CreateZeroSync(std::move(o));
+  if (!s.ok()) return s.status();
+  return std::unique_ptr<GradientSync>(std::move(*s));
+}
+
 }  // namespace sync
 }  // namespace tandem

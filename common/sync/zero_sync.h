@@ -61,6 +61,7 @@
 #include "common/optim/optimizer.h"
 #include "common/sync/device_stepper.h"
 #include "common/sync/gradient_sync.h"
+#include "common/sync/registry.h"
 #include "common/sync/zero_shard_map.h"
 
 namespace tandem {
@@ -97,6 +98,10 @@ class ZeroSync : public GradientSync {
 // InvalidArgument for bad options (naming the field); the optimizer
 // factory's error; Unimplemented for device memory.
 absl::StatusOr<std::unique_ptr<ZeroSync>> CreateZeroSync(ZeroSyncOptions options);
+
+// The registry's factory for `stage` (zero1_strategy.cc, zero2_strategy.cc).
+absl::StatusOr<std::unique_ptr<GradientSync>> CreateZeroSyncForRegistry(
+    ZeroStage stage, const SyncOptions& options, SyncEnv env);
 
 }  // namespace sync
 }  // namespace tandem
