@@ -12,6 +12,9 @@ struct Group {
   std::vector<int64_t> params;  // sizes, in layout order
   double gemm_flops;
   double activations;
+  // Backward GEMMs relative to forward: 2 (weight and input gradients), 1
+  // for the MLP's first layer, whose input gradient is never computed.
+  double backward_factor = 2;
 };
 
 // Offsets in the flat vector are multiples of ParameterLayout::kAlignElems.
@@ -29,12 +32,12 @@ void Finish(const std::vector<Group>& backward_order, ModelCost* c) {
       end = (end + kAlign - 1) / kAlign * kAlign + n;
     }
     c->groups_backward.push_back(end - lo);
-    c->backward_flops.push_back(2 * g.gemm_flops);
+    c->backward_flops.push_back(g.backward_factor * g.gemm_flops);
     c->forward_flops += g.gemm_flops;
+    c->train_flops += (1 + g.backward_factor) * g.gemm_flops;
     c->activation_floats += g.activations;
   }
   c->flat_size = end;
-  c->train_flops = 3 * c->forward_flops;
 }
 
 absl::StatusOr<ModelCost> MlpCost(const nn::MlpConfig& m) {
@@ -44,7 +47,7 @@ absl::StatusOr<ModelCost> MlpCost(const nn::MlpConfig& m) {
     const double in = m.widths[i - 1], out = m.widths[i];
     // Linear(in, out) with bias; keeps its input and its output.
     const int64_t ni = m.widths[i - 1], no = m.widths[i];
-    groups.push_back({{no * ni, no}, 2 * in * out, in + out});
+    groups.push_back({{no * ni, no}, 2 * in * out, in + out, i == 1 ? 1.0 : 2.0});
   }
   Finish(groups, &c);
   return c;

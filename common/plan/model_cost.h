@@ -11,7 +11,8 @@
 //
 // FLOPs count the GEMMs (2 per multiply-add); forward = 2 * params-in-GEMMs
 // per row (plus attention's QK^T and AV), backward = 2 * forward (input and
-// weight gradients). Element-wise work (activations, layer norms, softmax)
+// weight gradients), except the MLP's first layer, which computes no input
+// gradient (mlp.cc). Element-wise work (activations, layer norms, softmax)
 // is not counted: at the sizes worth planning for it is a few percent.
 // Thread-safe (pure function). InvalidArgument for a spec with a
 // non-positive width.

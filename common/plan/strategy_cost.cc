@@ -249,6 +249,7 @@ absl::StatusOr<Prediction> Predict(const PlanRequest& r, const std::string& stra
 
   Prediction p;
   p.strategy = strategy;
+  p.lossy = absl::StartsWith(strategy, "compressed:");
   p.forward_s = r.model.forward_flops * r.batch / t.flops;
 
   // Buckets exactly as the strategies plan them, from the model's ranges.

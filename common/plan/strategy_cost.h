@@ -71,6 +71,9 @@ struct Prediction {
   }
   // Per shard server (ps, hybrid): fp32 master + optimizer state.
   int64_t server_bytes = 0;
+  // Changes the numbers training sees (compression): worth recommending only
+  // where its accuracy has been checked for the job.
+  bool lossy = false;
   std::string bottleneck;  // "compute", "node link", "server links", "memory bandwidth", "codec"
   std::string why;         // one line with the numbers behind `bottleneck`
 };

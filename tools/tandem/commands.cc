@@ -30,6 +30,7 @@ std::vector<CommandInfo> Commands() {
   return {
       {"local", "Train one job on this machine: a coordinator, a data server and N workers."},
       {"status", "Show a running job: state, generation, world size, each worker's progress."},
+      {"plan", "Predict step time, memory and link bytes of every strategy on a cluster."},
   };
 }
 
@@ -124,6 +125,30 @@ FlagTable StatusFlags(StatusOptions* o) {
   return t;
 }
 
+FlagTable PlanFlags(PlanOptions* o) {
+  FlagTable t("tandem plan",
+              "Predicts, for every sync strategy, the step time, samples/s, memory per worker\n"
+              "and bytes per node link of --model on a cluster of --nodes x --per_node workers,\n"
+              "from this machine's measured rates (--calibrate measures them and saves the\n"
+              "profile), and recommends the fastest with the term that dominates it.");
+  t.String("model", &o->model, "Model spec (mlp:... or gpt:...), as tandem local --model.");
+  t.Int("nodes", &o->nodes, "Nodes (hosts) in the cluster.");
+  t.Int("per_node", &o->per_node, "Workers per node.");
+  t.Int("servers", &o->servers, "Shard servers (0 = no ps / hybrid rows).");
+  t.String("link", &o->link, "Each node's link, e.g. 1gbit, 100mbit (\"\" = unshaped loopback).");
+  t.String("server_link", &o->server_link, "Each shard server's link (\"\" = --link).");
+  t.Int("batch_size", &o->batch_size, "Samples per worker per step.");
+  t.String("optimizer", &o->optimizer, "sgd (momentum 0.9) or adamw: optimizer state and step cost.");
+  t.Double("bucket_cap_mb", &o->bucket_cap_mb, "MiB per gradient bucket, as --sync_opt bucket_cap_mb.");
+  t.Bool("one_host", &o->one_host,
+         "Every node is simulated on this machine (tandem local --nodes): workers share its cores.");
+  t.String("profile", &o->profile,
+           "Machine profile file (\"\" = $HOME/.config/tandem/plan_profile, else built-in defaults).");
+  t.Bool("calibrate", &o->calibrate, "Measure this machine first and save the profile (a few seconds).");
+  t.Bool("json", &o->json, "Print the predictions as JSON instead of a table.");
+  return t;
+}
+
 // The registered strategies and their --sync_opt keys, after local's flags.
 std::string SyncStrategiesHelp() {
   std::string out = "\nsync strategies (--sync NAME --sync_opt key=value,...):\n";
@@ -192,6 +217,12 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
   }
   if (command == "status") {
     FlagTable t = StatusFlags(&c.status);
+    ASSIGN_OR_RETURN(c.help, ParseInto(t, rest));
+    if (c.help) c.help_text = t.Help();
+    return c;
+  }
+  if (command == "plan") {
+    FlagTable t = PlanFlags(&c.plan);
     ASSIGN_OR_RETURN(c.help, ParseInto(t, rest));
     if (c.help) c.help_text = t.Help();
     return c;

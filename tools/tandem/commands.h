@@ -32,6 +32,23 @@ struct StatusOptions {
   absl::Duration timeout = absl::Seconds(5);
 };
 
+// `tandem plan`: predicted step time and memory per strategy (common/plan).
+struct PlanOptions {
+  std::string model = "mlp:784,1024,1024,10";
+  int nodes = 1;
+  int per_node = 1;               // workers per node
+  int servers = 0;                // shard servers (ps, hybrid)
+  std::string link;               // per node, e.g. "1gbit"; "" = unshaped loopback
+  std::string server_link;        // "" = --link
+  int batch_size = 64;            // per worker per step
+  std::string optimizer = "sgd";
+  double bucket_cap_mb = 25;
+  bool one_host = false;          // every node simulated on this machine
+  std::string profile;            // machine profile file; "" = the default path
+  bool calibrate = false;         // measure this machine, save the profile, then plan
+  bool json = false;
+};
+
 struct CommandInfo {
   std::string name;     // "local"
   std::string summary;  // one line
@@ -44,16 +61,18 @@ std::vector<CommandInfo> Commands();
 // defaults, so pass default-constructed options.
 FlagTable LocalFlags(LocalOptions* o);
 FlagTable StatusFlags(StatusOptions* o);
+FlagTable PlanFlags(PlanOptions* o);
 
 // `tandem --help`: the commands, one line each, and how to get more.
 std::string TopLevelHelp();
 
 struct CommandLine {
-  std::string command;  // "local" or "status"; "" with help = the top level
+  std::string command;  // "local", "status" or "plan"; "" with help = the top level
   bool help = false;    // print help_text to stdout, exit 0
   std::string help_text;
   LocalOptions local;
   StatusOptions status;
+  PlanOptions plan;
 };
 
 // `args` are the words after the program name: the command first, then its

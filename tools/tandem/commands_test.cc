@@ -163,12 +163,27 @@ TEST(CommandsTest, UnknownFlagNamesItAndPointsToThatCommandsHelp) {
   EXPECT_TRUE(absl::StrContains(e, "unknown flag --node_id")) << e;
 }
 
+TEST(CommandsTest, PlanFlagsSetTheirFields) {
+  auto c = ParseCommandLine({"plan", "--model=mlp:8,4", "--nodes=4", "--per-node=8", "--servers=2",
+                             "--link=100mbit", "--one_host", "--json"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->command, "plan");
+  EXPECT_EQ(c->plan.model, "mlp:8,4");
+  EXPECT_EQ(c->plan.nodes, 4);
+  EXPECT_EQ(c->plan.per_node, 8);
+  EXPECT_EQ(c->plan.servers, 2);
+  EXPECT_EQ(c->plan.link, "100mbit");
+  EXPECT_TRUE(c->plan.one_host);
+  EXPECT_TRUE(c->plan.json);
+  EXPECT_TRUE(absl::StrContains(ErrorOf({"plan", "--workers=2"}), "unknown flag --workers"));
+}
+
 TEST(CommandsTest, OtherUsageErrors) {
   std::string e = ErrorOf({});
   EXPECT_TRUE(absl::StrContains(e, "no command given")) << e;
   EXPECT_TRUE(absl::StrContains(e, "`tandem --help`")) << e;
   e = ErrorOf({"train"});
-  EXPECT_TRUE(absl::StrContains(e, "unknown command 'train' (commands: local, status)")) << e;
+  EXPECT_TRUE(absl::StrContains(e, "unknown command 'train' (commands: local, status, plan)")) << e;
   e = ErrorOf({"--workers=2", "local"});
   EXPECT_TRUE(absl::StrContains(e, "put the command first")) << e;
   e = ErrorOf({"local", "extra"});

@@ -3,6 +3,7 @@
 //   tandem local --workers 4 --model mlp:784,1024,1024,10 --dataset fashion-mnist
 //                --epochs 2 --batch-size 64 --lr 0.05 --optimizer sgd
 //   tandem status --coordinator 127.0.0.1:7000 [--job-id local]
+//   tandem plan --model mlp:784,1024,1024,10 --nodes 2 --per_node 2 --link 1gbit
 //   tandem --help | tandem local --help | tandem status --help
 //
 // Every flag, its default and its meaning are in one table per command
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -23,6 +25,7 @@
 #include "tools/tandem/job_status.h"
 #include "tools/tandem/local_options.h"
 #include "tools/tandem/local_run.h"
+#include "tools/tandem/plan_command.h"
 
 namespace {
 
@@ -63,6 +66,17 @@ int Local(const tandem::cli::LocalOptions& o, const char* argv0) {
   return 0;
 }
 
+int Plan(const tandem::cli::PlanOptions& o) {
+  const char* home = std::getenv("HOME");
+  auto text = tandem::cli::RunPlan(o, home != nullptr ? home : "");
+  if (!text.ok()) {
+    std::fprintf(stderr, "tandem plan: %s\n", std::string(text.status().message()).c_str());
+    return absl::IsInvalidArgument(text.status()) ? 2 : 1;
+  }
+  std::fputs(text->c_str(), stdout);
+  return 0;
+}
+
 int Status(const tandem::cli::StatusOptions& o) {
   if (o.coordinator.empty()) {
     std::fprintf(stderr,
@@ -92,5 +106,6 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (c->command == "local") return Local(c->local, argv[0]);
+  if (c->command == "plan") return Plan(c->plan);
   return Status(c->status);
 }
