@@ -43,11 +43,12 @@ std::set<std::string> MentionedFlags(const std::string& text) {
   return out;
 }
 
-TEST(DocsTest, UserGuideListsEveryLocalAndStatusFlag) {
+TEST(DocsTest, UserGuideListsEveryLocalStatusAndPlanFlag) {
   const std::string guide = Read("docs/user-guide.md");
   LocalOptions local;
   StatusOptions status;
-  for (const FlagTable& t : {LocalFlags(&local), StatusFlags(&status)}) {
+  PlanOptions plan;
+  for (const FlagTable& t : {LocalFlags(&local), StatusFlags(&status), PlanFlags(&plan)}) {
     for (const std::string& name : FlagNames(t)) {
       EXPECT_TRUE(absl::StrContains(guide, "| `--" + name + "` |"))
           << t.command() << " --" << name << " is not in docs/user-guide.md";
