@@ -76,8 +76,10 @@ TEST(DocsTest, UserGuideLocalTableHasNoFlagTandemLocalLacks) {
 TEST(DocsTest, EveryFlagTheReadmeNamesExists) {
   LocalOptions local;
   StatusOptions status;
+  PlanOptions plan;
   std::set<std::string> known = FlagNames(LocalFlags(&local));
   for (const std::string& n : FlagNames(StatusFlags(&status))) known.insert(n);
+  for (const std::string& n : FlagNames(PlanFlags(&plan))) known.insert(n);
   known.insert("help");
   known.insert("bench");  // tools/setup.sh --bench
   const std::set<std::string> mentioned = MentionedFlags(Read("README.md"));
