@@ -22,6 +22,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/io/file.h"
 #include "common/log/log.h"
 #include "common/sync/registry.h"
 #include "services/worker/trainer.h"
@@ -61,6 +62,9 @@ ABSL_FLAG(std::string, node_id, "",
 ABSL_FLAG(bool, profile, false,
           "Also print where a step's time goes (forward, backward, comm wait, optimizer, data).");
 ABSL_FLAG(int, metrics_port, -1, "Port for /metrics; 0 picks a free one, -1 disables.");
+ABSL_FLAG(std::string, metrics_file, "",
+          "When set, the final /metrics text is written here as the worker exits (for tandem "
+          "doctor on a finished job).");
 ABSL_FLAG(int, log_every, 50, "Steps between progress lines (0: none).");
 ABSL_FLAG(std::string, backend, "cpu", "Compute backend: cpu or cuda.");
 ABSL_FLAG(int, cuda_device, 0,
@@ -170,6 +174,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto result = (*trainer)->Run();
+  if (const std::string path = absl::GetFlag(FLAGS_metrics_file);
+      !path.empty() && (*trainer)->metrics() != nullptr) {
+    // Whatever the outcome: a failed job's counters are what the doctor needs.
+    if (absl::Status s = tandem::WriteFileAtomically(path, (*trainer)->metrics()->Scrape());
+        !s.ok()) {
+      std::fprintf(stderr, "worker %s: --metrics_file: %s\n", o.worker_id.c_str(),
+                   std::string(s.message()).c_str());
+    }
+  }
   if (!result.ok()) {
     std::fprintf(stderr, "worker %s: %s\n", o.worker_id.c_str(),
                  std::string(result.status().message()).c_str());

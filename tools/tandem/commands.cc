@@ -31,6 +31,7 @@ std::vector<CommandInfo> Commands() {
       {"local", "Train one job on this machine: a coordinator, a data server and N workers."},
       {"status", "Show a running job: state, generation, world size, each worker's progress."},
       {"plan", "Predict step time, memory and link bytes of every strategy on a cluster."},
+      {"doctor", "Say where a job's step time goes and which flags would help."},
   };
 }
 
@@ -100,6 +101,8 @@ FlagTable LocalFlags(LocalOptions* o) {
   t.String("backend", &o->backend, "cpu or cuda (worker i uses GPU i).");
   t.Int("log_every", &o->log_every, "Steps between rank 0's progress lines.");
   t.Bool("profile", &o->profile, "Workers print a per-step time breakdown line.");
+  t.Bool("doctor", &o->doctor,
+         "When the job ends, print where its step time went and what to change (tandem doctor).");
   t.Int("checkpoint_every", &o->checkpoint_every,
         "Steps between checkpoints (-1 = worker's default, 500; 0 = only at the end).");
   t.StringList("worker_arg", &o->worker_args,
@@ -146,6 +149,20 @@ FlagTable PlanFlags(PlanOptions* o) {
            "Machine profile file (\"\" = $HOME/.config/tandem/plan_profile, else built-in defaults).");
   t.Bool("calibrate", &o->calibrate, "Measure this machine first and save the profile (a few seconds).");
   t.Bool("json", &o->json, "Print the predictions as JSON instead of a table.");
+  return t;
+}
+
+FlagTable DoctorFlags(DoctorCliOptions* o) {
+  FlagTable t("tandem doctor",
+              "Reads a job's metrics — a tandem local run directory (RUN_DIR/metrics/, kept when\n"
+              "the job ends) or the live /metrics addresses tandem local prints — and says where\n"
+              "step time goes (compute, communication, data, optimizer), names stragglers, memory\n"
+              "and a weak BLAS kernel, and which flags would help, with the numbers.");
+  t.String("run_dir", &o->run_dir, "A tandem local run directory (its metrics/ folder).");
+  t.StringList("metrics", &o->metrics,
+               "Live /metrics addresses (host:port), comma-separated: workers and data servers.");
+  t.String("link", &o->link, "Each node's link when shaped (e.g. 100mbit), for % of link rate.");
+  t.Seconds("timeout_seconds", &o->timeout, "Per scrape of a live address.");
   return t;
 }
 
@@ -217,6 +234,12 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
   }
   if (command == "status") {
     FlagTable t = StatusFlags(&c.status);
+    ASSIGN_OR_RETURN(c.help, ParseInto(t, rest));
+    if (c.help) c.help_text = t.Help();
+    return c;
+  }
+  if (command == "doctor") {
+    FlagTable t = DoctorFlags(&c.doctor);
     ASSIGN_OR_RETURN(c.help, ParseInto(t, rest));
     if (c.help) c.help_text = t.Help();
     return c;

@@ -49,6 +49,14 @@ struct PlanOptions {
   bool json = false;
 };
 
+// `tandem doctor`: where a job's step time goes and what to change.
+struct DoctorCliOptions {
+  std::string run_dir;               // a tandem local run directory (finished or running)
+  std::vector<std::string> metrics;  // live /metrics addresses (host:port)
+  std::string link;                  // each node's link, when shaped (e.g. 100mbit)
+  absl::Duration timeout = absl::Seconds(5);
+};
+
 struct CommandInfo {
   std::string name;     // "local"
   std::string summary;  // one line
@@ -62,17 +70,19 @@ std::vector<CommandInfo> Commands();
 FlagTable LocalFlags(LocalOptions* o);
 FlagTable StatusFlags(StatusOptions* o);
 FlagTable PlanFlags(PlanOptions* o);
+FlagTable DoctorFlags(DoctorCliOptions* o);
 
 // `tandem --help`: the commands, one line each, and how to get more.
 std::string TopLevelHelp();
 
 struct CommandLine {
-  std::string command;  // "local", "status" or "plan"; "" with help = the top level
+  std::string command;  // "local", "status", "plan" or "doctor"; "" with help = the top level
   bool help = false;    // print help_text to stdout, exit 0
   std::string help_text;
   LocalOptions local;
   StatusOptions status;
   PlanOptions plan;
+  DoctorCliOptions doctor;
 };
 
 // `args` are the words after the program name: the command first, then its

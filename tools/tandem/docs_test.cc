@@ -48,7 +48,9 @@ TEST(DocsTest, UserGuideListsEveryLocalStatusAndPlanFlag) {
   LocalOptions local;
   StatusOptions status;
   PlanOptions plan;
-  for (const FlagTable& t : {LocalFlags(&local), StatusFlags(&status), PlanFlags(&plan)}) {
+  DoctorCliOptions doctor;
+  for (const FlagTable& t :
+       {LocalFlags(&local), StatusFlags(&status), PlanFlags(&plan), DoctorFlags(&doctor)}) {
     for (const std::string& name : FlagNames(t)) {
       EXPECT_TRUE(absl::StrContains(guide, "| `--" + name + "` |"))
           << t.command() << " --" << name << " is not in docs/user-guide.md";
@@ -80,6 +82,8 @@ TEST(DocsTest, EveryFlagTheReadmeNamesExists) {
   std::set<std::string> known = FlagNames(LocalFlags(&local));
   for (const std::string& n : FlagNames(StatusFlags(&status))) known.insert(n);
   for (const std::string& n : FlagNames(PlanFlags(&plan))) known.insert(n);
+  DoctorCliOptions doctor;
+  for (const std::string& n : FlagNames(DoctorFlags(&doctor))) known.insert(n);
   known.insert("help");
   known.insert("bench");  // tools/setup.sh --bench
   const std::set<std::string> mentioned = MentionedFlags(Read("README.md"));

@@ -3,6 +3,7 @@
 //   tandem local --workers 4 --model mlp:784,1024,1024,10 --dataset fashion-mnist
 //                --epochs 2 --batch-size 64 --lr 0.05 --optimizer sgd
 //   tandem status --coordinator 127.0.0.1:7000 [--job-id local]
+//   tandem doctor --run_dir /tmp/tandem-local-XXXXXX
 //   tandem plan --model mlp:784,1024,1024,10 --nodes 2 --per_node 2 --link 1gbit
 //   tandem --help | tandem local --help | tandem status --help
 //
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "tools/tandem/commands.h"
+#include "tools/tandem/doctor_command.h"
 #include "tools/tandem/job_status.h"
 #include "tools/tandem/local_options.h"
 #include "tools/tandem/local_run.h"
@@ -66,6 +68,16 @@ int Local(const tandem::cli::LocalOptions& o, const char* argv0) {
   return 0;
 }
 
+int Doctor(const tandem::cli::DoctorCliOptions& o) {
+  auto text = tandem::cli::RunDoctor(o);
+  if (!text.ok()) {
+    std::fprintf(stderr, "tandem doctor: %s\n", std::string(text.status().message()).c_str());
+    return absl::IsInvalidArgument(text.status()) ? 2 : 1;
+  }
+  std::fputs(text->c_str(), stdout);
+  return 0;
+}
+
 int Plan(const tandem::cli::PlanOptions& o) {
   const char* home = std::getenv("HOME");
   auto text = tandem::cli::RunPlan(o, home != nullptr ? home : "");
@@ -107,5 +119,6 @@ int main(int argc, char** argv) {
   }
   if (c->command == "local") return Local(c->local, argv[0]);
   if (c->command == "plan") return Plan(c->plan);
+  if (c->command == "doctor") return Doctor(c->doctor);
   return Status(c->status);
 }
