@@ -101,6 +101,8 @@ FlagTable LocalFlags(LocalOptions* o) {
   t.String("backend", &o->backend, "cpu or cuda (worker i uses GPU i).");
   t.Int("log_every", &o->log_every, "Steps between rank 0's progress lines.");
   t.Bool("profile", &o->profile, "Workers print a per-step time breakdown line.");
+  t.Int("decode_threads", &o->decode_threads,
+        "The data server's threads reading and packing batches (more if tandem doctor says data-bound).");
   t.Bool("doctor", &o->doctor,
          "When the job ends, print where its step time went and what to change (tandem doctor).");
   t.Int("checkpoint_every", &o->checkpoint_every,

@@ -87,7 +87,7 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
       "--lr=0.1", "--optimizer=adamw", "--lr_scaling=sqrt", "--schedule=constant",
       "--warmup_steps=10", "--momentum=0.8", "--weight_decay=0.01", "--sync=zero1",
       "--sync_opt=a=1,b=2", "--bucket_cap_mb=8", "--transport=gloo", "--backend=cuda",
-      "--log_every=5", "--profile", "--doctor", "--checkpoint_every=20", "--worker_arg=--x=1,--y=2",
+      "--log_every=5", "--profile", "--doctor", "--decode_threads=3", "--checkpoint_every=20", "--worker_arg=--x=1,--y=2",
       "--worker-arg=--z", "--bin_dir=/b", "--run_dir=/r", "--keep_going",
       "--grace_seconds=2"};
   auto c = ParseCommandLine(args);
@@ -131,6 +131,7 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
   EXPECT_EQ(o.log_every, 5);
   EXPECT_TRUE(o.profile);
   EXPECT_TRUE(o.doctor);
+  EXPECT_EQ(o.decode_threads, 3);
   EXPECT_EQ(o.checkpoint_every, 20);
   EXPECT_EQ(o.worker_args, (Args{"--x=1", "--y=2", "--z"}));
   EXPECT_EQ(o.bin_dir, "/b");

@@ -71,6 +71,13 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+// What gradients move at: the node link when they cross nodes and the link
+// is known, else the local rate.
+double WireRate(const WorkerTotals& w, const DoctorOptions& o) {
+  return w.inter_node_bytes > 0 && o.link_bits_per_s > 0 ? o.link_bits_per_s / 8
+                                                         : o.local_bytes_per_s;
+}
+
 std::string Pct(double share) { return absl::StrFormat("%.0f%%", 100 * share); }
 
 }  // namespace
@@ -105,6 +112,10 @@ absl::StatusOr<Diagnosis> Diagnose(const std::vector<ProcessMetrics>& job,
     d.forward += w.forward / w.phases();
     d.backward += w.backward / w.phases();
     d.comm_wait += w.comm_wait / w.phases();
+    // A ring moves under 2x the buffer per rank: more wait than that is
+    // waiting for peers (a slow or data-starved rank), not for the wire.
+    const double wire_seconds = 2 * w.sync_bytes / WireRate(w, o);
+    d.comm_wire += std::min(w.comm_wait, wire_seconds) / w.phases();
     d.optimizer += w.optimizer / w.phases();
     d.data_wait += w.data_wait / w.phases();
     d.steps += w.steps;
@@ -114,6 +125,7 @@ absl::StatusOr<Diagnosis> Diagnose(const std::vector<ProcessMetrics>& job,
   d.forward /= n;
   d.backward /= n;
   d.comm_wait /= n;
+  d.comm_wire /= n;
   d.optimizer /= n;
   d.data_wait /= n;
   d.steps /= n;
@@ -125,7 +137,7 @@ absl::StatusOr<Diagnosis> Diagnose(const std::vector<ProcessMetrics>& job,
     const char* verdict;
   };
   const Share shares[4] = {{compute, "compute-bound"},
-                           {d.comm_wait, "communication-bound"},
+                           {d.comm_wire, "communication-bound"},
                            {d.data_wait, "data-bound"},
                            {d.optimizer, "optimizer-bound"}};
   d.verdict = std::max_element(shares, shares + 4, [](const Share& a, const Share& b) {
@@ -155,14 +167,24 @@ absl::StatusOr<Diagnosis> Diagnose(const std::vector<ProcessMetrics>& job,
   }
 
   // Communication.
-  if (d.comm_wait >= 0.10 || d.verdict == std::string("communication-bound")) {
+  const double peer_wait = d.comm_wait - d.comm_wire;
+  if (peer_wait >= 0.10) {
+    d.findings.push_back(
+        {"waiting for peers",
+         absl::StrFormat("%s of step time is spent inside collectives beyond what the bytes need "
+                         "(%.2f MiB per step at %.0f MB/s): ranks wait for slower ones",
+                         Pct(peer_wait), w0.sync_bytes / steps / kMiB, WireRate(w0, o) / 1e6),
+         "fix what makes one rank slow (see the data, straggler and kernels lines), not the "
+         "network"});
+  }
+  if (d.comm_wire >= 0.10 || d.verdict == std::string("communication-bound")) {
     Finding f{"communication", "", ""};
     const double per_step = w0.sync_bytes / steps;
     const double inter = w0.inter_node_bytes / steps;
     f.evidence = absl::StrFormat(
         "%s of step time waits for gradient sync (%s); %.1f MiB per step per worker through the "
         "communicator in %.0f bucket(s)",
-        Pct(d.comm_wait), w0.strategy.empty() ? "strategy unknown" : w0.strategy, per_step / kMiB,
+        Pct(d.comm_wire), w0.strategy.empty() ? "strategy unknown" : w0.strategy, per_step / kMiB,
         w0.buckets);
     if (inter > 0 && w0.sync_seconds > 0) {
       const double rate = 8 * w0.inter_node_bytes / w0.sync_seconds;
@@ -279,11 +301,11 @@ absl::StatusOr<Diagnosis> Diagnose(const std::vector<ProcessMetrics>& job,
 std::string FormatDiagnosis(const Diagnosis& d) {
   std::string out = absl::StrFormat(
       "tandem doctor: %d worker(s), %.0f steps each, %.1f ms per step\n"
-      "where step time goes (mean over workers): forward %s, backward %s, comm wait %s, "
-      "optimizer %s, data wait %s\n"
+      "where step time goes (mean over workers): forward %s, backward %s, comm wait %s (wire "
+      "%s), optimizer %s, data wait %s\n"
       "verdict: %s\n",
       d.workers, d.steps, d.step_ms, Pct(d.forward), Pct(d.backward), Pct(d.comm_wait),
-      Pct(d.optimizer), Pct(d.data_wait), d.verdict);
+      Pct(d.comm_wire), Pct(d.optimizer), Pct(d.data_wait), d.verdict);
   for (const Finding& f : d.findings) {
     absl::StrAppend(&out, "  ", f.kind, ": ", f.evidence, "\n");
     if (!f.advice.empty()) absl::StrAppend(&out, "    -> ", f.advice, "\n");

@@ -34,6 +34,10 @@ struct ProcessMetrics {
 struct DoctorOptions {
   // Each node's link when known (tandem local --link), for "% of the link".
   double link_bits_per_s = 0;
+  // Without a link: the rate gradients move at between processes of one
+  // host (shm or loopback TCP), bytes/s. Comm wait beyond twice what the
+  // wire needs at this rate is counted as waiting for slower ranks.
+  double local_bytes_per_s = 1e9;
   // The CPU the job ran on, for the BLAS kernel check (this machine's by
   // default: tandem local runs here).
   kernels::CpuFeatures cpu = kernels::DetectCpuFeatures();
@@ -57,6 +61,9 @@ struct Diagnosis {
   double step_ms = 0;         // mean step time per worker
   // Mean shares of step time over workers.
   double forward = 0, backward = 0, comm_wait = 0, optimizer = 0, data_wait = 0;
+  // The part of comm_wait the bytes explain (at the link or local rate);
+  // the rest is ranks waiting for each other inside the collective.
+  double comm_wire = 0;
   std::string verdict;  // "data-bound", "communication-bound", "compute-bound", "optimizer-bound"
   std::vector<Finding> findings;  // most important first
 };

@@ -128,6 +128,19 @@ TEST(DoctorTest, ComputeBoundOnAFallbackKernelNamesTheRightOne) {
   EXPECT_NE(FindKind(*fine, "compute"), nullptr);
 }
 
+TEST(DoctorTest, CollectiveWaitWithFewBytesIsWaitingForPeers) {
+  // 0.03 MiB per step cannot take 47% of a step on any link: the ranks wait
+  // for the data-starved one. The verdict follows the cause.
+  auto d = Diagnose({Worker("worker-0", {0.2, 0.3, 4.7, 0.1, 4.5}, 100, 0.03),
+                     Worker("worker-1", {0.2, 0.3, 4.7, 0.1, 4.5}, 100, 0.03)},
+                    Avx2Machine());
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->verdict, "data-bound");
+  EXPECT_LT(d->comm_wire, 0.01);
+  EXPECT_NE(FindKind(*d, "waiting for peers"), nullptr);
+  EXPECT_EQ(FindKind(*d, "communication"), nullptr);
+}
+
 TEST(DoctorTest, StragglerIsNamed) {
   auto d = Diagnose({Worker("worker-0", {1, 2, 3, 0.1, 0.1}, 100),
                      Worker("worker-1", {1, 2, 3, 0.1, 0.1}, 100),
