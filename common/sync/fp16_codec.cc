@@ -1,0 +1,126 @@
+#include "common/sync/fp16_codec.h"
+
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "common/kernels/cpu_dispatch.h"
+
+namespace tandem {
+namespace sync {
+namespace {
+
+TANDEM_CPU_INLINE uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  return u;
+}
+TANDEM_CPU_INLINE float FromBits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+}
+
+// The branch-free conversions of common/optim/precision.cc (private there),
+// repeated so they inline into the fused loops below; fp16_codec_test
+// checks them bit for bit against optim::FloatToHalf / HalfToFloat.
+TANDEM_CPU_INLINE uint16_t ToHalf(float f) {
+  const uint32_t u = Bits(f);
+  const uint32_t sign = (u >> 16) & 0x8000u;
+  const uint32_t a = u & 0x7FFFFFFFu;
+  const uint32_t big = 0x7C00u | (static_cast<uint32_t>(a > 0x7F800000u) << 9);
+  const uint32_t sub = Bits(FromBits(a) + 0.5f) - 0x3F000000u;
+  const uint32_t odd = (a >> 13) & 1u;
+  const uint32_t norm = (a + 0xC8000FFFu + odd) >> 13;
+  const uint32_t is_big = 0u - static_cast<uint32_t>(a >= 0x47800000u);
+  const uint32_t is_sub = 0u - static_cast<uint32_t>(a < 0x38800000u);
+  const uint32_t h = (big & is_big) | (sub & is_sub & ~is_big) | (norm & ~is_sub & ~is_big);
+  return static_cast<uint16_t>(sign | h);
+}
+
+TANDEM_CPU_INLINE float FromHalf(uint16_t h) {
+  const uint32_t x = h;
+  const uint32_t sign = (x & 0x8000u) << 16;
+  const uint32_t exp = (x >> 10) & 0x1Fu;
+  const uint32_t mant = x & 0x3FFu;
+  const uint32_t normal = ((exp + 112u) << 23) | (mant << 13);
+  const uint32_t special = 0x7F800000u | (mant << 13);
+  const uint32_t sub =
+      Bits(static_cast<float>(static_cast<int32_t>(mant)) * 5.9604644775390625e-08f);
+  const uint32_t is_sub = 0u - static_cast<uint32_t>(exp == 0);
+  const uint32_t is_special = 0u - static_cast<uint32_t>(exp == 31);
+  return FromBits(sign | (sub & is_sub) | (special & is_special) |
+                  (normal & ~is_sub & ~is_special));
+}
+
+// Saturate (NaN compares false both ways and passes through).
+TANDEM_CPU_INLINE float Saturate(float v) {
+  v = v < -65504.f ? -65504.f : v;
+  return v > 65504.f ? 65504.f : v;
+}
+
+TANDEM_CPU_INLINE void Fp16EncodeBody(const float* __restrict x, int64_t n,
+                                      uint16_t* __restrict out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = ToHalf(Saturate(x[i]));
+}
+TANDEM_CPU_DISPATCHED(Fp16Encode, (const float* __restrict x, int64_t n, uint16_t* __restrict out),
+                      (x, n, out))
+
+TANDEM_CPU_INLINE void Fp16EncodeFeedbackBody(const float* __restrict x, float* __restrict r,
+                                              int64_t n, uint16_t* __restrict out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i] + r[i];
+    const uint16_t h = ToHalf(Saturate(v));
+    out[i] = h;
+    const float d = v - FromHalf(h);
+    r[i] = std::fabs(d) <= FLT_MAX ? d : 0.f;
+  }
+}
+TANDEM_CPU_DISPATCHED(Fp16EncodeFeedback,
+                      (const float* __restrict x, float* __restrict r, int64_t n,
+                       uint16_t* __restrict out),
+                      (x, r, n, out))
+
+TANDEM_CPU_INLINE void Fp16DecodeBody(const uint16_t* __restrict in, int64_t n, bool add,
+                                      float* __restrict out) {
+  if (add) {
+    for (int64_t i = 0; i < n; ++i) out[i] = out[i] + FromHalf(in[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = FromHalf(in[i]);
+  }
+}
+TANDEM_CPU_DISPATCHED(Fp16Decode,
+                      (const uint16_t* __restrict in, int64_t n, bool add, float* __restrict out),
+                      (in, n, add, out))
+
+// Blocks are byte strings; the 2-byte loads and stores below assume the
+// caller's block is 2-aligned (the strategy's blocks are 8-aligned).
+class Fp16Codec final : public Codec {
+ public:
+  std::string name() const override { return "fp16"; }
+  bool sparse() const override { return false; }
+  int64_t MaxEncodedBytes(int64_t n) const override { return 2 * n; }
+  int64_t Encode(const float* x, int64_t n, const EncodeParams&, uint8_t* out) const override {
+    Fp16Encode(x, n, reinterpret_cast<uint16_t*>(out));
+    return 2 * n;
+  }
+  int64_t EncodeWithFeedback(const float* x, float* residual, int64_t n, const EncodeParams&,
+                             uint8_t* out) const override {
+    Fp16EncodeFeedback(x, residual, n, reinterpret_cast<uint16_t*>(out));
+    return 2 * n;
+  }
+  void Decode(const uint8_t* in, int64_t n, float* out) const override {
+    Fp16Decode(reinterpret_cast<const uint16_t*>(in), n, false, out);
+  }
+  void DecodeAdd(const uint8_t* in, int64_t n, float* out) const override {
+    Fp16Decode(reinterpret_cast<const uint16_t*>(in), n, true, out);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Codec> MakeFp16Codec() { return std::make_unique<Fp16Codec>(); }
+
+}  // namespace sync
+}  // namespace tandem
