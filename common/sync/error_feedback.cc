@@ -8,7 +8,14 @@ namespace tandem {
 namespace sync {
 
 ErrorFeedback::ErrorFeedback(const Codec* codec, int64_t size)
-    : codec_(codec), residual_(static_cast<size_t>(std::max<int64_t>(size, 0)), 0.f) {}
+    : codec_(codec),
+      owned_(static_cast<size_t>(std::max<int64_t>(size, 0)), 0.f),
+      residual_(absl::MakeSpan(owned_)) {}
+
+ErrorFeedback::ErrorFeedback(const Codec* codec, absl::Span<float> storage)
+    : codec_(codec), residual_(storage) {
+  Reset();
+}
 
 int64_t ErrorFeedback::Encode(const float* x, int64_t offset, int64_t n,
                               const EncodeParams& params, uint8_t* out) {

@@ -32,6 +32,8 @@ namespace sync {
 class ErrorFeedback {
  public:
   ErrorFeedback(const Codec* codec, int64_t size);
+  // Residuals in `storage` (borrowed; zeroed here).
+  ErrorFeedback(const Codec* codec, absl::Span<float> storage);
   ErrorFeedback(const ErrorFeedback&) = delete;
   ErrorFeedback& operator=(const ErrorFeedback&) = delete;
 
@@ -46,12 +48,13 @@ class ErrorFeedback {
   // Sum of squared residuals over [offset, offset + n) (double).
   double SumOfSquares(int64_t offset, int64_t n) const;
 
-  absl::Span<float> residuals() { return absl::MakeSpan(residual_); }
+  absl::Span<float> residuals() { return residual_; }
   void Reset();
 
  private:
   const Codec* const codec_;
-  std::vector<float> residual_;
+  std::vector<float> owned_;  // empty when the storage is borrowed
+  absl::Span<float> residual_;
 };
 
 }  // namespace sync
