@@ -291,8 +291,10 @@ void CompressedSync::Layout() {
       b.slice = (b.n + W - 1) / W;
       b.block = Align8(codec_->MaxEncodedBytes(b.slice));
       b.own_len = SliceLength(b, rank_);
+      // Room for a full slice on every rank, so the state has the same
+      // length on every rank (gathered in equal pieces).
       b.sum_offset = sums;
-      sums += b.own_len;
+      sums += b.slice;
       send = std::max(send, W * b.block);
       recv = std::max(recv, W * b.block);
       slice = std::max(slice, b.slice);
