@@ -157,7 +157,10 @@ TEST(HalfCodecs, BitIdenticalToPrecisionConversions) {
     std::memcpy(&f, &u, 4);
     x.push_back(f);
   }
-  for (float f : {0.f, -0.f, 1e-8f, 6e-8f, 65504.f, 65519.f, 1e-40f, 3.0f}) x.push_back(f);
+  for (float f : {0.f, -0.f, 1e-8f, 6e-8f, 65504.f, 65519.f, 65520.f, -1e6f, 1e-40f, 3.0f,
+                  std::numeric_limits<float>::infinity()}) {
+    x.push_back(f);
+  }
   const int64_t n = x.size();
   std::vector<uint8_t> block(2 * n);
   fp16->Encode(x.data(), n, {}, block.data());
@@ -170,7 +173,7 @@ TEST(HalfCodecs, BitIdenticalToPrecisionConversions) {
       continue;
     }
     // Saturated, then converted exactly as precision.h does.
-    const float sat = std::min(std::max(x[i], -65504.f), 65504.f);
+    const float sat = std::isinf(x[i]) ? x[i] : std::min(std::max(x[i], -65504.f), 65504.f);
     ASSERT_EQ(h[i], optim::FloatToHalf(sat)) << x[i];
   }
   std::vector<float> y(n);

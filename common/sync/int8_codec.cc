@@ -28,8 +28,11 @@ TANDEM_CPU_INLINE uint32_t SeedWord(uint64_t seed) {
   return Mix32(static_cast<uint32_t>(seed) ^ Mix32(static_cast<uint32_t>(seed >> 32) + 0x9e3779b9u));
 }
 
+// 24 random bits as a float in [0, 1); through int32 because x86 before
+// AVX-512 has no vector unsigned-to-float conversion.
 TANDEM_CPU_INLINE float Dither(uint32_t seed_word, uint32_t i) {
-  return static_cast<float>(Mix32(i * 0x9e3779b1u ^ seed_word) >> 8) * (1.0f / 16777216.0f);
+  return static_cast<float>(static_cast<int32_t>(Mix32(i * 0x9e3779b1u ^ seed_word) >> 8)) *
+         (1.0f / 16777216.0f);
 }
 
 // max |x| over m values, on the bit patterns: for non-negative floats the
@@ -48,9 +51,18 @@ TANDEM_CPU_INLINE float MaxAbs(const float* __restrict x, int64_t m) {
   return f;
 }
 
-TANDEM_CPU_INLINE float Clamp127(float q) {
-  q = q < -127.f ? -127.f : q;
-  return q > 127.f ? 127.f : q;
+// The code of v: round(v * inv) (|v * inv| <= 127 by the choice of inv,
+// so nearest needs no clamp), or floor(v * inv + dither), which can reach
+// 128 when the sum rounds up: clamped on the integer, where min / max
+// vectorise (a float select would not without -ffast-math).
+TANDEM_CPU_INLINE int32_t Code(float v, float inv, bool stochastic, float dither) {
+  if (!stochastic) return static_cast<int32_t>(std::nearbyint(v * inv));
+  // floor by truncation and a correction: GCC does not vectorise floorf
+  // without -fno-trapping-math. |x| < 129, so the int32 is exact.
+  const float x = v * inv + dither;
+  int32_t q = static_cast<int32_t>(x);
+  q -= static_cast<float>(q) > x ? 1 : 0;
+  return std::min(q, 127);
 }
 
 // Codes of one chunk of m values from v (stochastic: dither index base + i).
@@ -60,13 +72,49 @@ TANDEM_CPU_INLINE void QuantizeChunk(const float* __restrict v, int64_t m, float
   if (stochastic) {
     for (int64_t i = 0; i < m; ++i) {
       const float d = Dither(seed_word, base + static_cast<uint32_t>(i));
-      q[i] = static_cast<int8_t>(static_cast<int32_t>(Clamp127(std::floor(v[i] * inv + d))));
+      q[i] = static_cast<int8_t>(Code(v[i], inv, true, d));
+    }
+  } else {
+    for (int64_t i = 0; i < m; ++i) q[i] = static_cast<int8_t>(Code(v[i], inv, false, 0.f));
+  }
+}
+
+// Codes and new residuals of one chunk in one loop: r holds v on entry.
+TANDEM_CPU_INLINE void QuantizeFeedbackChunk(float* __restrict r, int64_t m, float inv,
+                                             float scale, bool stochastic, uint32_t seed_word,
+                                             uint32_t base, int8_t* __restrict q) {
+  if (stochastic) {
+    for (int64_t i = 0; i < m; ++i) {
+      const float d = Dither(seed_word, base + static_cast<uint32_t>(i));
+      const int32_t c = Code(r[i], inv, true, d);
+      q[i] = static_cast<int8_t>(c);
+      const float e = r[i] - static_cast<float>(c) * scale;
+      r[i] = std::fabs(e) <= FLT_MAX ? e : 0.f;
     }
   } else {
     for (int64_t i = 0; i < m; ++i) {
-      q[i] = static_cast<int8_t>(static_cast<int32_t>(Clamp127(std::nearbyint(v[i] * inv))));
+      const int32_t c = Code(r[i], inv, false, 0.f);
+      q[i] = static_cast<int8_t>(c);
+      const float e = r[i] - static_cast<float>(c) * scale;
+      r[i] = std::fabs(e) <= FLT_MAX ? e : 0.f;
     }
   }
+}
+
+// r = x + r, returning max |r| (on the bits, as MaxAbs).
+TANDEM_CPU_INLINE float AddMaxAbs(const float* __restrict x, float* __restrict r, int64_t m) {
+  uint32_t best = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    const float v = x[i] + r[i];
+    r[i] = v;
+    uint32_t u;
+    std::memcpy(&u, &v, sizeof(u));
+    u &= 0x7fffffffu;
+    best = best > u ? best : u;
+  }
+  float f;
+  std::memcpy(&f, &best, sizeof(f));
+  return f;
 }
 
 TANDEM_CPU_INLINE void ChunkScale(float max_abs, float* scale, float* inv) {
@@ -104,18 +152,11 @@ TANDEM_CPU_INLINE void Int8EncodeFeedbackBody(const float* __restrict x, float* 
   const uint32_t sw = SeedWord(seed);
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t lo = c * chunk, m = std::min(chunk, n - lo);
-    float* __restrict rc = r + lo;
-    const float* __restrict xc = x + lo;
-    for (int64_t i = 0; i < m; ++i) rc[i] = xc[i] + rc[i];
     float scale, inv;
-    ChunkScale(MaxAbs(rc, m), &scale, &inv);
+    ChunkScale(AddMaxAbs(x + lo, r + lo, m), &scale, &inv);
     std::memcpy(out + 4 * c, &scale, sizeof(scale));
-    int8_t* __restrict qc = q + lo;
-    QuantizeChunk(rc, m, inv, stochastic, sw, static_cast<uint32_t>(lo), qc);
-    for (int64_t i = 0; i < m; ++i) {
-      const float d = rc[i] - static_cast<float>(qc[i]) * scale;
-      rc[i] = std::fabs(d) <= FLT_MAX ? d : 0.f;
-    }
+    QuantizeFeedbackChunk(r + lo, m, inv, scale, stochastic, sw, static_cast<uint32_t>(lo),
+                          q + lo);
   }
 }
 TANDEM_CPU_DISPATCHED(Int8EncodeFeedback,

@@ -35,6 +35,26 @@ TANDEM_CPU_INLINE void AddIntoKernelBody(const float* __restrict x, int64_t n, f
 TANDEM_CPU_DISPATCHED(AddIntoKernel, (const float* __restrict x, int64_t n, float* __restrict r),
                       (x, n, r))
 
+// #{ |v| >= t } for t > 0, on the bits (NaN's are above inf's, so NaN
+// counts): an integer compare vectorises.
+TANDEM_CPU_INLINE int64_t CountAtLeastBody(const float* __restrict v, int64_t n, float t) {
+  uint32_t tb;
+  std::memcpy(&tb, &t, sizeof(tb));
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, v + i, sizeof(u));
+    count += (u & 0x7fffffffu) >= tb ? 1 : 0;
+  }
+  return count;
+}
+__attribute__((target("avx2,fma"))) int64_t CountAtLeastAvx2(const float* v, int64_t n, float t) {
+  return CountAtLeastBody(v, n, t);
+}
+int64_t CountAtLeast(const float* v, int64_t n, float t) {
+  return kernels::CpuHasAvx2Fma() ? CountAtLeastAvx2(v, n, t) : CountAtLeastBody(v, n, t);
+}
+
 void WriteHeader(int64_t count, float min_kept, uint8_t* out) {
   const uint32_t c = static_cast<uint32_t>(count);
   std::memcpy(out, &c, 4);
@@ -106,8 +126,7 @@ int64_t EncodeLargest(const float* v, int64_t n, int64_t k, float* workspace, fl
 int64_t EncodeAbove(const float* v, int64_t n, float threshold, int64_t capacity,
                     float* workspace, float* residual, uint8_t* out) {
   if (n == 0) return 0;
-  int64_t count = 0;
-  for (int64_t i = 0; i < n; ++i) count += Magnitude(v[i]) >= threshold ? 1 : 0;
+  const int64_t count = CountAtLeast(v, n, threshold);
   if (count > capacity) return EncodeLargest(v, n, capacity, workspace, residual, out);
   // Everything >= threshold: "> t" with t just below it, no ties needed.
   return Emit(v, n, std::nextafter(threshold, 0.f), 0, residual, out);
