@@ -245,6 +245,36 @@ TEST(TopkCodec, KeepsExactlyTheKLargestMagnitudes) {
   }
 }
 
+TEST(TopkCodec, EqualMagnitudesGoToTheLowestIndices) {
+  CodecConfig c = Named("topk");
+  c.k = 0.3;
+  auto codec = Make(c);
+  const int64_t n = 1001;
+  std::vector<float> x(n);
+  for (int64_t i = 0; i < n; ++i) x[i] = i % 2 ? 1.5f : -1.5f;
+  x[700] = 2.f;  // one larger value, kept first
+  x[3] = std::numeric_limits<float>::quiet_NaN();  // NaN counts as the largest
+  std::vector<uint8_t> block(codec->MaxEncodedBytes(n));
+  std::vector<float> ws(codec->WorkspaceFloats(n));
+  EncodeParams p;
+  p.workspace = ws.data();
+  codec->Encode(x.data(), n, p, block.data());
+  const auto pairs = Pairs(block);
+  const int64_t k = sparse::KeepCount(0.3, n);
+  ASSERT_EQ(static_cast<int64_t>(pairs.size()), k);
+  // NaN at 3 and 2.0 at 700, then the lowest k - 2 indices of the rest.
+  std::vector<uint32_t> expect;
+  for (uint32_t i = 0; static_cast<int64_t>(expect.size()) < k - 1; ++i) {
+    if (i != 700) expect.push_back(i);
+  }
+  expect.push_back(700);
+  std::sort(expect.begin(), expect.end());
+  std::vector<uint32_t> got;
+  for (auto [i, v] : pairs) got.push_back(i);
+  EXPECT_EQ(got, expect);
+  EXPECT_TRUE(std::isnan(pairs[3].second));
+}
+
 TEST(ThresholdCodec, KeepsWhatPassesUpToCapacity) {
   CodecConfig c = Named("threshold");
   c.density = 0.05;

@@ -128,7 +128,7 @@ std::vector<std::vector<float>> Reference(const Case& c, int steps, int64_t n,
     for (int b = 0; b < static_cast<int>(plan.buckets.size()); ++b) {
       const int64_t lo = plan.buckets[b].lo, len = plan.buckets[b].size();
       if (codec->sparse()) {
-        std::vector<float> ws(len);
+        std::vector<float> ws(codec->WorkspaceFloats(len));
         for (int r = 0; r < W; ++r) {
           EncodeParams p;
           p.workspace = ws.data();

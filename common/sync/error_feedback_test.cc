@@ -162,7 +162,7 @@ TEST(ThresholdController, MovesTowardsTheTargetDensity) {
   ThresholdController tc(1, {0.02});
   std::mt19937 rng(1);
   std::normal_distribution<float> d(0.f, 1.f);
-  std::vector<float> g(n), ws(n);
+  std::vector<float> g(n), ws(codec->WorkspaceFloats(n));
   std::vector<uint8_t> block(codec->MaxEncodedBytes(n));
   double density = 0;
   for (int t = 0; t < 60; ++t) {

@@ -108,19 +108,45 @@ int64_t KeepCount(double fraction, int64_t n) {
   return std::clamp<int64_t>(static_cast<int64_t>(k), 1, n);
 }
 
+int64_t WorkspaceFloats(int64_t n) { return n == 0 ? 0 : n + kHistogramBins; }
+
+// The k-th largest magnitude by a radix select on the bits (for
+// non-negative floats the bit order is the value order; NaN maps to inf's
+// bits, as Magnitude does): a histogram of the top 16 bits finds the bin
+// holding it, then nth_element runs on that bin's values only. Two passes
+// over the data instead of introselect's random access over all of it.
 int64_t EncodeLargest(const float* v, int64_t n, int64_t k, float* workspace, float* residual,
                       uint8_t* out) {
   if (n == 0) return 0;  // MaxEncodedBytes(0) == 0: nothing, not even a header
   k = std::clamp<int64_t>(k, 0, n);
   if (k == 0) return Emit(v, n, std::numeric_limits<float>::infinity(), 0, residual, out);
-  Magnitudes(v, n, workspace);
-  // The k-th largest magnitude t: everything above it is kept, and as many
-  // of the values equal to it as make k.
-  std::nth_element(workspace, workspace + (k - 1), workspace + n, std::greater<float>());
-  const float t = workspace[k - 1];
-  int64_t above = 0;
-  for (int64_t i = 0; i < k - 1; ++i) above += workspace[i] > t ? 1 : 0;
-  return Emit(v, n, t, k - above, residual, out);
+  uint32_t* bits = reinterpret_cast<uint32_t*>(workspace);
+  uint32_t* hist = bits + n;
+  std::fill(hist, hist + kHistogramBins, 0u);
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, v + i, sizeof(u));
+    u &= 0x7fffffffu;
+    u = u > 0x7f800000u ? 0x7f800000u : u;
+    bits[i] = u;
+    ++hist[u >> 16];
+  }
+  int64_t above = 0;  // magnitudes in higher bins
+  int bin = kHistogramBins - 1;
+  while (above + hist[bin] < k) above += hist[bin--];
+  // Compact the bin's values to the front (never past the read position).
+  int64_t m = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if ((bits[i] >> 16) == static_cast<uint32_t>(bin)) bits[m++] = bits[i];
+  }
+  const int64_t rank = k - above - 1;  // 0-based, descending, within the bin
+  std::nth_element(bits, bits + rank, bits + m, std::greater<uint32_t>());
+  const uint32_t tb = bits[rank];
+  int64_t greater = above;
+  for (int64_t j = 0; j < rank; ++j) greater += bits[j] > tb ? 1 : 0;
+  float t;
+  std::memcpy(&t, &tb, sizeof(t));
+  return Emit(v, n, t, k - greater, residual, out);
 }
 
 int64_t EncodeAbove(const float* v, int64_t n, float threshold, int64_t capacity,

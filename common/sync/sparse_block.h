@@ -26,15 +26,19 @@ Header ReadHeader(const uint8_t* block);
 // (0 for n = 0).
 int64_t KeepCount(double fraction, int64_t n);
 
+constexpr int64_t kHistogramBins = 1 << 16;
+// Scratch the selection needs for n values (n + kHistogramBins floats).
+int64_t WorkspaceFloats(int64_t n);
+
 // Encodes the k largest magnitudes of v[0, n) (ties: lowest indices first;
-// NaN counts as the largest) into out; workspace holds n floats. When
+// NaN counts as the largest) into out; workspace holds WorkspaceFloats(n). When
 // `residual` is set it holds v on entry and leaves with the kept values
 // zeroed (what was sent is no longer owed) and non-finite ones zeroed.
 // Returns the bytes written.
 int64_t EncodeLargest(const float* v, int64_t n, int64_t k, float* workspace, float* residual,
                       uint8_t* out);
 // Encodes every |v| >= threshold (threshold > 0) if there are at most
-// `capacity`, else the `capacity` largest. `residual` as above.
+// `capacity`, else the `capacity` largest. `residual` and workspace as above.
 int64_t EncodeAbove(const float* v, int64_t n, float threshold, int64_t capacity,
                     float* workspace, float* residual, uint8_t* out);
 

@@ -18,7 +18,7 @@ class ThresholdCodec final : public Codec {
   int64_t MaxEncodedBytes(int64_t n) const override {
     return n == 0 ? 0 : sparse::kHeaderBytes + sparse::kPairBytes * Capacity(n);
   }
-  int64_t WorkspaceFloats(int64_t n) const override { return n; }
+  int64_t WorkspaceFloats(int64_t n) const override { return sparse::WorkspaceFloats(n); }
   int64_t Encode(const float* x, int64_t n, const EncodeParams& p, uint8_t* out) const override {
     return Run(x, n, p, nullptr, out);
   }

@@ -16,7 +16,7 @@ class TopkCodec final : public Codec {
   int64_t MaxEncodedBytes(int64_t n) const override {
     return n == 0 ? 0 : sparse::kHeaderBytes + sparse::kPairBytes * sparse::KeepCount(fraction_, n);
   }
-  int64_t WorkspaceFloats(int64_t n) const override { return n; }
+  int64_t WorkspaceFloats(int64_t n) const override { return sparse::WorkspaceFloats(n); }
   int64_t Encode(const float* x, int64_t n, const EncodeParams& p, uint8_t* out) const override {
     return sparse::EncodeLargest(x, n, sparse::KeepCount(fraction_, n), p.workspace, nullptr, out);
   }
