@@ -104,6 +104,7 @@ class CompressedSync final : public GradientSync {
   optim::Optimizer* optimizer() override { return optimizer_.get(); }
 
   std::vector<optim::StateBuffer> extra_state() override {
+    AllocateGathered();
     return {{kMetaName, absl::MakeSpan(meta_)}, {kResidualsName, absl::MakeSpan(gathered_)}};
   }
   absl::Status SyncStateToHost() override;
@@ -199,6 +200,11 @@ class CompressedSync final : public GradientSync {
   absl::Status RunDense(int b, const BucketLayout& L);
   absl::Status RunSparse(int b, const BucketLayout& L);
   absl::Status Update(const optim::StepContext& context, int64_t step);
+  // Rank 0's copy of every rank's state, made the first time checkpoints
+  // need it (not per step): a run that never checkpoints does not hold it.
+  void AllocateGathered() {
+    if (rank_ == 0 && gathered_.empty()) gathered_.assign(world_size_ * local_.size(), 0.f);
+  }
   void CountSent(int64_t bytes) {
     bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
     if (world_spans_nodes_) inter_node_bytes_.fetch_add(bytes, std::memory_order_relaxed);
@@ -324,7 +330,6 @@ void CompressedSync::Layout() {
   sum_block_.assign(block, 0);
   sum_.assign(slice, 0.f);
   workspace_.assign(workspace, 0.f);
-  if (rank_ == 0) gathered_.assign(W * local_.size(), 0.f);
   piece_.assign(W * std::min<int64_t>(kStatePiece, local_.size()), 0.f);
 }
 
@@ -421,6 +426,7 @@ absl::Status CompressedSync::Update(const optim::StepContext& context, int64_t s
 // Every rank's local state, piece by piece, onto rank 0.
 absl::Status CompressedSync::SyncStateToHost() {
   RETURN_IF_ERROR(CheckUsable("SyncStateToHost"));
+  AllocateGathered();
   const int64_t n = local_.size();
   if (thresholds_ != nullptr) {
     absl::Span<const float> t = thresholds_->thresholds();
@@ -454,6 +460,7 @@ absl::Status CompressedSync::SyncStateToHost() {
 // each rank its own piece.
 absl::Status CompressedSync::StateLoaded() {
   RETURN_IF_ERROR(CheckUsable("StateLoaded"));
+  AllocateGathered();
   const int64_t n = local_.size();
   int64_t header[2] = {0, 0};  // residuals fit, steps done
   if (rank_ == 0) {

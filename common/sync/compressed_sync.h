@@ -35,7 +35,8 @@
 // checkpoint keeps rank 0's extra state only. Both calls are therefore
 // collective over the world communicator: every rank calls them together,
 // between steps (the worker's checkpointer does). Rank 0 holds W times the
-// residuals for this; other ranks' "compressed/residuals" is empty. At
+// residuals for this, allocated the first time extra_state() or these calls
+// need it; other ranks' "compressed/residuals" is empty. At
 // another world size (or bucket plan) the residuals reset to zero, with a
 // log line on rank 0. Nothing is allocated per step; host memory only.
 //
