@@ -18,6 +18,7 @@
 #include "common/nn/model.h"
 #include "common/plan/model_cost.h"
 #include "common/status/status_macros.h"
+#include "common/sync/codec_factory.h"
 
 namespace tandem {
 namespace plan {
@@ -184,6 +185,27 @@ absl::StatusOr<LoopbackRates> MeasureLoopback(int64_t bytes, int repetitions) {
   return rates;
 }
 
+absl::StatusOr<double> MeasureCodecBytesPerSecond(int64_t values, int repetitions) {
+  sync::CodecConfig config;  // int8, the strategy's default chunk
+  ASSIGN_OR_RETURN(std::unique_ptr<sync::Codec> codec, sync::CreateCodec(config));
+  std::vector<float> x(values), residual(values, 0.f), decoded(values);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  for (float& v : x) v = normal(rng);
+  std::vector<uint8_t> encoded(codec->MaxEncodedBytes(values));
+  std::vector<double> secs;
+  for (int r = 0; r <= repetitions; ++r) {
+    const double t0 = Now();
+    // What compressed runs per byte of gradient: an encode with feedback
+    // and a decode (dequantize-add of the sums is the same pass again).
+    codec->EncodeWithFeedback(x.data(), residual.data(), values, {}, encoded.data());
+    codec->Decode(encoded.data(), values, decoded.data());
+    if (r > 0) secs.push_back(Now() - t0);
+  }
+  // Rate per pass (the cost model charges passes at this rate).
+  return 2.0 * values * sizeof(float) / Median(secs);
+}
+
 absl::StatusOr<MachineProfile> Calibrate(const CalibrateOptions& o) {
   if (o.batch < 1 || o.repetitions < 1) {
     return absl::InvalidArgumentError("calibrate: batch and repetitions must be at least 1");
@@ -196,9 +218,11 @@ absl::StatusOr<MachineProfile> Calibrate(const CalibrateOptions& o) {
   // A ring round is a send and a receive: half a round trip each way, plus
   // the collective's own bookkeeping, which the round trip approximates.
   p.link_alpha_s = l.round_trip_s;
+  ASSIGN_OR_RETURN(p.codec_bytes_per_s,
+                   MeasureCodecBytesPerSecond(o.stream_bytes / 4, o.repetitions));
   p.cores = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   p.source = absl::StrCat("measured by tandem plan --calibrate (", o.model, ", batch ", o.batch,
-                          "); codec rate is the default");
+                          ")");
   return p;
 }
 

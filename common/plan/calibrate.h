@@ -1,7 +1,8 @@
 // Calibration: measures this machine's rates for the cost model
 // (machine_profile.h) — the model's own forward + backward on the CPU
 // backend (so "GEMM rate at the model's shapes" includes everything a step
-// runs), memory streaming, loopback TCP bandwidth and round-trip latency.
+// runs), memory streaming, the int8 codec, loopback TCP bandwidth and
+// round-trip latency.
 // Each number is the median of several timed repetitions.
 //
 //   ASSIGN_OR_RETURN(MachineProfile p, Calibrate(CalibrateOptions{...}));
@@ -33,6 +34,9 @@ absl::StatusOr<MachineProfile> Calibrate(const CalibrateOptions& options);
 // The parts, for tests and for `tandem plan --calibrate` to print.
 absl::StatusOr<double> MeasureModelFlops(const std::string& model, int batch, int repetitions);
 double MeasureStreamBytesPerSecond(int64_t bytes, int repetitions);
+// The int8 codec (common/sync, the compressed strategy's default), fp32
+// bytes per second per pass (encode with error feedback, decode).
+absl::StatusOr<double> MeasureCodecBytesPerSecond(int64_t values, int repetitions);
 struct LoopbackRates {
   double bytes_per_s = 0;
   double round_trip_s = 0;

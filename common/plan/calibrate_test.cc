@@ -17,6 +17,9 @@ TEST(CalibrateTest, MeasuresPositiveRates) {
   ASSERT_TRUE(gpt.ok()) << gpt.status();
   EXPECT_GT(*gpt, 0);
   EXPECT_GT(MeasureStreamBytesPerSecond(1 << 20, 2), 0);
+  auto codec = MeasureCodecBytesPerSecond(1 << 16, 2);
+  ASSERT_TRUE(codec.ok()) << codec.status();
+  EXPECT_GT(*codec, 0);
   auto loop = MeasureLoopback(1 << 20, 2);
   ASSERT_TRUE(loop.ok()) << loop.status();
   EXPECT_GT(loop->bytes_per_s, 0);

@@ -72,7 +72,7 @@ struct Codec {
 };
 
 absl::StatusOr<Codec> ParseCodec(const std::string& name) {
-  if (name == "int8") return Codec{(1 + 4.0 / 512) / 4, false};  // + an fp32 scale per 512
+  if (name == "int8") return Codec{(1 + 4.0 / 1024) / 4, false};  // + an fp32 scale per 1024
   if (name == "fp16" || name == "bf16") return Codec{0.5, false};
   if (absl::StartsWith(name, "topk=")) {
     double k = 0;
