@@ -4,14 +4,12 @@
 #include <mutex>
 #include <vector>
 
-#include "common/comm/gloo/gloo_communicator.h"
-#include "common/comm/testing/rank_threads.h"
+#include "common/comm/testing/gloo_ranks.h"
 #include "common/nn/model_spec.h"
 #include "common/optim/sgd.h"
 #include "common/status/status_macros.h"
 #include "common/sync/allreduce_sync.h"
 #include "common/sync/zero_sync.h"
-#include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
 
 namespace tandem {
@@ -140,16 +138,8 @@ TEST(StrategyCostTest, MemoryEqualsWhatTheStrategiesReport) {
     ASSIGN_OR_RETURN(auto s, optim::Sgd::Create(range, o));
     return std::unique_ptr<optim::Optimizer>(std::move(s));
   };
-  auto results = comm_testing::RunRanks(
+  auto results = comm_testing::RunGlooRanks(
       3,
-      [](int rank, gloo::rendezvous::Store& store) -> absl::StatusOr<std::unique_ptr<Communicator>> {
-        GlooOptions o;
-        o.rank = rank;
-        o.world_size = 3;
-        o.store = &store;
-        o.timeout = absl::Seconds(30);
-        return GlooCommunicator::Create(o);
-      },
       [&](int rank, Communicator& comm) -> absl::Status {
         for (sync::ZeroStage stage : {sync::ZeroStage::kOptimizer, sync::ZeroStage::kGradients}) {
           sync::ZeroSyncOptions o;

@@ -20,20 +20,21 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/comm/gloo/gloo_communicator.h"
 #include "common/comm/groups.h"
-#include "common/comm/testing/rank_threads.h"
+#include "common/comm/testing/gloo_ranks.h"
 #include "common/kernels/cpu_backend.h"
 #include "common/nn/model.h"
 #include "common/optim/sgd.h"
 #include "common/status/status_macros.h"
 #include "common/sync/registry.h"
-#include "gloo/rendezvous/hash_store.h"
+#include "common/sync/testing/synthetic_training.h"
 #include "gtest/gtest.h"
 
 namespace tandem {
 namespace sync {
 namespace {
+
+using sync_testing::RelativeDifference;
 
 constexpr int kBatch = 8;  // per rank
 constexpr char kMlp[] = "mlp:20,32,16,5";
@@ -72,49 +73,6 @@ Data MakeData(int samples) {
   return d;
 }
 
-class Borrowed final : public Communicator {
- public:
-  explicit Borrowed(Communicator* c) : c_(c) {}
-  int rank() const override { return c_->rank(); }
-  int world_size() const override { return c_->world_size(); }
-  std::string backend() const override { return c_->backend(); }
-  absl::Status AllReduce(float* d, int64_t n, ReduceOp op) override {
-    return c_->AllReduce(d, n, op);
-  }
-  absl::Status ReduceScatter(const float* in, float* out, int64_t n) override {
-    return c_->ReduceScatter(in, out, n);
-  }
-  absl::Status AllGather(const void* in, void* out, int64_t b) override {
-    return c_->AllGather(in, out, b);
-  }
-  absl::Status Broadcast(void* d, int64_t b, int root) override {
-    return c_->Broadcast(d, b, root);
-  }
-  absl::Status AllToAll(const void* in, void* out, int64_t b) override {
-    return c_->AllToAll(in, out, b);
-  }
-  absl::Status Barrier() override { return c_->Barrier(); }
-
- private:
-  Communicator* c_;
-};
-
-std::vector<absl::Status> RunRanks(int world,
-                                   const std::function<absl::Status(int, Communicator&)>& body) {
-  return comm_testing::RunRanks(
-      world,
-      [&](int rank, gloo::rendezvous::Store& store)
-          -> absl::StatusOr<std::unique_ptr<Communicator>> {
-        GlooOptions o;
-        o.rank = rank;
-        o.world_size = world;
-        o.store = &store;
-        o.timeout = absl::Seconds(60);
-        return GlooCommunicator::Create(o);
-      },
-      body);
-}
-
 struct RankRun {
   kernels::CpuBackend backend;
   std::unique_ptr<nn::Model> model;
@@ -128,7 +86,7 @@ absl::Status SetUp(const std::string& strategy, const std::string& sync_opt, Com
   mo.max_batch = kBatch;
   mo.seed = 7;
   ASSIGN_OR_RETURN(run->model, nn::CreateModel(kMlp, &run->backend, mo));
-  run->groups.world = std::make_unique<Borrowed>(&comm);
+  run->groups.world = std::make_unique<comm_testing::BorrowedCommunicator>(&comm);
   ASSIGN_OR_RETURN(SyncOptions so, ParseSyncOptions(strategy, sync_opt));
   so.bucket_cap_mb = 0.002;  // ~500 floats: several buckets
   SyncEnv env;
@@ -220,7 +178,7 @@ constexpr int kK1 = 4, kK2 = 4;
 std::vector<std::vector<float>> Uninterrupted(int world, const std::string& opts,
                                               const Data& data) {
   std::vector<std::vector<float>> params(world);
-  auto results = RunRanks(world, [&](int rank, Communicator& comm) -> absl::Status {
+  auto results = comm_testing::RunGlooRanks(world, [&](int rank, Communicator& comm) -> absl::Status {
     RankRun run;
     RETURN_IF_ERROR(SetUp("compressed", opts, comm, &run));
     RETURN_IF_ERROR(Train(run, data, 1, kK1 + kK2));
@@ -236,7 +194,7 @@ std::vector<std::vector<float>> Uninterrupted(int world, const std::string& opts
 std::vector<std::vector<float>> Resumed(int save_world, int load_world, const std::string& opts,
                                         const Data& data, const std::string& drop = "") {
   Saved saved;
-  auto results = RunRanks(save_world, [&](int rank, Communicator& comm) -> absl::Status {
+  auto results = comm_testing::RunGlooRanks(save_world, [&](int rank, Communicator& comm) -> absl::Status {
     RankRun run;
     RETURN_IF_ERROR(SetUp("compressed", opts, comm, &run));
     RETURN_IF_ERROR(Train(run, data, 1, kK1));
@@ -245,7 +203,7 @@ std::vector<std::vector<float>> Resumed(int save_world, int load_world, const st
   for (int r = 0; r < save_world; ++r) EXPECT_TRUE(results[r].ok()) << results[r];
   if (!drop.empty()) saved.extra.erase(drop);
   std::vector<std::vector<float>> params(load_world);
-  results = RunRanks(load_world, [&](int rank, Communicator& comm) -> absl::Status {
+  results = comm_testing::RunGlooRanks(load_world, [&](int rank, Communicator& comm) -> absl::Status {
     RankRun run;
     RETURN_IF_ERROR(SetUp("compressed", opts, comm, &run));
     RETURN_IF_ERROR(Load(run, saved));
@@ -324,7 +282,7 @@ struct Trained {
 Trained TrainWith(const std::string& strategy, const std::string& opts, const Data& train,
                   const Data& eval, int steps) {
   Trained out;
-  auto results = RunRanks(4, [&](int rank, Communicator& comm) -> absl::Status {
+  auto results = comm_testing::RunGlooRanks(4, [&](int rank, Communicator& comm) -> absl::Status {
     RankRun run;
     RETURN_IF_ERROR(SetUp(strategy, opts, comm, &run));
     RETURN_IF_ERROR(Train(run, train, 1, steps));
@@ -336,15 +294,6 @@ Trained TrainWith(const std::string& strategy, const std::string& opts, const Da
   });
   for (int r = 0; r < 4; ++r) EXPECT_TRUE(results[r].ok()) << results[r];
   return out;
-}
-
-double RelativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0, n = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    d += (static_cast<double>(a[i]) - b[i]) * (a[i] - b[i]);
-    n += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(d) / std::max(std::sqrt(n), 1e-30);
 }
 
 // A small stand-in for the Fashion-MNIST check (which is in

@@ -15,8 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/comm/gloo/gloo_communicator.h"
-#include "common/comm/testing/rank_threads.h"
+#include "common/comm/testing/gloo_ranks.h"
 #include "common/optim/sgd.h"
 #include "common/status/status_macros.h"
 #include "common/sync/bucket_plan.h"
@@ -25,7 +24,6 @@
 #include "common/sync/error_feedback.h"
 #include "common/sync/registry.h"
 #include "common/sync/threshold_controller.h"
-#include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
 
 namespace tandem {
@@ -53,22 +51,6 @@ float Gradient(int rank, int step, int64_t i) {
   // Different magnitudes per region so int8 chunks get different scales.
   const float v = std::sin(0.013f * i * (rank + 1) + step) * (1 + (i / 700) % 4);
   return v + 0.01f * rank;
-}
-
-std::vector<absl::Status> RunRanks(int world,
-                                   const std::function<absl::Status(int, Communicator&)>& body) {
-  return comm_testing::RunRanks(
-      world,
-      [&](int rank, gloo::rendezvous::Store& store)
-          -> absl::StatusOr<std::unique_ptr<Communicator>> {
-        GlooOptions o;
-        o.rank = rank;
-        o.world_size = world;
-        o.store = &store;
-        o.timeout = absl::Seconds(60);
-        return GlooCommunicator::Create(o);
-      },
-      body);
 }
 
 struct Case {
@@ -172,7 +154,7 @@ TEST_P(CompressedSum, EqualsDequantizeThenSumReference) {
   const auto ranges = RaggedRanges(&n);
   const auto reference = Reference(c, kSteps, n, ranges);
   std::vector<std::vector<std::vector<float>>> got(c.world);
-  auto results = RunRanks(c.world, [&](int rank, Communicator& comm) -> absl::Status {
+  auto results = comm_testing::RunGlooRanks(c.world, [&](int rank, Communicator& comm) -> absl::Status {
     std::vector<float> params(n, 0.f), grads(n);
     CompressedSyncOptions o;
     o.comm = &comm;
@@ -254,7 +236,7 @@ Plain RunIntegers(int world, int64_t warmup, double min_bucket_kb, int steps) {
   int64_t n = 0;
   const auto ranges = RaggedRanges(&n);
   Plain out;
-  auto results = RunRanks(world, [&](int rank, Communicator& comm) -> absl::Status {
+  auto results = comm_testing::RunGlooRanks(world, [&](int rank, Communicator& comm) -> absl::Status {
     std::vector<float> params(n, 0.f), grads(n);
     CompressedSyncOptions o;
     o.comm = &comm;
