@@ -32,6 +32,7 @@ std::vector<CommandInfo> Commands() {
       {"status", "Show a running job: state, generation, world size, each worker's progress."},
       {"plan", "Predict step time, memory and link bytes of every strategy on a cluster."},
       {"doctor", "Say where a job's step time goes and which flags would help."},
+      {"exec", "Run a program with the OpenBLAS kernel this CPU needs: tandem exec -- PROG ARGS."},
   };
 }
 
@@ -238,6 +239,17 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
     FlagTable t = StatusFlags(&c.status);
     ASSIGN_OR_RETURN(c.help, ParseInto(t, rest));
     if (c.help) c.help_text = t.Help();
+    return c;
+  }
+  if (command == "exec") {
+    // main.cc runs `tandem exec -- PROG` itself; only its help comes here.
+    c.help = true;
+    c.help_text =
+        "usage: tandem exec [--] PROGRAM [ARGS...]\n"
+        "Runs PROGRAM with the OPENBLAS_CORETYPE this CPU needs when OpenBLAS would pick a\n"
+        "weaker kernel (what tandem local gives its workers); a value already set in the\n"
+        "environment is kept. The exit status is PROGRAM's (127 if it cannot be run).\n"
+        "Container entrypoints use it: deploy/docker.\n";
     return c;
   }
   if (command == "doctor") {
