@@ -42,6 +42,9 @@ ABSL_FLAG(int, batch_size, 64, "Samples per worker per micro-batch.");
 ABSL_FLAG(int, accumulation, 1, "Micro-batches per optimizer step (gradient accumulation).");
 ABSL_FLAG(double, lr, 0.05, "Base learning rate (for one worker; see --lr_scaling).");
 ABSL_FLAG(std::string, lr_scaling, "linear", "Scale lr with world size: linear, sqrt, none.");
+ABSL_FLAG(int64_t, lr_reference_batch, 0,
+          "Global batch --lr was tuned for; lr scales with global batch / this (0 = one worker's "
+          "batch: scale with the world size).");
 ABSL_FLAG(std::string, schedule, "cosine", "LR schedule: constant, cosine, linear.");
 ABSL_FLAG(int64_t, warmup_steps, 0, "Linear warm-up steps.");
 ABSL_FLAG(std::string, optimizer, "sgd", "sgd or adamw.");
@@ -112,6 +115,7 @@ int main(int argc, char** argv) {
   o.accumulation = absl::GetFlag(FLAGS_accumulation);
   o.lr = absl::GetFlag(FLAGS_lr);
   o.lr_scaling = absl::GetFlag(FLAGS_lr_scaling);
+  o.lr_reference_batch = absl::GetFlag(FLAGS_lr_reference_batch);
   o.schedule = absl::GetFlag(FLAGS_schedule);
   o.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
   o.optimizer = absl::GetFlag(FLAGS_optimizer);
