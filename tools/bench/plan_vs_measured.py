@@ -24,7 +24,10 @@ def plan_name(variant, sync, opt):
     if variant in PLAN_NAME:
         return PLAN_NAME[variant]
     if sync == "compressed":
-        codec = dict(kv.split("=", 1) for kv in opt.split(",") if "=" in kv).get("codec", "int8")
+        kv = dict(x.split("=", 1) for x in opt.split(",") if "=" in x)
+        codec = kv.get("codec", "int8")
+        if codec == "topk":
+            return "compressed:topk=" + kv.get("k", "0.01")
         return "compressed:" + codec
     return sync
 
