@@ -13,6 +13,7 @@
 #include "common/optim/clip.h"
 #include "common/status/status_macros.h"
 #include "common/sync/bucket_engine.h"
+#include "common/sync/step_guard.h"
 #include "common/sync/grad_clip.h"
 #include "common/sync/hier_allreduce.h"
 
@@ -70,49 +71,22 @@ class AllreduceSync final : public GradientSync {
   }
 
   absl::Status BeginStep(const StepOptions& options) override {
-    RETURN_IF_ERROR(CheckUsable("BeginStep"));
-    if (!std::isfinite(options.grad_scale)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(kLabel, ": grad_scale must be finite, got ", options.grad_scale));
-    }
-    if (in_step_) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(kLabel, ": BeginStep called twice without FinishStep in between"));
-    }
-    absl::Status s = engine_->BeginStep();
-    if (!s.ok()) {
-      broken_ = s;
-      return s;
-    }
-    grad_scale_ = options.grad_scale;
-    in_step_ = true;
-    return absl::OkStatus();
+    RETURN_IF_ERROR(guard_.CheckBegin(options));
+    return guard_.Started(engine_->BeginStep(), options);
   }
 
   void OnGradientsReady(int64_t lo, int64_t hi) override { engine_->OnGradientsReady(lo, hi); }
 
   absl::Status FinishStep(const optim::StepContext& context) override {
-    RETURN_IF_ERROR(CheckUsable("FinishStep"));
-    if (!in_step_) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(kLabel, ": FinishStep called without BeginStep"));
-    }
-    in_step_ = false;
-    absl::Status comm = engine_->FinishStep();
-    if (!comm.ok()) {
-      broken_ = comm;
-      return comm;
-    }
+    RETURN_IF_ERROR(guard_.CheckFinish());
+    RETURN_IF_ERROR(guard_.Record(engine_->FinishStep()));
     const int64_t step = engine_->stats().steps;  // this step, now counted
     const auto start = std::chrono::steady_clock::now();
     absl::Status s = Update(context, step);
     const double seconds = SecondsSince(start);
     absl::MutexLock lock(&mu_);
     optimizer_seconds_ += seconds;
-    if (!s.ok()) {
-      broken_ = s;
-      return s;
-    }
+    RETURN_IF_ERROR(guard_.Record(s));
     ++steps_;
     return absl::OkStatus();
   }
@@ -194,17 +168,10 @@ class AllreduceSync final : public GradientSync {
     return absl::OkStatus();
   }
 
-  absl::Status CheckUsable(const char* call) const {
-    if (broken_.ok()) return absl::OkStatus();
-    return absl::FailedPreconditionError(
-        absl::StrCat(kLabel, ": ", call, " after an earlier error (", broken_.message(),
-                     "); destroy this sync and re-join"));
-  }
-
   // Every rank now holds the same summed gradients, so every rank computes
   // the same scale, the same clip factor and the same update.
   absl::Status Update(const optim::StepContext& context, int64_t step) {
-    double scale = static_cast<double>(context.grad_scale) * grad_scale_ / world_size_;
+    double scale = static_cast<double>(context.grad_scale) * guard_.grad_scale() / world_size_;
     if (clip_.enabled() && size_ > 0) {
       double sum_sq = 0;
       if (device_stepper_ != nullptr) {
@@ -256,9 +223,7 @@ class AllreduceSync final : public GradientSync {
   std::atomic<int64_t> inter_node_bytes_{0};
 
   // Trainer thread only.
-  bool in_step_ = false;
-  float grad_scale_ = 1.0f;
-  absl::Status broken_;
+  StepGuard guard_{kLabel};
 
   mutable absl::Mutex mu_;
   int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;

@@ -14,6 +14,7 @@
 #include "common/optim/clip.h"
 #include "common/status/status_macros.h"
 #include "common/sync/bucket_engine.h"
+#include "common/sync/step_guard.h"
 #include "common/sync/error_feedback.h"
 #include "common/sync/grad_clip.h"
 #include "common/sync/threshold_controller.h"
@@ -111,54 +112,27 @@ class CompressedSync final : public GradientSync {
   absl::Status StateLoaded() override;
 
   absl::Status BeginStep(const StepOptions& options) override {
-    RETURN_IF_ERROR(CheckUsable("BeginStep"));
-    if (!std::isfinite(options.grad_scale)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(kLabel, ": grad_scale must be finite, got ", options.grad_scale));
-    }
-    if (in_step_) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(kLabel, ": BeginStep called twice without FinishStep in between"));
-    }
+    RETURN_IF_ERROR(guard_.CheckBegin(options));
     // Read by the communication thread after the engine's BeginStep (its
     // mutex orders the write before the reads).
     compress_now_ = steps_done_ >= warmup_steps_;
     seed_step_ = steps_done_;
     residual_sq_ = 0;
-    absl::Status s = engine_->BeginStep();
-    if (!s.ok()) {
-      broken_ = s;
-      return s;
-    }
-    grad_scale_ = options.grad_scale;
-    in_step_ = true;
-    return absl::OkStatus();
+    return guard_.Started(engine_->BeginStep(), options);
   }
 
   void OnGradientsReady(int64_t lo, int64_t hi) override { engine_->OnGradientsReady(lo, hi); }
 
   absl::Status FinishStep(const optim::StepContext& context) override {
-    RETURN_IF_ERROR(CheckUsable("FinishStep"));
-    if (!in_step_) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(kLabel, ": FinishStep called without BeginStep"));
-    }
-    in_step_ = false;
-    absl::Status comm = engine_->FinishStep();
-    if (!comm.ok()) {
-      broken_ = comm;
-      return comm;
-    }
+    RETURN_IF_ERROR(guard_.CheckFinish());
+    RETURN_IF_ERROR(guard_.Record(engine_->FinishStep()));
     const auto start = std::chrono::steady_clock::now();
     absl::Status s = Update(context, engine_->stats().steps);
     const double seconds = SecondsSince(start);
     ++steps_done_;
     absl::MutexLock lock(&mu_);
     optimizer_seconds_ += seconds;
-    if (!s.ok()) {
-      broken_ = s;
-      return s;
-    }
+    RETURN_IF_ERROR(guard_.Record(s));
     ++steps_;
     if (feedback_ && compress_now_) residual_norm_ = std::sqrt(residual_sq_);
     return absl::OkStatus();
@@ -216,13 +190,6 @@ class CompressedSync final : public GradientSync {
     return v;
   }
 
-  absl::Status CheckUsable(const char* call) const {
-    if (broken_.ok()) return absl::OkStatus();
-    return absl::FailedPreconditionError(
-        absl::StrCat(kLabel, ": ", call, " after an earlier error (", broken_.message(),
-                     "); destroy this sync and re-join"));
-  }
-
   Communicator* const comm_;
   float* const params_;
   float* const grads_;
@@ -268,9 +235,7 @@ class CompressedSync final : public GradientSync {
   std::atomic<int64_t> uncompressed_buckets_{0};
 
   // Trainer thread only.
-  bool in_step_ = false;
-  float grad_scale_ = 1.0f;
-  absl::Status broken_;
+  StepGuard guard_{kLabel};
 
   mutable absl::Mutex mu_;
   int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
@@ -401,7 +366,7 @@ absl::Status CompressedSync::RunSparse(int b, const BucketLayout& L) {
 // As AllreduceSync: every rank holds the same summed gradients, so every
 // rank computes the same scale, clip factor and update.
 absl::Status CompressedSync::Update(const optim::StepContext& context, int64_t step) {
-  double scale = static_cast<double>(context.grad_scale) * grad_scale_ / world_size_;
+  double scale = static_cast<double>(context.grad_scale) * guard_.grad_scale() / world_size_;
   if (clip_.enabled() && size_ > 0) {
     const double sum_sq = optim::PartialSumOfSquares(absl::MakeConstSpan(grads_, size_));
     absl::StatusOr<optim::ClipResult> clip = clip_.Compute(sum_sq, scale);
@@ -425,7 +390,7 @@ absl::Status CompressedSync::Update(const optim::StepContext& context, int64_t s
 
 // Every rank's local state, piece by piece, onto rank 0.
 absl::Status CompressedSync::SyncStateToHost() {
-  RETURN_IF_ERROR(CheckUsable("SyncStateToHost"));
+  RETURN_IF_ERROR(guard_.CheckUsable("SyncStateToHost"));
   AllocateGathered();
   const int64_t n = local_.size();
   if (thresholds_ != nullptr) {
@@ -459,7 +424,7 @@ absl::Status CompressedSync::SyncStateToHost() {
 // Rank 0 holds what the checkpoint had; it checks that it fits and sends
 // each rank its own piece.
 absl::Status CompressedSync::StateLoaded() {
-  RETURN_IF_ERROR(CheckUsable("StateLoaded"));
+  RETURN_IF_ERROR(guard_.CheckUsable("StateLoaded"));
   AllocateGathered();
   const int64_t n = local_.size();
   int64_t header[2] = {0, 0};  // residuals fit, steps done

@@ -11,6 +11,7 @@
 #include "common/optim/clip.h"
 #include "common/status/status_macros.h"
 #include "common/sync/bucket_engine.h"
+#include "common/sync/step_guard.h"
 #include "common/sync/grad_clip.h"
 
 namespace tandem {
@@ -116,46 +117,19 @@ class ZeroSyncImpl final : public ZeroSync {
   }
 
   absl::Status BeginStep(const StepOptions& options) override {
-    RETURN_IF_ERROR(CheckUsable("BeginStep"));
-    if (!std::isfinite(options.grad_scale)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(label_, ": grad_scale must be finite, got ", options.grad_scale));
-    }
-    if (in_step_) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(label_, ": BeginStep called twice without FinishStep in between"));
-    }
-    absl::Status s = engine_->BeginStep();
-    if (!s.ok()) {
-      broken_ = s;
-      return s;
-    }
-    grad_scale_ = options.grad_scale;
-    in_step_ = true;
-    return absl::OkStatus();
+    RETURN_IF_ERROR(guard_.CheckBegin(options));
+    return guard_.Started(engine_->BeginStep(), options);
   }
 
   void OnGradientsReady(int64_t lo, int64_t hi) override { engine_->OnGradientsReady(lo, hi); }
 
   absl::Status FinishStep(const optim::StepContext& context) override {
-    RETURN_IF_ERROR(CheckUsable("FinishStep"));
-    if (!in_step_) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(label_, ": FinishStep called without BeginStep"));
-    }
-    in_step_ = false;
-    absl::Status comm = engine_->FinishStep();
-    if (!comm.ok()) {
-      broken_ = comm;
-      return comm;
-    }
+    RETURN_IF_ERROR(guard_.CheckFinish());
+    RETURN_IF_ERROR(guard_.Record(engine_->FinishStep()));
     const int64_t step = engine_->stats().steps;
     absl::Status s = Update(context, step);
     if (s.ok()) s = AllGatherParams(step);
-    if (!s.ok()) {
-      broken_ = s;
-      return s;
-    }
+    RETURN_IF_ERROR(guard_.Record(s));
     absl::MutexLock lock(&mu_);
     ++steps_;
     return absl::OkStatus();
@@ -178,13 +152,6 @@ class ZeroSyncImpl final : public ZeroSync {
   }
 
  private:
-  absl::Status CheckUsable(const char* call) const {
-    if (broken_.ok()) return absl::OkStatus();
-    return absl::FailedPreconditionError(
-        absl::StrCat(label_, ": ", call, " after an earlier error (", broken_.message(),
-                     "); destroy this sync and re-join"));
-  }
-
   void AddBytes(int64_t bytes) {
     absl::MutexLock lock(&mu_);
     bytes_sent_ += bytes;
@@ -239,7 +206,7 @@ class ZeroSyncImpl final : public ZeroSync {
     }
     const float* g = stage_ == ZeroStage::kOptimizer ? grads_ + owned_.lo : grad_shard_.data();
     const int64_t n = owned_.size();
-    double scale = static_cast<double>(context.grad_scale) * grad_scale_ / world_;
+    double scale = static_cast<double>(context.grad_scale) * guard_.grad_scale() / world_;
     if (clip_.enabled()) {
       const double sum_sq = n > 0 ? optim::PartialSumOfSquares(absl::MakeConstSpan(g, n)) : 0.0;
       absl::StatusOr<optim::ClipResult> c = clip_.Compute(sum_sq, scale);
@@ -331,9 +298,7 @@ class ZeroSyncImpl final : public ZeroSync {
   std::vector<float> rs_out_;
 
   // Trainer thread only.
-  bool in_step_ = false;
-  float grad_scale_ = 1.0f;
-  absl::Status broken_;
+  StepGuard guard_{label_};
 
   mutable absl::Mutex mu_;
   int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
