@@ -2,7 +2,16 @@
 // (SSE4.2: 128-bit vectors) so the binaries run on any x86-64 server; hot
 // element-wise loops are compiled twice more, for AVX2+FMA (x86-64-v3,
 // 256-bit) and for AVX-512 F/BW/DQ/VL (x86-64-v4, 512-bit vectors), and the
-// first call picks the widest the CPU and the OS support.
+// first call picks one from what the CPU and the OS support.
+//
+// Default: up to AVX2. The loops dispatched here stream through memory
+// (optimizer steps over the model, reductions, codecs), and measured on an
+// AVX-512 machine (AMD EPYC, 2026-12-03; tools/bench/optim_bench rows per
+// width) the 512-bit builds were no faster on 64-byte-aligned buffers and
+// 20-40% slower on buffers 16 bytes off a cache line (what large mallocs
+// return: every std::vector of optimizer state), while only cache-resident
+// data gained (~10-40%). So AVX-512 is built, tested bit-exact and
+// selectable (ForceVectorWidth), but not the default.
 //
 //   TANDEM_CPU_INLINE void ScaleBody(float* __restrict x, int64_t n, float a) { ... }
 //   TANDEM_CPU_DISPATCHED(Scale, (float* x, int64_t n, float a), (x, n, a))
@@ -39,16 +48,20 @@ inline VectorWidth CpuVectorWidth() {
   return w;
 }
 
+// The widest width dispatched loops use unless told otherwise (see above).
+constexpr VectorWidth kDefaultVectorWidthCap = VectorWidth::kAvx2;
+
 inline std::atomic<int>& VectorWidthCap() {
-  static std::atomic<int> cap{static_cast<int>(VectorWidth::kAvx512)};
+  static std::atomic<int> cap{static_cast<int>(kDefaultVectorWidthCap)};
   return cap;
 }
 
-// For tests: run every dispatched loop at no more than `cap` (kAvx512 = the
-// CPU's widest again).
+// Runs every dispatched loop at no more than `cap` (kAvx512 allows the
+// 512-bit builds where the CPU has them). Tests use it to compare widths.
 inline void ForceVectorWidth(VectorWidth cap) { VectorWidthCap() = static_cast<int>(cap); }
+// true: the baseline; false: back to the default cap.
 inline void ForceBaselineVectorWidth(bool force) {
-  ForceVectorWidth(force ? VectorWidth::kSse42 : VectorWidth::kAvx512);
+  ForceVectorWidth(force ? VectorWidth::kSse42 : kDefaultVectorWidthCap);
 }
 
 // What dispatched loops run at now: the CPU's widest, under the cap.

@@ -1,5 +1,6 @@
 #include "common/kernels/cpu_dispatch.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -43,7 +44,9 @@ TEST(CpuDispatchTest, PicksTheWidestTheCpuRunsAndCanBeCappedAtEachNarrowerOne) {
   const VectorWidth widest =
       avx512 ? VectorWidth::kAvx512 : avx2 ? VectorWidth::kAvx2 : VectorWidth::kSse42;
   EXPECT_EQ(CpuVectorWidth(), widest);
-  EXPECT_EQ(ActiveVectorWidth(), widest);
+  // By default at most AVX2 (cpu_dispatch.h says why).
+  const VectorWidth by_default = std::min(widest, kDefaultVectorWidthCap);
+  EXPECT_EQ(ActiveVectorWidth(), by_default);
   const std::vector<VectorWidth> all = SupportedVectorWidths();
   ASSERT_EQ(all.size(), static_cast<size_t>(widest) + 1);
   for (VectorWidth w : all) {
@@ -56,7 +59,10 @@ TEST(CpuDispatchTest, PicksTheWidestTheCpuRunsAndCanBeCappedAtEachNarrowerOne) {
   ForceBaselineVectorWidth(true);
   EXPECT_STREQ(VectorWidthName(), "sse4.2");
   ForceBaselineVectorWidth(false);
+  EXPECT_EQ(ActiveVectorWidth(), by_default);
+  ForceVectorWidth(VectorWidth::kAvx512);
   EXPECT_EQ(ActiveVectorWidth(), widest);
+  ForceBaselineVectorWidth(false);
 }
 
 TEST(CpuDispatchTest, EveryWidthComputesTheSameOnRaggedSizes) {
@@ -73,7 +79,7 @@ TEST(CpuDispatchTest, EveryWidthComputesTheSameOnRaggedSizes) {
         EXPECT_EQ(y, base) << n << " at " << VectorWidthName(w);
       }
     }
-    ForceVectorWidth(VectorWidth::kAvx512);
+    ForceBaselineVectorWidth(false);
   }
 }
 

@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
     names.push_back("sgd" + at);
     rows.push_back({names.back().c_str(), 12, MedianSeconds(reps, [&] { step_with(sgd->get()); })});
   }
-  tandem::kernels::ForceVectorWidth(tandem::kernels::VectorWidth::kAvx512);
+  tandem::kernels::ForceBaselineVectorWidth(false);  // back to the default
   rows.push_back({"sum_of_squares", 4, MedianSeconds(reps, [&] {
                     sink = sink + PartialSumOfSquares(grads);
                   })});
