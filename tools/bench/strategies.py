@@ -85,6 +85,20 @@ def run_tandem(tandem, args, run_dir, timeout):
     return rc, out, err, time.time() - t0, cmd
 
 
+MEMORY = re.compile(r'^tandem_sync_memory_bytes\{[^}]*kind="(\w+)"[^}]*\} (\S+)')
+
+
+def worker_memory(run_dir):
+    """worker-0's tandem_sync_memory_bytes by kind, from the metrics file the
+    worker wrote as it exited (RUN_DIR/metrics/worker-0.prom), or None."""
+    try:
+        with open(os.path.join(run_dir, "metrics", "worker-0.prom")) as f:
+            kinds = {m.group(1): float(m.group(2)) for m in map(MEMORY.match, f) if m}
+    except OSError:
+        return None
+    return kinds or None
+
+
 def parse(out):
     steps = [(int(m.group(1)), float(m.group(4)), float(m.group(5)))
              for m in map(STEP.match, out.splitlines()) if m]
@@ -148,6 +162,9 @@ def main():
                     r["step_ms"] = sum(s[2] for s in body) / len(body)
                     r["samples_per_s"] = sum(s[1] for s in body) / len(body)
                     r["link_bytes_per_step"] = (link_bytes / a.steps) if link_bytes is not None else None
+                    mem = worker_memory(os.path.join(a.out, "runs", name))
+                    r["memory_bytes"] = mem
+                    r["memory_mib"] = sum(mem.values()) / 2**20 if mem else None
                 else:
                     r["error"] = last_error(rc, out, err)
                 results.append(r)
@@ -194,6 +211,14 @@ def fmt(v, spec):
     return "-" if v is None else spec % v
 
 
+def memory_cell(mem):
+    if not mem:
+        return "-"
+    mib = lambda k: mem.get(k, 0) / 2**20
+    return "%.1f (%.1f/%.1f/%.1f/%.1f)" % (sum(mem.values()) / 2**20, mib("params"), mib("grads"),
+                                           mib("optimizer"), mib("staging"))
+
+
 def print_table(meta, results):
     print("tools/bench/strategies.sh: model %s, %d steps, batch %d per worker; accuracy after %d epoch(s) on %s at %s"
           % (meta["model"], meta["steps"], meta["batch_per_worker"], meta["epochs_for_accuracy"],
@@ -201,9 +226,9 @@ def print_table(meta, results):
     print("network: " + meta["network"])
     print("layout = nodes x workers per node; link bytes = bytes that left all nodes for other nodes "
           "(tc class counters) / steps; (x) = ratio to %s" % meta["baseline"])
-    cols = "%-18s %-8s %-6s %16s %18s %22s %16s"
+    cols = "%-18s %-8s %-6s %16s %18s %22s %16s %26s"
     print(cols % ("strategy", "link", "layout", "step ms (x)", "samples/s (x)", "link bytes/step (x)",
-                  "test acc (x)"))
+                  "test acc (x)", "MiB/worker (p/g/opt/stg)"))
     for r in results:
         if not r["ok"]:
             print("%-18s %-8s %-6s FAILED: %s" % (r["variant"], r["rate"], r["layout"], r["error"]))
@@ -212,7 +237,8 @@ def print_table(meta, results):
                       "%s (%s)" % (fmt(r["step_ms"], "%.1f"), fmt(r["step_ms_vs_ring"], "%.2f")),
                       "%s (%s)" % (fmt(r["samples_per_s"], "%.0f"), fmt(r["samples_per_s_vs_ring"], "%.2f")),
                       "%s (%s)" % (fmt(r["link_bytes_per_step"], "%.0f"), fmt(r["link_bytes_per_step_vs_ring"], "%.2f")),
-                      "%s (%s)" % (fmt(r["test_accuracy"], "%.4f"), fmt(r["test_accuracy_vs_ring"], "%.3f"))))
+                      "%s (%s)" % (fmt(r["test_accuracy"], "%.4f"), fmt(r["test_accuracy_vs_ring"], "%.3f")),
+                      memory_cell(r.get("memory_bytes"))))
 
 
 def print_compression_checks(meta, results):
