@@ -94,7 +94,9 @@ class HybridSyncImpl final : public GradientSync {
   }
 
   std::string name() const override { return "hybrid"; }
-  optim::ParamRange owned_range() const override { return {0, 0}; }
+  // Every rank holds the whole (pulled) vector and none steps it: the
+  // checkpointer writes it once, from rank 0, with no optimizer state.
+  optim::ParamRange owned_range() const override { return {0, size_}; }
   optim::Optimizer* optimizer() override { return nullptr; }
 
   SyncMemory memory() const override {
@@ -120,9 +122,12 @@ class HybridSyncImpl final : public GradientSync {
     in_step_ = true;
     grad_scale_ = options.grad_scale;
     ready_.Reset();
-    const bool overlapped = initialised_ && learning_rate_ != nullptr;
-    if (overlapped) {
+    bool overlapped = false;
+    if (initialised_ && learning_rate_ != nullptr) {
       pushed_lr_ = learning_rate_(next_step_);
+      overlapped = std::isfinite(pushed_lr_);  // NaN: not known yet
+    }
+    if (overlapped) {
       absl::Status s = remote_->BeginPushes(Header(next_step_, pushed_lr_));
       if (!s.ok()) return Fail(s);
     }

@@ -75,7 +75,9 @@ class PsSyncImpl final : public GradientSync {
   }
 
   std::string name() const override { return "ps"; }
-  optim::ParamRange owned_range() const override { return {0, 0}; }
+  // Every rank holds the whole (pulled) vector and none steps it: the
+  // checkpointer writes it once, from rank 0, with no optimizer state.
+  optim::ParamRange owned_range() const override { return {0, size_}; }
   optim::Optimizer* optimizer() override { return nullptr; }
 
   SyncMemory memory() const override {
@@ -99,9 +101,12 @@ class PsSyncImpl final : public GradientSync {
     in_step_ = true;
     grad_scale_ = options.grad_scale;
     ready_.Reset();
-    overlapped_ = initialised_ && learning_rate_ != nullptr;
-    if (overlapped_) {
+    overlapped_ = false;
+    if (initialised_ && learning_rate_ != nullptr) {
       pushed_lr_ = learning_rate_(next_step_);
+      overlapped_ = std::isfinite(pushed_lr_);  // NaN: not known yet
+    }
+    if (overlapped_) {
       absl::Status s = remote_->BeginPushes(Header(next_step_, pushed_lr_));
       if (!s.ok()) return Fail(s);
     }

@@ -1,7 +1,7 @@
 // PsSync: the `ps` strategy. The shard servers (services/shardserver) hold
 // the fp32 master weights and the optimizer state; workers hold neither an
-// optimizer nor its state (optimizer() is null, owned_range() empty,
-// memory() counts no optimizer bytes).
+// optimizer nor its state (optimizer() is null, owned_range() is the whole
+// vector they hold, memory() counts no optimizer bytes).
 //
 //   step t:  backward reports ranges -> every chunk of the ShardLayout
 //            (common/shard/shard_layout.h) that became final is pushed to

@@ -52,8 +52,8 @@ struct ShardServerEnv {
   std::string job_id;
   int64_t generation = 0;              // this generation's number (>= 1)
   // The trainer's learning-rate schedule (the lr of 1-based update `step`).
-  // With it, pushes leave while backward runs; without it they wait for
-  // FinishStep's context.
+  // With it, pushes leave while backward runs; without it (or when it
+  // returns a non-finite value) they wait for FinishStep's context.
   std::function<float(int64_t step)> learning_rate;
 };
 

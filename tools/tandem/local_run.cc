@@ -237,7 +237,7 @@ void Runner::PumpStdout(int timeout_ms) {
 
 absl::Status Runner::StartNetwork() {
   SimulatedNetworkOptions n;
-  n.nodes = o_.nodes;
+  n.nodes = o_.nodes + o_.shard_servers;  // each shard server is a node of its own
   if (!o_.link.empty()) {
     ASSIGN_OR_RETURN(n.link_bits_per_second, ParseLinkRate(o_.link));
   }
@@ -259,7 +259,9 @@ void Runner::PrintLinkBytes() {
   std::vector<std::string> parts;
   for (size_t i = 0; i < sent->size(); ++i) {
     total += (*sent)[i];
-    parts.push_back(absl::StrCat("node-", i + 1, " ", (*sent)[i]));
+    const int n = static_cast<int>(i);  // nodes first, then one per shard server
+    parts.push_back(n < o_.nodes ? absl::StrCat("node-", n + 1, " ", (*sent)[i])
+                                 : absl::StrCat("shard-", n - o_.nodes, " ", (*sent)[i]));
   }
   // One line, parsed by tools/bench/strategies.sh: bytes that left each
   // node for another node (tc class counters, IP headers included).
@@ -306,7 +308,7 @@ absl::Status Runner::Run() {
     bind_source_library_ = realpath(lib.c_str(), resolved) != nullptr ? resolved : lib;
     service_host_ = SimulatedNetwork::ServiceAddress();
   }
-  children_.reserve(2 + o_.workers);
+  children_.reserve(2 + o_.shard_servers + o_.workers);
   Print(absl::StrCat("tandem local: ", o_.workers, " workers",
                      o_.nodes > 0 ? absl::StrCat(" (", o_.nodes, " nodes x ", o_.workers_per_node,
                                                  ")")
@@ -364,6 +366,33 @@ absl::Status Runner::Run() {
                      "tandem status --coordinator ", coordinator_address_, " --job_id ",
                      o_.job_id, ")"));
   Print(absl::StrCat("data server: ", data_address));
+  // Shard servers (--sync ps / hybrid): before the workers, which need them.
+  std::vector<Child*> servers = {coordinator, dataserver};
+  std::vector<std::string> shard_addresses;
+  if (o_.shard_servers > 0) {
+    ASSIGN_OR_RETURN(std::string shard_bin,
+                     FindServiceBinary("shardserver", o_.bin_dir, env_.self_exe));
+    std::vector<std::pair<Child*, std::string>> started;
+    for (int s = 0; s < o_.shard_servers; ++s) {
+      const std::string host =
+          network_ != nullptr ? SimulatedNetwork::NodeAddress(o_.nodes + 1 + s) : o_.host;
+      const std::string port_file = absl::StrCat(run_dir_, "/shard-", s, ".port");
+      std::remove(port_file.c_str());
+      ASSIGN_OR_RETURN(Child * c,
+                       Spawn(absl::StrCat("shard-", s),
+                             {shard_bin, "--bind=" + host, "--port=0", "--port_file=" + port_file,
+                              "--metrics_port=0", absl::StrCat("--server_id=shard-", s)},
+                             false));
+      servers.push_back(c);
+      started.push_back({c, host});
+    }
+    for (int s = 0; s < o_.shard_servers; ++s) {
+      ASSIGN_OR_RETURN(int port, WaitForPortFile(*started[s].first,
+                                                 absl::StrCat(run_dir_, "/shard-", s, ".port")));
+      shard_addresses.push_back(absl::StrCat(started[s].second, ":", port));
+    }
+    Print(absl::StrCat("shard servers: ", absl::StrJoin(shard_addresses, ",")));
+  }
   WaitForMetricsLine(*coordinator);
   WaitForMetricsLine(*dataserver);
   for (Child* c : {coordinator, dataserver}) {
@@ -380,6 +409,9 @@ absl::Status Runner::Run() {
     std::vector<std::string> argv = WorkerArgv(o_, data, worker_bin, coordinator_address_,
                                                data_address, i, run_dir_);
     argv.push_back("--metrics_port=0");
+    if (!shard_addresses.empty()) {
+      argv.push_back("--shard_servers=" + absl::StrJoin(shard_addresses, ","));
+    }
     std::vector<std::string> env;
     if (network_ != nullptr) {
       // Gloo and gRPC connect without binding: pin the source to the node's
@@ -410,7 +442,7 @@ absl::Status Runner::Run() {
       return absl::CancelledError(absl::StrCat("interrupted; stopped every process (logs in ",
                                                run_dir_, ")"));
     }
-    for (Child* server : {coordinator, dataserver}) {
+    for (Child* server : servers) {
       if (server->process->Poll()) {
         absl::Status s = Failure(*server, "exited while workers were running");
         StopEverything();
