@@ -119,8 +119,9 @@ absl::Status RemoteShards::FirstError() const {
   return error_;
 }
 
-absl::Status RemoteShards::InitServers(int64_t step, const v1::OptimizerConfig& optimizer,
-                                       const float* params) {
+absl::Status RemoteShards::InitServers(
+    int64_t step, const v1::OptimizerConfig& optimizer, const float* params,
+    const std::vector<std::pair<std::string, const float*>>& state) {
   std::vector<absl::Status> results(clients_.size());
   std::vector<std::thread> threads;
   for (size_t s = 0; s < clients_.size(); ++s) {
@@ -132,7 +133,21 @@ absl::Status RemoteShards::InitServers(int64_t step, const v1::OptimizerConfig& 
       init.chunk_elements = options_.chunk_elements;
       init.world_size = options_.world_size;
       init.optimizer = optimizer;
-      results[s] = clients_[s]->Init(init, params).status();
+      results[s] = clients_[s]->Init(init, params, state).status();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& s : results) RETURN_IF_ERROR(s);
+  return absl::OkStatus();
+}
+
+absl::Status RemoteShards::PullState(int64_t step, const std::string& name, float* out) {
+  std::vector<absl::Status> results(clients_.size());
+  std::vector<std::thread> threads;
+  for (size_t s = 0; s < clients_.size(); ++s) {
+    threads.emplace_back([&, s] {
+      const optim::ParamRange r = layout_.server_range(static_cast<int>(s));
+      results[s] = clients_[s]->Pull(options_.generation, step, r.lo, r.hi, out, name);
     });
   }
   for (std::thread& t : threads) t.join();

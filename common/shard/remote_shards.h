@@ -76,7 +76,11 @@ class RemoteShards {
   // (the flat vector's base), the chunk layout, the world size and the
   // optimizer; `step` is the last applied step. In parallel over servers.
   absl::Status InitServers(int64_t step, const v1::OptimizerConfig& optimizer,
-                           const float* params);
+                           const float* params,
+                           const std::vector<std::pair<std::string, const float*>>& state = {});
+  // Optimizer state buffer `name` as of `step` from every server into
+  // out[0, size) (in parallel over servers; for checkpoints).
+  absl::Status PullState(int64_t step, const std::string& name, float* out);
 
   absl::Status BeginPushes(const PushHeader& header);
   void Push(int chunk, const float* data);

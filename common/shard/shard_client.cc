@@ -105,7 +105,9 @@ absl::StatusOr<v1::ShardInfo> ShardClient::Info() {
   return info;
 }
 
-absl::StatusOr<bool> ShardClient::Init(const ShardInit& init, const float* params) {
+absl::StatusOr<bool> ShardClient::Init(
+    const ShardInit& init, const float* params,
+    const std::vector<std::pair<std::string, const float*>>& state) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, options_.timeout);
   v1::InitShardResponse response;
@@ -120,16 +122,27 @@ absl::StatusOr<bool> ShardClient::Init(const ShardInit& init, const float* param
   msg.set_chunk_elements(init.chunk_elements);
   msg.set_world_size(init.world_size);
   msg.mutable_data()->set_dtype(v1::DTYPE_F32);
-  int64_t at = init.range.lo;
-  do {
-    const int64_t end = std::min(init.range.hi, at + kInitPieceFloats);
-    msg.mutable_range()->set_begin(at);
-    msg.mutable_range()->set_end(end);
-    msg.mutable_data()->mutable_data()->assign(reinterpret_cast<const char*>(params + at),
-                                               (end - at) * sizeof(float));
-    if (!w->Write(msg)) break;  // Finish reports why
-    at = end;
-  } while (at < init.range.hi);
+  bool open = true;
+  auto send = [&](const std::string& name, const float* base) {
+    msg.set_state_name(name);
+    int64_t at = init.range.lo;
+    do {
+      const int64_t end = std::min(init.range.hi, at + kInitPieceFloats);
+      msg.mutable_range()->set_begin(at);
+      msg.mutable_range()->set_end(end);
+      msg.mutable_data()->mutable_data()->assign(reinterpret_cast<const char*>(base + at),
+                                                 (end - at) * sizeof(float));
+      if (!w->Write(msg)) {
+        open = false;  // Finish reports why
+        return;
+      }
+      at = end;
+    } while (at < init.range.hi);
+  };
+  send("", params);
+  for (size_t i = 0; open && i < state.size(); ++i) {
+    if (init.range.size() > 0) send(state[i].first, state[i].second);
+  }
   w->WritesDone();
   grpc::Status s = w->Finish();
   if (!s.ok()) return FromGrpcStatus(s, absl::StrCat("ShardServer.InitShard to ", address()));
@@ -137,7 +150,7 @@ absl::StatusOr<bool> ShardClient::Init(const ShardInit& init, const float* param
 }
 
 absl::Status ShardClient::Pull(int64_t generation, int64_t step, int64_t lo, int64_t hi,
-                               float* params) {
+                               float* params, const std::string& state_name) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, options_.timeout);
   v1::PullParametersRequest req;
@@ -148,6 +161,7 @@ absl::Status ShardClient::Pull(int64_t generation, int64_t step, int64_t lo, int
   req.mutable_range()->set_end(hi);
   req.set_dtype(v1::DTYPE_F32);
   req.set_timeout_ms(absl::ToInt64Milliseconds(options_.timeout));
+  req.set_state_name(state_name);
   std::unique_ptr<grpc::ClientReader<v1::ParameterChunk>> r = stub_->PullParameters(&ctx, req);
   v1::ParameterChunk msg;
   int64_t got = 0;

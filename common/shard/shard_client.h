@@ -22,6 +22,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -88,11 +90,16 @@ class ShardClient {
   const std::string& address() const { return options_.address; }
   absl::StatusOr<v1::ShardInfo> Info();
   // Sends params[init.range] (params is the flat vector's base) in pieces of
-  // about 4 MiB; returns whether the server kept its optimizer state.
-  absl::StatusOr<bool> Init(const ShardInit& init, const float* params);
+  // about 4 MiB, and each named optimizer state buffer's init.range (bases
+  // of flat vectors, e.g. a restored checkpoint's); returns whether the
+  // server kept its own optimizer state.
+  absl::StatusOr<bool> Init(const ShardInit& init, const float* params,
+                            const std::vector<std::pair<std::string, const float*>>& state = {});
   // Pulls params[lo, hi) as of `step` into params (the flat vector's base),
-  // waiting up to the timeout for the step to be applied.
-  absl::Status Pull(int64_t generation, int64_t step, int64_t lo, int64_t hi, float* params);
+  // waiting up to the timeout for the step to be applied. With state_name:
+  // that optimizer state buffer instead.
+  absl::Status Pull(int64_t generation, int64_t step, int64_t lo, int64_t hi, float* params,
+                    const std::string& state_name = "");
   // A new stream over this client's channel (owned by the caller).
   std::unique_ptr<PushStream> NewPushStream();
 

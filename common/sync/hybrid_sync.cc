@@ -14,6 +14,7 @@
 #include "common/shard/remote_shards.h"
 #include "common/status/status_macros.h"
 #include "common/sync/chunk_readiness.h"
+#include "common/sync/optimizer_mirror.h"
 #include "common/sync/ps_sync.h"
 
 namespace tandem {
@@ -35,7 +36,7 @@ struct Group {
 class HybridSyncImpl final : public GradientSync {
  public:
   HybridSyncImpl(SyncEnv env, std::unique_ptr<shard::RemoteShards> remote,
-                 v1::OptimizerConfig opt)
+                 v1::OptimizerConfig opt, std::unique_ptr<OptimizerMirror> mirror)
       : generation_(env.shard_servers.generation),
         world_(env.comms->world.get()),
         intra_(env.comms->intra.get()),
@@ -47,6 +48,7 @@ class HybridSyncImpl final : public GradientSync {
         learning_rate_(std::move(env.shard_servers.learning_rate)),
         remote_(std::move(remote)),
         optimizer_config_(std::move(opt)),
+        mirror_(std::move(mirror)),
         groups_(MakeGroups(remote_->layout(), local_size_)),
         ready_(Units(groups_)) {
     int64_t max_block = 0, slice = 0;
@@ -97,13 +99,43 @@ class HybridSyncImpl final : public GradientSync {
   // Every rank holds the whole (pulled) vector and none steps it: the
   // checkpointer writes it once, from rank 0, with no optimizer state.
   optim::ParamRange owned_range() const override { return {0, size_}; }
-  optim::Optimizer* optimizer() override { return nullptr; }
+  // The servers' optimizer state, visible to checkpoints (optimizer_mirror.h).
+  optim::Optimizer* optimizer() override { return mirror_.get(); }
+
+  // Before a checkpoint: rank 0 (the one that writes the whole vector)
+  // fetches the servers' state of the last applied step.
+  absl::Status SyncStateToHost() override {
+    if (!initialised_ || world_->rank() != 0) return absl::OkStatus();
+    mirror_->Materialize();
+    for (size_t i = 0; i < mirror_->names().size(); ++i) {
+      absl::Status s = remote_->PullState(next_step_ - 1, mirror_->names()[i], mirror_->buffer(i));
+      if (!s.ok()) return Fail(s);
+    }
+    release_mirror_ = true;
+    return absl::OkStatus();
+  }
+
+  // After a restore: the parameters (and maybe state) changed, so the
+  // servers are initialised again at the next step; rank 0 sends the
+  // restored state unless it is all zeros (a fresh start).
+  absl::Status StateLoaded() override {
+    send_state_ = false;
+    if (world_->rank() == 0 && mirror_->materialized()) {
+      for (size_t i = 0; i < mirror_->names().size() && !send_state_; ++i) {
+        const float* b = mirror_->buffer(i);
+        for (int64_t j = 0; j < size_ && !send_state_; ++j) send_state_ = b[j] != 0.f;
+      }
+    }
+    if (!send_state_) mirror_->Release();
+    initialised_ = false;
+    return absl::OkStatus();
+  }
 
   SyncMemory memory() const override {
     SyncMemory m;
     m.param_bytes = size_ * int64_t{sizeof(float)};
     m.grad_bytes = static_cast<int64_t>(slice_.size()) * int64_t{sizeof(float)};
-    m.optimizer_bytes = 0;
+    m.optimizer_bytes = mirror_->held_bytes();  // only around checkpoints
     m.staging_bytes = static_cast<int64_t>(rs_in_.size() + rs_out_.size() + gather_in_.size() +
                                            gather_out_.size()) *
                       int64_t{sizeof(float)};
@@ -121,6 +153,10 @@ class HybridSyncImpl final : public GradientSync {
     }
     in_step_ = true;
     grad_scale_ = options.grad_scale;
+    if (release_mirror_) {  // the checkpoint that needed it is written
+      mirror_->Release();
+      release_mirror_ = false;
+    }
     ready_.Reset();
     bool overlapped = false;
     if (initialised_ && learning_rate_ != nullptr) {
@@ -189,7 +225,15 @@ class HybridSyncImpl final : public GradientSync {
     }
     if (!initialised_) {
       if (world_->rank() == 0) {
-        absl::Status s = remote_->InitServers(ctx.step - 1, optimizer_config_, params_);
+        std::vector<std::pair<std::string, const float*>> state;
+        if (send_state_) {
+          for (size_t i = 0; i < mirror_->names().size(); ++i) {
+            state.push_back({mirror_->names()[i], mirror_->buffer(i)});
+          }
+        }
+        absl::Status s = remote_->InitServers(ctx.step - 1, optimizer_config_, params_, state);
+        send_state_ = false;
+        mirror_->Release();
         if (!s.ok()) return abandon(s);
       }
       absl::Status s = world_->Barrier();
@@ -409,6 +453,7 @@ class HybridSyncImpl final : public GradientSync {
   const std::function<float(int64_t)> learning_rate_;
   const std::unique_ptr<shard::RemoteShards> remote_;
   const v1::OptimizerConfig optimizer_config_;
+  const std::unique_ptr<OptimizerMirror> mirror_;
   const std::vector<Group> groups_;
   ChunkReadiness ready_;  // backward thread during a step
 
@@ -420,6 +465,8 @@ class HybridSyncImpl final : public GradientSync {
   // Trainer thread.
   bool in_step_ = false;
   bool initialised_ = false;
+  bool send_state_ = false;      // rank 0: mirror_ holds restored state for the servers
+  bool release_mirror_ = false;  // rank 0: mirror_ was filled for a checkpoint
   int64_t next_step_ = 0;
   float pushed_lr_ = 0;
   float grad_scale_ = 1;
@@ -484,8 +531,9 @@ absl::StatusOr<std::unique_ptr<GradientSync>> CreateHybridSync(const SyncOptions
   ro.streams_per_server = knobs.streams;
   ro.timeout = knobs.timeout;
   ASSIGN_OR_RETURN(std::unique_ptr<shard::RemoteShards> remote, shard::RemoteShards::Create(ro));
-  return std::unique_ptr<GradientSync>(
-      std::make_unique<HybridSyncImpl>(std::move(env), std::move(remote), std::move(config)));
+  auto mirror = std::make_unique<OptimizerMirror>(*probe, env.size);
+  return std::unique_ptr<GradientSync>(std::make_unique<HybridSyncImpl>(
+      std::move(env), std::move(remote), std::move(config), std::move(mirror)));
 }
 
 }  // namespace sync

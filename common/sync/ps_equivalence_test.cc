@@ -254,7 +254,9 @@ TEST_P(PsEquivalence, EndsEqualToAllreduce) {
   EXPECT_LE(diff, 1e-5);
   for (size_t r = 0; r < remote.size(); ++r) {
     EXPECT_EQ(remote[r].params, remote[0].params) << "rank " << r;
-    EXPECT_FALSE(remote[r].has_optimizer) << "rank " << r << " holds an optimizer";
+    // The worker's optimizer is the servers' mirror: it holds nothing
+    // outside checkpoints.
+    EXPECT_TRUE(remote[r].has_optimizer) << "rank " << r;
     EXPECT_EQ(remote[r].memory.optimizer_bytes, 0) << "rank " << r;
     EXPECT_GT(reference[r].memory.optimizer_bytes, 0);
   }
@@ -321,6 +323,131 @@ TEST(PsRegistry, RefusesWhatItCannotDo) {
         return absl::OkStatus();
       });
   EXPECT_TRUE(statuses[0].ok()) << statuses[0];
+}
+
+// ---- Moving between strategies through the checkpointed state ----------
+
+struct Carry {
+  std::vector<float> params;
+  std::vector<std::pair<std::string, std::vector<float>>> state;  // whole vectors
+};
+
+// Steps [first, last] of the schedule under `strategy`, starting from `in`
+// (params and optimizer state, as a checkpoint restore leaves them) when
+// given; rank 0 then fills `out` the way a checkpoint write reads them.
+absl::Status TrainSpan(const std::string& strategy, const std::vector<std::string>& servers,
+                       int64_t generation, const Data& data, int rank, int world,
+                       CommGroups& groups, int first, int last, const Carry* in, Carry* out) {
+  kernels::CpuBackend backend;
+  nn::ModelOptions mo;
+  mo.max_batch = kPerRankBatch;
+  mo.seed = 7;
+  ASSIGN_OR_RETURN(nn::ModelSpec spec, nn::ParseModelSpec(kMlp));
+  ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> model, nn::CreateModel(spec, &backend, mo));
+  ASSIGN_OR_RETURN(SyncOptions options,
+                   ParseSyncOptions(strategy, strategy == "allreduce" ? "" : kChunkOpt));
+  SyncEnv env;
+  env.comms = &groups;
+  env.params = model->storage().params();
+  env.grads = model->storage().grads();
+  env.size = model->storage().size();
+  for (const nn::GradRange& r : nn::GroupRanges(model->layout())) {
+    env.ready_ranges.push_back({r.lo, r.hi});
+  }
+  env.make_optimizer = [](optim::ParamRange r) { return MakeOptimizer(true, r); };
+  env.shard_servers.addresses = servers;
+  env.shard_servers.job_id = "equivalence";
+  env.shard_servers.generation = generation;
+  env.shard_servers.learning_rate = [](int64_t step) { return LearningRate(true, step); };
+  ASSIGN_OR_RETURN(std::unique_ptr<GradientSync> sync, CreateGradientSync(options, std::move(env)));
+  const int64_t n = model->storage().size();
+  if (in != nullptr) {
+    std::copy(in->params.begin(), in->params.end(), model->storage().params());
+    const optim::ParamRange owned = sync->owned_range();
+    for (optim::StateBuffer& b : sync->optimizer()->state()) {
+      bool found = false;
+      for (const auto& [name, values] : in->state) {
+        if (name != b.name) continue;
+        found = true;
+        std::copy(values.begin() + owned.lo, values.begin() + owned.hi, b.data.begin());
+      }
+      if (!found) return absl::NotFoundError(b.name);
+    }
+    RETURN_IF_ERROR(sync->StateLoaded());
+  }
+  const nn::GradReadyCallback on_ready = [&sync](const nn::GradRange& r) {
+    sync->OnGradientsReady(r.lo, r.hi);
+  };
+  for (int step = first; step <= last; ++step) {
+    RETURN_IF_ERROR(sync->BeforeForward());
+    RETURN_IF_ERROR(
+        model->Forward(data.Slice((step - 1) * world * kPerRankBatch + rank * kPerRankBatch,
+                                  kPerRankBatch)));
+    RETURN_IF_ERROR(sync->BeginStep(StepOptions{}));
+    RETURN_IF_ERROR(model->Backward(0.f, on_ready));
+    optim::StepContext ctx;
+    ctx.step = step;
+    ctx.lr = LearningRate(true, step);
+    RETURN_IF_ERROR(sync->FinishStep(ctx));
+  }
+  RETURN_IF_ERROR(sync->SyncStateToHost());
+  if (rank == 0 && out != nullptr) {
+    out->params.assign(model->storage().params(), model->storage().params() + n);
+    out->state.clear();
+    for (const optim::StateBuffer& b : sync->optimizer()->state()) {
+      if (static_cast<int64_t>(b.data.size()) != n) {
+        return absl::InternalError(absl::StrCat(b.name, " is not the whole vector on rank 0"));
+      }
+      out->state.push_back({b.name, std::vector<float>(b.data.begin(), b.data.end())});
+    }
+  }
+  return absl::OkStatus();
+}
+
+TEST(PsCheckpointState, AJobMovesBetweenPsHybridAndAllreduce) {
+  const std::vector<std::string> nodes = {"a", "a", "b", "b"};
+  const int world = 4;
+  const Data data = MakeData(*nn::ParseModelSpec(kMlp), kSteps * world * kPerRankBatch);
+  std::vector<std::unique_ptr<shardserver::ShardServer>> servers;
+  std::vector<std::string> addresses;
+  for (int s = 0; s < 2; ++s) {
+    auto server = shardserver::ShardServer::Start({});
+    ASSERT_TRUE(server.ok()) << server.status();
+    addresses.push_back((*server)->address());
+    servers.push_back(std::move(*server));
+  }
+  auto span = [&](const std::string& strategy, int64_t generation, int first, int last,
+                  const Carry* in, Carry* out, const std::string& tag) {
+    const auto st = hier_testing::RunGroupRanks(nodes, true, UniquePrefix(tag),
+                                                [&](int rank, CommGroups& g) {
+      return TrainSpan(strategy, addresses, generation, data, rank, world, g, first, last, in,
+                       out);
+    });
+    for (const absl::Status& s : st) EXPECT_TRUE(s.ok()) << tag << ": " << s;
+  };
+  Carry reference, ps3, ps_then_ar, ar3, ar_then_hybrid;
+  span("allreduce", 0, 1, kSteps, nullptr, &reference, "ref");
+  span("ps", 1, 1, 3, nullptr, &ps3, "ps3");
+  ASSERT_EQ(ps3.state.size(), 2u);  // exp_avg, exp_avg_sq fetched from the servers
+  span("allreduce", 0, 4, kSteps, &ps3, &ps_then_ar, "ps_then_ar");
+  span("allreduce", 0, 1, 3, nullptr, &ar3, "ar3");
+  // The servers are at step 3 of generation 1 with ps's own state; the
+  // restored allreduce state replaces it (generation 2).
+  span("hybrid", 2, 4, kSteps, &ar3, &ar_then_hybrid, "ar_then_hybrid");
+  ASSERT_FALSE(reference.params.empty());
+  ASSERT_FALSE(ps_then_ar.params.empty());
+  ASSERT_FALSE(ar_then_hybrid.params.empty());
+  // The saved ps state is allreduce's at step 3.
+  for (size_t b = 0; b < ps3.state.size(); ++b) {
+    EXPECT_LE(RelativeDifference(ps3.state[b].second, ar3.state[b].second), 1e-5)
+        << ps3.state[b].first;
+  }
+  EXPECT_LE(RelativeDifference(ps_then_ar.params, reference.params), 1e-5);
+  EXPECT_LE(RelativeDifference(ar_then_hybrid.params, reference.params), 1e-5);
+  for (size_t b = 0; b < reference.state.size(); ++b) {
+    EXPECT_LE(RelativeDifference(ar_then_hybrid.state[b].second, reference.state[b].second), 1e-5)
+        << reference.state[b].first;
+  }
 }
 
 }  // namespace

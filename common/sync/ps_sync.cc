@@ -11,6 +11,7 @@
 #include "common/shard/remote_shards.h"
 #include "common/status/status_macros.h"
 #include "common/sync/chunk_readiness.h"
+#include "common/sync/optimizer_mirror.h"
 
 namespace tandem {
 namespace sync {
@@ -57,7 +58,8 @@ namespace {
 
 class PsSyncImpl final : public GradientSync {
  public:
-  PsSyncImpl(SyncEnv env, std::unique_ptr<shard::RemoteShards> remote, v1::OptimizerConfig opt)
+  PsSyncImpl(SyncEnv env, std::unique_ptr<shard::RemoteShards> remote, v1::OptimizerConfig opt,
+             std::unique_ptr<OptimizerMirror> mirror)
       : generation_(env.shard_servers.generation),
         world_(env.comms->world.get()),
         params_(env.params),
@@ -66,6 +68,7 @@ class PsSyncImpl final : public GradientSync {
         learning_rate_(std::move(env.shard_servers.learning_rate)),
         remote_(std::move(remote)),
         optimizer_config_(std::move(opt)),
+        mirror_(std::move(mirror)),
         ready_(Units(remote_->layout())) {}
 
   static std::vector<std::pair<int64_t, int64_t>> Units(const shard::ShardLayout& l) {
@@ -78,13 +81,43 @@ class PsSyncImpl final : public GradientSync {
   // Every rank holds the whole (pulled) vector and none steps it: the
   // checkpointer writes it once, from rank 0, with no optimizer state.
   optim::ParamRange owned_range() const override { return {0, size_}; }
-  optim::Optimizer* optimizer() override { return nullptr; }
+  // The servers' optimizer state, visible to checkpoints (optimizer_mirror.h).
+  optim::Optimizer* optimizer() override { return mirror_.get(); }
+
+  // Before a checkpoint: rank 0 (the one that writes the whole vector)
+  // fetches the servers' state of the last applied step.
+  absl::Status SyncStateToHost() override {
+    if (!initialised_ || world_->rank() != 0) return absl::OkStatus();
+    mirror_->Materialize();
+    for (size_t i = 0; i < mirror_->names().size(); ++i) {
+      absl::Status s = remote_->PullState(next_step_ - 1, mirror_->names()[i], mirror_->buffer(i));
+      if (!s.ok()) return Fail(s);
+    }
+    release_mirror_ = true;
+    return absl::OkStatus();
+  }
+
+  // After a restore: the parameters (and maybe state) changed, so the
+  // servers are initialised again at the next step; rank 0 sends the
+  // restored state unless it is all zeros (a fresh start).
+  absl::Status StateLoaded() override {
+    send_state_ = false;
+    if (world_->rank() == 0 && mirror_->materialized()) {
+      for (size_t i = 0; i < mirror_->names().size() && !send_state_; ++i) {
+        const float* b = mirror_->buffer(i);
+        for (int64_t j = 0; j < size_ && !send_state_; ++j) send_state_ = b[j] != 0.f;
+      }
+    }
+    if (!send_state_) mirror_->Release();
+    initialised_ = false;
+    return absl::OkStatus();
+  }
 
   SyncMemory memory() const override {
     SyncMemory m;
     m.param_bytes = size_ * int64_t{sizeof(float)};
     m.grad_bytes = 0;  // backward's buffer is the model's; nothing reduced is kept
-    m.optimizer_bytes = 0;
+    m.optimizer_bytes = mirror_->held_bytes();  // only around checkpoints
     m.staging_bytes = 0;  // pushes send from the gradient buffer, pulls land in params
     return m;
   }
@@ -100,6 +133,10 @@ class PsSyncImpl final : public GradientSync {
     }
     in_step_ = true;
     grad_scale_ = options.grad_scale;
+    if (release_mirror_) {  // the checkpoint that needed it is written
+      mirror_->Release();
+      release_mirror_ = false;
+    }
     ready_.Reset();
     overlapped_ = false;
     if (initialised_ && learning_rate_ != nullptr) {
@@ -141,7 +178,15 @@ class PsSyncImpl final : public GradientSync {
       // The first step of the generation: rank 0 hands the servers the
       // parameters every rank holds now; nobody pushes before they have them.
       if (world_->rank() == 0) {
-        absl::Status s = remote_->InitServers(ctx.step - 1, optimizer_config_, params_);
+        std::vector<std::pair<std::string, const float*>> state;
+        if (send_state_) {
+          for (size_t i = 0; i < mirror_->names().size(); ++i) {
+            state.push_back({mirror_->names()[i], mirror_->buffer(i)});
+          }
+        }
+        absl::Status s = remote_->InitServers(ctx.step - 1, optimizer_config_, params_, state);
+        send_state_ = false;
+        mirror_->Release();
         if (!s.ok()) return Fail(s);
       }
       absl::Status s = world_->Barrier();
@@ -229,10 +274,13 @@ class PsSyncImpl final : public GradientSync {
   const std::function<float(int64_t)> learning_rate_;
   const std::unique_ptr<shard::RemoteShards> remote_;
   const v1::OptimizerConfig optimizer_config_;
+  const std::unique_ptr<OptimizerMirror> mirror_;
   ChunkReadiness ready_;  // backward thread during a step, trainer otherwise
 
   bool in_step_ = false;
   bool initialised_ = false;
+  bool send_state_ = false;      // rank 0: mirror_ holds restored state for the servers
+  bool release_mirror_ = false;  // rank 0: mirror_ was filled for a checkpoint
   bool overlapped_ = false;
   int64_t next_step_ = 0;
   float pushed_lr_ = 0;
@@ -283,7 +331,9 @@ absl::StatusOr<std::unique_ptr<GradientSync>> CreatePsSync(const SyncOptions& op
   ro.streams_per_server = knobs.streams;
   ro.timeout = knobs.timeout;
   ASSIGN_OR_RETURN(std::unique_ptr<shard::RemoteShards> remote, shard::RemoteShards::Create(ro));
-  auto sync = std::make_unique<PsSyncImpl>(std::move(env), std::move(remote), std::move(config));
+  auto mirror = std::make_unique<OptimizerMirror>(*probe, env.size);
+  auto sync = std::make_unique<PsSyncImpl>(std::move(env), std::move(remote), std::move(config),
+                                           std::move(mirror));
   return std::unique_ptr<GradientSync>(std::move(sync));
 }
 

@@ -1,7 +1,12 @@
 // PsSync: the `ps` strategy. The shard servers (services/shardserver) hold
 // the fp32 master weights and the optimizer state; workers hold neither an
-// optimizer nor its state (optimizer() is null, owned_range() is the whole
-// vector they hold, memory() counts no optimizer bytes).
+// optimizer nor its state: optimizer() is an OptimizerMirror
+// (optimizer_mirror.h) whose buffers exist only while a checkpoint is
+// written (SyncStateToHost fetches the servers' state into it on rank 0)
+// or restored (StateLoaded: rank 0 sends it with the next InitShard), so
+// checkpoints carry the optimizer state in the format every strategy
+// reads; owned_range() is the whole vector they hold; memory() counts
+// optimizer bytes only around checkpoints.
 //
 //   step t:  backward reports ranges -> every chunk of the ShardLayout
 //            (common/shard/shard_layout.h) that became final is pushed to

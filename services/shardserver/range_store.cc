@@ -57,6 +57,42 @@ struct RangeStore::State {
 
 namespace {
 
+// Buffer `name` of one chunk's optimizer, or an empty span.
+absl::Span<float> StateOf(optim::Optimizer& o, const std::string& name, bool* found) {
+  for (const optim::StateBuffer& b : o.state()) {
+    if (b.name == name) {
+      *found = true;
+      return b.data;
+    }
+  }
+  *found = false;
+  return {};
+}
+
+// Copies between the chunks' buffers `name` over [lo, hi) and `flat`, which
+// holds hi - lo floats (element 0 is element lo). to_chunks: flat -> chunks.
+absl::Status CopyState(std::vector<std::unique_ptr<ChunkSlot>>& chunks, const std::string& name,
+                       int64_t lo, int64_t hi, float* flat, bool to_chunks) {
+  for (const std::unique_ptr<ChunkSlot>& s : chunks) {
+    const int64_t a = std::max(lo, s->range.lo), b = std::min(hi, s->range.hi);
+    if (b <= a) continue;
+    bool found = false;
+    absl::Span<float> buf = StateOf(*s->optimizer, name, &found);
+    if (!found) {
+      return absl::InvalidArgumentError(absl::StrCat("optimizer state '", name, "': the ",
+                                                     s->optimizer->name(),
+                                                     " optimizer has no such buffer"));
+    }
+    float* in_chunk = buf.data() + (a - s->range.lo);
+    if (to_chunks) {
+      std::memcpy(in_chunk, flat + (a - lo), (b - a) * sizeof(float));
+    } else {
+      std::memcpy(flat + (a - lo), in_chunk, (b - a) * sizeof(float));
+    }
+  }
+  return absl::OkStatus();
+}
+
 double SecondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -100,6 +136,27 @@ absl::Status RangeStore::PendingInit::Fill(int64_t lo, const float* data, int64_
       ++filled_elements_;
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status RangeStore::PendingInit::FillState(const std::string& name, int64_t lo,
+                                                const float* data, int64_t n) {
+  const optim::ParamRange r = state_->config.range;
+  if (n < 0 || lo < r.lo || lo + n > r.hi || (n > 0 && data == nullptr)) {
+    return absl::InvalidArgumentError(absl::StrCat("InitShard: state '", name, "' for [", lo, ", ",
+                                                   lo + n, ") lies outside this server's range [",
+                                                   r.lo, ", ", r.hi, ")"));
+  }
+  RETURN_IF_ERROR(CopyState(state_->chunks, name, lo, lo + n, const_cast<float*>(data), true));
+  std::vector<bool>* filled = nullptr;
+  for (auto& [k, v] : state_filled_) {
+    if (k == name) filled = &v;
+  }
+  if (filled == nullptr) {
+    state_filled_.push_back({name, std::vector<bool>(r.size(), false)});
+    filled = &state_filled_.back().second;
+  }
+  for (int64_t i = lo - r.lo; i < lo - r.lo + n; ++i) (*filled)[i] = true;
   return absl::OkStatus();
 }
 
@@ -160,6 +217,14 @@ absl::StatusOr<bool> RangeStore::CommitInit(std::unique_ptr<PendingInit> init) {
         "InitShard: only ", init->filled_elements_, " of the range's ", c.range.size(),
         " parameters were sent; nothing changed"));
   }
+  for (const auto& [name, filled] : init->state_filled_) {
+    if (std::count(filled.begin(), filled.end(), true) != c.range.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "InitShard: optimizer state '", name, "' covers only part of the range [", c.range.lo,
+          ", ", c.range.hi, "); nothing changed"));
+    }
+  }
+  const bool state_sent = !init->state_filled_.empty();
   absl::MutexLock lock(&mu_);
   bool kept = false;
   if (current_ != nullptr) {
@@ -177,7 +242,7 @@ absl::StatusOr<bool> RangeStore::CommitInit(std::unique_ptr<PendingInit> init) {
                       old.config.chunk_elements == c.chunk_elements &&
                       old.config.world_size == c.world_size &&
                       shard::SameOptimizer(old.config.optimizer, c.optimizer) &&
-                      old.applied == c.step && !old.retired;
+                      old.applied == c.step && !old.retired && !state_sent;
     if (same) {
       for (size_t i = 0; i < next.chunks.size(); ++i) {
         next.chunks[i]->optimizer = std::move(old.chunks[i]->optimizer);
@@ -191,7 +256,8 @@ absl::StatusOr<bool> RangeStore::CommitInit(std::unique_ptr<PendingInit> init) {
   current_ = std::move(init->state_);
   LOG(INFO) << "shard server: generation " << c.generation << ", step " << c.step << ", "
             << current_->Describe() << ", world " << c.world_size << ", " << c.optimizer.name()
-            << (kept ? " (optimizer state kept)" : " (optimizer state from zeros)");
+            << (kept ? " (optimizer state kept)"
+                     : state_sent ? " (optimizer state as sent)" : " (optimizer state from zeros)");
   return kept;
 }
 
@@ -390,6 +456,27 @@ absl::Status RangeStore::ReadParams(int64_t generation, int64_t step, int64_t lo
   }
   std::memcpy(out, st.params.data() + (lo - r.lo), (hi - lo) * sizeof(float));
   return absl::OkStatus();
+}
+
+absl::Status RangeStore::ReadState(int64_t generation, int64_t step, const std::string& name,
+                                   int64_t lo, int64_t hi, float* out) {
+  ASSIGN_OR_RETURN(std::shared_ptr<State> cur, Current(generation, "state pull"));
+  State& st = *cur;
+  const optim::ParamRange r = st.config.range;
+  if (lo < r.lo || hi > r.hi || lo > hi) {
+    return absl::InvalidArgumentError(absl::StrCat("state pull of [", lo, ", ", hi,
+                                                   ") outside this server's range [", r.lo, ", ",
+                                                   r.hi, ")"));
+  }
+  absl::ReaderMutexLock params(&st.params_mu);
+  {
+    absl::MutexLock lock(&st.mu);
+    if (st.applied != step) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "state pull of step ", step, ": the server's state is at step ", st.applied));
+    }
+  }
+  return CopyState(st.chunks, name, lo, hi, out, false);
 }
 
 StoreInfo RangeStore::info() const {

@@ -112,6 +112,11 @@ class RangeStore {
     ~PendingInit();
     // params[lo, lo + n) of the flat vector; must lie inside the range.
     absl::Status Fill(int64_t lo, const float* data, int64_t n);
+    // Optimizer state buffer `name` over [lo, lo + n) (a restored
+    // checkpoint). A buffer that is sent must be sent whole; one that is
+    // not starts from zeros. INVALID_ARGUMENT for a name the optimizer
+    // does not have or a range outside this server's.
+    absl::Status FillState(const std::string& name, int64_t lo, const float* data, int64_t n);
     const InitConfig& config() const;
 
    private:
@@ -120,14 +125,17 @@ class RangeStore {
     std::shared_ptr<State> state_;
     std::vector<bool> filled_;  // per element of the range
     int64_t filled_elements_ = 0;
+    // Per state buffer sent: elements covered.
+    std::vector<std::pair<std::string, std::vector<bool>>> state_filled_;
   };
 
   // INVALID_ARGUMENT for a bad config (named field) or optimizer settings.
   absl::StatusOr<std::unique_ptr<PendingInit>> BeginInit(const InitConfig& config);
   // Replaces the current generation (pulls waiting on it end ABORTED).
   // Returns whether the optimizer state was kept: same range, chunks,
-  // optimizer and world, and config.step equal to the step applied so far;
-  // otherwise it starts from zeros. INVALID_ARGUMENT when not every element
+  // optimizer and world, config.step equal to the step applied so far and
+  // no state sent with the init; otherwise it is the state sent (FillState)
+  // or zeros. INVALID_ARGUMENT when not every element
   // was filled; FAILED_PRECONDITION for a generation older than the current.
   absl::StatusOr<bool> CommitInit(std::unique_ptr<PendingInit> init);
 
@@ -138,6 +146,10 @@ class RangeStore {
   // Copies params[lo, hi) as of `step` into out; FAILED_PRECONDITION when
   // the latest applied step is not `step`, INVALID_ARGUMENT outside the range.
   absl::Status ReadParams(int64_t generation, int64_t step, int64_t lo, int64_t hi, float* out);
+  // The same for optimizer state buffer `name` (INVALID_ARGUMENT when the
+  // optimizer has no such buffer).
+  absl::Status ReadState(int64_t generation, int64_t step, const std::string& name, int64_t lo,
+                         int64_t hi, float* out);
 
   StoreInfo info() const;
 

@@ -254,6 +254,40 @@ TEST(RangeStore, InitMustCoverTheRange) {
   EXPECT_EQ(store.BeginInit(bad).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(RangeStore, OptimizerStateSentWithInitIsUsedAndReadBack) {
+  RangeStore store;
+  InitConfig c = Config(1, 1, 4, Sgd(0.9));
+  auto init = store.BeginInit(c);
+  ASSERT_TRUE(init.ok());
+  std::vector<float> p(10, 1.f), m(10);
+  for (int i = 0; i < 10; ++i) m[i] = 0.1f * i;
+  ASSERT_TRUE((*init)->Fill(kLo, p.data(), 10).ok());
+  // In two pieces that cross a chunk boundary.
+  ASSERT_TRUE((*init)->FillState("momentum_buffer", kLo, m.data(), 5).ok());
+  ASSERT_TRUE((*init)->FillState("momentum_buffer", kLo + 5, m.data() + 5, 5).ok());
+  EXPECT_EQ((*init)->FillState("exp_avg", kLo, m.data(), 10).code(),
+            absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<bool> kept = store.CommitInit(std::move(*init));
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  std::vector<float> out(10, -1.f);
+  ASSERT_TRUE(store.ReadState(1, 4, "momentum_buffer", kLo, kHi, out.data()).ok());
+  EXPECT_EQ(out, m);
+  PushAll(store, 1, 5, 0, 1.f);
+  const std::vector<float> after = Read(store, 1, 5);
+  for (int i = 0; i < 10; ++i) EXPECT_FLOAT_EQ(after[i], 1.f - kLr * (0.9f * m[i] + 1.f)) << i;
+  ASSERT_TRUE(store.ReadState(1, 5, "momentum_buffer", kLo + 2, kLo + 6, out.data()).ok());
+  for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(out[i], 0.9f * m[2 + i] + 1.f);
+  EXPECT_EQ(store.ReadState(1, 4, "momentum_buffer", kLo, kHi, out.data()).code(),
+            absl::StatusCode::kFailedPrecondition);
+  // Half a buffer is refused at commit.
+  init = store.BeginInit(Config(2, 1, 5, Sgd(0.9)));
+  ASSERT_TRUE(init.ok());
+  ASSERT_TRUE((*init)->Fill(kLo, p.data(), 10).ok());
+  ASSERT_TRUE((*init)->FillState("momentum_buffer", kLo, m.data(), 5).ok());
+  EXPECT_EQ(store.CommitInit(std::move(*init)).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.info().generation, 1);
+}
+
 }  // namespace
 }  // namespace shardserver
 }  // namespace tandem

@@ -77,8 +77,12 @@ absl::Status ShardService::Init(grpc::ServerReader<v1::ParameterChunk>* reader,
   ASSIGN_OR_RETURN(std::unique_ptr<RangeStore::PendingInit> init, store_->BeginInit(c));
   do {
     RETURN_IF_ERROR(CheckF32Payload(msg.data(), msg.range(), "InitShard"));
-    RETURN_IF_ERROR(init->Fill(msg.range().begin(), Floats(msg.data()),
-                               msg.range().end() - msg.range().begin()));
+    const int64_t n = msg.range().end() - msg.range().begin();
+    if (msg.state_name().empty()) {
+      RETURN_IF_ERROR(init->Fill(msg.range().begin(), Floats(msg.data()), n));
+    } else {
+      RETURN_IF_ERROR(init->FillState(msg.state_name(), msg.range().begin(), Floats(msg.data()), n));
+    }
   } while (reader->Read(&msg));
   ASSIGN_OR_RETURN(bool kept, store_->CommitInit(std::move(init)));
   response->set_elements(c.range.size());
@@ -158,13 +162,18 @@ absl::Status ShardService::Pull(grpc::ServerContext* context,
   v1::ParameterChunk msg;
   msg.mutable_job()->set_job_id(r.job().job_id());
   msg.set_step(r.step());
+  msg.set_state_name(r.state_name());
   msg.mutable_data()->set_dtype(v1::DTYPE_F32);
   for (int64_t at = lo; at < hi || (at == lo && lo == hi); at += piece) {
     const int64_t end = std::min(hi, at + piece);
     std::string* data = msg.mutable_data()->mutable_data();
     data->resize((end - at) * sizeof(float));
-    RETURN_IF_ERROR(store_->ReadParams(r.generation(), r.step(), at, end,
-                                       reinterpret_cast<float*>(data->data())));
+    float* out = reinterpret_cast<float*>(data->data());
+    if (r.state_name().empty()) {
+      RETURN_IF_ERROR(store_->ReadParams(r.generation(), r.step(), at, end, out));
+    } else {
+      RETURN_IF_ERROR(store_->ReadState(r.generation(), r.step(), r.state_name(), at, end, out));
+    }
     msg.mutable_range()->set_begin(at);
     msg.mutable_range()->set_end(end);
     if (!writer->Write(msg)) return absl::CancelledError("pull: the client went away");
