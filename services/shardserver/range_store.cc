@@ -93,6 +93,12 @@ absl::Status CopyState(std::vector<std::unique_ptr<ChunkSlot>>& chunks, const st
   return absl::OkStatus();
 }
 
+// sum[i] += data[i]; the buffers never overlap (the chunk's accumulator and
+// a received message).
+void AddInto(float* __restrict sum, const float* __restrict data, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) sum[i] += data[i];
+}
+
 double SecondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -358,7 +364,7 @@ absl::StatusOr<PushOutcome> RangeStore::Push(const PushHeader& h, const float* d
       std::memcpy(sum, data, n * sizeof(float));
       if (metrics_ != nullptr) GaugeAdd(metrics_->chunks_waiting, 1);
     } else {
-      for (int64_t i = 0; i < n; ++i) sum[i] += data[i];
+      AddInto(sum, data, n);
     }
     slot.contributed[h.rank] = 1;
     slot.weight += h.weight;
