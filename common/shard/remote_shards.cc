@@ -71,47 +71,55 @@ absl::StatusOr<std::unique_ptr<RemoteShards>> RemoteShards::Create(const RemoteS
     r->clients_.push_back(std::move(c));
   }
   const int servers = r->layout_.servers();
-  for (int s = 0; s < servers; ++s) {
-    const int chunks = r->layout_.end_chunk(s) - r->layout_.first_chunk(s);
-    for (int k = 0; k < o.streams_per_server; ++k) {
-      auto lane = std::make_unique<Lane>();
-      lane->server = s;
-      lane->client = r->clients_[s].get();
-      lane->stream = lane->client->NewPushStream();
-      const int mine = chunks / o.streams_per_server + 1;
-      lane->written.reserve(mine);
-      lane->ring.resize(2 * mine + 2);
-      r->lanes_.push_back(std::move(lane));
+  for (auto* lanes : {&r->lanes_, &r->pull_lanes_}) {
+    for (int s = 0; s < servers; ++s) {
+      const int chunks = r->layout_.end_chunk(s) - r->layout_.first_chunk(s);
+      for (int k = 0; k < o.streams_per_server; ++k) {
+        auto lane = std::make_unique<Lane>();
+        lane->server = s;
+        lane->client = r->clients_[s].get();
+        lane->stream = lane->client->NewPushStream();
+        const int mine = chunks / o.streams_per_server + 1;
+        lane->written.reserve(mine);
+        lane->ring.resize(2 * mine + 2);
+        lanes->push_back(std::move(lane));
+      }
     }
   }
   {
     absl::MutexLock lock(&r->mu_);
     r->pulled_.assign(r->layout_.num_chunks(), 0);
   }
-  for (auto& lane : r->lanes_) {
-    Lane* l = lane.get();
-    RemoteShards* self = r.get();
-    l->thread = std::thread([self, l] { self->RunLane(l); });
+  for (auto* lanes : {&r->lanes_, &r->pull_lanes_}) {
+    for (auto& lane : *lanes) {
+      Lane* l = lane.get();
+      RemoteShards* self = r.get();
+      l->thread = std::thread([self, l] { self->RunLane(l); });
+    }
   }
   return r;
 }
 
 RemoteShards::~RemoteShards() {
-  for (auto& l : lanes_) {
-    absl::MutexLock lock(&l->mu);
-    l->stop = true;
-    l->cv.Signal();
+  for (auto* lanes : {&lanes_, &pull_lanes_}) {
+    for (auto& l : *lanes) {
+      absl::MutexLock lock(&l->mu);
+      l->stop = true;
+      l->cv.Signal();
+    }
   }
-  for (auto& l : lanes_) {
-    if (l->thread.joinable()) l->thread.join();
-    l->stream->Cancel();
+  for (auto* lanes : {&lanes_, &pull_lanes_}) {
+    for (auto& l : *lanes) {
+      if (l->thread.joinable()) l->thread.join();
+      l->stream->Cancel();
+    }
   }
 }
 
-RemoteShards::Lane& RemoteShards::LaneOf(int chunk) {
+RemoteShards::Lane& RemoteShards::LaneOf(int chunk, bool pull) {
   const int s = layout_.chunk(chunk).server;
   const int k = (chunk - layout_.first_chunk(s)) % options_.streams_per_server;
-  return *lanes_[s * options_.streams_per_server + k];
+  return *(pull ? pull_lanes_ : lanes_)[s * options_.streams_per_server + k];
 }
 
 absl::Status RemoteShards::FirstError() const {
@@ -133,6 +141,7 @@ absl::Status RemoteShards::InitServers(
       init.chunk_elements = options_.chunk_elements;
       init.world_size = options_.world_size;
       init.optimizer = optimizer;
+      init.apply_per_chunk = options_.apply_per_chunk;
       results[s] = clients_[s]->Init(init, params, state).status();
     });
   }
@@ -196,7 +205,7 @@ void RemoteShards::Pull(int chunk, int64_t step, float* params) {
   j.chunk = chunk;
   j.step = step;
   j.params = params;
-  LaneOf(chunk).Enqueue(j);
+  LaneOf(chunk, /*pull=*/true).Enqueue(j);
 }
 
 absl::Status RemoteShards::WaitPulled(int chunk) {

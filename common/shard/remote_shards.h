@@ -1,8 +1,9 @@
 // RemoteShards: a worker's side of the shard servers for one generation:
-// one ShardClient per server and `streams_per_server` lanes per server,
-// each a thread with its own push stream, so several pushes (and pulls) are
-// in flight to every server at once. Chunk c (ShardLayout) always goes
-// through lane (server of c, c mod streams_per_server).
+// one ShardClient per server and, per server, `streams_per_server` push
+// lanes (each a thread with its own push stream) and as many pull lanes, so
+// several pushes and pulls are in flight to every server at once and a pull
+// never queues behind a push. Chunk c (ShardLayout) always goes through
+// lane (server of c, c mod streams_per_server) of its kind.
 //
 //   ASSIGN_OR_RETURN(auto r, RemoteShards::Create(options));
 //   if (rank == 0) RETURN_IF_ERROR(r->InitServers(step, optimizer, params));
@@ -55,6 +56,7 @@ struct RemoteShardsOptions {
   int streams_per_server = 2;          // >= 1
   absl::Duration timeout = absl::Seconds(60);
   int push_attempts = 3;               // per stream, UNAVAILABLE only
+  bool apply_per_chunk = false;        // InitShard's mode (range_store.h)
 };
 
 struct RemoteStats {
@@ -96,14 +98,15 @@ class RemoteShards {
  private:
   struct Lane;
   explicit RemoteShards(const RemoteShardsOptions& options, ShardLayout layout);
-  Lane& LaneOf(int chunk);
+  Lane& LaneOf(int chunk, bool pull = false);
   void RunLane(Lane* lane);
   absl::Status FirstError() const;
 
   const RemoteShardsOptions options_;
   const ShardLayout layout_;
   std::vector<std::unique_ptr<ShardClient>> clients_;
-  std::vector<std::unique_ptr<Lane>> lanes_;
+  std::vector<std::unique_ptr<Lane>> lanes_;       // push lanes
+  std::vector<std::unique_ptr<Lane>> pull_lanes_;  // same layout, pulls only
   PushHeader header_;  // set in BeginPushes, read by lanes while a step is open
 
   mutable absl::Mutex mu_;

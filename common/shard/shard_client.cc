@@ -121,6 +121,7 @@ absl::StatusOr<bool> ShardClient::Init(
   msg.mutable_shard_range()->set_end(init.range.hi);
   msg.set_chunk_elements(init.chunk_elements);
   msg.set_world_size(init.world_size);
+  msg.set_apply_per_chunk(init.apply_per_chunk);
   msg.mutable_data()->set_dtype(v1::DTYPE_F32);
   bool open = true;
   auto send = [&](const std::string& name, const float* base) {

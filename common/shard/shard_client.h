@@ -49,6 +49,7 @@ struct ShardInit {
   int64_t chunk_elements = 0;
   int world_size = 0;
   v1::OptimizerConfig optimizer;
+  bool apply_per_chunk = false;  // see range_store.h
 };
 
 // The fields every push of one step shares.

@@ -530,6 +530,7 @@ absl::StatusOr<std::unique_ptr<GradientSync>> CreateHybridSync(const SyncOptions
   ro.chunk_elements = shard::ShardLayout::ChunkElementsForMb(knobs.chunk_mb);
   ro.streams_per_server = knobs.streams;
   ro.timeout = knobs.timeout;
+  ro.apply_per_chunk = knobs.apply_per_chunk;
   ASSIGN_OR_RETURN(std::unique_ptr<shard::RemoteShards> remote, shard::RemoteShards::Create(ro));
   auto mirror = std::make_unique<OptimizerMirror>(*probe, env.size);
   return std::unique_ptr<GradientSync>(std::make_unique<HybridSyncImpl>(

@@ -47,13 +47,15 @@ struct Case {
   int accumulation = 1;
   std::string spec = kMlp;
   bool schedule_in_env = true;  // false: pushes wait for FinishStep
+  std::string extra_opt = "";   // more --sync_opt, e.g. apply=chunk
 };
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   return absl::StrCat(c.strategy, "_", c.spec.rfind("gpt", 0) == 0 ? "gpt" : "mlp", "_",
                       absl::StrJoin(c.nodes, ""), "_s", c.servers, c.adamw ? "_adamw" : "_sgd",
-                      "_k", c.accumulation, c.schedule_in_env ? "" : "_noschedule");
+                      "_k", c.accumulation, c.schedule_in_env ? "" : "_noschedule",
+                      c.extra_opt.empty() ? "" : "_" + c.extra_opt.substr(c.extra_opt.find('=') + 1));
 }
 
 std::string UniquePrefix(const std::string& extra) {
@@ -152,8 +154,12 @@ absl::Status TrainRank(const Case& c, const std::string& strategy,
   mo.seed = 7;
   ASSIGN_OR_RETURN(nn::ModelSpec spec, nn::ParseModelSpec(c.spec));
   ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> model, nn::CreateModel(spec, &backend, mo));
-  ASSIGN_OR_RETURN(SyncOptions options,
-                   ParseSyncOptions(strategy, strategy == "allreduce" ? "" : kChunkOpt));
+  ASSIGN_OR_RETURN(
+      SyncOptions options,
+      ParseSyncOptions(strategy, strategy == "allreduce"
+                                     ? ""
+                                     : absl::StrCat(kChunkOpt, c.extra_opt.empty() ? "" : ",",
+                                                    c.extra_opt)));
   options.bucket_cap_mb = 0.002;
   SyncEnv env;
   env.comms = &groups;
@@ -272,7 +278,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"ps", {"a", "b"}, 3, false}, Case{"ps", {"a", "b"}, 3, true},
                       Case{"ps", {"a", "a", "b", "b"}, 2, true, 2},
                       Case{"ps", {"a", "b"}, 3, false, 1, kMlp, /*schedule_in_env=*/false},
-                      Case{"ps", {"a", "a", "b", "b"}, 2, true, 1, kGpt}),
+                      Case{"ps", {"a", "a", "b", "b"}, 2, true, 1, kGpt},
+                      Case{"ps", {"a", "a", "b", "b"}, 2, true, 1, kMlp, true, "apply=chunk"},
+                      Case{"ps", {"a", "b"}, 3, false, 2, kMlp, true, "apply=chunk"}),
     CaseName);
 
 INSTANTIATE_TEST_SUITE_P(
@@ -284,7 +292,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"hybrid", {"a", "a", "b", "b"}, 2, false, 2},
                       Case{"hybrid", {"a", "a", "b"}, 2, true},  // nodes of 2 and 1
                       Case{"hybrid", {"a", "a", "b", "b"}, 2, false, 1, kMlp, false},
-                      Case{"hybrid", {"a", "a", "b", "b"}, 2, true, 1, kGpt}),
+                      Case{"hybrid", {"a", "a", "b", "b"}, 2, true, 1, kGpt},
+                      Case{"hybrid", {"a", "a", "b", "b"}, 2, true, 1, kMlp, true, "apply=chunk"},
+                      Case{"hybrid", {"a", "a"}, 1, false, 2, kMlp, false, "apply=chunk"}),
     CaseName);
 
 TEST(PsRegistry, RefusesWhatItCannotDo) {

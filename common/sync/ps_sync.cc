@@ -19,7 +19,10 @@ namespace sync {
 std::vector<OptionInfo> RemoteSyncOptionInfo() {
   return {{"chunk_mb", "4", "MiB of fp32 per chunk pushed to / pulled from a shard server"},
           {"streams", "2", "push/pull streams in flight per shard server (1..16)"},
-          {"timeout_s", "60", "seconds one push stream or pull may take"}};
+          {"timeout_s", "60", "seconds one push stream or pull may take"},
+          {"apply", "step",
+           "step: servers apply a step once all of it is in; chunk: each chunk as soon as it is "
+           "(pulls overlap pushes)"}};
 }
 
 absl::StatusOr<RemoteSyncKnobs> ParseRemoteSyncKnobs(const SyncOptions& o) {
@@ -40,6 +43,12 @@ absl::StatusOr<RemoteSyncKnobs> ParseRemoteSyncKnobs(const SyncOptions& o) {
         absl::StrCat("--sync_opt timeout_s must be > 0, got ", timeout_s));
   }
   k.streams = static_cast<int>(streams);
+  const auto apply = o.opts.find("apply");
+  if (apply != o.opts.end() && apply->second != "step" && apply->second != "chunk") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--sync_opt apply must be step or chunk, got '", apply->second, "'"));
+  }
+  k.apply_per_chunk = apply != o.opts.end() && apply->second == "chunk";
   k.timeout = absl::Seconds(timeout_s);
   return k;
 }
@@ -330,6 +339,7 @@ absl::StatusOr<std::unique_ptr<GradientSync>> CreatePsSync(const SyncOptions& op
   ro.chunk_elements = shard::ShardLayout::ChunkElementsForMb(knobs.chunk_mb);
   ro.streams_per_server = knobs.streams;
   ro.timeout = knobs.timeout;
+  ro.apply_per_chunk = knobs.apply_per_chunk;
   ASSIGN_OR_RETURN(std::unique_ptr<shard::RemoteShards> remote, shard::RemoteShards::Create(ro));
   auto mirror = std::make_unique<OptimizerMirror>(*probe, env.size);
   auto sync = std::make_unique<PsSyncImpl>(std::move(env), std::move(remote), std::move(config),

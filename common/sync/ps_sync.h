@@ -59,6 +59,12 @@ struct RemoteSyncKnobs {
   double chunk_mb = 4;         // MiB per chunk pushed / pulled, > 0
   int streams = 2;             // streams in flight per server, 1..16
   absl::Duration timeout = absl::Seconds(60);  // per RPC
+  // apply=chunk: the servers apply each chunk once it has every
+  // contribution and serve its pull at once (pulls overlap pushes; a step
+  // interrupted by a lost worker is left partly applied on the servers and
+  // discarded by the next generation's InitShard). apply=step (default):
+  // the whole step at once.
+  bool apply_per_chunk = false;
 };
 std::vector<OptionInfo> RemoteSyncOptionInfo();
 absl::StatusOr<RemoteSyncKnobs> ParseRemoteSyncKnobs(const SyncOptions& options);

@@ -20,6 +20,7 @@ struct ChunkSlot {
   std::unique_ptr<optim::Optimizer> optimizer;  // over [range.lo, range.hi)
   absl::Mutex mu;
   int64_t step ABSL_GUARDED_BY(mu) = 0;  // the step being collected
+  int64_t applied ABSL_GUARDED_BY(mu) = 0;  // apply_per_chunk: last step applied here
   std::vector<float> sum ABSL_GUARDED_BY(mu);
   std::vector<char> contributed ABSL_GUARDED_BY(mu);  // per rank
   int weight ABSL_GUARDED_BY(mu) = 0;
@@ -38,6 +39,7 @@ struct RangeStore::State {
   absl::CondVar applied_cv;
   int64_t applied ABSL_GUARDED_BY(mu) = 0;  // last applied step
   int complete ABSL_GUARDED_BY(mu) = 0;     // chunks complete for applied + 1
+  std::vector<int64_t> chunk_applied ABSL_GUARDED_BY(mu);  // per chunk (apply_per_chunk)
   bool have_scalars ABSL_GUARDED_BY(mu) = false;
   double lr ABSL_GUARDED_BY(mu) = 0;
   double grad_scale ABSL_GUARDED_BY(mu) = 1;
@@ -199,6 +201,7 @@ absl::StatusOr<std::unique_ptr<RangeStore::PendingInit>> RangeStore::BeginInit(
     {
       absl::MutexLock lock(&slot->mu);
       slot->step = c.step + 1;
+      slot->applied = c.step;
       slot->sum.assign(ch.size(), 0.f);
       slot->contributed.assign(c.world_size, 0);
     }
@@ -208,6 +211,7 @@ absl::StatusOr<std::unique_ptr<RangeStore::PendingInit>> RangeStore::BeginInit(
   {
     absl::MutexLock lock(&state->mu);
     state->applied = c.step;
+    state->chunk_applied.assign(state->chunks.size(), c.step);
   }
   std::unique_ptr<PendingInit> p(new PendingInit());
   p->state_ = std::move(state);
@@ -248,7 +252,8 @@ absl::StatusOr<bool> RangeStore::CommitInit(std::unique_ptr<PendingInit> init) {
                       old.config.chunk_elements == c.chunk_elements &&
                       old.config.world_size == c.world_size &&
                       shard::SameOptimizer(old.config.optimizer, c.optimizer) &&
-                      old.applied == c.step && !old.retired && !state_sent;
+                      old.applied == c.step && old.complete == 0 && !old.retired &&
+                      !state_sent;
     if (same) {
       for (size_t i = 0; i < next.chunks.size(); ++i) {
         next.chunks[i]->optimizer = std::move(old.chunks[i]->optimizer);
@@ -372,6 +377,10 @@ absl::StatusOr<PushOutcome> RangeStore::Push(const PushHeader& h, const float* d
     if (complete && metrics_ != nullptr) GaugeAdd(metrics_->chunks_waiting, -1);
   }
   if (!complete) return PushOutcome::kSummed;
+  if (c.apply_per_chunk) {
+    ApplyChunk(st, ci, h.step);
+    return PushOutcome::kSummed;
+  }
   bool apply = false;
   double lr = 0, grad_scale = 1;
   {
@@ -417,10 +426,80 @@ absl::StatusOr<PushOutcome> RangeStore::Push(const PushHeader& h, const float* d
   return PushOutcome::kSummed;
 }
 
-absl::Status RangeStore::WaitForStep(int64_t generation, int64_t step, absl::Time deadline) {
+void RangeStore::ApplyChunk(State& st, int ci, int64_t step) {
+  const InitConfig& c = st.config;
+  ChunkSlot& slot = *st.chunks[ci];
+  const auto start = std::chrono::steady_clock::now();
+  optim::StepContext ctx;
+  ctx.step = step;
+  {
+    absl::MutexLock lock(&st.mu);
+    ctx.lr = static_cast<float>(st.lr);
+    ctx.grad_scale = static_cast<float>(st.grad_scale / c.world_size);
+  }
+  absl::Status r;
+  {
+    absl::MutexLock lock(&slot.mu);
+    r = slot.optimizer->Step(st.params.data() + (slot.range.lo - c.range.lo), slot.sum.data(),
+                             slot.range.size(), ctx);
+    std::fill(slot.contributed.begin(), slot.contributed.end(), 0);
+    slot.weight = 0;
+    slot.step = step + 1;
+    slot.applied = step;
+  }
+  bool last = false;
+  {
+    absl::MutexLock lock(&st.mu);
+    st.chunk_applied[ci] = step;
+    last = ++st.complete == static_cast<int>(st.chunks.size());
+    if (last) {
+      st.applied = step;
+      st.complete = 0;
+      st.have_scalars = false;
+    }
+    st.applied_cv.SignalAll();
+  }
+  if (metrics_ != nullptr) {
+    if (last) Add(metrics_->steps_applied, 1);
+    Add(metrics_->optimizer_seconds, SecondsSince(start));
+  }
+  if (!r.ok()) LOG(ERROR) << "shard server: optimizer failed at step " << step << ": " << r;
+}
+
+absl::Status RangeStore::WaitForStep(int64_t generation, int64_t step, absl::Time deadline,
+                                     int64_t lo, int64_t hi) {
   ASSIGN_OR_RETURN(std::shared_ptr<State> cur, Current(generation, "pull"));
   State& st = *cur;
   absl::MutexLock lock(&st.mu);
+  if (st.config.apply_per_chunk && lo < hi) {
+    // Only the chunks of [lo, hi) need to be applied.
+    int first = std::max(0, st.FindChunk(lo));
+    auto chunk_done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(st.mu) {
+      for (int i = first; i < static_cast<int>(st.chunks.size()) && st.chunks[i]->range.lo < hi;
+           ++i) {
+        if (st.chunk_applied[i] < step) return false;
+      }
+      return true;
+    };
+    while (!st.retired && !chunk_done()) {
+      if (st.applied_cv.WaitWithDeadline(&st.mu, deadline)) break;
+    }
+    if (st.retired) {
+      return absl::AbortedError(absl::StrCat("pull of step ", step, ": generation ", generation,
+                                             " was replaced while waiting"));
+    }
+    if (st.applied > step) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "pull of step ", step, ": the server has applied step ", st.applied,
+          " since (only the latest parameters are kept)"));
+    }
+    if (!chunk_done()) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "pull of [", lo, ", ", hi, ") at step ", step,
+          ": not applied before the deadline (a worker has not pushed it)"));
+    }
+    return absl::OkStatus();
+  }
   while (!st.retired && st.applied < step) {
     if (st.applied_cv.WaitWithDeadline(&st.mu, deadline)) break;
   }
@@ -452,6 +531,23 @@ absl::Status RangeStore::ReadParams(int64_t generation, int64_t step, int64_t lo
                                                    ") outside this server's range [", r.lo, ", ",
                                                    r.hi, ")"));
   }
+  if (st.config.apply_per_chunk) {
+    // Chunk by chunk, each under its own lock (its optimizer may run).
+    for (int i = std::max(0, st.FindChunk(lo));
+         i < static_cast<int>(st.chunks.size()) && st.chunks[i]->range.lo < hi; ++i) {
+      ChunkSlot& s = *st.chunks[i];
+      const int64_t a = std::max(lo, s.range.lo), b = std::min(hi, s.range.hi);
+      if (b <= a) continue;
+      absl::MutexLock lock(&s.mu);
+      if (s.applied != step) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "pull of step ", step, ": chunk [", s.range.lo, ", ", s.range.hi, ") is at step ",
+            s.applied));
+      }
+      std::memcpy(out + (a - lo), st.params.data() + (a - r.lo), (b - a) * sizeof(float));
+    }
+    return absl::OkStatus();
+  }
   absl::ReaderMutexLock params(&st.params_mu);
   {
     absl::MutexLock lock(&st.mu);
@@ -477,9 +573,10 @@ absl::Status RangeStore::ReadState(int64_t generation, int64_t step, const std::
   absl::ReaderMutexLock params(&st.params_mu);
   {
     absl::MutexLock lock(&st.mu);
-    if (st.applied != step) {
+    if (st.applied != step || st.complete != 0) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "state pull of step ", step, ": the server's state is at step ", st.applied));
+          "state pull of step ", step, ": the server's state is at step ", st.applied,
+          st.complete != 0 ? " with the next step partly applied" : ""));
     }
   }
   return CopyState(st.chunks, name, lo, hi, out, false);

@@ -69,6 +69,13 @@ struct InitConfig {
   int64_t chunk_elements = 0;    // chunk cut (ShardLayout::CutRange), >= 1
   int world_size = 0;            // contribution weight per step, >= 1
   v1::OptimizerConfig optimizer; // sgd or adamw (common/optim)
+  // false: a step is applied to the whole range once every chunk has every
+  // contribution (atomic). true: each chunk is applied as soon as it has
+  // every contribution and its pull is served at once, so pulls overlap
+  // the other chunks' pushes; a worker lost mid-step then leaves the step
+  // partly applied, which the next InitShard discards (state is never
+  // kept over a partial step).
+  bool apply_per_chunk = false;
 };
 
 // One push: elements [lo, hi) of the gradient for `step`.
@@ -141,8 +148,10 @@ class RangeStore {
 
   absl::StatusOr<PushOutcome> Push(const PushHeader& header, const float* data, int64_t n);
 
-  // Returns once `step` is applied in `generation` (see the file comment).
-  absl::Status WaitForStep(int64_t generation, int64_t step, absl::Time deadline);
+  // Returns once `step` is applied in `generation` (see the file comment);
+  // with apply_per_chunk and lo < hi, once the chunks of [lo, hi) are.
+  absl::Status WaitForStep(int64_t generation, int64_t step, absl::Time deadline,
+                           int64_t lo = 0, int64_t hi = 0);
   // Copies params[lo, hi) as of `step` into out; FAILED_PRECONDITION when
   // the latest applied step is not `step`, INVALID_ARGUMENT outside the range.
   absl::Status ReadParams(int64_t generation, int64_t step, int64_t lo, int64_t hi, float* out);
@@ -155,6 +164,7 @@ class RangeStore {
 
  private:
   absl::StatusOr<std::shared_ptr<State>> Current(int64_t generation, const char* what) const;
+  void ApplyChunk(State& st, int chunk, int64_t step);
 
   const ShardMetrics* const metrics_;
   mutable absl::Mutex mu_;

@@ -288,6 +288,36 @@ TEST(RangeStore, OptimizerStateSentWithInitIsUsedAndReadBack) {
   EXPECT_EQ(store.info().generation, 1);
 }
 
+TEST(RangeStore, PerChunkApplyServesAChunkOnceItIsComplete) {
+  RangeStore store;
+  InitConfig c = Config(1, 2, 0, Sgd(0.9));
+  c.apply_per_chunk = true;
+  Init(store, c);
+  // Both ranks push chunk [100, 104) only: it is applied and pullable, the
+  // rest of the step is not.
+  std::vector<float> g(4, 2.f);
+  ASSERT_TRUE(store.Push(Header(1, 1, 100, 104, 0), g.data(), 4).ok());
+  ASSERT_TRUE(store.Push(Header(1, 1, 100, 104, 1), g.data(), 4).ok());
+  ASSERT_TRUE(store.WaitForStep(1, 1, absl::Now() + absl::Seconds(10), 100, 104).ok());
+  std::vector<float> out(4);
+  ASSERT_TRUE(store.ReadParams(1, 1, 100, 104, out.data()).ok());
+  for (float p : out) EXPECT_FLOAT_EQ(p, 1.f - kLr * 2.f);
+  EXPECT_EQ(store.WaitForStep(1, 1, absl::Now(), 104, 110).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(store.ReadParams(1, 1, 104, 107, out.data()).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store.info().step, 0);  // the step as a whole is not applied
+  // A re-init at step 0 must not keep the partly stepped momentum.
+  c.generation = 2;
+  EXPECT_FALSE(Init(store, c));
+  // Completing a step applies every chunk; info() moves on.
+  PushAll(store, 2, 1, 0, 1.f);
+  PushAll(store, 2, 1, 1, 3.f);
+  ASSERT_TRUE(store.WaitForStep(2, 1, absl::Now() + absl::Seconds(10), kLo, kHi).ok());
+  EXPECT_EQ(store.info().step, 1);
+  for (float p : Read(store, 2, 1)) EXPECT_FLOAT_EQ(p, 1.f - kLr * 2.f);
+}
+
 }  // namespace
 }  // namespace shardserver
 }  // namespace tandem

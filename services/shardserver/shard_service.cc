@@ -74,6 +74,7 @@ absl::Status ShardService::Init(grpc::ServerReader<v1::ParameterChunk>* reader,
   c.chunk_elements = msg.chunk_elements();
   c.world_size = msg.world_size();
   c.optimizer = msg.optimizer();
+  c.apply_per_chunk = msg.apply_per_chunk();
   ASSIGN_OR_RETURN(std::unique_ptr<RangeStore::PendingInit> init, store_->BeginInit(c));
   do {
     RETURN_IF_ERROR(CheckF32Payload(msg.data(), msg.range(), "InitShard"));
@@ -156,7 +157,7 @@ absl::Status ShardService::Pull(grpc::ServerContext* context,
                             ? absl::InfiniteFuture()
                             : absl::FromChrono(context->deadline());
   if (r.timeout_ms() > 0) deadline = std::min(deadline, absl::Now() + absl::Milliseconds(r.timeout_ms()));
-  RETURN_IF_ERROR(store_->WaitForStep(r.generation(), r.step(), deadline));
+  RETURN_IF_ERROR(store_->WaitForStep(r.generation(), r.step(), deadline, lo, hi));
   const int64_t piece =
       std::max<int64_t>(1, (r.chunk_bytes() > 0 ? r.chunk_bytes() : kDefaultPullBytes) / 4);
   v1::ParameterChunk msg;
