@@ -1,6 +1,7 @@
 // End to end through `tandem local --shard_servers S` (issue 12): worker
 // processes train a small MLP for a fixed number of steps with `--sync ps`
-// and `--sync hybrid` against separate shard-server processes, and end with
+// and `--sync hybrid` (and ps with apply=chunk) against separate shard-server
+// processes, and end with
 // the parameters `--sync allreduce` reaches on the same workers (compared
 // element-wise through the checkpoint rank 0 commits at the end, <= 1e-5).
 // Once on one host (2 workers, 2 servers) and once on simulated nodes
@@ -141,9 +142,13 @@ std::vector<float> Train(const std::string& name, const std::string& sync,
   const std::string dir = Tmp(name);
   std::vector<std::string> args = CommonFlags(dir);
   args.push_back(absl::StrCat("--batch_size=", kPerWorkerBatch));
-  args.push_back("--sync=" + sync);
+  // "ps+chunk": ps with per-chunk application (--sync_opt apply=chunk).
+  const bool per_chunk = sync == "ps+chunk";
+  args.push_back("--sync=" + (per_chunk ? std::string("ps") : sync));
   for (const std::string& a : layout) args.push_back(a);
-  if (sync != "allreduce") args.push_back("--sync_opt=chunk_mb=0.02");  // several chunks
+  if (sync != "allreduce") {  // several chunks per server
+    args.push_back(per_chunk ? "--sync_opt=chunk_mb=0.02,apply=chunk" : "--sync_opt=chunk_mb=0.02");
+  }
   TandemResult r = Tandem(name, args);
   if (output != nullptr) *output = r.output;
   if (r.exit_code != 0 && absl::StrContains(r.output, "cannot create a network namespace")) {
@@ -155,14 +160,19 @@ std::vector<float> Train(const std::string& name, const std::string& sync,
   return FinalParams(dir);
 }
 
+std::string RunName(const std::string& sync) {
+  return sync == "ps+chunk" ? "host-ps-chunk" : "host-" + sync;
+}
+
 TEST(ShardServersTest, PsAndHybridOnOneHostEndEqualToAllreduce) {
   const std::vector<std::string> layout = {"--workers=2", "--shard_servers=2"};
   const std::vector<float> reference = Train("host-allreduce", "allreduce", {"--workers=2"});
   ASSERT_FALSE(reference.empty());
-  for (const std::string sync : {"ps", "hybrid"}) {
+  for (const std::string sync : {"ps", "hybrid", "ps+chunk"}) {
     SCOPED_TRACE(sync);
     std::string out;
-    const std::vector<float> params = Train("host-" + sync, sync, layout, &out);
+    const std::vector<float> params =
+        Train(RunName(sync), sync, layout, &out);
     EXPECT_TRUE(absl::StrContains(out, "shard servers: 127.0.0.1:")) << out;
     ASSERT_EQ(params.size(), reference.size());
     const double diff = MaxAbsDiff(params, reference);
