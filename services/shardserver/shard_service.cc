@@ -200,8 +200,9 @@ grpc::Status ShardService::PullParameters(grpc::ServerContext* context,
 grpc::Status ShardService::SaveShard(grpc::ServerContext*, const v1::SaveShardRequest*,
                                      v1::SaveShardResponse*) {
   return ToGrpcStatus(absl::UnimplementedError(
-      "SaveShard: not implemented yet; checkpoints of ps/hybrid jobs hold the workers' "
-      "parameters (optimizer state on the servers is not saved)"));
+      "SaveShard: not implemented; checkpoints of ps / hybrid jobs are written by the "
+      "workers, with the servers' optimizer state fetched through PullParameters "
+      "(state_name)"));
 }
 
 }  // namespace shardserver
