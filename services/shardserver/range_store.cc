@@ -274,15 +274,19 @@ absl::StatusOr<bool> RangeStore::CommitInit(std::unique_ptr<PendingInit> init) {
 
 absl::StatusOr<std::shared_ptr<RangeStore::State>> RangeStore::Current(int64_t generation,
                                                                        const char* what) const {
+  // ABORTED: the caller's generation cannot go on here (the server was
+  // restarted, or the caller is stale); workers treat it as a membership
+  // change, re-join, and the next generation initialises the server again.
   absl::MutexLock lock(&mu_);
   if (current_ == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
+    return absl::AbortedError(absl::StrCat(
         what, " for generation ", generation,
-        ": this shard server holds no parameters yet (rank 0 sends InitShard first)"));
+        ": this shard server holds no parameters (restarted?); rank 0 sends InitShard at the "
+        "next generation's first step"));
   }
   const int64_t at = current_->config.generation;
   if (generation != at) {
-    return absl::FailedPreconditionError(absl::StrCat(
+    return absl::AbortedError(absl::StrCat(
         what, " for generation ", generation, " but this server is at generation ", at,
         generation < at ? ": that generation is over" : ": not initialised for it yet"));
   }

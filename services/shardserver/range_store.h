@@ -27,7 +27,8 @@
 // collected. Only the latest parameters are kept.
 //
 // Refusals (nothing is summed, nothing applied): a push or pull of another
-// generation (FAILED_PRECONDITION: over, or not initialised yet), of a step
+// generation, or before any InitShard (ABORTED: that generation cannot go
+// on here, e.g. after a server restart; workers re-join), of a step
 // other than the one being collected (FAILED_PRECONDITION; a repeat of the
 // step just applied is a kDuplicate), a range that is not exactly one of the
 // chunks or data of the wrong length (INVALID_ARGUMENT naming the chunk

@@ -133,8 +133,8 @@ TEST(RangeStore, RefusesWhatDoesNotFitAndAppliesNothingOfIt) {
       {Header(3, 1, 100, 103, 0), 3, absl::StatusCode::kInvalidArgument},   // part of a chunk
       {Header(3, 1, 200, 204, 0), 4, absl::StatusCode::kInvalidArgument},   // outside
       {Header(3, 2, 100, 104, 0), 4, absl::StatusCode::kFailedPrecondition},  // step ahead
-      {Header(2, 1, 100, 104, 0), 4, absl::StatusCode::kFailedPrecondition},  // old generation
-      {Header(4, 1, 100, 104, 0), 4, absl::StatusCode::kFailedPrecondition},  // future generation
+      {Header(2, 1, 100, 104, 0), 4, absl::StatusCode::kAborted},  // old generation
+      {Header(4, 1, 100, 104, 0), 4, absl::StatusCode::kAborted},  // future generation
       {Header(3, 1, 100, 104, 2), 4, absl::StatusCode::kInvalidArgument},   // rank >= world
       {Header(3, 1, 100, 104, 0, 3), 4, absl::StatusCode::kInvalidArgument},  // weight > world
   };

@@ -57,6 +57,9 @@ struct Child {
   int log_fd = -1;             // the worker's log, for copies of its stdout lines
 };
 
+// Times one shard server is started again after dying (--keep_going).
+constexpr int kMaxShardRestarts = 8;
+
 class Runner {
  public:
   Runner(const LocalOptions& o, const LocalEnv& env) : o_(o), env_(env) {}
@@ -308,7 +311,8 @@ absl::Status Runner::Run() {
     bind_source_library_ = realpath(lib.c_str(), resolved) != nullptr ? resolved : lib;
     service_host_ = SimulatedNetwork::ServiceAddress();
   }
-  children_.reserve(2 + o_.shard_servers + o_.workers);
+  // Restarted shard servers are children too (kMaxShardRestarts each).
+  children_.reserve(2 + o_.shard_servers * (1 + kMaxShardRestarts) + o_.workers);
   Print(absl::StrCat("tandem local: ", o_.workers, " workers",
                      o_.nodes > 0 ? absl::StrCat(" (", o_.nodes, " nodes x ", o_.workers_per_node,
                                                  ")")
@@ -369,6 +373,8 @@ absl::Status Runner::Run() {
   // Shard servers (--sync ps / hybrid): before the workers, which need them.
   std::vector<Child*> servers = {coordinator, dataserver};
   std::vector<std::string> shard_addresses;
+  std::vector<std::vector<std::string>> shard_argv;  // to restart one on its port
+  std::vector<int> shard_restarts(o_.shard_servers, 0);
   if (o_.shard_servers > 0) {
     ASSIGN_OR_RETURN(std::string shard_bin,
                      FindServiceBinary("shardserver", o_.bin_dir, env_.self_exe));
@@ -390,6 +396,9 @@ absl::Status Runner::Run() {
       ASSIGN_OR_RETURN(int port, WaitForPortFile(*started[s].first,
                                                  absl::StrCat(run_dir_, "/shard-", s, ".port")));
       shard_addresses.push_back(absl::StrCat(started[s].second, ":", port));
+      shard_argv.push_back({shard_bin, "--bind=" + started[s].second,
+                            absl::StrCat("--port=", port), "--metrics_port=0",
+                            absl::StrCat("--server_id=shard-", s)});
     }
     Print(absl::StrCat("shard servers: ", absl::StrJoin(shard_addresses, ",")));
   }
@@ -441,6 +450,23 @@ absl::Status Runner::Run() {
       StopEverything();
       return absl::CancelledError(absl::StrCat("interrupted; stopped every process (logs in ",
                                                run_dir_, ")"));
+    }
+    // --keep_going: a shard server that died is started again on its port
+    // (empty); the workers' steps fail, they re-join, and rank 0 hands every
+    // server the last checkpoint's parameters and optimizer state.
+    for (size_t i = 2; o_.keep_going && i < servers.size(); ++i) {
+      const int s = static_cast<int>(i) - 2;
+      if (!servers[i]->process->Poll() || shard_restarts[s] >= kMaxShardRestarts) continue;
+      ++shard_restarts[s];
+      Print(absl::StrCat("shard-", s, " ", servers[i]->process->DescribeExit(),
+                         "; restarting it on ", shard_addresses[s]));
+      absl::StatusOr<Child*> again =
+          Spawn(absl::StrCat("shard-", s, "-restart-", shard_restarts[s]), shard_argv[s], false);
+      if (!again.ok()) {
+        StopEverything();
+        return again.status();
+      }
+      servers[i] = *again;
     }
     for (Child* server : servers) {
       if (server->process->Poll()) {
