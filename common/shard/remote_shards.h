@@ -10,8 +10,8 @@
 //   RETURN_IF_ERROR(r->BeginPushes(header));       // per step
 //   r->Push(c, grads + r->layout().chunk(c).lo);   // as chunks become final
 //   r->ClosePushes();                              // streams end after their chunks
-//   r->Pull(c, step, params);  ...                 // queued behind the closes; the
-//                                                  // server answers once the step is applied
+//   r->Pull(c, step, params);  ...                 // on the pull lanes; the server
+//                                                  // answers once the step is applied
 //   RETURN_IF_ERROR(r->WaitPushes());              // every push acknowledged
 //   RETURN_IF_ERROR(r->WaitPulled(c));
 //

@@ -21,9 +21,11 @@
 // The pull runs at the end of FinishStep rather than in BeforeForward so
 // the interface's contract holds (FinishStep leaves every rank with the
 // updated parameters; checkpoints and evaluation read them right after).
-// Pulls are queued behind each stream's close, so a server that is done
-// answers while others still receive. Overlapping the pull with the next
-// forward needs a per-layer "about to run" hook the model does not have.
+// Pulls go out on their own streams while the push streams close, chunks
+// in vector order (first layers first); a server answers a pull once the
+// step (or, with apply=chunk, that chunk) is applied. Overlapping the pull
+// with the next forward needs a per-layer "about to run" hook the model
+// does not have.
 //
 // First step of a generation: rank 0 sends every server its range of the
 // current parameters (InitShard: layout, world size, optimizer described
