@@ -101,7 +101,9 @@ class GradientSync {
   virtual std::string name() const = 0;
 
   // The range of the flat parameter vector this rank's optimizer steps:
-  // [0, n) for allreduce, this rank's 1/N for ZeRO, empty for ps.
+  // [0, n) for allreduce, this rank's 1/N for ZeRO. ps and hybrid step on
+  // shard servers and return [0, n) with optimizer() null: what this rank
+  // holds and checkpoints write.
   virtual optim::ParamRange owned_range() const = 0;
 
   // Called before the first forward of every optimizer step (ZeRO-3

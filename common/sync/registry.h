@@ -45,6 +45,18 @@ struct SyncOptions {
   std::map<std::string, std::string> opts;
 };
 
+// Where strategies that step on shard servers (ps, hybrid) find them, and
+// who this worker is to them. Empty for every other strategy.
+struct ShardServerEnv {
+  std::vector<std::string> addresses;  // host:port of every server, in order
+  std::string job_id;
+  int64_t generation = 0;              // this generation's number (>= 1)
+  // The trainer's learning-rate schedule (the lr of 1-based update `step`).
+  // With it, pushes leave while backward runs; without it (or when it
+  // returns a non-finite value) they wait for FinishStep's context.
+  std::function<float(int64_t step)> learning_rate;
+};
+
 // What one generation gives a strategy. Pointers are borrowed and outlive it.
 struct SyncEnv {
   CommGroups* comms = nullptr;  // world (always), intra / inter (when asked)
@@ -60,6 +72,7 @@ struct SyncEnv {
   // device_stepper_registry.h); empty for host memory. The strategy calls it
   // with its optimizer and owns the result.
   DeviceStepperFactory make_device_stepper;
+  ShardServerEnv shard_servers;  // ps / hybrid only
 };
 
 struct OptionInfo {

@@ -1,5 +1,6 @@
 #include "services/worker/generation.h"
 
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -92,6 +93,14 @@ absl::Status SetUpGeneration(const GenerationEnv& env, Generation* g) {
   const TrainerOptions* options = env.options;
   se.make_optimizer = [options](optim::ParamRange range) { return MakeOptimizer(*options, range); };
   se.make_device_stepper = sync::DeviceStepperFactoryFor(env.backend);
+  se.shard_servers.addresses = o.shard_servers;
+  se.shard_servers.job_id = o.job_id;
+  se.shard_servers.generation = gen;
+  // Read at BeginStep; NaN (no plan yet) makes ps / hybrid push at FinishStep.
+  se.shard_servers.learning_rate = [g](int64_t step) {
+    return g->lr_schedule.has_value() ? g->lr_schedule->LearningRate(step)
+                                      : std::numeric_limits<float>::quiet_NaN();
+  };
   ASSIGN_OR_RETURN(g->sync, sync::CreateGradientSync(o.sync, std::move(se)));
   return absl::OkStatus();
 }

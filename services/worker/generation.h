@@ -22,6 +22,7 @@
 #define TANDEM_SERVICES_WORKER_GENERATION_H_
 
 #include <memory>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "common/comm/communicator.h"
@@ -31,6 +32,7 @@
 #include "common/kernels/backend.h"
 #include "common/nn/model.h"
 #include "common/optim/optimizer.h"
+#include "common/optim/schedule.h"
 #include "common/sync/gradient_sync.h"
 #include "proto/coordinator.pb.h"
 #include "services/worker/coordinator_client.h"
@@ -47,6 +49,9 @@ struct Generation {
   std::unique_ptr<sync::GradientSync> sync;
   std::unique_ptr<data::PrefetchClient> data;
   sync::SyncStats last_stats;  // at the last metrics update
+  // This generation's learning-rate schedule, once planned (ps / hybrid
+  // read it to push the learning rate with gradients during backward).
+  std::optional<optim::LrSchedule> lr_schedule;
 
   int rank() const { return join.rank(); }
   int world() const { return join.world_size(); }

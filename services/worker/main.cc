@@ -30,6 +30,8 @@
 
 ABSL_FLAG(std::string, coordinator, "", "Coordinator host:port (required).");
 ABSL_FLAG(std::string, data_servers, "", "Data servers, host:port[,host:port] (required).");
+ABSL_FLAG(std::string, shard_servers, "",
+          "Shard servers for --sync ps / hybrid, host:port[,host:port] (same list on every worker).");
 ABSL_FLAG(std::string, job_id, "tandem", "Job this worker belongs to.");
 ABSL_FLAG(std::string, worker_id, "", "Stable id of this worker (default host:pid).");
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address peers reach this worker at.");
@@ -98,6 +100,10 @@ int main(int argc, char** argv) {
   for (absl::string_view s :
        absl::StrSplit(absl::GetFlag(FLAGS_data_servers), ',', absl::SkipEmpty())) {
     o.data_servers.emplace_back(s);
+  }
+  for (absl::string_view s :
+       absl::StrSplit(absl::GetFlag(FLAGS_shard_servers), ',', absl::SkipEmpty())) {
+    o.shard_servers.emplace_back(s);
   }
   o.job_id = absl::GetFlag(FLAGS_job_id);
   o.worker_id = absl::GetFlag(FLAGS_worker_id);

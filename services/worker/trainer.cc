@@ -185,6 +185,7 @@ absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& 
   }
   PlanInputs pi{o_, probe_.train_samples, g.world()};
   ASSIGN_OR_RETURN(TrainingPlan plan, PlanGeneration(pi, &state_));
+  g.lr_schedule = plan.schedule;
   if (plan.steps_left > 0) {
     ASSIGN_OR_RETURN(g.data, data::PrefetchClient::Start(
                                  TrainStream(o_, plan, state_, g.rank(), g.world(),

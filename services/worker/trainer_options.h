@@ -29,6 +29,9 @@ struct TrainerOptions {
   // ---- Control and data plane -------------------------------------------
   std::string coordinator;                // "host:port", required
   std::vector<std::string> data_servers;  // "host:port", at least one
+  // Shard servers for --sync ps / hybrid ("host:port", in order; every
+  // worker of the job lists the same ones).
+  std::vector<std::string> shard_servers;
   std::string job_id = "tandem";
   std::string worker_id;                  // required; stable per process
   std::string hostname = "127.0.0.1";     // address peers reach this worker at

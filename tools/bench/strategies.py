@@ -13,8 +13,9 @@ Test accuracy is measured once per variant, after a fixed number of epochs
 on the first layout with more than one node at the fastest rate (it does
 not depend on the link). Every number is also given as a ratio to plain ring
 allreduce (allreduce, hier=0 when hier exists) in the same rate and layout.
-A run that fails is reported as failed (with its last message) and the rest
-go on. Writes strategies.json and strategies.png into the output directory.
+ps and hybrid run with --shard_servers = nodes (each server a node of its
+own, its link shaped like the workers'; its bytes are in the total). A run
+that fails is reported as failed (with its last message) and the rest go on. Writes strategies.json and strategies.png into the output directory.
 """
 import argparse
 import json
@@ -68,6 +69,8 @@ def variants(strategies):
     return out
 
 
+# Strategies that step on shard servers: run with --shard_servers = nodes.
+SHARD_STRATEGIES = ("ps", "hybrid")
 STEP = re.compile(r"^step (\d+)/(\d+) .* (samples|tokens)/s (\d+(?:\.\d+)?) ms/step (\d+(?:\.\d+)?) ")
 LINKS = re.compile(r"^links: bytes sent to other nodes: .*; total (\d+)")
 ACC = re.compile(r"^epoch (\d+) test accuracy (\d+(?:\.\d+)?)")
@@ -143,7 +146,9 @@ def main():
         for rate in rates:
             for nodes, per in layouts:
                 name = "%s_%s_%dx%d" % (label.replace(" ", "_").replace("=", ""), rate, nodes, per)
-                args = common + sync_args + ["--nodes=%d" % nodes, "--workers_per_node=%d" % per,
+                # ps / hybrid: one shard server per node, each a node of its own.
+                servers = ["--shard_servers=%d" % nodes] if sync in SHARD_STRATEGIES else []
+                args = common + sync_args + servers + ["--nodes=%d" % nodes, "--workers_per_node=%d" % per,
                                              "--link=" + rate, "--max_steps=%d" % a.steps,
                                              "--log_every=%d" % max(1, a.steps // 5)]
                 rc, out, err, wall, cmd = run_tandem(a.tandem, args, os.path.join(a.out, "runs", name),
@@ -181,6 +186,8 @@ def main():
                     "--lr_scaling=none", "--seed=1", "--checkpoint_every=0", "--log_every=1000000",
                     "--nodes=%d" % acc_layout[0], "--workers_per_node=%d" % acc_layout[1],
                     "--link=" + rates[0]] + sync_args
+            if sync in SHARD_STRATEGIES:
+                args.append("--shard_servers=%d" % acc_layout[0])
             name = "accuracy_" + label.replace(" ", "_").replace("=", "")
             rc, out, err, wall, _ = run_tandem(a.tandem, args, os.path.join(a.out, "runs", name), a.timeout)
             _, _, acc, _ = parse(out)

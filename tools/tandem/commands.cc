@@ -65,6 +65,10 @@ FlagTable LocalFlags(LocalOptions* o) {
   t.Double("link_delay_ms", &o->link_delay_ms,
            "Added latency per node link via netem, where the kernel has it (0 = none).");
 
+  t.Section("shard servers (--sync ps / hybrid)");
+  t.Int("shard_servers", &o->shard_servers,
+        "Shard servers to start; with --nodes each is a node of its own (0 = none).");
+
   t.Section("model and data");
   t.String("model", &o->model, "Model spec: mlp:IN,HIDDEN,...,OUT (input and output fit the dataset).");
   t.String("dataset", &o->dataset, "Dataset name under --data_root (fashion-mnist).");

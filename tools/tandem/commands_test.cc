@@ -82,7 +82,7 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
       "local", "--workers=3", "--min-workers=2", "--max_workers=5", "--host", "0.0.0.0",
       "--port=7000", "--job_id=j", "--heartbeat_ms=250", "--heartbeat_misses=4",
       "--settle_seconds=1.5", "--nodes=3", "--workers_per_node=1", "--link=1gbit",
-      "--link_delay_ms=2", "--model=mlp:784,32,10", "--dataset=other", "--data_root=/d",
+      "--link_delay_ms=2", "--shard_servers=2", "--model=mlp:784,32,10", "--dataset=other", "--data_root=/d",
       "--epochs=3", "--batch-size", "16", "--accumulation=2", "--max_steps=99", "--seed=7",
       "--lr=0.1", "--optimizer=adamw", "--lr_scaling=sqrt", "--schedule=constant",
       "--warmup_steps=10", "--momentum=0.8", "--weight_decay=0.01", "--sync=zero1",
@@ -108,6 +108,7 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
   EXPECT_EQ(o.workers_per_node, 1);
   EXPECT_EQ(o.link, "1gbit");
   EXPECT_EQ(o.link_delay_ms, 2);
+  EXPECT_EQ(o.shard_servers, 2);
   EXPECT_EQ(o.model, "mlp:784,32,10");
   EXPECT_EQ(o.dataset, "other");
   EXPECT_EQ(o.data_root, "/d");

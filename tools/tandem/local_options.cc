@@ -205,6 +205,13 @@ absl::Status ValidateLocalOptions(const LocalOptions& o) {
       return bad("--link_delay_ms must not be negative (got ", o.link_delay_ms, ")");
     }
   }
+  if (o.shard_servers < 0 || o.nodes + o.shard_servers > kMaxSimulatedNodes) {
+    return bad("--shard_servers must be 0..", kMaxSimulatedNodes - o.nodes, " (got ",
+               o.shard_servers, ")");
+  }
+  if ((o.sync == "ps" || o.sync == "hybrid") && o.shard_servers < 1) {
+    return bad("--sync ", o.sync, " needs shard servers: add --shard_servers N (N >= 1)");
+  }
   const int min = o.min_workers == 0 ? o.workers : o.min_workers;
   const int max = o.max_workers == 0 ? o.workers : o.max_workers;
   if (min < 1) return bad("--min_workers must be at least 1 (got ", min, ")");

@@ -43,6 +43,11 @@ struct LocalOptions {
   int workers_per_node = 0;
   std::string link;            // each node's outgoing rate, e.g. "1gbit"; "" = unshaped
   double link_delay_ms = 0;    // netem delay per node link (kernels with netem only)
+  // --- shard servers (services/shardserver), for --sync ps / hybrid ---
+  // Started before the workers, which get --shard_servers. With --nodes each
+  // server is a node of its own (127.0.1.(nodes + 1 + s), its link shaped
+  // like the workers'); otherwise it listens on `host`.
+  int shard_servers = 0;
   // --- training (passed to every worker) ---
   std::string model = "mlp:784,1024,1024,10";
   std::string dataset = "fashion-mnist";  // a name under data_root

@@ -59,6 +59,9 @@ struct Child {
   int log_fd = -1;             // the worker's log, for copies of its stdout lines
 };
 
+// Times one shard server is started again after dying (--keep_going).
+constexpr int kMaxShardRestarts = 8;
+
 class Runner {
  public:
   Runner(const LocalOptions& o, const LocalEnv& env) : o_(o), env_(env) {}
@@ -242,7 +245,7 @@ void Runner::PumpStdout(int timeout_ms) {
 
 absl::Status Runner::StartNetwork() {
   SimulatedNetworkOptions n;
-  n.nodes = o_.nodes;
+  n.nodes = o_.nodes + o_.shard_servers;  // each shard server is a node of its own
   if (!o_.link.empty()) {
     ASSIGN_OR_RETURN(n.link_bits_per_second, ParseLinkRate(o_.link));
   }
@@ -264,7 +267,9 @@ void Runner::PrintLinkBytes() {
   std::vector<std::string> parts;
   for (size_t i = 0; i < sent->size(); ++i) {
     total += (*sent)[i];
-    parts.push_back(absl::StrCat("node-", i + 1, " ", (*sent)[i]));
+    const int n = static_cast<int>(i);  // nodes first, then one per shard server
+    parts.push_back(n < o_.nodes ? absl::StrCat("node-", n + 1, " ", (*sent)[i])
+                                 : absl::StrCat("shard-", n - o_.nodes, " ", (*sent)[i]));
   }
   // One line, parsed by tools/bench/strategies.sh: bytes that left each
   // node for another node (tc class counters, IP headers included).
@@ -325,7 +330,8 @@ absl::Status Runner::Run() {
     bind_source_library_ = realpath(lib.c_str(), resolved) != nullptr ? resolved : lib;
     service_host_ = SimulatedNetwork::ServiceAddress();
   }
-  children_.reserve(2 + o_.workers);
+  // Restarted shard servers are children too (kMaxShardRestarts each).
+  children_.reserve(2 + o_.shard_servers * (1 + kMaxShardRestarts) + o_.workers);
   Print(absl::StrCat("tandem local: ", o_.workers, " workers",
                      o_.nodes > 0 ? absl::StrCat(" (", o_.nodes, " nodes x ", o_.workers_per_node,
                                                  ")")
@@ -383,6 +389,38 @@ absl::Status Runner::Run() {
                      "tandem status --coordinator ", coordinator_address_, " --job_id ",
                      o_.job_id, ")"));
   Print(absl::StrCat("data server: ", data_address));
+  // Shard servers (--sync ps / hybrid): before the workers, which need them.
+  std::vector<Child*> servers = {coordinator, dataserver};
+  std::vector<std::string> shard_addresses;
+  std::vector<std::vector<std::string>> shard_argv;  // to restart one on its port
+  std::vector<int> shard_restarts(o_.shard_servers, 0);
+  if (o_.shard_servers > 0) {
+    ASSIGN_OR_RETURN(std::string shard_bin,
+                     FindServiceBinary("shardserver", o_.bin_dir, env_.self_exe));
+    std::vector<std::pair<Child*, std::string>> started;
+    for (int s = 0; s < o_.shard_servers; ++s) {
+      const std::string host =
+          network_ != nullptr ? SimulatedNetwork::NodeAddress(o_.nodes + 1 + s) : o_.host;
+      const std::string port_file = absl::StrCat(run_dir_, "/shard-", s, ".port");
+      std::remove(port_file.c_str());
+      ASSIGN_OR_RETURN(Child * c,
+                       Spawn(absl::StrCat("shard-", s),
+                             {shard_bin, "--bind=" + host, "--port=0", "--port_file=" + port_file,
+                              "--metrics_port=0", absl::StrCat("--server_id=shard-", s)},
+                             false));
+      servers.push_back(c);
+      started.push_back({c, host});
+    }
+    for (int s = 0; s < o_.shard_servers; ++s) {
+      ASSIGN_OR_RETURN(int port, WaitForPortFile(*started[s].first,
+                                                 absl::StrCat(run_dir_, "/shard-", s, ".port")));
+      shard_addresses.push_back(absl::StrCat(started[s].second, ":", port));
+      shard_argv.push_back({shard_bin, "--bind=" + started[s].second,
+                            absl::StrCat("--port=", port), "--metrics_port=0",
+                            absl::StrCat("--server_id=shard-", s)});
+    }
+    Print(absl::StrCat("shard servers: ", absl::StrJoin(shard_addresses, ",")));
+  }
   WaitForMetricsLine(*coordinator);
   WaitForMetricsLine(*dataserver);
   for (Child* c : {coordinator, dataserver}) {
@@ -400,6 +438,9 @@ absl::Status Runner::Run() {
                                                data_address, i, run_dir_);
     argv.push_back("--metrics_port=0");
     argv.push_back(absl::StrCat("--metrics_file=", run_dir_, "/metrics/", name, ".prom"));
+    if (!shard_addresses.empty()) {
+      argv.push_back("--shard_servers=" + absl::StrJoin(shard_addresses, ","));
+    }
     std::vector<std::string> env;
     if (network_ != nullptr) {
       // Gloo and gRPC connect without binding: pin the source to the node's
@@ -430,7 +471,24 @@ absl::Status Runner::Run() {
       return absl::CancelledError(absl::StrCat("interrupted; stopped every process (logs in ",
                                                run_dir_, ")"));
     }
-    for (Child* server : {coordinator, dataserver}) {
+    // --keep_going: a shard server that died is started again on its port
+    // (empty); the workers' steps fail, they re-join, and rank 0 hands every
+    // server the last checkpoint's parameters and optimizer state.
+    for (size_t i = 2; o_.keep_going && i < servers.size(); ++i) {
+      const int s = static_cast<int>(i) - 2;
+      if (!servers[i]->process->Poll() || shard_restarts[s] >= kMaxShardRestarts) continue;
+      ++shard_restarts[s];
+      Print(absl::StrCat("shard-", s, " ", servers[i]->process->DescribeExit(),
+                         "; restarting it on ", shard_addresses[s]));
+      absl::StatusOr<Child*> again =
+          Spawn(absl::StrCat("shard-", s, "-restart-", shard_restarts[s]), shard_argv[s], false);
+      if (!again.ok()) {
+        StopEverything();
+        return again.status();
+      }
+      servers[i] = *again;
+    }
+    for (Child* server : servers) {
       if (server->process->Poll()) {
         absl::Status s = Failure(*server, "exited while workers were running");
         StopEverything();

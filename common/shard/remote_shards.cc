@@ -1,0 +1,308 @@
+#include "common/shard/remote_shards.h"
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/status/status_macros.h"
+
+namespace tandem {
+namespace shard {
+
+struct RemoteShards::Lane {
+  struct Job {
+    enum Kind { kPush, kClose, kPull } kind = kPush;
+    int chunk = 0;
+    int64_t step = 0;
+    float* params = nullptr;
+  };
+
+  int server = 0;
+  ShardClient* client = nullptr;
+  std::unique_ptr<PushStream> stream;
+  std::vector<int> written;  // chunks sent on this step's stream (reserved once)
+  std::vector<Job> ring;     // capacity fixed at creation
+  size_t head = 0, count = 0;
+
+  absl::Mutex mu;
+  absl::CondVar cv;
+  bool stop ABSL_GUARDED_BY(mu) = false;
+  std::thread thread;
+
+  void Enqueue(const Job& j) {
+    absl::MutexLock lock(&mu);
+    // Capacity covers every chunk of the lane twice (push + pull) plus a
+    // close: the callers' protocol cannot exceed it.
+    ring[(head + count) % ring.size()] = j;
+    ++count;
+    cv.Signal();
+  }
+};
+
+namespace {
+
+bool Retryable(const absl::Status& s) { return s.code() == absl::StatusCode::kUnavailable; }
+
+}  // namespace
+
+RemoteShards::RemoteShards(const RemoteShardsOptions& options, ShardLayout layout)
+    : options_(options), layout_(std::move(layout)) {}
+
+absl::StatusOr<std::unique_ptr<RemoteShards>> RemoteShards::Create(const RemoteShardsOptions& o) {
+  if (o.addresses.empty()) {
+    return absl::InvalidArgumentError(
+        "shard servers: no addresses (give --shard_servers host:port,... or start them with "
+        "tandem local --shard_servers N)");
+  }
+  if (o.streams_per_server < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard servers: streams_per_server must be >= 1, got ", o.streams_per_server));
+  }
+  if (o.rank < 0 || o.rank >= o.world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard servers: rank ", o.rank, " outside world ", o.world_size));
+  }
+  ASSIGN_OR_RETURN(ShardLayout layout,
+                   ShardLayout::Create(o.size, static_cast<int>(o.addresses.size()),
+                                       o.chunk_elements));
+  std::unique_ptr<RemoteShards> r(new RemoteShards(o, std::move(layout)));
+  for (const std::string& a : o.addresses) {
+    ASSIGN_OR_RETURN(std::unique_ptr<ShardClient> c,
+                     ShardClient::Create({a, o.job_id, o.timeout}));
+    r->clients_.push_back(std::move(c));
+  }
+  const int servers = r->layout_.servers();
+  for (auto* lanes : {&r->lanes_, &r->pull_lanes_}) {
+    for (int s = 0; s < servers; ++s) {
+      const int chunks = r->layout_.end_chunk(s) - r->layout_.first_chunk(s);
+      for (int k = 0; k < o.streams_per_server; ++k) {
+        auto lane = std::make_unique<Lane>();
+        lane->server = s;
+        lane->client = r->clients_[s].get();
+        lane->stream = lane->client->NewPushStream();
+        const int mine = chunks / o.streams_per_server + 1;
+        lane->written.reserve(mine);
+        lane->ring.resize(2 * mine + 2);
+        lanes->push_back(std::move(lane));
+      }
+    }
+  }
+  {
+    absl::MutexLock lock(&r->mu_);
+    r->pulled_.assign(r->layout_.num_chunks(), 0);
+  }
+  for (auto* lanes : {&r->lanes_, &r->pull_lanes_}) {
+    for (auto& lane : *lanes) {
+      Lane* l = lane.get();
+      RemoteShards* self = r.get();
+      l->thread = std::thread([self, l] { self->RunLane(l); });
+    }
+  }
+  return r;
+}
+
+RemoteShards::~RemoteShards() {
+  for (auto* lanes : {&lanes_, &pull_lanes_}) {
+    for (auto& l : *lanes) {
+      absl::MutexLock lock(&l->mu);
+      l->stop = true;
+      l->cv.Signal();
+    }
+  }
+  for (auto* lanes : {&lanes_, &pull_lanes_}) {
+    for (auto& l : *lanes) {
+      if (l->thread.joinable()) l->thread.join();
+      l->stream->Cancel();
+    }
+  }
+}
+
+RemoteShards::Lane& RemoteShards::LaneOf(int chunk, bool pull) {
+  const int s = layout_.chunk(chunk).server;
+  const int k = (chunk - layout_.first_chunk(s)) % options_.streams_per_server;
+  return *(pull ? pull_lanes_ : lanes_)[s * options_.streams_per_server + k];
+}
+
+absl::Status RemoteShards::FirstError() const {
+  absl::MutexLock lock(&mu_);
+  return error_;
+}
+
+absl::Status RemoteShards::InitServers(
+    int64_t step, const v1::OptimizerConfig& optimizer, const float* params,
+    const std::vector<std::pair<std::string, const float*>>& state) {
+  std::vector<absl::Status> results(clients_.size());
+  std::vector<std::thread> threads;
+  for (size_t s = 0; s < clients_.size(); ++s) {
+    threads.emplace_back([&, s] {
+      ShardInit init;
+      init.generation = options_.generation;
+      init.step = step;
+      init.range = layout_.server_range(static_cast<int>(s));
+      init.chunk_elements = options_.chunk_elements;
+      init.world_size = options_.world_size;
+      init.optimizer = optimizer;
+      init.apply_per_chunk = options_.apply_per_chunk;
+      results[s] = clients_[s]->Init(init, params, state).status();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& s : results) RETURN_IF_ERROR(s);
+  return absl::OkStatus();
+}
+
+absl::Status RemoteShards::PullState(int64_t step, const std::string& name, float* out) {
+  std::vector<absl::Status> results(clients_.size());
+  std::vector<std::thread> threads;
+  for (size_t s = 0; s < clients_.size(); ++s) {
+    threads.emplace_back([&, s] {
+      const optim::ParamRange r = layout_.server_range(static_cast<int>(s));
+      results[s] = clients_[s]->Pull(options_.generation, step, r.lo, r.hi, out, name);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& s : results) RETURN_IF_ERROR(s);
+  return absl::OkStatus();
+}
+
+absl::Status RemoteShards::BeginPushes(const PushHeader& header) {
+  RETURN_IF_ERROR(FirstError());
+  header_ = header;
+  return absl::OkStatus();
+}
+
+void RemoteShards::Push(int chunk, const float* data) {
+  Lane::Job j;
+  j.kind = Lane::Job::kPush;
+  j.chunk = chunk;
+  j.params = const_cast<float*>(data);  // read only
+  LaneOf(chunk).Enqueue(j);
+}
+
+void RemoteShards::ClosePushes() {
+  {
+    absl::MutexLock lock(&mu_);
+    closes_pending_ = static_cast<int>(lanes_.size());
+  }
+  Lane::Job close;
+  close.kind = Lane::Job::kClose;
+  for (auto& l : lanes_) l->Enqueue(close);
+}
+
+absl::Status RemoteShards::WaitPushes() {
+  absl::MutexLock lock(&mu_);
+  while (closes_pending_ > 0) cv_.Wait(&mu_);
+  return error_;
+}
+
+void RemoteShards::Pull(int chunk, int64_t step, float* params) {
+  {
+    absl::MutexLock lock(&mu_);
+    pulled_[chunk] = 0;
+    ++pulls_pending_;
+  }
+  Lane::Job j;
+  j.kind = Lane::Job::kPull;
+  j.chunk = chunk;
+  j.step = step;
+  j.params = params;
+  LaneOf(chunk, /*pull=*/true).Enqueue(j);
+}
+
+absl::Status RemoteShards::WaitPulled(int chunk) {
+  absl::MutexLock lock(&mu_);
+  while (!pulled_[chunk] && error_.ok()) cv_.Wait(&mu_);
+  return error_;
+}
+
+absl::Status RemoteShards::WaitAllPulls() {
+  absl::MutexLock lock(&mu_);
+  while (pulls_pending_ > 0) cv_.Wait(&mu_);
+  return error_;
+}
+
+RemoteStats RemoteShards::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+void RemoteShards::RunLane(Lane* l) {
+  // Pointers to each chunk's data for this step's pushes (resent on retry).
+  std::vector<const float*> data(layout_.num_chunks(), nullptr);
+  for (;;) {
+    Lane::Job j;
+    {
+      absl::MutexLock lock(&l->mu);
+      while (l->count == 0 && !l->stop) l->cv.Wait(&l->mu);
+      if (l->stop) return;
+      j = l->ring[l->head];
+      l->head = (l->head + 1) % l->ring.size();
+      --l->count;
+    }
+    const bool failed = !FirstError().ok();
+    absl::Status s;
+    if (j.kind == Lane::Job::kPush) {
+      if (failed) continue;
+      data[j.chunk] = j.params;
+      const Chunk& c = layout_.chunk(j.chunk);
+      for (int attempt = 1;; ++attempt) {
+        if (!l->stream->open()) {
+          s = l->stream->Open(header_);
+          // A reopened stream resends what the broken one carried.
+          for (size_t i = 0; s.ok() && i < l->written.size(); ++i) {
+            s = l->stream->Write(layout_.chunk(l->written[i]), data[l->written[i]]);
+          }
+        }
+        if (s.ok()) s = l->stream->Write(c, j.params);
+        if (s.ok() || !Retryable(s) || attempt >= options_.push_attempts) break;
+        l->stream->Cancel();
+      }
+      if (s.ok()) l->written.push_back(j.chunk);
+      absl::MutexLock lock(&mu_);
+      if (s.ok()) {
+        stats_.pushed_bytes += c.size() * int64_t{sizeof(float)};
+      } else if (error_.ok()) {
+        error_ = s;
+      }
+      cv_.SignalAll();
+    } else if (j.kind == Lane::Job::kClose) {
+      int64_t dups = 0;
+      if (!failed && l->stream->open()) {
+        for (int attempt = 1;; ++attempt) {
+          absl::StatusOr<v1::PushGradientsResponse> r = l->stream->Finish();
+          s = r.status();
+          if (r.ok()) dups = r->duplicates();
+          if (s.ok() || !Retryable(s) || attempt >= options_.push_attempts) break;
+          s = l->stream->Open(header_);
+          for (size_t i = 0; s.ok() && i < l->written.size(); ++i) {
+            s = l->stream->Write(layout_.chunk(l->written[i]), data[l->written[i]]);
+          }
+          if (!s.ok() && !Retryable(s)) break;
+        }
+      }
+      if (l->stream->open()) l->stream->Cancel();
+      l->written.clear();
+      absl::MutexLock lock(&mu_);
+      if (!s.ok() && error_.ok()) error_ = s;
+      stats_.duplicates += dups;
+      --closes_pending_;
+      cv_.SignalAll();
+    } else {
+      if (!failed) {
+        const Chunk& c = layout_.chunk(j.chunk);
+        s = l->client->Pull(options_.generation, j.step, c.lo, c.hi, j.params);
+      }
+      absl::MutexLock lock(&mu_);
+      if (s.ok() && !failed) {
+        pulled_[j.chunk] = 1;
+        stats_.pulled_bytes += layout_.chunk(j.chunk).size() * int64_t{sizeof(float)};
+      } else if (error_.ok() && !s.ok()) {
+        error_ = s;
+      }
+      --pulls_pending_;
+      cv_.SignalAll();
+    }
+  }
+}
+
+}  // namespace shard
+}  // namespace tandem

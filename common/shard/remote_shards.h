@@ -1,0 +1,124 @@
+// RemoteShards: a worker's side of the shard servers for one generation:
+// one ShardClient per server and, per server, `streams_per_server` push
+// lanes (each a thread with its own push stream) and as many pull lanes, so
+// several pushes and pulls are in flight to every server at once and a pull
+// never queues behind a push. Chunk c (ShardLayout) always goes through
+// lane (server of c, c mod streams_per_server) of its kind.
+//
+//   ASSIGN_OR_RETURN(auto r, RemoteShards::Create(options));
+//   if (rank == 0) RETURN_IF_ERROR(r->InitServers(step, optimizer, params));
+//   RETURN_IF_ERROR(r->BeginPushes(header));       // per step
+//   r->Push(c, grads + r->layout().chunk(c).lo);   // as chunks become final
+//   r->ClosePushes();                              // streams end after their chunks
+//   r->Pull(c, step, params);  ...                 // on the pull lanes; the server
+//                                                  // answers once the step is applied
+//   RETURN_IF_ERROR(r->WaitPushes());              // every push acknowledged
+//   RETURN_IF_ERROR(r->WaitPulled(c));
+//
+// Pushed data must stay unchanged until WaitPushes returns (a stream that
+// breaks with UNAVAILABLE is reopened and its chunks of the step sent again:
+// the server acknowledges repeats without summing them). Nothing is
+// allocated per step beyond what gRPC allocates.
+//
+// Thread-safety: BeginPushes / ClosePushes / WaitPushes / WaitPulled /
+// WaitAllPulls and InitServers from one thread; Push and Pull from one
+// thread at a time (the backward or communication thread), between
+// BeginPushes and ClosePushes for pushes. Failure: the first error of any
+// lane (the server's refusal, DEADLINE_EXCEEDED after the timeout) is
+// returned by WaitPushes / WaitPulled / WaitAllPulls, naming the server;
+// later work is skipped (the object is then done: destroy it). The destructor cancels open streams and joins the lanes.
+#ifndef TANDEM_COMMON_SHARD_REMOTE_SHARDS_H_
+#define TANDEM_COMMON_SHARD_REMOTE_SHARDS_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/shard/shard_client.h"
+#include "common/shard/shard_layout.h"
+
+namespace tandem {
+namespace shard {
+
+struct RemoteShardsOptions {
+  std::vector<std::string> addresses;  // one per server, host:port
+  std::string job_id;
+  int64_t generation = 0;
+  int rank = 0;
+  int world_size = 1;
+  int64_t size = 0;                    // flat vector, floats
+  int64_t chunk_elements = 1 << 20;    // 4 MiB chunks
+  int streams_per_server = 2;          // >= 1
+  absl::Duration timeout = absl::Seconds(60);
+  int push_attempts = 3;               // per stream, UNAVAILABLE only
+  bool apply_per_chunk = false;        // InitShard's mode (range_store.h)
+};
+
+struct RemoteStats {
+  int64_t pushed_bytes = 0;
+  int64_t pulled_bytes = 0;
+  int64_t duplicates = 0;  // pushes the servers acknowledged as repeats
+};
+
+class RemoteShards {
+ public:
+  static absl::StatusOr<std::unique_ptr<RemoteShards>> Create(const RemoteShardsOptions& options);
+  ~RemoteShards();
+  RemoteShards(const RemoteShards&) = delete;
+  RemoteShards& operator=(const RemoteShards&) = delete;
+
+  const ShardLayout& layout() const { return layout_; }
+
+  // Rank 0, once per generation: every server gets its range of `params`
+  // (the flat vector's base), the chunk layout, the world size and the
+  // optimizer; `step` is the last applied step. In parallel over servers.
+  absl::Status InitServers(int64_t step, const v1::OptimizerConfig& optimizer,
+                           const float* params,
+                           const std::vector<std::pair<std::string, const float*>>& state = {});
+  // Optimizer state buffer `name` as of `step` from every server into
+  // out[0, size) (in parallel over servers; for checkpoints).
+  absl::Status PullState(int64_t step, const std::string& name, float* out);
+
+  absl::Status BeginPushes(const PushHeader& header);
+  void Push(int chunk, const float* data);
+  void ClosePushes();
+  absl::Status WaitPushes();
+
+  void Pull(int chunk, int64_t step, float* params);
+  absl::Status WaitPulled(int chunk);
+  absl::Status WaitAllPulls();
+
+  RemoteStats stats() const;
+
+ private:
+  struct Lane;
+  explicit RemoteShards(const RemoteShardsOptions& options, ShardLayout layout);
+  Lane& LaneOf(int chunk, bool pull = false);
+  void RunLane(Lane* lane);
+  absl::Status FirstError() const;
+
+  const RemoteShardsOptions options_;
+  const ShardLayout layout_;
+  std::vector<std::unique_ptr<ShardClient>> clients_;
+  std::vector<std::unique_ptr<Lane>> lanes_;       // push lanes
+  std::vector<std::unique_ptr<Lane>> pull_lanes_;  // same layout, pulls only
+  PushHeader header_;  // set in BeginPushes, read by lanes while a step is open
+
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::vector<char> pulled_ ABSL_GUARDED_BY(mu_);  // per chunk
+  int pulls_pending_ ABSL_GUARDED_BY(mu_) = 0;
+  int closes_pending_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  RemoteStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace shard
+}  // namespace tandem
+
+#endif  // TANDEM_COMMON_SHARD_REMOTE_SHARDS_H_

@@ -1,0 +1,195 @@
+#include "common/shard/shard_client.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/rpc/channel.h"
+#include "common/rpc/grpc_status.h"
+
+namespace tandem {
+namespace shard {
+namespace {
+
+constexpr int64_t kInitPieceFloats = int64_t{1} << 20;  // 4 MiB
+
+void SetDeadline(grpc::ClientContext* ctx, absl::Duration timeout) {
+  ctx->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  ctx->set_wait_for_ready(true);  // a server (re)starting is not an error yet
+}
+
+}  // namespace
+
+PushStream::PushStream(v1::ShardServer::Stub* stub, const ShardClientOptions* options)
+    : stub_(stub), options_(options) {
+  msg_.mutable_job()->set_job_id(options->job_id);
+  msg_.mutable_data()->set_dtype(v1::DTYPE_F32);
+}
+
+absl::Status PushStream::Open(const PushHeader& h) {
+  if (writer_ != nullptr) {
+    return absl::FailedPreconditionError("push stream: Open while a stream is open");
+  }
+  context_ = std::make_unique<grpc::ClientContext>();
+  SetDeadline(context_.get(), options_->timeout);
+  response_.Clear();
+  writer_ = stub_->PushGradients(context_.get(), &response_);
+  msg_.set_generation(h.generation);
+  msg_.set_step(h.step);
+  msg_.set_rank(h.rank);
+  msg_.set_weight(h.weight);
+  msg_.set_learning_rate(h.learning_rate);
+  msg_.set_grad_scale(h.grad_scale);
+  return absl::OkStatus();
+}
+
+absl::Status PushStream::Write(const Chunk& c, const float* data) {
+  if (writer_ == nullptr) return absl::FailedPreconditionError("push stream: Write before Open");
+  msg_.mutable_range()->set_begin(c.lo);
+  msg_.mutable_range()->set_end(c.hi);
+  msg_.mutable_data()->mutable_data()->assign(reinterpret_cast<const char*>(data),
+                                              c.size() * sizeof(float));
+  if (!writer_->Write(msg_)) {
+    // The server ended the stream (a refusal) or the connection broke:
+    // Finish says which.
+    absl::StatusOr<v1::PushGradientsResponse> r = Finish();
+    return r.ok() ? absl::UnavailableError(absl::StrCat("push to ", options_->address,
+                                                        ": stream closed early"))
+                  : r.status();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::PushGradientsResponse> PushStream::Finish() {
+  if (writer_ == nullptr) return absl::FailedPreconditionError("push stream: Finish before Open");
+  writer_->WritesDone();
+  grpc::Status s = writer_->Finish();
+  writer_.reset();
+  context_.reset();
+  if (!s.ok()) {
+    return FromGrpcStatus(s, absl::StrCat("ShardServer.PushGradients to ", options_->address));
+  }
+  return response_;
+}
+
+void PushStream::Cancel() {
+  if (writer_ == nullptr) return;
+  context_->TryCancel();
+  (void)writer_->Finish();
+  writer_.reset();
+  context_.reset();
+}
+
+ShardClient::ShardClient(const ShardClientOptions& options) : options_(options) {}
+
+absl::StatusOr<std::unique_ptr<ShardClient>> ShardClient::Create(const ShardClientOptions& o) {
+  if (o.address.empty()) return absl::InvalidArgumentError("shard client: empty server address");
+  std::unique_ptr<ShardClient> c(new ShardClient(o));
+  c->channel_ = MakeChannel({o.address});
+  c->stub_ = v1::ShardServer::NewStub(c->channel_);
+  return c;
+}
+
+std::unique_ptr<PushStream> ShardClient::NewPushStream() {
+  return std::make_unique<PushStream>(stub_.get(), &options_);
+}
+
+absl::StatusOr<v1::ShardInfo> ShardClient::Info() {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, options_.timeout);
+  v1::GetShardInfoRequest req;
+  req.mutable_job()->set_job_id(options_.job_id);
+  v1::ShardInfo info;
+  grpc::Status s = stub_->GetShardInfo(&ctx, req, &info);
+  if (!s.ok()) return FromGrpcStatus(s, absl::StrCat("ShardServer.GetShardInfo to ", address()));
+  return info;
+}
+
+absl::StatusOr<bool> ShardClient::Init(
+    const ShardInit& init, const float* params,
+    const std::vector<std::pair<std::string, const float*>>& state) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, options_.timeout);
+  v1::InitShardResponse response;
+  std::unique_ptr<grpc::ClientWriter<v1::ParameterChunk>> w = stub_->InitShard(&ctx, &response);
+  v1::ParameterChunk msg;
+  msg.mutable_job()->set_job_id(options_.job_id);
+  msg.set_step(init.step);
+  *msg.mutable_optimizer() = init.optimizer;
+  msg.set_generation(init.generation);
+  msg.mutable_shard_range()->set_begin(init.range.lo);
+  msg.mutable_shard_range()->set_end(init.range.hi);
+  msg.set_chunk_elements(init.chunk_elements);
+  msg.set_world_size(init.world_size);
+  msg.set_apply_per_chunk(init.apply_per_chunk);
+  msg.mutable_data()->set_dtype(v1::DTYPE_F32);
+  bool open = true;
+  auto send = [&](const std::string& name, const float* base) {
+    msg.set_state_name(name);
+    int64_t at = init.range.lo;
+    do {
+      const int64_t end = std::min(init.range.hi, at + kInitPieceFloats);
+      msg.mutable_range()->set_begin(at);
+      msg.mutable_range()->set_end(end);
+      msg.mutable_data()->mutable_data()->assign(reinterpret_cast<const char*>(base + at),
+                                                 (end - at) * sizeof(float));
+      if (!w->Write(msg)) {
+        open = false;  // Finish reports why
+        return;
+      }
+      at = end;
+    } while (at < init.range.hi);
+  };
+  send("", params);
+  for (size_t i = 0; open && i < state.size(); ++i) {
+    if (init.range.size() > 0) send(state[i].first, state[i].second);
+  }
+  w->WritesDone();
+  grpc::Status s = w->Finish();
+  if (!s.ok()) return FromGrpcStatus(s, absl::StrCat("ShardServer.InitShard to ", address()));
+  return response.kept_optimizer_state();
+}
+
+absl::Status ShardClient::Pull(int64_t generation, int64_t step, int64_t lo, int64_t hi,
+                               float* params, const std::string& state_name) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, options_.timeout);
+  v1::PullParametersRequest req;
+  req.mutable_job()->set_job_id(options_.job_id);
+  req.set_generation(generation);
+  req.set_step(step);
+  req.mutable_range()->set_begin(lo);
+  req.mutable_range()->set_end(hi);
+  req.set_dtype(v1::DTYPE_F32);
+  req.set_timeout_ms(absl::ToInt64Milliseconds(options_.timeout));
+  req.set_state_name(state_name);
+  std::unique_ptr<grpc::ClientReader<v1::ParameterChunk>> r = stub_->PullParameters(&ctx, req);
+  v1::ParameterChunk msg;
+  int64_t got = 0;
+  absl::Status bad;
+  while (r->Read(&msg)) {
+    const int64_t a = msg.range().begin(), b = msg.range().end();
+    if (bad.ok() && (a < lo || b > hi || a > b || msg.step() != step ||
+                     static_cast<int64_t>(msg.data().data().size()) != (b - a) * 4)) {
+      bad = absl::DataLossError(absl::StrCat("pull from ", address(), ": a chunk for [", a, ", ",
+                                             b, ") of step ", msg.step(),
+                                             " does not fit the request for [", lo, ", ", hi,
+                                             ") of step ", step));
+      ctx.TryCancel();
+    }
+    if (!bad.ok()) continue;
+    std::memcpy(params + a, msg.data().data().data(), (b - a) * sizeof(float));
+    got += b - a;
+  }
+  grpc::Status s = r->Finish();
+  if (!bad.ok()) return bad;
+  if (!s.ok()) return FromGrpcStatus(s, absl::StrCat("ShardServer.PullParameters to ", address()));
+  if (got != hi - lo) {
+    return absl::DataLossError(absl::StrCat("pull from ", address(), ": got ", got, " of ",
+                                            hi - lo, " parameters for [", lo, ", ", hi, ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace shard
+}  // namespace tandem

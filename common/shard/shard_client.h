@@ -1,0 +1,117 @@
+// ShardClient: one worker's connection to one shard server
+// (tandem.v1.ShardServer): InitShard, pulls of chunk ranges straight into
+// the flat parameter vector, and push streams of gradient chunks.
+//
+//   ASSIGN_OR_RETURN(auto c, ShardClient::Create({"127.0.0.1:7200", "job", absl::Seconds(60)}));
+//   RETURN_IF_ERROR(c->Init(init, params).status());          // rank 0, once per generation
+//   PushStream& s = c->push_stream();                          // reused every step
+//   RETURN_IF_ERROR(s.Open(header));
+//   RETURN_IF_ERROR(s.Write(chunk, grads + chunk.lo));
+//   ASSIGN_OR_RETURN(v1::PushGradientsResponse r, s.Finish());
+//   RETURN_IF_ERROR(c->Pull(generation, step, lo, hi, params));
+//
+// A push stream keeps one GradientChunk message whose byte buffer is reused
+// (assign into its capacity), so a step allocates only what gRPC itself
+// does. Thread-safety: Init / Pull / Info may be called from several
+// threads; one PushStream from one thread at a time (make several for
+// several streams in flight). Errors are the server's status with the call
+// and address named (FromGrpcStatus); DEADLINE_EXCEEDED after `timeout`.
+#ifndef TANDEM_COMMON_SHARD_SHARD_CLIENT_H_
+#define TANDEM_COMMON_SHARD_SHARD_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/shard/shard_layout.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+#include "proto/shardserver.grpc.pb.h"
+
+namespace tandem {
+namespace shard {
+
+struct ShardClientOptions {
+  std::string address;  // host:port
+  std::string job_id;
+  absl::Duration timeout = absl::Seconds(60);  // per RPC (pushes: per stream)
+};
+
+// What InitShard tells a server.
+struct ShardInit {
+  int64_t generation = 0;
+  int64_t step = 0;  // last applied step
+  optim::ParamRange range;
+  int64_t chunk_elements = 0;
+  int world_size = 0;
+  v1::OptimizerConfig optimizer;
+  bool apply_per_chunk = false;  // see range_store.h
+};
+
+// The fields every push of one step shares.
+struct PushHeader {
+  int64_t generation = 0;
+  int64_t step = 0;
+  int rank = 0;
+  int weight = 1;
+  double learning_rate = 0;
+  double grad_scale = 1;
+};
+
+class PushStream {
+ public:
+  PushStream(v1::ShardServer::Stub* stub, const ShardClientOptions* options);
+  // Starts a PushGradients stream (FailedPrecondition when one is open).
+  absl::Status Open(const PushHeader& header);
+  // Sends chunk [c.lo, c.hi) with c.size() floats from `data`.
+  absl::Status Write(const Chunk& c, const float* data);
+  // Ends the stream and returns the server's answer (or its refusal).
+  absl::StatusOr<v1::PushGradientsResponse> Finish();
+  // Abandons an open stream (after an error elsewhere).
+  void Cancel();
+  bool open() const { return writer_ != nullptr; }
+
+ private:
+  v1::ShardServer::Stub* const stub_;
+  const ShardClientOptions* const options_;
+  v1::GradientChunk msg_;  // reused: its data buffer keeps its capacity
+  v1::PushGradientsResponse response_;
+  std::unique_ptr<grpc::ClientContext> context_;
+  std::unique_ptr<grpc::ClientWriter<v1::GradientChunk>> writer_;
+};
+
+class ShardClient {
+ public:
+  static absl::StatusOr<std::unique_ptr<ShardClient>> Create(const ShardClientOptions& options);
+
+  const std::string& address() const { return options_.address; }
+  absl::StatusOr<v1::ShardInfo> Info();
+  // Sends params[init.range] (params is the flat vector's base) in pieces of
+  // about 4 MiB, and each named optimizer state buffer's init.range (bases
+  // of flat vectors, e.g. a restored checkpoint's); returns whether the
+  // server kept its own optimizer state.
+  absl::StatusOr<bool> Init(const ShardInit& init, const float* params,
+                            const std::vector<std::pair<std::string, const float*>>& state = {});
+  // Pulls params[lo, hi) as of `step` into params (the flat vector's base),
+  // waiting up to the timeout for the step to be applied. With state_name:
+  // that optimizer state buffer instead.
+  absl::Status Pull(int64_t generation, int64_t step, int64_t lo, int64_t hi, float* params,
+                    const std::string& state_name = "");
+  // A new stream over this client's channel (owned by the caller).
+  std::unique_ptr<PushStream> NewPushStream();
+
+ private:
+  explicit ShardClient(const ShardClientOptions& options);
+  const ShardClientOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::ShardServer::Stub> stub_;
+};
+
+}  // namespace shard
+}  // namespace tandem
+
+#endif  // TANDEM_COMMON_SHARD_SHARD_CLIENT_H_

@@ -1,0 +1,541 @@
+#include "common/sync/hybrid_sync.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/shard/optimizer_config.h"
+#include "common/shard/remote_shards.h"
+#include "common/status/status_macros.h"
+#include "common/sync/chunk_readiness.h"
+#include "common/sync/optimizer_mirror.h"
+#include "common/sync/ps_sync.h"
+
+namespace tandem {
+namespace sync {
+namespace {
+
+double Since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Group g of the layout: chunks [first, end), the largest `block` floats.
+struct Group {
+  int first = 0;
+  int end = 0;
+  int64_t block = 0;
+  int64_t lo = 0, hi = 0;  // elements covered
+};
+
+class HybridSyncImpl final : public GradientSync {
+ public:
+  HybridSyncImpl(SyncEnv env, std::unique_ptr<shard::RemoteShards> remote,
+                 v1::OptimizerConfig opt, std::unique_ptr<OptimizerMirror> mirror)
+      : generation_(env.shard_servers.generation),
+        world_(env.comms->world.get()),
+        intra_(env.comms->intra.get()),
+        local_rank_(env.comms->intra->rank()),
+        local_size_(env.comms->intra->world_size()),
+        params_(env.params),
+        grads_(env.grads),
+        size_(env.size),
+        learning_rate_(std::move(env.shard_servers.learning_rate)),
+        remote_(std::move(remote)),
+        optimizer_config_(std::move(opt)),
+        mirror_(std::move(mirror)),
+        groups_(MakeGroups(remote_->layout(), local_size_)),
+        ready_(Units(groups_)) {
+    int64_t max_block = 0, slice = 0;
+    for (const Group& g : groups_) {
+      max_block = std::max(max_block, g.block);
+      const int mine = g.first + local_rank_;
+      slice_offset_.push_back(slice);
+      if (mine < g.end) slice += remote_->layout().chunk(mine).size();
+    }
+    rs_in_.assign(max_block * local_size_, 0.f);
+    rs_out_.assign(max_block, 0.f);
+    gather_in_.assign(max_block, 0.f);
+    gather_out_.assign(max_block * local_size_, 0.f);
+    slice_.assign(slice, 0.f);
+    group_ready_.assign(groups_.size(), 0);
+    thread_ = std::thread([this] { CommLoop(); });
+  }
+
+  ~HybridSyncImpl() override {
+    {
+      absl::MutexLock lock(&mu_);
+      shutdown_ = true;
+      cv_.SignalAll();
+    }
+    thread_.join();
+  }
+
+  static std::vector<Group> MakeGroups(const shard::ShardLayout& l, int k) {
+    std::vector<Group> out;
+    for (int first = 0; first < l.num_chunks(); first += k) {
+      Group g;
+      g.first = first;
+      g.end = std::min(first + k, l.num_chunks());
+      for (int c = g.first; c < g.end; ++c) g.block = std::max(g.block, l.chunk(c).size());
+      g.lo = l.chunk(g.first).lo;
+      g.hi = l.chunk(g.end - 1).hi;
+      out.push_back(g);
+    }
+    return out;
+  }
+  static std::vector<std::pair<int64_t, int64_t>> Units(const std::vector<Group>& groups) {
+    std::vector<std::pair<int64_t, int64_t>> u;
+    for (const Group& g : groups) u.push_back({g.lo, g.hi});
+    return u;
+  }
+
+  std::string name() const override { return "hybrid"; }
+  // Every rank holds the whole (pulled) vector and none steps it: the
+  // checkpointer writes it once, from rank 0, with no optimizer state.
+  optim::ParamRange owned_range() const override { return {0, size_}; }
+  // The servers' optimizer state, visible to checkpoints (optimizer_mirror.h).
+  optim::Optimizer* optimizer() override { return mirror_.get(); }
+
+  // Before a checkpoint: rank 0 (the one that writes the whole vector)
+  // fetches the servers' state of the last applied step.
+  absl::Status SyncStateToHost() override {
+    if (!initialised_ || world_->rank() != 0) return absl::OkStatus();
+    mirror_->Materialize();
+    for (size_t i = 0; i < mirror_->names().size(); ++i) {
+      absl::Status s = remote_->PullState(next_step_ - 1, mirror_->names()[i], mirror_->buffer(i));
+      if (!s.ok()) return Fail(s);
+    }
+    release_mirror_ = true;
+    return absl::OkStatus();
+  }
+
+  // After a restore: the parameters (and maybe state) changed, so the
+  // servers are initialised again at the next step; rank 0 sends the
+  // restored state unless it is all zeros (a fresh start).
+  absl::Status StateLoaded() override {
+    send_state_ = false;
+    if (world_->rank() == 0 && mirror_->materialized()) {
+      for (size_t i = 0; i < mirror_->names().size() && !send_state_; ++i) {
+        const float* b = mirror_->buffer(i);
+        for (int64_t j = 0; j < size_ && !send_state_; ++j) send_state_ = b[j] != 0.f;
+      }
+    }
+    if (!send_state_) mirror_->Release();
+    initialised_ = false;
+    return absl::OkStatus();
+  }
+
+  SyncMemory memory() const override {
+    SyncMemory m;
+    m.param_bytes = size_ * int64_t{sizeof(float)};
+    m.grad_bytes = static_cast<int64_t>(slice_.size()) * int64_t{sizeof(float)};
+    m.optimizer_bytes = mirror_->held_bytes();  // only around checkpoints
+    m.staging_bytes = static_cast<int64_t>(rs_in_.size() + rs_out_.size() + gather_in_.size() +
+                                           gather_out_.size()) *
+                      int64_t{sizeof(float)};
+    return m;
+  }
+
+  absl::Status BeginStep(const StepOptions& options) override {
+    RETURN_IF_ERROR(CheckUsable("BeginStep"));
+    if (in_step_) {
+      return absl::FailedPreconditionError("hybrid sync: BeginStep called twice without FinishStep");
+    }
+    if (!std::isfinite(options.grad_scale)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("hybrid sync: grad_scale must be finite, got ", options.grad_scale));
+    }
+    in_step_ = true;
+    grad_scale_ = options.grad_scale;
+    if (release_mirror_) {  // the checkpoint that needed it is written
+      mirror_->Release();
+      release_mirror_ = false;
+    }
+    ready_.Reset();
+    bool overlapped = false;
+    if (initialised_ && learning_rate_ != nullptr) {
+      pushed_lr_ = learning_rate_(next_step_);
+      overlapped = std::isfinite(pushed_lr_);  // NaN: not known yet
+    }
+    if (overlapped) {
+      absl::Status s = remote_->BeginPushes(Header(next_step_, pushed_lr_));
+      if (!s.ok()) return Fail(s);
+    }
+    absl::MutexLock lock(&mu_);
+    std::fill(group_ready_.begin(), group_ready_.end(), 0);
+    groups_done_ = 0;
+    push_now_ = overlapped;
+    step_open_ = true;
+    cv_.SignalAll();
+    return absl::OkStatus();
+  }
+
+  void OnGradientsReady(int64_t lo, int64_t hi) override {
+    ready_.Add(lo, hi, [this](int g) {
+      absl::MutexLock lock(&mu_);
+      group_ready_[g] = 1;
+      cv_.SignalAll();
+    });
+  }
+
+  absl::Status FinishStep(const optim::StepContext& ctx) override {
+    RETURN_IF_ERROR(CheckUsable("FinishStep"));
+    if (!in_step_) return absl::FailedPreconditionError("hybrid sync: FinishStep without BeginStep");
+    in_step_ = false;
+    const auto start = std::chrono::steady_clock::now();
+    bool pushed_early = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!ready_.complete()) {
+        // Release the communication thread before failing.
+        step_open_ = false;
+        cv_.SignalAll();
+        while (comm_busy_) cv_.Wait(&mu_);
+      } else {
+        while (groups_done_ < static_cast<int>(groups_.size()) && comm_error_.ok()) cv_.Wait(&mu_);
+      }
+      step_open_ = false;
+      cv_.SignalAll();
+      pushed_early = push_now_;
+      if (!comm_error_.ok()) return Fail(comm_error_);
+    }
+    if (pushed_early) remote_->ClosePushes();
+    auto abandon = [&](absl::Status s) {
+      if (pushed_early) (void)remote_->WaitPushes();
+      return Fail(std::move(s));
+    };
+    if (!ready_.complete()) {
+      return abandon(absl::FailedPreconditionError(absl::StrCat(
+          "hybrid sync: backward reported ", ready_.ready(), " of ", ready_.size(),
+          " chunk groups completely at step ", ctx.step, " (ranges missing or repeated)")));
+    }
+    if (ctx.step < 1 || !std::isfinite(ctx.lr)) {
+      return abandon(absl::InvalidArgumentError(
+          absl::StrCat("hybrid sync: bad step context (step ", ctx.step, ", lr ", ctx.lr, ")")));
+    }
+    if (ctx.grad_scale != 1.0f) {
+      return abandon(absl::UnimplementedError(
+          "hybrid sync: a step-context grad_scale (loss scaling) is not supported"));
+    }
+    if (!initialised_) {
+      if (world_->rank() == 0) {
+        std::vector<std::pair<std::string, const float*>> state;
+        if (send_state_) {
+          for (size_t i = 0; i < mirror_->names().size(); ++i) {
+            state.push_back({mirror_->names()[i], mirror_->buffer(i)});
+          }
+        }
+        absl::Status s = remote_->InitServers(ctx.step - 1, optimizer_config_, params_, state);
+        send_state_ = false;
+        mirror_->Release();
+        if (!s.ok()) return abandon(s);
+      }
+      absl::Status s = world_->Barrier();
+      if (!s.ok()) return abandon(s);
+      initialised_ = true;
+      next_step_ = ctx.step;
+    }
+    if (ctx.step != next_step_) {
+      return abandon(absl::FailedPreconditionError(absl::StrCat(
+          "hybrid sync: FinishStep for step ", ctx.step, " but this generation's next step is ",
+          next_step_)));
+    }
+    if (pushed_early && ctx.lr != pushed_lr_) {
+      return abandon(absl::FailedPreconditionError(absl::StrCat(
+          "hybrid sync: the learning rate of step ", ctx.step, " is ", ctx.lr,
+          " but the schedule in SyncEnv gave ", pushed_lr_, " (pushed with the gradients)")));
+    }
+    if (!pushed_early) {
+      absl::Status s = remote_->BeginPushes(Header(ctx.step, ctx.lr));
+      if (!s.ok()) return Fail(s);
+      for (size_t g = 0; g < groups_.size(); ++g) PushMine(static_cast<int>(g));
+      remote_->ClosePushes();
+    }
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      const int mine = groups_[g].first + local_rank_;
+      if (mine < groups_[g].end) remote_->Pull(mine, ctx.step, params_);
+    }
+    absl::Status s = remote_->WaitPushes();
+    if (!s.ok()) return Fail(s);
+    // Allgather each group inside the node as soon as this rank's chunk of
+    // it has arrived.
+    const auto gather_start = std::chrono::steady_clock::now();
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      s = GatherGroup(static_cast<int>(g), ctx.step);
+      if (!s.ok()) {
+        (void)remote_->WaitAllPulls();
+        return Fail(s);
+      }
+    }
+    s = remote_->WaitAllPulls();
+    if (!s.ok()) return Fail(s);
+    ++next_step_;
+    absl::MutexLock lock(&mu_);
+    ++steps_;
+    gather_seconds_ += Since(gather_start);
+    wait_seconds_ += Since(start);
+    return absl::OkStatus();
+  }
+
+  SyncStats stats() const override {
+    const shard::RemoteStats r = remote_->stats();
+    SyncStats s;
+    absl::MutexLock lock(&mu_);
+    s.steps = steps_;
+    s.buckets = collectives_;
+    s.bytes_sent = r.pushed_bytes + intra_bytes_;
+    s.inter_node_bytes = r.pushed_bytes + r.pulled_bytes;
+    s.comm_seconds = comm_seconds_ + wait_seconds_;
+    s.exposed_wait_seconds = wait_seconds_;
+    return s;
+  }
+
+ private:
+  shard::PushHeader Header(int64_t step, float lr) const {
+    shard::PushHeader h;
+    h.generation = generation_;
+    h.step = step;
+    h.rank = world_->rank();
+    h.weight = local_size_;
+    h.learning_rate = lr;
+    h.grad_scale = grad_scale_;
+    return h;
+  }
+
+  void PushMine(int g) {
+    const int mine = groups_[g].first + local_rank_;
+    if (mine < groups_[g].end) remote_->Push(mine, slice_.data() + slice_offset_[g]);
+  }
+
+  // Communication thread: reduce-scatter group g inside the node; this
+  // rank's chunk of the node sum lands in slice_.
+  absl::Status ReduceGroup(int g) {
+    const Group& gr = groups_[g];
+    const shard::ShardLayout& l = remote_->layout();
+    const int mine = gr.first + local_rank_;
+    if (local_size_ == 1) {
+      if (mine < gr.end) {
+        const shard::Chunk& c = l.chunk(mine);
+        std::memcpy(slice_.data() + slice_offset_[g], grads_ + c.lo, c.size() * sizeof(float));
+      }
+      return absl::OkStatus();
+    }
+    for (int j = 0; j < local_size_; ++j) {
+      float* block = rs_in_.data() + j * gr.block;
+      int64_t n = 0;
+      if (gr.first + j < gr.end) {
+        const shard::Chunk& c = l.chunk(gr.first + j);
+        n = c.size();
+        std::memcpy(block, grads_ + c.lo, n * sizeof(float));
+      }
+      std::fill(block + n, block + gr.block, 0.f);
+    }
+    absl::Status s = intra_->ReduceScatter(rs_in_.data(), rs_out_.data(), gr.block);
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("hybrid sync: intra-node reduce-scatter of chunk "
+                                                 "group ", g, " on rank ", world_->rank(), ": ",
+                                                 s.message()));
+    }
+    if (mine < gr.end) {
+      std::memcpy(slice_.data() + slice_offset_[g], rs_out_.data(),
+                  l.chunk(mine).size() * sizeof(float));
+    }
+    absl::MutexLock lock(&mu_);
+    intra_bytes_ += gr.block * local_size_ * int64_t{sizeof(float)};
+    ++collectives_;
+    return absl::OkStatus();
+  }
+
+  // Trainer thread: this rank's pulled chunk of group g -> the node.
+  absl::Status GatherGroup(int g, int64_t step) {
+    const Group& gr = groups_[g];
+    const shard::ShardLayout& l = remote_->layout();
+    const int mine = gr.first + local_rank_;
+    if (mine < gr.end) RETURN_IF_ERROR(remote_->WaitPulled(mine));
+    if (local_size_ == 1) return absl::OkStatus();
+    int64_t n = 0;
+    if (mine < gr.end) {
+      const shard::Chunk& c = l.chunk(mine);
+      n = c.size();
+      std::memcpy(gather_in_.data(), params_ + c.lo, n * sizeof(float));
+    }
+    std::fill(gather_in_.begin() + n, gather_in_.begin() + gr.block, 0.f);
+    absl::Status s =
+        intra_->AllGather(gather_in_.data(), gather_out_.data(), gr.block * int64_t{sizeof(float)});
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("hybrid sync: intra-node allgather of chunk group ",
+                                                 g, " at step ", step, " on rank ", world_->rank(),
+                                                 ": ", s.message()));
+    }
+    for (int j = 0; j < local_size_; ++j) {
+      if (j == local_rank_ || gr.first + j >= gr.end) continue;
+      const shard::Chunk& c = l.chunk(gr.first + j);
+      std::memcpy(params_ + c.lo, gather_out_.data() + j * gr.block, c.size() * sizeof(float));
+    }
+    absl::MutexLock lock(&mu_);
+    intra_bytes_ += gr.block * int64_t{sizeof(float)};
+    ++collectives_;
+    return absl::OkStatus();
+  }
+
+  void CommLoop() {
+    for (;;) {
+      {
+        absl::MutexLock lock(&mu_);
+        while (!shutdown_ && !step_open_) cv_.Wait(&mu_);
+        if (shutdown_) return;
+        comm_busy_ = true;
+      }
+      // Last group first: backward produces the end of the vector first,
+      // and every rank of the node issues the same order.
+      for (int i = static_cast<int>(groups_.size()) - 1; i >= 0; --i) {
+        bool push = false;
+        {
+          absl::MutexLock lock(&mu_);
+          while (!shutdown_ && step_open_ && !group_ready_[i]) cv_.Wait(&mu_);
+          if (shutdown_ || !step_open_) break;
+          push = push_now_;
+        }
+        const auto t = std::chrono::steady_clock::now();
+        absl::Status s = ReduceGroup(i);
+        if (s.ok() && push) PushMine(i);
+        absl::MutexLock lock(&mu_);
+        comm_seconds_ += Since(t);
+        if (!s.ok()) {
+          comm_error_ = s;
+          cv_.SignalAll();
+          break;
+        }
+        ++groups_done_;
+        cv_.SignalAll();
+      }
+      absl::MutexLock lock(&mu_);
+      comm_busy_ = false;
+      // Wait for FinishStep to close the step before looking for the next.
+      while (!shutdown_ && step_open_ && comm_error_.ok() &&
+             groups_done_ == static_cast<int>(groups_.size())) {
+        cv_.Wait(&mu_);
+      }
+      cv_.SignalAll();
+      if (!comm_error_.ok()) {
+        while (!shutdown_) cv_.Wait(&mu_);
+        return;
+      }
+    }
+  }
+
+  absl::Status CheckUsable(const char* call) const {
+    if (broken_.ok()) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "hybrid sync: ", call, " after an earlier error (", broken_.message(),
+        "); destroy this sync and re-join"));
+  }
+  absl::Status Fail(absl::Status s) {
+    broken_ = absl::Status(s.code(), absl::StrCat("hybrid sync, rank ", world_->rank(), ": ",
+                                                  s.message()));
+    return broken_;
+  }
+
+  const int64_t generation_;
+  Communicator* const world_;
+  Communicator* const intra_;
+  const int local_rank_;
+  const int local_size_;
+  float* const params_;
+  float* const grads_;
+  const int64_t size_;
+  const std::function<float(int64_t)> learning_rate_;
+  const std::unique_ptr<shard::RemoteShards> remote_;
+  const v1::OptimizerConfig optimizer_config_;
+  const std::unique_ptr<OptimizerMirror> mirror_;
+  const std::vector<Group> groups_;
+  ChunkReadiness ready_;  // backward thread during a step
+
+  // Sized once.
+  std::vector<int64_t> slice_offset_;  // per group: where this rank's chunk sits in slice_
+  std::vector<float> slice_;           // this rank's chunks, node-reduced
+  std::vector<float> rs_in_, rs_out_, gather_in_, gather_out_;
+
+  // Trainer thread.
+  bool in_step_ = false;
+  bool initialised_ = false;
+  bool send_state_ = false;      // rank 0: mirror_ holds restored state for the servers
+  bool release_mirror_ = false;  // rank 0: mirror_ was filled for a checkpoint
+  int64_t next_step_ = 0;
+  float pushed_lr_ = 0;
+  float grad_scale_ = 1;
+  absl::Status broken_;
+
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::vector<char> group_ready_ ABSL_GUARDED_BY(mu_);
+  int groups_done_ ABSL_GUARDED_BY(mu_) = 0;
+  bool step_open_ ABSL_GUARDED_BY(mu_) = false;
+  bool push_now_ ABSL_GUARDED_BY(mu_) = false;
+  bool comm_busy_ ABSL_GUARDED_BY(mu_) = false;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status comm_error_ ABSL_GUARDED_BY(mu_);
+  int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t collectives_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t intra_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  double comm_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  double gather_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  double wait_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread thread_;  // last: runs CommLoop over the members above
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GradientSync>> CreateHybridSync(const SyncOptions& options,
+                                                              SyncEnv env) {
+  RETURN_IF_ERROR(ValidateRemoteSyncOptions(options));
+  ASSIGN_OR_RETURN(RemoteSyncKnobs knobs, ParseRemoteSyncKnobs(options));
+  const ShardServerEnv& servers = env.shard_servers;
+  if (servers.addresses.empty()) {
+    return absl::InvalidArgumentError(
+        "--sync hybrid needs shard servers: give the worker --shard_servers host:port,... (or "
+        "run tandem local --shard_servers N)");
+  }
+  if (servers.generation < 1) {
+    return absl::InvalidArgumentError("hybrid sync: SyncEnv.shard_servers.generation must be >= 1");
+  }
+  if (env.comms->intra == nullptr) {
+    return absl::InvalidArgumentError("hybrid sync: needs the intra-node group");
+  }
+  if (env.size > 0 && (env.params == nullptr || env.grads == nullptr)) {
+    return absl::InvalidArgumentError("hybrid sync: params and grads are required");
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<optim::Optimizer> probe, env.make_optimizer({0, 0}));
+  ASSIGN_OR_RETURN(v1::OptimizerConfig config, shard::DescribeOptimizer(*probe));
+  if (env.make_device_stepper) {
+    ASSIGN_OR_RETURN(std::unique_ptr<DeviceStepper> d, env.make_device_stepper(probe.get()));
+    if (d != nullptr) {
+      return absl::UnimplementedError(
+          "hybrid sync: device memory is not supported yet (hybrid runs on the CPU backend)");
+    }
+  }
+  shard::RemoteShardsOptions ro;
+  ro.addresses = servers.addresses;
+  ro.job_id = servers.job_id;
+  ro.generation = servers.generation;
+  ro.rank = env.comms->world->rank();
+  ro.world_size = env.comms->world->world_size();
+  ro.size = env.size;
+  ro.chunk_elements = shard::ShardLayout::ChunkElementsForMb(knobs.chunk_mb);
+  ro.streams_per_server = knobs.streams;
+  ro.timeout = knobs.timeout;
+  ro.apply_per_chunk = knobs.apply_per_chunk;
+  ASSIGN_OR_RETURN(std::unique_ptr<shard::RemoteShards> remote, shard::RemoteShards::Create(ro));
+  auto mirror = std::make_unique<OptimizerMirror>(*probe, env.size);
+  return std::unique_ptr<GradientSync>(std::make_unique<HybridSyncImpl>(
+      std::move(env), std::move(remote), std::move(config), std::move(mirror)));
+}
+
+}  // namespace sync
+}  // namespace tandem

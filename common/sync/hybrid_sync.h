@@ -1,0 +1,44 @@
+// HybridSync: the `hybrid` strategy, tandem's parameter-server + ring shape.
+// Inside a node the K ranks reduce-scatter; each local rank exchanges only
+// its 1/K with the shard servers; the node allgathers the result.
+//
+// The ShardLayout's chunks (common/shard/shard_layout.h) are taken K at a
+// time: group g = chunks [gK, gK + K); local rank l owns chunk gK + l of
+// every group. Per step:
+//
+//   backward  -> a group is final: the communication thread reduce-scatters
+//                it over the intra-node group (chunks packed into K blocks of
+//                the group's largest chunk) in a fixed order (last group
+//                first, as backward produces them), and pushes its own chunk's
+//                node sum to the chunk's server with weight K (RemoteShards);
+//   FinishStep -> every push acknowledged, the servers apply the optimizer
+//                once every node's contribution is in (weights add up to the
+//                world size), each rank pulls its own chunks into the
+//                parameters, and every group is allgathered inside the node.
+//
+// Cross-node traffic per rank is about 2n/K floats (push + pull of its
+// slice) instead of a flat ring's 2n(N-1)/N, and the servers add their
+// bandwidth. Nodes may differ in size (each pushes with its own K).
+// First step of a generation, the step numbering, the learning rate, what
+// is refused (clipping, device memory, loss scaling) and failure: as
+// ps_sync.h. Workers keep no optimizer state; staging is a node-reduced
+// slice of about n/K floats plus two groups of K blocks.
+#ifndef TANDEM_COMMON_SYNC_HYBRID_SYNC_H_
+#define TANDEM_COMMON_SYNC_HYBRID_SYNC_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "common/sync/gradient_sync.h"
+#include "common/sync/registry.h"
+
+namespace tandem {
+namespace sync {
+
+absl::StatusOr<std::unique_ptr<GradientSync>> CreateHybridSync(const SyncOptions& options,
+                                                              SyncEnv env);
+
+}  // namespace sync
+}  // namespace tandem
+
+#endif  // TANDEM_COMMON_SYNC_HYBRID_SYNC_H_

@@ -1,0 +1,58 @@
+// shardserver: holds a range of the flat parameter vector with its fp32
+// master copy and optimizer state; workers of a `--sync ps` or `--sync
+// hybrid` job push gradients to it and pull updated parameters.
+//
+//   shardserver --bind=0.0.0.0 --port=7200 --metrics_port=9200
+//
+// Prints "shardserver listening on HOST:PORT metrics_port=M" once serving
+// (and writes PORT to --port_file when given). Bad flags or a port in use:
+// one line on stderr, exit status 1.
+#include <malloc.h>
+
+#include <cstdio>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "services/shardserver/shard_server.h"
+
+ABSL_FLAG(std::string, bind, "127.0.0.1", "interface to bind (0.0.0.0 for all)");
+ABSL_FLAG(int, port, 0, "gRPC port; 0 picks a free one");
+ABSL_FLAG(int, metrics_port, -1, "Prometheus /metrics port; 0 = free, -1 = off");
+ABSL_FLAG(std::string, server_id, "", "name on the metrics (e.g. shard0)");
+ABSL_FLAG(std::string, port_file, "", "if set, the bound port is written here");
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("tandem shard server");
+  absl::ParseCommandLine(argc, argv);
+  // Large gRPC messages: keep them in the heap instead of mmap per message
+  // (as the data server does).
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  tandem::shardserver::ShardServerOptions options;
+  options.host = absl::GetFlag(FLAGS_bind);
+  options.port = absl::GetFlag(FLAGS_port);
+  options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  options.server_id = absl::GetFlag(FLAGS_server_id);
+  auto server = tandem::shardserver::ShardServer::Start(options);
+  if (!server.ok()) {
+    std::fprintf(stderr, "shardserver: %s\n", server.status().ToString().c_str());
+    return 1;
+  }
+  const std::string port_file = absl::GetFlag(FLAGS_port_file);
+  if (!port_file.empty()) {
+    const std::string tmp = port_file + ".tmp";
+    std::FILE* f = std::fopen(tmp.c_str(), "w");
+    if (f == nullptr || std::fprintf(f, "%d\n", (*server)->port()) < 0 ||
+        std::fclose(f) != 0 || std::rename(tmp.c_str(), port_file.c_str()) != 0) {
+      std::fprintf(stderr, "shardserver: cannot write --port_file %s\n", port_file.c_str());
+      return 1;
+    }
+  }
+  std::printf("shardserver listening on %s metrics_port=%d\n", (*server)->address().c_str(),
+              (*server)->metrics_port());
+  std::fflush(stdout);
+  (*server)->Wait();
+  return 0;
+}

@@ -1,0 +1,40 @@
+// The shard server's Prometheus metrics, created once per process and
+// shared by the store and the service:
+//
+//   tandem_shard_push_bytes_total, tandem_shard_pull_bytes_total (payload),
+//   tandem_shard_push_seconds, tandem_shard_pull_seconds (per RPC, histograms),
+//   tandem_shard_steps_applied_total, tandem_shard_optimizer_seconds_total,
+//   tandem_shard_chunks_waiting (chunks holding part of a step's
+//   contributions), tandem_shard_duplicate_pushes_total,
+//   tandem_shard_refused_pushes_total.
+//
+// Thread-safe (prometheus handles are atomic). The handles belong to the
+// Metrics object, which must outlive this struct. Create fails like
+// Metrics::Counter (INVALID_ARGUMENT on a name clash).
+#ifndef TANDEM_SERVICES_SHARDSERVER_SHARD_METRICS_H_
+#define TANDEM_SERVICES_SHARDSERVER_SHARD_METRICS_H_
+
+#include "absl/status/statusor.h"
+#include "common/metrics/metrics.h"
+
+namespace tandem {
+namespace shardserver {
+
+struct ShardMetrics {
+  prometheus::Counter* push_bytes = nullptr;
+  prometheus::Counter* pull_bytes = nullptr;
+  prometheus::Histogram* push_seconds = nullptr;
+  prometheus::Histogram* pull_seconds = nullptr;
+  prometheus::Counter* steps_applied = nullptr;
+  prometheus::Counter* optimizer_seconds = nullptr;
+  prometheus::Gauge* chunks_waiting = nullptr;
+  prometheus::Counter* duplicate_pushes = nullptr;
+  prometheus::Counter* refused_pushes = nullptr;
+
+  static absl::StatusOr<ShardMetrics> Create(Metrics* metrics);
+};
+
+}  // namespace shardserver
+}  // namespace tandem
+
+#endif  // TANDEM_SERVICES_SHARDSERVER_SHARD_METRICS_H_

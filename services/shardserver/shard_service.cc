@@ -1,0 +1,209 @@
+#include "services/shardserver/shard_service.h"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/rpc/grpc_status.h"
+#include "common/status/status_macros.h"
+
+namespace tandem {
+namespace shardserver {
+namespace {
+
+constexpr int64_t kDefaultPullBytes = int64_t{4} << 20;
+
+double SecondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+const float* Floats(const v1::Tensor& t) { return reinterpret_cast<const float*>(t.data().data()); }
+
+}  // namespace
+
+absl::Status CheckF32Payload(const v1::Tensor& t, const v1::FlatRange& range, const char* what) {
+  if (t.dtype() != v1::DTYPE_F32) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " of [", range.begin(), ", ", range.end(),
+                                                   "): dtype ", v1::DType_Name(t.dtype()),
+                                                   ", the shard server takes DTYPE_F32"));
+  }
+  const int64_t n = range.end() - range.begin();
+  if (n < 0 || static_cast<int64_t>(t.data().size()) != n * int64_t{sizeof(float)}) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " of [", range.begin(), ", ", range.end(),
+                                                   "): ", t.data().size(), " bytes, expected ",
+                                                   n * int64_t{sizeof(float)}));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShardService::CheckJob(const v1::JobRef& job) const {
+  const std::string mine = store_->info().job_id;
+  if (!job.job_id().empty() && !mine.empty() && job.job_id() != mine) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request for job '", job.job_id(), "' but this shard server serves '", mine,
+                     "'"));
+  }
+  return absl::OkStatus();
+}
+
+grpc::Status ShardService::GetShardInfo(grpc::ServerContext*, const v1::GetShardInfoRequest*,
+                                        v1::ShardInfo* response) {
+  const StoreInfo i = store_->info();
+  response->mutable_range()->set_begin(i.range.lo);
+  response->mutable_range()->set_end(i.range.hi);
+  response->set_step(i.step);
+  response->set_expected_pushers(i.world_size);
+  *response->mutable_optimizer() = i.optimizer;
+  response->set_master_dtype(v1::DTYPE_F32);
+  response->set_generation(i.generation);
+  response->set_chunk_elements(i.chunk_elements);
+  response->set_chunks(i.chunks);
+  return grpc::Status::OK;
+}
+
+absl::Status ShardService::Init(grpc::ServerReader<v1::ParameterChunk>* reader,
+                                v1::InitShardResponse* response) {
+  v1::ParameterChunk msg;
+  if (!reader->Read(&msg)) return absl::InvalidArgumentError("InitShard: empty stream");
+  InitConfig c;
+  c.job_id = msg.job().job_id();
+  c.generation = msg.generation();
+  c.step = msg.step();
+  c.range = {msg.shard_range().begin(), msg.shard_range().end()};
+  c.chunk_elements = msg.chunk_elements();
+  c.world_size = msg.world_size();
+  c.optimizer = msg.optimizer();
+  c.apply_per_chunk = msg.apply_per_chunk();
+  ASSIGN_OR_RETURN(std::unique_ptr<RangeStore::PendingInit> init, store_->BeginInit(c));
+  do {
+    RETURN_IF_ERROR(CheckF32Payload(msg.data(), msg.range(), "InitShard"));
+    const int64_t n = msg.range().end() - msg.range().begin();
+    if (msg.state_name().empty()) {
+      RETURN_IF_ERROR(init->Fill(msg.range().begin(), Floats(msg.data()), n));
+    } else {
+      RETURN_IF_ERROR(init->FillState(msg.state_name(), msg.range().begin(), Floats(msg.data()), n));
+    }
+  } while (reader->Read(&msg));
+  ASSIGN_OR_RETURN(bool kept, store_->CommitInit(std::move(init)));
+  response->set_elements(c.range.size());
+  response->set_kept_optimizer_state(kept);
+  return absl::OkStatus();
+}
+
+grpc::Status ShardService::InitShard(grpc::ServerContext*,
+                                     grpc::ServerReader<v1::ParameterChunk>* reader,
+                                     v1::InitShardResponse* response) {
+  return ToGrpcStatus(Init(reader, response));
+}
+
+absl::Status ShardService::Push(grpc::ServerReader<v1::GradientChunk>* reader,
+                                v1::PushGradientsResponse* response) {
+  v1::GradientChunk msg;
+  int64_t bytes = 0, chunks = 0, dups = 0;
+  while (reader->Read(&msg)) {
+    RETURN_IF_ERROR(CheckJob(msg.job()));
+    RETURN_IF_ERROR(CheckF32Payload(msg.data(), msg.range(), "push"));
+    PushHeader h;
+    h.generation = msg.generation();
+    h.step = msg.step();
+    h.lo = msg.range().begin();
+    h.hi = msg.range().end();
+    h.rank = msg.rank();
+    h.weight = msg.weight();
+    h.learning_rate = msg.learning_rate();
+    h.grad_scale = msg.grad_scale();
+    ASSIGN_OR_RETURN(PushOutcome o, store_->Push(h, Floats(msg.data()), h.hi - h.lo));
+    bytes += msg.data().data().size();
+    ++chunks;
+    if (o == PushOutcome::kDuplicate) ++dups;
+    response->set_step(h.step);
+    if (metrics_ != nullptr && metrics_->push_bytes != nullptr) {
+      metrics_->push_bytes->Increment(msg.data().data().size());
+    }
+  }
+  response->set_bytes_received(bytes);
+  response->set_chunks(chunks);
+  response->set_duplicates(dups);
+  return absl::OkStatus();
+}
+
+grpc::Status ShardService::PushGradients(grpc::ServerContext*,
+                                         grpc::ServerReader<v1::GradientChunk>* reader,
+                                         v1::PushGradientsResponse* response) {
+  const auto start = std::chrono::steady_clock::now();
+  grpc::Status s = ToGrpcStatus(Push(reader, response));
+  if (metrics_ != nullptr && metrics_->push_seconds != nullptr) {
+    metrics_->push_seconds->Observe(SecondsSince(start));
+  }
+  return s;
+}
+
+absl::Status ShardService::Pull(grpc::ServerContext* context,
+                                const v1::PullParametersRequest& r,
+                                grpc::ServerWriter<v1::ParameterChunk>* writer) {
+  RETURN_IF_ERROR(CheckJob(r.job()));
+  if (r.dtype() != v1::DTYPE_F32 && r.dtype() != v1::DTYPE_UNSPECIFIED) {
+    return absl::UnimplementedError(absl::StrCat("pull in ", v1::DType_Name(r.dtype()),
+                                                 ": this shard server sends DTYPE_F32 only"));
+  }
+  if (r.chunk_bytes() < 0 || r.timeout_ms() < 0) {
+    return absl::InvalidArgumentError("pull: chunk_bytes and timeout_ms must be >= 0");
+  }
+  const int64_t lo = r.range().begin(), hi = r.range().end();
+  // No deadline on the call: gRPC's is time_point::max(), which FromChrono
+  // would overflow.
+  absl::Time deadline = context->deadline() == std::chrono::system_clock::time_point::max()
+                            ? absl::InfiniteFuture()
+                            : absl::FromChrono(context->deadline());
+  if (r.timeout_ms() > 0) deadline = std::min(deadline, absl::Now() + absl::Milliseconds(r.timeout_ms()));
+  RETURN_IF_ERROR(store_->WaitForStep(r.generation(), r.step(), deadline, lo, hi));
+  const int64_t piece =
+      std::max<int64_t>(1, (r.chunk_bytes() > 0 ? r.chunk_bytes() : kDefaultPullBytes) / 4);
+  v1::ParameterChunk msg;
+  msg.mutable_job()->set_job_id(r.job().job_id());
+  msg.set_step(r.step());
+  msg.set_state_name(r.state_name());
+  msg.mutable_data()->set_dtype(v1::DTYPE_F32);
+  for (int64_t at = lo; at < hi || (at == lo && lo == hi); at += piece) {
+    const int64_t end = std::min(hi, at + piece);
+    std::string* data = msg.mutable_data()->mutable_data();
+    data->resize((end - at) * sizeof(float));
+    float* out = reinterpret_cast<float*>(data->data());
+    if (r.state_name().empty()) {
+      RETURN_IF_ERROR(store_->ReadParams(r.generation(), r.step(), at, end, out));
+    } else {
+      RETURN_IF_ERROR(store_->ReadState(r.generation(), r.step(), r.state_name(), at, end, out));
+    }
+    msg.mutable_range()->set_begin(at);
+    msg.mutable_range()->set_end(end);
+    if (!writer->Write(msg)) return absl::CancelledError("pull: the client went away");
+    if (metrics_ != nullptr && metrics_->pull_bytes != nullptr) {
+      metrics_->pull_bytes->Increment(data->size());
+    }
+    if (lo == hi) break;
+  }
+  return absl::OkStatus();
+}
+
+grpc::Status ShardService::PullParameters(grpc::ServerContext* context,
+                                          const v1::PullParametersRequest* request,
+                                          grpc::ServerWriter<v1::ParameterChunk>* writer) {
+  const auto start = std::chrono::steady_clock::now();
+  grpc::Status s = ToGrpcStatus(Pull(context, *request, writer));
+  if (metrics_ != nullptr && metrics_->pull_seconds != nullptr) {
+    metrics_->pull_seconds->Observe(SecondsSince(start));
+  }
+  return s;
+}
+
+grpc::Status ShardService::SaveShard(grpc::ServerContext*, const v1::SaveShardRequest*,
+                                     v1::SaveShardResponse*) {
+  return ToGrpcStatus(absl::UnimplementedError(
+      "SaveShard: not implemented; checkpoints of ps / hybrid jobs are written by the "
+      "workers, with the servers' optimizer state fetched through PullParameters "
+      "(state_name)"));
+}
+
+}  // namespace shardserver
+}  // namespace tandem

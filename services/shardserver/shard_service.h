@@ -1,0 +1,63 @@
+// The tandem.v1.ShardServer gRPC service: a thin handler over RangeStore.
+// Each RPC turns its messages into store calls and the store's Status into
+// the call's status (ToGrpcStatus, common/rpc/grpc_status.h, the one
+// conversion). Payloads are fp32 (Tensor dtype F32); pulls are streamed in
+// pieces of chunk_bytes (the request's, default 4 MiB).
+//
+//   RangeStore store(&metrics);
+//   ShardService service(&store, &metrics);
+//   ASSIGN_OR_RETURN(auto server, RpcServer::Start({}, {&service}));
+//
+// Thread-safe. The store and metrics are borrowed (metrics may be null).
+// Errors per call: the store's (see range_store.h); INVALID_ARGUMENT for a
+// payload whose dtype or byte count does not match its range, a request for
+// another job, or a bad pull size; UNIMPLEMENTED for a bf16 pull.
+#ifndef TANDEM_SERVICES_SHARDSERVER_SHARD_SERVICE_H_
+#define TANDEM_SERVICES_SHARDSERVER_SHARD_SERVICE_H_
+
+#include "absl/status/status.h"
+#include "proto/shardserver.grpc.pb.h"
+#include "services/shardserver/range_store.h"
+#include "services/shardserver/shard_metrics.h"
+
+namespace tandem {
+namespace shardserver {
+
+class ShardService final : public v1::ShardServer::Service {
+ public:
+  ShardService(RangeStore* store, const ShardMetrics* metrics) : store_(store), metrics_(metrics) {}
+
+  grpc::Status GetShardInfo(grpc::ServerContext* context, const v1::GetShardInfoRequest* request,
+                            v1::ShardInfo* response) override;
+  grpc::Status InitShard(grpc::ServerContext* context,
+                         grpc::ServerReader<v1::ParameterChunk>* reader,
+                         v1::InitShardResponse* response) override;
+  grpc::Status PushGradients(grpc::ServerContext* context,
+                             grpc::ServerReader<v1::GradientChunk>* reader,
+                             v1::PushGradientsResponse* response) override;
+  grpc::Status PullParameters(grpc::ServerContext* context,
+                              const v1::PullParametersRequest* request,
+                              grpc::ServerWriter<v1::ParameterChunk>* writer) override;
+  grpc::Status SaveShard(grpc::ServerContext* context, const v1::SaveShardRequest* request,
+                         v1::SaveShardResponse* response) override;
+
+ private:
+  absl::Status Init(grpc::ServerReader<v1::ParameterChunk>* reader,
+                    v1::InitShardResponse* response);
+  absl::Status Push(grpc::ServerReader<v1::GradientChunk>* reader,
+                    v1::PushGradientsResponse* response);
+  absl::Status Pull(grpc::ServerContext* context, const v1::PullParametersRequest& request,
+                    grpc::ServerWriter<v1::ParameterChunk>* writer);
+  absl::Status CheckJob(const v1::JobRef& job) const;
+
+  RangeStore* const store_;
+  const ShardMetrics* const metrics_;
+};
+
+// Checks a payload: dtype F32 and exactly (end - begin) floats.
+absl::Status CheckF32Payload(const v1::Tensor& t, const v1::FlatRange& range, const char* what);
+
+}  // namespace shardserver
+}  // namespace tandem
+
+#endif  // TANDEM_SERVICES_SHARDSERVER_SHARD_SERVICE_H_

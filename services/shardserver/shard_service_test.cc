@@ -1,0 +1,142 @@
+// The shard server over real gRPC on port 0, through common/shard's client:
+// init, two workers pushing every chunk on their own streams, a pull that
+// waits for the step, refusals arriving as the store's codes, retries
+// acknowledged, and the metrics counting bytes and steps.
+#include <thread>
+#include <vector>
+
+#include "common/shard/shard_client.h"
+#include "common/shard/shard_layout.h"
+#include "gtest/gtest.h"
+#include "services/shardserver/shard_server.h"
+
+namespace tandem {
+namespace shardserver {
+namespace {
+
+constexpr int64_t kN = 1000;
+
+struct Fixture {
+  std::unique_ptr<ShardServer> server;
+  std::unique_ptr<shard::ShardClient> client;
+  shard::ShardLayout layout = shard::ShardLayout::Create(kN, 1, 300).value();
+};
+
+Fixture Start() {
+  Fixture f;
+  f.server = ShardServer::Start({}).value();
+  EXPECT_GT(f.server->port(), 0);
+  f.client = shard::ShardClient::Create({f.server->address(), "job", absl::Seconds(20)}).value();
+  return f;
+}
+
+shard::ShardInit Init(int world) {
+  shard::ShardInit i;
+  i.generation = 5;
+  i.step = 0;
+  i.range = {0, kN};
+  i.chunk_elements = 300;
+  i.world_size = world;
+  i.optimizer.set_name("sgd");
+  return i;
+}
+
+shard::PushHeader Header(int rank) {
+  shard::PushHeader h;
+  h.generation = 5;
+  h.step = 1;
+  h.rank = rank;
+  h.learning_rate = 0.5;
+  return h;
+}
+
+TEST(ShardService, TwoWorkersPushAndPullOverGrpc) {
+  Fixture f = Start();
+  std::vector<float> params(kN, 2.f);
+  absl::StatusOr<bool> kept = f.client->Init(Init(2), params.data());
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_FALSE(*kept);
+  absl::StatusOr<v1::ShardInfo> info = f.client->Info();
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->chunks(), 4);  // 1000 in chunks of <= 300
+  EXPECT_EQ(info->generation(), 5);
+
+  // A pull of step 1 started before anyone pushed waits for it.
+  std::vector<float> pulled(kN, -1.f);
+  absl::Status pull;
+  std::thread puller([&] { pull = f.client->Pull(5, 1, 0, kN, pulled.data()); });
+
+  std::vector<std::vector<float>> grads = {std::vector<float>(kN, 1.f),
+                                           std::vector<float>(kN, 3.f)};
+  std::vector<std::thread> workers;
+  std::vector<absl::Status> results(2);
+  for (int rank = 0; rank < 2; ++rank) {
+    workers.emplace_back([&, rank] {
+      std::unique_ptr<shard::PushStream> s = f.client->NewPushStream();
+      results[rank] = s->Open(Header(rank));
+      for (const shard::Chunk& c : f.layout.chunks()) {
+        if (results[rank].ok()) results[rank] = s->Write(c, grads[rank].data() + c.lo);
+      }
+      if (results[rank].ok()) {
+        // rank 0 retries its first chunk: acknowledged, not summed.
+        if (rank == 0) results[rank] = s->Write(f.layout.chunk(0), grads[0].data());
+        absl::StatusOr<v1::PushGradientsResponse> r = s->Finish();
+        results[rank] = r.status();
+        if (r.ok()) {
+          EXPECT_EQ(r->duplicates(), rank == 0 ? 1 : 0);
+          EXPECT_EQ(r->bytes_received(), (kN + (rank == 0 ? f.layout.chunk(0).size() : 0)) * 4);
+        }
+      }
+    });
+  }
+  for (std::thread& t : workers) t.join();
+  puller.join();
+  for (const absl::Status& s : results) EXPECT_TRUE(s.ok()) << s;
+  ASSERT_TRUE(pull.ok()) << pull;
+  for (float p : pulled) ASSERT_FLOAT_EQ(p, 2.f - 0.5f * 2.f);
+
+  const std::string scrape = f.server->metrics()->Scrape();
+  EXPECT_NE(scrape.find("tandem_shard_steps_applied_total{service=\"shardserver\"} 1"),
+            std::string::npos)
+      << scrape;
+  EXPECT_NE(scrape.find("tandem_shard_push_bytes_total"), std::string::npos);
+}
+
+TEST(ShardService, RefusalsArriveAsTheirCodes) {
+  Fixture f = Start();
+  std::vector<float> params(kN, 2.f);
+  // Before InitShard nothing is accepted.
+  std::unique_ptr<shard::PushStream> s = f.client->NewPushStream();
+  ASSERT_TRUE(s->Open(Header(0)).ok());
+  absl::Status w = s->Write(f.layout.chunk(0), params.data());
+  absl::StatusOr<v1::PushGradientsResponse> r =
+      w.ok() ? s->Finish() : absl::StatusOr<v1::PushGradientsResponse>(w);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kAborted) << r.status();
+  EXPECT_NE(r.status().message().find("InitShard"), std::string::npos) << r.status();
+
+  ASSERT_TRUE(f.client->Init(Init(2), params.data()).ok());
+  // A chunk that is not one of the server's.
+  ASSERT_TRUE(s->Open(Header(0)).ok());
+  shard::Chunk wrong{10, 310, 0};
+  w = s->Write(wrong, params.data());
+  r = w.ok() ? s->Finish() : absl::StatusOr<v1::PushGradientsResponse>(w);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  // A pull of a step that will not come ends at its deadline.
+  auto quick = shard::ShardClient::Create({f.server->address(), "job", absl::Milliseconds(200)});
+  ASSERT_TRUE(quick.ok());
+  absl::Status p = (*quick)->Pull(5, 1, 0, kN, params.data());
+  EXPECT_EQ(p.code(), absl::StatusCode::kDeadlineExceeded) << p;
+  // Another job's request is refused.
+  auto other = shard::ShardClient::Create({f.server->address(), "other", absl::Seconds(5)});
+  ASSERT_TRUE(other.ok());
+  p = (*other)->Pull(5, 0, 0, kN, params.data());
+  EXPECT_EQ(p.code(), absl::StatusCode::kInvalidArgument) << p;
+  // Step 0 (the initial parameters) is pullable.
+  std::vector<float> out(kN, 0.f);
+  ASSERT_TRUE(f.client->Pull(5, 0, 0, kN, out.data()).ok());
+  EXPECT_EQ(out, params);
+}
+
+}  // namespace
+}  // namespace shardserver
+}  // namespace tandem

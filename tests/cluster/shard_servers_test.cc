@@ -1,0 +1,215 @@
+// End to end through `tandem local --shard_servers S` (issue 12): worker
+// processes train a small MLP for a fixed number of steps with `--sync ps`
+// and `--sync hybrid` (and ps with apply=chunk) against separate shard-server
+// processes, and end with
+// the parameters `--sync allreduce` reaches on the same workers (compared
+// element-wise through the checkpoint rank 0 commits at the end, <= 1e-5).
+// Once on one host (2 workers, 2 servers) and once on simulated nodes
+// (2 nodes x 2 workers, 2 servers each a node of its own, 1 Gbit/s links;
+// skipped where no network namespace can be made), where the servers'
+// links must carry the pulled parameters.
+//
+// The check can fail: a server that applied a step twice or missed a
+// worker's push, a pull of the wrong step, a hybrid node that pushed a sum
+// with the wrong weight each move the parameters by far more than 1e-5.
+#include <dirent.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/checkpoint/checkpoint.h"
+#include "gtest/gtest.h"
+#include "tools/tandem/process.h"
+
+namespace tandem {
+namespace {
+
+constexpr int kSteps = 12;
+constexpr int kPerWorkerBatch = 8;
+
+std::string Tmp(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir ? dir : "/tmp") + "/" + name;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct TandemResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+TandemResult Tandem(const std::string& name, std::vector<std::string> args) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const std::string root = std::string(srcdir ? srcdir : ".") + "/tandem";
+  cli::SubprocessOptions o;
+  o.name = name;
+  o.argv = {root + "/tools/tandem/tandem", "local", "--bin_dir=" + root};
+  o.argv.insert(o.argv.end(), args.begin(), args.end());
+  o.log_path = Tmp(name + ".out");
+  TandemResult r;
+  auto p = cli::Subprocess::Start(o);
+  if (!p.ok()) {
+    r.output = std::string(p.status().message());
+    return r;
+  }
+  (*p)->WaitFor(absl::Seconds(120));
+  (*p)->Stop(absl::Seconds(5));
+  r.exit_code = (*p)->succeeded() ? 0 : ((*p)->exit_code() >= 0 ? (*p)->exit_code() : 128);
+  r.output = ReadAll(o.log_path);
+  return r;
+}
+
+// The newest checkpoint file under <run_dir>/checkpoints.
+std::string LastCheckpoint(const std::string& run_dir) {
+  const std::string dir = run_dir + "/checkpoints";
+  std::vector<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      if (absl::EndsWith(e->d_name, ".tckpt")) names.push_back(e->d_name);
+    }
+    closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  return names.empty() ? std::string() : dir + "/" + names.back();
+}
+
+std::vector<std::string> CommonFlags(const std::string& run_dir) {
+  return {"--model=mlp:784,32,10", "--epochs=1", absl::StrCat("--max_steps=", kSteps),
+          "--lr=0.05", "--lr_scaling=none", "--seed=3", "--checkpoint_every=0",
+          "--log_every=4", "--run_dir=" + run_dir};
+}
+
+// Bytes per node from the run's "links: bytes sent to other nodes: node-1 B1,
+// node-2 B2; total B" line; empty when the line is missing or malformed.
+std::vector<int64_t> LinkBytes(const std::string& output, int nodes) {
+  const size_t at = output.find("links: bytes sent to other nodes: ");
+  if (at == std::string::npos) return {};
+  const std::string line = output.substr(at, output.find('\n', at) - at);
+  std::vector<int64_t> sent;
+  for (int n = 1; n <= nodes; ++n) {
+    const std::string key = absl::StrCat("node-", n, " ");
+    const size_t k = line.find(key);
+    if (k == std::string::npos) return {};
+    std::string number = line.substr(k + key.size());
+    number = number.substr(0, number.find_first_of(",;"));
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(number, &v)) return {};
+    sent.push_back(v);
+  }
+  return sent;
+}
+
+double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    d = std::max(d, std::fabs(double(a[i]) - double(b[i])));
+  }
+  return d;
+}
+
+// The parameters rank 0 committed at the end of a run in `run_dir`.
+std::vector<float> FinalParams(const std::string& run_dir) {
+  const std::string path = LastCheckpoint(run_dir);
+  EXPECT_FALSE(path.empty()) << "no checkpoint in " << run_dir;
+  if (path.empty()) return {};
+  auto c = checkpoint::ReadCheckpoint(path, {});
+  EXPECT_TRUE(c.ok()) << c.status();
+  if (!c.ok()) return {};
+  EXPECT_EQ(c->step, kSteps) << path;
+  return c->params;
+}
+
+
+std::vector<float> Train(const std::string& name, const std::string& sync,
+                       const std::vector<std::string>& layout, std::string* output = nullptr,
+                       bool* skipped = nullptr) {
+  const std::string dir = Tmp(name);
+  std::vector<std::string> args = CommonFlags(dir);
+  args.push_back(absl::StrCat("--batch_size=", kPerWorkerBatch));
+  // "ps+chunk": ps with per-chunk application (--sync_opt apply=chunk).
+  const bool per_chunk = sync == "ps+chunk";
+  args.push_back("--sync=" + (per_chunk ? std::string("ps") : sync));
+  for (const std::string& a : layout) args.push_back(a);
+  if (sync != "allreduce") {  // several chunks per server
+    args.push_back(per_chunk ? "--sync_opt=chunk_mb=0.02,apply=chunk" : "--sync_opt=chunk_mb=0.02");
+  }
+  TandemResult r = Tandem(name, args);
+  if (output != nullptr) *output = r.output;
+  if (r.exit_code != 0 && absl::StrContains(r.output, "cannot create a network namespace")) {
+    if (skipped != nullptr) *skipped = true;
+    return {};
+  }
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  if (r.exit_code != 0) return {};
+  return FinalParams(dir);
+}
+
+std::string RunName(const std::string& sync) {
+  return sync == "ps+chunk" ? "host-ps-chunk" : "host-" + sync;
+}
+
+TEST(ShardServersTest, PsAndHybridOnOneHostEndEqualToAllreduce) {
+  const std::vector<std::string> layout = {"--workers=2", "--shard_servers=2"};
+  const std::vector<float> reference = Train("host-allreduce", "allreduce", {"--workers=2"});
+  ASSERT_FALSE(reference.empty());
+  for (const std::string sync : {"ps", "hybrid", "ps+chunk"}) {
+    SCOPED_TRACE(sync);
+    std::string out;
+    const std::vector<float> params =
+        Train(RunName(sync), sync, layout, &out);
+    EXPECT_TRUE(absl::StrContains(out, "shard servers: 127.0.0.1:")) << out;
+    ASSERT_EQ(params.size(), reference.size());
+    const double diff = MaxAbsDiff(params, reference);
+    ::testing::Test::RecordProperty("max_abs_param_diff_" + sync, std::to_string(diff));
+    EXPECT_LE(diff, 1e-5);
+  }
+}
+
+TEST(ShardServersTest, HybridOnTwoNodesWithServersOfTheirOwn) {
+  const std::vector<std::string> nodes = {"--nodes=2", "--workers_per_node=2", "--link=1gbit"};
+  bool skipped = false;
+  std::string out;
+  std::vector<std::string> layout = nodes;
+  layout.push_back("--shard_servers=2");
+  const std::vector<float> params = Train("nodes-hybrid", "hybrid", layout, &out, &skipped);
+  if (skipped) GTEST_SKIP() << out;
+  ASSERT_FALSE(params.empty()) << out;
+  // Servers at 127.0.1.3 and 127.0.1.4, after the two worker nodes.
+  EXPECT_TRUE(absl::StrContains(out, "shard servers: 127.0.1.3:")) << out;
+  // Each server sends every step's updated range (~12,700 floats, ~51 KB)
+  // to one rank per node: well over 50 KB per step on its link.
+  const size_t at = out.find("links: bytes sent to other nodes: ");
+  ASSERT_NE(at, std::string::npos) << out;
+  const std::string line = out.substr(at, out.find('\n', at) - at);
+  for (const char* server : {"shard-0 ", "shard-1 "}) {
+    const size_t k = line.find(server);
+    ASSERT_NE(k, std::string::npos) << line;
+    std::string number = line.substr(k + std::strlen(server));
+    number = number.substr(0, number.find_first_of(",;"));
+    int64_t sent = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(number, &sent)) << line;
+    EXPECT_GT(sent, int64_t{kSteps} * 50000) << line;
+  }
+  const std::vector<float> reference = Train("nodes-allreduce", "allreduce", nodes);
+  ASSERT_EQ(params.size(), reference.size());
+  EXPECT_LE(MaxAbsDiff(params, reference), 1e-5);
+}
+
+}  // namespace
+}  // namespace tandem
