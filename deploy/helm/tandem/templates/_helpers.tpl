@@ -56,14 +56,14 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- end -}}
 
 {{- define "tandem.podSecurity" -}}
-{{- with .Values.imagePullSecrets }}
-imagePullSecrets:
-  {{- toYaml . | nindent 2 }}
-{{- end }}
 securityContext:
   runAsNonRoot: true
   {{- toYaml .Values.podSecurityContext | nindent 2 }}
 automountServiceAccountToken: false
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end -}}
 
 {{/* Host:port of the coordinator (its headless Service resolves to the pod). */}}
