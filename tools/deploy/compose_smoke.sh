@@ -33,6 +33,8 @@
 # localhost/tandem-base:bookworm; TANDEM_DEPLOY_CACHE, default
 # /var/tmp/tandem-deploy, holds the rest).
 set -uo pipefail
+# debootstrap and runc live in /usr/sbin, which Bazel's test PATH leaves out.
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 CACHE=${TANDEM_DEPLOY_CACHE:-/var/tmp/tandem-deploy}
 PROJECT=tandem-smoke
