@@ -11,7 +11,8 @@ yamllint -s -c .yamllint . || fail "yamllint deploy/"
 (cd compose && docker-compose -f docker-compose.yml config -q) || fail "docker-compose config -q"
 # As `docker-compose up` reads it: .env's COMPOSE_FILE adds the published ports.
 (cd compose && docker-compose config -q) || fail "docker-compose config -q (.env's COMPOSE_FILE)"
-(cd compose && docker-compose config | grep -q '127.0.0.1:3000:3000') || fail "Grafana is not published on 127.0.0.1:3000"
+resolved=$(cd compose && docker-compose config) || fail "docker-compose config"
+case "$resolved" in *127.0.0.1:3000:3000*) ;; *) fail "Grafana is not published on 127.0.0.1:3000" ;; esac
 (cd compose && docker-compose -f docker-compose.yml -f docker-compose.loopback.yml config -q) ||
   fail "docker-compose config -q with the loopback override"
 "$PY" - grafana/tandem.json <<'PY' || fail "grafana/tandem.json"
