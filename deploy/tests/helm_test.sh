@@ -25,6 +25,17 @@ for values in "" "$chart"/examples/*.yaml; do
   yamllint -s -d "$lint_rendered" "$out" || fail "yamllint on the rendered $name manifests"
   n=$((n + 1))
 done
+# The validator must refuse what the API would: a misspelt field (the
+# packages' own validators let unknown fields through) and a wrong type.
+sed 's/readinessProbe:/readinesProbe:/' "$TMP/rendered-default.yaml" > "$TMP/misspelt.yaml"
+if node "$DEPLOY/tests/validate_k8s.mjs" "$NODE_MODULES" "$TMP/misspelt.yaml" >/dev/null 2>"$TMP/err"; then
+  fail "validate_k8s.mjs accepted readinesProbe"
+fi
+grep -q 'unknown field "readinesProbe"' "$TMP/err" || fail "no message naming readinesProbe"
+sed 's/containerPort: 9400/containerPort: "9400x"/' "$TMP/rendered-default.yaml" > "$TMP/badtype.yaml"
+if node "$DEPLOY/tests/validate_k8s.mjs" "$NODE_MODULES" "$TMP/badtype.yaml" >/dev/null 2>&1; then
+  fail "validate_k8s.mjs accepted a string containerPort"
+fi
 # What the examples promise is in their manifests.
 grep -q 'nvidia.com/gpu: 1' "$TMP/rendered-gpu.yaml" || fail "gpu example: no nvidia.com/gpu limit"
 grep -q 'medium: Memory' "$TMP/rendered-gpu.yaml" || fail "gpu example: /dev/shm is not a memory emptyDir"
