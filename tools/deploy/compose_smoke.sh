@@ -95,11 +95,16 @@ build_args=(--network host --format docker --ignorefile deploy/docker/Dockerfile
             --build-arg "BASE=$BASE_IMAGE" --build-arg "BINARIES=$binaries")
 cd "$ROOT"
 if [ "$binaries" = prebuilt ]; then
+  # TANDEM_BAZEL_OUTPUT_BASE: where to build (default: one under the cache
+  # folder, shut down afterwards). TANDEM_NO_CUDA changes every action key, so
+  # a separate output base keeps the usual one warm.
+  ob=${TANDEM_BAZEL_OUTPUT_BASE:-$CACHE/bazel-nocuda}
   log "bazel build -c opt (TANDEM_NO_CUDA=1) of the binaries"
-  TANDEM_NO_CUDA=1 bazel --output_base="$CACHE/bazel-nocuda" build -c opt --jobs=2 \
+  TANDEM_NO_CUDA=1 bazel --output_base="$ob" build -c opt --jobs=2 \
     //services/coordinator //services/dataserver //services/worker //tools/tandem \
     > "$CACHE/bazel.log" 2>&1 || die "bazel build failed; see $CACHE/bazel.log"
-  out_dir=$(TANDEM_NO_CUDA=1 bazel --output_base="$CACHE/bazel-nocuda" info -c opt bazel-bin 2>/dev/null)
+  out_dir=$(TANDEM_NO_CUDA=1 bazel --output_base="$ob" info -c opt bazel-bin 2>/dev/null)
+  [ -n "${TANDEM_BAZEL_OUTPUT_BASE:-}" ] || bazel --output_base="$ob" shutdown >/dev/null 2>&1
   find deploy/docker/prebuilt -mindepth 1 ! -name README.md -delete
   for b in services/coordinator/coordinator services/dataserver/dataserver \
            services/worker/worker tools/tandem/tandem; do
@@ -181,7 +186,17 @@ until [ "$(targets_up)" = "3/5" ]; do
     die "Prometheus, the coordinator and the data server never all came up ($(targets_up)); see podman logs ${PROJECT}_coordinator_1"
   sleep 1
 done
-log "Prometheus scrapes the coordinator and the data server; starting 2 workers"
+# The images' healthcheck (podman here cannot schedule it: no systemd), run
+# by hand: it must pass on the metrics port and fail on a port nobody serves.
+for svc in coordinator:19100 dataserver:19200; do
+  c=${PROJECT}_${svc%%:*}_1
+  podman exec "$c" tandem-healthcheck "${svc##*:}" >/dev/null 2>&1 ||
+    die "tandem-healthcheck ${svc##*:} fails in $c"
+  if podman exec "$c" tandem-healthcheck 19999 >/dev/null 2>&1; then
+    die "tandem-healthcheck passes on a port nothing serves (in $c)"
+  fi
+done
+log "Prometheus scrapes the coordinator and the data server (healthchecks pass); starting 2 workers"
 "${compose[@]}" up -d --no-build worker worker-1 >> "$CACHE/up.log" 2>&1 ||
   die "docker-compose up of the workers failed; see $CACHE/up.log"
 
