@@ -121,7 +121,7 @@ for target in coordinator dataserver worker; do
     die "podman build --target $target failed; see $CACHE/build-$target.log"
 done
 log "podman build deploy/docker/Dockerfile.prometheus"
-podman build --network host --format docker --ignorefile deploy/docker/Dockerfile.dockerignore \
+podman build --network host --format docker --ignorefile deploy/docker/Dockerfile.prometheus.dockerignore \
   --build-arg "BASE=$BASE_IMAGE" -f deploy/docker/Dockerfile.prometheus \
   -t "tandem-prometheus:$TAG" . > "$CACHE/build-prometheus.log" 2>&1 ||
   die "podman build of Prometheus failed; see $CACHE/build-prometheus.log"

@@ -50,7 +50,7 @@ for b in services/coordinator/coordinator services/dataserver/dataserver \
          services/worker/worker tools/tandem/tandem; do
   install -m 0755 "$bin/$b" "$prebuilt/"
 done
-podman build --network host --format docker --ignorefile deploy/docker/Dockerfile.dockerignore \
+podman build --network host --format docker --ignorefile deploy/docker/Dockerfile.cuda.dockerignore \
   -f deploy/docker/Dockerfile.cuda --build-arg "BASE=$BASE_IMAGE" --build-arg BINARIES=prebuilt \
   --build-arg CUDA_IMAGE=localhost/cuda-libs:local -t tandem-cuda:local . \
   > "$CACHE/build-cuda.log" 2>&1 || die "podman build of Dockerfile.cuda failed; see $CACHE/build-cuda.log"
