@@ -151,9 +151,10 @@ TEST(CpuBackendTest, WideAndBaselineVectorWidthsAgree) {
     const int rows = 3;
     std::vector<float> z0 = Random(rows * cols, 31), dy = Random(rows * cols, 32);
     std::vector<float> bias = Random(cols, 33);
-    std::vector<float> y[2], dz[2], db[2], zf[2];
-    for (int wide = 0; wide < 2; ++wide) {
-      ForceBaselineVectorWidth(wide == 0);
+    std::vector<float> y[3], dz[3], db[3], zf[3];
+    const std::vector<kernels::VectorWidth> widths = kernels::SupportedVectorWidths();
+      for (size_t wide = 0; wide < widths.size(); ++wide) {
+      ForceVectorWidth(widths[wide]);
       zf[wide] = z0;
       y[wide].assign(rows * cols, 0.f);
       be.BiasActivationForward(Activation::kRelu, rows, cols, bias.data(), zf[wide].data(),
@@ -164,10 +165,13 @@ TEST(CpuBackendTest, WideAndBaselineVectorWidthsAgree) {
                                 dz[wide].data(), db[wide].data(), 1.f);
     }
     ForceBaselineVectorWidth(false);
-    EXPECT_EQ(zf[0], zf[1]) << cols;
-    EXPECT_EQ(y[0], y[1]) << cols;
-    EXPECT_EQ(dz[0], dz[1]) << cols;
-    for (int c = 0; c < cols; ++c) EXPECT_NEAR(db[0][c], db[1][c], 1e-6f) << cols;
+    for (size_t w = 1; w < widths.size(); ++w) {
+      const char* name = VectorWidthName(widths[w]);
+      EXPECT_EQ(zf[0], zf[w]) << cols << " at " << name;
+      EXPECT_EQ(y[0], y[w]) << cols << " at " << name;
+      EXPECT_EQ(dz[0], dz[w]) << cols << " at " << name;
+      for (int c = 0; c < cols; ++c) EXPECT_NEAR(db[0][c], db[w][c], 1e-6f) << cols << name;
+    }
   }
 }
 

@@ -1,60 +1,115 @@
 // Run-time selection of a loop's vector width. The build targets x86-64-v2
 // (SSE4.2: 128-bit vectors) so the binaries run on any x86-64 server; hot
-// element-wise loops are compiled a second time for AVX2+FMA (256-bit) and
-// the first call picks one from the CPU's features.
+// element-wise loops are compiled twice more, for AVX2+FMA (x86-64-v3,
+// 256-bit) and for AVX-512 F/BW/DQ/VL (x86-64-v4, 512-bit vectors), and the
+// first call picks the widest the CPU and the OS support.
 //
 //   TANDEM_CPU_INLINE void ScaleBody(float* __restrict x, int64_t n, float a) { ... }
 //   TANDEM_CPU_DISPATCHED(Scale, (float* x, int64_t n, float a), (x, n, a))
-//   Scale(x, n, 2.f);   // AVX2 body where the CPU has it, else the baseline
+//   Scale(x, n, 2.f);   // the AVX-512 body on such a CPU, AVX2 on others, else the baseline
 //
 // The bodies must not depend on the vector width for their results: where a
 // library promises bit-exact fp32 (common/optim) it is built with
-// -ffp-contract=off, so the FMA target never fuses a multiply and an add.
-// Tests force the narrower build with ForceBaselineVectorWidth(true) to
-// compare it with the wide one. Thread-safe (the feature check is a
-// function-local static, the override an atomic).
+// -ffp-contract=off, so the FMA targets never fuse a multiply and an add.
+// Tests cap the width with ForceVectorWidth() to compare every width the
+// CPU has with the baseline (SupportedVectorWidths()). Thread-safe (the
+// feature check is a function-local static, the cap an atomic).
 #ifndef TANDEM_COMMON_KERNELS_CPU_DISPATCH_H_
 #define TANDEM_COMMON_KERNELS_CPU_DISPATCH_H_
 
 #include <atomic>
+#include <vector>
 
 namespace tandem {
 namespace kernels {
 
-inline std::atomic<bool>& BaselineVectorWidthForced() {
-  static std::atomic<bool> forced{false};
-  return forced;
-}
-// For tests: run every dispatched loop in its baseline build.
-inline void ForceBaselineVectorWidth(bool force) { BaselineVectorWidthForced() = force; }
+enum class VectorWidth : int { kSse42 = 0, kAvx2 = 1, kAvx512 = 2 };
 
-// True when the CPU has AVX2 and FMA (checked once) and the baseline is
-// not forced.
-inline bool CpuHasAvx2Fma() {
-  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return avx2 && !BaselineVectorWidthForced().load(std::memory_order_relaxed);
+// The widest width this CPU runs (checked once; __builtin_cpu_supports also
+// checks that the OS saves the registers).
+inline VectorWidth CpuVectorWidth() {
+  static const VectorWidth w = [] {
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")) {
+      return VectorWidth::kAvx512;
+    }
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return VectorWidth::kAvx2;
+    return VectorWidth::kSse42;
+  }();
+  return w;
 }
 
-// "avx2" or "sse4.2": the width dispatched loops run at.
-inline const char* VectorWidthName() { return CpuHasAvx2Fma() ? "avx2" : "sse4.2"; }
+inline std::atomic<int>& VectorWidthCap() {
+  static std::atomic<int> cap{static_cast<int>(VectorWidth::kAvx512)};
+  return cap;
+}
+
+// For tests: run every dispatched loop at no more than `cap` (kAvx512 = the
+// CPU's widest again).
+inline void ForceVectorWidth(VectorWidth cap) { VectorWidthCap() = static_cast<int>(cap); }
+inline void ForceBaselineVectorWidth(bool force) {
+  ForceVectorWidth(force ? VectorWidth::kSse42 : VectorWidth::kAvx512);
+}
+
+// What dispatched loops run at now: the CPU's widest, under the cap.
+inline VectorWidth ActiveVectorWidth() {
+  const int cpu = static_cast<int>(CpuVectorWidth());
+  const int cap = VectorWidthCap().load(std::memory_order_relaxed);
+  return static_cast<VectorWidth>(cpu < cap ? cpu : cap);
+}
+
+inline bool CpuHasAvx2Fma() { return ActiveVectorWidth() >= VectorWidth::kAvx2; }
+
+// Every width this CPU can run, narrowest first (for tests).
+inline std::vector<VectorWidth> SupportedVectorWidths() {
+  std::vector<VectorWidth> out;
+  for (int w = 0; w <= static_cast<int>(CpuVectorWidth()); ++w) {
+    out.push_back(static_cast<VectorWidth>(w));
+  }
+  return out;
+}
+
+inline const char* VectorWidthName(VectorWidth w) {
+  switch (w) {
+    case VectorWidth::kAvx512:
+      return "avx512";
+    case VectorWidth::kAvx2:
+      return "avx2";
+    default:
+      return "sse4.2";
+  }
+}
+// "avx512", "avx2" or "sse4.2": the width dispatched loops run at.
+inline const char* VectorWidthName() { return VectorWidthName(ActiveVectorWidth()); }
 
 }  // namespace kernels
 }  // namespace tandem
 
 #define TANDEM_CPU_INLINE inline __attribute__((always_inline))
 
-// Defines name(params): the body `name##Body(args)` compiled for AVX2+FMA
-// and for the baseline, dispatched on CpuHasAvx2Fma().
+// The target attributes of the wide builds (x86-64-v3 and -v4 vector sets);
+// 512-bit vectors are asked for, since GCC otherwise keeps 256 on AVX-512.
+#define TANDEM_CPU_TARGET_AVX2 __attribute__((target("avx2,fma")))
+#define TANDEM_CPU_TARGET_AVX512                                                 \
+  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,"           \
+                        "prefer-vector-width=512")))
+
+// Defines name(params): the body `name##Body(args)` compiled for AVX-512,
+// AVX2+FMA and the baseline, dispatched on ActiveVectorWidth().
 #define TANDEM_CPU_DISPATCHED(name, params, args)                       \
-  __attribute__((target("avx2,fma"))) void name##Avx2 params {          \
-    name##Body args;                                                    \
-  }                                                                     \
+  TANDEM_CPU_TARGET_AVX512 void name##Avx512 params { name##Body args; } \
+  TANDEM_CPU_TARGET_AVX2 void name##Avx2 params { name##Body args; }     \
   void name##Base params { name##Body args; }                           \
   void name params {                                                    \
-    if (::tandem::kernels::CpuHasAvx2Fma()) {                           \
-      name##Avx2 args;                                                  \
-    } else {                                                            \
-      name##Base args;                                                  \
+    switch (::tandem::kernels::ActiveVectorWidth()) {                   \
+      case ::tandem::kernels::VectorWidth::kAvx512:                     \
+        name##Avx512 args;                                              \
+        break;                                                          \
+      case ::tandem::kernels::VectorWidth::kAvx2:                       \
+        name##Avx2 args;                                                \
+        break;                                                          \
+      default:                                                          \
+        name##Base args;                                                \
     }                                                                   \
   }
 

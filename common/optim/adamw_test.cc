@@ -81,10 +81,11 @@ TEST(AdamWTest, WideAndBaselineVectorWidthsAgreeBitForBit) {
   AdamWOptions o;
   o.weight_decay = 0.01f;
   for (int64_t n : {1, 7, 8, 33, 1001}) {
-    std::vector<float> params[2], grads = RandomVector(n, 12);
-    std::vector<std::vector<float>> state[2];
-    for (int wide = 0; wide < 2; ++wide) {
-      kernels::ForceBaselineVectorWidth(wide == 0);
+    std::vector<float> params[3], grads = RandomVector(n, 12);
+    std::vector<std::vector<float>> state[3];
+    const std::vector<kernels::VectorWidth> widths = kernels::SupportedVectorWidths();
+      for (size_t wide = 0; wide < widths.size(); ++wide) {
+      kernels::ForceVectorWidth(widths[wide]);
       params[wide] = RandomVector(n, 11);
       auto opt = MakeAdamW({0, n}, o);
       StepContext ctx;
@@ -97,8 +98,11 @@ TEST(AdamWTest, WideAndBaselineVectorWidthsAgreeBitForBit) {
       for (const StateBuffer& b : opt->state()) state[wide].emplace_back(b.data.begin(), b.data.end());
     }
     kernels::ForceBaselineVectorWidth(false);
-    EXPECT_EQ(std::memcmp(params[0].data(), params[1].data(), n * sizeof(float)), 0) << n;
-    EXPECT_EQ(state[0], state[1]) << n;
+    for (size_t w = 1; w < widths.size(); ++w) {
+      EXPECT_EQ(std::memcmp(params[0].data(), params[w].data(), n * sizeof(float)), 0)
+          << n << " at " << kernels::VectorWidthName(widths[w]);
+      EXPECT_EQ(state[0], state[w]) << n << " at " << kernels::VectorWidthName(widths[w]);
+    }
   }
 }
 

@@ -101,10 +101,11 @@ TEST(SgdTest, ShardedRangesMatchWholeVectorBitForBit) {
 TEST(SgdTest, WideAndBaselineVectorWidthsAgreeBitForBit) {
   for (const Config& c : Configs()) {
     for (int64_t n : {1, 7, 8, 33, 1001}) {
-      std::vector<float> params[2], grads = RandomVector(n, 5);
-      std::vector<std::vector<float>> state[2];
-      for (int wide = 0; wide < 2; ++wide) {
-        kernels::ForceBaselineVectorWidth(wide == 0);
+      std::vector<float> params[3], grads = RandomVector(n, 5);
+      std::vector<std::vector<float>> state[3];
+      const std::vector<kernels::VectorWidth> widths = kernels::SupportedVectorWidths();
+      for (size_t wide = 0; wide < widths.size(); ++wide) {
+        kernels::ForceVectorWidth(widths[wide]);
         params[wide] = RandomVector(n, 4);
         auto opt = MakeSgd({0, n}, c.options);
         StepContext ctx;
@@ -117,9 +118,11 @@ TEST(SgdTest, WideAndBaselineVectorWidthsAgreeBitForBit) {
         for (const StateBuffer& b : opt->state()) state[wide].emplace_back(b.data.begin(), b.data.end());
       }
       kernels::ForceBaselineVectorWidth(false);
-      EXPECT_EQ(std::memcmp(params[0].data(), params[1].data(), n * sizeof(float)), 0)
-          << c.label << " n=" << n;
-      EXPECT_EQ(state[0], state[1]) << c.label << " n=" << n;
+      for (size_t w = 1; w < widths.size(); ++w) {
+        EXPECT_EQ(std::memcmp(params[0].data(), params[w].data(), n * sizeof(float)), 0)
+            << c.label << " n=" << n << " at " << kernels::VectorWidthName(widths[w]);
+        EXPECT_EQ(state[0], state[w]) << c.label << " n=" << n;
+      }
     }
   }
 }

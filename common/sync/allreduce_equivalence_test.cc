@@ -16,20 +16,25 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "common/comm/gloo/gloo_communicator.h"
-#include "common/comm/testing/rank_threads.h"
+#include "common/comm/testing/gloo_ranks.h"
 #include "common/kernels/cpu_backend.h"
 #include "common/nn/model.h"
 #include "common/optim/adamw.h"
 #include "common/optim/sgd.h"
 #include "common/status/status_macros.h"
 #include "common/sync/allreduce_sync.h"
-#include "gloo/rendezvous/hash_store.h"
+#include "common/sync/testing/synthetic_training.h"
 #include "gtest/gtest.h"
 
 namespace tandem {
 namespace sync {
 namespace {
+
+using Data = sync_testing::SyntheticData;
+using sync_testing::MakeSyntheticData;
+using sync_testing::MakeTestOptimizer;
+using sync_testing::RelativeDifference;
+using sync_testing::TestStepContext;
 
 constexpr int kSteps = 5;
 constexpr int kPerRankBatch = 8;
@@ -47,87 +52,6 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
                       c.accumulation, c.adamw ? "_adamw" : "_sgd");
 }
 
-// Deterministic synthetic data: every sample of every step, the same for the
-// single process and the ranks. MLP: features [in] + label; GPT: tokens
-// [context] and next-token labels [context].
-struct Data {
-  int features_per_sample = 0;  // MLP input width, or 0 for GPT
-  int context = 0;              // GPT context, or 0
-  std::vector<float> features;  // [samples, features_per_sample]
-  std::vector<int32_t> tokens;  // [samples, context]
-  std::vector<int32_t> labels;  // [samples] or [samples, context]
-
-  nn::Batch Slice(int first, int count) const {
-    nn::Batch b;
-    b.size = count;
-    if (context == 0) {
-      b.features = features.data() + static_cast<size_t>(first) * features_per_sample;
-      b.labels = labels.data() + first;
-    } else {
-      b.tokens = tokens.data() + static_cast<size_t>(first) * context;
-      b.labels = labels.data() + static_cast<size_t>(first) * context;
-    }
-    return b;
-  }
-};
-
-Data MakeData(const nn::ModelSpec& spec, int samples) {
-  Data d;
-  std::mt19937 rng(2024);
-  if (spec.kind == nn::ModelSpec::Kind::kMlp) {
-    d.features_per_sample = spec.mlp.widths.front();
-    const int classes = spec.mlp.widths.back();
-    std::normal_distribution<float> normal(0.f, 1.f);
-    d.features.resize(static_cast<size_t>(samples) * d.features_per_sample);
-    for (float& x : d.features) x = normal(rng);
-    d.labels.resize(samples);
-    for (int32_t& y : d.labels) y = static_cast<int32_t>(rng() % classes);
-  } else {
-    d.context = spec.gpt.context;
-    const int vocab = spec.gpt.vocab;
-    std::vector<int32_t> stream(static_cast<size_t>(samples) * d.context + 1);
-    for (int32_t& t : stream) t = static_cast<int32_t>(rng() % vocab);
-    d.tokens.resize(static_cast<size_t>(samples) * d.context);
-    d.labels.resize(d.tokens.size());
-    for (size_t i = 0; i < d.tokens.size(); ++i) {
-      d.tokens[i] = stream[i];
-      d.labels[i] = stream[i + 1];
-    }
-  }
-  return d;
-}
-
-std::unique_ptr<optim::Optimizer> MakeOptimizer(bool adamw, int64_t size) {
-  if (adamw) {
-    optim::AdamWOptions o;
-    o.weight_decay = 0.01f;
-    return *optim::AdamW::Create({0, size}, o);
-  }
-  optim::SgdOptions o;
-  o.momentum = 0.9f;
-  o.weight_decay = 1e-4f;
-  return *optim::Sgd::Create({0, size}, o);
-}
-
-optim::StepContext Context(bool adamw, int step) {
-  optim::StepContext ctx;
-  ctx.step = step;
-  ctx.lr = adamw ? 1e-2f : 0.1f;
-  return ctx;
-}
-
-double Norm(const std::vector<float>& a) {
-  double s = 0;
-  for (float x : a) s += static_cast<double>(x) * x;
-  return std::sqrt(s);
-}
-
-double RelativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0;
-  for (size_t i = 0; i < a.size(); ++i) d += (static_cast<double>(a[i]) - b[i]) * (a[i] - b[i]);
-  return std::sqrt(d) / std::max(Norm(b), 1e-30);
-}
-
 // One process, batch world * b, plain forward/backward/step.
 std::vector<float> TrainSingleProcess(const Case& c, const Data& data,
                                       std::vector<float>* initial) {
@@ -142,31 +66,14 @@ std::vector<float> TrainSingleProcess(const Case& c, const Data& data,
   nn::Model& m = **model;
   const int64_t n = m.storage().size();
   initial->assign(m.storage().params(), m.storage().params() + n);
-  auto opt = MakeOptimizer(c.adamw, n);
+  auto opt = *MakeTestOptimizer(c.adamw, {0, n});
   for (int step = 1; step <= kSteps; ++step) {
     EXPECT_TRUE(m.Forward(data.Slice((step - 1) * batch, batch)).ok());
     EXPECT_TRUE(m.Backward(0.f, nullptr).ok());
     EXPECT_TRUE(
-        opt->Step(m.storage().params(), m.storage().grads(), n, Context(c.adamw, step)).ok());
+        opt->Step(m.storage().params(), m.storage().grads(), n, TestStepContext(c.adamw, step)).ok());
   }
   return std::vector<float>(m.storage().params(), m.storage().params() + n);
-}
-
-// Runs body(rank, comm) on one thread per rank over one in-memory store.
-std::vector<absl::Status> RunRanks(int world, absl::Duration timeout,
-                                   const std::function<absl::Status(int, Communicator&)>& body) {
-  return comm_testing::RunRanks(
-      world,
-      [&](int rank, gloo::rendezvous::Store& store)
-          -> absl::StatusOr<std::unique_ptr<Communicator>> {
-        GlooOptions o;
-        o.rank = rank;
-        o.world_size = world;
-        o.store = &store;
-        o.timeout = timeout;
-        return GlooCommunicator::Create(o);
-      },
-      body);
 }
 
 // One rank: batch b per step as k micro-batches, the last one's backward
@@ -188,7 +95,7 @@ absl::Status TrainRank(const Case& c, const Data& data, int rank, Communicator& 
     o.ready_ranges.push_back({r.lo, r.hi});
   }
   o.bucket_cap_mb = 0.002;  // ~500 floats: several buckets even for these small models
-  o.optimizer = MakeOptimizer(c.adamw, o.size);
+  o.optimizer = *MakeTestOptimizer(c.adamw, {0, o.size});
   ASSIGN_OR_RETURN(std::unique_ptr<GradientSync> sync, CreateAllreduceSync(std::move(o)));
   const nn::GradReadyCallback on_ready = [&sync](const nn::GradRange& r) {
     sync->OnGradientsReady(r.lo, r.hi);
@@ -208,7 +115,7 @@ absl::Status TrainRank(const Case& c, const Data& data, int rank, Communicator& 
         RETURN_IF_ERROR(model->Backward(beta, on_ready));
       }
     }
-    RETURN_IF_ERROR(sync->FinishStep(Context(c.adamw, step)));
+    RETURN_IF_ERROR(sync->FinishStep(TestStepContext(c.adamw, step)));
   }
   params->assign(model->storage().params(), model->storage().params() + model->storage().size());
   *stats = sync->stats();
@@ -221,7 +128,7 @@ TEST_P(Equivalence, RanksMatchOneProcessAtTheGlobalBatch) {
   const Case c = GetParam();
   auto spec = nn::ParseModelSpec(c.spec);
   ASSERT_TRUE(spec.ok()) << spec.status();
-  const Data data = MakeData(*spec, kSteps * c.world * kPerRankBatch);
+  const Data data = MakeSyntheticData(*spec, kSteps * c.world * kPerRankBatch);
 
   std::vector<float> initial;
   const std::vector<float> reference = TrainSingleProcess(c, data, &initial);
@@ -233,7 +140,7 @@ TEST_P(Equivalence, RanksMatchOneProcessAtTheGlobalBatch) {
 
   std::vector<std::vector<float>> params(c.world);
   std::vector<SyncStats> stats(c.world);
-  auto results = RunRanks(c.world, absl::Seconds(60), [&](int rank, Communicator& comm) {
+  auto results = comm_testing::RunGlooRanks(c.world, absl::Seconds(60), [&](int rank, Communicator& comm) {
     return TrainRank(c, data, rank, comm, &params[rank], &stats[rank]);
   });
   for (int r = 0; r < c.world; ++r) ASSERT_TRUE(results[r].ok()) << results[r];
@@ -293,7 +200,7 @@ TEST(AllreduceSyncFailure, PeerThatDisappearsIsAnErrorFromFinishStep) {
   std::vector<float> before;
   std::vector<float> params(1000, 1.f), grads(1000, 1.f);
   absl::Status rank0;
-  auto results = RunRanks(2, absl::Milliseconds(500), [&](int rank, Communicator& comm) {
+  auto results = comm_testing::RunGlooRanks(2, absl::Milliseconds(500), [&](int rank, Communicator& comm) {
     RETURN_IF_ERROR(comm.Barrier());
     if (rank == 1) return absl::OkStatus();  // leaves: its sockets close
     ASSIGN_OR_RETURN(auto sync, VectorSync(comm, params, grads));
@@ -313,7 +220,7 @@ TEST(AllreduceSyncFailure, PeerThatStopsParticipatingTimesOut) {
   std::vector<float> params(1000, 1.f), grads(1000, 1.f);
   absl::Status rank0;
   absl::Notification rank0_done;
-  auto results = RunRanks(2, absl::Milliseconds(500), [&](int rank, Communicator& comm) {
+  auto results = comm_testing::RunGlooRanks(2, absl::Milliseconds(500), [&](int rank, Communicator& comm) {
     RETURN_IF_ERROR(comm.Barrier());
     if (rank == 1) {  // alive and connected, but never joins the step
       rank0_done.WaitForNotification();

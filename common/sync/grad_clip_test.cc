@@ -8,8 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "common/comm/gloo/gloo_communicator.h"
-#include "common/comm/testing/rank_threads.h"
+#include "common/comm/testing/gloo_ranks.h"
 #include "common/status/status_macros.h"
 #include "gtest/gtest.h"
 
@@ -61,17 +60,8 @@ TEST(GradClip, ShardedSumIsTheSameOnEveryRankAndMatchesTheWholeVector) {
   const double local[kWorld] = {1.5, 20.25, 0.125};
   const double scale = 1.0 / kWorld;
   std::vector<optim::ClipResult> results(kWorld);
-  auto statuses = comm_testing::RunRanks(
+  auto statuses = comm_testing::RunGlooRanks(
       kWorld,
-      [](int rank,
-         gloo::rendezvous::Store& store) -> absl::StatusOr<std::unique_ptr<Communicator>> {
-        GlooOptions o;
-        o.rank = rank;
-        o.world_size = kWorld;
-        o.store = &store;
-        o.timeout = absl::Seconds(60);
-        return GlooCommunicator::Create(o);
-      },
       [&](int rank, Communicator& comm) -> absl::Status {
         ASSIGN_OR_RETURN(GradClip clip, GradClip::Create({1.0, &comm}));
         ASSIGN_OR_RETURN(results[rank], clip.Compute(local[rank], scale));

@@ -74,6 +74,15 @@ struct SyncStats {
   double comm_seconds = 0;          // time the communication thread was busy
   double exposed_wait_seconds = 0;  // time FinishStep waited for communication
   double optimizer_seconds = 0;     // time FinishStep spent clipping and stepping
+  // Gradient compression (the `compressed` strategy; 0 for the others):
+  // fp32 bytes given to codecs and the encoded bytes they became (the
+  // compression ratio is before / after), buckets sent uncompressed
+  // (warm-up, small buckets), and the L2 norm of this rank's
+  // error-feedback residuals after the last compressed step (a gauge).
+  int64_t compress_bytes_before = 0;
+  int64_t compress_bytes_after = 0;
+  int64_t uncompressed_buckets = 0;
+  double residual_norm = 0;
 };
 
 // Bytes this rank holds for the model, by kind (ZeRO's accounting; metrics).

@@ -26,11 +26,18 @@
 #include "common/status/status_macros.h"
 #include "common/sync/hier_test_ranks.h"
 #include "common/sync/registry.h"
+#include "common/sync/testing/synthetic_training.h"
 #include "gtest/gtest.h"
 
 namespace tandem {
 namespace sync {
 namespace {
+
+using Data = sync_testing::SyntheticData;
+using sync_testing::MakeSyntheticData;
+using sync_testing::MakeTestOptimizer;
+using sync_testing::RelativeDifference;
+using sync_testing::TestStepContext;
 
 constexpr int kSteps = 5;
 constexpr int kPerRankBatch = 8;
@@ -60,81 +67,6 @@ std::string UniquePrefix(const std::string& extra) {
   return absl::StrCat("hier_equivalence_test_", getpid(), "/", name);
 }
 
-// Deterministic synthetic data, the same for the single process and the
-// ranks (as in allreduce_equivalence_test).
-struct Data {
-  int features_per_sample = 0;
-  int context = 0;
-  std::vector<float> features;
-  std::vector<int32_t> tokens;
-  std::vector<int32_t> labels;
-
-  nn::Batch Slice(int first, int count) const {
-    nn::Batch b;
-    b.size = count;
-    if (context == 0) {
-      b.features = features.data() + static_cast<size_t>(first) * features_per_sample;
-      b.labels = labels.data() + first;
-    } else {
-      b.tokens = tokens.data() + static_cast<size_t>(first) * context;
-      b.labels = labels.data() + static_cast<size_t>(first) * context;
-    }
-    return b;
-  }
-};
-
-Data MakeData(const nn::ModelSpec& spec, int samples) {
-  Data d;
-  std::mt19937 rng(2024);
-  if (spec.kind == nn::ModelSpec::Kind::kMlp) {
-    d.features_per_sample = spec.mlp.widths.front();
-    const int classes = spec.mlp.widths.back();
-    std::normal_distribution<float> normal(0.f, 1.f);
-    d.features.resize(static_cast<size_t>(samples) * d.features_per_sample);
-    for (float& x : d.features) x = normal(rng);
-    d.labels.resize(samples);
-    for (int32_t& y : d.labels) y = static_cast<int32_t>(rng() % classes);
-  } else {
-    d.context = spec.gpt.context;
-    std::vector<int32_t> stream(static_cast<size_t>(samples) * d.context + 1);
-    for (int32_t& t : stream) t = static_cast<int32_t>(rng() % spec.gpt.vocab);
-    d.tokens.assign(stream.begin(), stream.end() - 1);
-    d.labels.assign(stream.begin() + 1, stream.end());
-  }
-  return d;
-}
-
-absl::StatusOr<std::unique_ptr<optim::Optimizer>> MakeOptimizer(bool adamw,
-                                                                optim::ParamRange range) {
-  if (adamw) {
-    optim::AdamWOptions o;
-    o.weight_decay = 0.01f;
-    ASSIGN_OR_RETURN(std::unique_ptr<optim::AdamW> a, optim::AdamW::Create(range, o));
-    return std::unique_ptr<optim::Optimizer>(std::move(a));
-  }
-  optim::SgdOptions o;
-  o.momentum = 0.9f;
-  o.weight_decay = 1e-4f;
-  ASSIGN_OR_RETURN(std::unique_ptr<optim::Sgd> s, optim::Sgd::Create(range, o));
-  return std::unique_ptr<optim::Optimizer>(std::move(s));
-}
-
-optim::StepContext Context(bool adamw, int step) {
-  optim::StepContext ctx;
-  ctx.step = step;
-  ctx.lr = adamw ? 1e-2f : 0.1f;
-  return ctx;
-}
-
-double RelativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0, n = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    d += (static_cast<double>(a[i]) - b[i]) * (a[i] - b[i]);
-    n += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(d) / std::max(std::sqrt(n), 1e-30);
-}
-
 std::vector<float> TrainSingleProcess(const Case& c, const Data& data,
                                       std::vector<float>* initial) {
   kernels::CpuBackend backend;
@@ -148,14 +80,14 @@ std::vector<float> TrainSingleProcess(const Case& c, const Data& data,
   nn::Model& m = **model;
   const int64_t n = m.storage().size();
   initial->assign(m.storage().params(), m.storage().params() + n);
-  auto opt = MakeOptimizer(c.adamw, {0, n});
+  auto opt = MakeTestOptimizer(c.adamw, {0, n});
   EXPECT_TRUE(opt.ok()) << opt.status();
   if (!opt.ok()) return {};
   for (int step = 1; step <= kSteps; ++step) {
     EXPECT_TRUE(m.Forward(data.Slice((step - 1) * batch, batch)).ok());
     EXPECT_TRUE(m.Backward(0.f, nullptr).ok());
     EXPECT_TRUE(
-        (*opt)->Step(m.storage().params(), m.storage().grads(), n, Context(c.adamw, step)).ok());
+        (*opt)->Step(m.storage().params(), m.storage().grads(), n, TestStepContext(c.adamw, step)).ok());
   }
   return std::vector<float>(m.storage().params(), m.storage().params() + n);
 }
@@ -180,7 +112,7 @@ absl::Status TrainRank(const Case& c, const SyncOptions& options, const Data& da
     env.ready_ranges.push_back({r.lo, r.hi});
   }
   const bool adamw = c.adamw;
-  env.make_optimizer = [adamw](optim::ParamRange r) { return MakeOptimizer(adamw, r); };
+  env.make_optimizer = [adamw](optim::ParamRange r) { return MakeTestOptimizer(adamw, r); };
   ASSIGN_OR_RETURN(std::unique_ptr<GradientSync> sync, CreateGradientSync(options, std::move(env)));
   const nn::GradReadyCallback on_ready = [&sync](const nn::GradRange& r) {
     sync->OnGradientsReady(r.lo, r.hi);
@@ -200,7 +132,7 @@ absl::Status TrainRank(const Case& c, const SyncOptions& options, const Data& da
         RETURN_IF_ERROR(model->Backward(beta, on_ready));
       }
     }
-    RETURN_IF_ERROR(sync->FinishStep(Context(c.adamw, step)));
+    RETURN_IF_ERROR(sync->FinishStep(TestStepContext(c.adamw, step)));
   }
   params->assign(model->storage().params(), model->storage().params() + model->storage().size());
   *stats = sync->stats();
@@ -240,7 +172,7 @@ class HierEquivalence : public ::testing::TestWithParam<Case> {};
 TEST_P(HierEquivalence, RanksMatchOneProcessAtTheGlobalBatch) {
   const Case c = GetParam();
   const int world = static_cast<int>(c.nodes.size());
-  const Data data = MakeData(*nn::ParseModelSpec(c.spec), kSteps * world * kPerRankBatch);
+  const Data data = MakeSyntheticData(*nn::ParseModelSpec(c.spec), kSteps * world * kPerRankBatch);
   std::vector<float> initial;
   const std::vector<float> reference = TrainSingleProcess(c, data, &initial);
   ASSERT_FALSE(reference.empty());
@@ -281,7 +213,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(HierEquivalenceBytes, HierHandsHalfOfFlatsPayloadAcrossNodes) {
   const Case flat_case{{"a", "a", "b", "b"}, 0, 1, false};
   const Case hier_case{{"a", "a", "b", "b"}, 1, 1, false};
-  const Data data = MakeData(*nn::ParseModelSpec(kMlp), kSteps * 4 * kPerRankBatch);
+  const Data data = MakeSyntheticData(*nn::ParseModelSpec(kMlp), kSteps * 4 * kPerRankBatch);
   const RankRuns flat = TrainRanks(flat_case, data, UniquePrefix("_flat"));
   const RankRuns hier = TrainRanks(hier_case, data, UniquePrefix("_hier"));
   for (int r = 0; r < 4; ++r) {

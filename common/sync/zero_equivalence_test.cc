@@ -21,9 +21,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint/checkpoint.h"
 #include "common/checkpoint/sharded_checkpoint.h"
-#include "common/comm/gloo/gloo_communicator.h"
 #include "common/comm/groups.h"
-#include "common/comm/testing/rank_threads.h"
+#include "common/comm/testing/gloo_ranks.h"
 #include "common/io/file.h"
 #include "common/kernels/cpu_backend.h"
 #include "common/nn/model.h"
@@ -33,12 +32,18 @@
 #include "common/sync/allreduce_sync.h"
 #include "common/sync/registry.h"
 #include "common/sync/zero_sync.h"
-#include "gloo/rendezvous/hash_store.h"
+#include "common/sync/testing/synthetic_training.h"
 #include "gtest/gtest.h"
 
 namespace tandem {
 namespace sync {
 namespace {
+
+using Data = sync_testing::SyntheticData;
+using sync_testing::MakeSyntheticData;
+using sync_testing::MakeTestOptimizer;
+using sync_testing::RelativeDifference;
+using sync_testing::TestStepContext;
 
 constexpr int kPerRankBatch = 8;
 constexpr double kBucketCapMb = 0.002;  // ~500 floats: several buckets and gather rounds
@@ -64,118 +69,6 @@ std::string Name(const Case& c) {
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) { return Name(info.param); }
 void PrintTo(const Case& c, std::ostream* os) { *os << Name(c); }
 
-// Deterministic samples, the same for every run (as allreduce_equivalence_test).
-struct Data {
-  int features_per_sample = 0;
-  int context = 0;
-  std::vector<float> features;
-  std::vector<int32_t> tokens;
-  std::vector<int32_t> labels;
-
-  nn::Batch Slice(int first, int count) const {
-    nn::Batch b;
-    b.size = count;
-    if (context == 0) {
-      b.features = features.data() + static_cast<size_t>(first) * features_per_sample;
-      b.labels = labels.data() + first;
-    } else {
-      b.tokens = tokens.data() + static_cast<size_t>(first) * context;
-      b.labels = labels.data() + static_cast<size_t>(first) * context;
-    }
-    return b;
-  }
-};
-
-Data MakeData(const std::string& spec_text, int samples) {
-  const nn::ModelSpec spec = *nn::ParseModelSpec(spec_text);
-  Data d;
-  std::mt19937 rng(2024);
-  if (spec.kind == nn::ModelSpec::Kind::kMlp) {
-    d.features_per_sample = spec.mlp.widths.front();
-    const int classes = spec.mlp.widths.back();
-    std::normal_distribution<float> normal(0.f, 1.f);
-    d.features.resize(static_cast<size_t>(samples) * d.features_per_sample);
-    for (float& x : d.features) x = normal(rng);
-    d.labels.resize(samples);
-    for (int32_t& y : d.labels) y = static_cast<int32_t>(rng() % classes);
-  } else {
-    d.context = spec.gpt.context;
-    std::vector<int32_t> stream(static_cast<size_t>(samples) * d.context + 1);
-    for (int32_t& t : stream) t = static_cast<int32_t>(rng() % spec.gpt.vocab);
-    d.tokens.assign(stream.begin(), stream.end() - 1);
-    d.labels.assign(stream.begin() + 1, stream.end());
-  }
-  return d;
-}
-
-absl::StatusOr<std::unique_ptr<optim::Optimizer>> MakeOptimizer(bool adamw,
-                                                                 optim::ParamRange range) {
-  if (adamw) {
-    optim::AdamWOptions o;
-    o.weight_decay = 0.01f;
-    ASSIGN_OR_RETURN(auto a, optim::AdamW::Create(range, o));
-    return std::unique_ptr<optim::Optimizer>(std::move(a));
-  }
-  optim::SgdOptions o;
-  o.momentum = 0.9f;
-  o.weight_decay = 1e-4f;
-  ASSIGN_OR_RETURN(auto s, optim::Sgd::Create(range, o));
-  return std::unique_ptr<optim::Optimizer>(std::move(s));
-}
-
-double RelativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0, n = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    d += (static_cast<double>(a[i]) - b[i]) * (a[i] - b[i]);
-    n += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(d) / std::max(std::sqrt(n), 1e-30);
-}
-
-// The registry wants owned communicators; the test's belong to RunRanks.
-class Borrowed final : public Communicator {
- public:
-  explicit Borrowed(Communicator* c) : c_(c) {}
-  int rank() const override { return c_->rank(); }
-  int world_size() const override { return c_->world_size(); }
-  std::string backend() const override { return c_->backend(); }
-  absl::Status AllReduce(float* d, int64_t n, ReduceOp op) override {
-    return c_->AllReduce(d, n, op);
-  }
-  absl::Status ReduceScatter(const float* in, float* out, int64_t n) override {
-    return c_->ReduceScatter(in, out, n);
-  }
-  absl::Status AllGather(const void* in, void* out, int64_t b) override {
-    return c_->AllGather(in, out, b);
-  }
-  absl::Status Broadcast(void* d, int64_t b, int root) override {
-    return c_->Broadcast(d, b, root);
-  }
-  absl::Status AllToAll(const void* in, void* out, int64_t b) override {
-    return c_->AllToAll(in, out, b);
-  }
-  absl::Status Barrier() override { return c_->Barrier(); }
-
- private:
-  Communicator* c_;
-};
-
-std::vector<absl::Status> RunRanks(int world,
-                                   const std::function<absl::Status(int, Communicator&)>& body) {
-  return comm_testing::RunRanks(
-      world,
-      [&](int rank, gloo::rendezvous::Store& store)
-          -> absl::StatusOr<std::unique_ptr<Communicator>> {
-        GlooOptions o;
-        o.rank = rank;
-        o.world_size = world;
-        o.store = &store;
-        o.timeout = absl::Seconds(60);
-        return GlooCommunicator::Create(o);
-      },
-      body);
-}
-
 // One rank's model and strategy ("allreduce", "zero1", "zero2" through the
 // registry).
 struct RankRun {
@@ -191,7 +84,7 @@ absl::Status SetUpRank(const std::string& spec, const std::string& strategy, boo
   mo.max_batch = micro_batch;
   mo.seed = 7;
   ASSIGN_OR_RETURN(run->model, nn::CreateModel(spec, &run->backend, mo));
-  run->groups.world = std::make_unique<Borrowed>(&comm);
+  run->groups.world = std::make_unique<comm_testing::BorrowedCommunicator>(&comm);
   SyncOptions so;
   so.strategy = strategy;
   so.bucket_cap_mb = kBucketCapMb;
@@ -204,7 +97,7 @@ absl::Status SetUpRank(const std::string& spec, const std::string& strategy, boo
   for (const nn::GradRange& r : nn::GroupRanges(run->model->layout())) {
     env.ready_ranges.push_back({r.lo, r.hi});
   }
-  env.make_optimizer = [adamw](optim::ParamRange r) { return MakeOptimizer(adamw, r); };
+  env.make_optimizer = [adamw](optim::ParamRange r) { return MakeTestOptimizer(adamw, r); };
   ASSIGN_OR_RETURN(run->sync, CreateGradientSync(so, std::move(env)));
   return absl::OkStatus();
 }
@@ -255,7 +148,7 @@ std::vector<std::vector<float>> RunStrategy(const Case& c, const std::string& st
                                             std::vector<ZeroMemory>* memory = nullptr) {
   std::vector<std::vector<float>> params(c.world);
   if (memory != nullptr) memory->assign(c.world, ZeroMemory());
-  auto results = RunRanks(c.world, [&](int rank, Communicator& comm) -> absl::Status {
+  auto results = comm_testing::RunGlooRanks(c.world, [&](int rank, Communicator& comm) -> absl::Status {
     RankRun run;
     RETURN_IF_ERROR(SetUpRank(c.spec, strategy, c.adamw, c.max_grad_norm,
                           kPerRankBatch / c.accumulation, comm, &run));
@@ -276,7 +169,7 @@ class ZeroEquivalence : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ZeroEquivalence, EndsEqualToAllreduce) {
   const Case c = GetParam();
-  const Data data = MakeData(c.spec, kSteps * c.world * kPerRankBatch);
+  const Data data = MakeSyntheticData(*nn::ParseModelSpec(c.spec), kSteps * c.world * kPerRankBatch);
   std::vector<float> initial;
   {
     kernels::CpuBackend backend;
@@ -418,7 +311,7 @@ struct ResumeCase {
 // equals the saved one bit for bit.
 std::vector<float> SaveAndResume(const ResumeCase& rc, const std::string& dir, const Data& data,
                                  int k1, int k2) {
-  auto saved = RunRanks(rc.save_world, [&](int, Communicator& comm) -> absl::Status {
+  auto saved = comm_testing::RunGlooRanks(rc.save_world, [&](int, Communicator& comm) -> absl::Status {
     RankRun run;
     RETURN_IF_ERROR(SetUpRank(kMlp, rc.save_strategy, true, 0.05, kPerRankBatch, comm, &run));
     RETURN_IF_ERROR(Train(run, data, 1, true, 1, k1, 0));
@@ -435,7 +328,7 @@ std::vector<float> SaveAndResume(const ResumeCase& rc, const std::string& dir, c
   std::vector<float> params;
   std::vector<std::vector<float>> gathered(on_disk->optimizer_state.size(),
                                            std::vector<float>(on_disk->total_params, -1.f));
-  auto resumed = RunRanks(rc.load_world, [&](int rank, Communicator& comm) -> absl::Status {
+  auto resumed = comm_testing::RunGlooRanks(rc.load_world, [&](int rank, Communicator& comm) -> absl::Status {
     RankRun run;
     RETURN_IF_ERROR(SetUpRank(kMlp, rc.load_strategy, true, 0.05, kPerRankBatch, comm, &run));
     checkpoint::Checkpoint whole;
@@ -469,9 +362,9 @@ std::vector<float> Uninterrupted(const std::string& strategy, int world1, int wo
 }
 
 TEST(ZeroCheckpoint, ResumeAtTheSameWorldIsBitIdenticalToAnUninterruptedRun) {
-  const Data data = MakeData(kMlp, 8 * 4 * kPerRankBatch);
+  const Data data = MakeSyntheticData(*nn::ParseModelSpec(kMlp), 8 * 4 * kPerRankBatch);
   std::vector<float> straight;
-  auto results = RunRanks(4, [&](int rank, Communicator& comm) -> absl::Status {
+  auto results = comm_testing::RunGlooRanks(4, [&](int rank, Communicator& comm) -> absl::Status {
     RankRun run;
     RETURN_IF_ERROR(SetUpRank(kMlp, "zero2", true, 0.05, kPerRankBatch, comm, &run));
     RETURN_IF_ERROR(Train(run, data, 1, true, 1, 6, 0));
@@ -486,7 +379,7 @@ TEST(ZeroCheckpoint, ResumeAtTheSameWorldIsBitIdenticalToAnUninterruptedRun) {
 }
 
 TEST(ZeroCheckpoint, SavedAtFourResumesAtThreeAndContinues) {
-  const Data data = MakeData(kMlp, 8 * 4 * kPerRankBatch);
+  const Data data = MakeSyntheticData(*nn::ParseModelSpec(kMlp), 8 * 4 * kPerRankBatch);
   // The reference hands the state over through the same files but keeps
   // the world: only the resharding differs.
   const std::vector<float> resharded =
@@ -500,7 +393,7 @@ TEST(ZeroCheckpoint, SavedAtFourResumesAtThreeAndContinues) {
 }
 
 TEST(ZeroCheckpoint, Zero2CheckpointLoadsIntoAllreduceAndBack) {
-  const Data data = MakeData(kMlp, 8 * 4 * kPerRankBatch);
+  const Data data = MakeSyntheticData(*nn::ParseModelSpec(kMlp), 8 * 4 * kPerRankBatch);
   const std::vector<float> to_allreduce =
       SaveAndResume({"zero2", 4, "allreduce", 2}, TestDir("z2_to_ar"), data, 3, 2);
   const std::vector<float> to_zero2 =

@@ -7,32 +7,14 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
-#include "common/comm/gloo/gloo_communicator.h"
-#include "common/comm/testing/rank_threads.h"
+#include "common/comm/testing/gloo_ranks.h"
 #include "common/optim/sgd.h"
 #include "common/status/status_macros.h"
-#include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
 
 namespace tandem {
 namespace sync {
 namespace {
-
-std::vector<absl::Status> RunRanks(int world, absl::Duration timeout,
-                                   const std::function<absl::Status(int, Communicator&)>& body) {
-  return comm_testing::RunRanks(
-      world,
-      [&](int rank, gloo::rendezvous::Store& store)
-          -> absl::StatusOr<std::unique_ptr<Communicator>> {
-        GlooOptions o;
-        o.rank = rank;
-        o.world_size = world;
-        o.store = &store;
-        o.timeout = timeout;
-        return GlooCommunicator::Create(o);
-      },
-      body);
-}
 
 ZeroSyncOptions VectorOptions(ZeroStage stage, Communicator* comm, std::vector<float>& params,
                               std::vector<float>& grads) {
@@ -74,7 +56,7 @@ TEST(ZeroSyncTest, BadOptionsAreInvalidArgument) {
   std::vector<float> params(10, 1.f), grads(10, 1.f);
   ZeroSyncOptions none = VectorOptions(ZeroStage::kOptimizer, nullptr, params, grads);
   EXPECT_EQ(CreateZeroSync(std::move(none)).status().code(), absl::StatusCode::kInvalidArgument);
-  auto results = RunRanks(2, absl::Seconds(30), [&](int, Communicator& comm) -> absl::Status {
+  auto results = comm_testing::RunGlooRanks(2, absl::Seconds(30), [&](int, Communicator& comm) -> absl::Status {
     ZeroSyncOptions wrong = VectorOptions(ZeroStage::kGradients, &comm, params, grads);
     wrong.make_optimizer = [](optim::ParamRange)
         -> absl::StatusOr<std::unique_ptr<optim::Optimizer>> {
@@ -98,7 +80,7 @@ TEST(ZeroSyncTest, BadOptionsAreInvalidArgument) {
 
 TEST(ZeroSyncTest, DeviceMemoryIsUnimplementedWithAClearMessage) {
   std::vector<float> params(10, 1.f), grads(10, 1.f);
-  auto results = RunRanks(1, absl::Seconds(30), [&](int, Communicator& comm) -> absl::Status {
+  auto results = comm_testing::RunGlooRanks(1, absl::Seconds(30), [&](int, Communicator& comm) -> absl::Status {
     ZeroSyncOptions o = VectorOptions(ZeroStage::kGradients, &comm, params, grads);
     o.make_device_stepper = [](optim::Optimizer*)
         -> absl::StatusOr<std::unique_ptr<DeviceStepper>> {
@@ -125,7 +107,7 @@ TEST(ZeroSyncTest, PeerThatDisappearsIsAnErrorFromFinishStep) {
   for (ZeroStage stage : {ZeroStage::kOptimizer, ZeroStage::kGradients}) {
     std::vector<float> params(1000, 1.f), grads(1000, 1.f), before;
     absl::Status first, later;
-    auto results = RunRanks(2, absl::Milliseconds(500), [&](int rank, Communicator& comm) {
+    auto results = comm_testing::RunGlooRanks(2, absl::Milliseconds(500), [&](int rank, Communicator& comm) {
       RETURN_IF_ERROR(comm.Barrier());
       if (rank == 1) return absl::OkStatus();
       ASSIGN_OR_RETURN(auto sync, CreateZeroSync(VectorOptions(stage, &comm, params, grads)));
@@ -150,7 +132,7 @@ TEST(ZeroSyncTest, OwnedRangesFollowTheShardMap) {
   std::vector<std::vector<float>> grads(4, std::vector<float>(10, 1.f));
   std::vector<optim::ParamRange> owned(4);
   std::vector<ZeroMemory> memory(4);
-  auto results = RunRanks(4, absl::Seconds(30), [&](int rank, Communicator& comm) {
+  auto results = comm_testing::RunGlooRanks(4, absl::Seconds(30), [&](int rank, Communicator& comm) {
     ASSIGN_OR_RETURN(auto sync, CreateZeroSync(VectorOptions(ZeroStage::kGradients, &comm,
                                                              params[rank], grads[rank])));
     owned[rank] = sync->owned_range();

@@ -4,6 +4,7 @@
 // resumes at 3 workers under zero1 (resharded) and then at 2 under
 // allreduce (another strategy); a missing shard is an error naming the file
 // that leaves the checkpoint as it was.
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -189,6 +190,53 @@ TEST_F(ShardedCheckpointTest, MissingShardIsAnErrorNamingItAndNothingIsOverwritt
   EXPECT_EQ(*ReadFileToString(absl::StrCat(ckpt, "/", checkpoint::ShardFileName(4, 0, 2))),
             shard0);
   EXPECT_FALSE(ReadFileToString(checkpoint::ManifestPath(ckpt, 8)).ok());
+}
+
+// `compressed` (issue 13): every rank's error-feedback residuals reach the
+// checkpoint through rank 0 (SyncStateToHost and StateLoaded are
+// collective), a resume at the same world size and one at another (the
+// residuals reset) both train on.
+TEST_F(ShardedCheckpointTest, CompressedResidualsTravelWithTheCheckpoint) {
+  const std::string state = TmpDir("state_compressed"), ckpt = TmpDir("ckpt_compressed");
+  ASSERT_TRUE(MakeDirectories(state).ok());
+  StartCoordinator(2, state);
+  std::vector<TrainerRun> one = RunTrainers(Options(2, "compressed", 4, ckpt));
+  for (const TrainerRun& r : one) ASSERT_TRUE(r.result.ok()) << r.result.status();
+  EXPECT_EQ(one[1].params, one[0].params);
+  const std::string first = coordinator_->core().GetJobStatus().last_checkpoint().path();
+  checkpoint::ReadOptions any;
+  absl::StatusOr<checkpoint::Checkpoint> saved = checkpoint::ReadWholeCheckpoint(first, any);
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  const std::string* residuals = saved->FindBlob("sync/compressed/residuals");
+  ASSERT_NE(residuals, nullptr) << first << " has no residuals";
+  const size_t floats = residuals->size() / sizeof(float);
+  ASSERT_GT(floats, 0u);
+  ASSERT_EQ(floats % 2, 0u) << "both ranks' residuals, the same length each";
+  std::vector<float> r(floats);
+  std::memcpy(r.data(), residuals->data(), residuals->size());
+  double rank0 = 0, rank1 = 0;
+  for (size_t i = 0; i < floats / 2; ++i) rank0 += std::fabs(r[i]);
+  for (size_t i = floats / 2; i < floats; ++i) rank1 += std::fabs(r[i]);
+  EXPECT_GT(rank0, 0);
+  EXPECT_GT(rank1, 0) << "rank 1's residuals were gathered, not zeros";
+  EXPECT_NE(saved->FindBlob("sync/compressed/meta"), nullptr);
+
+  StartCoordinator(2, state);
+  std::vector<TrainerRun> two = RunTrainers(Options(2, "compressed", 8, ckpt));
+  for (const TrainerRun& t : two) {
+    ASSERT_TRUE(t.result.ok()) << t.result.status();
+    EXPECT_EQ(t.result->steps, 8);
+  }
+  EXPECT_EQ(two[1].params, two[0].params);
+  EXPECT_TRUE(Said(absl::StrCat("resumed from ", first, " at step 4 ")));
+
+  StartCoordinator(3, state);
+  std::vector<TrainerRun> three = RunTrainers(Options(3, "compressed", 10, ckpt));
+  for (const TrainerRun& t : three) {
+    ASSERT_TRUE(t.result.ok()) << t.result.status();
+    EXPECT_EQ(t.result->steps, 10);
+    EXPECT_EQ(t.params, three[0].params);
+  }
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/io/file.h"
 #include "common/log/log.h"
 #include "common/sync/registry.h"
 #include "services/worker/trainer.h"
@@ -41,6 +42,9 @@ ABSL_FLAG(int, batch_size, 64, "Samples per worker per micro-batch.");
 ABSL_FLAG(int, accumulation, 1, "Micro-batches per optimizer step (gradient accumulation).");
 ABSL_FLAG(double, lr, 0.05, "Base learning rate (for one worker; see --lr_scaling).");
 ABSL_FLAG(std::string, lr_scaling, "linear", "Scale lr with world size: linear, sqrt, none.");
+ABSL_FLAG(int64_t, lr_reference_batch, 0,
+          "Global batch --lr was tuned for; lr scales with global batch / this (0 = one worker's "
+          "batch: scale with the world size).");
 ABSL_FLAG(std::string, schedule, "cosine", "LR schedule: constant, cosine, linear.");
 ABSL_FLAG(int64_t, warmup_steps, 0, "Linear warm-up steps.");
 ABSL_FLAG(std::string, optimizer, "sgd", "sgd or adamw.");
@@ -61,6 +65,9 @@ ABSL_FLAG(std::string, node_id, "",
 ABSL_FLAG(bool, profile, false,
           "Also print where a step's time goes (forward, backward, comm wait, optimizer, data).");
 ABSL_FLAG(int, metrics_port, -1, "Port for /metrics; 0 picks a free one, -1 disables.");
+ABSL_FLAG(std::string, metrics_file, "",
+          "When set, the final /metrics text is written here as the worker exits (for tandem "
+          "doctor on a finished job).");
 ABSL_FLAG(int, log_every, 50, "Steps between progress lines (0: none).");
 ABSL_FLAG(std::string, backend, "cpu", "Compute backend: cpu or cuda.");
 ABSL_FLAG(int, cuda_device, 0,
@@ -108,6 +115,7 @@ int main(int argc, char** argv) {
   o.accumulation = absl::GetFlag(FLAGS_accumulation);
   o.lr = absl::GetFlag(FLAGS_lr);
   o.lr_scaling = absl::GetFlag(FLAGS_lr_scaling);
+  o.lr_reference_batch = absl::GetFlag(FLAGS_lr_reference_batch);
   o.schedule = absl::GetFlag(FLAGS_schedule);
   o.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
   o.optimizer = absl::GetFlag(FLAGS_optimizer);
@@ -170,6 +178,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto result = (*trainer)->Run();
+  if (const std::string path = absl::GetFlag(FLAGS_metrics_file);
+      !path.empty() && (*trainer)->metrics() != nullptr) {
+    // Whatever the outcome: a failed job's counters are what the doctor needs.
+    if (absl::Status s = tandem::WriteFileAtomically(path, (*trainer)->metrics()->Scrape());
+        !s.ok()) {
+      std::fprintf(stderr, "worker %s: --metrics_file: %s\n", o.worker_id.c_str(),
+                   std::string(s.message()).c_str());
+    }
+  }
   if (!result.ok()) {
     std::fprintf(stderr, "worker %s: %s\n", o.worker_id.c_str(),
                  std::string(result.status().message()).c_str());

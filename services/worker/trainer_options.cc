@@ -32,6 +32,11 @@ absl::Status ValidateTrainerOptions(const TrainerOptions& o) {
     return bad(absl::StrCat("--optimizer '", o.optimizer, "' is unknown: use sgd or adamw"));
   }
   RETURN_IF_ERROR(Annotate(optim::ParseScalingRule(o.lr_scaling).status(), "--lr_scaling"));
+  if (o.lr_reference_batch < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--lr_reference_batch must be 0 (one worker's batch) or the global batch --lr was tuned "
+        "for, got ", o.lr_reference_batch));
+  }
   RETURN_IF_ERROR(Annotate(optim::ParseScheduleKind(o.schedule).status(), "--schedule"));
   if (o.warmup_steps < 0) return bad("--warmup_steps must be >= 0");
   if (o.momentum < 0 || o.momentum >= 1) return bad("--momentum must be in [0, 1)");

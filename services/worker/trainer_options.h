@@ -50,6 +50,10 @@ struct TrainerOptions {
   std::string optimizer = "sgd";          // "sgd" or "adamw"
   double lr = 0.05;                       // base learning rate (one worker)
   std::string lr_scaling = "linear";      // "linear", "sqrt", "none" (x world)
+  // The global batch (samples per optimizer step) `lr` was tuned for; the
+  // scaling factor is this generation's global batch over it. 0 = one
+  // worker's batch_size * accumulation, so the factor is the world size.
+  int64_t lr_reference_batch = 0;
   std::string schedule = "cosine";        // "constant", "cosine", "linear"
   int64_t warmup_steps = 0;
   double momentum = 0.9;                  // sgd

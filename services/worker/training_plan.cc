@@ -33,7 +33,13 @@ absl::StatusOr<TrainingPlan> PlanGeneration(const PlanInputs& in, TrainingState*
   if (o.max_steps > 0) total = std::min(total, o.max_steps);
 
   ASSIGN_OR_RETURN(optim::ScalingRule rule, optim::ParseScalingRule(o.lr_scaling));
-  ASSIGN_OR_RETURN(double base_lr, optim::ScaleLearningRate(o.lr, in.world, rule));
+  // Samples per optimizer step now, over the batch the lr was tuned for:
+  // recomputed every generation, so a world-size change rescales it.
+  const int64_t step_batch = global_batch * o.accumulation;
+  const int64_t reference =
+      o.lr_reference_batch > 0 ? o.lr_reference_batch : int64_t{o.batch_size} * o.accumulation;
+  ASSIGN_OR_RETURN(double base_lr,
+                   optim::ScaleLearningRate(o.lr, static_cast<double>(step_batch) / reference, rule));
   optim::LrScheduleOptions lo;
   ASSIGN_OR_RETURN(lo.kind, optim::ParseScheduleKind(o.schedule));
   lo.base_lr = base_lr;

@@ -37,6 +37,23 @@ absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(
                    m->Counter("tandem_sync_inter_node_bytes_total",
                               "Gradient bytes handed to groups that span nodes.",
                               {{"strategy", strategy}}));
+  const char* stages[2] = {"before", "after"};
+  for (int i = 0; i < 2; ++i) {
+    ASSIGN_OR_RETURN(w->compress_bytes_[i],
+                     m->Counter("tandem_sync_compression_bytes_total",
+                                "Gradient bytes given to codecs (before) and encoded (after).",
+                                {{"strategy", strategy}, {"stage", stages[i]}}));
+  }
+  ASSIGN_OR_RETURN(w->compression_ratio_,
+                   m->Gauge("tandem_sync_compression_ratio",
+                            "Gradient bytes before / after compression, last step (0: none)."));
+  ASSIGN_OR_RETURN(w->uncompressed_buckets_,
+                   m->Counter("tandem_sync_uncompressed_buckets_total",
+                              "Buckets a compressing strategy sent uncompressed (warm-up, small).",
+                              {{"strategy", strategy}}));
+  ASSIGN_OR_RETURN(w->residual_norm_,
+                   m->Gauge("tandem_sync_residual_norm",
+                            "L2 norm of this rank's error-feedback residuals after the last step."));
   ASSIGN_OR_RETURN(w->buckets_, m->Gauge("tandem_buckets", "Gradient collectives per step."));
   std::string core = kernels::OpenblasCoreName();
   if (core.empty()) core = "unknown";
@@ -73,6 +90,14 @@ void WorkerMetrics::RecordStep(const StepTimes& t, int64_t samples, double loss,
   sync_bytes_->Increment(static_cast<double>(std::max<int64_t>(0, st.bytes_sent - last->bytes_sent)));
   inter_node_bytes_->Increment(
       static_cast<double>(std::max<int64_t>(0, st.inter_node_bytes - last->inter_node_bytes)));
+  const int64_t before = std::max<int64_t>(0, st.compress_bytes_before - last->compress_bytes_before);
+  const int64_t after = std::max<int64_t>(0, st.compress_bytes_after - last->compress_bytes_after);
+  compress_bytes_[0]->Increment(static_cast<double>(before));
+  compress_bytes_[1]->Increment(static_cast<double>(after));
+  compression_ratio_->Set(after > 0 ? static_cast<double>(before) / after : 0.0);
+  uncompressed_buckets_->Increment(static_cast<double>(
+      std::max<int64_t>(0, st.uncompressed_buckets - last->uncompressed_buckets)));
+  residual_norm_->Set(st.residual_norm);
   if (st.steps > last->steps) {
     buckets_->Set(static_cast<double>(st.buckets - last->buckets) /
                   static_cast<double>(st.steps - last->steps));

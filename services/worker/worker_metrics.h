@@ -10,6 +10,12 @@
 //   tandem_sync_seconds_total           {strategy}: communication-thread busy time
 //   tandem_sync_bytes_total             {strategy}: bytes handed to any communicator
 //   tandem_sync_inter_node_bytes_total  {strategy}: of those, to groups spanning nodes
+//   tandem_sync_compression_bytes_total {strategy, stage=before|after}: fp32 bytes given
+//                                       to gradient codecs and the bytes they encoded to
+//   tandem_sync_compression_ratio       before / after over the last step (0: none)
+//   tandem_sync_uncompressed_buckets_total {strategy}: buckets a compressing strategy
+//                                       sent uncompressed (warm-up, small buckets)
+//   tandem_sync_residual_norm           L2 norm of this rank's error-feedback residuals
 //   tandem_buckets                      collectives per step
 //   tandem_generation                   generation this worker trains in
 //   tandem_sync_memory_bytes            {kind=params|grads|optimizer|staging}: held per rank
@@ -58,6 +64,10 @@ class WorkerMetrics {
   prometheus::Counter* sync_seconds_ = nullptr;
   prometheus::Counter* sync_bytes_ = nullptr;
   prometheus::Counter* inter_node_bytes_ = nullptr;
+  std::array<prometheus::Counter*, 2> compress_bytes_{};  // before, after
+  prometheus::Gauge* compression_ratio_ = nullptr;
+  prometheus::Counter* uncompressed_buckets_ = nullptr;
+  prometheus::Gauge* residual_norm_ = nullptr;
   prometheus::Gauge* buckets_ = nullptr;
   prometheus::Gauge* generation_ = nullptr;
   std::array<prometheus::Gauge*, 4> memory_{};  // params, grads, optimizer, staging

@@ -72,6 +72,36 @@ TEST(WorkerMetricsTest, RecordsStepPhasesAndSyncDeltas) {
   EXPECT_TRUE(absl::StrContains(text, "} 12345")) << text;
 }
 
+TEST(WorkerMetricsTest, ExportsCompressionStats) {
+  auto m = Metrics::Create(MetricsOptions{});
+  ASSERT_TRUE(m.ok());
+  auto w = WorkerMetrics::Create(m->get(), "compressed");
+  ASSERT_TRUE(w.ok());
+  sync::SyncStats last, now;
+  now.steps = 1;
+  now.compress_bytes_before = 8000;
+  now.compress_bytes_after = 2000;
+  now.uncompressed_buckets = 3;
+  now.residual_norm = 0.75;
+  (*w)->RecordStep(StepTimes{}, 8, 1.0, FixedSync(now, {}), &last);
+  now.steps = 2;
+  now.compress_bytes_before = 16000;
+  now.compress_bytes_after = 3000;  // this step: 8000 -> 1000, ratio 8
+  (*w)->RecordStep(StepTimes{}, 8, 1.0, FixedSync(now, {}), &last);
+  const std::string text = (*m)->Scrape();
+  EXPECT_TRUE(absl::StrContains(
+      text, "tandem_sync_compression_bytes_total{stage=\"before\",strategy=\"compressed\"} 16000"))
+      << text;
+  EXPECT_TRUE(absl::StrContains(
+      text, "tandem_sync_compression_bytes_total{stage=\"after\",strategy=\"compressed\"} 3000"))
+      << text;
+  EXPECT_TRUE(absl::StrContains(text, "tandem_sync_compression_ratio 8\n")) << text;
+  EXPECT_TRUE(absl::StrContains(
+      text, "tandem_sync_uncompressed_buckets_total{strategy=\"compressed\"} 3\n"))
+      << text;
+  EXPECT_TRUE(absl::StrContains(text, "tandem_sync_residual_norm 0.75\n")) << text;
+}
+
 }  // namespace
 }  // namespace worker
 }  // namespace tandem

@@ -1,5 +1,6 @@
 // The worker's parts that have logic of their own, without a cluster: the
 // dataset/model match, the batch stager and the training plan.
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -149,6 +150,38 @@ TEST(TrainingPlanTest, StepsLeftScheduleAndTheCursorReCutForANewWorld) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->total_steps, 12);
   EXPECT_EQ(r->steps_left, 2);
+}
+
+TEST(TrainingPlanTest, LearningRateFollowsTheScalingRuleAtEveryWorldSize) {
+  for (const char* rule : {"none", "linear", "sqrt"}) {
+    for (int world : {1, 2, 4}) {
+      for (int64_t reference : {int64_t{0}, int64_t{20}}) {
+        TrainerOptions o = PlanOptions();  // lr 0.1, batch 10, constant schedule
+        o.lr_scaling = rule;
+        o.lr_reference_batch = reference;
+        o.warmup_steps = 4;
+        TrainingState st;
+        auto p = PlanGeneration(PlanInputs{o, 1000, world}, &st);
+        ASSERT_TRUE(p.ok()) << p.status();
+        // Factor: global batch (10 x world) over the reference (one
+        // worker's 10 when 0).
+        const double k = 10.0 * world / (reference == 0 ? 10 : reference);
+        const double peak = std::string(rule) == "none"     ? 0.1
+                            : std::string(rule) == "linear" ? 0.1 * k
+                                                            : 0.1 * std::sqrt(k);
+        SCOPED_TRACE(absl::StrCat(rule, " world ", world, " reference ", reference));
+        EXPECT_FLOAT_EQ(p->schedule.LearningRate(2), static_cast<float>(peak * 2 / 4));  // warm-up
+        EXPECT_FLOAT_EQ(p->schedule.LearningRate(10), static_cast<float>(peak));
+      }
+    }
+  }
+  TrainerOptions bad = PlanOptions();
+  bad.coordinator = "127.0.0.1:1";
+  bad.data_servers = {"127.0.0.1:2"};
+  bad.worker_id = "w";
+  EXPECT_TRUE(ValidateTrainerOptions(bad).ok()) << ValidateTrainerOptions(bad);
+  bad.lr_reference_batch = -1;
+  EXPECT_TRUE(absl::StrContains(ValidateTrainerOptions(bad).message(), "--lr_reference_batch"));
 }
 
 TEST(TrainingPlanTest, GlobalBatchLargerThanTheDatasetSaysWhatToLower) {

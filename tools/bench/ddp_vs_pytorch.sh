@@ -10,6 +10,12 @@
 # machine shared with other work, wall-clock rates move with the load;
 # samples per CPU-second (the cpu_samp/s columns: training samples over the
 # run's CPU seconds, start-up and evaluation included) move much less.
+# First it measures this machine's limit in the same run (`tandem plan
+# --calibrate`: the model's own forward + backward on one thread, memory
+# streaming) and prints each side's samples/s as a share of
+# min(world, cores) x that single-thread rate. Both sides run with the same
+# OpenBLAS kernel: the OPENBLAS_CORETYPE tandem local gives its children (if
+# any) is exported for PyTorch too.
 #
 #   tools/bench/ddp_vs_pytorch.sh [--epochs 2] [--worlds "2 4"] [--spec mlp:784,1024,1024,10]
 #                                 [--batch_size 64] [--lr 0.05] [--optimizer sgd]
@@ -44,6 +50,15 @@ TANDEM="$(${BAZEL} ${BAZEL_STARTUP:-} info bazel-bin 2>/dev/null)/tools/tandem/t
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
+# The limit, measured next to the runs.
+"$TANDEM" plan --calibrate --model "$SPEC" --batch_size "$BATCH" --optimizer "$OPT" \
+  --profile "$OUT/profile" > "$OUT/plan.txt"
+GEMM=$(sed -n 's/^gemm_flops_per_s = //p' "$OUT/profile")
+STREAM=$(sed -n 's/^stream_bytes_per_s = //p' "$OUT/profile")
+MFLOP=$(sed -n 's/.*, \([0-9.]*\) MFLOP per sample.*/\1/p' "$OUT/plan.txt")
+ONE_THREAD=$(awk -v g="$GEMM" -v f="$MFLOP" 'BEGIN { printf "%.0f", g / (f * 1e6) }')
+echo "limit: $MFLOP MFLOP per sample (forward + backward); this machine trains $ONE_THREAD samples/s per thread ($(awk -v g="$GEMM" 'BEGIN { printf "%.1f", g / 1e9 }') GFLOP/s), streams $(awk -v s="$STREAM" 'BEGIN { printf "%.1f", s / 1e9 }') GB/s per core" >&2
+
 # Median of the samples/s values of "step ..." lines after the first.
 median_rate() {
   grep '^step ' "$1" | sed -n 's/.* samples\/s \([0-9.]*\).*/\1/p' | tail -n +2 | sort -n |
@@ -61,6 +76,8 @@ for w in $WORLDS; do
   ${TIME:+$TIME -f "%U %S" -o "$OUT/tandem-$w.time"} "$TANDEM" local --workers "$w" --model "$SPEC" --epochs "$EPOCHS" --batch-size "$BATCH" \
     --lr "$LR" --optimizer "$OPT" --lr-scaling "$SCALING" --log-every "$LOG_EVERY" \
     --checkpoint-every 0 --run-dir "$OUT/run-$w" | tee "$OUT/tandem-$w.txt" | grep -E '^(step [0-9]*0/|epoch)' >&2 || true
+  # Same BLAS kernel for PyTorch: what tandem local chose for its workers.
+  CORETYPE=$(sed -n 's/^kernels: .*children run with OPENBLAS_CORETYPE=\([A-Za-z0-9]*\).*/\1/p' "$OUT/tandem-$w.txt")
   T_WALL[$w]=$(awk -v a="$(date +%s.%N)" -v b="$start" 'BEGIN { print a - b }')
   T_RATE[$w]=$(median_rate "$OUT/tandem-$w.txt")
   T_CPU[$w]=$(cpu_seconds "$OUT/tandem-$w.time")
@@ -68,7 +85,7 @@ for w in $WORLDS; do
 
   echo "== world $w: PyTorch DDP (gloo)" >&2
   start=$(date +%s.%N)
-  OMP_NUM_THREADS=1 ${TIME:+$TIME -f "%U %S" -o "$OUT/pytorch-$w.time"} "$PYTHON" tools/bench/ddp_vs_pytorch.py --world "$w" --spec "$SPEC" \
+  ${CORETYPE:+env OPENBLAS_CORETYPE=$CORETYPE} OMP_NUM_THREADS=1 ${TIME:+$TIME -f "%U %S" -o "$OUT/pytorch-$w.time"} "$PYTHON" tools/bench/ddp_vs_pytorch.py --world "$w" --spec "$SPEC" \
     --epochs "$EPOCHS" --batch_size "$BATCH" --lr "$LR" --optimizer "$OPT" \
     --lr_scaling "$SCALING" --log_every "$LOG_EVERY" | tee "$OUT/pytorch-$w.txt" | grep RESULT >&2
   P_WALL[$w]=$(awk -v a="$(date +%s.%N)" -v b="$start" 'BEGIN { print a - b }')
@@ -79,8 +96,9 @@ done
 
 echo
 echo "summary: $SPEC, batch $BATCH per worker, $OPT lr $LR ($SCALING scaling, cosine), $EPOCHS epoch(s), $(nproc) cores"
-printf "%-6s %14s %14s %7s %10s %10s %9s %9s %9s %9s %13s %13s\n" world tandem_samp/s torch_samp/s \
-  ratio tandem_acc torch_acc tandem_s torch_s tandem_cpu torch_cpu tandem_cpu_sps torch_cpu_sps
+printf "%-6s %14s %14s %7s %10s %10s %9s %9s %9s %9s %13s %13s %10s %10s\n" world tandem_samp/s torch_samp/s \
+  ratio tandem_acc torch_acc tandem_s torch_s tandem_cpu torch_cpu tandem_cpu_sps torch_cpu_sps \
+  tandem_lim torch_lim
 for w in $WORLDS; do
   ratio=$(awk -v t="${T_RATE[$w]}" -v p="${P_RATE[$w]}" 'BEGIN { printf "%.2f", (p > 0 ? t / p : 0) }')
   # Training samples of the run: Fashion-MNIST's 60,000 training images in
@@ -88,7 +106,12 @@ for w in $WORLDS; do
   samples=$(awk -v w="$w" -v b="$BATCH" -v e="$EPOCHS" 'BEGIN { g = w * b; print int(60000 / g) * g * e }')
   t_sps=$(awk -v s="$samples" -v c="${T_CPU[$w]}" 'BEGIN { printf "%.0f", (c > 0 ? s / c : 0) }')
   p_sps=$(awk -v s="$samples" -v c="${P_CPU[$w]}" 'BEGIN { printf "%.0f", (c > 0 ? s / c : 0) }')
-  printf "%-6s %14.0f %14.0f %6sx %10s %10s %9.1f %9.1f %9.1f %9.1f %13s %13s\n" "$w" "${T_RATE[$w]}" \
+  # Share of the limit: min(world, cores) threads at the measured rate.
+  limit=$(awk -v o="$ONE_THREAD" -v w="$w" -v c="$(nproc)" 'BEGIN { print o * (w < c ? w : c) }')
+  t_lim=$(awk -v r="${T_RATE[$w]}" -v l="$limit" 'BEGIN { printf "%.0f%%", (l > 0 ? 100 * r / l : 0) }')
+  p_lim=$(awk -v r="${P_RATE[$w]}" -v l="$limit" 'BEGIN { printf "%.0f%%", (l > 0 ? 100 * r / l : 0) }')
+  printf "%-6s %14.0f %14.0f %6sx %10s %10s %9.1f %9.1f %9.1f %9.1f %13s %13s %10s %10s\n" "$w" "${T_RATE[$w]}" \
     "${P_RATE[$w]}" "$ratio" "${T_ACC[$w]:-n/a}" "${P_ACC[$w]:-n/a}" "${T_WALL[$w]}" "${P_WALL[$w]}" \
-    "${T_CPU[$w]}" "${P_CPU[$w]}" "$t_sps" "$p_sps"
+    "${T_CPU[$w]}" "${P_CPU[$w]}" "$t_sps" "$p_sps" "$t_lim" "$p_lim"
 done
+echo "tandem_lim / torch_lim: samples/s as a share of min(world, cores) x $ONE_THREAD samples/s (measured above)"

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "common/kernels/cpu_dispatch.h"
 #include "common/optim/adamw.h"
 #include "common/optim/clip.h"
 #include "common/optim/precision.h"
@@ -106,10 +107,21 @@ int main(int argc, char** argv) {
   rows.push_back({"scale_in_place", 8, MedianSeconds(reps, [&] {
                     ScaleInPlace(absl::MakeSpan(copy), 1.0000001f);
                   })});
-  rows.push_back({"adamw", 28, MedianSeconds(reps, [&] { step_with(adamw->get()); })});
-  rows.push_back({"sgd_momentum", 20,
-                  MedianSeconds(reps, [&] { step_with(sgd_m->get()); })});
-  rows.push_back({"sgd", 12, MedianSeconds(reps, [&] { step_with(sgd->get()); })});
+  // The optimizers' loops are dispatched by vector width (cpu_dispatch.h):
+  // one row per width this CPU runs, side by side.
+  std::vector<std::string> names;
+  names.reserve(16);
+  for (tandem::kernels::VectorWidth w : tandem::kernels::SupportedVectorWidths()) {
+    tandem::kernels::ForceVectorWidth(w);
+    const std::string at = std::string("@") + tandem::kernels::VectorWidthName(w);
+    names.push_back("adamw" + at);
+    rows.push_back({names.back().c_str(), 28, MedianSeconds(reps, [&] { step_with(adamw->get()); })});
+    names.push_back("sgd_momentum" + at);
+    rows.push_back({names.back().c_str(), 20, MedianSeconds(reps, [&] { step_with(sgd_m->get()); })});
+    names.push_back("sgd" + at);
+    rows.push_back({names.back().c_str(), 12, MedianSeconds(reps, [&] { step_with(sgd->get()); })});
+  }
+  tandem::kernels::ForceVectorWidth(tandem::kernels::VectorWidth::kAvx512);
   rows.push_back({"sum_of_squares", 4, MedianSeconds(reps, [&] {
                     sink = sink + PartialSumOfSquares(grads);
                   })});
@@ -128,11 +140,11 @@ int main(int argc, char** argv) {
   std::printf("optim_bench: n = %lld floats (%.0f MiB per buffer), one thread, "
               "median of %d\n",
               static_cast<long long>(n), n * 4.0 / (1 << 20), reps);
-  std::printf("%-16s %8s %9s %9s %10s %10s\n", "pass", "B/elem", "ms", "GB/s",
+  std::printf("%-20s %8s %9s %9s %10s %10s\n", "pass", "B/elem", "ms", "GB/s",
               "vs memcpy", "vs inplace");
   for (const Row& r : rows) {
     const double gbs = r.bytes_per_element * n / r.seconds / 1e9;
-    std::printf("%-16s %8.0f %9.2f %9.2f %10.2f %10.2f\n", r.name,
+    std::printf("%-20s %8.0f %9.2f %9.2f %10.2f %10.2f\n", r.name,
                 r.bytes_per_element, r.seconds * 1e3, gbs, gbs / memcpy_gbs,
                 gbs / inplace_gbs);
   }

@@ -46,13 +46,23 @@ def registered_strategies(tandem):
     return out
 
 
+# `compressed` runs as the issue's three codecs (issue 13): int8 and top-k 1%
+# with error feedback, fp16 without (Horovod's compression).
+COMPRESSED = [("compressed int8+EF", "codec=int8"),
+              ("compressed topk+EF", "codec=topk,k=0.01"),
+              ("compressed fp16", "codec=fp16,ef=0")]
+
+
 def variants(strategies):
-    """[(label, sync, sync_opt)]: allreduce is split by hier when it has the key."""
+    """[(label, sync, sync_opt)]: allreduce is split by hier when it has the key,
+    compressed into its codecs."""
     out = []
     for name, keys in strategies:
         if name == "allreduce" and "hier" in keys:
             out.append(("allreduce hier=0", name, "hier=0"))
             out.append(("allreduce hier=1", name, "hier=1"))
+        elif name == "compressed":
+            out.extend((label, name, opt) for label, opt in COMPRESSED)
         else:
             out.append((name, name, ""))
     return out
@@ -176,6 +186,7 @@ def main():
     with open(os.path.join(a.out, "strategies.json"), "w") as f:
         json.dump({"meta": meta, "results": results}, f, indent=1)
     print_table(meta, results)
+    print_compression_checks(meta, results)
     chart(a.out, meta, results, rates, ["%dx%d" % l for l in layouts])
 
 
@@ -202,6 +213,31 @@ def print_table(meta, results):
                       "%s (%s)" % (fmt(r["samples_per_s"], "%.0f"), fmt(r["samples_per_s_vs_ring"], "%.2f")),
                       "%s (%s)" % (fmt(r["link_bytes_per_step"], "%.0f"), fmt(r["link_bytes_per_step_vs_ring"], "%.2f")),
                       "%s (%s)" % (fmt(r["test_accuracy"], "%.4f"), fmt(r["test_accuracy_vs_ring"], "%.3f"))))
+
+
+def print_compression_checks(meta, results):
+    """Issue 13's targets, for the compressed variants that ran: step time
+    against plain ring (int8+EF >= 3x faster at 1 Gbit/s) and test accuracy
+    within 0.5 points of ring (int8+EF, top-k 1%+EF)."""
+    rows = [r for r in results if r["variant"].startswith("compressed") and r["ok"]]
+    if not rows:
+        return
+    print("compression (issue 13): speed-up = ring step ms / step ms; accuracy in points vs %s"
+          % meta["baseline"])
+    base_acc = next((r["test_accuracy"] for r in results
+                     if r["variant"] == meta["baseline"] and r.get("test_accuracy") is not None), None)
+    for r in rows:
+        speed = (1 / r["step_ms_vs_ring"]) if r.get("step_ms_vs_ring") else None
+        acc = r.get("test_accuracy")
+        points = (acc - base_acc) * 100 if (acc is not None and base_acc is not None) else None
+        verdict = []
+        if r["variant"] == "compressed int8+EF" and r["rate"] == "1gbit" and speed is not None:
+            verdict.append("speed %s (target >= 3x)" % ("ok" if speed >= 3 else "BELOW"))
+        if r["variant"] in ("compressed int8+EF", "compressed topk+EF") and points is not None:
+            verdict.append("accuracy %s (target within 0.5 points)" % ("ok" if abs(points) <= 0.5 or points > 0 else "BELOW"))
+        print("  %-20s %-8s %-5s speed-up %s, accuracy %s points %s" % (
+            r["variant"], r["rate"], r["layout"], fmt(speed, "%.2fx"), fmt(points, "%+.2f"),
+            "; ".join(verdict)))
 
 
 def chart(out_dir, meta, results, rates, layouts):

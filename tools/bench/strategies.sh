@@ -6,6 +6,11 @@
 # test accuracy after EPOCHS epochs, each also as a ratio to plain ring
 # allreduce. allreduce runs as hier=0 and hier=1 once `tandem local --help`
 # lists the hier key; a strategy that fails is reported and the rest go on.
+# `compressed` runs as three variants (issue 13): "compressed int8+EF",
+# "compressed topk+EF" (k=0.01) and "compressed fp16" (ef=0), with the
+# speed-up and accuracy checks printed after the table. The issue's run:
+#   sudo tools/bench/strategies.sh --layouts 2x2 --rates 1gbit,100mbit --epochs 2 \
+#     --only "allreduce hier=0,compressed int8+EF,compressed topk+EF,compressed fp16"
 # Writes OUT/strategies.json and OUT/strategies.png (python3-matplotlib).
 #
 #   bazel build -c opt //tools/tandem
@@ -29,7 +34,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --out) out="$2"; shift 2 ;;
     --out=*) out="${1#--out=}"; shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) args+=("$1"); shift ;;
   esac
 done

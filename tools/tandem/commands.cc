@@ -30,6 +30,9 @@ std::vector<CommandInfo> Commands() {
   return {
       {"local", "Train one job on this machine: a coordinator, a data server and N workers."},
       {"status", "Show a running job: state, generation, world size, each worker's progress."},
+      {"plan", "Predict step time, memory and link bytes of every strategy on a cluster."},
+      {"doctor", "Say where a job's step time goes and which flags would help."},
+      {"exec", "Run a program with the OpenBLAS kernel this CPU needs: tandem exec -- PROG ARGS."},
   };
 }
 
@@ -99,6 +102,10 @@ FlagTable LocalFlags(LocalOptions* o) {
   t.String("backend", &o->backend, "cpu or cuda (worker i uses GPU i).");
   t.Int("log_every", &o->log_every, "Steps between rank 0's progress lines.");
   t.Bool("profile", &o->profile, "Workers print a per-step time breakdown line.");
+  t.Int("decode_threads", &o->decode_threads,
+        "The data server's threads reading and packing batches (more if tandem doctor says data-bound).");
+  t.Bool("doctor", &o->doctor,
+         "When the job ends, print where its step time went and what to change (tandem doctor).");
   t.Int("checkpoint_every", &o->checkpoint_every,
         "Steps between checkpoints (-1 = worker's default, 500; 0 = only at the end).");
   t.StringList("worker_arg", &o->worker_args,
@@ -121,6 +128,44 @@ FlagTable StatusFlags(StatusOptions* o) {
   t.String("coordinator", &o->coordinator, "host:port of the coordinator (required).");
   t.String("job_id", &o->job_id, "Job to show.");
   t.Seconds("timeout_seconds", &o->timeout, "Give up when the coordinator has not answered by then.");
+  return t;
+}
+
+FlagTable PlanFlags(PlanOptions* o) {
+  FlagTable t("tandem plan",
+              "Predicts, for every sync strategy, the step time, samples/s, memory per worker\n"
+              "and bytes per node link of --model on a cluster of --nodes x --per_node workers,\n"
+              "from this machine's measured rates (--calibrate measures them and saves the\n"
+              "profile), and recommends the fastest with the term that dominates it.");
+  t.String("model", &o->model, "Model spec (mlp:... or gpt:...), as tandem local --model.");
+  t.Int("nodes", &o->nodes, "Nodes (hosts) in the cluster.");
+  t.Int("per_node", &o->per_node, "Workers per node.");
+  t.Int("servers", &o->servers, "Shard servers (0 = no ps / hybrid rows).");
+  t.String("link", &o->link, "Each node's link, e.g. 1gbit, 100mbit (\"\" = unshaped loopback).");
+  t.String("server_link", &o->server_link, "Each shard server's link (\"\" = --link).");
+  t.Int("batch_size", &o->batch_size, "Samples per worker per step.");
+  t.String("optimizer", &o->optimizer, "sgd (momentum 0.9) or adamw: optimizer state and step cost.");
+  t.Double("bucket_cap_mb", &o->bucket_cap_mb, "MiB per gradient bucket, as --sync_opt bucket_cap_mb.");
+  t.Bool("one_host", &o->one_host,
+         "Every node is simulated on this machine (tandem local --nodes): workers share its cores.");
+  t.String("profile", &o->profile,
+           "Machine profile file (\"\" = $HOME/.config/tandem/plan_profile, else built-in defaults).");
+  t.Bool("calibrate", &o->calibrate, "Measure this machine first and save the profile (a few seconds).");
+  t.Bool("json", &o->json, "Print the predictions as JSON instead of a table.");
+  return t;
+}
+
+FlagTable DoctorFlags(DoctorCliOptions* o) {
+  FlagTable t("tandem doctor",
+              "Reads a job's metrics — a tandem local run directory (RUN_DIR/metrics/, kept when\n"
+              "the job ends) or the live /metrics addresses tandem local prints — and says where\n"
+              "step time goes (compute, communication, data, optimizer), names stragglers, memory\n"
+              "and a weak BLAS kernel, and which flags would help, with the numbers.");
+  t.String("run_dir", &o->run_dir, "A tandem local run directory (its metrics/ folder).");
+  t.StringList("metrics", &o->metrics,
+               "Live /metrics addresses (host:port), comma-separated: workers and data servers.");
+  t.String("link", &o->link, "Each node's link when shaped (e.g. 100mbit), for % of link rate.");
+  t.Seconds("timeout_seconds", &o->timeout, "Per scrape of a live address.");
   return t;
 }
 
@@ -192,6 +237,29 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
   }
   if (command == "status") {
     FlagTable t = StatusFlags(&c.status);
+    ASSIGN_OR_RETURN(c.help, ParseInto(t, rest));
+    if (c.help) c.help_text = t.Help();
+    return c;
+  }
+  if (command == "exec") {
+    // main.cc runs `tandem exec -- PROG` itself; only its help comes here.
+    c.help = true;
+    c.help_text =
+        "usage: tandem exec [--] PROGRAM [ARGS...]\n"
+        "Runs PROGRAM with the OPENBLAS_CORETYPE this CPU needs when OpenBLAS would pick a\n"
+        "weaker kernel (what tandem local gives its workers); a value already set in the\n"
+        "environment is kept. The exit status is PROGRAM's (127 if it cannot be run).\n"
+        "Container entrypoints use it: deploy/docker.\n";
+    return c;
+  }
+  if (command == "doctor") {
+    FlagTable t = DoctorFlags(&c.doctor);
+    ASSIGN_OR_RETURN(c.help, ParseInto(t, rest));
+    if (c.help) c.help_text = t.Help();
+    return c;
+  }
+  if (command == "plan") {
+    FlagTable t = PlanFlags(&c.plan);
     ASSIGN_OR_RETURN(c.help, ParseInto(t, rest));
     if (c.help) c.help_text = t.Help();
     return c;

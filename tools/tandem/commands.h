@@ -32,6 +32,31 @@ struct StatusOptions {
   absl::Duration timeout = absl::Seconds(5);
 };
 
+// `tandem plan`: predicted step time and memory per strategy (common/plan).
+struct PlanOptions {
+  std::string model = "mlp:784,1024,1024,10";
+  int nodes = 1;
+  int per_node = 1;               // workers per node
+  int servers = 0;                // shard servers (ps, hybrid)
+  std::string link;               // per node, e.g. "1gbit"; "" = unshaped loopback
+  std::string server_link;        // "" = --link
+  int batch_size = 64;            // per worker per step
+  std::string optimizer = "sgd";
+  double bucket_cap_mb = 25;
+  bool one_host = false;          // every node simulated on this machine
+  std::string profile;            // machine profile file; "" = the default path
+  bool calibrate = false;         // measure this machine, save the profile, then plan
+  bool json = false;
+};
+
+// `tandem doctor`: where a job's step time goes and what to change.
+struct DoctorCliOptions {
+  std::string run_dir;               // a tandem local run directory (finished or running)
+  std::vector<std::string> metrics;  // live /metrics addresses (host:port)
+  std::string link;                  // each node's link, when shaped (e.g. 100mbit)
+  absl::Duration timeout = absl::Seconds(5);
+};
+
 struct CommandInfo {
   std::string name;     // "local"
   std::string summary;  // one line
@@ -44,16 +69,20 @@ std::vector<CommandInfo> Commands();
 // defaults, so pass default-constructed options.
 FlagTable LocalFlags(LocalOptions* o);
 FlagTable StatusFlags(StatusOptions* o);
+FlagTable PlanFlags(PlanOptions* o);
+FlagTable DoctorFlags(DoctorCliOptions* o);
 
 // `tandem --help`: the commands, one line each, and how to get more.
 std::string TopLevelHelp();
 
 struct CommandLine {
-  std::string command;  // "local" or "status"; "" with help = the top level
+  std::string command;  // "local", "status", "plan" or "doctor"; "" with help = the top level
   bool help = false;    // print help_text to stdout, exit 0
   std::string help_text;
   LocalOptions local;
   StatusOptions status;
+  PlanOptions plan;
+  DoctorCliOptions doctor;
 };
 
 // `args` are the words after the program name: the command first, then its

@@ -87,7 +87,7 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
       "--lr=0.1", "--optimizer=adamw", "--lr_scaling=sqrt", "--schedule=constant",
       "--warmup_steps=10", "--momentum=0.8", "--weight_decay=0.01", "--sync=zero1",
       "--sync_opt=a=1,b=2", "--bucket_cap_mb=8", "--transport=gloo", "--backend=cuda",
-      "--log_every=5", "--profile", "--checkpoint_every=20", "--worker_arg=--x=1,--y=2",
+      "--log_every=5", "--profile", "--doctor", "--decode_threads=3", "--checkpoint_every=20", "--worker_arg=--x=1,--y=2",
       "--worker-arg=--z", "--bin_dir=/b", "--run_dir=/r", "--keep_going",
       "--grace_seconds=2"};
   auto c = ParseCommandLine(args);
@@ -130,6 +130,8 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
   EXPECT_EQ(o.backend, "cuda");
   EXPECT_EQ(o.log_every, 5);
   EXPECT_TRUE(o.profile);
+  EXPECT_TRUE(o.doctor);
+  EXPECT_EQ(o.decode_threads, 3);
   EXPECT_EQ(o.checkpoint_every, 20);
   EXPECT_EQ(o.worker_args, (Args{"--x=1", "--y=2", "--z"}));
   EXPECT_EQ(o.bin_dir, "/b");
@@ -163,12 +165,27 @@ TEST(CommandsTest, UnknownFlagNamesItAndPointsToThatCommandsHelp) {
   EXPECT_TRUE(absl::StrContains(e, "unknown flag --node_id")) << e;
 }
 
+TEST(CommandsTest, PlanFlagsSetTheirFields) {
+  auto c = ParseCommandLine({"plan", "--model=mlp:8,4", "--nodes=4", "--per-node=8", "--servers=2",
+                             "--link=100mbit", "--one_host", "--json"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->command, "plan");
+  EXPECT_EQ(c->plan.model, "mlp:8,4");
+  EXPECT_EQ(c->plan.nodes, 4);
+  EXPECT_EQ(c->plan.per_node, 8);
+  EXPECT_EQ(c->plan.servers, 2);
+  EXPECT_EQ(c->plan.link, "100mbit");
+  EXPECT_TRUE(c->plan.one_host);
+  EXPECT_TRUE(c->plan.json);
+  EXPECT_TRUE(absl::StrContains(ErrorOf({"plan", "--workers=2"}), "unknown flag --workers"));
+}
+
 TEST(CommandsTest, OtherUsageErrors) {
   std::string e = ErrorOf({});
   EXPECT_TRUE(absl::StrContains(e, "no command given")) << e;
   EXPECT_TRUE(absl::StrContains(e, "`tandem --help`")) << e;
   e = ErrorOf({"train"});
-  EXPECT_TRUE(absl::StrContains(e, "unknown command 'train' (commands: local, status)")) << e;
+  EXPECT_TRUE(absl::StrContains(e, "unknown command 'train' (commands: local, status, plan, doctor, exec)")) << e;
   e = ErrorOf({"--workers=2", "local"});
   EXPECT_TRUE(absl::StrContains(e, "put the command first")) << e;
   e = ErrorOf({"local", "extra"});

@@ -43,11 +43,14 @@ std::set<std::string> MentionedFlags(const std::string& text) {
   return out;
 }
 
-TEST(DocsTest, UserGuideListsEveryLocalAndStatusFlag) {
+TEST(DocsTest, UserGuideListsEveryLocalStatusAndPlanFlag) {
   const std::string guide = Read("docs/user-guide.md");
   LocalOptions local;
   StatusOptions status;
-  for (const FlagTable& t : {LocalFlags(&local), StatusFlags(&status)}) {
+  PlanOptions plan;
+  DoctorCliOptions doctor;
+  for (const FlagTable& t :
+       {LocalFlags(&local), StatusFlags(&status), PlanFlags(&plan), DoctorFlags(&doctor)}) {
     for (const std::string& name : FlagNames(t)) {
       EXPECT_TRUE(absl::StrContains(guide, "| `--" + name + "` |"))
           << t.command() << " --" << name << " is not in docs/user-guide.md";
@@ -75,8 +78,12 @@ TEST(DocsTest, UserGuideLocalTableHasNoFlagTandemLocalLacks) {
 TEST(DocsTest, EveryFlagTheReadmeNamesExists) {
   LocalOptions local;
   StatusOptions status;
+  PlanOptions plan;
   std::set<std::string> known = FlagNames(LocalFlags(&local));
   for (const std::string& n : FlagNames(StatusFlags(&status))) known.insert(n);
+  for (const std::string& n : FlagNames(PlanFlags(&plan))) known.insert(n);
+  DoctorCliOptions doctor;
+  for (const std::string& n : FlagNames(DoctorFlags(&doctor))) known.insert(n);
   known.insert("help");
   known.insert("bench");  // tools/setup.sh --bench
   const std::set<std::string> mentioned = MentionedFlags(Read("README.md"));

@@ -178,6 +178,9 @@ absl::Status ResolveNodeLayout(LocalOptions* o, bool nodes_given, bool workers_g
 absl::Status ValidateLocalOptions(const LocalOptions& o) {
   auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
   if (o.workers < 1) return bad("--workers must be at least 1 (got ", o.workers, ")");
+  if (o.decode_threads < 1 || o.decode_threads > 256) {
+    return bad("--decode_threads must be between 1 and 256 (got ", o.decode_threads, ")");
+  }
   if (o.nodes < 0 || o.nodes > kMaxSimulatedNodes) {
     return bad("--nodes must be 1..", kMaxSimulatedNodes, " (got ", o.nodes, ")");
   }

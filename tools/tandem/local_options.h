@@ -64,6 +64,8 @@ struct LocalOptions {
   std::string sync = "allreduce";
   std::string sync_opt;
   bool profile = false;        // workers print a per-step time breakdown
+  bool doctor = false;         // print `tandem doctor`'s diagnosis when the job ends
+  int decode_threads = 2;      // the data server's threads reading and packing batches
   std::string transport;       // auto | shm | gloo; "" = the worker's default (auto)
   int checkpoint_every = -1;
   int64_t max_steps = 0;       // 0 = all epochs

@@ -31,6 +31,13 @@ std::string Problem(const LocalOptions& o) {
 
 TEST(LocalOptionsTest, DefaultsAreValid) { EXPECT_EQ(Problem(LocalOptions{}), ""); }
 
+TEST(LocalOptionsTest, DecodeThreads) {
+  LocalOptions o;
+  o.decode_threads = 0;
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--decode_threads must be between 1 and 256"))
+      << Problem(o);
+}
+
 TEST(LocalOptionsTest, WorkerCounts) {
   LocalOptions o;
   o.workers = 0;

@@ -23,7 +23,9 @@
 #include "absl/time/clock.h"
 #include "common/io/file.h"
 #include "common/kernels/blas_core.h"
+#include "common/metrics/scrape.h"
 #include "common/status/status_macros.h"
+#include "tools/tandem/doctor_command.h"
 #include "tools/tandem/link_rate.h"
 #include "tools/tandem/process.h"
 #include "tools/tandem/sim_network.h"
@@ -88,6 +90,9 @@ class Runner {
   void PumpStdout(int timeout_ms);
   void DrainLines(Child& c, bool eof);
   void StopEverything();
+  // Scrapes the services still running into RUN_DIR/metrics/ (the workers
+  // wrote theirs as they exited); a failed scrape is only a line of output.
+  void SaveServiceMetrics();
 
   const LocalOptions& o_;
   const LocalEnv& env_;
@@ -267,6 +272,18 @@ void Runner::PrintLinkBytes() {
                      "; total ", total));
 }
 
+void Runner::SaveServiceMetrics() {
+  for (Child& c : children_) {
+    if (c.is_worker || c.metrics_port <= 0 || c.process->Poll()) continue;
+    auto text = ScrapeMetrics(absl::StrCat(service_host_, ":", c.metrics_port), absl::Seconds(2));
+    absl::Status s = text.status();
+    if (s.ok()) {
+      s = WriteFileAtomically(absl::StrCat(run_dir_, "/metrics/", c.process->name(), ".prom"), *text);
+    }
+    if (!s.ok()) Print(absl::StrCat("tandem local: ", c.process->name(), "'s metrics not kept: ", s.message()));
+  }
+}
+
 void Runner::StopEverything() {
   std::vector<Subprocess*> all;
   // Workers first, then the servers they talk to, all within one grace.
@@ -299,6 +316,8 @@ absl::Status Runner::Run() {
     run_dir_ = o_.run_dir;
     RETURN_IF_ERROR(MakeDirectories(run_dir_));
   }
+  // Each process's last metrics land here for `tandem doctor --run_dir`.
+  RETURN_IF_ERROR(MakeDirectories(run_dir_ + "/metrics"));
   service_host_ = o_.host;
   if (o_.nodes > 0) {
     ASSIGN_OR_RETURN(std::string lib, FindBindSourceLibrary(o_.bin_dir, env_.self_exe));
@@ -349,7 +368,7 @@ absl::Status Runner::Run() {
              absl::StrCat("--dataset=", data.train_name, "=", data.train_path, ",",
                           data.eval_name, "=", data.eval_path),
              "--host=" + service_host_, "--port=0", "--port_file=" + data_port_file,
-             "--metrics_port=0", "--decode_threads=2"},
+             "--metrics_port=0", absl::StrCat("--decode_threads=", o_.decode_threads)},
             false));
   ASSIGN_OR_RETURN(int coordinator_port, WaitForPortFile(*coordinator, coord_port_file));
   ASSIGN_OR_RETURN(int data_port, WaitForPortFile(*dataserver, data_port_file));
@@ -380,6 +399,7 @@ absl::Status Runner::Run() {
     std::vector<std::string> argv = WorkerArgv(o_, data, worker_bin, coordinator_address_,
                                                data_address, i, run_dir_);
     argv.push_back("--metrics_port=0");
+    argv.push_back(absl::StrCat("--metrics_file=", run_dir_, "/metrics/", name, ".prom"));
     std::vector<std::string> env;
     if (network_ != nullptr) {
       // Gloo and gRPC connect without binding: pin the source to the node's
@@ -454,6 +474,7 @@ absl::Status Runner::Run() {
       Print(absl::StrCat(c.process->name(), " ", c.process->DescribeExit(),
                          last.empty() ? "" : ": ", last));
     }
+    SaveServiceMetrics();
     StopEverything();
     PrintLinkBytes();
     // keep_going: workers killed by a signal were lost and the job went on
@@ -467,6 +488,13 @@ absl::Status Runner::Run() {
                        finished < o_.workers ? absl::StrCat(" (", o_.workers - finished, " lost)")
                                              : "",
                        "; logs in ", run_dir_));
+    if (o_.doctor) {
+      DoctorCliOptions d;
+      d.run_dir = run_dir_;
+      d.link = o_.link;
+      auto report = RunDoctor(d);
+      Print(report.ok() ? *report : absl::StrCat("tandem doctor: ", report.status().message()));
+    }
     return absl::OkStatus();
   }
 }

@@ -126,12 +126,17 @@ TEST_F(LocalRunTest, AllWorkersFinishForwardsRankZeroAndPrintsMetrics) {
   EXPECT_GT(out.find("step 1/1"), out.rfind("metrics: ")) << "addresses first, once\n" << out;
   // Workers got the flags the worker binary defines.
   const std::string cmd = ReadFile(o.run_dir + "/worker-2.cmd");
-  for (const char* flag : {"--coordinator=127.0.0.1:", "--data_servers=127.0.0.1:",
+  for (const std::string& flag : std::vector<std::string>{"--coordinator=127.0.0.1:", "--data_servers=127.0.0.1:",
                            "--worker_id=worker-2", "--dataset=fashion-mnist/train",
                            "--eval_dataset=fashion-mnist/t10k", "--batch_size=64",
-                           "--metrics_port="}) {
+                           "--metrics_port=",
+                           "--metrics_file=" + o.run_dir + "/metrics/worker-2.prom"}) {
     EXPECT_TRUE(absl::StrContains(cmd, flag)) << flag << " in " << cmd;
   }
+  // The services' last metrics are kept for `tandem doctor --run_dir`.
+  EXPECT_TRUE(absl::StrContains(ReadFile(o.run_dir + "/metrics/dataserver.prom"),
+                                "tandem_data_batches_served_total"));
+  EXPECT_TRUE(absl::StrContains(ReadFile(o.run_dir + "/metrics/coordinator.prom"), "tandem_"));
   // Rank 0's stdout is also kept in its log; servers were stopped.
   EXPECT_TRUE(absl::StrContains(ReadFile(o.run_dir + "/worker-0.log"), "step 1/1")) << out;
   EXPECT_TRUE(Gone(o.run_dir, "coordinator"));

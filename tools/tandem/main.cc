@@ -3,6 +3,9 @@
 //   tandem local --workers 4 --model mlp:784,1024,1024,10 --dataset fashion-mnist
 //                --epochs 2 --batch-size 64 --lr 0.05 --optimizer sgd
 //   tandem status --coordinator 127.0.0.1:7000 [--job-id local]
+//   tandem exec -- worker --coordinator=...   (the right OPENBLAS_CORETYPE, then exec)
+//   tandem doctor --run_dir /tmp/tandem-local-XXXXXX
+//   tandem plan --model mlp:784,1024,1024,10 --nodes 2 --per_node 2 --link 1gbit
 //   tandem --help | tandem local --help | tandem status --help
 //
 // Every flag, its default and its meaning are in one table per command
@@ -14,15 +17,21 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
+#include <cstring>
+#include <cstdlib>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "common/kernels/blas_core.h"
 #include "tools/tandem/commands.h"
+#include "tools/tandem/doctor_command.h"
 #include "tools/tandem/job_status.h"
 #include "tools/tandem/local_options.h"
 #include "tools/tandem/local_run.h"
+#include "tools/tandem/plan_command.h"
 
 namespace {
 
@@ -63,6 +72,27 @@ int Local(const tandem::cli::LocalOptions& o, const char* argv0) {
   return 0;
 }
 
+int Doctor(const tandem::cli::DoctorCliOptions& o) {
+  auto text = tandem::cli::RunDoctor(o);
+  if (!text.ok()) {
+    std::fprintf(stderr, "tandem doctor: %s\n", std::string(text.status().message()).c_str());
+    return absl::IsInvalidArgument(text.status()) ? 2 : 1;
+  }
+  std::fputs(text->c_str(), stdout);
+  return 0;
+}
+
+int Plan(const tandem::cli::PlanOptions& o) {
+  const char* home = std::getenv("HOME");
+  auto text = tandem::cli::RunPlan(o, home != nullptr ? home : "");
+  if (!text.ok()) {
+    std::fprintf(stderr, "tandem plan: %s\n", std::string(text.status().message()).c_str());
+    return absl::IsInvalidArgument(text.status()) ? 2 : 1;
+  }
+  std::fputs(text->c_str(), stdout);
+  return 0;
+}
+
 int Status(const tandem::cli::StatusOptions& o) {
   if (o.coordinator.empty()) {
     std::fprintf(stderr,
@@ -81,7 +111,36 @@ int Status(const tandem::cli::StatusOptions& o) {
 
 }  // namespace
 
+// `tandem exec [--] PROGRAM [ARGS...]`: runs PROGRAM with the
+// OPENBLAS_CORETYPE tandem would give its own children (the container
+// entrypoints and Helm pods use it: the variable must be set before
+// OpenBLAS loads, so a process cannot fix its own). A value the
+// environment already set passes through untouched.
+int Exec(int argc, char** argv) {
+  int first = 2;
+  if (first < argc && (std::string(argv[first]) == "--help" || std::string(argv[first]) == "-h")) {
+    auto c = tandem::cli::ParseCommandLine({"help", "exec"});
+    std::fputs(c.ok() ? c->help_text.c_str() : "", stdout);
+    return 0;
+  }
+  if (first < argc && std::string(argv[first]) == "--") ++first;
+  if (first >= argc) {
+    std::fprintf(stderr, "tandem exec: give the program to run: tandem exec -- PROGRAM [ARGS...]\n");
+    return 2;
+  }
+  const std::string assignment = tandem::kernels::OpenblasCoretypeForChildren(
+      getenv("OPENBLAS_CORETYPE"), tandem::kernels::DetectCpuFeatures(),
+      tandem::kernels::OpenblasCoreName());
+  if (!assignment.empty()) {
+    setenv("OPENBLAS_CORETYPE", assignment.substr(assignment.find('=') + 1).c_str(), 1);
+  }
+  execvp(argv[first], argv + first);
+  std::fprintf(stderr, "tandem exec: cannot run %s: %s\n", argv[first], std::strerror(errno));
+  return 127;
+}
+
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "exec") return Exec(argc, argv);
   auto c = tandem::cli::ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc));
   if (!c.ok()) {
     std::fprintf(stderr, "tandem: %s\n", std::string(c.status().message()).c_str());
@@ -92,5 +151,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (c->command == "local") return Local(c->local, argv[0]);
+  if (c->command == "plan") return Plan(c->plan);
+  if (c->command == "doctor") return Doctor(c->doctor);
   return Status(c->status);
 }

@@ -24,6 +24,17 @@ expect() {
 }
 
 expect 0 '^  local +Train' --help
+expect 0 '^  exec +Run a program' --help
+# exec: a value the environment set passes through; the exit status is the
+# program's; no program or a missing one is a clear error.
+expect 0 '^OPENBLAS_CORETYPE=Nehalem$' exec -- env OPENBLAS_CORETYPE=Nehalem sh -c 'echo OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE'
+out="$(OPENBLAS_CORETYPE=Sandybridge "$tandem" exec -- sh -c 'echo $OPENBLAS_CORETYPE')"
+[ "$out" = Sandybridge ] || { echo "FAIL: exec changed a user-set OPENBLAS_CORETYPE: $out"; failures=$((failures + 1)); }
+expect 3 '' exec -- sh -c 'exit 3'
+expect 2 'give the program to run' exec
+expect 0 'usage: tandem exec' exec --help
+expect 0 'usage: tandem exec' help exec
+expect 127 'cannot run /nonexistent/prog' exec -- /nonexistent/prog
 expect 0 '^  status +Show' --help
 expect 0 '^  --workers=4 +Worker processes' local --help
 expect 0 '^  --sync=allreduce ' local --help

@@ -118,20 +118,32 @@ inline __attribute__((always_inline)) void ReduceSlotsBody(float* dst, const flo
 }
 
 // The build targets x86-64-v2 (128-bit vectors); the reduction is also
-// compiled for AVX2 and picked per CPU on first use (cpu_dispatch.h).
+// compiled for AVX2 and AVX-512 and picked per CPU on first use
+// (cpu_dispatch.h; a template, so the macro's plain functions do not fit).
 template <typename Op>
-__attribute__((target("avx2,fma"))) void ReduceSlotsAvx2(float* dst, const float* const* src,
-                                                         int n, int64_t count, float* copy) {
+TANDEM_CPU_TARGET_AVX512 void ReduceSlotsAvx512(float* dst, const float* const* src, int n,
+                                                int64_t count, float* copy) {
+  ReduceSlotsBody<Op>(dst, src, n, count, copy);
+}
+
+template <typename Op>
+TANDEM_CPU_TARGET_AVX2 void ReduceSlotsAvx2(float* dst, const float* const* src, int n,
+                                            int64_t count, float* copy) {
   ReduceSlotsBody<Op>(dst, src, n, count, copy);
 }
 
 template <typename Op>
 void ReduceSlots(float* dst, const float* const* src, int n, int64_t count,
                  float* copy = nullptr) {
-  if (kernels::CpuHasAvx2Fma()) {
-    ReduceSlotsAvx2<Op>(dst, src, n, count, copy);
-  } else {
-    ReduceSlotsBody<Op>(dst, src, n, count, copy);
+  switch (kernels::ActiveVectorWidth()) {
+    case kernels::VectorWidth::kAvx512:
+      ReduceSlotsAvx512<Op>(dst, src, n, count, copy);
+      break;
+    case kernels::VectorWidth::kAvx2:
+      ReduceSlotsAvx2<Op>(dst, src, n, count, copy);
+      break;
+    default:
+      ReduceSlotsBody<Op>(dst, src, n, count, copy);
   }
 }
 

@@ -9,8 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "common/comm/gloo/gloo_communicator.h"
-#include "common/comm/testing/rank_threads.h"
+#include "common/comm/testing/gloo_ranks.h"
 #include "common/optim/adamw.h"
 #include "common/status/status_macros.h"
 #include "common/sync/registry.h"
@@ -26,49 +25,6 @@ constexpr int64_t kSize = 1000;
 // Backward order, descending, uneven.
 const std::vector<std::pair<int64_t, int64_t>> kRanges = {
     {900, 1000}, {640, 900}, {600, 640}, {250, 600}, {0, 250}};
-
-// Lets a test-owned CommGroups use the communicator RunRanks owns.
-class BorrowedCommunicator final : public Communicator {
- public:
-  explicit BorrowedCommunicator(Communicator* c) : c_(c) {}
-  int rank() const override { return c_->rank(); }
-  int world_size() const override { return c_->world_size(); }
-  std::string backend() const override { return c_->backend(); }
-  absl::Status AllReduce(float* d, int64_t n, ReduceOp op) override {
-    return c_->AllReduce(d, n, op);
-  }
-  absl::Status ReduceScatter(const float* i, float* o, int64_t n) override {
-    return c_->ReduceScatter(i, o, n);
-  }
-  absl::Status AllGather(const void* i, void* o, int64_t b) override {
-    return c_->AllGather(i, o, b);
-  }
-  absl::Status Broadcast(void* d, int64_t b, int root) override {
-    return c_->Broadcast(d, b, root);
-  }
-  absl::Status AllToAll(const void* i, void* o, int64_t b) override {
-    return c_->AllToAll(i, o, b);
-  }
-  absl::Status Barrier() override { return c_->Barrier(); }
-
- private:
-  Communicator* c_;
-};
-
-std::vector<absl::Status> RunRanks(const comm_testing::RankBody& body) {
-  return comm_testing::RunRanks(
-      kWorld,
-      [](int rank,
-         gloo::rendezvous::Store& store) -> absl::StatusOr<std::unique_ptr<Communicator>> {
-        GlooOptions o;
-        o.rank = rank;
-        o.world_size = kWorld;
-        o.store = &store;
-        o.timeout = absl::Seconds(60);
-        return GlooCommunicator::Create(o);
-      },
-      body);
-}
 
 SyncEnv MakeEnv(CommGroups* groups, std::vector<float>& params, std::vector<float>& grads) {
   SyncEnv env;
@@ -91,7 +47,7 @@ SyncEnv MakeEnv(CommGroups* groups, std::vector<float>& params, std::vector<floa
 absl::Status Train(const std::string& strategy, const std::string& sync_opt, int rank,
                    Communicator& comm, std::vector<float>* out, SyncStats* stats) {
   CommGroups groups;
-  groups.world = std::make_unique<BorrowedCommunicator>(&comm);
+  groups.world = std::make_unique<comm_testing::BorrowedCommunicator>(&comm);
   std::vector<float> params(kSize), grads(kSize);
   for (int64_t i = 0; i < kSize; ++i) params[i] = 0.01f * static_cast<float>(i % 17) - 0.08f;
   ASSIGN_OR_RETURN(SyncOptions options, ParseSyncOptions(strategy, sync_opt));
@@ -122,7 +78,7 @@ struct TrainingRun {
 
 TrainingRun TrainAll(const std::string& strategy, const std::string& sync_opt) {
   TrainingRun run;
-  auto results = RunRanks([&](int rank, Communicator& comm) {
+  auto results = comm_testing::RunGlooRanks(kWorld, [&](int rank, Communicator& comm) {
     return Train(strategy, sync_opt, rank, comm, &run.params[rank], &run.stats[rank]);
   });
   for (int r = 0; r < kWorld; ++r) EXPECT_TRUE(results[r].ok()) << strategy << ": " << results[r];
@@ -178,9 +134,9 @@ TEST(NaiveAllreduce, ChunksIsValidated) {
 TEST(NaiveAllreduce, MissingRangesAreAnErrorAndNothingIsApplied) {
   std::vector<std::vector<float>> before(kWorld), after(kWorld);
   std::vector<absl::Status> finish(kWorld);
-  auto results = RunRanks([&](int rank, Communicator& comm) -> absl::Status {
+  auto results = comm_testing::RunGlooRanks(kWorld, [&](int rank, Communicator& comm) -> absl::Status {
     CommGroups groups;
-    groups.world = std::make_unique<BorrowedCommunicator>(&comm);
+    groups.world = std::make_unique<comm_testing::BorrowedCommunicator>(&comm);
     std::vector<float> params(kSize, 1.f), grads(kSize, 1.f);
     ASSIGN_OR_RETURN(std::unique_ptr<GradientSync> sync,
                      CreateGradientSync(*ParseSyncOptions("naive_allreduce", ""),

@@ -1,0 +1,82 @@
+#include "common/kernels/cpu_dispatch.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace tandem {
+namespace kernels {
+namespace {
+
+// A dispatched body that reports which build ran it, so the test can see
+// the dispatcher's choice rather than assume it.
+int g_ran = -1;
+TANDEM_CPU_INLINE void WhichBody(int* out, int build) { *out = build; }
+TANDEM_CPU_TARGET_AVX512 void WhichAvx512(int* out) { WhichBody(out, 2); }
+TANDEM_CPU_TARGET_AVX2 void WhichAvx2(int* out) { WhichBody(out, 1); }
+void WhichBase(int* out) { WhichBody(out, 0); }
+void Which(int* out) {
+  switch (ActiveVectorWidth()) {
+    case VectorWidth::kAvx512:
+      WhichAvx512(out);
+      break;
+    case VectorWidth::kAvx2:
+      WhichAvx2(out);
+      break;
+    default:
+      WhichBase(out);
+  }
+}
+
+TANDEM_CPU_INLINE void AxpyBody(float* __restrict y, const float* __restrict x, int64_t n,
+                                float a) {
+  for (int64_t i = 0; i < n; ++i) y[i] = y[i] + a * x[i];
+}
+TANDEM_CPU_DISPATCHED(Axpy, (float* y, const float* x, int64_t n, float a), (y, x, n, a))
+
+TEST(CpuDispatchTest, PicksTheWidestTheCpuRunsAndCanBeCappedAtEachNarrowerOne) {
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const VectorWidth widest =
+      avx512 ? VectorWidth::kAvx512 : avx2 ? VectorWidth::kAvx2 : VectorWidth::kSse42;
+  EXPECT_EQ(CpuVectorWidth(), widest);
+  EXPECT_EQ(ActiveVectorWidth(), widest);
+  const std::vector<VectorWidth> all = SupportedVectorWidths();
+  ASSERT_EQ(all.size(), static_cast<size_t>(widest) + 1);
+  for (VectorWidth w : all) {
+    ForceVectorWidth(w);
+    EXPECT_EQ(ActiveVectorWidth(), w);
+    Which(&g_ran);
+    EXPECT_EQ(g_ran, static_cast<int>(w)) << VectorWidthName(w);
+    EXPECT_EQ(CpuHasAvx2Fma(), w >= VectorWidth::kAvx2);
+  }
+  ForceBaselineVectorWidth(true);
+  EXPECT_STREQ(VectorWidthName(), "sse4.2");
+  ForceBaselineVectorWidth(false);
+  EXPECT_EQ(ActiveVectorWidth(), widest);
+}
+
+TEST(CpuDispatchTest, EveryWidthComputesTheSameOnRaggedSizes) {
+  for (int64_t n : {0, 1, 15, 16, 17, 63, 1001}) {
+    std::vector<float> x(n), base;
+    for (int64_t i = 0; i < n; ++i) x[i] = 0.25f * static_cast<float>(i % 13) - 1.f;
+    for (VectorWidth w : SupportedVectorWidths()) {
+      ForceVectorWidth(w);
+      std::vector<float> y(n, 2.f);
+      Axpy(y.data(), x.data(), n, 0.5f);
+      if (w == VectorWidth::kSse42) {
+        base = y;
+      } else {
+        EXPECT_EQ(y, base) << n << " at " << VectorWidthName(w);
+      }
+    }
+    ForceVectorWidth(VectorWidth::kAvx512);
+  }
+}
+
+}  // namespace
+}  // namespace kernels
+}  // namespace tandem

@@ -1,0 +1,137 @@
+#include "common/plan/machine_profile.h"
+
+#include <cmath>
+#include <functional>
+#include <map>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/io/file.h"
+#include "common/status/status_macros.h"
+
+namespace tandem {
+namespace plan {
+namespace {
+
+// The numeric fields, in file order, with their meaning for the file's
+// comments. One table for parse and format, so they cannot drift.
+struct Field {
+  const char* key;
+  const char* meaning;
+  std::function<double&(MachineProfile&)> ref;
+};
+
+const std::vector<Field>& Fields() {
+  static const auto* fields = new std::vector<Field>{
+      {"gemm_flops_per_s", "one rank's sgemm at the model's shapes",
+       [](MachineProfile& p) -> double& { return p.gemm_flops_per_s; }},
+      {"stream_bytes_per_s", "one core's bytes read + written per second",
+       [](MachineProfile& p) -> double& { return p.stream_bytes_per_s; }},
+      {"codec_bytes_per_s", "int8 encode rate, fp32 bytes per second",
+       [](MachineProfile& p) -> double& { return p.codec_bytes_per_s; }},
+      {"loopback_bytes_per_s", "unshaped TCP between processes of one host",
+       [](MachineProfile& p) -> double& { return p.loopback_bytes_per_s; }},
+      {"link_alpha_s", "seconds per message round across a link",
+       [](MachineProfile& p) -> double& { return p.link_alpha_s; }},
+      {"shm_alpha_s", "seconds per shared-memory round",
+       [](MachineProfile& p) -> double& { return p.shm_alpha_s; }},
+  };
+  return *fields;
+}
+
+}  // namespace
+
+absl::Status ValidateCluster(const Cluster& c) {
+  if (c.nodes < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--nodes must be at least 1, got ", c.nodes));
+  }
+  if (c.per_node < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--per_node (workers per node) must be at least 1, got ", c.per_node));
+  }
+  if (c.servers < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--servers must be 0 or more, got ", c.servers));
+  }
+  if (!(c.link_bits_per_s >= 0) || !std::isfinite(c.link_bits_per_s)) {
+    return absl::InvalidArgumentError("--link must be a positive rate such as 1gbit or 100mbit");
+  }
+  if (!(c.server_link_bits_per_s >= 0) || !std::isfinite(c.server_link_bits_per_s)) {
+    return absl::InvalidArgumentError("--server_link must be a positive rate such as 1gbit");
+  }
+  return absl::OkStatus();
+}
+
+std::string FormatMachineProfile(const MachineProfile& p) {
+  MachineProfile copy = p;
+  std::string out = absl::StrCat("# tandem plan machine profile: ", p.source, "\n");
+  absl::StrAppend(&out, "source = ", p.source, "\n");
+  absl::StrAppend(&out, "cores = ", p.cores, "\n");
+  for (const Field& f : Fields()) {
+    absl::StrAppend(&out, "# ", f.meaning, "\n", f.key, " = ", f.ref(copy), "\n");
+  }
+  return out;
+}
+
+absl::StatusOr<MachineProfile> ParseMachineProfile(const std::string& text,
+                                                   const std::string& origin) {
+  MachineProfile p;
+  int line_no = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_no;
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> kv = absl::StrSplit(line, absl::MaxSplits('=', 1));
+    const std::string where = absl::StrCat(origin, ":", line_no);
+    if (kv.size() != 2) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": expected `key = value`, got '",
+                                                     line, "'"));
+    }
+    const std::string key(absl::StripAsciiWhitespace(kv[0]));
+    const std::string value(absl::StripAsciiWhitespace(kv[1]));
+    if (key == "source") {
+      p.source = value;
+      continue;
+    }
+    if (key == "cores") {
+      if (!absl::SimpleAtoi(value, &p.cores) || p.cores < 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": cores must be a whole number >= 1, got '", value, "'"));
+      }
+      continue;
+    }
+    bool known = false;
+    for (const Field& f : Fields()) {
+      if (key != f.key) continue;
+      known = true;
+      double v = 0;
+      if (!absl::SimpleAtod(value, &v) || !(v > 0) || !std::isfinite(v)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ": ", key, " must be a positive number, got '", value, "'"));
+      }
+      f.ref(p) = v;
+    }
+    if (!known) {
+      std::string keys = "source, cores";
+      for (const Field& f : Fields()) absl::StrAppend(&keys, ", ", f.key);
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": unknown key '", key, "' (known: ", keys, ")"));
+    }
+  }
+  return p;
+}
+
+absl::StatusOr<MachineProfile> LoadMachineProfile(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  return ParseMachineProfile(text, path);
+}
+
+absl::Status SaveMachineProfile(const MachineProfile& p, const std::string& path) {
+  return WriteFileAtomically(path, FormatMachineProfile(p));
+}
+
+}  // namespace plan
+}  // namespace tandem

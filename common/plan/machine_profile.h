@@ -1,0 +1,67 @@
+// MachineProfile: the rates the cost model turns work into time — one
+// rank's GEMM FLOP/s, a core's memory bandwidth, the codec's rate, message
+// latencies — plus the Cluster (nodes, ranks per node, shard servers, link
+// rates) a plan is for. `tandem plan --calibrate` measures a profile on this
+// machine and saves it as `key = value` lines; `tandem plan` loads it (or
+// uses the documented defaults, which say so in `source`).
+//
+//   ASSIGN_OR_RETURN(MachineProfile p, LoadMachineProfile(path));
+//   RETURN_IF_ERROR(SaveMachineProfile(p, path));
+//
+// Thread-safe (values and pure functions). Failure: a missing file is
+// NOT_FOUND; an unknown key, an unparsable or non-positive value is
+// INVALID_ARGUMENT naming the file, the line and the key.
+#ifndef TANDEM_COMMON_PLAN_MACHINE_PROFILE_H_
+#define TANDEM_COMMON_PLAN_MACHINE_PROFILE_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace tandem {
+namespace plan {
+
+struct MachineProfile {
+  // One rank's training GEMMs (sgemm at the model's shapes), FLOP/s.
+  double gemm_flops_per_s = 50e9;
+  // Bytes read plus written per second by one core streaming through
+  // memory (a memcpy of B bytes moves 2B): optimizer steps, shm reductions.
+  double stream_bytes_per_s = 20e9;
+  // int8 encode (or decode) rate, fp32 bytes in per second.
+  double codec_bytes_per_s = 5e9;
+  // Unshaped TCP between two processes on one host (Gloo, gRPC), bytes/s.
+  double loopback_bytes_per_s = 2e9;
+  double link_alpha_s = 100e-6;  // per message round across a link
+  double shm_alpha_s = 5e-6;     // per shared-memory round (a barrier)
+  int cores = 1;                 // cores the ranks of one host share
+  std::string source = "built-in defaults (run `tandem plan --calibrate`)";
+};
+
+// Where the ranks run and what connects them.
+struct Cluster {
+  int nodes = 1;
+  int per_node = 1;   // ranks (workers) per node
+  int servers = 0;    // shard servers (ps, hybrid)
+  // Each node's link, bits per second, per direction; 0 = unshaped (the
+  // profile's loopback rate: the nodes are processes of one host).
+  double link_bits_per_s = 0;
+  double server_link_bits_per_s = 0;  // 0 = link_bits_per_s
+  // Every node is simulated on this one machine (`tandem local --nodes`):
+  // all ranks share the profile's cores.
+  bool one_host = false;
+  int ranks() const { return nodes * per_node; }
+};
+
+absl::Status ValidateCluster(const Cluster& c);
+
+std::string FormatMachineProfile(const MachineProfile& p);
+absl::StatusOr<MachineProfile> ParseMachineProfile(const std::string& text,
+                                                   const std::string& origin);
+absl::StatusOr<MachineProfile> LoadMachineProfile(const std::string& path);
+absl::Status SaveMachineProfile(const MachineProfile& p, const std::string& path);
+
+}  // namespace plan
+}  // namespace tandem
+
+#endif  // TANDEM_COMMON_PLAN_MACHINE_PROFILE_H_

@@ -1,0 +1,330 @@
+#include "common/plan/strategy_cost.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/plan/collective_cost.h"
+#include "common/status/status_macros.h"
+#include "common/sync/bucket_plan.h"
+
+namespace tandem {
+namespace plan {
+namespace {
+
+constexpr double kFloat = 4;  // bytes per fp32 element
+
+// The rates and sizes every strategy's formulas use.
+struct Terms {
+  int m = 1, k = 1, n = 1, servers = 0;
+  Link node;           // one node's link (or loopback)
+  double server_rate;  // one server's link, bytes/s
+  double stream;       // bytes/s one core streams
+  double shm_alpha;
+  double codec;
+  double flops;        // one rank's GEMM rate after sharing the host's cores
+  double p_bytes;      // the flat vector, bytes
+};
+
+// Shared-memory collectives inside a node (common/comm/shm): each rank
+// copies its buffer in (2B moved), reduces its 1/K slice reading all K
+// (B + B/K), copies the result out (2B).
+double ShmAllReduce(const Terms& t, double b) {
+  return t.k <= 1 ? 0 : 2 * t.shm_alpha + 5 * b / t.stream;
+}
+double ShmReduceScatter(const Terms& t, double b) {
+  return t.k <= 1 ? 0 : t.shm_alpha + 3 * b / t.stream;
+}
+double ShmAllGather(const Terms& t, double b) {
+  return t.k <= 1 ? 0 : t.shm_alpha + 2 * b / t.stream;
+}
+
+// Flat collectives over the world: shm on one node, else a ring whose
+// slowest hop is a node link (ranks numbered node by node).
+double WorldAllReduce(const Terms& t, double b) {
+  return t.m == 1 ? ShmAllReduce(t, b) : RingAllReduceSeconds(t.n, b, t.node);
+}
+double WorldReduceScatter(const Terms& t, double b) {
+  return t.m == 1 ? ShmReduceScatter(t, b) : RingReduceScatterSeconds(t.n, b, t.node);
+}
+double WorldAllGather(const Terms& t, double b) {
+  return t.m == 1 ? ShmAllGather(t, b) : RingAllGatherSeconds(t.n, b, t.node);
+}
+
+// Each of the n ranks sends `per_rank` bytes to the servers (or receives
+// them back): a node's link carries its ranks' share, each server's link
+// 1/S of everything.
+double ServerTransfer(const Terms& t, double per_rank, int senders_per_node) {
+  const double node_s = senders_per_node * per_rank / t.node.bytes_per_s;
+  const double server_s = t.m * senders_per_node * per_rank / (t.servers * t.server_rate);
+  return t.node.alpha_s + std::max(node_s, server_s);
+}
+
+struct Codec {
+  double ratio = 1;    // encoded bytes / fp32 bytes
+  bool sparse = false;
+};
+
+absl::StatusOr<Codec> ParseCodec(const std::string& name) {
+  if (name == "int8") return Codec{(1 + 4.0 / 1024) / 4, false};  // + an fp32 scale per 1024
+  if (name == "fp16" || name == "bf16") return Codec{0.5, false};
+  if (absl::StartsWith(name, "topk=")) {
+    double k = 0;
+    if (!absl::SimpleAtod(name.substr(5), &k) || !(k > 0 && k <= 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("compressed:", name, ": the top-k fraction must be in (0, 1], e.g. topk=0.01"));
+    }
+    return Codec{2 * k, true};  // an int32 index and an fp32 value per kept element
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown codec '", name, "' (known: int8, fp16, bf16, topk=FRACTION)"));
+}
+
+// How one strategy moves a bucket, what it does after backward, and what
+// it keeps per rank.
+struct Shape {
+  std::function<double(double bucket_bytes)> bucket;
+  double finish_comm_s = 0;
+  double owned_elements = 0;      // stepped by this rank's optimizer
+  double server_elements = 0;     // stepped by each server
+  double node_link_bytes = 0;
+  int64_t grad_bytes = 0;
+  double codec_s_per_byte = 0;    // codec time per bucket byte (compressed)
+};
+
+int64_t ShardElements(int64_t size, int world) { return (size + world - 1) / world; }
+
+absl::StatusOr<Shape> ShapeOf(const std::string& strategy, const Terms& t, int64_t flat) {
+  Shape s;
+  const double p = t.p_bytes;
+  s.grad_bytes = static_cast<int64_t>(p);
+  s.owned_elements = static_cast<double>(flat);
+  if (strategy == "allreduce") {
+    s.bucket = [&t](double b) { return WorldAllReduce(t, b); };
+    s.node_link_bytes = t.m > 1 ? RingAllReduceBytes(t.n, p) : 0;
+  } else if (strategy == "hier") {
+    if (t.m == 1) return ShapeOf("allreduce", t, flat);
+    // Reduce-scatter in the node, K concurrent rings across nodes (one per
+    // local rank, each on 1/K of the bucket, sharing the node's link),
+    // allgather in the node.
+    s.bucket = [&t](double b) {
+      const Link shared{t.node.alpha_s, t.node.bytes_per_s / t.k};
+      return ShmReduceScatter(t, b) + RingAllReduceSeconds(t.m, b / t.k, shared) +
+             ShmAllGather(t, b);
+    };
+    s.node_link_bytes = t.k * RingAllReduceBytes(t.m, p / t.k);
+  } else if (strategy == "zero1" || strategy == "zero2") {
+    const bool stage2 = strategy == "zero2";
+    const int64_t shard = ShardElements(flat, t.n);
+    s.owned_elements = static_cast<double>(std::min(shard, flat));
+    if (stage2) {
+      s.bucket = [&t](double b) { return WorldReduceScatter(t, b); };
+      s.grad_bytes = static_cast<int64_t>(shard * kFloat);
+    } else {
+      s.bucket = [&t](double b) { return WorldAllReduce(t, b); };
+    }
+    s.finish_comm_s = WorldAllGather(t, p);
+    s.node_link_bytes = t.m > 1 ? (stage2 ? 2 * RingReduceScatterBytes(t.n, p)
+                                          : RingAllReduceBytes(t.n, p) +
+                                                RingReduceScatterBytes(t.n, p))
+                                : 0;
+  } else if (strategy == "ps" || strategy == "hybrid") {
+    if (t.servers < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(strategy, " needs shard servers: give --servers S (S >= 1)"));
+    }
+    s.owned_elements = 0;
+    s.server_elements = static_cast<double>(ShardElements(flat, t.servers));
+    if (strategy == "ps") {
+      s.bucket = [&t](double b) { return ServerTransfer(t, b, t.k); };
+      s.finish_comm_s = ServerTransfer(t, p, t.k);
+      s.node_link_bytes = t.k * p;
+    } else {
+      // Reduce-scatter in the node; each local rank pushes its 1/K.
+      s.bucket = [&t](double b) { return ShmReduceScatter(t, b) + ServerTransfer(t, b / t.k, t.k); };
+      s.finish_comm_s = ServerTransfer(t, p / t.k, t.k) + ShmAllGather(t, p);
+      s.node_link_bytes = p;
+    }
+  } else if (absl::StartsWith(strategy, "compressed:")) {
+    ASSIGN_OR_RETURN(Codec c, ParseCodec(strategy.substr(11)));
+    if (c.sparse) {
+      // Allgather of every rank's (index, value) set; each rank decodes n sets.
+      s.bucket = [&t, c](double b) {
+        return WorldAllGather(t, t.n * c.ratio * b) + (1 + t.n * c.ratio) * b / t.codec;
+      };
+      s.node_link_bytes = t.m > 1 ? (t.n - 1) * c.ratio * p : 0;
+    } else {
+      // All-to-all of compressed slices, fp32 sum, re-compress, allgather of
+      // the compressed sums: encode B, decode B, encode B/n, decode B.
+      s.bucket = [&t, c](double b) {
+        const double wire = c.ratio * b;
+        const double link = t.m == 1 ? 2 * (2 * wire / t.stream)
+                                     : AllToAllSeconds(t.n, wire, t.node) +
+                                           RingAllGatherSeconds(t.n, wire, t.node);
+        return link + (3 + 1.0 / t.n) * b / t.codec;
+      };
+      s.node_link_bytes = t.m > 1 ? 2 * RingReduceScatterBytes(t.n, c.ratio * p) : 0;
+    }
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown strategy '", strategy, "' (known: allreduce, hier, zero1, zero2, ps, hybrid, ",
+        "compressed:int8, compressed:fp16, compressed:bf16, compressed:topk=F)"));
+  }
+  return s;
+}
+
+// Optimizer state floats per element and bytes streamed per element stepped.
+std::pair<int, double> OptimizerCost(const PlanRequest& r) {
+  if (r.optimizer == "adamw") return {2, 7 * kFloat};  // read p g m v, write p m v
+  if (r.momentum != 0) return {1, 5 * kFloat};        // read p g m, write p m
+  return {0, 3 * kFloat};
+}
+
+absl::Status Validate(const PlanRequest& r) {
+  RETURN_IF_ERROR(ValidateCluster(r.cluster));
+  if (r.batch < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("batch must be at least 1, got ", r.batch));
+  }
+  if (r.optimizer != "sgd" && r.optimizer != "adamw") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer must be sgd or adamw, got '", r.optimizer, "'"));
+  }
+  if (!(r.bucket_cap_mb > 0)) {
+    return absl::InvalidArgumentError("bucket_cap_mb must be positive");
+  }
+  if (r.model.flat_size <= 0 || r.model.groups_backward.empty()) {
+    return absl::InvalidArgumentError("the model has no parameters");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<std::string> PlannedStrategies(const Cluster& cluster) {
+  std::vector<std::string> s = {"allreduce"};
+  if (cluster.nodes > 1) s.push_back("hier");
+  if (cluster.ranks() > 1) {
+    s.push_back("zero1");
+    s.push_back("zero2");
+  }
+  if (cluster.servers > 0) {
+    s.push_back("ps");
+    s.push_back("hybrid");
+  }
+  if (cluster.ranks() > 1) {
+    s.push_back("compressed:int8");
+    s.push_back("compressed:fp16");
+    s.push_back("compressed:topk=0.01");
+  }
+  return s;
+}
+
+absl::StatusOr<Prediction> Predict(const PlanRequest& r, const std::string& strategy) {
+  RETURN_IF_ERROR(Validate(r));
+  const Cluster& c = r.cluster;
+  const MachineProfile& mp = r.machine;
+  Terms t;
+  t.m = c.nodes;
+  t.k = c.per_node;
+  t.n = c.ranks();
+  t.servers = c.servers;
+  const double loopback = mp.loopback_bytes_per_s;
+  t.node = {mp.link_alpha_s, c.link_bits_per_s > 0 ? c.link_bits_per_s / 8 : loopback};
+  t.server_rate = c.server_link_bits_per_s > 0 ? c.server_link_bits_per_s / 8 : t.node.bytes_per_s;
+  t.stream = mp.stream_bytes_per_s;
+  t.shm_alpha = mp.shm_alpha_s;
+  t.codec = mp.codec_bytes_per_s;
+  const int busy = c.one_host ? t.n : t.k;  // ranks sharing one host's cores
+  t.flops = mp.gemm_flops_per_s * std::min(1.0, static_cast<double>(mp.cores) / busy);
+  const int64_t flat = r.model.flat_size;
+  t.p_bytes = flat * kFloat;
+
+  ASSIGN_OR_RETURN(Shape shape, ShapeOf(strategy, t, flat));
+
+  Prediction p;
+  p.strategy = strategy;
+  p.lossy = absl::StartsWith(strategy, "compressed:");
+  p.forward_s = r.model.forward_flops * r.batch / t.flops;
+
+  // Buckets exactly as the strategies plan them, from the model's ranges.
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  int64_t lo = 0;
+  for (int64_t g : r.model.groups_backward) {
+    ranges.push_back({lo, lo + g});
+    lo += g;
+  }
+  ASSIGN_OR_RETURN(sync::BucketPlan plan,
+                   sync::PlanBuckets(ranges, flat, static_cast<int64_t>(r.bucket_cap_mb * (1 << 20))));
+  // Backward passes range i after the FLOPs of ranges [0, i].
+  std::vector<double> done_at(ranges.size());
+  double elapsed = 0;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    elapsed += r.model.backward_flops[i] * r.batch / t.flops;
+    done_at[i] = elapsed;
+  }
+  p.backward_s = elapsed;
+  double comm_free = 0;
+  for (const sync::Bucket& b : plan.buckets) {
+    const double ready = done_at[b.end_range - 1];
+    const double cost = shape.bucket(b.size() * kFloat);
+    p.comm_s += cost;
+    comm_free = std::max(comm_free, ready) + cost;
+  }
+  p.exposed_comm_s = std::max(0.0, comm_free - p.backward_s);
+
+  const auto [state_floats, stream_per_element] = OptimizerCost(r);
+  const double optimizer_s =
+      std::max(shape.owned_elements, shape.server_elements) * stream_per_element / t.stream;
+  p.finish_s = optimizer_s + shape.finish_comm_s;
+  p.step_s = p.forward_s + p.backward_s + p.exposed_comm_s + p.finish_s;
+  p.samples_per_s = t.n * r.batch / p.step_s;
+  p.node_link_bytes = shape.node_link_bytes;
+
+  p.param_bytes = static_cast<int64_t>(t.p_bytes);
+  p.grad_bytes = shape.grad_bytes;
+  p.optimizer_bytes = static_cast<int64_t>(state_floats * shape.owned_elements * kFloat);
+  p.activation_bytes = static_cast<int64_t>(r.model.activation_floats * r.batch * kFloat);
+  p.server_bytes = static_cast<int64_t>((1 + state_floats) * shape.server_elements * kFloat);
+
+  // The largest term names the bottleneck.
+  const double compute = p.forward_s + p.backward_s;
+  const double comm = p.exposed_comm_s + shape.finish_comm_s;
+  std::string where = "node link";
+  if (t.m == 1) where = "memory bandwidth";
+  if (shape.server_elements > 0 && t.servers * t.server_rate < t.m * t.node.bytes_per_s) {
+    where = "server links";
+  }
+  if (compute >= comm && compute >= optimizer_s) {
+    p.bottleneck = "compute";
+    p.why = absl::StrFormat("forward + backward %.1f ms of a %.1f ms step (%.0f%%)", compute * 1e3,
+                            p.step_s * 1e3, 100 * compute / p.step_s);
+  } else if (comm >= optimizer_s) {
+    p.bottleneck = where;
+    p.why = absl::StrFormat("communication not hidden by backward %.1f ms of a %.1f ms step (%.0f%%)",
+                            comm * 1e3, p.step_s * 1e3, 100 * comm / p.step_s);
+  } else {
+    p.bottleneck = "memory bandwidth";
+    p.why = absl::StrFormat("optimizer %.1f ms of a %.1f ms step", optimizer_s * 1e3, p.step_s * 1e3);
+  }
+  return p;
+}
+
+absl::StatusOr<std::vector<Prediction>> PredictAll(const PlanRequest& r) {
+  std::vector<Prediction> all;
+  for (const std::string& s : PlannedStrategies(r.cluster)) {
+    ASSIGN_OR_RETURN(Prediction p, Predict(r, s));
+    all.push_back(std::move(p));
+  }
+  std::stable_sort(all.begin(), all.end(),
+                   [](const Prediction& a, const Prediction& b) { return a.step_s < b.step_s; });
+  return all;
+}
+
+}  // namespace plan
+}  // namespace tandem

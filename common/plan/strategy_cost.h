@@ -1,0 +1,92 @@
+// StrategyCost: the predicted step time, throughput, bytes per link and
+// memory per rank of one sync strategy for a model on a cluster — the core
+// of `tandem plan`.
+//
+//   PlanRequest r;  r.model = cost;  r.batch = 64;  r.cluster = {...};  r.machine = profile;
+//   ASSIGN_OR_RETURN(Prediction p, Predict(r, "hier"));
+//   ASSIGN_OR_RETURN(std::vector<Prediction> all, PredictAll(r));   // fastest first
+//
+// Step model. Forward and backward take the model's FLOPs at the profile's
+// GEMM rate (shared by the ranks of one host when the cluster is simulated
+// there). Gradient buckets (common/sync/bucket_plan, the strategy's own
+// plan) become ready as backward passes them and go through the strategy's
+// per-bucket collective one at a time, in order, overlapped with the rest of
+// backward; what is left when backward ends is exposed. The finish (the
+// optimizer step on what this rank owns, plus what a strategy does after the
+// last bucket: ZeRO's parameter allgather, ps's pull) is not overlapped.
+// Collective costs are collective_cost.h's alpha-beta terms; each node's
+// link carries what its ranks send (ranks are numbered node by node).
+//
+// Memory per rank follows each strategy's memory() (SyncMemory) exactly for
+// parameters, reduced gradients and optimizer state (tested against the
+// real strategies); activations are the model's per-sample floats times the
+// batch; staging buffers are not modelled.
+//
+// Strategies: allreduce, hier, zero1, zero2, ps, hybrid (servers > 0), and
+// compressed:int8 / compressed:fp16 / compressed:bf16 / compressed:topk=F.
+// Thread-safe (pure functions). INVALID_ARGUMENT for an unknown strategy
+// (listing the known ones), a bad cluster or batch, ps/hybrid without
+// servers.
+#ifndef TANDEM_COMMON_PLAN_STRATEGY_COST_H_
+#define TANDEM_COMMON_PLAN_STRATEGY_COST_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/plan/machine_profile.h"
+#include "common/plan/model_cost.h"
+
+namespace tandem {
+namespace plan {
+
+struct PlanRequest {
+  ModelCost model;
+  int batch = 64;                 // per rank per step
+  std::string optimizer = "sgd";  // "sgd" or "adamw"
+  double momentum = 0.9;          // sgd: 0 keeps no state
+  double bucket_cap_mb = 25;
+  Cluster cluster;
+  MachineProfile machine;
+};
+
+struct Prediction {
+  std::string strategy;
+  double forward_s = 0;
+  double backward_s = 0;
+  double comm_s = 0;          // all per-bucket collectives, end to end
+  double exposed_comm_s = 0;  // what backward did not hide
+  double finish_s = 0;        // optimizer + post-backward communication
+  double step_s = 0;
+  double samples_per_s = 0;   // whole job
+  double node_link_bytes = 0;  // per step, leaving one node (0 on one node)
+  // Per rank, what memory() reports, plus activations.
+  int64_t param_bytes = 0;
+  int64_t grad_bytes = 0;
+  int64_t optimizer_bytes = 0;
+  int64_t activation_bytes = 0;
+  int64_t total_bytes() const {
+    return param_bytes + grad_bytes + optimizer_bytes + activation_bytes;
+  }
+  // Per shard server (ps, hybrid): fp32 master + optimizer state.
+  int64_t server_bytes = 0;
+  // Changes the numbers training sees (compression): worth recommending only
+  // where its accuracy has been checked for the job.
+  bool lossy = false;
+  std::string bottleneck;  // "compute", "node link", "server links", "memory bandwidth", "codec"
+  std::string why;         // one line with the numbers behind `bottleneck`
+};
+
+// The strategy names Predict accepts for this cluster, in display order.
+std::vector<std::string> PlannedStrategies(const Cluster& cluster);
+
+absl::StatusOr<Prediction> Predict(const PlanRequest& request, const std::string& strategy);
+
+// Every PlannedStrategies entry, fastest first.
+absl::StatusOr<std::vector<Prediction>> PredictAll(const PlanRequest& request);
+
+}  // namespace plan
+}  // namespace tandem
+
+#endif  // TANDEM_COMMON_PLAN_STRATEGY_COST_H_

@@ -1,0 +1,182 @@
+#include "common/plan/strategy_cost.h"
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "common/comm/testing/gloo_ranks.h"
+#include "common/nn/model_spec.h"
+#include "common/optim/sgd.h"
+#include "common/status/status_macros.h"
+#include "common/sync/allreduce_sync.h"
+#include "common/sync/zero_sync.h"
+#include "gtest/gtest.h"
+
+namespace tandem {
+namespace plan {
+namespace {
+
+PlanRequest MlpRequest(const char* spec, int nodes, int per_node, double link_bits) {
+  auto s = nn::ParseModelSpec(spec);
+  EXPECT_TRUE(s.ok()) << s.status();
+  auto cost = ModelCostOf(*s);
+  EXPECT_TRUE(cost.ok()) << cost.status();
+  PlanRequest r;
+  r.model = *cost;
+  r.batch = 64;
+  r.cluster.nodes = nodes;
+  r.cluster.per_node = per_node;
+  r.cluster.link_bits_per_s = link_bits;
+  return r;
+}
+
+Prediction MustPredict(const PlanRequest& r, const std::string& strategy) {
+  auto p = Predict(r, strategy);
+  EXPECT_TRUE(p.ok()) << strategy << ": " << p.status();
+  return p.ok() ? *p : Prediction{};
+}
+
+TEST(StrategyCostTest, BytesPerNodeLinkAreTheHandWorkedOnes) {
+  PlanRequest r = MlpRequest("mlp:784,1024,1024,10", 2, 2, 1e9);
+  r.cluster.servers = 2;
+  const double p = r.model.flat_size * 4.0;
+  // Flat ring over 4 ranks: a node's link carries one rank's 2 * 3/4 * P.
+  EXPECT_DOUBLE_EQ(MustPredict(r, "allreduce").node_link_bytes, 1.5 * p);
+  // Hierarchical: 2 rings (one per local rank) over 2 nodes on P/2 each:
+  // 2 * (2 * 1/2 * P/2) = P.
+  EXPECT_DOUBLE_EQ(MustPredict(r, "hier").node_link_bytes, p);
+  // ps: both ranks of a node push all of P; hybrid: the node pushes P once.
+  EXPECT_DOUBLE_EQ(MustPredict(r, "ps").node_link_bytes, 2 * p);
+  EXPECT_DOUBLE_EQ(MustPredict(r, "hybrid").node_link_bytes, p);
+  // zero1: allreduce + allgather of parameters = 2 * 3/4 P + 3/4 P.
+  EXPECT_DOUBLE_EQ(MustPredict(r, "zero1").node_link_bytes, 2.25 * p);
+  // int8 moves a little over a quarter of allreduce's bytes.
+  const double int8 = MustPredict(r, "compressed:int8").node_link_bytes;
+  EXPECT_GT(int8, 0.25 * 1.5 * p);
+  EXPECT_LT(int8, 0.26 * 1.5 * p);
+}
+
+TEST(StrategyCostTest, CommunicationOnlyCostsWhatBackwardCannotHide) {
+  // A fast link and small buckets: every bucket but the last hides behind
+  // backward (with the default 25 MiB cap this model is a single bucket).
+  PlanRequest fast = MlpRequest("mlp:784,1024,1024,10", 2, 1, 100e9);
+  fast.bucket_cap_mb = 1;
+  Prediction f = MustPredict(fast, "allreduce");
+  EXPECT_LT(f.exposed_comm_s, f.comm_s);
+  EXPECT_EQ(f.bottleneck, "compute");
+  // A slow link: communication dominates and is named.
+  PlanRequest slow = MlpRequest("mlp:784,1024,1024,10", 2, 1, 100e6);
+  Prediction s = MustPredict(slow, "allreduce");
+  EXPECT_EQ(s.bottleneck, "node link");
+  EXPECT_GT(s.exposed_comm_s, s.forward_s + s.backward_s);
+  // Exposed never exceeds the whole and the step adds up.
+  for (const Prediction& p : {f, s}) {
+    EXPECT_LE(p.exposed_comm_s, p.comm_s + 1e-12);
+    EXPECT_DOUBLE_EQ(p.step_s, p.forward_s + p.backward_s + p.exposed_comm_s + p.finish_s);
+    EXPECT_DOUBLE_EQ(p.samples_per_s, 2 * 64 / p.step_s);
+  }
+  // At 100 Mbit/s int8 beats fp32, and hier beats flat on 2 x 2.
+  EXPECT_LT(MustPredict(slow, "compressed:int8").step_s, s.step_s);
+  PlanRequest two_by_two = MlpRequest("mlp:784,1024,1024,10", 2, 2, 1e9);
+  EXPECT_LT(MustPredict(two_by_two, "hier").step_s, MustPredict(two_by_two, "allreduce").step_s);
+}
+
+TEST(StrategyCostTest, RanksOfOneSimulatedHostShareItsCores) {
+  PlanRequest r = MlpRequest("mlp:784,1024,10", 2, 2, 1e9);
+  r.machine.cores = 2;
+  const double separate = MustPredict(r, "allreduce").forward_s;
+  r.cluster.one_host = true;  // 4 ranks on 2 cores: half the rate each
+  EXPECT_DOUBLE_EQ(MustPredict(r, "allreduce").forward_s, 2 * separate);
+}
+
+TEST(StrategyCostTest, PredictAllIsFastestFirstAndCoversTheCluster) {
+  PlanRequest r = MlpRequest("mlp:784,1024,1024,10", 2, 2, 1e9);
+  r.cluster.servers = 2;
+  auto all = PredictAll(r);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->size(), PlannedStrategies(r.cluster).size());
+  for (size_t i = 1; i < all->size(); ++i) EXPECT_LE((*all)[i - 1].step_s, (*all)[i].step_s);
+  // One node, one rank: only allreduce is worth planning.
+  EXPECT_EQ(PlannedStrategies(Cluster{}), std::vector<std::string>{"allreduce"});
+}
+
+TEST(StrategyCostTest, BadInputIsAClearError) {
+  PlanRequest r = MlpRequest("mlp:784,10", 1, 2, 0);
+  auto unknown = Predict(r, "ring-of-fire");
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(unknown.status().message().find("known: allreduce"), std::string::npos);
+  auto no_servers = Predict(r, "ps");
+  EXPECT_NE(no_servers.status().message().find("--servers"), std::string::npos) << no_servers.status();
+  PlanRequest zero_k = r;
+  zero_k.cluster.per_node = 0;
+  EXPECT_NE(Predict(zero_k, "allreduce").status().message().find("at least 1"), std::string::npos);
+  PlanRequest bad_link = r;
+  bad_link.cluster.link_bits_per_s = -1;
+  EXPECT_EQ(Predict(bad_link, "allreduce").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Predict(r, "compressed:topk=2").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The memory the plan predicts is what the real strategies report, rank by
+// rank's worst case (rank 0 owns the largest shard), at N = 3.
+TEST(StrategyCostTest, MemoryEqualsWhatTheStrategiesReport) {
+  const char* spec = "mlp:7,13,5";  // a flat size that 3 does not divide
+  PlanRequest r = MlpRequest(spec, 1, 3, 0);
+  const int64_t n = r.model.flat_size;
+  ASSERT_NE(n % 3, 0);
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  int64_t lo = 0;
+  for (int64_t g : r.model.groups_backward) {
+    ranges.push_back({lo, lo + g});
+    lo += g;
+  }
+  std::vector<std::vector<float>> params(3, std::vector<float>(n)), grads = params;
+  std::mutex mu;
+  std::map<std::string, sync::SyncMemory> rank0;
+  auto sgd = [](optim::ParamRange range) -> absl::StatusOr<std::unique_ptr<optim::Optimizer>> {
+    optim::SgdOptions o;
+    o.momentum = 0.9f;
+    ASSIGN_OR_RETURN(auto s, optim::Sgd::Create(range, o));
+    return std::unique_ptr<optim::Optimizer>(std::move(s));
+  };
+  auto results = comm_testing::RunGlooRanks(
+      3,
+      [&](int rank, Communicator& comm) -> absl::Status {
+        for (sync::ZeroStage stage : {sync::ZeroStage::kOptimizer, sync::ZeroStage::kGradients}) {
+          sync::ZeroSyncOptions o;
+          o.stage = stage;
+          o.comm = &comm;
+          o.params = params[rank].data();
+          o.grads = grads[rank].data();
+          o.size = n;
+          o.ready_ranges = ranges;
+          o.make_optimizer = sgd;
+          ASSIGN_OR_RETURN(auto z, sync::CreateZeroSync(std::move(o)));
+          std::lock_guard<std::mutex> l(mu);
+          if (rank == 0) rank0[z->name()] = z->memory();
+        }
+        sync::AllreduceSyncOptions a;
+        a.comm = &comm;
+        a.params = params[rank].data();
+        a.grads = grads[rank].data();
+        a.size = n;
+        a.ready_ranges = ranges;
+        ASSIGN_OR_RETURN(a.optimizer, sgd({0, n}));
+        ASSIGN_OR_RETURN(auto s, sync::CreateAllreduceSync(std::move(a)));
+        std::lock_guard<std::mutex> l(mu);
+        if (rank == 0) rank0["allreduce"] = s->memory();
+        return absl::OkStatus();
+      });
+  for (const absl::Status& s : results) ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(rank0.size(), 3u);
+  for (const auto& [name, real] : rank0) {
+    SCOPED_TRACE(name);
+    Prediction p = MustPredict(r, name);
+    EXPECT_EQ(p.param_bytes, real.param_bytes);
+    EXPECT_EQ(p.grad_bytes, real.grad_bytes);
+    EXPECT_EQ(p.optimizer_bytes, real.optimizer_bytes);
+  }
+}
+
+}  // namespace
+}  // namespace plan
+}  // namespace tandem

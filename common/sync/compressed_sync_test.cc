@@ -1,0 +1,353 @@
+// CompressedSync on N Gloo ranks (a thread each, one in-memory store):
+// - the summed gradients equal a reference built from the codecs alone
+//   (dequantize every rank's slice, sum in fp32 in rank order, re-encode,
+//   decode; sparse: decode-add every rank's block) bit for bit, at N = 1..4,
+//   for every codec, with and without error feedback, over several steps
+//   (residuals carried), for ragged bucket sizes (1, odd, not a multiple of
+//   the chunk, fewer values than ranks); every rank ends with the same bits;
+// - warm-up steps and buckets below min_bucket_kb are plain allreduces;
+// - the compression stats (ratio ~4 for int8, residual norm);
+// - bad --sync_opt values through the registry give errors naming the key.
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/comm/testing/gloo_ranks.h"
+#include "common/optim/sgd.h"
+#include "common/status/status_macros.h"
+#include "common/sync/bucket_plan.h"
+#include "common/sync/codec_factory.h"
+#include "common/sync/compressed_sync.h"
+#include "common/sync/error_feedback.h"
+#include "common/sync/registry.h"
+#include "common/sync/threshold_controller.h"
+#include "gtest/gtest.h"
+
+namespace tandem {
+namespace sync {
+namespace {
+
+// Ranges in backward order: descending memory, ragged sizes.
+std::vector<std::pair<int64_t, int64_t>> RaggedRanges(int64_t* size) {
+  const std::vector<int64_t> sizes = {3, 1, 2049, 7, 300, 1000, 2};
+  int64_t total = 0;
+  for (int64_t s : sizes) total += s;
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  int64_t hi = total;
+  for (int64_t s : sizes) {
+    ranges.push_back({hi - s, hi});
+    hi -= s;
+  }
+  *size = total;
+  return ranges;
+}
+
+constexpr double kCapMb = 0.004;  // ~1000 floats: several buckets, one of 2049 alone
+
+float Gradient(int rank, int step, int64_t i) {
+  // Different magnitudes per region so int8 chunks get different scales.
+  const float v = std::sin(0.013f * i * (rank + 1) + step) * (1 + (i / 700) % 4);
+  return v + 0.01f * rank;
+}
+
+struct Case {
+  std::string codec;
+  bool ef;
+  int world;
+  std::string rounding = "nearest";
+};
+
+std::string Name(const Case& c) {
+  return absl::StrCat(c.codec, c.rounding == "stochastic" ? "_stochastic" : "", c.ef ? "_ef" : "",
+                      "_w", c.world);
+}
+
+void PrintTo(const Case& c, std::ostream* os) { *os << Name(c); }
+
+CodecConfig Config(const Case& c) {
+  CodecConfig cc;
+  cc.codec = c.codec;
+  cc.chunk = 256;
+  cc.k = 0.05;
+  cc.density = 0.05;
+  cc.rounding = c.rounding;
+  return cc;
+}
+
+// What every rank must hold after each step, from the codecs alone.
+std::vector<std::vector<float>> Reference(const Case& c, int steps, int64_t n,
+                                          const std::vector<std::pair<int64_t, int64_t>>& ranges) {
+  const int W = c.world;
+  std::unique_ptr<Codec> codec = *CreateCodec(Config(c));
+  const BucketPlan plan = *PlanBuckets(ranges, n, static_cast<int64_t>(kCapMb * (1 << 20)));
+  std::vector<std::unique_ptr<ErrorFeedback>> ef, sum_ef;
+  std::vector<std::unique_ptr<ThresholdController>> tc;
+  for (int r = 0; r < W; ++r) {
+    ef.push_back(std::make_unique<ErrorFeedback>(codec.get(), n));
+    sum_ef.push_back(std::make_unique<ErrorFeedback>(codec.get(), n));
+    tc.push_back(std::make_unique<ThresholdController>(static_cast<int>(plan.buckets.size()),
+                                                       ThresholdControllerOptions{0.05}));
+  }
+  auto encode = [&](ErrorFeedback* e, const float* x, int64_t offset, int64_t len,
+                    const EncodeParams& p, std::vector<uint8_t>* out) {
+    out->assign(codec->MaxEncodedBytes(len) + 8, 0);
+    if (c.ef) {
+      e->Encode(x, offset, len, p, out->data());
+    } else {
+      codec->Encode(x, len, p, out->data());
+    }
+  };
+  std::vector<std::vector<float>> result;
+  for (int step = 0; step < steps; ++step) {
+    std::vector<std::vector<float>> g(W, std::vector<float>(n));
+    for (int r = 0; r < W; ++r) {
+      for (int64_t i = 0; i < n; ++i) g[r][i] = Gradient(r, step, i);
+    }
+    std::vector<float> out(n, 0.f);
+    for (int b = 0; b < static_cast<int>(plan.buckets.size()); ++b) {
+      const int64_t lo = plan.buckets[b].lo, len = plan.buckets[b].size();
+      if (codec->sparse()) {
+        std::vector<float> ws(codec->WorkspaceFloats(len));
+        for (int r = 0; r < W; ++r) {
+          EncodeParams p;
+          p.workspace = ws.data();
+          p.threshold = tc[r]->threshold(b);
+          std::vector<uint8_t> block;
+          encode(ef[r].get(), g[r].data() + lo, lo, len, p, &block);
+          tc[r]->Update(b, block.data(), len);
+          codec->DecodeAdd(block.data(), len, out.data() + lo);
+        }
+        continue;
+      }
+      const int64_t S = (len + W - 1) / W;
+      for (int j = 0; j < W; ++j) {
+        const int64_t sl = std::clamp<int64_t>(len - j * S, 0, S), off = lo + j * S;
+        std::vector<float> sum(sl, 0.f);
+        for (int r = 0; r < W; ++r) {
+          EncodeParams p;
+          p.seed = CompressedSeed(step, b, r, j, 0);
+          std::vector<uint8_t> block;
+          encode(ef[r].get(), g[r].data() + off, off, sl, p, &block);
+          codec->DecodeAdd(block.data(), sl, sum.data());
+        }
+        EncodeParams p;
+        p.seed = CompressedSeed(step, b, j, j, 1);
+        std::vector<uint8_t> block;
+        encode(sum_ef[j].get(), sum.data(), off, sl, p, &block);
+        codec->Decode(block.data(), sl, out.data() + off);
+      }
+    }
+    result.push_back(std::move(out));
+  }
+  return result;
+}
+
+class CompressedSum : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CompressedSum, EqualsDequantizeThenSumReference) {
+  const Case c = GetParam();
+  constexpr int kSteps = 3;
+  int64_t n = 0;
+  const auto ranges = RaggedRanges(&n);
+  const auto reference = Reference(c, kSteps, n, ranges);
+  std::vector<std::vector<std::vector<float>>> got(c.world);
+  auto results = comm_testing::RunGlooRanks(c.world, [&](int rank, Communicator& comm) -> absl::Status {
+    std::vector<float> params(n, 0.f), grads(n);
+    CompressedSyncOptions o;
+    o.comm = &comm;
+    o.params = params.data();
+    o.grads = grads.data();
+    o.size = n;
+    o.ready_ranges = ranges;
+    o.bucket_cap_mb = kCapMb;
+    o.codec = Config(c);
+    o.error_feedback = c.ef;
+    ASSIGN_OR_RETURN(o.optimizer, optim::Sgd::Create({0, n}, optim::SgdOptions{}));
+    ASSIGN_OR_RETURN(std::unique_ptr<GradientSync> sync, CreateCompressedSync(std::move(o)));
+    for (int step = 0; step < kSteps; ++step) {
+      for (int64_t i = 0; i < n; ++i) grads[i] = Gradient(rank, step, i);
+      RETURN_IF_ERROR(sync->BeginStep({}));
+      for (const auto& [lo, hi] : ranges) sync->OnGradientsReady(lo, hi);
+      optim::StepContext ctx;
+      ctx.step = step + 1;
+      ctx.lr = 0.f;  // the gradients are what is checked
+      RETURN_IF_ERROR(sync->FinishStep(ctx));
+      got[rank].push_back(grads);
+    }
+    const SyncStats st = sync->stats();
+    if (st.uncompressed_buckets != 0) return absl::InternalError("a bucket went uncompressed");
+    if (st.compress_bytes_after <= 0 || st.compress_bytes_after >= st.compress_bytes_before) {
+      return absl::InternalError(absl::StrCat("bytes after ", st.compress_bytes_after,
+                                              " vs before ", st.compress_bytes_before));
+    }
+    if (c.ef != (st.residual_norm > 0)) {
+      return absl::InternalError(absl::StrCat("residual norm ", st.residual_norm));
+    }
+    return absl::OkStatus();
+  });
+  for (int r = 0; r < c.world; ++r) ASSERT_TRUE(results[r].ok()) << "rank " << r << results[r];
+  for (int step = 0; step < kSteps; ++step) {
+    for (int r = 0; r < c.world; ++r) {
+      ASSERT_EQ(got[r][step].size(), static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(got[r][step][i], reference[step][i])
+            << Name(c) << " step " << step << " rank " << r << " element " << i;
+      }
+    }
+  }
+  // The comparison means something: the codec did change the values.
+  if (c.codec != "fp16" || c.world > 1) {
+    double diff = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      float exact = 0;
+      for (int r = 0; r < c.world; ++r) exact += Gradient(r, 0, i);
+      diff += std::fabs(exact - reference[0][i]);
+    }
+    EXPECT_GT(diff, 0) << "compression changed nothing";
+  }
+}
+
+std::vector<Case> SumCases() {
+  std::vector<Case> cases;
+  for (int w : {1, 2, 3, 4}) {
+    for (const char* codec : {"int8", "fp16", "bf16", "topk", "threshold"}) {
+      cases.push_back({codec, true, w});
+      if (w == 3) cases.push_back({codec, false, w});
+    }
+  }
+  cases.push_back({"int8", true, 3, "stochastic"});
+  cases.push_back({"int8", false, 2, "stochastic"});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, CompressedSum, ::testing::ValuesIn(SumCases()),
+                         [](const ::testing::TestParamInfo<Case>& i) { return Name(i.param); });
+
+// Runs `steps` steps of integer gradients (exact in fp32 whichever order
+// they are summed in) and returns rank 0's stats and last gradients.
+struct Plain {
+  SyncStats stats;
+  std::vector<float> grads;
+};
+Plain RunIntegers(int world, int64_t warmup, double min_bucket_kb, int steps) {
+  int64_t n = 0;
+  const auto ranges = RaggedRanges(&n);
+  Plain out;
+  auto results = comm_testing::RunGlooRanks(world, [&](int rank, Communicator& comm) -> absl::Status {
+    std::vector<float> params(n, 0.f), grads(n);
+    CompressedSyncOptions o;
+    o.comm = &comm;
+    o.params = params.data();
+    o.grads = grads.data();
+    o.size = n;
+    o.ready_ranges = ranges;
+    o.bucket_cap_mb = kCapMb;
+    o.codec.codec = "int8";
+    o.warmup_steps = warmup;
+    o.min_bucket_kb = min_bucket_kb;
+    ASSIGN_OR_RETURN(o.optimizer, optim::Sgd::Create({0, n}, optim::SgdOptions{}));
+    ASSIGN_OR_RETURN(std::unique_ptr<GradientSync> sync, CreateCompressedSync(std::move(o)));
+    for (int step = 0; step < steps; ++step) {
+      for (int64_t i = 0; i < n; ++i) grads[i] = comm_testing::ExactValue(rank, i + step);
+      RETURN_IF_ERROR(sync->BeginStep({}));
+      for (const auto& [lo, hi] : ranges) sync->OnGradientsReady(lo, hi);
+      RETURN_IF_ERROR(sync->FinishStep({}));
+    }
+    if (rank == 0) {
+      out.stats = sync->stats();
+      out.grads = grads;
+    }
+    return absl::OkStatus();
+  });
+  for (int r = 0; r < world; ++r) EXPECT_TRUE(results[r].ok()) << results[r];
+  return out;
+}
+
+bool IsExactSum(const Plain& p, int world, int step) {
+  for (size_t i = 0; i < p.grads.size(); ++i) {
+    float sum = 0;
+    for (int r = 0; r < world; ++r) sum += comm_testing::ExactValue(r, i + step);
+    if (p.grads[i] != sum) return false;
+  }
+  return !p.grads.empty();
+}
+
+TEST(CompressedSync, WarmupStepsAreUncompressed) {
+  const int world = 3;
+  const Plain two = RunIntegers(world, /*warmup=*/2, 0, 2);
+  const int64_t buckets = two.stats.buckets / 2;
+  ASSERT_GT(buckets, 1);
+  EXPECT_EQ(two.stats.uncompressed_buckets, 2 * buckets);
+  EXPECT_EQ(two.stats.compress_bytes_before, 0);
+  EXPECT_TRUE(IsExactSum(two, world, 1)) << "warm-up is a plain fp32 allreduce";
+  const Plain three = RunIntegers(world, 2, 0, 3);
+  EXPECT_EQ(three.stats.uncompressed_buckets, 2 * buckets) << "step 3 is compressed";
+  EXPECT_GT(three.stats.compress_bytes_before, 0);
+  EXPECT_FALSE(IsExactSum(three, world, 2)) << "int8 of these values is not exact";
+}
+
+TEST(CompressedSync, SmallBucketsAreUncompressed) {
+  const int world = 2;
+  // Every bucket is below 100 KiB: all uncompressed, exact.
+  const Plain all = RunIntegers(world, 0, 100, 2);
+  EXPECT_EQ(all.stats.uncompressed_buckets, all.stats.buckets);
+  EXPECT_TRUE(IsExactSum(all, world, 1));
+  // 5 KiB: the 2049-value bucket (8 KiB) is compressed, the others not.
+  const Plain some = RunIntegers(world, 0, 5, 1);
+  EXPECT_EQ(some.stats.uncompressed_buckets, some.stats.buckets - 1);
+  EXPECT_EQ(some.stats.compress_bytes_before, (2049 + 1025) * 4)
+      << "the bucket and this rank's half of it, re-encoded";
+}
+
+TEST(CompressedSync, Int8RatioIsNearFour) {
+  const Plain p = RunIntegers(2, 0, 0, 2);
+  const double ratio =
+      static_cast<double>(p.stats.compress_bytes_before) / p.stats.compress_bytes_after;
+  EXPECT_GT(ratio, 3.9);
+  EXPECT_LT(ratio, 4.0);
+  EXPECT_GT(p.stats.residual_norm, 0);
+  EXPECT_GT(p.stats.bytes_sent, 0);
+}
+
+// Through the registry: every bad value names its key.
+TEST(CompressedStrategy, BadOptionsGiveClearErrors) {
+  auto check = [](const std::string& sync_opt, const std::string& expect) {
+    absl::StatusOr<SyncOptions> o = ParseSyncOptions("compressed", sync_opt);
+    ASSERT_TRUE(o.ok()) << o.status();
+    absl::Status s = ValidateSyncOptions(*o);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << sync_opt;
+    EXPECT_NE(s.message().find(expect), std::string::npos) << sync_opt << ": " << s.message();
+  };
+  check("codec=int4", "codec must be one of int8|fp16|bf16|topk|threshold, got 'int4'");
+  check("codec=int8,chunk=100", "chunk (int8 values per scale) must be in 256..2048");
+  check("codec=int8,chunk=abc", "chunk='abc' is not an integer");
+  check("codec=int8,rounding=up", "rounding must be nearest or stochastic");
+  check("codec=topk,k=0", "k (fraction of values top-k keeps) must be in (0, 1]");
+  check("codec=topk,k=2", "must be in (0, 1]");
+  check("codec=int8,k=0.01", "k applies to codec=topk only, but codec=int8");
+  check("codec=topk,chunk=512", "chunk applies to codec=int8 only");
+  check("codec=threshold,density=0", "density");
+  check("codec=threshold,density=0.1,max_density=0.05", "max_density must be in [density, 1]");
+  check("ef=2", "ef must be 1 (error feedback) or 0 (none), got 2");
+  check("warmup_steps=-1", "warmup_steps must be >= 0");
+  check("min_bucket_kb=-3", "min_bucket_kb must be >= 0");
+  check("codecs=int8", "is not an option of strategy 'compressed'");
+  for (const char* ok : {"", "codec=fp16", "codec=bf16,ef=0", "codec=topk,k=0.001",
+                         "codec=threshold,density=0.02,max_density=0.1",
+                         "codec=int8,chunk=2048,rounding=stochastic,warmup_steps=50,"
+                         "min_bucket_kb=64,bucket_cap_mb=4"}) {
+    absl::StatusOr<SyncOptions> o = ParseSyncOptions("compressed", ok);
+    ASSERT_TRUE(o.ok()) << o.status();
+    EXPECT_TRUE(ValidateSyncOptions(*o).ok()) << ok << ": " << ValidateSyncOptions(*o);
+  }
+  absl::StatusOr<StrategyInfo> info = FindStrategy("compressed");
+  ASSERT_TRUE(info.ok());
+  EXPECT_FALSE(NeedsNodeGroups(*info, SyncOptions{}));
+}
+
+}  // namespace
+}  // namespace sync
+}  // namespace tandem

@@ -1,0 +1,88 @@
+// On a GPU: the CUDA int8 kernels give the CPU codec's bytes, residuals and
+// decoded floats bit for bit (nearest and stochastic rounding, with and
+// without error feedback, ragged sizes). Skips without a device.
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "common/kernels/cuda/gpu_test_util.h"
+#include "common/sync/codec_factory.h"
+#include "common/sync/cuda_codec_kernels.h"
+#include "gtest/gtest.h"
+
+namespace tandem {
+namespace sync {
+namespace {
+
+template <typename T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(size_t n) : n_(n) { cudaMalloc(&p_, std::max<size_t>(n, 1) * sizeof(T)); }
+  ~DeviceArray() { cudaFree(p_); }
+  T* get() { return p_; }
+  void Put(const std::vector<T>& v) { cudaMemcpy(p_, v.data(), n_ * sizeof(T), cudaMemcpyHostToDevice); }
+  std::vector<T> Get() {
+    std::vector<T> v(n_);
+    cudaMemcpy(v.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost);
+    return v;
+  }
+
+ private:
+  size_t n_;
+  T* p_ = nullptr;
+};
+
+TEST(CudaInt8Kernels, MatchTheCpuCodecBitForBit) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  for (const char* rounding : {"nearest", "stochastic"}) {
+    for (bool feedback : {false, true}) {
+      for (int64_t n : {1, 255, 257, 2049, 100003}) {
+        CodecConfig c;
+        c.chunk = 256;
+        c.rounding = rounding;
+        std::unique_ptr<Codec> codec = *CreateCodec(c);
+        std::mt19937 rng(static_cast<uint32_t>(n));
+        std::normal_distribution<float> d(0.f, 1.f);
+        std::vector<float> x(n), r(n);
+        for (int64_t i = 0; i < n; ++i) {
+          x[i] = d(rng) * (1 + (i / 256) % 7);
+          r[i] = 0.01f * d(rng);
+        }
+        const int64_t bytes = codec->MaxEncodedBytes(n);
+        std::vector<uint8_t> cpu(bytes);
+        std::vector<float> cpu_r = r;
+        EncodeParams p;
+        p.seed = 77;
+        if (feedback) {
+          codec->EncodeWithFeedback(x.data(), cpu_r.data(), n, p, cpu.data());
+        } else {
+          codec->Encode(x.data(), n, p, cpu.data());
+        }
+        DeviceArray<float> dx(n), dr(n), dy(n);
+        DeviceArray<uint8_t> dout(bytes);
+        dx.Put(x);
+        dr.Put(r);
+        ASSERT_EQ(cuda::LaunchInt8Encode(n, 256, std::string(rounding) == "stochastic", 77,
+                                         dx.get(), feedback ? dr.get() : nullptr, dout.get(), 0),
+                  cudaSuccess);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        EXPECT_EQ(dout.Get(), cpu) << rounding << " ef " << feedback << " n " << n;
+        if (feedback) {
+          EXPECT_EQ(dr.Get(), cpu_r) << rounding << " n " << n;
+        }
+        std::vector<float> y(n, 0.5f), cpu_y(n, 0.5f);
+        dy.Put(y);
+        ASSERT_EQ(cuda::LaunchInt8Decode(n, 256, true, dout.get(), dy.get(), 0), cudaSuccess);
+        codec->DecodeAdd(cpu.data(), n, cpu_y.data());
+        EXPECT_EQ(dy.Get(), cpu_y) << "n " << n;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sync
+}  // namespace tandem

@@ -1,0 +1,41 @@
+#include "common/sync/error_feedback.h"
+
+#include <algorithm>
+
+#include "common/log/log.h"
+
+namespace tandem {
+namespace sync {
+
+ErrorFeedback::ErrorFeedback(const Codec* codec, int64_t size)
+    : codec_(codec),
+      owned_(static_cast<size_t>(std::max<int64_t>(size, 0)), 0.f),
+      residual_(absl::MakeSpan(owned_)) {}
+
+ErrorFeedback::ErrorFeedback(const Codec* codec, absl::Span<float> storage)
+    : codec_(codec), residual_(storage) {
+  Reset();
+}
+
+int64_t ErrorFeedback::Encode(const float* x, int64_t offset, int64_t n,
+                              const EncodeParams& params, uint8_t* out) {
+  DCHECK(offset >= 0 && n >= 0 && offset + n <= size());
+  return codec_->EncodeWithFeedback(x, residual_.data() + offset, n, params, out);
+}
+
+double ErrorFeedback::SumOfSquares(int64_t offset, int64_t n) const {
+  // Four partial sums: independent chains the compiler can pipeline.
+  double s[4] = {0, 0, 0, 0};
+  const float* r = residual_.data() + offset;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    for (int j = 0; j < 4; ++j) s[j] += static_cast<double>(r[i + j]) * r[i + j];
+  }
+  for (; i < n; ++i) s[0] += static_cast<double>(r[i]) * r[i];
+  return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+void ErrorFeedback::Reset() { std::fill(residual_.begin(), residual_.end(), 0.f); }
+
+}  // namespace sync
+}  // namespace tandem

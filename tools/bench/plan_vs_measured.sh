@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# `tandem plan`'s predictions next to measured runs: runs
+# tools/bench/strategies.sh (simulated nodes, shaped links; needs root) for
+# every strategy x link rate x layout, asks `tandem plan --one_host` for the
+# same configurations, and prints predicted vs measured step time, the error,
+# and whether the plan's recommendation was the measured fastest.
+# Calibrate first on the same machine (tandem plan --calibrate --model M).
+#
+#   bazel build -c opt //tools/tandem
+#   sudo tools/bench/plan_vs_measured.sh [--out DIR] [--model mlp:784,1024,1024,10]
+#        [--steps 30] [--batch 64] [--rates 1gbit,100mbit] [--layouts 2x2,4x1]
+# Writes OUT/plan_vs_measured.json. TANDEM=path overrides the binary.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+TANDEM=${TANDEM:-bazel-bin/tools/tandem/tandem}
+if [ ! -x "$TANDEM" ]; then
+  echo "plan_vs_measured.sh: no tandem binary at $TANDEM; run 'bazel build -c opt //tools/tandem' or set TANDEM" >&2
+  exit 1
+fi
+case "${1:-}" in -h|--help) sed -n '2,12p' "$0"; exit 0 ;; esac
+PYTHON=${PYTHON:-/usr/bin/python3}
+[ -x "$PYTHON" ] || PYTHON=python3
+exec "$PYTHON" "$here/plan_vs_measured.py" --tandem "$TANDEM" --strategies "$here/strategies.sh" "$@"

@@ -1,0 +1,172 @@
+#include "tools/tandem/plan_command.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/io/file.h"
+#include "common/nn/model_spec.h"
+#include "common/plan/calibrate.h"
+#include "common/status/status_macros.h"
+#include "tools/tandem/link_rate.h"
+
+namespace tandem {
+namespace cli {
+namespace {
+
+std::string DefaultProfilePath(const std::string& home) {
+  return home.empty() ? "" : home + "/.config/tandem/plan_profile";
+}
+
+double MiB(double bytes) { return bytes / (1 << 20); }
+
+// The fastest strategy that trains the same numbers (not lossy); the
+// fastest overall when every one is lossy.
+const plan::Prediction* Recommended(const std::vector<plan::Prediction>& ps) {
+  for (const plan::Prediction& p : ps) {
+    if (!p.lossy) return &p;
+  }
+  return ps.empty() ? nullptr : &ps[0];
+}
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+absl::StatusOr<plan::PlanRequest> PlanRequestFrom(const PlanOptions& o,
+                                                  const plan::MachineProfile& profile) {
+  auto spec = nn::ParseModelSpec(o.model);
+  if (!spec.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--model: ", spec.status().message()));
+  }
+  plan::PlanRequest r;
+  ASSIGN_OR_RETURN(r.model, plan::ModelCostOf(*spec));
+  r.batch = o.batch_size;
+  r.optimizer = o.optimizer;
+  r.bucket_cap_mb = o.bucket_cap_mb;
+  r.machine = profile;
+  r.cluster.nodes = o.nodes;
+  r.cluster.per_node = o.per_node;
+  r.cluster.servers = o.servers;
+  r.cluster.one_host = o.one_host;
+  if (!o.link.empty()) {
+    auto bps = ParseLinkRate(o.link);
+    if (!bps.ok()) return absl::InvalidArgumentError(absl::StrCat("--link: ", bps.status().message()));
+    r.cluster.link_bits_per_s = static_cast<double>(*bps);
+  }
+  if (!o.server_link.empty()) {
+    auto bps = ParseLinkRate(o.server_link);
+    if (!bps.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--server_link: ", bps.status().message()));
+    }
+    r.cluster.server_link_bits_per_s = static_cast<double>(*bps);
+  }
+  return r;
+}
+
+std::string FormatPlan(const plan::PlanRequest& r, const std::vector<plan::Prediction>& ps,
+                       bool json) {
+  const plan::Cluster& c = r.cluster;
+  if (json) {
+    std::string out = "{\"predictions\": [";
+    for (size_t i = 0; i < ps.size(); ++i) {
+      const plan::Prediction& p = ps[i];
+      absl::StrAppendFormat(
+          &out,
+          "%s\n  {\"strategy\": %s, \"step_s\": %.6g, \"samples_per_s\": %.6g, "
+          "\"forward_s\": %.6g, \"backward_s\": %.6g, \"comm_s\": %.6g, \"exposed_comm_s\": %.6g, "
+          "\"finish_s\": %.6g, \"node_link_bytes\": %.6g, \"param_bytes\": %d, \"grad_bytes\": %d, "
+          "\"optimizer_bytes\": %d, \"activation_bytes\": %d, \"server_bytes\": %d, "
+          "\"lossy\": %s, \"bottleneck\": %s}",
+          i == 0 ? "" : ",", JsonString(p.strategy), p.step_s, p.samples_per_s, p.forward_s,
+          p.backward_s, p.comm_s, p.exposed_comm_s, p.finish_s, p.node_link_bytes, p.param_bytes,
+          p.grad_bytes, p.optimizer_bytes, p.activation_bytes, p.server_bytes,
+          p.lossy ? "true" : "false", JsonString(p.bottleneck));
+    }
+    const plan::Prediction* best = Recommended(ps);
+    absl::StrAppend(&out, "\n], \"recommended\": ", best == nullptr ? "null" : JsonString(best->strategy),
+                    ", \"profile\": ", JsonString(r.machine.source), "}\n");
+    return out;
+  }
+  std::string out = absl::StrFormat(
+      "tandem plan: %d parameters, %.2f MFLOP per sample; batch %d per worker; %d node(s) x %d "
+      "worker(s)%s, links %s%s\n",
+      r.model.parameters, r.model.train_flops / 1e6, r.batch, c.nodes, c.per_node,
+      c.servers > 0 ? absl::StrCat(", ", c.servers, " shard server(s)") : "",
+      c.link_bits_per_s > 0 ? FormatLinkRate(static_cast<int64_t>(c.link_bits_per_s))
+                            : "unshaped (loopback)",
+      c.one_host ? ", all on this machine" : "");
+  absl::StrAppendFormat(&out,
+                        "profile: %s\n  %.1f GFLOP/s per worker, %.1f GB/s streaming, loopback %.2f "
+                        "GB/s, alpha %.0f us, %d core(s)\n\n",
+                        r.machine.source, r.machine.gemm_flops_per_s / 1e9,
+                        r.machine.stream_bytes_per_s / 1e9, r.machine.loopback_bytes_per_s / 1e9,
+                        r.machine.link_alpha_s * 1e6, r.machine.cores);
+  absl::StrAppendFormat(&out, "%-22s %10s %11s %10s %10s %12s %12s  %s\n", "strategy", "step ms",
+                        "samples/s", "comm ms", "finish ms", "link MiB", "MiB/worker",
+                        "bottleneck");
+  for (const plan::Prediction& p : ps) {
+    absl::StrAppendFormat(&out, "%-22s %10.2f %11.0f %10.2f %10.2f %12.1f %12.1f  %s\n",
+                          p.lossy ? p.strategy + " *" : p.strategy,
+                          p.step_s * 1e3, p.samples_per_s, p.exposed_comm_s * 1e3,
+                          p.finish_s * 1e3, MiB(p.node_link_bytes), MiB(p.total_bytes()),
+                          p.bottleneck);
+  }
+  const plan::Prediction* best = Recommended(ps);
+  if (best != nullptr) {
+    absl::StrAppend(&out, "\nrecommended: --sync ", best->strategy, " (", best->why, ")");
+    for (const plan::Prediction& p : ps) {
+      if (&p == best || p.lossy) continue;
+      absl::StrAppendFormat(&out, "; %.2fx faster than %s", p.step_s / best->step_s, p.strategy);
+      break;
+    }
+    if (ps[0].lossy) {
+      absl::StrAppendFormat(&out,
+                            "\n  %s is %.2fx faster still, if the job's accuracy holds with it "
+                            "(check: tools/bench/strategies.sh)",
+                            ps[0].strategy, best->step_s / ps[0].step_s);
+    }
+    absl::StrAppend(&out,
+                    "\ncomm ms = communication backward did not hide; link MiB = bytes leaving one "
+                    "node per step; * = lossy (compression)\n");
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> RunPlan(const PlanOptions& o, const std::string& home) {
+  const std::string path = o.profile.empty() ? DefaultProfilePath(home) : o.profile;
+  std::string notes;
+  plan::MachineProfile profile;
+  if (o.calibrate) {
+    plan::CalibrateOptions co;
+    co.model = o.model;
+    co.batch = o.batch_size;
+    ASSIGN_OR_RETURN(profile, plan::Calibrate(co));
+    if (!path.empty()) {
+      const size_t slash = path.rfind('/');
+      if (slash != std::string::npos && slash > 0) RETURN_IF_ERROR(MakeDirectories(path.substr(0, slash)));
+      RETURN_IF_ERROR(plan::SaveMachineProfile(profile, path));
+      absl::StrAppend(&notes, "calibrated; profile saved to ", path, "\n");
+    }
+  } else if (!path.empty()) {
+    auto loaded = plan::LoadMachineProfile(path);
+    if (loaded.ok()) {
+      profile = *loaded;
+    } else if (!o.profile.empty() || !absl::IsNotFound(loaded.status())) {
+      return loaded.status();  // a profile asked for by name must load
+    }
+  }
+  ASSIGN_OR_RETURN(plan::PlanRequest r, PlanRequestFrom(o, profile));
+  ASSIGN_OR_RETURN(std::vector<plan::Prediction> ps, plan::PredictAll(r));
+  return notes + FormatPlan(r, ps, o.json);
+}
+
+}  // namespace cli
+}  // namespace tandem

@@ -1,0 +1,102 @@
+#include "tools/tandem/plan_command.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "common/io/file.h"
+#include "gtest/gtest.h"
+
+namespace tandem {
+namespace cli {
+namespace {
+
+std::string TmpDir() { return std::getenv("TEST_TMPDIR"); }
+
+TEST(PlanCommandTest, TableListsEveryStrategyAndRecommendsTheFastest) {
+  PlanOptions o;
+  o.nodes = 2;
+  o.per_node = 2;
+  o.servers = 2;
+  o.link = "100mbit";
+  auto text = RunPlan(o, "");
+  ASSERT_TRUE(text.ok()) << text.status();
+  for (const char* s : {"allreduce", "hier", "zero1", "zero2", "ps", "hybrid", "compressed:int8"}) {
+    EXPECT_NE(text->find(std::string("\n") + s + " "), std::string::npos) << s << "\n" << *text;
+  }
+  // The recommendation is the first row that is not lossy (no " *").
+  size_t row = text->find("bottleneck\n");
+  ASSERT_NE(row, std::string::npos);
+  std::string first;
+  for (row += 11; row < text->size(); row = text->find('\n', row) + 1) {
+    const std::string line = text->substr(row, text->find('\n', row) - row);
+    if (line.empty()) break;
+    if (line.find(" * ") != std::string::npos) continue;
+    first = line.substr(0, line.find(' '));
+    break;
+  }
+  ASSERT_FALSE(first.empty()) << *text;
+  EXPECT_NE(text->find("recommended: --sync " + first + " "), std::string::npos) << *text;
+  EXPECT_NE(text->find("links 100mbit"), std::string::npos);
+}
+
+TEST(PlanCommandTest, JsonHasOneObjectPerStrategy) {
+  PlanOptions o;
+  o.nodes = 2;
+  o.json = true;
+  auto text = RunPlan(o, "");
+  ASSERT_TRUE(text.ok()) << text.status();
+  size_t count = 0;
+  for (size_t at = text->find("\"strategy\""); at != std::string::npos;
+       at = text->find("\"strategy\"", at + 1)) {
+    ++count;
+  }
+  EXPECT_EQ(count, plan::PlannedStrategies(plan::Cluster{2, 1}).size());
+  EXPECT_NE(text->find("\"recommended\": \""), std::string::npos);
+}
+
+TEST(PlanCommandTest, ProfileFileIsUsedAndBadOnesAreRefused) {
+  const std::string path = TmpDir() + "/profile";
+  ASSERT_TRUE(WriteFileAtomically(path, "source = hand-made\ngemm_flops_per_s = 1e9\n").ok());
+  PlanOptions o;
+  o.profile = path;
+  auto text = RunPlan(o, "");
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_NE(text->find("profile: hand-made"), std::string::npos) << *text;
+  EXPECT_NE(text->find("1.0 GFLOP/s per worker"), std::string::npos) << *text;
+  ASSERT_TRUE(WriteFileAtomically(path, "gemm_flops_per_s = fast\n").ok());
+  EXPECT_EQ(RunPlan(o, "").status().code(), absl::StatusCode::kInvalidArgument);
+  o.profile = TmpDir() + "/missing";
+  EXPECT_EQ(RunPlan(o, "").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(PlanCommandTest, BadFlagsNameTheFlag) {
+  PlanOptions o;
+  o.model = "transformer:big";
+  EXPECT_NE(RunPlan(o, "").status().message().find("--model"), std::string::npos);
+  o = PlanOptions{};
+  o.link = "0mbit";
+  EXPECT_NE(RunPlan(o, "").status().message().find("--link"), std::string::npos);
+  o = PlanOptions{};
+  o.per_node = 0;
+  EXPECT_EQ(RunPlan(o, "").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(PlanCommandTest, CalibrateSavesAProfileTheNextPlanLoads) {
+  PlanOptions o;
+  o.model = "mlp:32,16,10";
+  o.batch_size = 8;
+  o.calibrate = true;
+  const std::string home = TmpDir() + "/home";
+  auto text = RunPlan(o, home);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_NE(text->find("profile saved to " + home + "/.config/tandem/plan_profile"),
+            std::string::npos);
+  o.calibrate = false;
+  auto again = RunPlan(o, home);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_NE(again->find("measured by tandem plan --calibrate"), std::string::npos) << *again;
+}
+
+}  // namespace
+}  // namespace cli
+}  // namespace tandem
