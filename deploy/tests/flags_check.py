@@ -42,6 +42,21 @@ def parse_flags(argv):
     return out
 
 
+def unwrap(argv):
+    """The command line under the image's wrappers: `tandem exec [--] PROG
+    ...` and `tandem-with-host PROG ...` both run PROG with the rest."""
+    argv = list(argv)
+    while argv:
+        base = os.path.basename(str(argv[0]))
+        if base == "tandem" and len(argv) > 1 and argv[1] == "exec":
+            argv = argv[3:] if len(argv) > 2 and argv[2] == "--" else argv[2:]
+        elif base == "tandem-with-host":
+            argv = argv[1:]
+        else:
+            break
+    return argv
+
+
 def flags_in_shell(words):
     """--flags inside `sh -c '...'` style strings."""
     out = []
@@ -92,7 +107,8 @@ class Checker:
         if not cmd:
             self.problems.append(f"{where}: no command (the chart must name the binary)")
             return
-        binary = os.path.basename(cmd[-1] if "tandem-with-host" in cmd[0] else cmd[0])
+        cmd = unwrap(cmd)
+        binary = os.path.basename(cmd[0])
         args = list(cmd[1:]) + list(c.get("args") or [])
         flags = parse_flags(args)
         self.flags_ok(where, binary, list(flags))
