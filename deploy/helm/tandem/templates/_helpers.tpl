@@ -1,0 +1,88 @@
+{{/* Names, labels and the pieces every pod shares. */}}
+
+{{- define "tandem.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "tandem.labels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+tandem.dev/job: {{ .Values.job.id }}
+{{- end -}}
+
+{{/* Selector labels of one component: include "tandem.selector" (list $ "worker") */}}
+{{- define "tandem.selector" -}}
+{{- $ := index . 0 -}}
+app.kubernetes.io/name: {{ $.Chart.Name }}
+app.kubernetes.io/instance: {{ $.Release.Name }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end -}}
+
+{{- define "tandem.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{- define "tandem.cudaImage" -}}
+{{- printf "%s:%s" .Values.cudaImage.repository (default .Chart.AppVersion .Values.cudaImage.tag) -}}
+{{- end -}}
+
+{{- define "tandem.tokenSecret" -}}
+{{- default (printf "%s-token" (include "tandem.fullname" .)) .Values.job.token.existingSecret -}}
+{{- end -}}
+
+{{/* Environment every container gets: the job token (from the Secret),
+     the pod's address and name (for --host). */}}
+{{- define "tandem.env" -}}
+- name: TANDEM_JOB_TOKEN
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "tandem.tokenSecret" . }}
+      key: {{ .Values.job.token.key }}
+- name: POD_IP
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+{{- end -}}
+
+{{- define "tandem.podSecurity" -}}
+securityContext:
+  runAsNonRoot: true
+  {{- toYaml .Values.podSecurityContext | nindent 2 }}
+automountServiceAccountToken: false
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* Host:port of the coordinator (its headless Service resolves to the pod). */}}
+{{- define "tandem.coordinatorAddress" -}}
+{{- printf "%s-coordinator:%d" (include "tandem.fullname" .) (int .Values.coordinator.port) -}}
+{{- end -}}
+
+{{- define "tandem.dataServers" -}}
+{{- $fn := include "tandem.fullname" . -}}
+{{- $out := list -}}
+{{- range $i := until (int .Values.dataserver.replicas) -}}
+{{- $out = append $out (printf "%s-dataserver-%d.%s-dataserver:%d" $fn $i $fn (int $.Values.dataserver.port)) -}}
+{{- end -}}
+{{- join "," $out -}}
+{{- end -}}
+
+{{- define "tandem.minWorkers" -}}
+{{- if gt (int .Values.coordinator.minWorkers) 0 }}{{ .Values.coordinator.minWorkers }}{{ else }}{{ .Values.workers.replicas }}{{ end -}}
+{{- end -}}
+{{- define "tandem.maxWorkers" -}}
+{{- if gt (int .Values.coordinator.maxWorkers) 0 }}{{ .Values.coordinator.maxWorkers }}{{ else }}{{ .Values.workers.replicas }}{{ end -}}
+{{- end -}}

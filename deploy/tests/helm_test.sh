@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The Helm chart: `helm lint --strict` and `helm template` with the default
+# values and every example; every rendered object valid against the
+# Kubernetes (and Prometheus Operator) schemas and clean under yamllint;
+# values.schema.json refusing bad values, each with a message naming it.
+set -euo pipefail
+source "${TEST_SRCDIR:?run me with bazel test}/${TEST_WORKSPACE:?}/deploy/tests/lib.sh"
+need "$HELM" node yamllint
+chart=$DEPLOY/helm/tandem
+[ -d "$NODE_MODULES/kubernetes-models" ] ||
+  fail "$NODE_MODULES/kubernetes-models missing: run tools/setup.sh"
+lint_rendered='{extends: default, rules: {document-start: disable, line-length: {max: 200},
+  indentation: {indent-sequences: whatever}}}'
+n=0
+for values in "" "$chart"/examples/*.yaml; do
+  name=${values:+$(basename "$values" .yaml)}
+  name=${name:-default}
+  args=()
+  [ -n "$values" ] && args=(-f "$values")
+  "$HELM" lint --strict "$chart" "${args[@]}" || fail "helm lint --strict ($name)"
+  out=$TMP/rendered-$name.yaml
+  "$HELM" template "test-$name" "$chart" --namespace tandem "${args[@]}" > "$out" ||
+    fail "helm template ($name)"
+  node "$DEPLOY/tests/validate_k8s.mjs" "$NODE_MODULES" "$out" || fail "schema validation ($name)"
+  yamllint -s -d "$lint_rendered" "$out" || fail "yamllint on the rendered $name manifests"
+  n=$((n + 1))
+done
+# The validator must refuse what the API would: a misspelt field (the
+# packages' own validators let unknown fields through) and a wrong type.
+sed 's/readinessProbe:/readinesProbe:/' "$TMP/rendered-default.yaml" > "$TMP/misspelt.yaml"
+if node "$DEPLOY/tests/validate_k8s.mjs" "$NODE_MODULES" "$TMP/misspelt.yaml" >/dev/null 2>"$TMP/err"; then
+  fail "validate_k8s.mjs accepted readinesProbe"
+fi
+grep -q 'unknown field "readinesProbe"' "$TMP/err" || fail "no message naming readinesProbe"
+sed 's/containerPort: 9400/containerPort: "9400x"/' "$TMP/rendered-default.yaml" > "$TMP/badtype.yaml"
+if node "$DEPLOY/tests/validate_k8s.mjs" "$NODE_MODULES" "$TMP/badtype.yaml" >/dev/null 2>&1; then
+  fail "validate_k8s.mjs accepted a string containerPort"
+fi
+# What the examples promise is in their manifests.
+grep -q 'nvidia.com/gpu: 1' "$TMP/rendered-gpu.yaml" || fail "gpu example: no nvidia.com/gpu limit"
+grep -q 'medium: Memory' "$TMP/rendered-gpu.yaml" || fail "gpu example: /dev/shm is not a memory emptyDir"
+grep -q 'kind: ServiceMonitor' "$TMP/rendered-cpu.yaml" || fail "cpu example: no ServiceMonitor"
+grep -q 'kind: PrometheusRule' "$TMP/rendered-cpu.yaml" || fail "cpu example: no PrometheusRule"
+grep -q 'alert: TandemLossNaN' "$TMP/rendered-cpu.yaml" || fail "PrometheusRule lacks the rules"
+grep -q 'shardserver' "$TMP/rendered-hybrid.yaml" || fail "hybrid example: no shard servers"
+if grep -q 'shardserver' "$TMP/rendered-default.yaml"; then
+  fail "default values render shard servers (they must stay off until the binary exists)"
+fi
+grep -q 'secretKeyRef' "$TMP/rendered-default.yaml" || fail "no container takes the token from a Secret"
+# The schema must refuse bad values, naming the field.
+refuse() {  # refuse EXPECTED_TEXT --set ...
+  local want=$1
+  shift
+  if "$HELM" template bad "$chart" "$@" >"$TMP/bad.out" 2>"$TMP/bad.err"; then
+    fail "helm template accepted $*"
+  fi
+  grep -q -- "$want" "$TMP/bad.err" || { cat "$TMP/bad.err" >&2; fail "error for $* does not mention '$want'"; }
+  echo "refused as expected: $*"
+}
+refuse "/workers/backend" --set workers.backend=tpu
+refuse "/workers/replicas" --set workers.replicas=0
+refuse "/coordinator/port" --set coordinator.port=70000
+refuse "/job/id" --set job.id=Not_A_DNS_Label
+refuse "/workers/extraArgs/0" --set 'workers.extraArgs[0]=no-dashes'
+refuse "/securityContext/runAsNonRoot" --set securityContext.runAsNonRoot=false
+refuse "typo" --set workers.typo=1
+echo "PASS: chart lints, renders $n value sets, all objects valid, bad values refused"
