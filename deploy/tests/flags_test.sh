@@ -24,7 +24,7 @@ files+=(--compose="$TMP/compose.yml" --compose="$TMP/compose-loopback.yml")
 bins=(--binary=coordinator="$(runfile services/coordinator/coordinator)"
       --binary=dataserver="$(runfile services/dataserver/dataserver)"
       --binary=worker="$(runfile services/worker/worker)"
-      --known=shardserver=port,coordinator)
+      --binary=shardserver="$(runfile services/shardserver/shardserver)")
 "$PY" "$DEPLOY/tests/flags_check.py" "${bins[@]}" "${files[@]}" || fail "flags_check"
 # And it must notice a flag the binary does not have, and a probe on the
 # wrong port.

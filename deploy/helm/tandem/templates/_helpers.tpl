@@ -80,6 +80,15 @@ imagePullSecrets:
 {{- join "," $out -}}
 {{- end -}}
 
+{{- define "tandem.shardServers" -}}
+{{- $fn := include "tandem.fullname" . -}}
+{{- $out := list -}}
+{{- range $i := until (int .Values.shardserver.replicas) -}}
+{{- $out = append $out (printf "%s-shardserver-%d.%s-shardserver:%d" $fn $i $fn (int $.Values.shardserver.port)) -}}
+{{- end -}}
+{{- join "," $out -}}
+{{- end -}}
+
 {{- define "tandem.minWorkers" -}}
 {{- if gt (int .Values.coordinator.minWorkers) 0 }}{{ .Values.coordinator.minWorkers }}{{ else }}{{ .Values.workers.replicas }}{{ end -}}
 {{- end -}}
