@@ -64,7 +64,10 @@ def main():
             nodes, per = r["nodes"], r["workers_per_node"]
             p = subprocess.run([a.tandem, "plan", "--json", "--one_host", "--model=" + a.model,
                                 "--nodes=%d" % nodes, "--per_node=%d" % per, "--link=" + r["rate"],
-                                "--batch_size=%d" % a.batch], capture_output=True, text=True)
+                                "--batch_size=%d" % a.batch,
+                                # strategies.sh gives ps / hybrid one shard server per node,
+                                # each on its own shaped link
+                                "--servers=%d" % nodes], capture_output=True, text=True)
             if p.returncode != 0:
                 sys.exit("plan_vs_measured: tandem plan failed: " + p.stderr.strip())
             plans[key] = json.loads(p.stdout)
