@@ -69,9 +69,30 @@ absl::StatusOr<std::unique_ptr<CoordinatorCore>> CoordinatorCore::Create(
     core->last_checkpoint_ = state.last_checkpoint();
     if (state.global_batch_size() > 0) core->global_batch_size_ = state.global_batch_size();
     if (state.finished()) core->phase_ = Phase::kFinished;
-    LOG(INFO) << "coordinator: resumed job '" << options.job_id << "' after generation "
-              << state.generation() << ", last checkpoint at step "
-              << state.last_checkpoint().step();
+    if (!state.finished() && state.running() && state.members_size() > 0) {
+      // The generation was running when the coordinator stopped: carry on
+      // with it. Every member gets a full heartbeat window from now.
+      const absl::Time now = options.clock();
+      for (const v1::MemberRecord& r : state.members()) {
+        Member m;
+        m.worker_id = r.worker_id();
+        m.rank = r.rank();
+        m.endpoint = r.endpoint();
+        m.node = r.node();
+        m.finished = r.finished();
+        m.left = r.finished();
+        m.last_heartbeat = now;
+        core->members_[m.worker_id] = m;
+      }
+      core->phase_ = Phase::kRunning;
+      LOG(INFO) << "coordinator: resumed job '" << options.job_id << "' in running generation "
+                << state.generation() << " with " << state.members_size()
+                << " worker(s), last checkpoint at step " << state.last_checkpoint().step();
+    } else {
+      LOG(INFO) << "coordinator: resumed job '" << options.job_id << "' after generation "
+                << state.generation() << ", last checkpoint at step "
+                << state.last_checkpoint().step();
+    }
   }
   return core;
 }
@@ -149,6 +170,7 @@ void CoordinatorCore::EndGeneration(const std::string& reason, bool failure) {
   if (phase_ != Phase::kRunning) return;
   phase_ = Phase::kRecovering;
   end_reason_ = reason;
+  if (failure) last_failed_generation_ = generation_;
   if (failure) ++restarts_;
   ++state_version_;
   LOG(WARNING) << "coordinator: generation " << generation_ << " ended: " << reason;
@@ -238,6 +260,9 @@ absl::StatusOr<v1::HeartbeatResponse> CoordinatorCore::Heartbeat(
   auto it = members_.find(request.worker_id());
   if (request.generation() != generation_ || phase_ != Phase::kRunning || it == members_.end()) {
     reply.set_command(v1::HeartbeatResponse::REJOIN);
+    // Collectives of a generation that failed, or of one already replaced,
+    // can only hang or fail: the worker aborts them now.
+    reply.set_failure(request.generation() <= last_failed_generation_);
     if (request.generation() > generation_) {
       reply.set_reason(absl::StrCat("generation ", request.generation(),
                                     " is unknown to this coordinator (restarted?)"));
@@ -290,6 +315,7 @@ absl::Status CoordinatorCore::Leave(const v1::LeaveRequest& request) {
     Member& m = it->second;
     m.left = true;
     m.finished = request.finished();
+    ++state_version_;  // a restarted coordinator must know who finished
     if (!request.finished()) {
       EndGeneration(absl::StrCat("rank ", m.rank, " (", m.worker_id, ") left"), false);
     } else {
@@ -403,6 +429,7 @@ v1::GetJobStatusResponse CoordinatorCore::GetJobStatus() {
   *s.mutable_last_checkpoint() = last_checkpoint_;
   s.set_global_batch_size(global_batch_size_);
   s.set_restarts(restarts_);
+  for (const v1::LostWorker& l : lost_) *s.add_lost() = l;
   if (phase_ == Phase::kWaiting || phase_ == Phase::kRecovering) {
     s.set_message(absl::StrCat(pending_.size(), " of min ", options_.min_workers,
                                " worker(s) waiting to join",
@@ -424,10 +451,18 @@ bool CoordinatorCore::CheckLiveness() {
     for (const auto& [id, m] : members_) {
       if (m.left) continue;
       if (now - m.last_heartbeat > limit) {
-        EndGeneration(absl::StrCat("rank ", m.rank, " (", id, ") missed ",
-                                   options_.heartbeat_misses, " heartbeats (silent for ",
-                                   absl::FormatDuration(now - m.last_heartbeat), ")"),
-                      true);
+        const std::string reason = absl::StrCat(
+            "rank ", m.rank, " (", id, ") missed ", options_.heartbeat_misses,
+            " heartbeats (silent for ", absl::FormatDuration(now - m.last_heartbeat), ")");
+        v1::LostWorker lost;
+        lost.set_worker_id(id);
+        lost.set_rank(m.rank);
+        lost.set_generation(generation_);
+        lost.set_reason(reason);
+        lost.set_unix_millis(absl::ToUnixMillis(absl::Now()));
+        lost_.push_back(lost);
+        if (static_cast<int>(lost_.size()) > kMaxLost) lost_.erase(lost_.begin());
+        EndGeneration(reason, true);
         ended = true;
         break;
       }
@@ -470,6 +505,17 @@ v1::CoordinatorState CoordinatorCore::StateLocked() const {
   state.set_restarts(restarts_);
   state.set_global_batch_size(global_batch_size_);
   state.set_finished(phase_ == Phase::kFinished);
+  state.set_running(phase_ == Phase::kRunning);
+  if (phase_ == Phase::kRunning) {
+    for (const auto& [id, m] : members_) {
+      v1::MemberRecord* r = state.add_members();
+      r->set_worker_id(id);
+      r->set_rank(m.rank);
+      *r->mutable_endpoint() = m.endpoint;
+      r->set_node(m.node);
+      r->set_finished(m.finished);
+    }
+  }
   return state;
 }
 

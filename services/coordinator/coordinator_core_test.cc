@@ -173,6 +173,63 @@ TEST(Liveness, SilentWorkerEndsTheGenerationNamingItsRank) {
             std::string::npos)
       << hb.reason();
   EXPECT_EQ((*core)->GetJobStatus().state(), v1::GetJobStatusResponse::RECOVERING);
+  // A failure: survivors are told to abort their collectives, and the lost
+  // worker is listed for the supervisor.
+  EXPECT_TRUE(hb.failure());
+  const v1::GetJobStatusResponse status = (*core)->GetJobStatus();
+  ASSERT_EQ(status.lost_size(), 1);
+  EXPECT_EQ(status.lost(0).worker_id(), "w1");
+  EXPECT_EQ(status.lost(0).rank(), g[1]->rank());
+  EXPECT_EQ(status.lost(0).generation(), 1);
+  EXPECT_NE(status.lost(0).reason().find("missed 3 heartbeats"), std::string::npos);
+}
+
+TEST(Liveness, GrowingTheJobIsNotAFailure) {
+  auto core = CoordinatorCore::Create(Options(1, 2));
+  ASSERT_TRUE(core.ok());
+  ASSERT_TRUE((*core)->Join(JoinReq("w0"), absl::Seconds(5)).ok());
+  // A second worker arrives: the generation ends for a planned resize.
+  std::thread joiner([&] { (void)(*core)->Join(JoinReq("w1"), absl::Seconds(5)); });
+  joiner.join();
+  v1::HeartbeatResponse hb = Beat(**core, "w0", 1);
+  EXPECT_EQ(hb.command(), v1::HeartbeatResponse::REJOIN);
+  EXPECT_FALSE(hb.failure()) << hb.reason();
+  EXPECT_EQ((*core)->GetJobStatus().lost_size(), 0);
+}
+
+TEST(State, RestartResumesTheRunningGenerationWithItsRanks) {
+  ManualClock clock;
+  CoordinatorOptions o = Options(2, 2, &clock);
+  o.state_dir = std::string(std::getenv("TEST_TMPDIR")) + "/coord_running";
+  std::vector<absl::StatusOr<v1::JoinResponse>> g;
+  {
+    auto core = CoordinatorCore::Create(o);
+    ASSERT_TRUE(core.ok()) << core.status();
+    g = JoinAll(**core, {"w0", "w1"});
+    ASSERT_TRUE(g[0].ok() && g[1].ok());
+  }
+  auto restarted = CoordinatorCore::Create(o);
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  const v1::GetJobStatusResponse s = (*restarted)->GetJobStatus();
+  EXPECT_EQ(s.state(), v1::GetJobStatusResponse::RUNNING);
+  EXPECT_EQ(s.generation(), 1);
+  ASSERT_EQ(s.workers_size(), 2);
+  for (const v1::WorkerStatus& w : s.workers()) {
+    EXPECT_EQ(w.rank(), w.worker_id() == "w0" ? g[0]->rank() : g[1]->rank());
+  }
+  EXPECT_EQ(Beat(**restarted, "w0", 1).command(), v1::HeartbeatResponse::CONTINUE);
+  EXPECT_EQ(Beat(**restarted, "w1", 1).command(), v1::HeartbeatResponse::CONTINUE);
+  // A member silent after the restart is still noticed.
+  for (int i = 0; i < 4; ++i) {
+    clock.Advance(absl::Milliseconds(900));
+    Beat(**restarted, "w0", 1);
+  }
+  EXPECT_TRUE((*restarted)->CheckLiveness());
+  EXPECT_EQ((*restarted)->GetJobStatus().lost(0).worker_id(), "w1");
+  // Once the generation has ended, a restart does not resurrect it.
+  auto again = CoordinatorCore::Create(o);
+  ASSERT_TRUE(again.ok());
+  EXPECT_NE((*again)->GetJobStatus().state(), v1::GetJobStatusResponse::RUNNING);
 }
 
 TEST(KvStore, GetWaitsForSetAndTimesOut) {
@@ -226,7 +283,9 @@ TEST(State, RestartContinuesGenerationsAndKeepsCheckpoint) {
   }
   auto restarted = CoordinatorCore::Create(o);
   ASSERT_TRUE(restarted.ok()) << restarted.status();
-  EXPECT_EQ(Beat(**restarted, "w0", 1).command(), v1::HeartbeatResponse::REJOIN);
+  // The running generation carries on through the restart.
+  EXPECT_EQ(Beat(**restarted, "w0", 1).command(), v1::HeartbeatResponse::CONTINUE);
+  EXPECT_EQ((*restarted)->GetJobStatus().state(), v1::GetJobStatusResponse::RUNNING);
   auto j = (*restarted)->Join(JoinReq("w0"), absl::Seconds(5));
   ASSERT_TRUE(j.ok());
   EXPECT_EQ(j->generation(), 2);

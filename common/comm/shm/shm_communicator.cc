@@ -307,6 +307,20 @@ absl::Status ShmCommunicator::CheckUsable(absl::string_view op) const {
                                                     "failure (", broken_reason_, ")"));
 }
 
+void ShmCommunicator::Abort(const std::string& reason) {
+  // The first caller writes the reason, then publishes the flag; waiters
+  // read the reason only after seeing the flag (acquire).
+  bool expected = false;
+  if (!abort_reason_claimed_.compare_exchange_strong(expected, true)) return;
+  abort_reason_ = reason.empty() ? "aborted by the caller" : reason;
+  abort_requested_.store(true, std::memory_order_release);
+  if (control_ == nullptr || world_size_ == 1) return;
+  // Fail the peers' waits too, and wake every sleeper on the barrier word.
+  uint32_t none = 0;
+  control_->aborted.compare_exchange_strong(none, static_cast<uint32_t>(rank_ + 1));
+  FutexWakeAll(&control_->generation);
+}
+
 absl::Status ShmCommunicator::WaitAll(absl::Time deadline, absl::string_view op) {
   if (world_size_ == 1) return absl::OkStatus();
   Control& c = *control_;
@@ -320,6 +334,11 @@ absl::Status ShmCommunicator::WaitAll(absl::Time deadline, absl::string_view op)
         "shm ", op, " on rank ", rank_, ": rank ", who - 1,
         " gave up waiting for the group (a peer died or stopped calling)")));
   };
+  auto local_abort = [&] {
+    return fail(absl::AbortedError(
+        absl::StrCat("shm ", op, " on rank ", rank_, " aborted: ", abort_reason_)));
+  };
+  if (abort_requested_.load(std::memory_order_acquire)) return local_abort();
   if (uint32_t who = c.aborted.load(std::memory_order_acquire); who != 0) {
     return aborted_error(who);
   }
@@ -337,6 +356,7 @@ absl::Status ShmCommunicator::WaitAll(absl::Time deadline, absl::string_view op)
   const absl::Time start = absl::Now();
   while (true) {
     if (c.generation.load(std::memory_order_acquire) != gen) return absl::OkStatus();
+    if (abort_requested_.load(std::memory_order_acquire)) return local_abort();
     if (uint32_t who = c.aborted.load(std::memory_order_acquire); who != 0) {
       return aborted_error(who);
     }
