@@ -136,6 +136,14 @@ absl::Status CoordinatorClient::HeartbeatOnce() {
   v1::HeartbeatResponse response;
   absl::Status status = FromGrpcStatus(stub_->Heartbeat(&ctx, request, &response),
                                        "Coordinator.Heartbeat");
+  if (status.ok() && response.command() == v1::HeartbeatResponse::REJOIN && response.failure()) {
+    std::function<void(int64_t, const std::string&)> handler;
+    {
+      absl::MutexLock lock(&mu_);
+      handler = on_failure_;
+    }
+    if (handler) handler(request.generation(), response.reason());
+  }
   absl::MutexLock lock(&mu_);
   if (!status.ok()) {
     if (absl::Now() - last_reply_ >= options_.lost_after && command_.kind == Command::kContinue) {
@@ -163,6 +171,12 @@ absl::Status CoordinatorClient::HeartbeatOnce() {
       break;
   }
   return status;
+}
+
+void CoordinatorClient::SetFailureHandler(
+    std::function<void(int64_t generation, const std::string& reason)> handler) {
+  absl::MutexLock lock(&mu_);
+  on_failure_ = std::move(handler);
 }
 
 void CoordinatorClient::SetProgress(const v1::WorkerProgress& progress) {

@@ -24,6 +24,7 @@
 #define TANDEM_SERVICES_WORKER_COORDINATOR_CLIENT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -82,6 +83,12 @@ class CoordinatorClient {
   // bounds the rendezvous wait (zero: options.join_timeout).
   absl::StatusOr<v1::JoinResponse> Join(absl::Duration timeout = absl::ZeroDuration());
 
+  // Called from the heartbeat thread (no lock held) each time a reply says
+  // the worker's generation ended by a failure (REJOIN with failure set),
+  // with that generation and the coordinator's reason: the trainer aborts
+  // the generation's collectives. Set before Join; must not block.
+  void SetFailureHandler(std::function<void(int64_t generation, const std::string& reason)> h);
+
   // Progress to send with the following heartbeats.
   void SetProgress(const v1::WorkerProgress& progress);
   Command command() const;
@@ -123,6 +130,7 @@ class CoordinatorClient {
   v1::WorkerProgress progress_ ABSL_GUARDED_BY(mu_);
   Command command_ ABSL_GUARDED_BY(mu_);
   absl::Time last_reply_ ABSL_GUARDED_BY(mu_);
+  std::function<void(int64_t, const std::string&)> on_failure_ ABSL_GUARDED_BY(mu_);
 
   // Owned by the trainer thread (Join / Leave / destructor).
   std::unique_ptr<absl::Notification> stop_heartbeats_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/checkpoint/checkpoint.h"
@@ -9,6 +10,7 @@
 #include "common/kernels/factory.h"
 #include "common/log/log.h"
 #include "common/status/status_macros.h"
+#include "services/worker/abort_switch.h"
 #include "services/worker/batch_stager.h"
 #include "services/worker/checkpointer.h"
 #include "services/worker/coordinator_client.h"
@@ -48,6 +50,8 @@ class Trainer::Loop {
   Trainer* const t_;
   const TrainerOptions& o_;
   std::function<void(const std::string&)> progress_sink_;
+  // Before client_: its heartbeat thread fires the switch until it is joined.
+  AbortSwitch abort_;
   std::unique_ptr<CoordinatorClient> client_;
   DatasetProbe probe_;
   std::unique_ptr<BatchStager> stager_;
@@ -94,6 +98,10 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
   co.join_attempts = o_.connect_attempts;
   co.lost_after = o_.coordinator_lost_after;
   ASSIGN_OR_RETURN(client_, CoordinatorClient::Create(co));
+  // The coordinator ended our generation by a failure: abort its
+  // collectives now, so a hung peer costs a heartbeat, not the timeout.
+  client_->SetFailureHandler(
+      [this](int64_t generation, const std::string& reason) { abort_.Fire(generation, reason); });
 
   CheckpointerOptions ck;
   ck.dir = o_.checkpoint_dir;
@@ -167,13 +175,24 @@ void Trainer::Loop::ReportFailure(Generation& g, const absl::Status& s) {
   }
   failure_ = absl::StrCat("generation ", g.join.generation(), ", rank ", g.rank(),
                           ": training step failed: ", s.message());
-  if (!c.reason.empty()) absl::StrAppend(&failure_, " (coordinator: ", c.reason, ")");
+  if (!c.reason.empty() && !absl::StrContains(s.message(), c.reason)) {
+    absl::StrAppend(&failure_, " (coordinator: ", c.reason, ")");
+  }
   LOG(WARNING) << "worker " << o_.worker_id << ": " << failure_ << "; re-joining";
+  // On the console too (rank 0 speaks for the job): who was lost, and
+  // which collective gave up.
+  if (g.rank() == 0) Print(failure_ + "; re-joining");
 }
 
 absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& g) {
   GenerationEnv env{&o_, client_.get(), t_->backend_.get(), t_->model_.get()};
   RETURN_IF_ERROR(SetUpGeneration(env, &g));
+  abort_.Arm(g.join.generation(),
+             {g.ctl.get(), g.grad.world.get(), g.grad.intra.get(), g.grad.inter.get()});
+  struct Disarm {
+    AbortSwitch* sw;
+    ~Disarm() { sw->Disarm(); }
+  } disarm{&abort_};
   result_.transport = g.grad.world->backend();
   result_.strategy = g.sync->name();
   ASSIGN_OR_RETURN(bool resumed, checkpointer_->Restore(g, &state_));

@@ -109,6 +109,8 @@ FlagTable LocalFlags(LocalOptions* o) {
            "Logs, port files, checkpoints (\"\" = a fresh /tmp/tandem-local-XXXXXX).");
   t.Bool("keep_going", &o->keep_going,
          "Leave a dead worker to the coordinator (survivors re-join) instead of stopping all.");
+  t.Int("max_restarts", &o->max_restarts,
+        "Restarts of a coordinator or data server that dies mid-run, in all (0 = none).");
   t.Seconds("grace_seconds", &o->grace, "Wait between SIGTERM and SIGKILL when stopping processes.");
   return t;
 }

@@ -89,7 +89,7 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
       "--sync_opt=a=1,b=2", "--bucket_cap_mb=8", "--transport=gloo", "--backend=cuda",
       "--log_every=5", "--profile", "--checkpoint_every=20", "--worker_arg=--x=1,--y=2",
       "--worker-arg=--z", "--bin_dir=/b", "--run_dir=/r", "--keep_going",
-      "--grace_seconds=2"};
+      "--max_restarts=1", "--grace_seconds=2"};
   auto c = ParseCommandLine(args);
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_FALSE(c->help);
@@ -135,6 +135,7 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
   EXPECT_EQ(o.bin_dir, "/b");
   EXPECT_EQ(o.run_dir, "/r");
   EXPECT_TRUE(o.keep_going);
+  EXPECT_EQ(o.max_restarts, 1);
   EXPECT_EQ(o.grace, absl::Seconds(2));
   // One argument above per row of the table (bar the two spelled with a
   // separate value and the repeated --worker_arg): a new flag needs a line here.

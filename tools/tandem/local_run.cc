@@ -7,15 +7,18 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <fstream>
 #include <memory>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -24,6 +27,7 @@
 #include "common/io/file.h"
 #include "common/kernels/blas_core.h"
 #include "common/status/status_macros.h"
+#include "tools/tandem/job_status.h"
 #include "tools/tandem/link_rate.h"
 #include "tools/tandem/process.h"
 #include "tools/tandem/sim_network.h"
@@ -51,7 +55,11 @@ std::string LastLine(const std::string& path) { return Trim(TailOfFile(path, 1))
 // A process `tandem local` started, with what it needs for supervision.
 struct Child {
   std::unique_ptr<Subprocess> process;
+  SubprocessOptions spawn;  // how it was started, for a restart
   bool is_worker = false;
+  // Set when the coordinator expelled this worker; it is killed at kill_at.
+  std::string lost_reason;
+  absl::Time kill_at = absl::InfiniteFuture();
   int metrics_port = -1;
   std::string stdout_partial;  // a line not yet ended
   int log_fd = -1;             // the worker's log, for copies of its stdout lines
@@ -85,6 +93,15 @@ class Runner {
   // Blocks briefly for a metrics line in `c`'s log.
   void WaitForMetricsLine(Child& c);
   absl::Status Failure(const Child& c, const std::string& what);
+  // A coordinator or data server exited mid-run: start it again on `port`
+  // (the coordinator resumes from its state directory), or fail when
+  // --max_restarts are used up.
+  absl::Status RestartServer(Child& c, int port, const std::string& port_file);
+  // Kills every worker the coordinator has expelled (a hung process would
+  // otherwise keep the run from ever ending) and says why on the console.
+  void KillLostWorkers();
+  // Sends SIGKILL to expelled workers whose grace (see KillLostWorkers) is over.
+  void KillExpelledWorkers();
   void PumpStdout(int timeout_ms);
   void DrainLines(Child& c, bool eof);
   void StopEverything();
@@ -102,7 +119,70 @@ class Runner {
   // has been stopped (the destructor returns this thread to its namespace).
   std::unique_ptr<SimulatedNetwork> network_;
   std::vector<Child> children_;  // coordinator, dataserver, workers (reserved: stable)
+  std::unique_ptr<JobWatch> watch_;  // the coordinator's lost workers
+  int restarts_used_ = 0;
 };
+
+absl::Status Runner::RestartServer(Child& c, int port, const std::string& port_file) {
+  const std::string how = c.process->DescribeExit();
+  if (restarts_used_ >= o_.max_restarts) {
+    return Failure(c, absl::StrCat("exited while workers were running; not restarted: ",
+                                   o_.max_restarts == 0
+                                       ? std::string("--max_restarts is 0")
+                                       : absl::StrCat("all ", o_.max_restarts,
+                                                      " restart(s) of --max_restarts are used up")));
+  }
+  ++restarts_used_;
+  Print(absl::StrCat("tandem local: ", c.process->name(), " (pid ", c.process->pid(), ") ", how,
+                     "; restarting it on port ", port, " (restart ", restarts_used_, " of ",
+                     o_.max_restarts, ")"));
+  SubprocessOptions so = c.spawn;
+  for (std::string& a : so.argv) {
+    if (absl::StartsWith(a, "--port=")) a = absl::StrCat("--port=", port);
+  }
+  std::remove(port_file.c_str());
+  ASSIGN_OR_RETURN(std::unique_ptr<Subprocess> p, Subprocess::Start(so));
+  c.process = std::move(p);
+  c.spawn = so;
+  {
+    std::ofstream pid(absl::StrCat(run_dir_, "/", so.name, ".pid"));
+    pid << c.process->pid() << "\n";
+  }
+  ASSIGN_OR_RETURN(int bound, WaitForPortFile(c, port_file));
+  if (bound != port) {
+    return Failure(c, absl::StrCat("came back on port ", bound, ", not ", port));
+  }
+  Print(absl::StrCat("tandem local: ", so.name, " is back (pid ", c.process->pid(), ")"));
+  return absl::OkStatus();
+}
+
+void Runner::KillLostWorkers() {
+  if (watch_ == nullptr) return;
+  for (const v1::LostWorker& lost : watch_->NewlyLost()) {
+    for (Child& c : children_) {
+      if (!c.is_worker || c.process->name() != lost.worker_id() || c.process->Poll()) continue;
+      if (!c.lost_reason.empty()) continue;
+      c.lost_reason = lost.reason();
+      // The survivors hear of it at their next heartbeat and abort their
+      // collectives with the coordinator's reason; killing the process
+      // before that would fail them with a bare "connection reset" instead.
+      c.kill_at = absl::Now() + 3 * absl::Milliseconds(o_.heartbeat_ms);
+      Print(absl::StrCat("tandem local: the coordinator expelled ", lost.worker_id(), " (rank ",
+                         lost.rank(), " of generation ", lost.generation(), "): ", lost.reason(),
+                         "; killing pid ", c.process->pid()));
+    }
+  }
+}
+
+void Runner::KillExpelledWorkers() {
+  const absl::Time now = absl::Now();
+  for (Child& c : children_) {
+    if (!c.is_worker || now < c.kill_at) continue;
+    c.kill_at = absl::InfiniteFuture();
+    // SIGKILL: it also ends a stopped (SIGSTOP) or hung process.
+    c.process->Signal(SIGKILL);
+  }
+}
 
 absl::StatusOr<Child*> Runner::Spawn(const std::string& name, std::vector<std::string> argv,
                                      bool is_worker, std::vector<std::string> env) {
@@ -122,8 +202,9 @@ absl::StatusOr<Child*> Runner::Spawn(const std::string& name, std::vector<std::s
     for (const std::string& e : so.env) cmd << e << " ";
     cmd << absl::StrJoin(so.argv, " ") << "\n";
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<Subprocess> p, Subprocess::Start(std::move(so)));
   Child c;
+  c.spawn = so;
+  ASSIGN_OR_RETURN(std::unique_ptr<Subprocess> p, Subprocess::Start(std::move(so)));
   c.is_worker = is_worker;
   if (is_worker) {
     c.log_fd = open(p->log_path().c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
@@ -364,6 +445,7 @@ absl::Status Runner::Run() {
                      "tandem status --coordinator ", coordinator_address_, " --job_id ",
                      o_.job_id, ")"));
   Print(absl::StrCat("data server: ", data_address));
+  watch_ = JobWatch::Create(coordinator_address_, o_.job_id);
   WaitForMetricsLine(*coordinator);
   WaitForMetricsLine(*dataserver);
   for (Child* c : {coordinator, dataserver}) {
@@ -403,6 +485,10 @@ absl::Status Runner::Run() {
   }
 
   // Supervise until every worker has exited, something fails, or a signal.
+  // The coordinator's verdicts are read a few times per heartbeat period.
+  const absl::Duration watch_every =
+      std::max(absl::Milliseconds(50), absl::Milliseconds(o_.heartbeat_ms) / 4);
+  absl::Time next_watch = absl::Now();
   while (true) {
     PumpStdout(100);
     if (env_.stop_requested()) {
@@ -412,11 +498,20 @@ absl::Status Runner::Run() {
     }
     for (Child* server : {coordinator, dataserver}) {
       if (server->process->Poll()) {
-        absl::Status s = Failure(*server, "exited while workers were running");
-        StopEverything();
-        return s;
+        const bool is_coordinator = server == coordinator;
+        absl::Status s = RestartServer(*server, is_coordinator ? coordinator_port : data_port,
+                                       is_coordinator ? coord_port_file : data_port_file);
+        if (!s.ok()) {
+          StopEverything();
+          return s;
+        }
       }
     }
+    if (absl::Now() >= next_watch) {
+      KillLostWorkers();
+      next_watch = absl::Now() + watch_every;
+    }
+    KillExpelledWorkers();
     bool running = false;
     const Child* first_failed = nullptr;  // exited non-zero or died
     const Child* first_error = nullptr;   // exited with a non-zero status
@@ -434,7 +529,12 @@ absl::Status Runner::Run() {
       }
     }
     if (first_failed != nullptr && !o_.keep_going) {
-      absl::Status s = Failure(*first_failed, "failed");
+      absl::Status s = Failure(
+          *first_failed, first_failed->lost_reason.empty()
+                             ? std::string("failed")
+                             : absl::StrCat("was lost: ", first_failed->lost_reason,
+                                            "; tandem local killed it (the coordinator had "
+                                            "expelled it; --keep_going lets the others go on)"));
       StopEverything();
       return s;
     }
@@ -451,7 +551,10 @@ absl::Status Runner::Run() {
       }
       std::string last = LastLine(c.process->log_path());
       if (last.size() > 240) last = last.substr(0, 240) + "...";
-      Print(absl::StrCat(c.process->name(), " ", c.process->DescribeExit(),
+      Print(absl::StrCat(c.process->name(), " ",
+                         c.lost_reason.empty()
+                             ? c.process->DescribeExit()
+                             : absl::StrCat("was lost (", c.lost_reason, ") and killed"),
                          last.empty() ? "" : ": ", last));
     }
     StopEverything();
