@@ -71,8 +71,11 @@ absl::StatusOr<std::unique_ptr<CoordinatorCore>> CoordinatorCore::Create(
     if (state.finished()) core->phase_ = Phase::kFinished;
     if (!state.finished() && state.running() && state.members_size() > 0) {
       // The generation was running when the coordinator stopped: carry on
-      // with it. Every member gets a full heartbeat window from now.
-      const absl::Time now = options.clock();
+      // with it. Every member gets two heartbeat windows from now: its
+      // channel has to notice the restart and reconnect (gRPC backs off up
+      // to a second) before its heartbeats arrive again.
+      const absl::Time now =
+          options.clock() + options.heartbeat_period * options.heartbeat_misses;
       for (const v1::MemberRecord& r : state.members()) {
         Member m;
         m.worker_id = r.worker_id();
