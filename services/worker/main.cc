@@ -72,6 +72,8 @@ ABSL_FLAG(std::string, transport, "auto",
           "Collective transport: shm (shared memory, all ranks on this node), gloo (TCP), or "
           "auto (shm when every rank is on this node).");
 ABSL_FLAG(double, join_timeout_seconds, 300.0, "Longest wait for the first rendezvous.");
+ABSL_FLAG(std::string, sample_log_dir, "",
+          "Append the sample ids of every trained batch to <dir>/<worker_id>.samples (fault tests).");
 ABSL_FLAG(double, rejoin_timeout_seconds, 60.0, "Longest wait for a rendezvous after a failure.");
 
 int main(int argc, char** argv) {
@@ -149,6 +151,7 @@ int main(int argc, char** argv) {
   o.cuda_device = absl::GetFlag(FLAGS_cuda_device);
   o.max_steps = absl::GetFlag(FLAGS_max_steps);
   o.transport = absl::GetFlag(FLAGS_transport);
+  o.sample_log_dir = absl::GetFlag(FLAGS_sample_log_dir);
   const double collective = absl::GetFlag(FLAGS_collective_timeout_seconds);
   const double join = absl::GetFlag(FLAGS_join_timeout_seconds);
   const double rejoin = absl::GetFlag(FLAGS_rejoin_timeout_seconds);

@@ -17,6 +17,7 @@
 #include "services/worker/dataset_probe.h"
 #include "services/worker/evaluator.h"
 #include "services/worker/generation.h"
+#include "services/worker/sample_log.h"
 #include "services/worker/step_runner.h"
 #include "services/worker/training_plan.h"
 #include "services/worker/worker_metrics.h"
@@ -59,6 +60,7 @@ class Trainer::Loop {
   std::unique_ptr<Evaluator> evaluator_;
   std::unique_ptr<data::ClientMetrics> client_metrics_;
   std::unique_ptr<WorkerMetrics> metrics_;
+  std::unique_ptr<SampleLog> sample_log_;  // --sample_log_dir, else null
   TrainingState state_;  // survives generations
   TrainResult result_;
   std::string failure_;  // the last membership failure, for the final error
@@ -103,6 +105,10 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
   client_->SetFailureHandler(
       [this](int64_t generation, const std::string& reason) { abort_.Fire(generation, reason); });
 
+  if (!o_.sample_log_dir.empty()) {
+    ASSIGN_OR_RETURN(sample_log_,
+                     SampleLog::Create(absl::StrCat(o_.sample_log_dir, "/", o_.worker_id, ".samples")));
+  }
   CheckpointerOptions ck;
   ck.dir = o_.checkpoint_dir;
   ck.model_text = o_.model;
@@ -215,6 +221,7 @@ absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& 
                                             tokens ? probe_.inputs.width : 0, progress_sink_});
 
   StepRunner runner(t_->model_.get(), t_->backend_.get(), stager_.get(), o_.accumulation);
+  runner.set_sample_log(sample_log_.get());
   while (state_.step < plan.total_steps) {
     const absl::Time step_start = absl::Now();
     optim::StepContext ctx;
