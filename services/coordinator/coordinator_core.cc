@@ -67,6 +67,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorCore>> CoordinatorCore::Create(
     core->generation_ = state.generation();
     core->restarts_ = state.restarts();
     core->last_checkpoint_ = state.last_checkpoint();
+    core->earlier_checkpoints_.assign(state.earlier_checkpoints().begin(),
+                                      state.earlier_checkpoints().end());
     if (state.global_batch_size() > 0) core->global_batch_size_ = state.global_batch_size();
     if (state.finished()) core->phase_ = Phase::kFinished;
     if (!state.finished() && state.running() && state.members_size() > 0) {
@@ -158,6 +160,8 @@ void CoordinatorCore::FormGeneration() {
     r.set_local_rank(seen_on_node[req.node()]++);
     r.set_local_world_size(per_node[req.node()]);
     *r.mutable_resume_from() = last_checkpoint_;
+    r.clear_earlier_checkpoints();
+    for (const v1::CheckpointRecord& e : earlier_checkpoints_) *r.add_earlier_checkpoints() = e;
     r.set_global_batch_size(global_batch_size_);
     r.set_heartbeat_period_ms(absl::ToInt64Milliseconds(options_.heartbeat_period));
     r.set_heartbeat_misses(options_.heartbeat_misses);
@@ -399,6 +403,13 @@ absl::Status CoordinatorCore::CommitCheckpoint(const v1::CommitCheckpointRequest
           "CommitCheckpoint: step ", request.checkpoint().step(),
           " is older than the committed step ", last_checkpoint_.step()));
     }
+    if (!last_checkpoint_.path().empty() &&
+        last_checkpoint_.path() != request.checkpoint().path()) {
+      earlier_checkpoints_.insert(earlier_checkpoints_.begin(), last_checkpoint_);
+      if (static_cast<int>(earlier_checkpoints_.size()) > kEarlierCheckpoints) {
+        earlier_checkpoints_.resize(kEarlierCheckpoints);
+      }
+    }
     last_checkpoint_ = request.checkpoint();
     ++state_version_;
   }
@@ -505,6 +516,7 @@ v1::CoordinatorState CoordinatorCore::StateLocked() const {
   state.set_job_id(options_.job_id);
   state.set_generation(generation_);
   *state.mutable_last_checkpoint() = last_checkpoint_;
+  for (const v1::CheckpointRecord& e : earlier_checkpoints_) *state.add_earlier_checkpoints() = e;
   state.set_restarts(restarts_);
   state.set_global_batch_size(global_batch_size_);
   state.set_finished(phase_ == Phase::kFinished);

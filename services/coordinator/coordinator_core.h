@@ -132,6 +132,9 @@ class CoordinatorCore {
   int64_t restarts_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t global_batch_size_ ABSL_GUARDED_BY(mu_) = 0;
   v1::CheckpointRecord last_checkpoint_ ABSL_GUARDED_BY(mu_);
+  // The commits before it, newest first, at most kEarlierCheckpoints.
+  std::vector<v1::CheckpointRecord> earlier_checkpoints_ ABSL_GUARDED_BY(mu_);
+  static constexpr int kEarlierCheckpoints = 3;
   std::string end_reason_ ABSL_GUARDED_BY(mu_);
   // The newest generation that ended by a failure (0: none).
   int64_t last_failed_generation_ ABSL_GUARDED_BY(mu_) = 0;

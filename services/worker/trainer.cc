@@ -202,8 +202,9 @@ absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& 
   result_.transport = g.grad.world->backend();
   result_.strategy = g.sync->name();
   ASSIGN_OR_RETURN(bool resumed, checkpointer_->Restore(g, &state_));
+  for (const std::string& w : checkpointer_->TakeWarnings()) Print("warning: " + w);
   if (resumed && g.rank() == 0) {
-    Print(absl::StrCat("resumed from ", g.join.resume_from().path(), " at step ", state_.step,
+    Print(absl::StrCat("resumed from ", checkpointer_->restored_path(), " at step ", state_.step,
                        " (epoch ", state_.cursor.epoch + 1, ", sample ", state_.samples_in_epoch,
                        ") in generation ", g.join.generation(), " with ", g.world(),
                        " worker(s)"));
