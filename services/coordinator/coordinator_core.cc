@@ -86,6 +86,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorCore>> CoordinatorCore::Create(
         m.node = r.node();
         m.finished = r.finished();
         m.left = r.finished();
+        m.instance = r.instance();
         m.last_heartbeat = now;
         core->members_[m.worker_id] = m;
       }
@@ -121,6 +122,35 @@ absl::Status CoordinatorCore::CheckCurrent(int64_t generation, absl::string_view
   return absl::OkStatus();
 }
 
+absl::Status CoordinatorCore::CheckCollision(const v1::JoinRequest& request) const {
+  const std::string& id = request.worker_id();
+  if (request.instance().empty()) return absl::OkStatus();
+  auto refuse = [&](const std::string& what, const std::string& detail) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "join refused: worker id '", id, "' is already ", what, " of job '", options_.job_id,
+        "' (another process", detail, "); is a second job running with job id '",
+        options_.job_id, "'? Give it another --job_id (or this worker another --worker_id)"));
+  };
+  auto waiting = pending_.find(id);
+  if (waiting != pending_.end() && !waiting->second.instance().empty() &&
+      waiting->second.instance() != request.instance()) {
+    return refuse("waiting in the rendezvous", "");
+  }
+  auto it = members_.find(id);
+  if (phase_ == Phase::kRunning && it != members_.end()) {
+    const Member& m = it->second;
+    const absl::Duration silent = options_.clock() - m.last_heartbeat;
+    if (!m.left && !m.instance.empty() && m.instance != request.instance() &&
+        silent <= options_.heartbeat_period * options_.heartbeat_misses) {
+      return refuse(absl::StrCat("rank ", m.rank),
+                    absl::StrCat(", last heartbeat ",
+                                 absl::FormatDuration(std::max(silent, absl::ZeroDuration())),
+                                 " ago"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 bool CoordinatorCore::RendezvousReady(absl::Time now) const {
   const int n = static_cast<int>(pending_.size());
   if (n >= options_.max_workers) return true;
@@ -151,6 +181,7 @@ void CoordinatorCore::FormGeneration() {
     m.rank = rank;
     m.endpoint = req.endpoint();
     m.node = req.node();
+    m.instance = req.instance();
     m.last_heartbeat = now;
     members_[m.worker_id] = m;
     v1::JoinResponse& r = results_[m.worker_id];
@@ -197,6 +228,7 @@ absl::StatusOr<v1::JoinResponse> CoordinatorCore::Join(const v1::JoinRequest& re
     if (phase_ == Phase::kFinished) {
       return absl::FailedPreconditionError("join refused: the job has finished");
     }
+    RETURN_IF_ERROR(CheckCollision(request));
     if (phase_ == Phase::kRunning) {
       auto it = members_.find(id);
       if (it != members_.end()) {
@@ -529,6 +561,7 @@ v1::CoordinatorState CoordinatorCore::StateLocked() const {
       *r->mutable_endpoint() = m.endpoint;
       r->set_node(m.node);
       r->set_finished(m.finished);
+      r->set_instance(m.instance);
     }
   }
   return state;

@@ -103,6 +103,7 @@ class CoordinatorCore {
     int rank = 0;
     v1::Endpoint endpoint;
     std::string node;
+    std::string instance;  // JoinRequest.instance of the process
     absl::Time last_heartbeat;
     v1::WorkerProgress progress;
     bool left = false;
@@ -113,6 +114,10 @@ class CoordinatorCore {
   explicit CoordinatorCore(const CoordinatorOptions& options);
 
   absl::Status CheckJob(const v1::JobRef& job) const;
+  // ALREADY_EXISTS when `request`'s worker id belongs to a live member or
+  // waiting joiner of another process (a second job with this job id).
+  absl::Status CheckCollision(const v1::JoinRequest& request) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ABORTED unless `generation` is the current, running one.
   absl::Status CheckCurrent(int64_t generation, absl::string_view what) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

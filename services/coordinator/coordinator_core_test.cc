@@ -184,6 +184,27 @@ TEST(Liveness, SilentWorkerEndsTheGenerationNamingItsRank) {
   EXPECT_NE(status.lost(0).reason().find("missed 3 heartbeats"), std::string::npos);
 }
 
+TEST(Rendezvous, ASecondJobWithTheSameIdsIsRefused) {
+  ManualClock clock;
+  auto core = CoordinatorCore::Create(Options(1, 1, &clock));
+  ASSERT_TRUE(core.ok());
+  v1::JoinRequest first = JoinReq("w0");
+  first.set_instance("pid1");
+  ASSERT_TRUE((*core)->Join(first, absl::Seconds(5)).ok());
+  v1::JoinRequest intruder = JoinReq("w0");
+  intruder.set_instance("pid2");
+  absl::StatusOr<v1::JoinResponse> refused = (*core)->Join(intruder, absl::Seconds(5));
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kAlreadyExists) << refused.status();
+  EXPECT_NE(refused.status().message().find("second job"), std::string::npos);
+  EXPECT_NE(refused.status().message().find("rank 0"), std::string::npos);
+  // The running job is untouched.
+  EXPECT_EQ(Beat(**core, "w0", 1).command(), v1::HeartbeatResponse::CONTINUE);
+  // Once the member has been silent past the liveness limit, a new process
+  // with its id may take over (a worker restarted by its orchestrator).
+  clock.Advance(absl::Seconds(4));
+  EXPECT_TRUE((*core)->Join(intruder, absl::Seconds(5)).ok());
+}
+
 TEST(Liveness, GrowingTheJobIsNotAFailure) {
   auto core = CoordinatorCore::Create(Options(1, 2));
   ASSERT_TRUE(core.ok());

@@ -1,6 +1,9 @@
 #include "services/worker/coordinator_client.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "common/log/log.h"
@@ -39,7 +42,11 @@ absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Create(
 CoordinatorClient::CoordinatorClient(const CoordinatorClientOptions& options)
     : options_(options),
       channel_(MakeChannel({.target = options.target})),
-      stub_(v1::Coordinator::NewStub(channel_)) {}
+      stub_(v1::Coordinator::NewStub(channel_)) {
+  // This process among any that claim the same worker id.
+  std::random_device rd;
+  instance_ = absl::StrCat(getpid(), "-", absl::Hex((uint64_t{rd()} << 32) | rd()));
+}
 
 CoordinatorClient::~CoordinatorClient() { StopHeartbeats(); }
 
@@ -58,6 +65,7 @@ absl::StatusOr<v1::JoinResponse> CoordinatorClient::Join(absl::Duration timeout)
   *request.mutable_endpoint() = options_.endpoint;
   request.set_local_devices(1);
   request.set_node(options_.node);
+  request.set_instance(instance_);
   absl::Duration backoff = absl::Milliseconds(100);
   absl::Status status;
   v1::JoinResponse response;

@@ -121,6 +121,7 @@ class CoordinatorClient {
   v1::JobRef Job() const;
 
   const CoordinatorClientOptions options_;
+  std::string instance_;  // JoinRequest.instance: pid and a random number
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Coordinator::Stub> stub_;
 
