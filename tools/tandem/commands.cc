@@ -123,6 +123,8 @@ FlagTable StatusFlags(StatusOptions* o) {
   t.String("coordinator", &o->coordinator, "host:port of the coordinator (required).");
   t.String("job_id", &o->job_id, "Job to show.");
   t.Seconds("timeout_seconds", &o->timeout, "Give up when the coordinator has not answered by then.");
+  t.String("token_file", &o->token_file,
+           "File with the job's token (tandem local writes <run_dir>/token; \"\" = $TANDEM_TOKEN).");
   return t;
 }
 

@@ -144,12 +144,14 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
 }
 
 TEST(CommandsTest, StatusFlagsSetTheirFields) {
-  auto c = ParseCommandLine({"status", "--coordinator", "h:1", "--job-id=j", "--timeout_seconds=0.5"});
+  auto c = ParseCommandLine({"status", "--coordinator", "h:1", "--job-id=j", "--timeout_seconds=0.5",
+                             "--token_file=/r/token"});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->command, "status");
   EXPECT_EQ(c->status.coordinator, "h:1");
   EXPECT_EQ(c->status.job_id, "j");
   EXPECT_EQ(c->status.timeout, absl::Milliseconds(500));
+  EXPECT_EQ(c->status.token_file, "/r/token");
 }
 
 TEST(CommandsTest, UnknownFlagNamesItAndPointsToThatCommandsHelp) {

@@ -33,9 +33,10 @@ absl::StatusOr<v1::GetJobStatusResponse> FetchJobStatus(const std::string& targe
   return reply;
 }
 
-std::unique_ptr<JobWatch> JobWatch::Create(const std::string& target, const std::string& job_id) {
+std::unique_ptr<JobWatch> JobWatch::Create(const std::string& target, const std::string& job_id,
+                                           const std::string& token) {
   std::unique_ptr<JobWatch> w(new JobWatch());
-  w->stub_ = v1::Coordinator::NewStub(MakeChannel({.target = target}));
+  w->stub_ = v1::Coordinator::NewStub(MakeChannel({.target = target, .auth_token = token}));
   w->job_id_ = job_id;
   return w;
 }

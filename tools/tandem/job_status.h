@@ -44,7 +44,9 @@ std::string FormatJobStatus(const v1::GetJobStatusResponse& status);
 // than `timeout`; an unreachable coordinator (restarting) yields nothing.
 class JobWatch {
  public:
-  static std::unique_ptr<JobWatch> Create(const std::string& target, const std::string& job_id);
+  // `token`: the job's (common/rpc/auth.h), "" = the process default.
+  static std::unique_ptr<JobWatch> Create(const std::string& target, const std::string& job_id,
+                                          const std::string& token = "");
   std::vector<v1::LostWorker> NewlyLost(absl::Duration timeout = absl::Milliseconds(250));
 
  private:

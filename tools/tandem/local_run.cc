@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,6 +27,7 @@
 #include "absl/time/clock.h"
 #include "common/io/file.h"
 #include "common/kernels/blas_core.h"
+#include "common/rpc/auth.h"
 #include "common/status/status_macros.h"
 #include "tools/tandem/job_status.h"
 #include "tools/tandem/link_rate.h"
@@ -120,6 +122,8 @@ class Runner {
   std::unique_ptr<SimulatedNetwork> network_;
   std::vector<Child> children_;  // coordinator, dataserver, workers (reserved: stable)
   std::unique_ptr<JobWatch> watch_;  // the coordinator's lost workers
+  std::string token_;       // this run's job token (common/rpc/auth.h)
+  std::string token_file_;  // <run_dir>/token, mode 0600
   int restarts_used_ = 0;
 };
 
@@ -380,6 +384,20 @@ absl::Status Runner::Run() {
     run_dir_ = o_.run_dir;
     RETURN_IF_ERROR(MakeDirectories(run_dir_));
   }
+  // One token per run: every process gets the file, every RPC carries it,
+  // and no process of another job (or none at all) can join this one.
+  token_ = NewAuthToken();
+  token_file_ = run_dir_ + "/token";
+  {
+    const int fd = open(token_file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    const bool ok = fd >= 0 && fchmod(fd, 0600) == 0 &&
+                    write(fd, token_.data(), token_.size()) == static_cast<ssize_t>(token_.size());
+    if (fd >= 0) close(fd);
+    if (!ok) {
+      return absl::PermissionDeniedError(absl::StrCat("cannot write the job token to ",
+                                                      token_file_, ": ", std::strerror(errno)));
+    }
+  }
   service_host_ = o_.host;
   if (o_.nodes > 0) {
     ASSIGN_OR_RETURN(std::string lib, FindBindSourceLibrary(o_.bin_dir, env_.self_exe));
@@ -421,7 +439,7 @@ absl::Status Runner::Run() {
              absl::StrCat("--settle_seconds=", o_.settle_seconds),
              absl::StrCat("--heartbeat_ms=", o_.heartbeat_ms),
              absl::StrCat("--heartbeat_misses=", o_.heartbeat_misses),
-             "--state_dir=" + run_dir_ + "/coordinator-state"},
+             "--state_dir=" + run_dir_ + "/coordinator-state", "--token_file=" + token_file_},
             false));
   ASSIGN_OR_RETURN(
       Child * dataserver,
@@ -430,7 +448,7 @@ absl::Status Runner::Run() {
              absl::StrCat("--dataset=", data.train_name, "=", data.train_path, ",",
                           data.eval_name, "=", data.eval_path),
              "--host=" + service_host_, "--port=0", "--port_file=" + data_port_file,
-             "--metrics_port=0", "--decode_threads=2"},
+             "--metrics_port=0", "--decode_threads=2", "--token_file=" + token_file_},
             false));
   ASSIGN_OR_RETURN(int coordinator_port, WaitForPortFile(*coordinator, coord_port_file));
   ASSIGN_OR_RETURN(int data_port, WaitForPortFile(*dataserver, data_port_file));
@@ -443,9 +461,9 @@ absl::Status Runner::Run() {
           : absl::StrCat("nsenter --net=/proc/", coordinator->process->pid(), "/ns/net ");
   Print(absl::StrCat("coordinator: ", coordinator_address_, "  (", enter,
                      "tandem status --coordinator ", coordinator_address_, " --job_id ",
-                     o_.job_id, ")"));
+                     o_.job_id, " --token_file ", token_file_, ")"));
   Print(absl::StrCat("data server: ", data_address));
-  watch_ = JobWatch::Create(coordinator_address_, o_.job_id);
+  watch_ = JobWatch::Create(coordinator_address_, o_.job_id, token_);
   WaitForMetricsLine(*coordinator);
   WaitForMetricsLine(*dataserver);
   for (Child* c : {coordinator, dataserver}) {
@@ -462,6 +480,7 @@ absl::Status Runner::Run() {
     std::vector<std::string> argv = WorkerArgv(o_, data, worker_bin, coordinator_address_,
                                                data_address, i, run_dir_);
     argv.push_back("--metrics_port=0");
+    argv.push_back("--token_file=" + token_file_);
     std::vector<std::string> env;
     if (network_ != nullptr) {
       // Gloo and gRPC connect without binding: pin the source to the node's

@@ -27,6 +27,9 @@
 // heartbeat period; a worker it expelled (missed heartbeats: hung, stopped)
 // is killed with SIGKILL and the console says which rank and why, so a run
 // never waits on a hung process.
+// Token: each run writes a fresh job token to <run_dir>/token (mode 0600)
+// and passes --token_file to every process; every RPC carries it and the
+// coordinator and data server refuse calls without it (UNAUTHENTICATED).
 // Failure: a child that exits non-zero (or is killed as lost) before the job
 // ends stops every process (SIGTERM, SIGKILL after LocalOptions::grace) and
 // returns an error naming the process, how it ended and the tail of its log. With keep_going, a worker that dies is left
