@@ -3,10 +3,11 @@
 // --sample_log is given.
 //
 //   ASSIGN_OR_RETURN(auto log, SampleLog::Create("/tmp/run/samples-worker-0.bin"));
-//   log->Append(batch);   // per micro-batch handed to the model
+//   log->Append(batch, generation, step);   // per micro-batch handed to the model
 //
-// File format (native-endian int64): per batch, epoch, count, then `count`
-// dataset indices. Appended and flushed per batch, so a reader sees every
+// File format (native-endian int64): per batch, epoch, generation, step
+// (the optimizer step it is part of, 1-based), count, then `count` dataset
+// indices. Appended and flushed per batch, so a reader sees every
 // batch of a process that exited, however it exited after the flush.
 // Thread-compatible (the trainer thread). Create fails with the path and
 // errno; Append reports a short write once (a full disk), then stays quiet.
@@ -18,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/data/prefetch_client.h"
@@ -32,7 +34,7 @@ class SampleLog {
   SampleLog(const SampleLog&) = delete;
   SampleLog& operator=(const SampleLog&) = delete;
 
-  void Append(const data::HostBatch& batch);
+  void Append(const data::HostBatch& batch, int64_t generation, int64_t step);
 
  private:
   explicit SampleLog(std::FILE* f) : f_(f) {}
@@ -40,10 +42,23 @@ class SampleLog {
   bool warned_ = false;
 };
 
-// Reads a file written by SampleLog and adds, per epoch, how many times each
-// sample index occurs to `counts`. DATA_LOSS for a truncated record.
-absl::Status ReadSampleLog(const std::string& path,
-                           std::map<int64_t, std::map<int64_t, int>>* counts);
+struct SampleRecord {
+  int64_t epoch = 0;
+  int64_t generation = 0;
+  int64_t step = 0;
+  std::vector<int64_t> ids;
+};
+
+// Appends the records of a file written by SampleLog to `out`. DATA_LOSS
+// for a truncated record.
+absl::Status ReadSampleLog(const std::string& path, std::vector<SampleRecord>* out);
+
+// Per epoch, how many times each sample index went into the training the
+// final model went through: of each step, only the records of the newest
+// generation that ran it count (a failed generation's steps after its last
+// checkpoint were rolled back and re-done).
+std::map<int64_t, std::map<int64_t, int>> EffectiveSampleCounts(
+    const std::vector<SampleRecord>& records);
 
 }  // namespace worker
 }  // namespace tandem

@@ -44,7 +44,10 @@ class StepRunner {
       : model_(model), backend_(backend), stager_(stager), k_(accumulation) {}
 
   // Optional audit trail of the batches trained on (--sample_log); borrowed.
-  void set_sample_log(SampleLog* log) { sample_log_ = log; }
+  void set_sample_log(SampleLog* log, int64_t generation) {
+    sample_log_ = log;
+    generation_ = generation;
+  }
 
   absl::StatusOr<StepOutput> Run(data::PrefetchClient& data, sync::GradientSync& sync,
                                  const optim::StepContext& ctx);
@@ -55,6 +58,7 @@ class StepRunner {
   BatchStager* const stager_;
   const int k_;
   SampleLog* sample_log_ = nullptr;
+  int64_t generation_ = 0;
 };
 
 }  // namespace worker

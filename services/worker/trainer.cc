@@ -222,7 +222,7 @@ absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& 
                                             tokens ? probe_.inputs.width : 0, progress_sink_});
 
   StepRunner runner(t_->model_.get(), t_->backend_.get(), stager_.get(), o_.accumulation);
-  runner.set_sample_log(sample_log_.get());
+  runner.set_sample_log(sample_log_.get(), g.join.generation());
   while (state_.step < plan.total_steps) {
     const absl::Time step_start = absl::Now();
     optim::StepContext ctx;

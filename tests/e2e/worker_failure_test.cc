@@ -54,9 +54,10 @@ TEST(WorkerFailureTest, SurvivorsRejoinAsThreeAndFinish) {
   EXPECT_TRUE(absl::StrContains(r.stdout_text, "resumed from")) << r.stdout_text;
   EXPECT_TRUE(absl::StrContains(r.stdout_text, "epoch 2 test accuracy")) << r.stdout_text;
   EXPECT_TRUE(absl::StrContains(r.stdout_text, "worker-3 killed by signal 9")) << r.stdout_text;
-  // The coordinator ended generation 1 naming the lost rank.
+  // The coordinator ended the generation naming the lost rank (on a loaded
+  // machine the first generation may form with 2 and grow before the kill).
   const std::string coordinator_log = ReadFile(run_dir + "/coordinator.log");
-  EXPECT_TRUE(absl::StrContains(coordinator_log, "generation 1 ended: rank ")) << coordinator_log;
+  EXPECT_TRUE(absl::StrContains(coordinator_log, " ended: rank ")) << coordinator_log;
   EXPECT_TRUE(absl::StrContains(coordinator_log, "(worker-3) missed")) << coordinator_log;
 }
 

@@ -9,6 +9,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -46,12 +47,15 @@ TEST(DataServerRestartTest, StreamsResumeAtTheirCursorsWithNoSampleLostOrRepeate
   EXPECT_TRUE(back) << r.stdout_text;
   EXPECT_FALSE(absl::StrContains(r.stdout_text, "re-joining")) << r.stdout_text;
 
-  std::map<int64_t, std::map<int64_t, int>> counts;  // epoch -> sample -> times
+  std::vector<worker::SampleRecord> records;
   for (int w = 0; w < 3; ++w) {
     absl::Status s =
-        worker::ReadSampleLog(absl::StrCat(samples, "/worker-", w, ".samples"), &counts);
+        worker::ReadSampleLog(absl::StrCat(samples, "/worker-", w, ".samples"), &records);
     ASSERT_TRUE(s.ok()) << s;
   }
+  // One generation throughout, so every record counts.
+  for (const worker::SampleRecord& rec : records) ASSERT_EQ(rec.generation, 1);
+  const std::map<int64_t, std::map<int64_t, int>> counts = worker::EffectiveSampleCounts(records);
   ASSERT_EQ(counts.size(), 1u);
   const std::map<int64_t, int>& epoch = counts.begin()->second;
   int lost = 0, repeated = 0;

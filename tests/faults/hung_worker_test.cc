@@ -9,13 +9,17 @@
 //  - without --keep_going: the run ends by itself, non-zero, naming the
 //    lost worker and why; no process is left behind.
 #include <signal.h>
+#include <sys/stat.h>
 
+#include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "services/worker/sample_log.h"
 #include "tests/e2e/tandem_harness.h"
 
 namespace tandem {
@@ -44,11 +48,21 @@ std::vector<std::string> Args(const std::string& run_dir, const std::string& tra
 
 bool Alive(int pid) { return pid > 0 && kill(pid, 0) == 0; }
 
-void ExpectSurvivorsGoOn(const std::string& transport) {
+void ExpectSurvivorsGoOn(const std::string& transport, bool count_samples) {
   const std::string run_dir = TmpPath("hung-" + transport);
+  const std::string samples = TmpPath("hung-samples-" + transport);
+  std::vector<std::string> args = Args(run_dir, transport, true);
+  if (count_samples) {
+    // A whole epoch, 50 per worker: 60,000 divides into global batches of
+    // 150 (3 workers) and, from any checkpoint (every 10 steps), of 100.
+    ASSERT_EQ(mkdir(samples.c_str(), 0755), 0);
+    args.erase(std::remove(args.begin(), args.end(), std::string("--max-steps=80")), args.end());
+    args.push_back("--batch-size=50");
+    args.push_back("--worker-arg=--sample_log_dir=" + samples);
+  }
   int stopped = -1;
   bool expelled = false, aborted = false, world2 = false;
-  TandemRun r = RunTandem(Args(run_dir, transport, true), [&](const std::string& line) {
+  TandemRun r = RunTandem(args, [&](const std::string& line) {
     if (stopped < 0 && absl::StartsWith(line, "step 20/")) {
       stopped = ReadPid(run_dir, "worker-2");
       ASSERT_GT(stopped, 0);
@@ -76,11 +90,29 @@ void ExpectSurvivorsGoOn(const std::string& transport) {
   EXPECT_TRUE(absl::StrContains(r.stdout_text, "with 2 worker(s)")) << r.stdout_text;
   EXPECT_TRUE(absl::StrContains(r.stdout_text, "1 lost")) << r.stdout_text;
   EXPECT_FALSE(Alive(stopped)) << "the stopped worker was left behind";
+  if (!count_samples) return;
+  // What the final model trained on: steps rolled back with the failed
+  // generation do not count; every sample of the epoch exactly once.
+  std::vector<worker::SampleRecord> records;
+  for (int w = 0; w < 3; ++w) {
+    absl::Status s =
+        worker::ReadSampleLog(absl::StrCat(samples, "/worker-", w, ".samples"), &records);
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  const auto counts = worker::EffectiveSampleCounts(records);
+  ASSERT_EQ(counts.size(), 1u);
+  const std::map<int64_t, int>& epoch = counts.begin()->second;
+  int repeated = 0;
+  for (const auto& [id, n] : epoch) repeated += n - 1;
+  EXPECT_EQ(epoch.size(), 60000u) << "samples lost";
+  EXPECT_EQ(repeated, 0);
 }
 
-TEST(HungWorkerTest, ShmSurvivorsAbortAtOnceAndFinishAsTwo) { ExpectSurvivorsGoOn("shm"); }
+TEST(HungWorkerTest, ShmSurvivorsAbortAtOnceAndFinishAsTwo) { ExpectSurvivorsGoOn("shm", true); }
 
-TEST(HungWorkerTest, GlooSurvivorsAbortAtOnceAndFinishAsTwo) { ExpectSurvivorsGoOn("gloo"); }
+TEST(HungWorkerTest, GlooSurvivorsAbortAtOnceAndFinishAsTwo) {
+  ExpectSurvivorsGoOn("gloo", false);
+}
 
 TEST(HungWorkerTest, WithoutKeepGoingTheRunEndsNamingTheLostRank) {
   const std::string run_dir = TmpPath("hung-stop");

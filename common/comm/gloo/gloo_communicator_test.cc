@@ -146,9 +146,13 @@ TEST(Gloo, AbortWakesACollectiveWaitingForAHungPeer) {
         },
         "generation 7 ended: rank 2 missed 3 heartbeats");
     EXPECT_TRUE(results[world - 1].ok()) << results[world - 1];
+    // Rank 0 is aborted first, with the reason. Its closed pairs may fail
+    // a later rank an instant before that rank's own Abort (a peer-closed
+    // error, UNAVAILABLE): either way it did not wait for the timeout.
     for (int r = 0; r + 1 < world; ++r) {
-      EXPECT_EQ(results[r].code(), absl::StatusCode::kAborted) << results[r];
       EXPECT_NE(results[r].message().find("allreduce"), std::string::npos) << results[r];
+      if (r > 0 && absl::IsUnavailable(results[r])) continue;
+      EXPECT_EQ(results[r].code(), absl::StatusCode::kAborted) << results[r];
       EXPECT_NE(results[r].message().find("rank 2 missed 3 heartbeats"), std::string::npos)
           << results[r];
     }
