@@ -58,7 +58,16 @@ grpc::Status CoordinatorService::KvSet(grpc::ServerContext* ctx, const v1::KvSet
 grpc::Status CoordinatorService::KvGet(grpc::ServerContext* ctx, const v1::KvGetRequest* req,
                                        v1::KvGetResponse* resp) {
   if (grpc::Status auth = CheckCallToken(*ctx, auth_token_); !auth.ok()) return auth;
-  return Reply(core_->KvGet(*req), resp);
+  // Never wait past the caller's deadline (or max_join_wait): a huge or
+  // negative timeout_ms must not pin a server thread.
+  absl::Duration wait = std::min(max_join_wait_, absl::Milliseconds(std::max<int64_t>(0, req->timeout_ms())));
+  const auto deadline = ctx->deadline();
+  if (deadline != std::chrono::system_clock::time_point::max()) {
+    wait = std::min(wait, absl::FromChrono(deadline) - absl::Now());
+  }
+  v1::KvGetRequest bounded = *req;
+  bounded.set_timeout_ms(std::max<int64_t>(0, absl::ToInt64Milliseconds(wait)));
+  return Reply(core_->KvGet(bounded), resp);
 }
 
 grpc::Status CoordinatorService::KvAdd(grpc::ServerContext* ctx, const v1::KvAddRequest* req,

@@ -101,6 +101,7 @@ class Run:
                 p.kill()
         self.stderr = p.stderr.read()
         self.code = p.wait()
+        self.end = time.monotonic()
         return self
 
     def first(self, pred, after=0.0):
@@ -166,9 +167,9 @@ def restarts_exhausted(tandem, root):
 
     r = Run(tandem, root, "exhausted", ["--max-restarts=1"], samples=False).go(on_line)
     ok = r.code == 1 and "restart(s) of --max_restarts are used up" in r.stderr
-    end = r.lines[-1][0] if r.lines else None
+    # detect: from the last kill to tandem local's exit with the error.
     return ("--max_restarts used up", "clean error" if ok else "FAILED",
-            (end - state["t"]) if ok and end else None, None, "-", "-")
+            (r.end - state["t"]) if ok else None, None, "-", "-")
 
 
 def no_token(tandem, root):
