@@ -301,7 +301,10 @@ absl::StatusOr<v1::HeartbeatResponse> CoordinatorCore::Heartbeat(
     reply.set_command(v1::HeartbeatResponse::REJOIN);
     // Collectives of a generation that failed, or of one already replaced,
     // can only hang or fail: the worker aborts them now.
-    reply.set_failure(request.generation() <= last_failed_generation_);
+    // (A worker of an older generation is left out of the current one:
+    // its collectives can no longer complete either.)
+    reply.set_failure(request.generation() < generation_ ||
+                      request.generation() <= last_failed_generation_);
     if (request.generation() > generation_) {
       reply.set_reason(absl::StrCat("generation ", request.generation(),
                                     " is unknown to this coordinator (restarted?)"));
@@ -337,6 +340,10 @@ absl::StatusOr<v1::ReportFailureResponse> CoordinatorCore::ReportFailure(
       if (request.peer_rank() >= 0) absl::StrAppend(&reason, " (peer rank ", request.peer_rank(), ")");
       if (!request.message().empty()) absl::StrAppend(&reason, ": ", request.message());
       EndGeneration(reason, true);
+    } else if (request.generation() == generation_ && phase_ == Phase::kRecovering) {
+      // It ended for a planned resize, but a rank failed in it: the peers
+      // still in its collectives must abort them (HeartbeatResponse.failure).
+      last_failed_generation_ = generation_;
     }
     reply.set_generation(generation_);
   }

@@ -205,17 +205,29 @@ TEST(Rendezvous, ASecondJobWithTheSameIdsIsRefused) {
   EXPECT_TRUE((*core)->Join(intruder, absl::Seconds(5)).ok());
 }
 
-TEST(Liveness, GrowingTheJobIsNotAFailure) {
-  auto core = CoordinatorCore::Create(Options(1, 2));
+TEST(Liveness, APlannedEndIsNotAFailureUntilARankFailsInIt) {
+  auto core = CoordinatorCore::Create(Options(2, 2));
   ASSERT_TRUE(core.ok());
-  ASSERT_TRUE((*core)->Join(JoinReq("w0"), absl::Seconds(5)).ok());
-  // A second worker arrives: the generation ends for a planned resize.
-  std::thread joiner([&] { (void)(*core)->Join(JoinReq("w1"), absl::Seconds(5)); });
-  joiner.join();
+  auto g = JoinAll(**core, {"w0", "w1"});
+  ASSERT_TRUE(g[0].ok() && g[1].ok());
+  // w1 leaves (not finished): the generation ends, but nothing failed, so
+  // the others finish their step and re-join at a step boundary.
+  v1::LeaveRequest leave;
+  leave.set_worker_id("w1");
+  leave.set_generation(1);
+  ASSERT_TRUE((*core)->Leave(leave).ok());
   v1::HeartbeatResponse hb = Beat(**core, "w0", 1);
   EXPECT_EQ(hb.command(), v1::HeartbeatResponse::REJOIN);
   EXPECT_FALSE(hb.failure()) << hb.reason();
   EXPECT_EQ((*core)->GetJobStatus().lost_size(), 0);
+  // A rank then reports a failed collective in that generation: now every
+  // rank still in it must abort.
+  v1::ReportFailureRequest failed;
+  failed.set_worker_id("w0");
+  failed.set_generation(1);
+  failed.set_operation("training step");
+  ASSERT_TRUE((*core)->ReportFailure(failed).ok());
+  EXPECT_TRUE(Beat(**core, "w0", 1).failure());
 }
 
 TEST(State, RestartResumesTheRunningGenerationWithItsRanks) {

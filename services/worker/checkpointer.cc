@@ -307,13 +307,18 @@ absl::StatusOr<std::string> Checkpointer::Write(Generation& g, TrainingState* st
       record.set_unix_millis(absl::ToUnixMillis(absl::Now()));
       return client_->CommitCheckpoint(record);
     }();
-    committed = commit.ok() ? 1 : 0;
+    // 1, or the negated status code: the other ranks fail with the same
+    // kind of error (a refused commit because the generation ended is a
+    // membership change for them too, not a reason to exit).
+    committed = commit.ok() ? 1 : -static_cast<int64_t>(commit.code());
   }
   RETURN_IF_ERROR(g.ctl->Broadcast(&committed, sizeof(committed), 0));
   if (!commit.ok()) return commit;
-  if (committed == 0) {
-    return absl::InternalError(absl::StrCat("rank 0 could not write the manifest or commit the "
-                                            "step ", state->step, " checkpoint (see its log)"));
+  if (committed != 1) {
+    const auto code = committed < 0 ? static_cast<absl::StatusCode>(-committed)
+                                    : absl::StatusCode::kInternal;
+    return absl::Status(code, absl::StrCat("rank 0 could not write the manifest or commit the "
+                                           "step ", state->step, " checkpoint (see its log)"));
   }
   state->checkpoint_step = state->step;
   return rank == 0 ? path : std::string();

@@ -174,8 +174,11 @@ void Trainer::Loop::ReportFailure(Generation& g, const absl::Status& s) {
     absl::SleepFor(std::min(period / 4, absl::Milliseconds(100)));
   }
   Command c = client_->command();
+  // Report even when the generation has ended already (a planned resize):
+  // the coordinator then counts it as failed, so the peers still waiting
+  // in its collectives for this rank abort them too.
+  (void)client_->ReportFailure("training step", -1, std::string(s.message()));
   if (c.kind == Command::kContinue) {
-    (void)client_->ReportFailure("training step", -1, std::string(s.message()));
     (void)client_->HeartbeatOnce();
     c = client_->command();
   }

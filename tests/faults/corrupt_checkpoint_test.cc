@@ -1,15 +1,20 @@
 // A corrupt committed checkpoint: with every worker stopped (SIGSTOP, so
-// nothing is written meanwhile) the test reads the coordinator's durable
+// nothing is written meanwhile; at a moment when no checkpoint is being
+// written or awaits its commit) the test reads the coordinator's durable
 // state for the last committed checkpoint and flips one byte in the middle
 // of that file, then kills worker-2 and lets the others go on. The two
 // survivors re-join and rank 0 must not load the damaged file: it warns,
 // naming it, and resumes from the commit before it; the job finishes.
+#include <dirent.h>
 #include <signal.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <fstream>
 #include <string>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "proto/coordinator.pb.h"
@@ -35,25 +40,58 @@ bool FlipByteInTheMiddle(const std::string& path) {
   return static_cast<bool>(f);
 }
 
+// The newest step-<N>.tckpt in `dir` (-1 if none) and whether a write is
+// in flight (a temporary file).
+int64_t NewestCheckpoint(const std::string& dir, bool* writing) {
+  int64_t newest = -1;
+  *writing = false;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return -1;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.find(".tmp") != std::string::npos) *writing = true;
+    int64_t step = 0;
+    if (absl::StartsWith(name, "step-") && absl::EndsWith(name, ".tckpt") &&
+        absl::SimpleAtoi(name.substr(5, name.size() - 5 - 6), &step)) {
+      newest = std::max(newest, step);
+    }
+  }
+  closedir(d);
+  return newest;
+}
+
 TEST(CorruptCheckpointTest, RankZeroFallsBackToThePreviousCommitNamingTheFile) {
   const std::string run_dir = TmpPath("corrupt");
   bool done = false;
   v1::CoordinatorState state;
   TandemRun r = RunTandem(
-      {"local", "--workers=3", "--min-workers=2", "--keep-going", "--model=mlp:784,128,10",
-       "--epochs=1", "--max-steps=80", "--log-every=10", "--checkpoint-every=10",
+      {"local", "--workers=3", "--min-workers=2", "--keep-going", "--settle-seconds=2", "--model=mlp:784,128,10",
+       "--epochs=1", "--max-steps=150", "--log-every=5", "--checkpoint-every=10",
        "--run-dir=" + run_dir},
       [&](const std::string& line) {
-        if (done || !absl::StartsWith(line, "step 30/")) return;
-        done = true;
+        int64_t step = 0;
+        if (done || !absl::StartsWith(line, "step ") ||
+            !absl::SimpleAtoi(line.substr(5, line.find('/') - 5), &step) || step < 25) {
+          return;
+        }
         int pids[3];
         for (int i = 0; i < 3; ++i) {
           pids[i] = ReadPid(run_dir, absl::StrCat("worker-", i));
           ASSERT_GT(pids[i], 0);
           ASSERT_EQ(kill(pids[i], SIGSTOP), 0);
         }
-        ASSERT_TRUE(state.ParseFromString(ReadFile(run_dir + "/coordinator-state/coordinator_state.pb")));
-        ASSERT_GT(state.earlier_checkpoints_size(), 0) << state.DebugString();
+        // Only with no checkpoint being written or waiting for its commit:
+        // else let them go on and try at the next line.
+        bool writing = false;
+        const int64_t newest = NewestCheckpoint(run_dir + "/checkpoints", &writing);
+        const bool parsed = state.ParseFromString(
+            ReadFile(run_dir + "/coordinator-state/coordinator_state.pb"));
+        if (writing || !parsed || state.last_checkpoint().step() != newest ||
+            state.earlier_checkpoints_size() == 0) {
+          for (int pid : pids) ASSERT_EQ(kill(pid, SIGCONT), 0);
+          return;
+        }
+        done = true;
         ASSERT_TRUE(FlipByteInTheMiddle(state.last_checkpoint().path())) << state.DebugString();
         ASSERT_EQ(kill(pids[2], SIGKILL), 0);
         ASSERT_EQ(kill(pids[0], SIGCONT), 0);

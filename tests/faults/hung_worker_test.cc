@@ -42,6 +42,9 @@ std::vector<std::string> Args(const std::string& run_dir, const std::string& tra
   if (keep_going) {
     a.push_back("--keep-going");
     a.push_back("--min-workers=2");
+    // All 3 start together; on a loaded machine the first generation could
+    // otherwise form with 2 and grow, which is not this test.
+    a.push_back("--settle-seconds=2");
   }
   return a;
 }

@@ -123,7 +123,7 @@ def hung_worker(tandem, root):
             os.kill(read_pid(run.run_dir, "worker-2"), signal.SIGSTOP)
             state["t0"] = time.monotonic()
 
-    r = Run(tandem, root, "hung", ["--keep-going", "--min-workers=2",
+    r = Run(tandem, root, "hung", ["--keep-going", "--min-workers=2", "--settle-seconds=2",
                                    "--worker-arg=--collective_timeout_seconds=600"]).go(on_line)
     t0 = state.get("t0")
     detect = r.first(lambda l: "expelled worker-2" in l, t0 or 0)
