@@ -29,6 +29,10 @@ std::vector<std::string> Args(const std::string& run_dir, int min_workers) {
           // survivors wait 4 periods for that verdict (which names the lost
           // rank) before reporting the Gloo error themselves.
           "--heartbeat-ms=1000", "--worker-arg=--rejoin_timeout_seconds=5",
+          // Wait for all 4 before the first generation forms: on a loaded
+          // machine it could form with 2 and grow, and the worker killed at
+          // step 20 might never have been a member.
+          "--settle-seconds=3",
           "--run-dir=" + run_dir};
 }
 
