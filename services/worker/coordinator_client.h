@@ -19,7 +19,11 @@
 // (coordinator unreachable), the coordinator's error otherwise (a finished
 // job, max_workers reached, the rendezvous timing out). A heartbeat that
 // fails is retried at the next period; after `lost_after` without a reply
-// the command becomes kCoordinatorLost. Nothing blocks without a deadline.
+// the command becomes kCoordinatorLost (a coordinator restarted within that
+// time resumes the generation: training goes on). Each client sends a
+// per-process instance id with Join, so a second process claiming the same
+// worker id (another job with this job id) is refused, not merged.
+// Nothing blocks without a deadline.
 #ifndef TANDEM_SERVICES_WORKER_COORDINATOR_CLIENT_H_
 #define TANDEM_SERVICES_WORKER_COORDINATOR_CLIENT_H_
 
