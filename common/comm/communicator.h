@@ -9,6 +9,12 @@
 // drives a communicator. Every call returns a Status; a peer that dies or
 // hangs turns into DEADLINE_EXCEEDED / UNAVAILABLE naming the operation and
 // rank after the configured timeout, never a hang or a crash.
+//
+// Abort() is the one exception to "not thread-safe": any thread may call it
+// (the worker's heartbeat thread does, when the coordinator ends the
+// generation) while another is inside a collective. The collective in flight
+// and every later one then fail at once with ABORTED carrying the reason,
+// instead of waiting out the timeout; the instance must then be rebuilt.
 #ifndef TANDEM_COMMON_COMM_COMMUNICATOR_H_
 #define TANDEM_COMMON_COMM_COMMUNICATOR_H_
 
@@ -50,6 +56,10 @@ class Communicator {
   virtual absl::Status AllToAll(const void* input, void* output, int64_t bytes_per_rank) = 0;
 
   virtual absl::Status Barrier() = 0;
+
+  // Thread-safe, idempotent, never blocks on a peer. The default does
+  // nothing: such a transport still fails at its timeout.
+  virtual void Abort(const std::string& reason) { (void)reason; }
 };
 
 }  // namespace tandem

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/rpc/auth.h"
 #include "common/rpc/grpc_status.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -19,7 +20,15 @@ std::shared_ptr<grpc::Channel> MakeChannel(const ChannelOptions& options) {
   // Reconnect quickly after a server restart (defaults back off to 120 s).
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  return grpc::CreateCustomChannel(options.target, grpc::InsecureChannelCredentials(), args);
+  const std::string& token =
+      options.auth_token.empty() ? DefaultAuthToken() : options.auth_token;
+  if (token.empty()) {
+    return grpc::CreateCustomChannel(options.target, grpc::InsecureChannelCredentials(), args);
+  }
+  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> senders;
+  senders.push_back(MakeTokenSender(token));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(
+      options.target, grpc::InsecureChannelCredentials(), args, std::move(senders));
 }
 
 absl::Duration BackoffFor(const RetryOptions& options, int attempt) {

@@ -29,6 +29,9 @@ namespace tandem {
 struct ChannelOptions {
   std::string target;  // "host:port"
   int max_message_bytes = 256 << 20;
+  // Sent with every call (common/rpc/auth.h); "" = DefaultAuthToken()
+  // (still "" = none).
+  std::string auth_token;
 };
 
 std::shared_ptr<grpc::Channel> MakeChannel(const ChannelOptions& options);

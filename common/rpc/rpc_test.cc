@@ -1,8 +1,11 @@
 // gRPC round trips on port 0 through RpcServer, MakeChannel and CallWithRetry.
 #include <atomic>
+#include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <string>
 
+#include "common/rpc/auth.h"
 #include "common/rpc/channel.h"
 #include "common/rpc/echo_test.grpc.pb.h"
 #include "common/rpc/grpc_status.h"
@@ -18,7 +21,8 @@ using tandem::testing::EchoRequest;
 
 class EchoService final : public Echo::Service {
  public:
-  grpc::Status Say(grpc::ServerContext*, const EchoRequest* req, EchoReply* reply) override {
+  grpc::Status Say(grpc::ServerContext* ctx, const EchoRequest* req, EchoReply* reply) override {
+    if (grpc::Status s = CheckCallToken(*ctx, token); !s.ok()) return s;
     int n = ++calls_;
     if (req->fail_code() != 0 && n <= req->fail_times()) {
       return grpc::Status(static_cast<grpc::StatusCode>(req->fail_code()), "injected");
@@ -28,6 +32,7 @@ class EchoService final : public Echo::Service {
     return grpc::Status::OK;
   }
   std::atomic<int> calls_{0};
+  std::string token;  // "" = no check
 };
 
 RetryOptions FastRetry() {
@@ -165,4 +170,44 @@ TEST(GrpcStatus, CodesAndMessagesRoundTrip) {
 }
 
 }  // namespace
+TEST(Rpc, CallsWithoutTheJobTokenAreUnauthenticated) {
+  EchoService service;
+  service.token = "job-secret";
+  auto server = RpcServer::Start(ServerOptions(), {&service});
+  ASSERT_TRUE(server.ok()) << server.status();
+  EchoRequest req;
+  req.set_text("hi");
+  for (const std::string& token : {std::string(), std::string("other-job")}) {
+    auto stub = Echo::NewStub(MakeChannel({.target = (*server)->address(), .auth_token = token}));
+    grpc::ClientContext ctx;
+    EchoReply reply;
+    grpc::Status s = stub->Say(&ctx, req, &reply);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << token;
+    EXPECT_NE(s.error_message().find("token"), std::string::npos) << s.error_message();
+    EXPECT_EQ(service.calls_.load(), 0) << "a handler ran for an unauthenticated call";
+  }
+  auto stub = Echo::NewStub(MakeChannel({.target = (*server)->address(), .auth_token = "job-secret"}));
+  grpc::ClientContext ctx;
+  EchoReply reply;
+  grpc::Status s = stub->Say(&ctx, req, &reply);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(reply.text(), "hi");
+}
+
+TEST(Rpc, TokenLoadsFromAFileAndRejectsAnEmptyOne) {
+  const std::string dir = std::getenv("TEST_TMPDIR");
+  {
+    std::ofstream f(dir + "/token");
+    f << "  abc123\n";
+  }
+  auto t = LoadAuthToken(dir + "/token");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(*t, "abc123");
+  { std::ofstream f(dir + "/empty"); }
+  EXPECT_EQ(LoadAuthToken(dir + "/empty").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(LoadAuthToken(dir + "/missing").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(NewAuthToken(), NewAuthToken());
+  EXPECT_EQ(NewAuthToken().size(), 32u);
+}
+
 }  // namespace tandem

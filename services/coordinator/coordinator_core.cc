@@ -67,11 +67,38 @@ absl::StatusOr<std::unique_ptr<CoordinatorCore>> CoordinatorCore::Create(
     core->generation_ = state.generation();
     core->restarts_ = state.restarts();
     core->last_checkpoint_ = state.last_checkpoint();
+    core->earlier_checkpoints_.assign(state.earlier_checkpoints().begin(),
+                                      state.earlier_checkpoints().end());
     if (state.global_batch_size() > 0) core->global_batch_size_ = state.global_batch_size();
     if (state.finished()) core->phase_ = Phase::kFinished;
-    LOG(INFO) << "coordinator: resumed job '" << options.job_id << "' after generation "
-              << state.generation() << ", last checkpoint at step "
-              << state.last_checkpoint().step();
+    if (!state.finished() && state.running() && state.members_size() > 0) {
+      // The generation was running when the coordinator stopped: carry on
+      // with it. Every member gets two heartbeat windows from now: its
+      // channel has to notice the restart and reconnect (gRPC backs off up
+      // to a second) before its heartbeats arrive again.
+      const absl::Time now =
+          options.clock() + options.heartbeat_period * options.heartbeat_misses;
+      for (const v1::MemberRecord& r : state.members()) {
+        Member m;
+        m.worker_id = r.worker_id();
+        m.rank = r.rank();
+        m.endpoint = r.endpoint();
+        m.node = r.node();
+        m.finished = r.finished();
+        m.left = r.finished();
+        m.instance = r.instance();
+        m.last_heartbeat = now;
+        core->members_[m.worker_id] = m;
+      }
+      core->phase_ = Phase::kRunning;
+      LOG(INFO) << "coordinator: resumed job '" << options.job_id << "' in running generation "
+                << state.generation() << " with " << state.members_size()
+                << " worker(s), last checkpoint at step " << state.last_checkpoint().step();
+    } else {
+      LOG(INFO) << "coordinator: resumed job '" << options.job_id << "' after generation "
+                << state.generation() << ", last checkpoint at step "
+                << state.last_checkpoint().step();
+    }
   }
   return core;
 }
@@ -91,6 +118,35 @@ absl::Status CoordinatorCore::CheckCurrent(int64_t generation, absl::string_view
     return absl::AbortedError(absl::StrCat(
         what, " from generation ", generation, " refused: the current generation is ",
         generation_, phase_ == Phase::kRunning ? "" : " (not running)", "; re-join"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CoordinatorCore::CheckCollision(const v1::JoinRequest& request) const {
+  const std::string& id = request.worker_id();
+  if (request.instance().empty()) return absl::OkStatus();
+  auto refuse = [&](const std::string& what, const std::string& detail) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "join refused: worker id '", id, "' is already ", what, " of job '", options_.job_id,
+        "' (another process", detail, "); is a second job running with job id '",
+        options_.job_id, "'? Give it another --job_id (or this worker another --worker_id)"));
+  };
+  auto waiting = pending_.find(id);
+  if (waiting != pending_.end() && !waiting->second.instance().empty() &&
+      waiting->second.instance() != request.instance()) {
+    return refuse("waiting in the rendezvous", "");
+  }
+  auto it = members_.find(id);
+  if (phase_ == Phase::kRunning && it != members_.end()) {
+    const Member& m = it->second;
+    const absl::Duration silent = options_.clock() - m.last_heartbeat;
+    if (!m.left && !m.instance.empty() && m.instance != request.instance() &&
+        silent <= options_.heartbeat_period * options_.heartbeat_misses) {
+      return refuse(absl::StrCat("rank ", m.rank),
+                    absl::StrCat(", last heartbeat ",
+                                 absl::FormatDuration(std::max(silent, absl::ZeroDuration())),
+                                 " ago"));
+    }
   }
   return absl::OkStatus();
 }
@@ -125,6 +181,7 @@ void CoordinatorCore::FormGeneration() {
     m.rank = rank;
     m.endpoint = req.endpoint();
     m.node = req.node();
+    m.instance = req.instance();
     m.last_heartbeat = now;
     members_[m.worker_id] = m;
     v1::JoinResponse& r = results_[m.worker_id];
@@ -134,6 +191,8 @@ void CoordinatorCore::FormGeneration() {
     r.set_local_rank(seen_on_node[req.node()]++);
     r.set_local_world_size(per_node[req.node()]);
     *r.mutable_resume_from() = last_checkpoint_;
+    r.clear_earlier_checkpoints();
+    for (const v1::CheckpointRecord& e : earlier_checkpoints_) *r.add_earlier_checkpoints() = e;
     r.set_global_batch_size(global_batch_size_);
     r.set_heartbeat_period_ms(absl::ToInt64Milliseconds(options_.heartbeat_period));
     r.set_heartbeat_misses(options_.heartbeat_misses);
@@ -149,6 +208,7 @@ void CoordinatorCore::EndGeneration(const std::string& reason, bool failure) {
   if (phase_ != Phase::kRunning) return;
   phase_ = Phase::kRecovering;
   end_reason_ = reason;
+  if (failure) last_failed_generation_ = generation_;
   if (failure) ++restarts_;
   ++state_version_;
   LOG(WARNING) << "coordinator: generation " << generation_ << " ended: " << reason;
@@ -168,6 +228,7 @@ absl::StatusOr<v1::JoinResponse> CoordinatorCore::Join(const v1::JoinRequest& re
     if (phase_ == Phase::kFinished) {
       return absl::FailedPreconditionError("join refused: the job has finished");
     }
+    RETURN_IF_ERROR(CheckCollision(request));
     if (phase_ == Phase::kRunning) {
       auto it = members_.find(id);
       if (it != members_.end()) {
@@ -238,6 +299,12 @@ absl::StatusOr<v1::HeartbeatResponse> CoordinatorCore::Heartbeat(
   auto it = members_.find(request.worker_id());
   if (request.generation() != generation_ || phase_ != Phase::kRunning || it == members_.end()) {
     reply.set_command(v1::HeartbeatResponse::REJOIN);
+    // Collectives of a generation that failed, or of one already replaced,
+    // can only hang or fail: the worker aborts them now.
+    // (A worker of an older generation is left out of the current one:
+    // its collectives can no longer complete either.)
+    reply.set_failure(request.generation() < generation_ ||
+                      request.generation() <= last_failed_generation_);
     if (request.generation() > generation_) {
       reply.set_reason(absl::StrCat("generation ", request.generation(),
                                     " is unknown to this coordinator (restarted?)"));
@@ -273,6 +340,10 @@ absl::StatusOr<v1::ReportFailureResponse> CoordinatorCore::ReportFailure(
       if (request.peer_rank() >= 0) absl::StrAppend(&reason, " (peer rank ", request.peer_rank(), ")");
       if (!request.message().empty()) absl::StrAppend(&reason, ": ", request.message());
       EndGeneration(reason, true);
+    } else if (request.generation() == generation_ && phase_ == Phase::kRecovering) {
+      // It ended for a planned resize, but a rank failed in it: the peers
+      // still in its collectives must abort them (HeartbeatResponse.failure).
+      last_failed_generation_ = generation_;
     }
     reply.set_generation(generation_);
   }
@@ -290,6 +361,7 @@ absl::Status CoordinatorCore::Leave(const v1::LeaveRequest& request) {
     Member& m = it->second;
     m.left = true;
     m.finished = request.finished();
+    ++state_version_;  // a restarted coordinator must know who finished
     if (!request.finished()) {
       EndGeneration(absl::StrCat("rank ", m.rank, " (", m.worker_id, ") left"), false);
     } else {
@@ -370,6 +442,13 @@ absl::Status CoordinatorCore::CommitCheckpoint(const v1::CommitCheckpointRequest
           "CommitCheckpoint: step ", request.checkpoint().step(),
           " is older than the committed step ", last_checkpoint_.step()));
     }
+    if (!last_checkpoint_.path().empty() &&
+        last_checkpoint_.path() != request.checkpoint().path()) {
+      earlier_checkpoints_.insert(earlier_checkpoints_.begin(), last_checkpoint_);
+      if (static_cast<int>(earlier_checkpoints_.size()) > kEarlierCheckpoints) {
+        earlier_checkpoints_.resize(kEarlierCheckpoints);
+      }
+    }
     last_checkpoint_ = request.checkpoint();
     ++state_version_;
   }
@@ -403,6 +482,7 @@ v1::GetJobStatusResponse CoordinatorCore::GetJobStatus() {
   *s.mutable_last_checkpoint() = last_checkpoint_;
   s.set_global_batch_size(global_batch_size_);
   s.set_restarts(restarts_);
+  for (const v1::LostWorker& l : lost_) *s.add_lost() = l;
   if (phase_ == Phase::kWaiting || phase_ == Phase::kRecovering) {
     s.set_message(absl::StrCat(pending_.size(), " of min ", options_.min_workers,
                                " worker(s) waiting to join",
@@ -424,10 +504,18 @@ bool CoordinatorCore::CheckLiveness() {
     for (const auto& [id, m] : members_) {
       if (m.left) continue;
       if (now - m.last_heartbeat > limit) {
-        EndGeneration(absl::StrCat("rank ", m.rank, " (", id, ") missed ",
-                                   options_.heartbeat_misses, " heartbeats (silent for ",
-                                   absl::FormatDuration(now - m.last_heartbeat), ")"),
-                      true);
+        const std::string reason = absl::StrCat(
+            "rank ", m.rank, " (", id, ") missed ", options_.heartbeat_misses,
+            " heartbeats (silent for ", absl::FormatDuration(now - m.last_heartbeat), ")");
+        v1::LostWorker lost;
+        lost.set_worker_id(id);
+        lost.set_rank(m.rank);
+        lost.set_generation(generation_);
+        lost.set_reason(reason);
+        lost.set_unix_millis(absl::ToUnixMillis(absl::Now()));
+        lost_.push_back(lost);
+        if (static_cast<int>(lost_.size()) > kMaxLost) lost_.erase(lost_.begin());
+        EndGeneration(reason, true);
         ended = true;
         break;
       }
@@ -467,9 +555,22 @@ v1::CoordinatorState CoordinatorCore::StateLocked() const {
   state.set_job_id(options_.job_id);
   state.set_generation(generation_);
   *state.mutable_last_checkpoint() = last_checkpoint_;
+  for (const v1::CheckpointRecord& e : earlier_checkpoints_) *state.add_earlier_checkpoints() = e;
   state.set_restarts(restarts_);
   state.set_global_batch_size(global_batch_size_);
   state.set_finished(phase_ == Phase::kFinished);
+  state.set_running(phase_ == Phase::kRunning);
+  if (phase_ == Phase::kRunning) {
+    for (const auto& [id, m] : members_) {
+      v1::MemberRecord* r = state.add_members();
+      r->set_worker_id(id);
+      r->set_rank(m.rank);
+      *r->mutable_endpoint() = m.endpoint;
+      r->set_node(m.node);
+      r->set_finished(m.finished);
+      r->set_instance(m.instance);
+    }
+  }
   return state;
 }
 

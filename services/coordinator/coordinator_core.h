@@ -6,7 +6,14 @@
 // failed collective, or the membership changes; serves the generation-scoped
 // key-value store that bootstraps Gloo and NCCL; records committed
 // checkpoints; and persists what must survive a coordinator restart
-// (generation counter, last checkpoint, restarts) to `state_dir` atomically.
+// (generation counter, last checkpoint, restarts, and the running
+// generation's members) to `state_dir` atomically: a coordinator restarted
+// from it resumes the running generation, so its workers train on through
+// the restart (their heartbeats count from the restart).
+//
+// Workers expelled for missing heartbeats are listed in GetJobStatus
+// (`lost`), for a supervisor that kills them; a REJOIN after a failure says
+// so (HeartbeatResponse.failure) so survivors abort their collectives.
 //
 // Requests from a worker of an older generation are refused
 // (ABORTED: the membership changed), its heartbeats are answered with REJOIN.
@@ -23,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -95,15 +103,21 @@ class CoordinatorCore {
     int rank = 0;
     v1::Endpoint endpoint;
     std::string node;
+    std::string instance;  // JoinRequest.instance of the process
     absl::Time last_heartbeat;
     v1::WorkerProgress progress;
     bool left = false;
     bool finished = false;
   };
+  static constexpr int kMaxLost = 64;
 
   explicit CoordinatorCore(const CoordinatorOptions& options);
 
   absl::Status CheckJob(const v1::JobRef& job) const;
+  // ALREADY_EXISTS when `request`'s worker id belongs to a live member or
+  // waiting joiner of another process (a second job with this job id).
+  absl::Status CheckCollision(const v1::JoinRequest& request) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ABORTED unless `generation` is the current, running one.
   absl::Status CheckCurrent(int64_t generation, absl::string_view what) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -123,7 +137,13 @@ class CoordinatorCore {
   int64_t restarts_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t global_batch_size_ ABSL_GUARDED_BY(mu_) = 0;
   v1::CheckpointRecord last_checkpoint_ ABSL_GUARDED_BY(mu_);
+  // The commits before it, newest first, at most kEarlierCheckpoints.
+  std::vector<v1::CheckpointRecord> earlier_checkpoints_ ABSL_GUARDED_BY(mu_);
+  static constexpr int kEarlierCheckpoints = 3;
   std::string end_reason_ ABSL_GUARDED_BY(mu_);
+  // The newest generation that ended by a failure (0: none).
+  int64_t last_failed_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<v1::LostWorker> lost_ ABSL_GUARDED_BY(mu_);  // newest last, <= kMaxLost
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
   // Rendezvous in progress: worker_id -> request, and when the last came.
   std::map<std::string, v1::JoinRequest> pending_ ABSL_GUARDED_BY(mu_);

@@ -173,6 +173,96 @@ TEST(Liveness, SilentWorkerEndsTheGenerationNamingItsRank) {
             std::string::npos)
       << hb.reason();
   EXPECT_EQ((*core)->GetJobStatus().state(), v1::GetJobStatusResponse::RECOVERING);
+  // A failure: survivors are told to abort their collectives, and the lost
+  // worker is listed for the supervisor.
+  EXPECT_TRUE(hb.failure());
+  const v1::GetJobStatusResponse status = (*core)->GetJobStatus();
+  ASSERT_EQ(status.lost_size(), 1);
+  EXPECT_EQ(status.lost(0).worker_id(), "w1");
+  EXPECT_EQ(status.lost(0).rank(), g[1]->rank());
+  EXPECT_EQ(status.lost(0).generation(), 1);
+  EXPECT_NE(status.lost(0).reason().find("missed 3 heartbeats"), std::string::npos);
+}
+
+TEST(Rendezvous, ASecondJobWithTheSameIdsIsRefused) {
+  ManualClock clock;
+  auto core = CoordinatorCore::Create(Options(1, 1, &clock));
+  ASSERT_TRUE(core.ok());
+  v1::JoinRequest first = JoinReq("w0");
+  first.set_instance("pid1");
+  ASSERT_TRUE((*core)->Join(first, absl::Seconds(5)).ok());
+  v1::JoinRequest intruder = JoinReq("w0");
+  intruder.set_instance("pid2");
+  absl::StatusOr<v1::JoinResponse> refused = (*core)->Join(intruder, absl::Seconds(5));
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kAlreadyExists) << refused.status();
+  EXPECT_NE(refused.status().message().find("second job"), std::string::npos);
+  EXPECT_NE(refused.status().message().find("rank 0"), std::string::npos);
+  // The running job is untouched.
+  EXPECT_EQ(Beat(**core, "w0", 1).command(), v1::HeartbeatResponse::CONTINUE);
+  // Once the member has been silent past the liveness limit, a new process
+  // with its id may take over (a worker restarted by its orchestrator).
+  clock.Advance(absl::Seconds(4));
+  EXPECT_TRUE((*core)->Join(intruder, absl::Seconds(5)).ok());
+}
+
+TEST(Liveness, APlannedEndIsNotAFailureUntilARankFailsInIt) {
+  auto core = CoordinatorCore::Create(Options(2, 2));
+  ASSERT_TRUE(core.ok());
+  auto g = JoinAll(**core, {"w0", "w1"});
+  ASSERT_TRUE(g[0].ok() && g[1].ok());
+  // w1 leaves (not finished): the generation ends, but nothing failed, so
+  // the others finish their step and re-join at a step boundary.
+  v1::LeaveRequest leave;
+  leave.set_worker_id("w1");
+  leave.set_generation(1);
+  ASSERT_TRUE((*core)->Leave(leave).ok());
+  v1::HeartbeatResponse hb = Beat(**core, "w0", 1);
+  EXPECT_EQ(hb.command(), v1::HeartbeatResponse::REJOIN);
+  EXPECT_FALSE(hb.failure()) << hb.reason();
+  EXPECT_EQ((*core)->GetJobStatus().lost_size(), 0);
+  // A rank then reports a failed collective in that generation: now every
+  // rank still in it must abort.
+  v1::ReportFailureRequest failed;
+  failed.set_worker_id("w0");
+  failed.set_generation(1);
+  failed.set_operation("training step");
+  ASSERT_TRUE((*core)->ReportFailure(failed).ok());
+  EXPECT_TRUE(Beat(**core, "w0", 1).failure());
+}
+
+TEST(State, RestartResumesTheRunningGenerationWithItsRanks) {
+  ManualClock clock;
+  CoordinatorOptions o = Options(2, 2, &clock);
+  o.state_dir = std::string(std::getenv("TEST_TMPDIR")) + "/coord_running";
+  std::vector<absl::StatusOr<v1::JoinResponse>> g;
+  {
+    auto core = CoordinatorCore::Create(o);
+    ASSERT_TRUE(core.ok()) << core.status();
+    g = JoinAll(**core, {"w0", "w1"});
+    ASSERT_TRUE(g[0].ok() && g[1].ok());
+  }
+  auto restarted = CoordinatorCore::Create(o);
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  const v1::GetJobStatusResponse s = (*restarted)->GetJobStatus();
+  EXPECT_EQ(s.state(), v1::GetJobStatusResponse::RUNNING);
+  EXPECT_EQ(s.generation(), 1);
+  ASSERT_EQ(s.workers_size(), 2);
+  for (const v1::WorkerStatus& w : s.workers()) {
+    EXPECT_EQ(w.rank(), w.worker_id() == "w0" ? g[0]->rank() : g[1]->rank());
+  }
+  EXPECT_EQ(Beat(**restarted, "w0", 1).command(), v1::HeartbeatResponse::CONTINUE);
+  EXPECT_EQ(Beat(**restarted, "w1", 1).command(), v1::HeartbeatResponse::CONTINUE);
+  // A member silent after the restart is still noticed.
+  for (int i = 0; i < 4; ++i) {
+    clock.Advance(absl::Milliseconds(900));
+    Beat(**restarted, "w0", 1);
+  }
+  EXPECT_TRUE((*restarted)->CheckLiveness());
+  EXPECT_EQ((*restarted)->GetJobStatus().lost(0).worker_id(), "w1");
+  // Once the generation has ended, a restart does not resurrect it.
+  auto again = CoordinatorCore::Create(o);
+  ASSERT_TRUE(again.ok());
+  EXPECT_NE((*again)->GetJobStatus().state(), v1::GetJobStatusResponse::RUNNING);
 }
 
 TEST(KvStore, GetWaitsForSetAndTimesOut) {
@@ -226,7 +316,9 @@ TEST(State, RestartContinuesGenerationsAndKeepsCheckpoint) {
   }
   auto restarted = CoordinatorCore::Create(o);
   ASSERT_TRUE(restarted.ok()) << restarted.status();
-  EXPECT_EQ(Beat(**restarted, "w0", 1).command(), v1::HeartbeatResponse::REJOIN);
+  // The running generation carries on through the restart.
+  EXPECT_EQ(Beat(**restarted, "w0", 1).command(), v1::HeartbeatResponse::CONTINUE);
+  EXPECT_EQ((*restarted)->GetJobStatus().state(), v1::GetJobStatusResponse::RUNNING);
   auto j = (*restarted)->Join(JoinReq("w0"), absl::Seconds(5));
   ASSERT_TRUE(j.ok());
   EXPECT_EQ(j->generation(), 2);

@@ -23,7 +23,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   ASSIGN_OR_RETURN(s->restarts_gauge_,
                    s->metrics_->Gauge("tandem_job_restarts",
                                       "Generations ended by a failure since the job began."));
-  s->service_ = std::make_unique<CoordinatorService>(s->core_.get(), options.max_join_wait);
+  s->service_ = std::make_unique<CoordinatorService>(s->core_.get(), options.max_join_wait,
+                                                    options.auth_token);
   ASSIGN_OR_RETURN(s->rpc_, RpcServer::Start(options.rpc, {s->service_.get()}));
   s->UpdateGauges();
   if (options.run_liveness_thread) {

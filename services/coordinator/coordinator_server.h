@@ -29,6 +29,8 @@ struct CoordinatorServerOptions {
   MetricsOptions metrics;  // port -1 = no /metrics
   // How long one Join may wait for the rendezvous.
   absl::Duration max_join_wait = absl::Minutes(10);
+  // The job's token every call must carry (common/rpc/auth.h); "" = none.
+  std::string auth_token;
   // False in tests that step CoordinatorCore::CheckLiveness by hand.
   bool run_liveness_thread = true;
 };

@@ -1,8 +1,12 @@
 // CoordinatorService: the gRPC face of CoordinatorCore (tandem.v1.Coordinator).
 // Each handler only converts between the wire and the core; statuses go
-// through ToGrpcStatus. Thread-safe; borrows the core, which must outlive it.
+// through ToGrpcStatus. A call without the job's token (when one is set) is
+// UNAUTHENTICATED before it reaches the core. Thread-safe; borrows the core, which must outlive it.
 #ifndef TANDEM_SERVICES_COORDINATOR_COORDINATOR_SERVICE_H_
 #define TANDEM_SERVICES_COORDINATOR_COORDINATOR_SERVICE_H_
+
+#include <string>
+#include <utility>
 
 #include "absl/time/time.h"
 #include "proto/coordinator.grpc.pb.h"
@@ -13,8 +17,10 @@ namespace tandem {
 class CoordinatorService final : public v1::Coordinator::Service {
  public:
   // Joins wait at most `max_join_wait` (or the client's deadline if sooner).
-  CoordinatorService(CoordinatorCore* core, absl::Duration max_join_wait)
-      : core_(core), max_join_wait_(max_join_wait) {}
+  // Every call must carry `auth_token` (common/rpc/auth.h); "" = no check.
+  CoordinatorService(CoordinatorCore* core, absl::Duration max_join_wait,
+                     std::string auth_token = "")
+      : core_(core), max_join_wait_(max_join_wait), auth_token_(std::move(auth_token)) {}
 
   grpc::Status Join(grpc::ServerContext* ctx, const v1::JoinRequest* req,
                     v1::JoinResponse* resp) override;
@@ -38,6 +44,7 @@ class CoordinatorService final : public v1::Coordinator::Service {
  private:
   CoordinatorCore* core_;
   absl::Duration max_join_wait_;
+  const std::string auth_token_;
 };
 
 }  // namespace tandem

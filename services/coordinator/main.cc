@@ -10,6 +10,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "common/log/log.h"
+#include "common/rpc/auth.h"
 #include "services/coordinator/coordinator_server.h"
 
 ABSL_FLAG(std::string, job_id, "tandem", "Name of the job this coordinator runs.");
@@ -23,6 +24,8 @@ ABSL_FLAG(double, settle_seconds, 1.0, "Wait this long after the last join (once
 ABSL_FLAG(int, heartbeat_ms, 1000, "Heartbeat period workers must keep.");
 ABSL_FLAG(int, heartbeat_misses, 3, "Missed heartbeats that end a generation.");
 ABSL_FLAG(std::string, state_dir, "", "Directory for durable job state (empty: none).");
+ABSL_FLAG(std::string, token_file, "",
+          "File with the job's token every RPC must carry (empty: $TANDEM_TOKEN, else none).");
 ABSL_FLAG(int64_t, global_batch_size, 0, "Global batch size handed to workers (0: theirs).");
 
 int main(int argc, char** argv) {
@@ -53,6 +56,13 @@ int main(int argc, char** argv) {
   o.rpc.host = absl::GetFlag(FLAGS_host);
   o.rpc.port = absl::GetFlag(FLAGS_port);
   o.metrics.port = absl::GetFlag(FLAGS_metrics_port);
+  absl::StatusOr<std::string> token = tandem::LoadAuthToken(absl::GetFlag(FLAGS_token_file));
+  if (!token.ok()) {
+    std::fprintf(stderr, "coordinator: %s\n", std::string(token.status().message()).c_str());
+    return 1;
+  }
+  tandem::SetDefaultAuthToken(*token);
+  o.auth_token = *token;
 
   auto server = tandem::CoordinatorServer::Start(o);
   if (!server.ok()) {

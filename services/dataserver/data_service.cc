@@ -1,5 +1,7 @@
 #include "services/dataserver/data_service.h"
 
+#include "common/rpc/auth.h"
+
 #include "absl/strings/str_cat.h"
 #include "common/rpc/grpc_status.h"
 #include "common/status/status_macros.h"
@@ -42,9 +44,10 @@ DataService::DataService(const DataServiceOptions& options,
       metrics_(metrics),
       pool_(options.decode_threads) {}
 
-grpc::Status DataService::ListDatasets(grpc::ServerContext*,
+grpc::Status DataService::ListDatasets(grpc::ServerContext* context,
                                        const v1::ListDatasetsRequest*,
                                        v1::ListDatasetsResponse* response) {
+  if (grpc::Status auth = CheckCallToken(*context, options_.auth_token); !auth.ok()) return auth;
   for (const auto& [name, ds] : datasets_) *response->add_datasets() = ds->info();
   return grpc::Status::OK;
 }
@@ -52,6 +55,7 @@ grpc::Status DataService::ListDatasets(grpc::ServerContext*,
 grpc::Status DataService::StreamBatches(grpc::ServerContext* context,
                                         const v1::StreamBatchesRequest* request,
                                         grpc::ServerWriter<v1::Batch>* writer) {
+  if (grpc::Status auth = CheckCallToken(*context, options_.auth_token); !auth.ok()) return auth;
   if (open_streams_.fetch_add(1) >= options_.max_streams) {
     open_streams_.fetch_sub(1);
     return ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(

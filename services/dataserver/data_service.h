@@ -36,6 +36,8 @@ struct DataServiceOptions {
   int prefetch_depth = 4;   // batches packed ahead per stream
   int decode_threads = 4;   // shared packing threads
   int max_streams = 256;    // concurrent StreamBatches calls
+  // The job's token every call must carry (common/rpc/auth.h); "" = none.
+  std::string auth_token;
 };
 
 class DataService final : public v1::DataServer::Service {

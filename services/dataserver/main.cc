@@ -15,6 +15,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "common/rpc/auth.h"
 #include "services/dataserver/data_server.h"
 
 ABSL_FLAG(std::vector<std::string>, dataset, {},
@@ -27,6 +28,8 @@ ABSL_FLAG(int, prefetch_depth, 4, "batches packed ahead per stream");
 ABSL_FLAG(int, decode_threads, 4, "threads reading and packing batches");
 ABSL_FLAG(int, max_streams, 256, "concurrent streams allowed");
 ABSL_FLAG(std::string, port_file, "", "if set, the bound port is written here");
+ABSL_FLAG(std::string, token_file, "",
+          "file with the job's token every RPC must carry (empty: $TANDEM_TOKEN, else none)");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("tandem data-shard server");
@@ -52,6 +55,13 @@ int main(int argc, char** argv) {
   options.service.prefetch_depth = absl::GetFlag(FLAGS_prefetch_depth);
   options.service.decode_threads = absl::GetFlag(FLAGS_decode_threads);
   options.service.max_streams = absl::GetFlag(FLAGS_max_streams);
+  absl::StatusOr<std::string> token = tandem::LoadAuthToken(absl::GetFlag(FLAGS_token_file));
+  if (!token.ok()) {
+    std::fprintf(stderr, "dataserver: %s\n", std::string(token.status().message()).c_str());
+    return 1;
+  }
+  tandem::SetDefaultAuthToken(*token);
+  options.service.auth_token = *token;
   auto server = tandem::dataserver::DataServer::Start(options);
   if (!server.ok()) {
     std::fprintf(stderr, "dataserver: %s\n", server.status().ToString().c_str());

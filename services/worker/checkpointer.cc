@@ -66,7 +66,10 @@ absl::StatusOr<bool> Checkpointer::Restore(Generation& g, TrainingState* state) 
   optim::Optimizer* opt = g.sync->optimizer();
   const optim::ParamRange owned = g.sync->owned_range();
   std::vector<optim::StateBuffer> extra = g.sync->extra_state();
-  const std::string& path = g.join.resume_from().path();
+  // Rank 0 may fall back to an earlier commit (below); the others only
+  // need to know whether there is a checkpoint at all.
+  std::string path = g.join.resume_from().path();
+  restored_path_.clear();
   // header: ok, step, epoch, samples_in_epoch
   int64_t header[4] = {1, 0, 0, 0};
   absl::Status load;
@@ -76,30 +79,56 @@ absl::StatusOr<bool> Checkpointer::Restore(Generation& g, TrainingState* state) 
       load = model_->Initialize(o_.seed);
     } else {
       // A manifest (any strategy, any world size) or a single whole file.
-      // Everything is checked before anything is copied.
+      // Everything is checked before anything is copied. A committed
+      // checkpoint that cannot be read (bad checksum, truncated, gone) is
+      // never loaded: the previous commit is tried instead, with a warning
+      // naming the file. A readable one that does not fit this run (another
+      // model or optimizer) is an error, not a reason to fall back.
+      std::vector<const v1::CheckpointRecord*> candidates = {&g.join.resume_from()};
+      for (const v1::CheckpointRecord& e : g.join.earlier_checkpoints()) {
+        if (!e.path().empty()) candidates.push_back(&e);
+      }
       checkpoint::ReadOptions ro;
       ro.expected_model_fingerprint = o_.fingerprint;
-      absl::StatusOr<checkpoint::Checkpoint> read = checkpoint::ReadWholeCheckpoint(path, ro);
+      absl::StatusOr<checkpoint::Checkpoint> read = absl::UnknownError("not read");
       v1::DataCursor dc;
-      load = [&]() -> absl::Status {
-        if (!read.ok()) return read.status();
-        if (read->total_params != n) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              path, " holds ", read->total_params, " parameters but this model has ", n));
+      for (size_t i = 0; i < candidates.size(); ++i) {
+        path = candidates[i]->path();
+        read = checkpoint::ReadWholeCheckpoint(path, ro);
+        load = [&]() -> absl::Status {
+          if (!read.ok()) return read.status();
+          if (read->total_params != n) {
+            return absl::FailedPreconditionError(absl::StrCat(
+                path, " holds ", read->total_params, " parameters but this model has ", n));
+          }
+          if (opt != nullptr) RETURN_IF_ERROR(CheckOptimizerState(*read, path, opt));
+          const std::string* cursor = read->FindBlob("data_cursor");
+          if (cursor == nullptr || !dc.ParseFromString(*cursor)) {
+            return absl::DataLossError(absl::StrCat(path, " has no readable data cursor"));
+          }
+          return absl::OkStatus();
+        }();
+        const bool unreadable = absl::IsDataLoss(load) || absl::IsNotFound(load) ||
+                                absl::IsOutOfRange(load);
+        if (load.ok() || !unreadable) break;
+        std::string warning = absl::StrCat("checkpoint ", path, " (step ", candidates[i]->step(),
+                                           ") is unreadable and was not loaded: ", load.message());
+        if (i + 1 < candidates.size()) {
+          absl::StrAppend(&warning, "; falling back to the previous committed checkpoint ",
+                          candidates[i + 1]->path(), " (step ", candidates[i + 1]->step(), ")");
+        } else {
+          absl::StrAppend(&warning, "; no earlier committed checkpoint to fall back to");
         }
-        if (opt != nullptr) RETURN_IF_ERROR(CheckOptimizerState(*read, path, opt));
-        const std::string* cursor = read->FindBlob("data_cursor");
-        if (cursor == nullptr || !dc.ParseFromString(*cursor)) {
-          return absl::DataLossError(absl::StrCat(path, " has no readable data cursor"));
-        }
-        return absl::OkStatus();
-      }();
+        LOG(WARNING) << warning;
+        warnings_.push_back(warning);
+      }
       if (load.ok()) {
         load = backend_->CopyToDevice(storage.params(), read->params.data(), n * sizeof(float));
         header[1] = read->step;
         header[2] = dc.epoch();
         header[3] = dc.samples_in_epoch();
         c = std::move(*read);
+        restored_path_ = path;
       }
     }
     if (!load.ok()) {
@@ -278,13 +307,18 @@ absl::StatusOr<std::string> Checkpointer::Write(Generation& g, TrainingState* st
       record.set_unix_millis(absl::ToUnixMillis(absl::Now()));
       return client_->CommitCheckpoint(record);
     }();
-    committed = commit.ok() ? 1 : 0;
+    // 1, or the negated status code: the other ranks fail with the same
+    // kind of error (a refused commit because the generation ended is a
+    // membership change for them too, not a reason to exit).
+    committed = commit.ok() ? 1 : -static_cast<int64_t>(commit.code());
   }
   RETURN_IF_ERROR(g.ctl->Broadcast(&committed, sizeof(committed), 0));
   if (!commit.ok()) return commit;
-  if (committed == 0) {
-    return absl::InternalError(absl::StrCat("rank 0 could not write the manifest or commit the "
-                                            "step ", state->step, " checkpoint (see its log)"));
+  if (committed != 1) {
+    const auto code = committed < 0 ? static_cast<absl::StatusCode>(-committed)
+                                    : absl::StatusCode::kInternal;
+    return absl::Status(code, absl::StrCat("rank 0 could not write the manifest or commit the "
+                                           "step ", state->step, " checkpoint (see its log)"));
   }
   state->checkpoint_step = state->step;
   return rank == 0 ? path : std::string();

@@ -34,7 +34,10 @@
 // Thread-compatible (the trainer thread). Borrows backend, model and
 // client. Failure: rank 0's read or restore error reaches every rank as
 // INTERNAL with rank 0's message (a configuration problem, not a
-// membership change); write and commit errors pass through.
+// membership change); write and commit errors pass through. A committed
+// checkpoint rank 0 cannot read (checksum, truncation, missing file) is
+// skipped for the previous commit the join names (earlier_checkpoints),
+// with a warning naming it; when none is readable, the error names each.
 #ifndef TANDEM_SERVICES_WORKER_CHECKPOINTER_H_
 #define TANDEM_SERVICES_WORKER_CHECKPOINTER_H_
 
@@ -79,6 +82,10 @@ class Checkpointer {
 
   // True when it resumed from a checkpoint (false: the seeded start).
   absl::StatusOr<bool> Restore(Generation& g, TrainingState* state);
+  // Rank 0, after Restore: the file it loaded ("" for none), and one line
+  // per committed checkpoint it skipped as unreadable (taken: cleared).
+  const std::string& restored_path() const { return restored_path_; }
+  std::vector<std::string> TakeWarnings() { return std::move(warnings_); }
   // Every rank writes its shard, rank 0 the manifest and the commit; a
   // no-op when `dir` is empty or the step is already on disk. Returns the
   // committed path on rank 0, "" elsewhere. A rank that could not write its
@@ -94,6 +101,8 @@ class Checkpointer {
   nn::Model* const model_;
   CoordinatorClient* const client_;
   std::vector<float> host_params_;
+  std::string restored_path_;
+  std::vector<std::string> warnings_;
 };
 
 }  // namespace worker

@@ -1,6 +1,9 @@
 #include "services/worker/coordinator_client.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "common/log/log.h"
@@ -39,7 +42,11 @@ absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Create(
 CoordinatorClient::CoordinatorClient(const CoordinatorClientOptions& options)
     : options_(options),
       channel_(MakeChannel({.target = options.target})),
-      stub_(v1::Coordinator::NewStub(channel_)) {}
+      stub_(v1::Coordinator::NewStub(channel_)) {
+  // This process among any that claim the same worker id.
+  std::random_device rd;
+  instance_ = absl::StrCat(getpid(), "-", absl::Hex((uint64_t{rd()} << 32) | rd()));
+}
 
 CoordinatorClient::~CoordinatorClient() { StopHeartbeats(); }
 
@@ -58,6 +65,7 @@ absl::StatusOr<v1::JoinResponse> CoordinatorClient::Join(absl::Duration timeout)
   *request.mutable_endpoint() = options_.endpoint;
   request.set_local_devices(1);
   request.set_node(options_.node);
+  request.set_instance(instance_);
   absl::Duration backoff = absl::Milliseconds(100);
   absl::Status status;
   v1::JoinResponse response;
@@ -136,6 +144,14 @@ absl::Status CoordinatorClient::HeartbeatOnce() {
   v1::HeartbeatResponse response;
   absl::Status status = FromGrpcStatus(stub_->Heartbeat(&ctx, request, &response),
                                        "Coordinator.Heartbeat");
+  if (status.ok() && response.command() == v1::HeartbeatResponse::REJOIN && response.failure()) {
+    std::function<void(int64_t, const std::string&)> handler;
+    {
+      absl::MutexLock lock(&mu_);
+      handler = on_failure_;
+    }
+    if (handler) handler(request.generation(), response.reason());
+  }
   absl::MutexLock lock(&mu_);
   if (!status.ok()) {
     if (absl::Now() - last_reply_ >= options_.lost_after && command_.kind == Command::kContinue) {
@@ -163,6 +179,12 @@ absl::Status CoordinatorClient::HeartbeatOnce() {
       break;
   }
   return status;
+}
+
+void CoordinatorClient::SetFailureHandler(
+    std::function<void(int64_t generation, const std::string& reason)> handler) {
+  absl::MutexLock lock(&mu_);
+  on_failure_ = std::move(handler);
 }
 
 void CoordinatorClient::SetProgress(const v1::WorkerProgress& progress) {

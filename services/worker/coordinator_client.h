@@ -19,11 +19,16 @@
 // (coordinator unreachable), the coordinator's error otherwise (a finished
 // job, max_workers reached, the rendezvous timing out). A heartbeat that
 // fails is retried at the next period; after `lost_after` without a reply
-// the command becomes kCoordinatorLost. Nothing blocks without a deadline.
+// the command becomes kCoordinatorLost (a coordinator restarted within that
+// time resumes the generation: training goes on). Each client sends a
+// per-process instance id with Join, so a second process claiming the same
+// worker id (another job with this job id) is refused, not merged.
+// Nothing blocks without a deadline.
 #ifndef TANDEM_SERVICES_WORKER_COORDINATOR_CLIENT_H_
 #define TANDEM_SERVICES_WORKER_COORDINATOR_CLIENT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -82,6 +87,12 @@ class CoordinatorClient {
   // bounds the rendezvous wait (zero: options.join_timeout).
   absl::StatusOr<v1::JoinResponse> Join(absl::Duration timeout = absl::ZeroDuration());
 
+  // Called from the heartbeat thread (no lock held) each time a reply says
+  // the worker's generation ended by a failure (REJOIN with failure set),
+  // with that generation and the coordinator's reason: the trainer aborts
+  // the generation's collectives. Set before Join; must not block.
+  void SetFailureHandler(std::function<void(int64_t generation, const std::string& reason)> h);
+
   // Progress to send with the following heartbeats.
   void SetProgress(const v1::WorkerProgress& progress);
   Command command() const;
@@ -114,6 +125,7 @@ class CoordinatorClient {
   v1::JobRef Job() const;
 
   const CoordinatorClientOptions options_;
+  std::string instance_;  // JoinRequest.instance: pid and a random number
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Coordinator::Stub> stub_;
 
@@ -123,6 +135,7 @@ class CoordinatorClient {
   v1::WorkerProgress progress_ ABSL_GUARDED_BY(mu_);
   Command command_ ABSL_GUARDED_BY(mu_);
   absl::Time last_reply_ ABSL_GUARDED_BY(mu_);
+  std::function<void(int64_t, const std::string&)> on_failure_ ABSL_GUARDED_BY(mu_);
 
   // Owned by the trainer thread (Join / Leave / destructor).
   std::unique_ptr<absl::Notification> stop_heartbeats_;

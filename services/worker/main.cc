@@ -24,6 +24,7 @@
 #include "absl/strings/str_split.h"
 #include "common/io/file.h"
 #include "common/log/log.h"
+#include "common/rpc/auth.h"
 #include "common/sync/registry.h"
 #include "services/worker/trainer.h"
 #include "services/worker/worker_metrics.h"
@@ -81,6 +82,10 @@ ABSL_FLAG(std::string, transport, "auto",
           "Collective transport: shm (shared memory, all ranks on this node), gloo (TCP), or "
           "auto (shm when every rank is on this node).");
 ABSL_FLAG(double, join_timeout_seconds, 300.0, "Longest wait for the first rendezvous.");
+ABSL_FLAG(std::string, token_file, "",
+          "File with the job's token every RPC must carry (empty: $TANDEM_TOKEN, else none).");
+ABSL_FLAG(std::string, sample_log_dir, "",
+          "Append the sample ids of every trained batch to <dir>/<worker_id>.samples (fault tests).");
 ABSL_FLAG(double, rejoin_timeout_seconds, 60.0, "Longest wait for a rendezvous after a failure.");
 
 int main(int argc, char** argv) {
@@ -163,6 +168,16 @@ int main(int argc, char** argv) {
   o.cuda_device = absl::GetFlag(FLAGS_cuda_device);
   o.max_steps = absl::GetFlag(FLAGS_max_steps);
   o.transport = absl::GetFlag(FLAGS_transport);
+  o.sample_log_dir = absl::GetFlag(FLAGS_sample_log_dir);
+  {
+    // Every channel this process opens sends the job's token.
+    absl::StatusOr<std::string> token = tandem::LoadAuthToken(absl::GetFlag(FLAGS_token_file));
+    if (!token.ok()) {
+      std::fprintf(stderr, "worker: %s\n", std::string(token.status().message()).c_str());
+      return 1;
+    }
+    tandem::SetDefaultAuthToken(*token);
+  }
   const double collective = absl::GetFlag(FLAGS_collective_timeout_seconds);
   const double join = absl::GetFlag(FLAGS_join_timeout_seconds);
   const double rejoin = absl::GetFlag(FLAGS_rejoin_timeout_seconds);

@@ -26,6 +26,7 @@ absl::StatusOr<StepOutput> StepRunner::Run(data::PrefetchClient& data, sync::Gra
     ASSIGN_OR_RETURN(const data::HostBatch* hb, data.Next());
     times.data_wait += Since(t);
     out.epoch_ended |= hb->last_in_epoch;
+    if (sample_log_ != nullptr) sample_log_->Append(*hb, generation_, ctx.step);
     ASSIGN_OR_RETURN(nn::Batch batch, stager_->Stage(*hb));
     t = absl::Now();
     RETURN_IF_ERROR(model_->Forward(batch));

@@ -25,6 +25,7 @@
 #include "common/sync/gradient_sync.h"
 #include "services/worker/batch_stager.h"
 #include "services/worker/progress.h"
+#include "services/worker/sample_log.h"
 
 namespace tandem {
 namespace worker {
@@ -42,6 +43,12 @@ class StepRunner {
   StepRunner(nn::Model* model, kernels::Backend* backend, BatchStager* stager, int accumulation)
       : model_(model), backend_(backend), stager_(stager), k_(accumulation) {}
 
+  // Optional audit trail of the batches trained on (--sample_log); borrowed.
+  void set_sample_log(SampleLog* log, int64_t generation) {
+    sample_log_ = log;
+    generation_ = generation;
+  }
+
   absl::StatusOr<StepOutput> Run(data::PrefetchClient& data, sync::GradientSync& sync,
                                  const optim::StepContext& ctx);
 
@@ -50,6 +57,8 @@ class StepRunner {
   kernels::Backend* const backend_;
   BatchStager* const stager_;
   const int k_;
+  SampleLog* sample_log_ = nullptr;
+  int64_t generation_ = 0;
 };
 
 }  // namespace worker

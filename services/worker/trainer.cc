@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/checkpoint/checkpoint.h"
@@ -9,12 +10,14 @@
 #include "common/kernels/factory.h"
 #include "common/log/log.h"
 #include "common/status/status_macros.h"
+#include "services/worker/abort_switch.h"
 #include "services/worker/batch_stager.h"
 #include "services/worker/checkpointer.h"
 #include "services/worker/coordinator_client.h"
 #include "services/worker/dataset_probe.h"
 #include "services/worker/evaluator.h"
 #include "services/worker/generation.h"
+#include "services/worker/sample_log.h"
 #include "services/worker/step_runner.h"
 #include "services/worker/training_plan.h"
 #include "services/worker/worker_metrics.h"
@@ -48,6 +51,8 @@ class Trainer::Loop {
   Trainer* const t_;
   const TrainerOptions& o_;
   std::function<void(const std::string&)> progress_sink_;
+  // Before client_: its heartbeat thread fires the switch until it is joined.
+  AbortSwitch abort_;
   std::unique_ptr<CoordinatorClient> client_;
   DatasetProbe probe_;
   std::unique_ptr<BatchStager> stager_;
@@ -55,6 +60,7 @@ class Trainer::Loop {
   std::unique_ptr<Evaluator> evaluator_;
   std::unique_ptr<data::ClientMetrics> client_metrics_;
   std::unique_ptr<WorkerMetrics> metrics_;
+  std::unique_ptr<SampleLog> sample_log_;  // --sample_log_dir, else null
   TrainingState state_;  // survives generations
   TrainResult result_;
   std::string failure_;  // the last membership failure, for the final error
@@ -94,7 +100,15 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
   co.join_attempts = o_.connect_attempts;
   co.lost_after = o_.coordinator_lost_after;
   ASSIGN_OR_RETURN(client_, CoordinatorClient::Create(co));
+  // The coordinator ended our generation by a failure: abort its
+  // collectives now, so a hung peer costs a heartbeat, not the timeout.
+  client_->SetFailureHandler(
+      [this](int64_t generation, const std::string& reason) { abort_.Fire(generation, reason); });
 
+  if (!o_.sample_log_dir.empty()) {
+    ASSIGN_OR_RETURN(sample_log_,
+                     SampleLog::Create(absl::StrCat(o_.sample_log_dir, "/", o_.worker_id, ".samples")));
+  }
   CheckpointerOptions ck;
   ck.dir = o_.checkpoint_dir;
   ck.model_text = o_.model;
@@ -160,25 +174,40 @@ void Trainer::Loop::ReportFailure(Generation& g, const absl::Status& s) {
     absl::SleepFor(std::min(period / 4, absl::Milliseconds(100)));
   }
   Command c = client_->command();
+  // Report even when the generation has ended already (a planned resize):
+  // the coordinator then counts it as failed, so the peers still waiting
+  // in its collectives for this rank abort them too.
+  (void)client_->ReportFailure("training step", -1, std::string(s.message()));
   if (c.kind == Command::kContinue) {
-    (void)client_->ReportFailure("training step", -1, std::string(s.message()));
     (void)client_->HeartbeatOnce();
     c = client_->command();
   }
   failure_ = absl::StrCat("generation ", g.join.generation(), ", rank ", g.rank(),
                           ": training step failed: ", s.message());
-  if (!c.reason.empty()) absl::StrAppend(&failure_, " (coordinator: ", c.reason, ")");
+  if (!c.reason.empty() && !absl::StrContains(s.message(), c.reason)) {
+    absl::StrAppend(&failure_, " (coordinator: ", c.reason, ")");
+  }
   LOG(WARNING) << "worker " << o_.worker_id << ": " << failure_ << "; re-joining";
+  // On the console too (rank 0 speaks for the job): who was lost, and
+  // which collective gave up.
+  if (g.rank() == 0) Print(failure_ + "; re-joining");
 }
 
 absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& g) {
   GenerationEnv env{&o_, client_.get(), t_->backend_.get(), t_->model_.get()};
   RETURN_IF_ERROR(SetUpGeneration(env, &g));
+  abort_.Arm(g.join.generation(),
+             {g.ctl.get(), g.grad.world.get(), g.grad.intra.get(), g.grad.inter.get()});
+  struct Disarm {
+    AbortSwitch* sw;
+    ~Disarm() { sw->Disarm(); }
+  } disarm{&abort_};
   result_.transport = g.grad.world->backend();
   result_.strategy = g.sync->name();
   ASSIGN_OR_RETURN(bool resumed, checkpointer_->Restore(g, &state_));
+  for (const std::string& w : checkpointer_->TakeWarnings()) Print("warning: " + w);
   if (resumed && g.rank() == 0) {
-    Print(absl::StrCat("resumed from ", g.join.resume_from().path(), " at step ", state_.step,
+    Print(absl::StrCat("resumed from ", checkpointer_->restored_path(), " at step ", state_.step,
                        " (epoch ", state_.cursor.epoch + 1, ", sample ", state_.samples_in_epoch,
                        ") in generation ", g.join.generation(), " with ", g.world(),
                        " worker(s)"));
@@ -197,6 +226,7 @@ absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& 
                                             tokens ? probe_.inputs.width : 0, progress_sink_});
 
   StepRunner runner(t_->model_.get(), t_->backend_.get(), stager_.get(), o_.accumulation);
+  runner.set_sample_log(sample_log_.get(), g.join.generation());
   while (state_.step < plan.total_steps) {
     const absl::Time step_start = absl::Now();
     optim::StepContext ctx;

@@ -24,6 +24,10 @@
 //    it, drop the generation, join again, reload the last committed
 //    checkpoint. Any other error (a configuration problem, a bad file) ends
 //    the run at once with its message;
+//  - a heartbeat that says the generation ended by a failure (a lost rank)
+//    aborts its communicators at once from the heartbeat thread
+//    (AbortSwitch): the step in flight fails with ABORTED and the coordinator's
+//    reason, instead of waiting out collective_timeout for a hung peer;
 //  - STOP: checkpoint, Leave, return with stopped = true;
 //  - coordinator lost: UNAVAILABLE naming it;
 //  - done: checkpoint, Leave(finished).

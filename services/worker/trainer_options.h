@@ -91,6 +91,9 @@ struct TrainerOptions {
   // With no heartbeat reply for this long the coordinator counts as lost:
   // the ranks stop together at the next step with UNAVAILABLE.
   absl::Duration coordinator_lost_after = absl::Seconds(60);
+  // Fault tests: append every trained batch's sample ids to
+  // <dir>/<worker_id>.samples (services/worker/sample_log.h); empty = off.
+  std::string sample_log_dir;
   // ---- Output -----------------------------------------------------------
   int log_every = 50;                     // steps between progress lines; 0 = none
   // Adds a line per progress window with where a step's time went

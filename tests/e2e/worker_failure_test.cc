@@ -29,6 +29,10 @@ std::vector<std::string> Args(const std::string& run_dir, int min_workers) {
           // survivors wait 4 periods for that verdict (which names the lost
           // rank) before reporting the Gloo error themselves.
           "--heartbeat-ms=1000", "--worker-arg=--rejoin_timeout_seconds=5",
+          // Wait for all 4 before the first generation forms: on a loaded
+          // machine it could form with 2 and grow, and the worker killed at
+          // step 20 might never have been a member.
+          "--settle-seconds=3",
           "--run-dir=" + run_dir};
 }
 
@@ -54,9 +58,10 @@ TEST(WorkerFailureTest, SurvivorsRejoinAsThreeAndFinish) {
   EXPECT_TRUE(absl::StrContains(r.stdout_text, "resumed from")) << r.stdout_text;
   EXPECT_TRUE(absl::StrContains(r.stdout_text, "epoch 2 test accuracy")) << r.stdout_text;
   EXPECT_TRUE(absl::StrContains(r.stdout_text, "worker-3 killed by signal 9")) << r.stdout_text;
-  // The coordinator ended generation 1 naming the lost rank.
+  // The coordinator ended the generation naming the lost rank (on a loaded
+  // machine the first generation may form with 2 and grow before the kill).
   const std::string coordinator_log = ReadFile(run_dir + "/coordinator.log");
-  EXPECT_TRUE(absl::StrContains(coordinator_log, "generation 1 ended: rank ")) << coordinator_log;
+  EXPECT_TRUE(absl::StrContains(coordinator_log, " ended: rank ")) << coordinator_log;
   EXPECT_TRUE(absl::StrContains(coordinator_log, "(worker-3) missed")) << coordinator_log;
 }
 

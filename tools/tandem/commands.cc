@@ -120,6 +120,8 @@ FlagTable LocalFlags(LocalOptions* o) {
            "Logs, port files, checkpoints (\"\" = a fresh /tmp/tandem-local-XXXXXX).");
   t.Bool("keep_going", &o->keep_going,
          "Leave a dead worker to the coordinator (survivors re-join) instead of stopping all.");
+  t.Int("max_restarts", &o->max_restarts,
+        "Restarts of a coordinator or data server that dies mid-run, in all (0 = none).");
   t.Seconds("grace_seconds", &o->grace, "Wait between SIGTERM and SIGKILL when stopping processes.");
   return t;
 }
@@ -132,6 +134,8 @@ FlagTable StatusFlags(StatusOptions* o) {
   t.String("coordinator", &o->coordinator, "host:port of the coordinator (required).");
   t.String("job_id", &o->job_id, "Job to show.");
   t.Seconds("timeout_seconds", &o->timeout, "Give up when the coordinator has not answered by then.");
+  t.String("token_file", &o->token_file,
+           "File with the job's token (tandem local writes <run_dir>/token; \"\" = $TANDEM_TOKEN).");
   return t;
 }
 

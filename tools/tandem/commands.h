@@ -30,6 +30,7 @@ struct StatusOptions {
   std::string coordinator;     // host:port; required
   std::string job_id = "local";
   absl::Duration timeout = absl::Seconds(5);
+  std::string token_file;      // the job's token (tandem local: <run_dir>/token)
 };
 
 // `tandem plan`: predicted step time and memory per strategy (common/plan).

@@ -89,7 +89,7 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
       "--sync_opt=a=1,b=2", "--bucket_cap_mb=8", "--transport=gloo", "--backend=cuda",
       "--log_every=5", "--profile", "--doctor", "--decode_threads=3", "--checkpoint_every=20", "--worker_arg=--x=1,--y=2",
       "--worker-arg=--z", "--bin_dir=/b", "--run_dir=/r", "--keep_going",
-      "--grace_seconds=2"};
+      "--max_restarts=1", "--grace_seconds=2"};
   auto c = ParseCommandLine(args);
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_FALSE(c->help);
@@ -138,6 +138,7 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
   EXPECT_EQ(o.bin_dir, "/b");
   EXPECT_EQ(o.run_dir, "/r");
   EXPECT_TRUE(o.keep_going);
+  EXPECT_EQ(o.max_restarts, 1);
   EXPECT_EQ(o.grace, absl::Seconds(2));
   // One argument above per row of the table (bar the two spelled with a
   // separate value and the repeated --worker_arg): a new flag needs a line here.
@@ -146,12 +147,14 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
 }
 
 TEST(CommandsTest, StatusFlagsSetTheirFields) {
-  auto c = ParseCommandLine({"status", "--coordinator", "h:1", "--job-id=j", "--timeout_seconds=0.5"});
+  auto c = ParseCommandLine({"status", "--coordinator", "h:1", "--job-id=j", "--timeout_seconds=0.5",
+                             "--token_file=/r/token"});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->command, "status");
   EXPECT_EQ(c->status.coordinator, "h:1");
   EXPECT_EQ(c->status.job_id, "j");
   EXPECT_EQ(c->status.timeout, absl::Milliseconds(500));
+  EXPECT_EQ(c->status.token_file, "/r/token");
 }
 
 TEST(CommandsTest, UnknownFlagNamesItAndPointsToThatCommandsHelp) {

@@ -2,6 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "grpcpp/client_context.h"
 #include "common/rpc/channel.h"
 #include "common/status/status_macros.h"
 #include "proto/coordinator.grpc.pb.h"
@@ -29,6 +31,28 @@ absl::StatusOr<v1::GetJobStatusResponse> FetchJobStatus(const std::string& targe
                                                target, "?)"));
   }
   return reply;
+}
+
+std::unique_ptr<JobWatch> JobWatch::Create(const std::string& target, const std::string& job_id,
+                                           const std::string& token) {
+  std::unique_ptr<JobWatch> w(new JobWatch());
+  w->stub_ = v1::Coordinator::NewStub(MakeChannel({.target = target, .auth_token = token}));
+  w->job_id_ = job_id;
+  return w;
+}
+
+std::vector<v1::LostWorker> JobWatch::NewlyLost(absl::Duration timeout) {
+  v1::GetJobStatusRequest request;
+  request.mutable_job()->set_job_id(job_id_);
+  v1::GetJobStatusResponse reply;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  std::vector<v1::LostWorker> out;
+  if (!stub_->GetJobStatus(&ctx, request, &reply).ok()) return out;
+  for (const v1::LostWorker& l : reply.lost()) {
+    if (seen_.insert({l.worker_id(), l.generation()}).second) out.push_back(l);
+  }
+  return out;
 }
 
 std::string FormatJobStatus(const v1::GetJobStatusResponse& s) {

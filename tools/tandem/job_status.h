@@ -11,10 +11,15 @@
 #ifndef TANDEM_TOOLS_TANDEM_JOB_STATUS_H_
 #define TANDEM_TOOLS_TANDEM_JOB_STATUS_H_
 
+#include <memory>
+#include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "proto/coordinator.grpc.pb.h"
 #include "proto/coordinator.pb.h"
 
 namespace tandem {
@@ -28,6 +33,28 @@ absl::StatusOr<v1::GetJobStatusResponse> FetchJobStatus(const std::string& targe
 // checkpoint, the coordinator's message, then one line per worker (rank, id,
 // step, epoch, loss, samples/s, metrics address).
 std::string FormatJobStatus(const v1::GetJobStatusResponse& status);
+
+// A supervisor's view of the coordinator (`tandem local`): polls its job
+// status over one channel and hands back each worker it expelled, once.
+//
+//   ASSIGN_OR_RETURN(auto watch, JobWatch::Create("127.0.0.1:7000", "local"));
+//   for (const v1::LostWorker& w : watch->NewlyLost()) KillProcessOf(w.worker_id());
+//
+// Not thread-safe (one supervisor thread). NewlyLost never blocks longer
+// than `timeout`; an unreachable coordinator (restarting) yields nothing.
+class JobWatch {
+ public:
+  // `token`: the job's (common/rpc/auth.h), "" = the process default.
+  static std::unique_ptr<JobWatch> Create(const std::string& target, const std::string& job_id,
+                                          const std::string& token = "");
+  std::vector<v1::LostWorker> NewlyLost(absl::Duration timeout = absl::Milliseconds(250));
+
+ private:
+  JobWatch() = default;
+  std::unique_ptr<v1::Coordinator::Stub> stub_;
+  std::string job_id_;
+  std::set<std::pair<std::string, int64_t>> seen_;  // (worker_id, generation)
+};
 
 }  // namespace cli
 }  // namespace tandem

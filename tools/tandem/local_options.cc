@@ -223,6 +223,9 @@ absl::Status ValidateLocalOptions(const LocalOptions& o) {
     return bad("--min_workers (", min, ") is more than the ", o.workers,
                " worker(s) started; lower it or raise --workers");
   }
+  if (o.max_restarts < 0) {
+    return bad("--max_restarts must not be negative (got ", o.max_restarts, ")");
+  }
   if (o.epochs < 1) return bad("--epochs must be at least 1 (got ", o.epochs, ")");
   if (o.batch_size < 1) return bad("--batch_size must be at least 1 (got ", o.batch_size, ")");
   if (!(o.lr > 0)) return bad("--lr must be positive (got ", o.lr, ")");

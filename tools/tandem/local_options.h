@@ -86,6 +86,10 @@ struct LocalOptions {
   // the generation and the survivors decide (re-join or exit). See RunLocal
   // for when the run then counts as failed.
   bool keep_going = false;
+  // A coordinator or data server that dies mid-run is restarted on its port
+  // (the coordinator from its state directory) at most this many times in
+  // all; past that the run fails with an error saying so. 0 = never.
+  int max_restarts = 3;
   absl::Duration start_timeout = absl::Seconds(60);  // for port files
   absl::Duration grace = absl::Seconds(5);           // SIGTERM -> SIGKILL
 };

@@ -7,15 +7,19 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <fstream>
 #include <memory>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -24,8 +28,10 @@
 #include "common/io/file.h"
 #include "common/kernels/blas_core.h"
 #include "common/metrics/scrape.h"
+#include "common/rpc/auth.h"
 #include "common/status/status_macros.h"
 #include "tools/tandem/doctor_command.h"
+#include "tools/tandem/job_status.h"
 #include "tools/tandem/link_rate.h"
 #include "tools/tandem/process.h"
 #include "tools/tandem/sim_network.h"
@@ -53,14 +59,15 @@ std::string LastLine(const std::string& path) { return Trim(TailOfFile(path, 1))
 // A process `tandem local` started, with what it needs for supervision.
 struct Child {
   std::unique_ptr<Subprocess> process;
+  SubprocessOptions spawn;  // how it was started, for a restart
   bool is_worker = false;
+  // Set when the coordinator expelled this worker; it is killed at kill_at.
+  std::string lost_reason;
+  absl::Time kill_at = absl::InfiniteFuture();
   int metrics_port = -1;
   std::string stdout_partial;  // a line not yet ended
   int log_fd = -1;             // the worker's log, for copies of its stdout lines
 };
-
-// Times one shard server is started again after dying (--keep_going).
-constexpr int kMaxShardRestarts = 8;
 
 class Runner {
  public:
@@ -90,6 +97,15 @@ class Runner {
   // Blocks briefly for a metrics line in `c`'s log.
   void WaitForMetricsLine(Child& c);
   absl::Status Failure(const Child& c, const std::string& what);
+  // A coordinator or data server exited mid-run: start it again on `port`
+  // (the coordinator resumes from its state directory), or fail when
+  // --max_restarts are used up.
+  absl::Status RestartServer(Child& c, int port, const std::string& port_file);
+  // Kills every worker the coordinator has expelled (a hung process would
+  // otherwise keep the run from ever ending) and says why on the console.
+  void KillLostWorkers();
+  // Sends SIGKILL to expelled workers whose grace (see KillLostWorkers) is over.
+  void KillExpelledWorkers();
   void PumpStdout(int timeout_ms);
   void DrainLines(Child& c, bool eof);
   void StopEverything();
@@ -110,7 +126,72 @@ class Runner {
   // has been stopped (the destructor returns this thread to its namespace).
   std::unique_ptr<SimulatedNetwork> network_;
   std::vector<Child> children_;  // coordinator, dataserver, workers (reserved: stable)
+  std::unique_ptr<JobWatch> watch_;  // the coordinator's lost workers
+  std::string token_;       // this run's job token (common/rpc/auth.h)
+  std::string token_file_;  // <run_dir>/token, mode 0600
+  int restarts_used_ = 0;
 };
+
+absl::Status Runner::RestartServer(Child& c, int port, const std::string& port_file) {
+  const std::string how = c.process->DescribeExit();
+  if (restarts_used_ >= o_.max_restarts) {
+    return Failure(c, absl::StrCat("exited while workers were running; not restarted: ",
+                                   o_.max_restarts == 0
+                                       ? std::string("--max_restarts is 0")
+                                       : absl::StrCat("all ", o_.max_restarts,
+                                                      " restart(s) of --max_restarts are used up")));
+  }
+  ++restarts_used_;
+  Print(absl::StrCat("tandem local: ", c.process->name(), " (pid ", c.process->pid(), ") ", how,
+                     "; restarting it on port ", port, " (restart ", restarts_used_, " of ",
+                     o_.max_restarts, ")"));
+  SubprocessOptions so = c.spawn;
+  for (std::string& a : so.argv) {
+    if (absl::StartsWith(a, "--port=")) a = absl::StrCat("--port=", port);
+  }
+  std::remove(port_file.c_str());
+  ASSIGN_OR_RETURN(std::unique_ptr<Subprocess> p, Subprocess::Start(so));
+  c.process = std::move(p);
+  c.spawn = so;
+  {
+    std::ofstream pid(absl::StrCat(run_dir_, "/", so.name, ".pid"));
+    pid << c.process->pid() << "\n";
+  }
+  ASSIGN_OR_RETURN(int bound, WaitForPortFile(c, port_file));
+  if (bound != port) {
+    return Failure(c, absl::StrCat("came back on port ", bound, ", not ", port));
+  }
+  Print(absl::StrCat("tandem local: ", so.name, " is back (pid ", c.process->pid(), ")"));
+  return absl::OkStatus();
+}
+
+void Runner::KillLostWorkers() {
+  if (watch_ == nullptr) return;
+  for (const v1::LostWorker& lost : watch_->NewlyLost()) {
+    for (Child& c : children_) {
+      if (!c.is_worker || c.process->name() != lost.worker_id() || c.process->Poll()) continue;
+      if (!c.lost_reason.empty()) continue;
+      c.lost_reason = lost.reason();
+      // The survivors hear of it at their next heartbeat and abort their
+      // collectives with the coordinator's reason; killing the process
+      // before that would fail them with a bare "connection reset" instead.
+      c.kill_at = absl::Now() + 3 * absl::Milliseconds(o_.heartbeat_ms);
+      Print(absl::StrCat("tandem local: the coordinator expelled ", lost.worker_id(), " (rank ",
+                         lost.rank(), " of generation ", lost.generation(), "): ", lost.reason(),
+                         "; killing pid ", c.process->pid()));
+    }
+  }
+}
+
+void Runner::KillExpelledWorkers() {
+  const absl::Time now = absl::Now();
+  for (Child& c : children_) {
+    if (!c.is_worker || now < c.kill_at) continue;
+    c.kill_at = absl::InfiniteFuture();
+    // SIGKILL: it also ends a stopped (SIGSTOP) or hung process.
+    c.process->Signal(SIGKILL);
+  }
+}
 
 absl::StatusOr<Child*> Runner::Spawn(const std::string& name, std::vector<std::string> argv,
                                      bool is_worker, std::vector<std::string> env) {
@@ -130,8 +211,9 @@ absl::StatusOr<Child*> Runner::Spawn(const std::string& name, std::vector<std::s
     for (const std::string& e : so.env) cmd << e << " ";
     cmd << absl::StrJoin(so.argv, " ") << "\n";
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<Subprocess> p, Subprocess::Start(std::move(so)));
   Child c;
+  c.spawn = so;
+  ASSIGN_OR_RETURN(std::unique_ptr<Subprocess> p, Subprocess::Start(std::move(so)));
   c.is_worker = is_worker;
   if (is_worker) {
     c.log_fd = open(p->log_path().c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
@@ -323,6 +405,20 @@ absl::Status Runner::Run() {
   }
   // Each process's last metrics land here for `tandem doctor --run_dir`.
   RETURN_IF_ERROR(MakeDirectories(run_dir_ + "/metrics"));
+  // One token per run: every process gets the file, every RPC carries it,
+  // and no process of another job (or none at all) can join this one.
+  token_ = NewAuthToken();
+  token_file_ = run_dir_ + "/token";
+  {
+    const int fd = open(token_file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    const bool ok = fd >= 0 && fchmod(fd, 0600) == 0 &&
+                    write(fd, token_.data(), token_.size()) == static_cast<ssize_t>(token_.size());
+    if (fd >= 0) close(fd);
+    if (!ok) {
+      return absl::PermissionDeniedError(absl::StrCat("cannot write the job token to ",
+                                                      token_file_, ": ", std::strerror(errno)));
+    }
+  }
   service_host_ = o_.host;
   if (o_.nodes > 0) {
     ASSIGN_OR_RETURN(std::string lib, FindBindSourceLibrary(o_.bin_dir, env_.self_exe));
@@ -330,8 +426,8 @@ absl::Status Runner::Run() {
     bind_source_library_ = realpath(lib.c_str(), resolved) != nullptr ? resolved : lib;
     service_host_ = SimulatedNetwork::ServiceAddress();
   }
-  // Restarted shard servers are children too (kMaxShardRestarts each).
-  children_.reserve(2 + o_.shard_servers * (1 + kMaxShardRestarts) + o_.workers);
+  // Restarts replace a child's process in place (RestartServer).
+  children_.reserve(2 + o_.shard_servers + o_.workers);
   Print(absl::StrCat("tandem local: ", o_.workers, " workers",
                      o_.nodes > 0 ? absl::StrCat(" (", o_.nodes, " nodes x ", o_.workers_per_node,
                                                  ")")
@@ -365,7 +461,7 @@ absl::Status Runner::Run() {
              absl::StrCat("--settle_seconds=", o_.settle_seconds),
              absl::StrCat("--heartbeat_ms=", o_.heartbeat_ms),
              absl::StrCat("--heartbeat_misses=", o_.heartbeat_misses),
-             "--state_dir=" + run_dir_ + "/coordinator-state"},
+             "--state_dir=" + run_dir_ + "/coordinator-state", "--token_file=" + token_file_},
             false));
   ASSIGN_OR_RETURN(
       Child * dataserver,
@@ -374,7 +470,8 @@ absl::Status Runner::Run() {
              absl::StrCat("--dataset=", data.train_name, "=", data.train_path, ",",
                           data.eval_name, "=", data.eval_path),
              "--host=" + service_host_, "--port=0", "--port_file=" + data_port_file,
-             "--metrics_port=0", absl::StrCat("--decode_threads=", o_.decode_threads)},
+             "--metrics_port=0", absl::StrCat("--decode_threads=", o_.decode_threads),
+             "--token_file=" + token_file_},
             false));
   ASSIGN_OR_RETURN(int coordinator_port, WaitForPortFile(*coordinator, coord_port_file));
   ASSIGN_OR_RETURN(int data_port, WaitForPortFile(*dataserver, data_port_file));
@@ -387,13 +484,12 @@ absl::Status Runner::Run() {
           : absl::StrCat("nsenter --net=/proc/", coordinator->process->pid(), "/ns/net ");
   Print(absl::StrCat("coordinator: ", coordinator_address_, "  (", enter,
                      "tandem status --coordinator ", coordinator_address_, " --job_id ",
-                     o_.job_id, ")"));
+                     o_.job_id, " --token_file ", token_file_, ")"));
   Print(absl::StrCat("data server: ", data_address));
   // Shard servers (--sync ps / hybrid): before the workers, which need them.
   std::vector<Child*> servers = {coordinator, dataserver};
   std::vector<std::string> shard_addresses;
-  std::vector<std::vector<std::string>> shard_argv;  // to restart one on its port
-  std::vector<int> shard_restarts(o_.shard_servers, 0);
+  std::vector<int> shard_ports;  // to restart one on its port
   if (o_.shard_servers > 0) {
     ASSIGN_OR_RETURN(std::string shard_bin,
                      FindServiceBinary("shardserver", o_.bin_dir, env_.self_exe));
@@ -415,12 +511,11 @@ absl::Status Runner::Run() {
       ASSIGN_OR_RETURN(int port, WaitForPortFile(*started[s].first,
                                                  absl::StrCat(run_dir_, "/shard-", s, ".port")));
       shard_addresses.push_back(absl::StrCat(started[s].second, ":", port));
-      shard_argv.push_back({shard_bin, "--bind=" + started[s].second,
-                            absl::StrCat("--port=", port), "--metrics_port=0",
-                            absl::StrCat("--server_id=shard-", s)});
+      shard_ports.push_back(port);
     }
     Print(absl::StrCat("shard servers: ", absl::StrJoin(shard_addresses, ",")));
   }
+  watch_ = JobWatch::Create(coordinator_address_, o_.job_id, token_);
   WaitForMetricsLine(*coordinator);
   WaitForMetricsLine(*dataserver);
   for (Child* c : {coordinator, dataserver}) {
@@ -441,6 +536,7 @@ absl::Status Runner::Run() {
     if (!shard_addresses.empty()) {
       argv.push_back("--shard_servers=" + absl::StrJoin(shard_addresses, ","));
     }
+    argv.push_back("--token_file=" + token_file_);
     std::vector<std::string> env;
     if (network_ != nullptr) {
       // Gloo and gRPC connect without binding: pin the source to the node's
@@ -464,6 +560,10 @@ absl::Status Runner::Run() {
   }
 
   // Supervise until every worker has exited, something fails, or a signal.
+  // The coordinator's verdicts are read a few times per heartbeat period.
+  const absl::Duration watch_every =
+      std::max(absl::Milliseconds(50), absl::Milliseconds(o_.heartbeat_ms) / 4);
+  absl::Time next_watch = absl::Now();
   while (true) {
     PumpStdout(100);
     if (env_.stop_requested()) {
@@ -471,30 +571,36 @@ absl::Status Runner::Run() {
       return absl::CancelledError(absl::StrCat("interrupted; stopped every process (logs in ",
                                                run_dir_, ")"));
     }
-    // --keep_going: a shard server that died is started again on its port
-    // (empty); the workers' steps fail, they re-join, and rank 0 hands every
-    // server the last checkpoint's parameters and optimizer state.
-    for (size_t i = 2; o_.keep_going && i < servers.size(); ++i) {
-      const int s = static_cast<int>(i) - 2;
-      if (!servers[i]->process->Poll() || shard_restarts[s] >= kMaxShardRestarts) continue;
-      ++shard_restarts[s];
-      Print(absl::StrCat("shard-", s, " ", servers[i]->process->DescribeExit(),
-                         "; restarting it on ", shard_addresses[s]));
-      absl::StatusOr<Child*> again =
-          Spawn(absl::StrCat("shard-", s, "-restart-", shard_restarts[s]), shard_argv[s], false);
-      if (!again.ok()) {
-        StopEverything();
-        return again.status();
+    // A dead coordinator or data server is restarted on its port (the
+    // workers ride out the gap); a dead shard server too under --keep_going
+    // (empty: the workers' steps fail, they re-join, and rank 0 hands every
+    // server the last checkpoint's parameters and optimizer state). All
+    // count against --max_restarts.
+    for (size_t i = 0; i < servers.size(); ++i) {
+      Child* server = servers[i];
+      if (!server->process->Poll()) continue;
+      absl::Status s;
+      if (server == coordinator) {
+        s = RestartServer(*server, coordinator_port, coord_port_file);
+      } else if (server == dataserver) {
+        s = RestartServer(*server, data_port, data_port_file);
+      } else if (!o_.keep_going) {
+        s = Failure(*server, "exited while workers were running (--keep_going restarts it)");
+      } else {
+        const int shard = static_cast<int>(i) - 2;
+        s = RestartServer(*server, shard_ports[shard],
+                          absl::StrCat(run_dir_, "/shard-", shard, ".port"));
       }
-      servers[i] = *again;
-    }
-    for (Child* server : servers) {
-      if (server->process->Poll()) {
-        absl::Status s = Failure(*server, "exited while workers were running");
+      if (!s.ok()) {
         StopEverything();
         return s;
       }
     }
+    if (absl::Now() >= next_watch) {
+      KillLostWorkers();
+      next_watch = absl::Now() + watch_every;
+    }
+    KillExpelledWorkers();
     bool running = false;
     const Child* first_failed = nullptr;  // exited non-zero or died
     const Child* first_error = nullptr;   // exited with a non-zero status
@@ -512,7 +618,12 @@ absl::Status Runner::Run() {
       }
     }
     if (first_failed != nullptr && !o_.keep_going) {
-      absl::Status s = Failure(*first_failed, "failed");
+      absl::Status s = Failure(
+          *first_failed, first_failed->lost_reason.empty()
+                             ? std::string("failed")
+                             : absl::StrCat("was lost: ", first_failed->lost_reason,
+                                            "; tandem local killed it (the coordinator had "
+                                            "expelled it; --keep_going lets the others go on)"));
       StopEverything();
       return s;
     }
@@ -529,7 +640,10 @@ absl::Status Runner::Run() {
       }
       std::string last = LastLine(c.process->log_path());
       if (last.size() > 240) last = last.substr(0, 240) + "...";
-      Print(absl::StrCat(c.process->name(), " ", c.process->DescribeExit(),
+      Print(absl::StrCat(c.process->name(), " ",
+                         c.lost_reason.empty()
+                             ? c.process->DescribeExit()
+                             : absl::StrCat("was lost (", c.lost_reason, ") and killed"),
                          last.empty() ? "" : ": ", last));
     }
     SaveServiceMetrics();

@@ -19,10 +19,20 @@
 // not exit cleanly (how it ended and its last log line) and a one-line
 // summary. Each process's stderr goes to <run_dir>/<name>.log, never to
 // the console.
-// Failure: a child that exits non-zero (or a coordinator/data server that
-// exits at all) before the job ends stops every process (SIGTERM, SIGKILL
-// after LocalOptions::grace) and returns an error naming the process, how it
-// ended and the tail of its log. With keep_going, a worker that dies is left
+// Restarts: a coordinator or data server that exits before the job ends is
+// started again on the same port (the coordinator from its state directory,
+// so the running generation carries on), at most LocalOptions::max_restarts
+// times in all; one more exit is a failure saying the restarts are used up.
+// Lost workers: the coordinator's job status is polled a few times per
+// heartbeat period; a worker it expelled (missed heartbeats: hung, stopped)
+// is killed with SIGKILL and the console says which rank and why, so a run
+// never waits on a hung process.
+// Token: each run writes a fresh job token to <run_dir>/token (mode 0600)
+// and passes --token_file to every process; every RPC carries it and the
+// coordinator and data server refuse calls without it (UNAUTHENTICATED).
+// Failure: a child that exits non-zero (or is killed as lost) before the job
+// ends stops every process (SIGTERM, SIGKILL after LocalOptions::grace) and
+// returns an error naming the process, how it ended and the tail of its log. With keep_going, a worker that dies is left
 // to the coordinator (the generation ends; survivors re-join or exit); the
 // run ends when every worker has exited and fails if any worker exited with
 // an error status or none finished (a worker killed by a signal while the

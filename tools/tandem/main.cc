@@ -27,6 +27,7 @@
 
 #include "common/kernels/blas_core.h"
 #include "tools/tandem/commands.h"
+#include "common/rpc/auth.h"
 #include "tools/tandem/doctor_command.h"
 #include "tools/tandem/job_status.h"
 #include "tools/tandem/local_options.h"
@@ -100,6 +101,12 @@ int Status(const tandem::cli::StatusOptions& o) {
                  "`tandem status --help`\n");
     return 2;
   }
+  auto token = tandem::LoadAuthToken(o.token_file);
+  if (!token.ok()) {
+    std::fprintf(stderr, "tandem status: %s\n", std::string(token.status().message()).c_str());
+    return 2;
+  }
+  tandem::SetDefaultAuthToken(*token);
   auto s = tandem::cli::FetchJobStatus(o.coordinator, o.job_id, o.timeout);
   if (!s.ok()) {
     std::fprintf(stderr, "tandem status: %s\n", std::string(s.status().message()).c_str());

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <typeinfo>
 
 #include "absl/strings/str_cat.h"
 #include "gloo/allgather.h"
@@ -16,7 +17,14 @@
 #include "gloo/math.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/rendezvous/prefix_store.h"
+#include "gloo/transport/pair.h"
 #include "gloo/transport/tcp/device.h"
+
+// Defined in libgloo (see FailTcpPair below).
+extern std::exception_ptr TandemGlooTcpPairSignalExceptionExternal(
+    void* pair, const std::string& message) __asm__(
+    "_ZN4gloo9transport3tcp4Pair23signalExceptionExternalERKNSt7__cxx1112basic_"
+    "stringIcSt11char_traitsIcESaIcEEE");
 
 namespace tandem {
 namespace {
@@ -30,6 +38,23 @@ absl::Status FromGloo(const std::exception& e, absl::string_view op, int rank) {
 }
 
 std::chrono::milliseconds Ms(absl::Duration d) { return absl::ToChronoMilliseconds(d); }
+
+// Gloo fails a pair (and every operation waiting on it: its pending sends
+// and receives throw) through tcp::Pair::signalExceptionExternal, which
+// takes the pair's lock: what its own buffers call on a timeout. Debian's
+// libgloo-dev ships gloo/transport/tcp/pair.h without the gloo/common/
+// memory.h it includes, so the class cannot be named here; the exported
+// member is called through its mangled name instead (Itanium ABI: the
+// returned exception_ptr's slot first, then `this`, as for a free function
+// with `this` as its first parameter). Only for pairs whose dynamic type is
+// tcp::Pair, whose first base (offset 0) is transport::Pair.
+
+bool FailTcpPair(gloo::transport::Pair* pair, const std::string& message) {
+  if (pair == nullptr) return false;
+  if (std::string(typeid(*pair).name()) != "N4gloo9transport3tcp4PairE") return false;
+  (void)TandemGlooTcpPairSignalExceptionExternal(static_cast<void*>(pair), message);
+  return true;
+}
 
 }  // namespace
 
@@ -75,8 +100,29 @@ GlooCommunicator::GlooCommunicator(std::shared_ptr<gloo::Context> context, int r
                                    int world_size, absl::Duration timeout)
     : context_(std::move(context)), rank_(rank), world_size_(world_size), timeout_(timeout) {}
 
+void GlooCommunicator::Abort(const std::string& reason) {
+  bool expected = false;
+  if (!abort_reason_claimed_.compare_exchange_strong(expected, true)) return;
+  abort_reason_ = reason.empty() ? "aborted by the caller" : reason;
+  abort_requested_.store(true, std::memory_order_release);
+  const std::string message = absl::StrCat("aborted: ", abort_reason_);
+  for (int r = 0; r < world_size_; ++r) {
+    if (r == rank_) continue;
+    try {
+      FailTcpPair(context_->getPair(r).get(), message);
+    } catch (const std::exception&) {
+      // A pair that is already closed or failed has nothing left to wake.
+    }
+  }
+}
+
 template <typename Options, typename Fill, typename Run, typename Describe>
 absl::Status GlooCommunicator::Collective(Fill fill, Run run, Describe describe) {
+  auto aborted = [&] {
+    return absl::AbortedError(
+        absl::StrCat("gloo ", describe(), " on rank ", rank_, " aborted: ", abort_reason_));
+  };
+  if (abort_requested_.load(std::memory_order_acquire)) return aborted();
   try {
     Options opts(context_);
     fill(opts);
@@ -84,6 +130,7 @@ absl::Status GlooCommunicator::Collective(Fill fill, Run run, Describe describe)
     opts.setTimeout(Ms(timeout_));
     run(opts);
   } catch (const std::exception& e) {
+    if (abort_requested_.load(std::memory_order_acquire)) return aborted();
     return FromGloo(e, describe(), rank_);
   }
   return absl::OkStatus();

@@ -12,9 +12,13 @@
 // catches and returns a Status naming the operation and this rank. The first
 // Create() sets SIGPIPE to ignored for the process: Gloo's sends do not use
 // MSG_NOSIGNAL, and a dead peer must be an error, not a silent death.
+// Abort() (any thread) puts an exception on every TCP pair of the mesh, as
+// Gloo itself does when a socket fails: the collective in flight throws at
+// once and is returned as ABORTED with the reason; so is every later call.
 #ifndef TANDEM_COMMON_COMM_GLOO_GLOO_COMMUNICATOR_H_
 #define TANDEM_COMMON_COMM_GLOO_GLOO_COMMUNICATOR_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -55,6 +59,7 @@ class GlooCommunicator final : public Communicator {
   absl::Status Broadcast(void* data, int64_t bytes, int root) override;
   absl::Status AllToAll(const void* input, void* output, int64_t bytes_per_rank) override;
   absl::Status Barrier() override;
+  void Abort(const std::string& reason) override;
 
  private:
   GlooCommunicator(std::shared_ptr<gloo::Context> context, int rank, int world_size,
@@ -74,6 +79,10 @@ class GlooCommunicator final : public Communicator {
   int world_size_;
   absl::Duration timeout_;
   uint32_t next_tag_ = 1;
+  // Set by Abort() (any thread); the reason is written once, before the flag.
+  std::atomic<bool> abort_requested_{false};
+  std::atomic<bool> abort_reason_claimed_{false};
+  std::string abort_reason_;
   // ReduceScatter scratch, grown once to the largest input seen.
   std::vector<float> scratch_;
 };

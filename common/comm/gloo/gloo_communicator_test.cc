@@ -130,5 +130,34 @@ TEST(Gloo, PeerThatStopsCallingTimesOutWithAnError) {
   EXPECT_NE(results[0].message().find("rank 0"), std::string::npos) << results[0];
 }
 
+TEST(Gloo, AbortWakesACollectiveWaitingForAHungPeer) {
+  // A 10-minute collective timeout: only Abort can end the wait in time.
+  for (int world : {2, 3}) {
+    auto results = comm_testing::RunAbortOfHungCollective(
+        world,
+        [world](int rank, gloo::rendezvous::Store& store)
+            -> absl::StatusOr<std::unique_ptr<Communicator>> {
+          GlooOptions o;
+          o.rank = rank;
+          o.world_size = world;
+          o.store = &store;
+          o.timeout = absl::Minutes(10);
+          return GlooCommunicator::Create(o);
+        },
+        "generation 7 ended: rank 2 missed 3 heartbeats");
+    EXPECT_TRUE(results[world - 1].ok()) << results[world - 1];
+    // Rank 0 is aborted first, with the reason. Its closed pairs may fail
+    // a later rank an instant before that rank's own Abort (a peer-closed
+    // error, UNAVAILABLE): either way it did not wait for the timeout.
+    for (int r = 0; r + 1 < world; ++r) {
+      EXPECT_NE(results[r].message().find("allreduce"), std::string::npos) << results[r];
+      if (r > 0 && absl::IsUnavailable(results[r])) continue;
+      EXPECT_EQ(results[r].code(), absl::StatusCode::kAborted) << results[r];
+      EXPECT_NE(results[r].message().find("rank 2 missed 3 heartbeats"), std::string::npos)
+          << results[r];
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tandem

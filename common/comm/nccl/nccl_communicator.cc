@@ -171,8 +171,22 @@ absl::Status NcclCommunicator::Fail(absl::Status error) {
   return error;
 }
 
+void NcclCommunicator::Abort(const std::string& reason) {
+  bool expected = false;
+  if (!abort_reason_claimed_.compare_exchange_strong(expected, true)) return;
+  abort_reason_ = reason.empty() ? "aborted by the caller" : reason;
+  abort_requested_.store(true, std::memory_order_release);
+}
+
+absl::Status NcclCommunicator::CheckAbort(const std::string& op) {
+  if (!abort_requested_.load(std::memory_order_acquire)) return absl::OkStatus();
+  return Fail(absl::AbortedError(
+      absl::StrCat("nccl ", op, " on rank ", rank_, " aborted: ", abort_reason_)));
+}
+
 absl::Status NcclCommunicator::WaitNotInProgress(absl::Time deadline, const std::string& op) {
   for (int i = 0;; ++i) {
+    if (comm_ != nullptr) RETURN_IF_ERROR(CheckAbort(op));
     ncclResult_t state = ncclSuccess;
     if (ncclResult_t r = ncclCommGetAsyncError(comm_, &state); r != ncclSuccess) {
       return Fail(NcclError(r, absl::StrCat(op, " (ncclCommGetAsyncError)"), rank_, comm_));
@@ -189,6 +203,9 @@ absl::Status NcclCommunicator::WaitNotInProgress(absl::Time deadline, const std:
 }
 
 absl::Status NcclCommunicator::Prepare(const std::string& op) {
+  if (broken_.ok() && abort_requested_.load(std::memory_order_acquire)) {
+    return CheckAbort(op);
+  }
   if (!broken_.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "nccl ", op, " on rank ", rank_, ": the communicator was aborted after an earlier error (",
@@ -225,6 +242,7 @@ absl::Status NcclCommunicator::Complete(ncclResult_t launched, const std::string
     if (state != ncclSuccess && state != ncclInProgress) {
       return Fail(NcclError(state, op, rank_, comm_));
     }
+    RETURN_IF_ERROR(CheckAbort(op));
     if (absl::Now() > deadline) {
       return Fail(absl::DeadlineExceededError(absl::StrCat(
           "nccl ", op, " on rank ", rank_, " timed out after ", absl::FormatDuration(timeout_),

@@ -38,6 +38,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -92,6 +93,10 @@ class NcclCommunicator final : public Communicator {
   absl::Status Broadcast(void* data, int64_t bytes, int root) override;
   absl::Status AllToAll(const void* input, void* output, int64_t bytes_per_rank) override;
   absl::Status Barrier() override;
+  // Any thread: the collective being polled (and every later one) fails
+  // with ABORTED and the NCCL communicator is aborted (ncclCommAbort) by
+  // the thread that owns it, within one poll interval.
+  void Abort(const std::string& reason) override;
 
   // The stream collectives run on (owned).
   cudaStream_t stream() const { return stream_; }
@@ -108,6 +113,9 @@ class NcclCommunicator final : public Communicator {
   absl::Status WaitNotInProgress(absl::Time deadline, const std::string& op);
   // Aborts the communicator and records `error` as the reason.
   absl::Status Fail(absl::Status error);
+  // ABORTED with Abort()'s reason once it was called (checked while polling,
+  // so ncclCommAbort runs on the owning thread, never beside a collective).
+  absl::Status CheckAbort(const std::string& op);
 
   const int rank_;
   const int world_size_;
@@ -119,6 +127,9 @@ class NcclCommunicator final : public Communicator {
   cudaEvent_t ready_event_ = nullptr;  // recorded on wait_stream_
   float* scratch_ = nullptr;           // one float on the device, for Barrier
   absl::Status broken_;
+  std::atomic<bool> abort_requested_{false};
+  std::atomic<bool> abort_reason_claimed_{false};
+  std::string abort_reason_;
 };
 
 }  // namespace tandem

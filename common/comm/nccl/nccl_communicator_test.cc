@@ -120,6 +120,26 @@ TEST(NcclCommunicator, OneRankCollectives) {
   EXPECT_TRUE(c.AllReduce(a.ptr, 0).ok());
 }
 
+TEST(NcclCommunicator, AbortFailsTheNextCollectiveWithTheReason) {
+  SKIP_WITHOUT_GPU();
+  MemoryKv store;
+  NcclOptions o;
+  o.kv = store.Functions();
+  o.prefix = "abort";
+  o.timeout = absl::Seconds(60);
+  auto comm = NcclCommunicator::Create(o);
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  NcclCommunicator& c = **comm;
+  DeviceVector a(16);
+  a.Set(std::vector<float>(16, 1.f));
+  ASSERT_TRUE(c.AllReduce(a.ptr, 16, ReduceOp::kSum).ok());
+  c.Abort("generation 3 ended: rank 1 missed 3 heartbeats");  // e.g. the heartbeat thread
+  const absl::Status s = c.AllReduce(a.ptr, 16, ReduceOp::kSum);
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
+  EXPECT_NE(s.message().find("rank 1 missed 3 heartbeats"), std::string::npos) << s;
+  EXPECT_EQ(c.Barrier().code(), absl::StatusCode::kFailedPrecondition);
+}
+
 TEST(NcclCommunicator, WaitsForTheComputeStream) {
   SKIP_WITHOUT_GPU();
   cudaStream_t compute;

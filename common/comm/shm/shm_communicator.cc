@@ -160,6 +160,11 @@ struct alignas(64) ShmCommunicator::Control {
   std::atomic<uint32_t> sleepers;
   // 0, or 1 + the rank that gave up: the segment is dead.
   alignas(64) std::atomic<uint32_t> aborted;
+  // Abort(): the first caller's reason (NUL-terminated), published by
+  // reason_ready (release) before it marks the segment aborted.
+  alignas(64) std::atomic<uint32_t> reason_claimed;
+  std::atomic<uint32_t> reason_ready;
+  char abort_reason[240];
 };
 
 // Who each rank is, for noticing a peer process that exited while others
@@ -279,6 +284,9 @@ absl::StatusOr<std::unique_ptr<ShmCommunicator>> ShmCommunicator::Create(
     fresh->generation.store(0, std::memory_order_relaxed);
     fresh->sleepers.store(0, std::memory_order_relaxed);
     fresh->aborted.store(0, std::memory_order_relaxed);
+    fresh->reason_claimed.store(0, std::memory_order_relaxed);
+    fresh->reason_ready.store(0, std::memory_order_relaxed);
+    fresh->abort_reason[0] = '\0';
     fresh->magic.store(kMagic, std::memory_order_release);
     try {
       options.store->set(key, std::vector<char>(comm->name_.begin(), comm->name_.end()));
@@ -319,6 +327,28 @@ absl::Status ShmCommunicator::CheckUsable(absl::string_view op) const {
                                                     "failure (", broken_reason_, ")"));
 }
 
+void ShmCommunicator::Abort(const std::string& reason) {
+  // The first caller writes the reason, then publishes the flag; waiters
+  // read the reason only after seeing the flag (acquire).
+  bool expected = false;
+  if (!abort_reason_claimed_.compare_exchange_strong(expected, true)) return;
+  abort_reason_ = reason.empty() ? "aborted by the caller" : reason;
+  abort_requested_.store(true, std::memory_order_release);
+  if (control_ == nullptr || world_size_ == 1) return;
+  // Fail the peers' waits too, with the reason, and wake every sleeper on
+  // the barrier word.
+  uint32_t unclaimed = 0;
+  if (control_->reason_claimed.compare_exchange_strong(unclaimed, 1)) {
+    const size_t n = std::min(abort_reason_.size(), sizeof(control_->abort_reason) - 1);
+    std::memcpy(control_->abort_reason, abort_reason_.data(), n);
+    control_->abort_reason[n] = '\0';
+    control_->reason_ready.store(1, std::memory_order_release);
+  }
+  uint32_t none = 0;
+  control_->aborted.compare_exchange_strong(none, static_cast<uint32_t>(rank_ + 1));
+  FutexWakeAll(&control_->generation);
+}
+
 absl::Status ShmCommunicator::WaitAll(absl::Time deadline, absl::string_view op) {
   if (world_size_ == 1) return absl::OkStatus();
   Control& c = *control_;
@@ -328,10 +358,19 @@ absl::Status ShmCommunicator::WaitAll(absl::Time deadline, absl::string_view op)
     return s;
   };
   auto aborted_error = [&](uint32_t who) {
+    if (c.reason_ready.load(std::memory_order_acquire) != 0) {
+      return fail(absl::AbortedError(absl::StrCat("shm ", op, " on rank ", rank_,
+                                                  " aborted by a peer: ", c.abort_reason)));
+    }
     return fail(absl::AbortedError(absl::StrCat(
         "shm ", op, " on rank ", rank_, ": rank ", who - 1,
         " gave up waiting for the group (a peer died or stopped calling)")));
   };
+  auto local_abort = [&] {
+    return fail(absl::AbortedError(
+        absl::StrCat("shm ", op, " on rank ", rank_, " aborted: ", abort_reason_)));
+  };
+  if (abort_requested_.load(std::memory_order_acquire)) return local_abort();
   if (uint32_t who = c.aborted.load(std::memory_order_acquire); who != 0) {
     return aborted_error(who);
   }
@@ -349,6 +388,7 @@ absl::Status ShmCommunicator::WaitAll(absl::Time deadline, absl::string_view op)
   const absl::Time start = absl::Now();
   while (true) {
     if (c.generation.load(std::memory_order_acquire) != gen) return absl::OkStatus();
+    if (abort_requested_.load(std::memory_order_acquire)) return local_abort();
     if (uint32_t who = c.aborted.load(std::memory_order_acquire); who != 0) {
       return aborted_error(who);
     }

@@ -36,11 +36,14 @@
 // naming it. The rank that times out marks the segment
 // aborted and wakes the others, whose waits then fail with ABORTED at once;
 // after any failure the instance is unusable (FAILED_PRECONDITION) and must be
-// rebuilt, as after a failed Gloo collective.
+// rebuilt, as after a failed Gloo collective. Abort() (any thread) marks
+// the segment aborted and wakes every sleeper: the waits in flight here and
+// on the peers fail with ABORTED within microseconds, not at the timeout.
 #ifndef TANDEM_COMMON_COMM_SHM_SHM_COMMUNICATOR_H_
 #define TANDEM_COMMON_COMM_SHM_SHM_COMMUNICATOR_H_
 
 #include <cstddef>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -90,6 +93,7 @@ class ShmCommunicator final : public Communicator {
   absl::Status Broadcast(void* data, int64_t bytes, int root) override;
   absl::Status AllToAll(const void* input, void* output, int64_t bytes_per_rank) override;
   absl::Status Barrier() override;
+  void Abort(const std::string& reason) override;
 
   // The segment's name (unlinked once every rank has mapped it), for logs.
   const std::string& segment_name() const { return name_; }
@@ -123,6 +127,10 @@ class ShmCommunicator final : public Communicator {
   char* data_ = nullptr;   // slots then result
   bool broken_ = false;
   std::string broken_reason_;
+  // Set by Abort() (any thread); the reason is written once, before the flag.
+  std::atomic<bool> abort_requested_{false};
+  std::atomic<bool> abort_reason_claimed_{false};
+  std::string abort_reason_;
 };
 
 }  // namespace tandem

@@ -362,5 +362,32 @@ TEST(ShmProcesses, KilledPeerProcessFailsTheOthers) {
   EXPECT_EQ(codes[3], 0);
 }
 
+TEST(Shm, AbortWakesACollectiveWaitingForAHungPeer) {
+  // A 10-minute collective timeout: only Abort can end the wait in time.
+  for (int world : {2, 3}) {
+    auto results = comm_testing::RunAbortOfHungCollective(
+        world,
+        [world](int rank, gloo::rendezvous::Store& store)
+            -> absl::StatusOr<std::unique_ptr<Communicator>> {
+          ShmOptions o;
+          o.rank = rank;
+          o.world_size = world;
+          o.store = &store;
+          o.prefix = absl::StrCat("test/abort", world);
+          o.timeout = absl::Minutes(10);
+          o.chunk_bytes = kSmallChunk;
+          return ShmCommunicator::Create(o);
+        },
+        "generation 7 ended: rank 2 missed 3 heartbeats");
+    EXPECT_TRUE(results[world - 1].ok()) << results[world - 1];
+    for (int r = 0; r + 1 < world; ++r) {
+      EXPECT_EQ(results[r].code(), absl::StatusCode::kAborted) << results[r];
+      EXPECT_NE(results[r].message().find("allreduce"), std::string::npos) << results[r];
+      EXPECT_NE(results[r].message().find("rank 2 missed 3 heartbeats"), std::string::npos)
+          << results[r];
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tandem

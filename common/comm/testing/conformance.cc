@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/comm/testing/rank_threads.h"
 #include "common/status/status_macros.h"
 
@@ -89,6 +90,42 @@ absl::Status CheckBroadcastAllToAllBarrier(Communicator& c, int64_t count) {
     }
   }
   return c.Barrier();
+}
+
+std::vector<absl::Status> RunAbortOfHungCollective(int world, const MakeCommunicator& make,
+                                                   const std::string& reason) {
+  absl::Mutex mu;
+  std::vector<Communicator*> comms(world, nullptr);
+  int inside = 0;  // waiting ranks about to enter (or inside) the AllReduce
+  int done = 0;    // waiting ranks that returned
+  const int hung = world - 1;
+  return RunRanks(world, make, [&](int rank, Communicator& c) -> absl::Status {
+    RETURN_IF_ERROR(c.Barrier());
+    if (rank == hung) {
+      auto all_inside = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return inside == hung; };
+      auto all_done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return done == hung; };
+      absl::MutexLock lock(&mu);
+      mu.Await(absl::Condition(&all_inside));
+      for (int r = 0; r < hung; ++r) comms[r]->Abort(reason);
+      // Stay alive with the communicator open (a stopped process), so the
+      // others cannot fail for a closed connection instead.
+      mu.Await(absl::Condition(&all_done));
+      return absl::OkStatus();
+    }
+    std::vector<float> data(1 << 16, 1.0f);
+    {
+      absl::MutexLock lock(&mu);
+      comms[rank] = &c;
+      ++inside;
+    }
+    absl::Status s = c.AllReduce(data.data(), static_cast<int64_t>(data.size()));
+    if (!s.ok() && c.Barrier().ok()) {
+      s = absl::InternalError(absl::StrCat("rank ", rank, ": Barrier succeeded after Abort"));
+    }
+    absl::MutexLock lock(&mu);
+    ++done;
+    return s;
+  });
 }
 
 }  // namespace comm_testing
