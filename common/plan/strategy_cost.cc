@@ -50,8 +50,11 @@ double ShmAllGather(const Terms& t, double b) {
 double WorldAllReduce(const Terms& t, double b) {
   return t.m == 1 ? ShmAllReduce(t, b) : RingAllReduceSeconds(t.n, b, t.node);
 }
+// Across nodes the collectives run on Gloo, whose communicator implements
+// reduce-scatter as an allreduce of the whole buffer (Gloo 0.5 has no
+// reduce-scatter; gloo_communicator.cc): modelled as what it does.
 double WorldReduceScatter(const Terms& t, double b) {
-  return t.m == 1 ? ShmReduceScatter(t, b) : RingReduceScatterSeconds(t.n, b, t.node);
+  return t.m == 1 ? ShmReduceScatter(t, b) : RingAllReduceSeconds(t.n, b, t.node);
 }
 double WorldAllGather(const Terms& t, double b) {
   return t.m == 1 ? ShmAllGather(t, b) : RingAllGatherSeconds(t.n, b, t.node);
@@ -89,7 +92,8 @@ absl::StatusOr<Codec> ParseCodec(const std::string& name) {
 // How one strategy moves a bucket, what it does after backward, and what
 // it keeps per rank.
 struct Shape {
-  std::function<double(double bucket_bytes)> bucket;
+  // Seconds for the bucket of flat elements [lo, hi).
+  std::function<double(int64_t lo, int64_t hi)> bucket;
   double finish_comm_s = 0;
   double owned_elements = 0;      // stepped by this rank's optimizer
   double server_elements = 0;     // stepped by each server
@@ -106,14 +110,16 @@ absl::StatusOr<Shape> ShapeOf(const std::string& strategy, const Terms& t, int64
   s.grad_bytes = static_cast<int64_t>(p);
   s.owned_elements = static_cast<double>(flat);
   if (strategy == "allreduce") {
-    s.bucket = [&t](double b) { return WorldAllReduce(t, b); };
+    s.bucket = [&t](int64_t lo, int64_t hi) {
+      const double b = (hi - lo) * kFloat; return WorldAllReduce(t, b); };
     s.node_link_bytes = t.m > 1 ? RingAllReduceBytes(t.n, p) : 0;
   } else if (strategy == "hier") {
     if (t.m == 1) return ShapeOf("allreduce", t, flat);
     // Reduce-scatter in the node, K concurrent rings across nodes (one per
     // local rank, each on 1/K of the bucket, sharing the node's link),
     // allgather in the node.
-    s.bucket = [&t](double b) {
+    s.bucket = [&t](int64_t lo, int64_t hi) {
+      const double b = (hi - lo) * kFloat;
       const Link shared{t.node.alpha_s, t.node.bytes_per_s / t.k};
       return ShmReduceScatter(t, b) + RingAllReduceSeconds(t.m, b / t.k, shared) +
              ShmAllGather(t, b);
@@ -124,16 +130,30 @@ absl::StatusOr<Shape> ShapeOf(const std::string& strategy, const Terms& t, int64
     const int64_t shard = ShardElements(flat, t.n);
     s.owned_elements = static_cast<double>(std::min(shard, flat));
     if (stage2) {
-      s.bucket = [&t](double b) { return WorldReduceScatter(t, b); };
+      // As zero_sync.cc routes a bucket: its pieces (one per shard) packed
+      // into N equal blocks and reduce-scattered when N * largest piece <=
+      // 2 * bucket, else allreduced in place (a bucket mostly in one shard).
+      s.bucket = [&t, shard, flat](int64_t lo, int64_t hi) {
+        int64_t largest = 0;
+        for (int j = 0; j < t.n; ++j) {
+          const int64_t plo = std::max(lo, j * shard);
+          const int64_t phi = std::min({hi, (j + 1) * shard, flat});
+          largest = std::max<int64_t>(largest, phi - plo);
+        }
+        if (t.n > 1 && largest * t.n <= 2 * (hi - lo)) {
+          return WorldReduceScatter(t, static_cast<double>(largest) * t.n * kFloat);
+        }
+        return WorldAllReduce(t, (hi - lo) * kFloat);
+      };
       s.grad_bytes = static_cast<int64_t>(shard * kFloat);
     } else {
-      s.bucket = [&t](double b) { return WorldAllReduce(t, b); };
+      s.bucket = [&t](int64_t lo, int64_t hi) {
+      const double b = (hi - lo) * kFloat; return WorldAllReduce(t, b); };
     }
     s.finish_comm_s = WorldAllGather(t, p);
-    s.node_link_bytes = t.m > 1 ? (stage2 ? 2 * RingReduceScatterBytes(t.n, p)
-                                          : RingAllReduceBytes(t.n, p) +
-                                                RingReduceScatterBytes(t.n, p))
-                                : 0;
+    // Both stages: an allreduce's bytes (Gloo's reduce-scatter is one) and
+    // the parameters' allgather.
+    s.node_link_bytes = t.m > 1 ? RingAllReduceBytes(t.n, p) + RingReduceScatterBytes(t.n, p) : 0;
   } else if (strategy == "ps" || strategy == "hybrid") {
     if (t.servers < 1) {
       return absl::InvalidArgumentError(
@@ -142,12 +162,14 @@ absl::StatusOr<Shape> ShapeOf(const std::string& strategy, const Terms& t, int64
     s.owned_elements = 0;
     s.server_elements = static_cast<double>(ShardElements(flat, t.servers));
     if (strategy == "ps") {
-      s.bucket = [&t](double b) { return ServerTransfer(t, b, t.k); };
+      s.bucket = [&t](int64_t lo, int64_t hi) {
+      const double b = (hi - lo) * kFloat; return ServerTransfer(t, b, t.k); };
       s.finish_comm_s = ServerTransfer(t, p, t.k);
       s.node_link_bytes = t.k * p;
     } else {
       // Reduce-scatter in the node; each local rank pushes its 1/K.
-      s.bucket = [&t](double b) { return ShmReduceScatter(t, b) + ServerTransfer(t, b / t.k, t.k); };
+      s.bucket = [&t](int64_t lo, int64_t hi) {
+      const double b = (hi - lo) * kFloat; return ShmReduceScatter(t, b) + ServerTransfer(t, b / t.k, t.k); };
       s.finish_comm_s = ServerTransfer(t, p / t.k, t.k) + ShmAllGather(t, p);
       s.node_link_bytes = p;
     }
@@ -155,14 +177,16 @@ absl::StatusOr<Shape> ShapeOf(const std::string& strategy, const Terms& t, int64
     ASSIGN_OR_RETURN(Codec c, ParseCodec(strategy.substr(11)));
     if (c.sparse) {
       // Allgather of every rank's (index, value) set; each rank decodes n sets.
-      s.bucket = [&t, c](double b) {
+      s.bucket = [&t, c](int64_t lo, int64_t hi) {
+      const double b = (hi - lo) * kFloat;
         return WorldAllGather(t, t.n * c.ratio * b) + (1 + t.n * c.ratio) * b / t.codec;
       };
       s.node_link_bytes = t.m > 1 ? (t.n - 1) * c.ratio * p : 0;
     } else {
       // All-to-all of compressed slices, fp32 sum, re-compress, allgather of
       // the compressed sums: encode B, decode B, encode B/n, decode B.
-      s.bucket = [&t, c](double b) {
+      s.bucket = [&t, c](int64_t lo, int64_t hi) {
+      const double b = (hi - lo) * kFloat;
         const double wire = c.ratio * b;
         const double link = t.m == 1 ? 2 * (2 * wire / t.stream)
                                      : AllToAllSeconds(t.n, wire, t.node) +
@@ -240,8 +264,13 @@ absl::StatusOr<Prediction> Predict(const PlanRequest& r, const std::string& stra
   t.stream = mp.stream_bytes_per_s;
   t.shm_alpha = mp.shm_alpha_s;
   t.codec = mp.codec_bytes_per_s;
-  const int busy = c.one_host ? t.n : t.k;  // ranks sharing one host's cores
-  t.flops = mp.gemm_flops_per_s * std::min(1.0, static_cast<double>(mp.cores) / busy);
+  // Ranks sharing one host's cores: their compute, codec and memory passes
+  // all run at that share of the measured one-thread rates.
+  const int busy = c.one_host ? t.n : t.k;
+  const double share = std::min(1.0, static_cast<double>(mp.cores) / busy);
+  t.flops = mp.gemm_flops_per_s * share;
+  t.stream *= share;
+  t.codec *= share;
   const int64_t flat = r.model.flat_size;
   t.p_bytes = flat * kFloat;
 
@@ -272,7 +301,7 @@ absl::StatusOr<Prediction> Predict(const PlanRequest& r, const std::string& stra
   double comm_free = 0;
   for (const sync::Bucket& b : plan.buckets) {
     const double ready = done_at[b.end_range - 1];
-    const double cost = shape.bucket(b.size() * kFloat);
+    const double cost = shape.bucket(b.lo, b.hi);
     p.comm_s += cost;
     comm_free = std::max(comm_free, ready) + cost;
   }

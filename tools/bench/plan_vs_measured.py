@@ -43,6 +43,8 @@ def main():
     ap.add_argument("--rates", default="1gbit,100mbit")
     ap.add_argument("--layouts", default="2x2,4x1")
     ap.add_argument("--only", default="")
+    ap.add_argument("--measured", default="",
+                    help="a strategies.json from an earlier run: compare with it, run nothing")
     a = ap.parse_args()
     out = a.out or tempfile.mkdtemp(prefix="tandem-plan-vs-measured-")
     os.makedirs(out, exist_ok=True)
@@ -52,8 +54,10 @@ def main():
     if a.only:
         cmd += ["--only", a.only]
     env = dict(os.environ, TANDEM=a.tandem)
-    subprocess.run(cmd, check=True, env=env)
-    with open(os.path.join(out, "measured", "strategies.json")) as f:
+    measured_file = a.measured or os.path.join(out, "measured", "strategies.json")
+    if not a.measured:
+        subprocess.run(cmd, check=True, env=env)
+    with open(measured_file) as f:
         measured = json.load(f)["results"]
 
     rows = []

@@ -9,6 +9,7 @@
 #   bazel build -c opt //tools/tandem
 #   sudo tools/bench/plan_vs_measured.sh [--out DIR] [--model mlp:784,1024,1024,10]
 #        [--steps 30] [--batch 64] [--rates 1gbit,100mbit] [--layouts 2x2,4x1]
+#        [--measured OUT/measured/strategies.json]   (re-plan an earlier run only)
 # Writes OUT/plan_vs_measured.json. TANDEM=path overrides the binary.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
