@@ -40,14 +40,16 @@ TEST(ShardServerFailureTest, AKilledServerIsRestartedAndTheJobFinishes) {
       });
   ASSERT_TRUE(killed) << r.stdout_text << r.stderr_text;
   ASSERT_EQ(r.exit_code, 0) << r.stdout_text << r.stderr_text;
-  EXPECT_TRUE(absl::StrContains(r.stdout_text, "shard-1 killed by signal 9")) << r.stdout_text;
+  EXPECT_TRUE(absl::StrContains(r.stdout_text, "shard-1 (pid ")) << r.stdout_text;
+  EXPECT_TRUE(absl::StrContains(r.stdout_text, "killed by signal 9")) << r.stdout_text;
   EXPECT_TRUE(absl::StrContains(r.stdout_text, "restarting it on")) << r.stdout_text;
   EXPECT_TRUE(resumed) << r.stdout_text;
   EXPECT_TRUE(stepped_after_resume) << r.stdout_text;
   EXPECT_TRUE(absl::StrContains(r.stdout_text, "epoch 2 test accuracy")) << r.stdout_text;
   EXPECT_TRUE(absl::StrContains(r.stdout_text, "2 of 2 workers exited cleanly")) << r.stdout_text;
-  // The restarted server was initialised again by the new generation.
-  const std::string log = ReadFile(run_dir + "/shard-1-restart-1.log");
+  // The restarted server (same name, same log, same port) was initialised
+  // again by the new generation.
+  const std::string log = ReadFile(run_dir + "/shard-1.log");
   EXPECT_TRUE(absl::StrContains(log, "generation 2")) << log;
   EXPECT_TRUE(absl::StrContains(log, "optimizer state as sent")) << log;
 }
