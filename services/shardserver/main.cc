@@ -15,6 +15,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "common/rpc/auth.h"
 #include "services/shardserver/shard_server.h"
 
 ABSL_FLAG(std::string, bind, "127.0.0.1", "interface to bind (0.0.0.0 for all)");
@@ -22,6 +23,8 @@ ABSL_FLAG(int, port, 0, "gRPC port; 0 picks a free one");
 ABSL_FLAG(int, metrics_port, -1, "Prometheus /metrics port; 0 = free, -1 = off");
 ABSL_FLAG(std::string, server_id, "", "name on the metrics (e.g. shard0)");
 ABSL_FLAG(std::string, port_file, "", "if set, the bound port is written here");
+ABSL_FLAG(std::string, token_file, "",
+          "file with the job's token every RPC must carry (empty: $TANDEM_TOKEN, else none)");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("tandem shard server");
@@ -35,6 +38,13 @@ int main(int argc, char** argv) {
   options.port = absl::GetFlag(FLAGS_port);
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   options.server_id = absl::GetFlag(FLAGS_server_id);
+  absl::StatusOr<std::string> token = tandem::LoadAuthToken(absl::GetFlag(FLAGS_token_file));
+  if (!token.ok()) {
+    std::fprintf(stderr, "shardserver: %s\n", std::string(token.status().message()).c_str());
+    return 2;
+  }
+  tandem::SetDefaultAuthToken(*token);
+  options.auth_token = *token;
   auto server = tandem::shardserver::ShardServer::Start(options);
   if (!server.ok()) {
     std::fprintf(stderr, "shardserver: %s\n", server.status().ToString().c_str());

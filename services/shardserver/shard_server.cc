@@ -15,7 +15,8 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
   ASSIGN_OR_RETURN(server->metrics_, Metrics::Create(mo));
   ASSIGN_OR_RETURN(server->shard_metrics_, ShardMetrics::Create(server->metrics_.get()));
   server->store_ = std::make_unique<RangeStore>(&server->shard_metrics_);
-  server->service_ = std::make_unique<ShardService>(server->store_.get(), &server->shard_metrics_);
+  server->service_ = std::make_unique<ShardService>(server->store_.get(), &server->shard_metrics_,
+                                                   options.auth_token);
   ServerOptions ro;
   ro.host = options.host;
   ro.port = options.port;

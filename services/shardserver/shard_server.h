@@ -32,6 +32,7 @@ struct ShardServerOptions {
   int port = 0;                    // 0 = any free port
   int metrics_port = -1;           // -1 = no /metrics; 0 = any free port
   std::string server_id;           // label on the metrics ("" = none)
+  std::string auth_token;          // the job's token every call must carry ("" = none)
 };
 
 class ShardServer {

@@ -1,5 +1,7 @@
 #include "services/shardserver/shard_service.h"
 
+#include "common/rpc/auth.h"
+
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -47,8 +49,10 @@ absl::Status ShardService::CheckJob(const v1::JobRef& job) const {
   return absl::OkStatus();
 }
 
-grpc::Status ShardService::GetShardInfo(grpc::ServerContext*, const v1::GetShardInfoRequest*,
+grpc::Status ShardService::GetShardInfo(grpc::ServerContext* context,
+                                        const v1::GetShardInfoRequest*,
                                         v1::ShardInfo* response) {
+  if (grpc::Status auth = CheckCallToken(*context, auth_token_); !auth.ok()) return auth;
   const StoreInfo i = store_->info();
   response->mutable_range()->set_begin(i.range.lo);
   response->mutable_range()->set_end(i.range.hi);
@@ -91,9 +95,10 @@ absl::Status ShardService::Init(grpc::ServerReader<v1::ParameterChunk>* reader,
   return absl::OkStatus();
 }
 
-grpc::Status ShardService::InitShard(grpc::ServerContext*,
+grpc::Status ShardService::InitShard(grpc::ServerContext* context,
                                      grpc::ServerReader<v1::ParameterChunk>* reader,
                                      v1::InitShardResponse* response) {
+  if (grpc::Status auth = CheckCallToken(*context, auth_token_); !auth.ok()) return auth;
   return ToGrpcStatus(Init(reader, response));
 }
 
@@ -128,9 +133,10 @@ absl::Status ShardService::Push(grpc::ServerReader<v1::GradientChunk>* reader,
   return absl::OkStatus();
 }
 
-grpc::Status ShardService::PushGradients(grpc::ServerContext*,
+grpc::Status ShardService::PushGradients(grpc::ServerContext* context,
                                          grpc::ServerReader<v1::GradientChunk>* reader,
                                          v1::PushGradientsResponse* response) {
+  if (grpc::Status auth = CheckCallToken(*context, auth_token_); !auth.ok()) return auth;
   const auto start = std::chrono::steady_clock::now();
   grpc::Status s = ToGrpcStatus(Push(reader, response));
   if (metrics_ != nullptr && metrics_->push_seconds != nullptr) {
@@ -189,6 +195,7 @@ absl::Status ShardService::Pull(grpc::ServerContext* context,
 grpc::Status ShardService::PullParameters(grpc::ServerContext* context,
                                           const v1::PullParametersRequest* request,
                                           grpc::ServerWriter<v1::ParameterChunk>* writer) {
+  if (grpc::Status auth = CheckCallToken(*context, auth_token_); !auth.ok()) return auth;
   const auto start = std::chrono::steady_clock::now();
   grpc::Status s = ToGrpcStatus(Pull(context, *request, writer));
   if (metrics_ != nullptr && metrics_->pull_seconds != nullptr) {
@@ -197,8 +204,9 @@ grpc::Status ShardService::PullParameters(grpc::ServerContext* context,
   return s;
 }
 
-grpc::Status ShardService::SaveShard(grpc::ServerContext*, const v1::SaveShardRequest*,
+grpc::Status ShardService::SaveShard(grpc::ServerContext* context, const v1::SaveShardRequest*,
                                      v1::SaveShardResponse*) {
+  if (grpc::Status auth = CheckCallToken(*context, auth_token_); !auth.ok()) return auth;
   return ToGrpcStatus(absl::UnimplementedError(
       "SaveShard: not implemented; checkpoints of ps / hybrid jobs are written by the "
       "workers, with the servers' optimizer state fetched through PullParameters "

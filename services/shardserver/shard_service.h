@@ -25,7 +25,9 @@ namespace shardserver {
 
 class ShardService final : public v1::ShardServer::Service {
  public:
-  ShardService(RangeStore* store, const ShardMetrics* metrics) : store_(store), metrics_(metrics) {}
+  // `auth_token`: every call must carry it (common/rpc/auth.h); "" = no check.
+  ShardService(RangeStore* store, const ShardMetrics* metrics, std::string auth_token = "")
+      : store_(store), metrics_(metrics), auth_token_(std::move(auth_token)) {}
 
   grpc::Status GetShardInfo(grpc::ServerContext* context, const v1::GetShardInfoRequest* request,
                             v1::ShardInfo* response) override;
@@ -51,6 +53,7 @@ class ShardService final : public v1::ShardServer::Service {
   absl::Status CheckJob(const v1::JobRef& job) const;
 
   RangeStore* const store_;
+  const std::string auth_token_;
   const ShardMetrics* const metrics_;
 };
 

@@ -7,6 +7,7 @@
 
 #include "common/shard/shard_client.h"
 #include "common/shard/shard_layout.h"
+#include "common/rpc/auth.h"
 #include "gtest/gtest.h"
 #include "services/shardserver/shard_server.h"
 
@@ -100,6 +101,23 @@ TEST(ShardService, TwoWorkersPushAndPullOverGrpc) {
             std::string::npos)
       << scrape;
   EXPECT_NE(scrape.find("tandem_shard_push_bytes_total"), std::string::npos);
+}
+
+TEST(ShardService, CallsWithoutTheJobTokenAreUnauthenticated) {
+  ShardServerOptions o;
+  o.auth_token = "job-secret";
+  std::unique_ptr<ShardServer> server = ShardServer::Start(o).value();
+  std::vector<float> params(kN, 1.f);
+  auto stranger = shard::ShardClient::Create({server->address(), "job", absl::Seconds(20)}).value();
+  absl::Status refused = stranger->Init(Init(1), params.data()).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnauthenticated) << refused;
+  // A member of the job (the token installed as this process's default,
+  // as main() does) is let in.
+  SetDefaultAuthToken("job-secret");
+  auto member = shard::ShardClient::Create({server->address(), "job", absl::Seconds(20)}).value();
+  absl::Status ok = member->Init(Init(1), params.data()).status();
+  SetDefaultAuthToken("");
+  EXPECT_TRUE(ok.ok()) << ok;
 }
 
 TEST(ShardService, RefusalsArriveAsTheirCodes) {
