@@ -153,17 +153,59 @@ absl::Status GlooCommunicator::AllReduce(float* data, int64_t count, ReduceOp op
 
 absl::Status GlooCommunicator::ReduceScatter(const float* input, float* output,
                                              int64_t count_per_rank) {
-  // Gloo 0.5 has no reduce-scatter in its options API; an allreduce of a
-  // copy followed by taking our slice gives the same result with 2x the
-  // traffic of an optimal reduce-scatter. TODO(zero): a ring reduce-scatter
-  // over Gloo send/recv for the ZeRO strategies.
-  const int64_t total = count_per_rank * world_size_;
-  if (static_cast<int64_t>(scratch_.size()) < total) scratch_.resize(total);
-  std::memcpy(scratch_.data(), input, sizeof(float) * total);
-  if (absl::Status s = AllReduce(scratch_.data(), total, ReduceOp::kSum); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("reduce-scatter: ", s.message()));
+  // Gloo 0.5's options API has no reduce-scatter, so this is the ring one
+  // over its unbound buffers: n - 1 steps, in each every rank sends one
+  // block to its right neighbour and adds the block from its left one, so
+  // each rank sends (n - 1) / n of the buffer — half an allreduce. Block b
+  // is rank b's slice; rank r ends holding block r (at step s it receives
+  // block r - 2 - s, which its neighbour has summed over s + 1 ranks).
+  const auto describe = [&] { return absl::StrCat("reduce-scatter of ", count_per_rank, " floats x ",
+                                                  world_size_); };
+  if (count_per_rank == 0) return absl::OkStatus();
+  const int64_t n = world_size_;
+  if (n == 1) {
+    std::memmove(output, input, sizeof(float) * count_per_rank);
+    return absl::OkStatus();
   }
-  std::memcpy(output, scratch_.data() + rank_ * count_per_rank, sizeof(float) * count_per_rank);
+  if (abort_requested_.load(std::memory_order_acquire)) {
+    return absl::AbortedError(
+        absl::StrCat("gloo ", describe(), " on rank ", rank_, " aborted: ", abort_reason_));
+  }
+  const int64_t total = count_per_rank * n;
+  const size_t block_bytes = sizeof(float) * count_per_rank;
+  // Grown once to the largest buffer seen: the accumulator and one block.
+  if (static_cast<int64_t>(scratch_.size()) < total + count_per_rank) {
+    scratch_.resize(total + count_per_rank);
+  }
+  float* acc = scratch_.data();
+  float* incoming = scratch_.data() + total;
+  std::memcpy(acc, input, sizeof(float) * total);
+  const int right = static_cast<int>((rank_ + 1) % n);
+  const int left = static_cast<int>((rank_ + n - 1) % n);
+  auto mod = [n](int64_t v) { return ((v % n) + n) % n; };
+  try {
+    auto send = context_->createUnboundBuffer(acc, sizeof(float) * total);
+    auto recv = context_->createUnboundBuffer(incoming, block_bytes);
+    const uint64_t slot = static_cast<uint64_t>(context_->nextSlot(static_cast<int>(n - 1)));
+    for (int64_t step = 0; step < n - 1; ++step) {
+      const int64_t to_send = mod(rank_ - 1 - step);
+      const int64_t to_add = mod(rank_ - 2 - step);
+      send->send(right, slot + step, to_send * block_bytes, block_bytes);
+      recv->recv(left, slot + step, 0, block_bytes);
+      recv->waitRecv(Ms(timeout_));
+      float* dst = acc + to_add * count_per_rank;
+      for (int64_t i = 0; i < count_per_rank; ++i) dst[i] += incoming[i];
+      // The next step sends the block just summed: this send must be out.
+      send->waitSend(Ms(timeout_));
+    }
+  } catch (const std::exception& e) {
+    if (abort_requested_.load(std::memory_order_acquire)) {
+      return absl::AbortedError(
+          absl::StrCat("gloo ", describe(), " on rank ", rank_, " aborted: ", abort_reason_));
+    }
+    return FromGloo(e, describe(), rank_);
+  }
+  std::memcpy(output, acc + rank_ * count_per_rank, block_bytes);
   return absl::OkStatus();
 }
 
