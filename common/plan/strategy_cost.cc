@@ -50,11 +50,8 @@ double ShmAllGather(const Terms& t, double b) {
 double WorldAllReduce(const Terms& t, double b) {
   return t.m == 1 ? ShmAllReduce(t, b) : RingAllReduceSeconds(t.n, b, t.node);
 }
-// Across nodes the collectives run on Gloo, whose communicator implements
-// reduce-scatter as an allreduce of the whole buffer (Gloo 0.5 has no
-// reduce-scatter; gloo_communicator.cc): modelled as what it does.
 double WorldReduceScatter(const Terms& t, double b) {
-  return t.m == 1 ? ShmReduceScatter(t, b) : RingAllReduceSeconds(t.n, b, t.node);
+  return t.m == 1 ? ShmReduceScatter(t, b) : RingReduceScatterSeconds(t.n, b, t.node);
 }
 double WorldAllGather(const Terms& t, double b) {
   return t.m == 1 ? ShmAllGather(t, b) : RingAllGatherSeconds(t.n, b, t.node);
@@ -151,9 +148,12 @@ absl::StatusOr<Shape> ShapeOf(const std::string& strategy, const Terms& t, int64
       const double b = (hi - lo) * kFloat; return WorldAllReduce(t, b); };
     }
     s.finish_comm_s = WorldAllGather(t, p);
-    // Both stages: an allreduce's bytes (Gloo's reduce-scatter is one) and
-    // the parameters' allgather.
-    s.node_link_bytes = t.m > 1 ? RingAllReduceBytes(t.n, p) + RingReduceScatterBytes(t.n, p) : 0;
+    // zero1: allreduce + the parameters' allgather; zero2: reduce-scatter +
+    // allgather (as many bytes as one allreduce).
+    s.node_link_bytes = t.m > 1 ? (stage2 ? 2 * RingReduceScatterBytes(t.n, p)
+                                          : RingAllReduceBytes(t.n, p) +
+                                                RingReduceScatterBytes(t.n, p))
+                                : 0;
   } else if (strategy == "ps" || strategy == "hybrid") {
     if (t.servers < 1) {
       return absl::InvalidArgumentError(
