@@ -85,7 +85,7 @@ for w in $WORLDS; do
 
   echo "== world $w: PyTorch DDP (gloo)" >&2
   start=$(date +%s.%N)
-  ${CORETYPE:+env OPENBLAS_CORETYPE=$CORETYPE} OMP_NUM_THREADS=1 ${TIME:+$TIME -f "%U %S" -o "$OUT/pytorch-$w.time"} "$PYTHON" tools/bench/ddp_vs_pytorch.py --world "$w" --spec "$SPEC" \
+  env ${CORETYPE:+OPENBLAS_CORETYPE=$CORETYPE} OMP_NUM_THREADS=1 ${TIME:+$TIME -f "%U %S" -o "$OUT/pytorch-$w.time"} "$PYTHON" tools/bench/ddp_vs_pytorch.py --world "$w" --spec "$SPEC" \
     --epochs "$EPOCHS" --batch_size "$BATCH" --lr "$LR" --optimizer "$OPT" \
     --lr_scaling "$SCALING" --log_every "$LOG_EVERY" | tee "$OUT/pytorch-$w.txt" | grep RESULT >&2
   P_WALL[$w]=$(awk -v a="$(date +%s.%N)" -v b="$start" 'BEGIN { print a - b }')
