@@ -2,7 +2,7 @@
 // the node, each local rank's slice through the shard servers, allgather
 // inside the node.
 #include "common/sync/hybrid_sync.h"
-#include "common/sync/ps_sync.h"
+#include "common/sync/shard_server_state.h"
 #include "common/sync/registry.h"
 
 namespace tandem {

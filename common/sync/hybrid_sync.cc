@@ -10,12 +10,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "common/shard/optimizer_config.h"
 #include "common/shard/remote_shards.h"
 #include "common/status/status_macros.h"
 #include "common/sync/chunk_readiness.h"
-#include "common/sync/optimizer_mirror.h"
-#include "common/sync/ps_sync.h"
+#include "common/sync/shard_server_state.h"
 
 namespace tandem {
 namespace sync {
@@ -35,8 +33,7 @@ struct Group {
 
 class HybridSyncImpl final : public GradientSync {
  public:
-  HybridSyncImpl(SyncEnv env, std::unique_ptr<shard::RemoteShards> remote,
-                 v1::OptimizerConfig opt, std::unique_ptr<OptimizerMirror> mirror)
+  HybridSyncImpl(SyncEnv env, std::unique_ptr<ShardServerState> servers)
       : generation_(env.shard_servers.generation),
         world_(env.comms->world.get()),
         intra_(env.comms->intra.get()),
@@ -46,9 +43,8 @@ class HybridSyncImpl final : public GradientSync {
         grads_(env.grads),
         size_(env.size),
         learning_rate_(std::move(env.shard_servers.learning_rate)),
-        remote_(std::move(remote)),
-        optimizer_config_(std::move(opt)),
-        mirror_(std::move(mirror)),
+        servers_(std::move(servers)),
+        remote_(&servers_->remote()),
         groups_(MakeGroups(remote_->layout(), local_size_)),
         ready_(Units(groups_)) {
     int64_t max_block = 0, slice = 0;
@@ -100,33 +96,20 @@ class HybridSyncImpl final : public GradientSync {
   // checkpointer writes it once, from rank 0, with no optimizer state.
   optim::ParamRange owned_range() const override { return {0, size_}; }
   // The servers' optimizer state, visible to checkpoints (optimizer_mirror.h).
-  optim::Optimizer* optimizer() override { return mirror_.get(); }
+  optim::Optimizer* optimizer() override { return servers_->mirror(); }
 
   // Before a checkpoint: rank 0 (the one that writes the whole vector)
   // fetches the servers' state of the last applied step.
   absl::Status SyncStateToHost() override {
-    if (!initialised_ || world_->rank() != 0) return absl::OkStatus();
-    mirror_->Materialize();
-    for (size_t i = 0; i < mirror_->names().size(); ++i) {
-      absl::Status s = remote_->PullState(next_step_ - 1, mirror_->names()[i], mirror_->buffer(i));
-      if (!s.ok()) return Fail(s);
-    }
-    release_mirror_ = true;
-    return absl::OkStatus();
+    if (!initialised_) return absl::OkStatus();
+    absl::Status s = servers_->FetchForCheckpoint(world_->rank(), next_step_ - 1);
+    return s.ok() ? s : Fail(s);
   }
 
   // After a restore: the parameters (and maybe state) changed, so the
-  // servers are initialised again at the next step; rank 0 sends the
-  // restored state unless it is all zeros (a fresh start).
+  // servers are initialised again at the next step.
   absl::Status StateLoaded() override {
-    send_state_ = false;
-    if (world_->rank() == 0 && mirror_->materialized()) {
-      for (size_t i = 0; i < mirror_->names().size() && !send_state_; ++i) {
-        const float* b = mirror_->buffer(i);
-        for (int64_t j = 0; j < size_ && !send_state_; ++j) send_state_ = b[j] != 0.f;
-      }
-    }
-    if (!send_state_) mirror_->Release();
+    servers_->Loaded(world_->rank());
     initialised_ = false;
     return absl::OkStatus();
   }
@@ -135,7 +118,7 @@ class HybridSyncImpl final : public GradientSync {
     SyncMemory m;
     m.param_bytes = size_ * int64_t{sizeof(float)};
     m.grad_bytes = static_cast<int64_t>(slice_.size()) * int64_t{sizeof(float)};
-    m.optimizer_bytes = mirror_->held_bytes();  // only around checkpoints
+    m.optimizer_bytes = servers_->mirror()->held_bytes();  // only around checkpoints
     m.staging_bytes = static_cast<int64_t>(rs_in_.size() + rs_out_.size() + gather_in_.size() +
                                            gather_out_.size()) *
                       int64_t{sizeof(float)};
@@ -153,10 +136,7 @@ class HybridSyncImpl final : public GradientSync {
     }
     in_step_ = true;
     grad_scale_ = options.grad_scale;
-    if (release_mirror_) {  // the checkpoint that needed it is written
-      mirror_->Release();
-      release_mirror_ = false;
-    }
+    servers_->ReleaseAfterCheckpoint();
     ready_.Reset();
     bool overlapped = false;
     if (initialised_ && learning_rate_ != nullptr) {
@@ -224,17 +204,8 @@ class HybridSyncImpl final : public GradientSync {
           "hybrid sync: a step-context grad_scale (loss scaling) is not supported"));
     }
     if (!initialised_) {
-      if (world_->rank() == 0) {
-        std::vector<std::pair<std::string, const float*>> state;
-        if (send_state_) {
-          for (size_t i = 0; i < mirror_->names().size(); ++i) {
-            state.push_back({mirror_->names()[i], mirror_->buffer(i)});
-          }
-        }
-        absl::Status s = remote_->InitServers(ctx.step - 1, optimizer_config_, params_, state);
-        send_state_ = false;
-        mirror_->Release();
-        if (!s.ok()) return abandon(s);
+      if (absl::Status s = servers_->InitServers(world_->rank(), ctx.step - 1, params_); !s.ok()) {
+        return abandon(s);
       }
       absl::Status s = world_->Barrier();
       if (!s.ok()) return abandon(s);
@@ -451,9 +422,8 @@ class HybridSyncImpl final : public GradientSync {
   float* const grads_;
   const int64_t size_;
   const std::function<float(int64_t)> learning_rate_;
-  const std::unique_ptr<shard::RemoteShards> remote_;
-  const v1::OptimizerConfig optimizer_config_;
-  const std::unique_ptr<OptimizerMirror> mirror_;
+  const std::unique_ptr<ShardServerState> servers_;
+  shard::RemoteShards* const remote_;  // servers_'s connection
   const std::vector<Group> groups_;
   ChunkReadiness ready_;  // backward thread during a step
 
@@ -465,8 +435,6 @@ class HybridSyncImpl final : public GradientSync {
   // Trainer thread.
   bool in_step_ = false;
   bool initialised_ = false;
-  bool send_state_ = false;      // rank 0: mirror_ holds restored state for the servers
-  bool release_mirror_ = false;  // rank 0: mirror_ was filled for a checkpoint
   int64_t next_step_ = 0;
   float pushed_lr_ = 0;
   float grad_scale_ = 1;
@@ -495,46 +463,13 @@ class HybridSyncImpl final : public GradientSync {
 absl::StatusOr<std::unique_ptr<GradientSync>> CreateHybridSync(const SyncOptions& options,
                                                               SyncEnv env) {
   RETURN_IF_ERROR(ValidateRemoteSyncOptions(options));
-  ASSIGN_OR_RETURN(RemoteSyncKnobs knobs, ParseRemoteSyncKnobs(options));
-  const ShardServerEnv& servers = env.shard_servers;
-  if (servers.addresses.empty()) {
-    return absl::InvalidArgumentError(
-        "--sync hybrid needs shard servers: give the worker --shard_servers host:port,... (or "
-        "run tandem local --shard_servers N)");
-  }
-  if (servers.generation < 1) {
-    return absl::InvalidArgumentError("hybrid sync: SyncEnv.shard_servers.generation must be >= 1");
-  }
   if (env.comms->intra == nullptr) {
     return absl::InvalidArgumentError("hybrid sync: needs the intra-node group");
   }
-  if (env.size > 0 && (env.params == nullptr || env.grads == nullptr)) {
-    return absl::InvalidArgumentError("hybrid sync: params and grads are required");
-  }
-  ASSIGN_OR_RETURN(std::unique_ptr<optim::Optimizer> probe, env.make_optimizer({0, 0}));
-  ASSIGN_OR_RETURN(v1::OptimizerConfig config, shard::DescribeOptimizer(*probe));
-  if (env.make_device_stepper) {
-    ASSIGN_OR_RETURN(std::unique_ptr<DeviceStepper> d, env.make_device_stepper(probe.get()));
-    if (d != nullptr) {
-      return absl::UnimplementedError(
-          "hybrid sync: device memory is not supported yet (hybrid runs on the CPU backend)");
-    }
-  }
-  shard::RemoteShardsOptions ro;
-  ro.addresses = servers.addresses;
-  ro.job_id = servers.job_id;
-  ro.generation = servers.generation;
-  ro.rank = env.comms->world->rank();
-  ro.world_size = env.comms->world->world_size();
-  ro.size = env.size;
-  ro.chunk_elements = shard::ShardLayout::ChunkElementsForMb(knobs.chunk_mb);
-  ro.streams_per_server = knobs.streams;
-  ro.timeout = knobs.timeout;
-  ro.apply_per_chunk = knobs.apply_per_chunk;
-  ASSIGN_OR_RETURN(std::unique_ptr<shard::RemoteShards> remote, shard::RemoteShards::Create(ro));
-  auto mirror = std::make_unique<OptimizerMirror>(*probe, env.size);
-  return std::unique_ptr<GradientSync>(std::make_unique<HybridSyncImpl>(
-      std::move(env), std::move(remote), std::move(config), std::move(mirror)));
+  ASSIGN_OR_RETURN(std::unique_ptr<ShardServerState> servers,
+                   ShardServerState::Create(options, env, "hybrid"));
+  return std::unique_ptr<GradientSync>(
+      std::make_unique<HybridSyncImpl>(std::move(env), std::move(servers)));
 }
 
 }  // namespace sync

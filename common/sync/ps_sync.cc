@@ -7,77 +7,27 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "common/shard/optimizer_config.h"
 #include "common/shard/remote_shards.h"
 #include "common/status/status_macros.h"
 #include "common/sync/chunk_readiness.h"
-#include "common/sync/optimizer_mirror.h"
+#include "common/sync/shard_server_state.h"
 
 namespace tandem {
 namespace sync {
-
-std::vector<OptionInfo> RemoteSyncOptionInfo() {
-  return {{"chunk_mb", "4", "MiB of fp32 per chunk pushed to / pulled from a shard server"},
-          {"streams", "2", "push/pull streams in flight per shard server (1..16)"},
-          {"timeout_s", "60", "seconds one push stream or pull may take"},
-          {"apply", "step",
-           "step: servers apply a step once all of it is in; chunk: each chunk as soon as it is "
-           "(pulls overlap pushes)"}};
-}
-
-absl::StatusOr<RemoteSyncKnobs> ParseRemoteSyncKnobs(const SyncOptions& o) {
-  RemoteSyncKnobs k;
-  ASSIGN_OR_RETURN(k.chunk_mb, GetSyncOptDouble(o, "chunk_mb", 4));
-  ASSIGN_OR_RETURN(int64_t streams, GetSyncOptInt(o, "streams", 2));
-  ASSIGN_OR_RETURN(double timeout_s, GetSyncOptDouble(o, "timeout_s", 60));
-  if (!(k.chunk_mb > 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--sync_opt chunk_mb must be > 0, got ", k.chunk_mb));
-  }
-  if (streams < 1 || streams > 16) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--sync_opt streams must be in 1..16, got ", streams));
-  }
-  if (!(timeout_s > 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--sync_opt timeout_s must be > 0, got ", timeout_s));
-  }
-  k.streams = static_cast<int>(streams);
-  const auto apply = o.opts.find("apply");
-  if (apply != o.opts.end() && apply->second != "step" && apply->second != "chunk") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--sync_opt apply must be step or chunk, got '", apply->second, "'"));
-  }
-  k.apply_per_chunk = apply != o.opts.end() && apply->second == "chunk";
-  k.timeout = absl::Seconds(timeout_s);
-  return k;
-}
-
-absl::Status ValidateRemoteSyncOptions(const SyncOptions& o) {
-  if (o.max_grad_norm > 0) {
-    return absl::UnimplementedError(absl::StrCat(
-        "--sync ", o.strategy,
-        " does not support max_grad_norm yet (the global norm lives on the shard servers); "
-        "use --sync allreduce or zero1/zero2 for clipping"));
-  }
-  return ParseRemoteSyncKnobs(o).status();
-}
 
 namespace {
 
 class PsSyncImpl final : public GradientSync {
  public:
-  PsSyncImpl(SyncEnv env, std::unique_ptr<shard::RemoteShards> remote, v1::OptimizerConfig opt,
-             std::unique_ptr<OptimizerMirror> mirror)
+  PsSyncImpl(SyncEnv env, std::unique_ptr<ShardServerState> servers)
       : generation_(env.shard_servers.generation),
         world_(env.comms->world.get()),
         params_(env.params),
         grads_(env.grads),
         size_(env.size),
         learning_rate_(std::move(env.shard_servers.learning_rate)),
-        remote_(std::move(remote)),
-        optimizer_config_(std::move(opt)),
-        mirror_(std::move(mirror)),
+        servers_(std::move(servers)),
+        remote_(&servers_->remote()),
         ready_(Units(remote_->layout())) {}
 
   static std::vector<std::pair<int64_t, int64_t>> Units(const shard::ShardLayout& l) {
@@ -91,33 +41,20 @@ class PsSyncImpl final : public GradientSync {
   // checkpointer writes it once, from rank 0, with no optimizer state.
   optim::ParamRange owned_range() const override { return {0, size_}; }
   // The servers' optimizer state, visible to checkpoints (optimizer_mirror.h).
-  optim::Optimizer* optimizer() override { return mirror_.get(); }
+  optim::Optimizer* optimizer() override { return servers_->mirror(); }
 
   // Before a checkpoint: rank 0 (the one that writes the whole vector)
   // fetches the servers' state of the last applied step.
   absl::Status SyncStateToHost() override {
-    if (!initialised_ || world_->rank() != 0) return absl::OkStatus();
-    mirror_->Materialize();
-    for (size_t i = 0; i < mirror_->names().size(); ++i) {
-      absl::Status s = remote_->PullState(next_step_ - 1, mirror_->names()[i], mirror_->buffer(i));
-      if (!s.ok()) return Fail(s);
-    }
-    release_mirror_ = true;
-    return absl::OkStatus();
+    if (!initialised_) return absl::OkStatus();
+    absl::Status s = servers_->FetchForCheckpoint(world_->rank(), next_step_ - 1);
+    return s.ok() ? s : Fail(s);
   }
 
   // After a restore: the parameters (and maybe state) changed, so the
-  // servers are initialised again at the next step; rank 0 sends the
-  // restored state unless it is all zeros (a fresh start).
+  // servers are initialised again at the next step.
   absl::Status StateLoaded() override {
-    send_state_ = false;
-    if (world_->rank() == 0 && mirror_->materialized()) {
-      for (size_t i = 0; i < mirror_->names().size() && !send_state_; ++i) {
-        const float* b = mirror_->buffer(i);
-        for (int64_t j = 0; j < size_ && !send_state_; ++j) send_state_ = b[j] != 0.f;
-      }
-    }
-    if (!send_state_) mirror_->Release();
+    servers_->Loaded(world_->rank());
     initialised_ = false;
     return absl::OkStatus();
   }
@@ -126,7 +63,7 @@ class PsSyncImpl final : public GradientSync {
     SyncMemory m;
     m.param_bytes = size_ * int64_t{sizeof(float)};
     m.grad_bytes = 0;  // backward's buffer is the model's; nothing reduced is kept
-    m.optimizer_bytes = mirror_->held_bytes();  // only around checkpoints
+    m.optimizer_bytes = servers_->mirror()->held_bytes();  // only around checkpoints
     m.staging_bytes = 0;  // pushes send from the gradient buffer, pulls land in params
     return m;
   }
@@ -142,10 +79,7 @@ class PsSyncImpl final : public GradientSync {
     }
     in_step_ = true;
     grad_scale_ = options.grad_scale;
-    if (release_mirror_) {  // the checkpoint that needed it is written
-      mirror_->Release();
-      release_mirror_ = false;
-    }
+    servers_->ReleaseAfterCheckpoint();
     ready_.Reset();
     overlapped_ = false;
     if (initialised_ && learning_rate_ != nullptr) {
@@ -186,17 +120,8 @@ class PsSyncImpl final : public GradientSync {
     if (!initialised_) {
       // The first step of the generation: rank 0 hands the servers the
       // parameters every rank holds now; nobody pushes before they have them.
-      if (world_->rank() == 0) {
-        std::vector<std::pair<std::string, const float*>> state;
-        if (send_state_) {
-          for (size_t i = 0; i < mirror_->names().size(); ++i) {
-            state.push_back({mirror_->names()[i], mirror_->buffer(i)});
-          }
-        }
-        absl::Status s = remote_->InitServers(ctx.step - 1, optimizer_config_, params_, state);
-        send_state_ = false;
-        mirror_->Release();
-        if (!s.ok()) return Fail(s);
+      if (absl::Status s = servers_->InitServers(world_->rank(), ctx.step - 1, params_); !s.ok()) {
+        return Fail(s);
       }
       absl::Status s = world_->Barrier();
       if (!s.ok()) return Fail(s);
@@ -281,15 +206,12 @@ class PsSyncImpl final : public GradientSync {
   float* const grads_;
   const int64_t size_;
   const std::function<float(int64_t)> learning_rate_;
-  const std::unique_ptr<shard::RemoteShards> remote_;
-  const v1::OptimizerConfig optimizer_config_;
-  const std::unique_ptr<OptimizerMirror> mirror_;
+  const std::unique_ptr<ShardServerState> servers_;
+  shard::RemoteShards* const remote_;  // servers_'s connection
   ChunkReadiness ready_;  // backward thread during a step, trainer otherwise
 
   bool in_step_ = false;
   bool initialised_ = false;
-  bool send_state_ = false;      // rank 0: mirror_ holds restored state for the servers
-  bool release_mirror_ = false;  // rank 0: mirror_ was filled for a checkpoint
   bool overlapped_ = false;
   int64_t next_step_ = 0;
   float pushed_lr_ = 0;
@@ -306,44 +228,9 @@ class PsSyncImpl final : public GradientSync {
 absl::StatusOr<std::unique_ptr<GradientSync>> CreatePsSync(const SyncOptions& options,
                                                           SyncEnv env) {
   RETURN_IF_ERROR(ValidateRemoteSyncOptions(options));
-  ASSIGN_OR_RETURN(RemoteSyncKnobs knobs, ParseRemoteSyncKnobs(options));
-  const ShardServerEnv& servers = env.shard_servers;
-  if (servers.addresses.empty()) {
-    return absl::InvalidArgumentError(
-        "--sync ps needs shard servers: give the worker --shard_servers host:port,... (or run "
-        "tandem local --shard_servers N)");
-  }
-  if (servers.generation < 1) {
-    return absl::InvalidArgumentError("ps sync: SyncEnv.shard_servers.generation must be >= 1");
-  }
-  if (env.size > 0 && (env.params == nullptr || env.grads == nullptr)) {
-    return absl::InvalidArgumentError("ps sync: params and grads are required");
-  }
-  // The servers run the optimizer the trainer asked for: describe it.
-  ASSIGN_OR_RETURN(std::unique_ptr<optim::Optimizer> probe, env.make_optimizer({0, 0}));
-  ASSIGN_OR_RETURN(v1::OptimizerConfig config, shard::DescribeOptimizer(*probe));
-  if (env.make_device_stepper) {
-    ASSIGN_OR_RETURN(std::unique_ptr<DeviceStepper> d, env.make_device_stepper(probe.get()));
-    if (d != nullptr) {
-      return absl::UnimplementedError(
-          "ps sync: device memory is not supported yet (ps runs on the CPU backend)");
-    }
-  }
-  shard::RemoteShardsOptions ro;
-  ro.addresses = servers.addresses;
-  ro.job_id = servers.job_id;
-  ro.generation = servers.generation;
-  ro.rank = env.comms->world->rank();
-  ro.world_size = env.comms->world->world_size();
-  ro.size = env.size;
-  ro.chunk_elements = shard::ShardLayout::ChunkElementsForMb(knobs.chunk_mb);
-  ro.streams_per_server = knobs.streams;
-  ro.timeout = knobs.timeout;
-  ro.apply_per_chunk = knobs.apply_per_chunk;
-  ASSIGN_OR_RETURN(std::unique_ptr<shard::RemoteShards> remote, shard::RemoteShards::Create(ro));
-  auto mirror = std::make_unique<OptimizerMirror>(*probe, env.size);
-  auto sync = std::make_unique<PsSyncImpl>(std::move(env), std::move(remote), std::move(config),
-                                           std::move(mirror));
+  ASSIGN_OR_RETURN(std::unique_ptr<ShardServerState> servers,
+                   ShardServerState::Create(options, env, "ps"));
+  auto sync = std::make_unique<PsSyncImpl>(std::move(env), std::move(servers));
   return std::unique_ptr<GradientSync>(std::move(sync));
 }
 

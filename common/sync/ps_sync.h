@@ -52,25 +52,10 @@
 #include "absl/time/time.h"
 #include "common/sync/gradient_sync.h"
 #include "common/sync/registry.h"
+#include "common/sync/shard_server_state.h"  // the knobs ps and hybrid share
 
 namespace tandem {
 namespace sync {
-
-// The --sync_opt keys ps and hybrid share.
-struct RemoteSyncKnobs {
-  double chunk_mb = 4;         // MiB per chunk pushed / pulled, > 0
-  int streams = 2;             // streams in flight per server, 1..16
-  absl::Duration timeout = absl::Seconds(60);  // per RPC
-  // apply=chunk: the servers apply each chunk once it has every
-  // contribution and serve its pull at once (pulls overlap pushes; a step
-  // interrupted by a lost worker is left partly applied on the servers and
-  // discarded by the next generation's InitShard). apply=step (default):
-  // the whole step at once.
-  bool apply_per_chunk = false;
-};
-std::vector<OptionInfo> RemoteSyncOptionInfo();
-absl::StatusOr<RemoteSyncKnobs> ParseRemoteSyncKnobs(const SyncOptions& options);
-absl::Status ValidateRemoteSyncOptions(const SyncOptions& options);
 
 absl::StatusOr<std::unique_ptr<GradientSync>> CreatePsSync(const SyncOptions& options, SyncEnv env);
 
