@@ -25,12 +25,18 @@
 #include "common/status/status_macros.h"
 #include "common/sync/hier_test_ranks.h"
 #include "common/sync/registry.h"
+#include "common/sync/testing/synthetic_training.h"
 #include "gtest/gtest.h"
 #include "services/shardserver/shard_server.h"
 
 namespace tandem {
 namespace sync {
 namespace {
+
+using Data = sync_testing::SyntheticData;
+using sync_testing::MakeSyntheticData;
+using sync_testing::MakeTestOptimizer;
+using sync_testing::RelativeDifference;
 
 constexpr int kSteps = 5;
 constexpr int kPerRankBatch = 8;
@@ -67,75 +73,9 @@ std::string UniquePrefix(const std::string& extra) {
   return absl::StrCat("ps_equivalence_test_", getpid(), "/", name);
 }
 
-struct Data {
-  int features_per_sample = 0;
-  int context = 0;
-  std::vector<float> features;
-  std::vector<int32_t> tokens;
-  std::vector<int32_t> labels;
-
-  nn::Batch Slice(int first, int count) const {
-    nn::Batch b;
-    b.size = count;
-    if (context == 0) {
-      b.features = features.data() + static_cast<size_t>(first) * features_per_sample;
-      b.labels = labels.data() + first;
-    } else {
-      b.tokens = tokens.data() + static_cast<size_t>(first) * context;
-      b.labels = labels.data() + static_cast<size_t>(first) * context;
-    }
-    return b;
-  }
-};
-
-Data MakeData(const nn::ModelSpec& spec, int samples) {
-  Data d;
-  std::mt19937 rng(2024);
-  if (spec.kind == nn::ModelSpec::Kind::kMlp) {
-    d.features_per_sample = spec.mlp.widths.front();
-    const int classes = spec.mlp.widths.back();
-    std::normal_distribution<float> normal(0.f, 1.f);
-    d.features.resize(static_cast<size_t>(samples) * d.features_per_sample);
-    for (float& x : d.features) x = normal(rng);
-    d.labels.resize(samples);
-    for (int32_t& y : d.labels) y = static_cast<int32_t>(rng() % classes);
-  } else {
-    d.context = spec.gpt.context;
-    std::vector<int32_t> stream(static_cast<size_t>(samples) * d.context + 1);
-    for (int32_t& t : stream) t = static_cast<int32_t>(rng() % spec.gpt.vocab);
-    d.tokens.assign(stream.begin(), stream.end() - 1);
-    d.labels.assign(stream.begin() + 1, stream.end());
-  }
-  return d;
-}
-
-absl::StatusOr<std::unique_ptr<optim::Optimizer>> MakeOptimizer(bool adamw,
-                                                                optim::ParamRange range) {
-  if (adamw) {
-    optim::AdamWOptions o;
-    o.weight_decay = 0.01f;
-    ASSIGN_OR_RETURN(std::unique_ptr<optim::AdamW> a, optim::AdamW::Create(range, o));
-    return std::unique_ptr<optim::Optimizer>(std::move(a));
-  }
-  optim::SgdOptions o;
-  o.momentum = 0.9f;
-  o.weight_decay = 1e-4f;
-  ASSIGN_OR_RETURN(std::unique_ptr<optim::Sgd> s, optim::Sgd::Create(range, o));
-  return std::unique_ptr<optim::Optimizer>(std::move(s));
-}
-
 // A decaying schedule, so a wrong step's learning rate would show.
 float LearningRate(bool adamw, int64_t step) {
   return (adamw ? 1e-2f : 0.1f) / static_cast<float>(step);
-}
-
-double RelativeDifference(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0, n = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    d += (static_cast<double>(a[i]) - b[i]) * (a[i] - b[i]);
-    n += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(d) / std::max(std::sqrt(n), 1e-30);
 }
 
 struct RankResult {
@@ -170,7 +110,7 @@ absl::Status TrainRank(const Case& c, const std::string& strategy,
     env.ready_ranges.push_back({r.lo, r.hi});
   }
   const bool adamw = c.adamw;
-  env.make_optimizer = [adamw](optim::ParamRange r) { return MakeOptimizer(adamw, r); };
+  env.make_optimizer = [adamw](optim::ParamRange r) { return MakeTestOptimizer(adamw, r); };
   env.shard_servers.addresses = servers;
   env.shard_servers.job_id = "equivalence";
   env.shard_servers.generation = 1;
@@ -228,7 +168,7 @@ class PsEquivalence : public ::testing::TestWithParam<Case> {};
 TEST_P(PsEquivalence, EndsEqualToAllreduce) {
   const Case c = GetParam();
   const nn::ModelSpec spec = *nn::ParseModelSpec(c.spec);
-  const Data data = MakeData(spec, kSteps * static_cast<int>(c.nodes.size()) * kPerRankBatch);
+  const Data data = MakeSyntheticData(spec, kSteps * static_cast<int>(c.nodes.size()) * kPerRankBatch);
 
   std::vector<std::unique_ptr<shardserver::ShardServer>> servers;
   std::vector<std::string> addresses;
@@ -323,7 +263,7 @@ TEST(PsRegistry, RefusesWhatItCannotDo) {
         env.grads = gr.data();
         env.size = 10;
         env.ready_ranges = {{0, 10}};
-        env.make_optimizer = [](optim::ParamRange r) { return MakeOptimizer(false, r); };
+        env.make_optimizer = [](optim::ParamRange r) { return MakeTestOptimizer(false, r); };
         absl::StatusOr<std::unique_ptr<GradientSync>> s =
             CreateGradientSync(*ParseSyncOptions("ps", ""), std::move(env));
         if (s.ok()) return absl::InternalError("created without servers");
@@ -364,7 +304,7 @@ absl::Status TrainSpan(const std::string& strategy, const std::vector<std::strin
   for (const nn::GradRange& r : nn::GroupRanges(model->layout())) {
     env.ready_ranges.push_back({r.lo, r.hi});
   }
-  env.make_optimizer = [](optim::ParamRange r) { return MakeOptimizer(true, r); };
+  env.make_optimizer = [](optim::ParamRange r) { return MakeTestOptimizer(true, r); };
   env.shard_servers.addresses = servers;
   env.shard_servers.job_id = "equivalence";
   env.shard_servers.generation = generation;
@@ -417,7 +357,7 @@ absl::Status TrainSpan(const std::string& strategy, const std::vector<std::strin
 TEST(PsCheckpointState, AJobMovesBetweenPsHybridAndAllreduce) {
   const std::vector<std::string> nodes = {"a", "a", "b", "b"};
   const int world = 4;
-  const Data data = MakeData(*nn::ParseModelSpec(kMlp), kSteps * world * kPerRankBatch);
+  const Data data = MakeSyntheticData(*nn::ParseModelSpec(kMlp), kSteps * world * kPerRankBatch);
   std::vector<std::unique_ptr<shardserver::ShardServer>> servers;
   std::vector<std::string> addresses;
   for (int s = 0; s < 2; ++s) {
