@@ -29,111 +29,22 @@
 #include "absl/strings/str_split.h"
 #include "common/checkpoint/checkpoint.h"
 #include "gtest/gtest.h"
+#include "tests/cluster/cluster_run.h"
 #include "tools/tandem/process.h"
 
 namespace tandem {
 namespace {
 
-constexpr int kSteps = 12;
-constexpr int kPerWorkerBatch = 8;
-
-std::string Tmp(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/" + name;
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-struct TandemResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-};
-
-TandemResult Tandem(const std::string& name, std::vector<std::string> args) {
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const std::string root = std::string(srcdir ? srcdir : ".") + "/tandem";
-  cli::SubprocessOptions o;
-  o.name = name;
-  o.argv = {root + "/tools/tandem/tandem", "local", "--bin_dir=" + root};
-  o.argv.insert(o.argv.end(), args.begin(), args.end());
-  o.log_path = Tmp(name + ".out");
-  TandemResult r;
-  auto p = cli::Subprocess::Start(o);
-  if (!p.ok()) {
-    r.output = std::string(p.status().message());
-    return r;
-  }
-  (*p)->WaitFor(absl::Seconds(120));
-  (*p)->Stop(absl::Seconds(5));
-  r.exit_code = (*p)->succeeded() ? 0 : ((*p)->exit_code() >= 0 ? (*p)->exit_code() : 128);
-  r.output = ReadAll(o.log_path);
-  return r;
-}
-
-// The newest checkpoint file under <run_dir>/checkpoints.
-std::string LastCheckpoint(const std::string& run_dir) {
-  const std::string dir = run_dir + "/checkpoints";
-  std::vector<std::string> names;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      if (absl::EndsWith(e->d_name, ".tckpt")) names.push_back(e->d_name);
-    }
-    closedir(d);
-  }
-  std::sort(names.begin(), names.end());
-  return names.empty() ? std::string() : dir + "/" + names.back();
-}
-
-std::vector<std::string> CommonFlags(const std::string& run_dir) {
-  return {"--model=mlp:784,32,10", "--epochs=1", absl::StrCat("--max_steps=", kSteps),
-          "--lr=0.05", "--lr_scaling=none", "--seed=3", "--checkpoint_every=0",
-          "--log_every=4", "--run_dir=" + run_dir};
-}
-
-// Bytes per node from the run's "links: bytes sent to other nodes: node-1 B1,
-// node-2 B2; total B" line; empty when the line is missing or malformed.
-std::vector<int64_t> LinkBytes(const std::string& output, int nodes) {
-  const size_t at = output.find("links: bytes sent to other nodes: ");
-  if (at == std::string::npos) return {};
-  const std::string line = output.substr(at, output.find('\n', at) - at);
-  std::vector<int64_t> sent;
-  for (int n = 1; n <= nodes; ++n) {
-    const std::string key = absl::StrCat("node-", n, " ");
-    const size_t k = line.find(key);
-    if (k == std::string::npos) return {};
-    std::string number = line.substr(k + key.size());
-    number = number.substr(0, number.find_first_of(",;"));
-    int64_t v = 0;
-    if (!absl::SimpleAtoi(number, &v)) return {};
-    sent.push_back(v);
-  }
-  return sent;
-}
-
-double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    d = std::max(d, std::fabs(double(a[i]) - double(b[i])));
-  }
-  return d;
-}
-
-// The parameters rank 0 committed at the end of a run in `run_dir`.
-std::vector<float> FinalParams(const std::string& run_dir) {
-  const std::string path = LastCheckpoint(run_dir);
-  EXPECT_FALSE(path.empty()) << "no checkpoint in " << run_dir;
-  if (path.empty()) return {};
-  auto c = checkpoint::ReadCheckpoint(path, {});
-  EXPECT_TRUE(c.ok()) << c.status();
-  if (!c.ok()) return {};
-  EXPECT_EQ(c->step, kSteps) << path;
-  return c->params;
-}
+using cluster_testing::CommonFlags;
+using cluster_testing::FinalParams;
+using cluster_testing::kPerWorkerBatch;
+using cluster_testing::kSteps;
+using cluster_testing::LinkBytes;
+using cluster_testing::MaxAbsDiff;
+using cluster_testing::ReadAll;
+using cluster_testing::Tandem;
+using cluster_testing::TandemResult;
+using cluster_testing::Tmp;
 
 
 std::vector<float> Train(const std::string& name, const std::string& sync,
