@@ -61,6 +61,29 @@ struct StepOptions {
   // 1/world_size average: 1/k for k accumulated micro-batches, times
   // 1/loss_scale for fp16.
   float grad_scale = 1.0f;
+  // Check the summed gradients this rank holds for inf / NaN, agree across
+  // ranks, and skip the update when any rank found one: parameters and
+  // optimizer state are left untouched on every rank, last_step().applied
+  // is false and names the first group (forward order) that had them.
+  // Strategies that step elsewhere (ps, hybrid) reject it in BeginStep.
+  bool skip_non_finite = false;
+  // Compute last_step().grad_sum_sq (implied by skip_non_finite and by
+  // clipping, which need the same pass).
+  bool measure_grad_norm = false;
+};
+
+// What the last FinishStep did (trainer thread; valid until the next
+// BeginStep).
+struct StepReport {
+  bool applied = true;  // false: skipped for non-finite gradients
+  // Sum over the whole flat vector of the squared summed gradients (the
+  // sum over ranks, before grad_scale / world_size), identical on every
+  // rank; negative when not computed this step.
+  double grad_sum_sq = -1;
+  // When skipped: the ready range (an index into SyncEnv::ready_ranges)
+  // nearest the model's input whose summed gradients were non-finite, i.e.
+  // the first layer in forward order that produced them; -1 otherwise.
+  int first_non_finite_range = -1;
 };
 
 // Counters a strategy keeps for metrics and benchmarks (cumulative).
@@ -128,6 +151,10 @@ class GradientSync {
   virtual absl::Status SyncStateToHost() { return absl::OkStatus(); }
   // The host buffers were overwritten (restore): push them to the device.
   virtual absl::Status StateLoaded() { return absl::OkStatus(); }
+
+  // The last FinishStep's outcome. Default: applied, nothing measured
+  // (strategies that cannot skip reject skip_non_finite in BeginStep).
+  virtual StepReport last_step() const { return {}; }
 
   virtual SyncStats stats() const = 0;
   // What this rank holds (cheap; called once per step for metrics).
