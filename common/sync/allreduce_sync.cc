@@ -14,6 +14,7 @@
 #include "common/status/status_macros.h"
 #include "common/sync/bucket_engine.h"
 #include "common/sync/step_guard.h"
+#include "common/sync/grad_check.h"
 #include "common/sync/grad_clip.h"
 #include "common/sync/hier_allreduce.h"
 
@@ -42,7 +43,8 @@ class AllreduceSync final : public GradientSync {
         world_size_(comm_->world_size()),
         rank_(comm_->rank()),
         groups_(options.groups),
-        world_spans_nodes_(groups_ == nullptr || groups_->num_nodes > 1) {}
+        world_spans_nodes_(groups_ == nullptr || groups_->num_nodes > 1),
+        ready_ranges_(options.ready_ranges) {}
 
   // Second phase: the engine's operation captures `this`.
   absl::Status Start(const AllreduceSyncOptions& options) {
@@ -72,10 +74,13 @@ class AllreduceSync final : public GradientSync {
 
   absl::Status BeginStep(const StepOptions& options) override {
     RETURN_IF_ERROR(guard_.CheckBegin(options));
+    report_ = StepReport{};
     return guard_.Started(engine_->BeginStep(), options);
   }
 
   void OnGradientsReady(int64_t lo, int64_t hi) override { engine_->OnGradientsReady(lo, hi); }
+
+  StepReport last_step() const override { return report_; }
 
   absl::Status FinishStep(const optim::StepContext& context) override {
     RETURN_IF_ERROR(guard_.CheckFinish());
@@ -172,27 +177,22 @@ class AllreduceSync final : public GradientSync {
   // the same scale, the same clip factor and the same update.
   absl::Status Update(const optim::StepContext& context, int64_t step) {
     double scale = static_cast<double>(context.grad_scale) * guard_.grad_scale() / world_size_;
-    if (clip_.enabled() && size_ > 0) {
-      double sum_sq = 0;
-      if (device_stepper_ != nullptr) {
-        absl::StatusOr<double> s = device_stepper_->SumOfSquares(grads_, size_);
-        if (!s.ok()) {
-          return absl::Status(s.status().code(),
-                              absl::StrCat(kLabel, ": device gradient norm at step ", step,
-                                           " on rank ", rank_, ": ", s.status().message()));
-        }
-        sum_sq = *s;
-      } else {
-        sum_sq = optim::PartialSumOfSquares(absl::MakeConstSpan(grads_, size_));
-      }
-      absl::StatusOr<optim::ClipResult> clip = clip_.Compute(sum_sq, scale);
-      if (!clip.ok()) {
-        return absl::Status(clip.status().code(),
-                            absl::StrCat(kLabel, ": gradient clipping at step ", step, " on rank ",
-                                         rank_, ": ", clip.status().message()));
-      }
-      scale *= clip->scale;
+    absl::StatusOr<GradCheck> check = CheckGradients(
+        clip_, guard_.options(), scale, {0, size_}, ready_ranges_,
+        [this](int64_t lo, int64_t hi) -> absl::StatusOr<double> {
+          if (device_stepper_ == nullptr) {
+            return optim::PartialSumOfSquares(absl::MakeConstSpan(grads_ + lo, hi - lo));
+          }
+          return device_stepper_->SumOfSquares(grads_ + lo, hi - lo);
+        });
+    if (!check.ok()) {
+      return absl::Status(check.status().code(),
+                          absl::StrCat(kLabel, ": gradient norm at step ", step, " on rank ",
+                                       rank_, ": ", check.status().message()));
     }
+    report_ = check->report;
+    if (!report_.applied) return absl::OkStatus();  // every rank skips this step
+    scale *= check->clip_scale;
     if (size_ == 0) return absl::OkStatus();
     optim::StepContext ctx = context;
     ctx.grad_scale = static_cast<float>(scale);
@@ -217,6 +217,7 @@ class AllreduceSync final : public GradientSync {
   const int rank_;
   const CommGroups* const groups_;  // may be null (flat, layout unknown)
   const bool world_spans_nodes_;
+  const std::vector<std::pair<int64_t, int64_t>> ready_ranges_;
   // Set in Start before any step, then used by the communication thread only.
   std::unique_ptr<HierAllreduce> hier_;  // null: flat ring over comm_
   std::atomic<int64_t> bytes_sent_{0};
@@ -224,6 +225,7 @@ class AllreduceSync final : public GradientSync {
 
   // Trainer thread only.
   StepGuard guard_{kLabel};
+  StepReport report_;
 
   mutable absl::Mutex mu_;
   int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;

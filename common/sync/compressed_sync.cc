@@ -16,6 +16,7 @@
 #include "common/sync/bucket_engine.h"
 #include "common/sync/step_guard.h"
 #include "common/sync/error_feedback.h"
+#include "common/sync/grad_check.h"
 #include "common/sync/grad_clip.h"
 #include "common/sync/threshold_controller.h"
 
@@ -82,7 +83,8 @@ class CompressedSync final : public GradientSync {
         clip_(std::move(clip)),
         world_size_(comm_->world_size()),
         rank_(comm_->rank()),
-        world_spans_nodes_(o.groups == nullptr || o.groups->num_nodes > 1) {}
+        world_spans_nodes_(o.groups == nullptr || o.groups->num_nodes > 1),
+        ready_ranges_(o.ready_ranges) {}
 
   // Second phase: the engine's operation captures `this`; the buffers are
   // sized from its plan.
@@ -115,6 +117,7 @@ class CompressedSync final : public GradientSync {
     RETURN_IF_ERROR(guard_.CheckBegin(options));
     // Read by the communication thread after the engine's BeginStep (its
     // mutex orders the write before the reads).
+    report_ = StepReport{};
     compress_now_ = steps_done_ >= warmup_steps_;
     seed_step_ = steps_done_;
     residual_sq_ = 0;
@@ -123,18 +126,26 @@ class CompressedSync final : public GradientSync {
 
   void OnGradientsReady(int64_t lo, int64_t hi) override { engine_->OnGradientsReady(lo, hi); }
 
+  StepReport last_step() const override { return report_; }
+
   absl::Status FinishStep(const optim::StepContext& context) override {
     RETURN_IF_ERROR(guard_.CheckFinish());
     RETURN_IF_ERROR(guard_.Record(engine_->FinishStep()));
     const auto start = std::chrono::steady_clock::now();
     absl::Status s = Update(context, engine_->stats().steps);
+    // A skipped step's residuals hold what its non-finite gradients left
+    // (inf / NaN in whole chunks): they start again from zero, on every rank
+    // (the thresholds are kept).
+    if (s.ok() && !report_.applied && feedback_) {
+      std::fill(local_.begin(), local_.end() - (thresholds_ != nullptr ? buckets_.size() : 0), 0.f);
+    }
     const double seconds = SecondsSince(start);
     ++steps_done_;
     absl::MutexLock lock(&mu_);
     optimizer_seconds_ += seconds;
     RETURN_IF_ERROR(guard_.Record(s));
     ++steps_;
-    if (feedback_ && compress_now_) residual_norm_ = std::sqrt(residual_sq_);
+    if (feedback_ && compress_now_) residual_norm_ = report_.applied ? std::sqrt(residual_sq_) : 0;
     return absl::OkStatus();
   }
 
@@ -205,6 +216,7 @@ class CompressedSync final : public GradientSync {
   const int world_size_;
   const int rank_;
   const bool world_spans_nodes_;
+  const std::vector<std::pair<int64_t, int64_t>> ready_ranges_;
 
   // Fixed in Start (before any step).
   std::vector<BucketLayout> buckets_;
@@ -236,6 +248,7 @@ class CompressedSync final : public GradientSync {
 
   // Trainer thread only.
   StepGuard guard_{kLabel};
+  StepReport report_;
 
   mutable absl::Mutex mu_;
   int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
@@ -367,16 +380,19 @@ absl::Status CompressedSync::RunSparse(int b, const BucketLayout& L) {
 // rank computes the same scale, clip factor and update.
 absl::Status CompressedSync::Update(const optim::StepContext& context, int64_t step) {
   double scale = static_cast<double>(context.grad_scale) * guard_.grad_scale() / world_size_;
-  if (clip_.enabled() && size_ > 0) {
-    const double sum_sq = optim::PartialSumOfSquares(absl::MakeConstSpan(grads_, size_));
-    absl::StatusOr<optim::ClipResult> clip = clip_.Compute(sum_sq, scale);
-    if (!clip.ok()) {
-      return absl::Status(clip.status().code(),
-                          absl::StrCat(kLabel, ": gradient clipping at step ", step, " on rank ",
-                                       rank_, ": ", clip.status().message()));
-    }
-    scale *= clip->scale;
+  absl::StatusOr<GradCheck> check = CheckGradients(
+      clip_, guard_.options(), scale, {0, size_}, ready_ranges_,
+      [this](int64_t lo, int64_t hi) -> absl::StatusOr<double> {
+        return optim::PartialSumOfSquares(absl::MakeConstSpan(grads_ + lo, hi - lo));
+      });
+  if (!check.ok()) {
+    return absl::Status(check.status().code(),
+                        absl::StrCat(kLabel, ": gradient norm at step ", step, " on rank ", rank_,
+                                     ": ", check.status().message()));
   }
+  report_ = check->report;
+  if (!report_.applied) return absl::OkStatus();  // every rank skips this step
+  scale *= check->clip_scale;
   if (size_ == 0) return absl::OkStatus();
   optim::StepContext ctx = context;
   ctx.grad_scale = static_cast<float>(scale);

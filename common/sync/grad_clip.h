@@ -18,9 +18,9 @@
 //     scale *= c.scale;
 //   }
 //
-// Combining across shards is an AllGather of one double per rank (exact and
-// order-fixed, unlike a float allreduce) into a buffer sized once in
-// Create, so Compute allocates nothing; it is collective over `shards` and
+// Combining across shards is an AllGather of two doubles per rank (the sum
+// and a tag; exact and order-fixed, unlike a float allreduce) into a buffer
+// sized once in Create, so Compute and Combine allocate nothing; it is collective over `shards` and
 // needs a host-memory communicator (Gloo, shm).
 // Thread-compatible: one thread (the trainer's) calls Compute. Failure:
 // Create: InvalidArgument for a negative or non-finite max_grad_norm.
@@ -57,12 +57,27 @@ class GradClip {
   // clipped). Disabled: {0, 1, false} at once, nothing computed.
   absl::StatusOr<optim::ClipResult> Compute(double local_sum_sq, double scale);
 
+  // The shards' combination alone, whether or not clipping is enabled:
+  // the sum of every shard's `local_sum_sq` (rank order) and the largest
+  // `tag` (grad_check.h passes the index of a range with non-finite
+  // gradients, -1 for none). Collective over `shards` when there is more
+  // than one; otherwise returns its inputs.
+  struct Totals {
+    double sum_sq = 0;
+    double max_tag = -1;
+  };
+  absl::StatusOr<Totals> Combine(double local_sum_sq, double tag);
+
+  // ComputeClip of the combined `total_sum_sq` scaled by `scale` ({0, 1,
+  // false} when disabled); no communication.
+  absl::StatusOr<optim::ClipResult> ClipFromTotal(double total_sum_sq, double scale) const;
+
  private:
   GradClip(double max_grad_norm, Communicator* shards);
 
   double max_grad_norm_;
   Communicator* shards_;
-  std::vector<double> gathered_;  // one per shard rank
+  std::vector<double> gathered_;  // two per shard rank
 };
 
 }  // namespace sync

@@ -59,7 +59,7 @@ class StepGuard {
   // The step has begun when `begun` (the engine's BeginStep) is OK.
   absl::Status Started(absl::Status begun, const StepOptions& options) {
     if (!begun.ok()) return Record(std::move(begun));
-    grad_scale_ = options.grad_scale;
+    options_ = options;
     in_step_ = true;
     return absl::OkStatus();
   }
@@ -82,13 +82,15 @@ class StepGuard {
   }
 
   // BeginStep's grad_scale for the step in progress (or the last one).
-  float grad_scale() const { return grad_scale_; }
+  float grad_scale() const { return options_.grad_scale; }
+  // BeginStep's options for the step in progress (or the last one).
+  const StepOptions& options() const { return options_; }
   const std::string& label() const { return label_; }
 
  private:
   std::string label_;
   bool in_step_ = false;
-  float grad_scale_ = 1.0f;
+  StepOptions options_;
   absl::Status broken_;
 };
 

@@ -12,6 +12,7 @@
 #include "common/status/status_macros.h"
 #include "common/sync/bucket_engine.h"
 #include "common/sync/step_guard.h"
+#include "common/sync/grad_check.h"
 #include "common/sync/grad_clip.h"
 
 namespace tandem {
@@ -47,7 +48,8 @@ class ZeroSyncImpl final : public ZeroSync {
         map_(o.size, o.comm->world_size()),
         owned_(map_.owned(o.comm->rank())),
         optimizer_(std::move(optimizer)),
-        clip_(std::move(clip)) {}
+        clip_(std::move(clip)),
+        ready_ranges_(o.ready_ranges) {}
 
   absl::Status Start(const ZeroSyncOptions& o) {
     // Allgather rounds: `chunk_` floats of every shard per round.
@@ -118,8 +120,11 @@ class ZeroSyncImpl final : public ZeroSync {
 
   absl::Status BeginStep(const StepOptions& options) override {
     RETURN_IF_ERROR(guard_.CheckBegin(options));
+    report_ = StepReport{};
     return guard_.Started(engine_->BeginStep(), options);
   }
+
+  StepReport last_step() const override { return report_; }
 
   void OnGradientsReady(int64_t lo, int64_t hi) override { engine_->OnGradientsReady(lo, hi); }
 
@@ -128,7 +133,7 @@ class ZeroSyncImpl final : public ZeroSync {
     RETURN_IF_ERROR(guard_.Record(engine_->FinishStep()));
     const int64_t step = engine_->stats().steps;
     absl::Status s = Update(context, step);
-    if (s.ok()) s = AllGatherParams(step);
+    if (s.ok() && report_.applied) s = AllGatherParams(step);
     RETURN_IF_ERROR(guard_.Record(s));
     absl::MutexLock lock(&mu_);
     ++steps_;
@@ -207,16 +212,19 @@ class ZeroSyncImpl final : public ZeroSync {
     const float* g = stage_ == ZeroStage::kOptimizer ? grads_ + owned_.lo : grad_shard_.data();
     const int64_t n = owned_.size();
     double scale = static_cast<double>(context.grad_scale) * guard_.grad_scale() / world_;
-    if (clip_.enabled()) {
-      const double sum_sq = n > 0 ? optim::PartialSumOfSquares(absl::MakeConstSpan(g, n)) : 0.0;
-      absl::StatusOr<optim::ClipResult> c = clip_.Compute(sum_sq, scale);
-      if (!c.ok()) {
-        return absl::Status(c.status().code(),
-                            absl::StrCat(label_, ": gradient clipping at step ", step, " on rank ",
-                                         rank_, ": ", c.status().message()));
-      }
-      scale *= c->scale;
+    absl::StatusOr<GradCheck> check = CheckGradients(
+        clip_, guard_.options(), scale, owned_, ready_ranges_,
+        [&](int64_t lo, int64_t hi) -> absl::StatusOr<double> {
+          return optim::PartialSumOfSquares(absl::MakeConstSpan(g + (lo - owned_.lo), hi - lo));
+        });
+    if (!check.ok()) {
+      return absl::Status(check.status().code(),
+                          absl::StrCat(label_, ": gradient norm at step ", step, " on rank ",
+                                       rank_, ": ", check.status().message()));
     }
+    report_ = check->report;
+    if (!report_.applied) return absl::OkStatus();  // every shard skips: nothing to gather
+    scale *= check->clip_scale;
     absl::Status s;
     if (n > 0) {
       optim::StepContext ctx = context;
@@ -287,6 +295,7 @@ class ZeroSyncImpl final : public ZeroSync {
   const optim::ParamRange owned_;
   const std::unique_ptr<optim::Optimizer> optimizer_;
   GradClip clip_;
+  const std::vector<std::pair<int64_t, int64_t>> ready_ranges_;
 
   // Sized in Start, never resized.
   int64_t chunk_ = 0;
@@ -299,6 +308,7 @@ class ZeroSyncImpl final : public ZeroSync {
 
   // Trainer thread only.
   StepGuard guard_{label_};
+  StepReport report_;
 
   mutable absl::Mutex mu_;
   int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
