@@ -21,6 +21,8 @@ namespace {
 // Optimizer state travels from rank 0 in pieces of this many floats, so a
 // rank never holds more than its own slice plus one piece.
 constexpr int64_t kBroadcastFloats = int64_t{1} << 20;
+// The largest loss-scaler record a restore carries (its format is 48 bytes).
+constexpr size_t kMaxScalerBytes = 120;
 
 std::string BlobName(const optim::StateBuffer& b) { return absl::StrCat("sync/", b.name); }
 
@@ -192,6 +194,17 @@ absl::StatusOr<bool> Checkpointer::Restore(Generation& g, TrainingState* state) 
     }
   }
   RETURN_IF_ERROR(g.sync->StateLoaded());
+  // fp16's loss-scaler record (a few dozen bytes; none in other modes).
+  char scaler[kMaxScalerBytes + 1] = {0};
+  if (g.rank() == 0 && c.has_value()) {
+    const std::string* blob = c->FindBlob("loss_scaler");
+    if (blob != nullptr && blob->size() <= kMaxScalerBytes) {
+      scaler[0] = static_cast<char>(blob->size());
+      std::memcpy(scaler + 1, blob->data(), blob->size());
+    }
+  }
+  RETURN_IF_ERROR(g.ctl->Broadcast(scaler, sizeof(scaler), 0));
+  state->loss_scaler.assign(scaler + 1, static_cast<unsigned char>(scaler[0]));
   state->step = header[1];
   state->cursor = data::Cursor{header[2], 0};
   state->samples_in_epoch = header[3];
@@ -263,6 +276,7 @@ absl::StatusOr<std::string> Checkpointer::Write(Generation& g, TrainingState* st
       if (owned.lo == 0) {  // the shard whose blobs a restore reads
         v.blobs.push_back({"data_cursor", cursor_bytes});
         v.blobs.push_back({"model_spec", o_.model_text});
+        if (!state->loss_scaler.empty()) v.blobs.push_back({"loss_scaler", state->loss_scaler});
       }
       return checkpoint::WriteCheckpoint(
           single ? single_path

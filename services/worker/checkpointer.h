@@ -64,6 +64,9 @@ struct TrainingState {
   // most one partial batch).
   int64_t samples_in_epoch = 0;
   int64_t checkpoint_step = -1;   // step of the last checkpoint written or loaded
+  // StepPrecision's state (fp16 loss scale; empty otherwise), saved by rank
+  // 0 and restored on every rank.
+  std::string loss_scaler;
 };
 
 struct CheckpointerOptions {

@@ -55,6 +55,19 @@ ABSL_FLAG(double, momentum, 0.9, "SGD momentum.");
 ABSL_FLAG(bool, nesterov, false, "Nesterov momentum (sgd).");
 ABSL_FLAG(double, weight_decay, 0.0, "Weight decay (sgd: L2; adamw: decoupled).");
 ABSL_FLAG(double, max_grad_norm, 0.0, "Clip the global gradient norm (0: off).");
+ABSL_FLAG(std::string, precision, "fp32",
+          "fp32, bf16 or fp16 (fp32 master weights; bf16: bf16 GEMMs on CUDA, gradients rounded "
+          "to bf16; fp16: dynamic loss scaling, gradients rounded to fp16). The CPU backend "
+          "computes in fp32.");
+ABSL_FLAG(bool, check_nonfinite, true,
+          "Skip a step whose summed gradients hold inf / NaN (every rank agrees).");
+ABSL_FLAG(int64_t, max_nonfinite_steps, 20,
+          "Skipped steps in a row before the job stops with an error naming the layer.");
+ABSL_FLAG(double, loss_scale, 65536.0, "fp16: initial dynamic loss scale.");
+ABSL_FLAG(int64_t, loss_scale_growth_interval, 2000,
+          "fp16: clean steps in a row before the loss scale doubles.");
+ABSL_FLAG(std::string, inject_nonfinite, "",
+          "Fault tests: STEP[@RANK],... steps whose gradients get an inf (all ranks if no RANK).");
 ABSL_FLAG(uint64_t, seed, 1, "Seed for the model initialisation and the data order.");
 ABSL_FLAG(std::string, checkpoint_dir, "", "Where rank 0 writes checkpoints (empty: none).");
 ABSL_FLAG(int64_t, checkpoint_every, 500, "Checkpoint every N steps (0: only at the end).");
@@ -127,6 +140,12 @@ int main(int argc, char** argv) {
   o.lr = absl::GetFlag(FLAGS_lr);
   o.lr_scaling = absl::GetFlag(FLAGS_lr_scaling);
   o.lr_reference_batch = absl::GetFlag(FLAGS_lr_reference_batch);
+  o.precision = absl::GetFlag(FLAGS_precision);
+  o.check_nonfinite = absl::GetFlag(FLAGS_check_nonfinite);
+  o.max_nonfinite_steps = absl::GetFlag(FLAGS_max_nonfinite_steps);
+  o.loss_scale = static_cast<float>(absl::GetFlag(FLAGS_loss_scale));
+  o.loss_scale_growth_interval = absl::GetFlag(FLAGS_loss_scale_growth_interval);
+  o.inject_nonfinite = absl::GetFlag(FLAGS_inject_nonfinite);
   o.schedule = absl::GetFlag(FLAGS_schedule);
   o.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
   o.optimizer = absl::GetFlag(FLAGS_optimizer);

@@ -11,6 +11,11 @@ double Since(absl::Time t) { return absl::ToDoubleSeconds(absl::Now() - t); }
 
 }  // namespace
 
+void StepRunner::OnRange(const nn::GradRange& r) {
+  if (precision_ != nullptr) precision_->OnRange(step_, r);
+  sync_->OnGradientsReady(r.lo, r.hi);
+}
+
 absl::StatusOr<StepOutput> StepRunner::Run(data::PrefetchClient& data, sync::GradientSync& sync,
                                            const optim::StepContext& ctx) {
   StepOutput out;
@@ -19,7 +24,9 @@ absl::StatusOr<StepOutput> StepRunner::Run(data::PrefetchClient& data, sync::Gra
   absl::Time t = absl::Now();
   RETURN_IF_ERROR(sync.BeforeForward());
   times.comm_wait += Since(t);
-  sync::GradientSync* s = &sync;
+  sync_ = &sync;
+  step_ = ctx.step;
+  const float loss_scale = precision_ != nullptr ? precision_->loss_scale() : 1.f;
   float loss_sum = 0;
   for (int m = 0; m < k_; ++m) {
     t = absl::Now();
@@ -34,12 +41,15 @@ absl::StatusOr<StepOutput> StepRunner::Run(data::PrefetchClient& data, sync::Gra
     t = absl::Now();
     const float beta = m == 0 ? 0.f : 1.f;
     if (m + 1 < k_) {
-      RETURN_IF_ERROR(model_->Backward(beta, nullptr));
+      RETURN_IF_ERROR(model_->Backward(beta, nullptr, loss_scale));
     } else {
-      RETURN_IF_ERROR(sync.BeginStep(sync::StepOptions{1.f / static_cast<float>(k_)}));
+      sync::StepOptions so;
+      so.grad_scale = 1.f / static_cast<float>(k_);
+      if (precision_ != nullptr) so = precision_->StepOptionsFor(k_);
+      RETURN_IF_ERROR(sync.BeginStep(so));
       // A lambda of one pointer: std::function keeps it inline, no allocation.
-      RETURN_IF_ERROR(model_->Backward(
-          beta, [s](const nn::GradRange& r) { s->OnGradientsReady(r.lo, r.hi); }));
+      RETURN_IF_ERROR(
+          model_->Backward(beta, [this](const nn::GradRange& r) { OnRange(r); }, loss_scale));
     }
     // Reading the loss waits for the device's backward (no-op wait on CPU).
     float loss = 0;
@@ -49,6 +59,9 @@ absl::StatusOr<StepOutput> StepRunner::Run(data::PrefetchClient& data, sync::Gra
     out.samples += batch.size;
   }
   RETURN_IF_ERROR(sync.FinishStep(ctx));
+  if (precision_ != nullptr) {
+    ASSIGN_OR_RETURN(out.verdict, precision_->AfterStep(ctx.step, sync.last_step()));
+  }
   const sync::SyncStats after = sync.stats();
   times.comm_wait += after.exposed_wait_seconds - before.exposed_wait_seconds;
   times.optimizer += after.optimizer_seconds - before.optimizer_seconds;

@@ -1,7 +1,9 @@
 // StepRunner: one optimizer step on this rank — the strategy's
 // BeforeForward, `accumulation` micro-batches of forward and backward (only
 // the last one reports gradient ranges to the strategy, so accumulation
-// costs no communication), and the strategy's FinishStep — with where the
+// costs no communication), and the strategy's FinishStep, under the step's
+// numeric policy (StepPrecision: loss scale, gradient rounding, skipping a
+// step with non-finite gradients) — with where the
 // time went (forward, backward, data wait, exposed communication wait,
 // optimizer). See common/sync/gradient_sync.h for the step protocol.
 //
@@ -26,6 +28,7 @@
 #include "services/worker/batch_stager.h"
 #include "services/worker/progress.h"
 #include "services/worker/sample_log.h"
+#include "services/worker/step_precision.h"
 
 namespace tandem {
 namespace worker {
@@ -36,6 +39,7 @@ struct StepOutput {
   bool epoch_ended = false;  // a micro-batch was the epoch's last
   data::Cursor cursor;       // the stream's position after the step
   StepTimes times;           // total left 0: the caller adds the agreement
+  StepVerdict verdict;       // applied, or skipped for non-finite gradients
 };
 
 class StepRunner {
@@ -49,16 +53,27 @@ class StepRunner {
     generation_ = generation;
   }
 
+  // The step's numeric policy (--precision, non-finite skips); borrowed.
+  // Null: fp32, gradients unchecked.
+  void set_precision(StepPrecision* precision) { precision_ = precision; }
+
   absl::StatusOr<StepOutput> Run(data::PrefetchClient& data, sync::GradientSync& sync,
                                  const optim::StepContext& ctx);
 
  private:
+  // The backward callback (backward thread): rounds the range, hands it on.
+  void OnRange(const nn::GradRange& r);
+
   nn::Model* const model_;
   kernels::Backend* const backend_;
   BatchStager* const stager_;
   const int k_;
   SampleLog* sample_log_ = nullptr;
   int64_t generation_ = 0;
+  StepPrecision* precision_ = nullptr;
+  // The step in progress, for OnRange (set before backward).
+  sync::GradientSync* sync_ = nullptr;
+  int64_t step_ = 0;
 };
 
 }  // namespace worker

@@ -18,6 +18,7 @@
 #include "services/worker/evaluator.h"
 #include "services/worker/generation.h"
 #include "services/worker/sample_log.h"
+#include "services/worker/step_precision.h"
 #include "services/worker/step_runner.h"
 #include "services/worker/training_plan.h"
 #include "services/worker/worker_metrics.h"
@@ -61,6 +62,7 @@ class Trainer::Loop {
   std::unique_ptr<data::ClientMetrics> client_metrics_;
   std::unique_ptr<WorkerMetrics> metrics_;
   std::unique_ptr<SampleLog> sample_log_;  // --sample_log_dir, else null
+  std::unique_ptr<StepPrecision> precision_;  // survives generations (loss scale)
   TrainingState state_;  // survives generations
   TrainResult result_;
   std::string failure_;  // the last membership failure, for the final error
@@ -109,6 +111,8 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
     ASSIGN_OR_RETURN(sample_log_,
                      SampleLog::Create(absl::StrCat(o_.sample_log_dir, "/", o_.worker_id, ".samples")));
   }
+  ASSIGN_OR_RETURN(StepPrecisionOptions spo, MakeStepPrecisionOptions(o_));
+  ASSIGN_OR_RETURN(precision_, StepPrecision::Create(spo, t_->backend_.get(), &model));
   CheckpointerOptions ck;
   ck.dir = o_.checkpoint_dir;
   ck.model_text = o_.model;
@@ -155,6 +159,7 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
     }
     if (*outcome == Outcome::kRejoin) continue;
     result_.steps = state_.step;
+    result_.skipped_steps = precision_->skipped_steps();
     result_.cursor = state_.cursor;
     result_.stopped = *outcome == Outcome::kStopped;
     RETURN_IF_ERROR(client_->Leave(/*finished=*/!result_.stopped));
@@ -205,6 +210,11 @@ absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& 
   result_.transport = g.grad.world->backend();
   result_.strategy = g.sync->name();
   ASSIGN_OR_RETURN(bool resumed, checkpointer_->Restore(g, &state_));
+  if (absl::Status s = precision_->RestoreState(state_.loss_scaler); !s.ok()) {
+    return absl::DataLossError(absl::StrCat(checkpointer_->restored_path(),
+                                            ": the loss-scaler record: ", s.message()));
+  }
+  precision_->set_rank(g.rank());
   for (const std::string& w : checkpointer_->TakeWarnings()) Print("warning: " + w);
   if (resumed && g.rank() == 0) {
     Print(absl::StrCat("resumed from ", checkpointer_->restored_path(), " at step ", state_.step,
@@ -227,6 +237,7 @@ absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& 
 
   StepRunner runner(t_->model_.get(), t_->backend_.get(), stager_.get(), o_.accumulation);
   runner.set_sample_log(sample_log_.get(), g.join.generation());
+  runner.set_precision(precision_.get());
   while (state_.step < plan.total_steps) {
     const absl::Time step_start = absl::Now();
     optim::StepContext ctx;
@@ -248,6 +259,11 @@ absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& 
     result_.final_loss = mean_loss;
     times.total = absl::ToDoubleSeconds(absl::Now() - step_start);
     metrics_->RecordStep(times, out.samples, mean_loss, *g.sync, &g.last_stats);
+    metrics_->RecordNumerics(!out.verdict.applied, precision_->loss_scale(),
+                             g.sync->last_step().grad_sum_sq);
+    if (!out.verdict.applied && g.rank() == 0) {
+      Print(absl::StrCat("step ", state_.step, " skipped: ", out.verdict.skipped_because));
+    }
     progress.AddStep(mean_loss, out.samples * g.world(), times);
     ProgressPoint pp;
     pp.step = state_.step;
@@ -267,6 +283,7 @@ absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& 
       return Outcome::kRejoin;
     }
     if (agree[0] > 0) {
+      state_.loss_scaler = precision_->SerializeState();
       RETURN_IF_ERROR(checkpointer_->Write(g, &state_).status());
       // A rank that leaves ends the generation: wait until rank 0 has
       // committed the checkpoint before anyone does.
@@ -289,11 +306,13 @@ absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& 
     }
     if (o_.checkpoint_every > 0 && state_.step % o_.checkpoint_every == 0 &&
         state_.step < plan.total_steps) {
+      state_.loss_scaler = precision_->SerializeState();
       ASSIGN_OR_RETURN(std::string path, checkpointer_->Write(g, &state_));
       if (!path.empty()) result_.last_checkpoint = path;
     }
     progress.Exclude(absl::Now() - aside);  // rates count training only
   }
+  state_.loss_scaler = precision_->SerializeState();
   ASSIGN_OR_RETURN(std::string path, checkpointer_->Write(g, &state_));
   if (!path.empty()) result_.last_checkpoint = path;
   return Outcome::kDone;
@@ -308,6 +327,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(TrainerOptions options)
   kernels::BackendOptions bo;
   bo.device = t->options_.backend;
   bo.cuda_device = t->options_.cuda_device;
+  // bf16 GEMMs where the backend has them (the CPU backend computes in fp32).
+  if (t->options_.precision == "bf16") bo.math_mode = kernels::MathMode::kBf16;
   ASSIGN_OR_RETURN(t->backend_, kernels::CreateBackend(bo));
   if (!t->backend_->host_accessible() && !TransportAvailable("nccl")) {
     // Gloo / shm reduce host memory; device memory needs NCCL (CUDA builds).

@@ -65,6 +65,7 @@ struct TrainResult {
   double test_accuracy = -1;         // last epoch-end evaluation, -1 if none
   double eval_loss = -1;             // its mean loss, -1 if none
   double final_loss = -1;            // mean over ranks of the last step's loss
+  int64_t skipped_steps = 0;         // steps skipped for inf / NaN gradients (this process)
   std::string last_checkpoint;       // path rank 0 committed last ("" if none)
   std::string transport;             // gradient collectives of the last generation: gloo, shm or nccl
   std::string strategy;              // --sync of the last generation

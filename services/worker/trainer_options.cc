@@ -1,8 +1,11 @@
 #include "services/worker/trainer_options.h"
 
 #include <cmath>
+#include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/nn/model_spec.h"
 #include "common/optim/schedule.h"
 #include "common/status/status_macros.h"
@@ -60,7 +63,53 @@ absl::Status ValidateTrainerOptions(const TrainerOptions& o) {
   if (o.coordinator_lost_after <= absl::ZeroDuration()) return bad("coordinator_lost_after must be > 0");
   absl::StatusOr<nn::ModelSpec> spec = nn::ParseModelSpec(o.model);
   if (!spec.ok()) return Annotate(spec.status(), "--model");
+  RETURN_IF_ERROR(MakeStepPrecisionOptions(o).status());
   return absl::OkStatus();
+}
+
+absl::StatusOr<StepPrecisionOptions> MakeStepPrecisionOptions(const TrainerOptions& o) {
+  StepPrecisionOptions p;
+  ASSIGN_OR_RETURN(p.precision, ParsePrecision(o.precision));
+  p.check_non_finite = o.check_nonfinite;
+  p.max_non_finite_steps = o.max_nonfinite_steps;
+  p.initial_loss_scale = o.loss_scale;
+  p.loss_scale_growth_interval = o.loss_scale_growth_interval;
+  if (o.max_nonfinite_steps < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_nonfinite_steps must be >= 1 (skipped steps in a row before the job stops), got ",
+        o.max_nonfinite_steps));
+  }
+  if (!(o.loss_scale >= 1) || !std::isfinite(o.loss_scale)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--loss_scale must be a finite number >= 1, got ", o.loss_scale));
+  }
+  if (o.loss_scale_growth_interval < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--loss_scale_growth_interval must be >= 1, got ", o.loss_scale_growth_interval));
+  }
+  if (p.precision == Precision::kFp16 && !o.check_nonfinite) {
+    return absl::InvalidArgumentError(
+        "--precision=fp16 needs --check_nonfinite: dynamic loss scaling skips the steps whose "
+        "scaled gradients overflow");
+  }
+  if (p.precision != Precision::kFp32 && (o.sync.strategy == "ps" || o.sync.strategy == "hybrid")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--precision=", o.precision, " is not supported with --sync ", o.sync.strategy,
+        ": the shard servers apply the step and cannot skip an overflowed one; use allreduce, "
+        "zero1, zero2 or compressed"));
+  }
+  for (absl::string_view item : absl::StrSplit(o.inject_nonfinite, ',', absl::SkipEmpty())) {
+    std::pair<absl::string_view, absl::string_view> sr = absl::StrSplit(item, '@');
+    int64_t step = 0;
+    int rank = -1;
+    if (!absl::SimpleAtoi(sr.first, &step) || step < 1 ||
+        (!sr.second.empty() && (!absl::SimpleAtoi(sr.second, &rank) || rank < 0))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--inject_nonfinite: '", item, "' is not STEP or STEP@RANK (step >= 1, rank >= 0)"));
+    }
+    p.inject_non_finite.push_back({step, rank});
+  }
+  return p;
 }
 
 }  // namespace worker

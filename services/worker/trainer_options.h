@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/sync/registry.h"
+#include "services/worker/step_precision.h"
 
 namespace tandem {
 namespace worker {
@@ -62,6 +63,16 @@ struct TrainerOptions {
   double momentum = 0.9;                  // sgd
   bool nesterov = false;                  // sgd
   double weight_decay = 0;                // sgd: L2; adamw: decoupled
+  // ---- Numerics (services/worker/step_precision.h) -----------------------
+  std::string precision = "fp32";         // "fp32", "bf16", "fp16"
+  // Skip a step whose summed gradients hold inf / NaN (every rank agrees);
+  // stop after max_nonfinite_steps skips in a row, naming the layer.
+  bool check_nonfinite = true;
+  int64_t max_nonfinite_steps = 20;
+  float loss_scale = 65536;               // fp16: initial dynamic loss scale
+  int64_t loss_scale_growth_interval = 2000;
+  // Fault tests: "STEP[@RANK],..." steps whose gradients get an inf.
+  std::string inject_nonfinite;
   // ---- Gradient sync: the strategy and all its knobs (bucket_cap_mb,
   // max_grad_norm, --sync_opt keys) ----------------------------------------
   sync::SyncOptions sync;
@@ -107,6 +118,10 @@ struct TrainerOptions {
 
 // INVALID_ARGUMENT naming the first bad field.
 absl::Status ValidateTrainerOptions(const TrainerOptions& options);
+
+// The numerics flags as StepPrecision's options (INVALID_ARGUMENT naming a
+// bad flag: precision, loss scale, --inject_nonfinite syntax, ...).
+absl::StatusOr<StepPrecisionOptions> MakeStepPrecisionOptions(const TrainerOptions& options);
 
 }  // namespace worker
 }  // namespace tandem

@@ -1,6 +1,7 @@
 #include "services/worker/worker_metrics.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "common/kernels/blas_core.h"
@@ -71,6 +72,14 @@ absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(
   }
   ASSIGN_OR_RETURN(w->generation_,
                    m->Gauge("tandem_generation", "Generation this worker trains in."));
+  ASSIGN_OR_RETURN(w->skipped_steps_,
+                   m->Counter("tandem_skipped_steps_total",
+                              "Steps skipped because their gradients held inf / NaN."));
+  ASSIGN_OR_RETURN(w->loss_scale_,
+                   m->Gauge("tandem_loss_scale", "Dynamic loss scale (fp16; 1 otherwise)."));
+  ASSIGN_OR_RETURN(w->grad_norm_,
+                   m->Gauge("tandem_grad_norm",
+                            "L2 norm of the summed gradients, last step (when measured)."));
   return w;
 }
 
@@ -109,6 +118,12 @@ std::string WorkerMetrics::CpuKernelsDescription() {
   const std::string core = kernels::OpenblasCoreName();
   return absl::StrCat("BLAS core ", core.empty() ? "unknown" : core, ", vector width ",
                       kernels::VectorWidthName());
+}
+
+void WorkerMetrics::RecordNumerics(bool skipped, float loss_scale, double grad_sum_sq) {
+  if (skipped) skipped_steps_->Increment();
+  loss_scale_->Set(loss_scale);
+  if (grad_sum_sq >= 0) grad_norm_->Set(std::sqrt(grad_sum_sq));
 }
 
 void WorkerMetrics::SetGeneration(int64_t g) { generation_->Set(static_cast<double>(g)); }

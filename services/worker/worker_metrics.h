@@ -18,6 +18,9 @@
 //   tandem_sync_residual_norm           L2 norm of this rank's error-feedback residuals
 //   tandem_buckets                      collectives per step
 //   tandem_generation                   generation this worker trains in
+//   tandem_skipped_steps_total          steps skipped for inf / NaN gradients
+//   tandem_loss_scale                   fp16's dynamic loss scale (1 otherwise)
+//   tandem_grad_norm                    summed gradients' L2 norm, last step measured
 //   tandem_sync_memory_bytes            {kind=params|grads|optimizer|staging}: held per rank
 //   tandem_cpu_kernels                  1, labels blas_core (OpenBLAS's kernel set)
 //                                       and vector_width (tandem's own loops)
@@ -51,6 +54,9 @@ class WorkerMetrics {
   void RecordStep(const StepTimes& times, int64_t samples, double loss,
                   const sync::GradientSync& sync, sync::SyncStats* last);
   void SetGeneration(int64_t generation);
+  // The step's numerics: skipped or not, the loss scale for the next step,
+  // and the summed gradients' squared norm (negative: not measured).
+  void RecordNumerics(bool skipped, float loss_scale, double grad_sum_sq);
 
   // "BLAS core Zen, vector width avx2": what this process computes with.
   static std::string CpuKernelsDescription();
@@ -70,6 +76,9 @@ class WorkerMetrics {
   prometheus::Gauge* residual_norm_ = nullptr;
   prometheus::Gauge* buckets_ = nullptr;
   prometheus::Gauge* generation_ = nullptr;
+  prometheus::Counter* skipped_steps_ = nullptr;
+  prometheus::Gauge* loss_scale_ = nullptr;
+  prometheus::Gauge* grad_norm_ = nullptr;
   std::array<prometheus::Gauge*, 4> memory_{};  // params, grads, optimizer, staging
 };
 
