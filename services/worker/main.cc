@@ -67,7 +67,7 @@ ABSL_FLAG(double, loss_scale, 65536.0, "fp16: initial dynamic loss scale.");
 ABSL_FLAG(int64_t, loss_scale_growth_interval, 2000,
           "fp16: clean steps in a row before the loss scale doubles.");
 ABSL_FLAG(std::string, inject_nonfinite, "",
-          "Fault tests: STEP[@RANK],... steps whose gradients get an inf (all ranks if no RANK).");
+          "Fault tests: STEP[@RANK]:... steps whose gradients get an inf (all ranks if no RANK).");
 ABSL_FLAG(uint64_t, seed, 1, "Seed for the model initialisation and the data order.");
 ABSL_FLAG(std::string, checkpoint_dir, "", "Where rank 0 writes checkpoints (empty: none).");
 ABSL_FLAG(int64_t, checkpoint_every, 500, "Checkpoint every N steps (0: only at the end).");

@@ -98,7 +98,7 @@ absl::StatusOr<StepPrecisionOptions> MakeStepPrecisionOptions(const TrainerOptio
         ": the shard servers apply the step and cannot skip an overflowed one; use allreduce, "
         "zero1, zero2 or compressed"));
   }
-  for (absl::string_view item : absl::StrSplit(o.inject_nonfinite, ',', absl::SkipEmpty())) {
+  for (absl::string_view item : absl::StrSplit(o.inject_nonfinite, ':', absl::SkipEmpty())) {
     std::pair<absl::string_view, absl::string_view> sr = absl::StrSplit(item, '@');
     int64_t step = 0;
     int rank = -1;

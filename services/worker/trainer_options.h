@@ -71,7 +71,7 @@ struct TrainerOptions {
   int64_t max_nonfinite_steps = 20;
   float loss_scale = 65536;               // fp16: initial dynamic loss scale
   int64_t loss_scale_growth_interval = 2000;
-  // Fault tests: "STEP[@RANK],..." steps whose gradients get an inf.
+  // Fault tests: "STEP[@RANK]:..." steps whose gradients get an inf.
   std::string inject_nonfinite;
   // ---- Gradient sync: the strategy and all its knobs (bucket_cap_mb,
   // max_grad_norm, --sync_opt keys) ----------------------------------------
