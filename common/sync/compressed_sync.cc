@@ -118,6 +118,7 @@ class CompressedSync final : public GradientSync {
     // Read by the communication thread after the engine's BeginStep (its
     // mutex orders the write before the reads).
     report_ = StepReport{};
+    RescaleResiduals(options.grad_scale);
     compress_now_ = steps_done_ >= warmup_steps_;
     seed_step_ = steps_done_;
     residual_sq_ = 0;
@@ -187,6 +188,22 @@ class CompressedSync final : public GradientSync {
   absl::Status Update(const optim::StepContext& context, int64_t step);
   // Rank 0's copy of every rank's state, made the first time checkpoints
   // need it (not per step): a run that never checkpoints does not hold it.
+  // The residuals (and thresholds) are in the units of the gradients as
+  // computed: when grad_scale changes between steps (fp16's loss scale
+  // halved or doubled, every rank alike) they are multiplied by
+  // old / new so they stay in the next step's units (exact for the
+  // power-of-two factors loss scaling uses).
+  void RescaleResiduals(float grad_scale) {
+    if (feedback_ && last_grad_scale_ > 0 && grad_scale != last_grad_scale_ && grad_scale > 0) {
+      const float f = last_grad_scale_ / grad_scale;
+      const size_t nt = thresholds_ != nullptr ? buckets_.size() : 0;
+      for (auto it = local_.begin(); it != local_.end() - nt; ++it) *it *= f;
+      if (thresholds_ != nullptr) {
+        for (float& t : thresholds_->thresholds()) t *= f;
+      }
+    }
+    last_grad_scale_ = grad_scale;
+  }
   void AllocateGathered() {
     if (rank_ == 0 && gathered_.empty()) gathered_.assign(world_size_ * local_.size(), 0.f);
   }
@@ -238,6 +255,7 @@ class CompressedSync final : public GradientSync {
   bool compress_now_ = false;
   int64_t seed_step_ = 0;
   int64_t steps_done_ = 0;  // steps finished, restored from checkpoints
+  float last_grad_scale_ = 0;  // the previous step's grad_scale (0: none yet)
   double residual_sq_ = 0;  // communication thread during a step
 
   std::atomic<int64_t> bytes_sent_{0};

@@ -4,7 +4,8 @@
 // range (the one nearest the input); parameters and optimizer state stay
 // bit for bit what they were; the next finite step gives exactly what a
 // run without the bad step gives. ps and hybrid reject the option (their
-// tests live with them).
+// tests live with them). And the loss scale changing between steps:
+// compressed's residuals follow it.
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -69,14 +70,16 @@ absl::Status SetUpRank(const Case& c, Communicator& comm, Rank* r) {
   return absl::OkStatus();
 }
 
-absl::Status Step(Rank& r, int rank, int seed, bool poison) {
+// One step of seeded gradients times `loss_scale`, unscaled by grad_scale.
+absl::Status Step(Rank& r, int rank, int seed, bool poison, float loss_scale = 1.f) {
   for (int64_t i = 0; i < kSize; ++i) {
-    r.grads[i] = std::sin(0.37f * static_cast<float>(i + 13 * rank + 101 * seed));
+    r.grads[i] = loss_scale * std::sin(0.37f * static_cast<float>(i + 13 * rank + 101 * seed));
   }
   if (poison && rank == 1) r.grads[100] = std::nanf("");                          // input layer
   if (poison && rank == 2) r.grads[700] = std::numeric_limits<float>::infinity();  // output
   StepOptions o;
   o.skip_non_finite = true;
+  o.grad_scale = 1.f / loss_scale;
   RETURN_IF_ERROR(r.sync->BeginStep(o));
   for (const auto& [lo, hi] : kRanges) r.sync->OnGradientsReady(lo, hi);
   return r.sync->FinishStep(sync_testing::TestStepContext(/*adamw=*/true, 1));
@@ -139,6 +142,30 @@ INSTANTIATE_TEST_SUITE_P(Strategies, NonFiniteSkip,
                                            Case{"zero2", ""}, Case{"compressed", "codec=int8"},
                                            Case{"compressed", "codec=topk,k=0.1"}),
                          CaseName);
+
+// fp16's loss scale changing between steps: compressed's error-feedback
+// residuals follow it, so step 2 at scale 4 (gradients 4x, grad_scale 1/4)
+// gives bit for bit what step 2 at scale 1 gives.
+TEST(LossScaleChange, CompressedResidualsFollowTheScale) {
+  for (const char* codec : {"codec=int8", "codec=threshold,density=0.1"}) {
+    SCOPED_TRACE(codec);
+    std::vector<Rank> scaled(kWorld), plain(kWorld);
+    for (int variant = 0; variant < 2; ++variant) {
+      std::vector<Rank>& ranks = variant == 0 ? scaled : plain;
+      auto statuses = comm_testing::RunGlooRanks(kWorld, [&](int rank, Communicator& comm) {
+        RETURN_IF_ERROR(SetUpRank(Case{"compressed", codec}, comm, &ranks[rank]));
+        RETURN_IF_ERROR(Step(ranks[rank], rank, 1, false));
+        return Step(ranks[rank], rank, 2, false, variant == 0 ? 4.f : 1.f);
+      });
+      for (int k = 0; k < kWorld; ++k) ASSERT_TRUE(statuses[k].ok()) << statuses[k];
+    }
+    for (int k = 0; k < kWorld; ++k) {
+      EXPECT_EQ(scaled[k].params, plain[k].params) << "rank " << k;
+      EXPECT_NEAR(scaled[k].sync->stats().residual_norm, 4 * plain[k].sync->stats().residual_norm,
+                  1e-6 * plain[k].sync->stats().residual_norm);
+    }
+  }
+}
 
 }  // namespace
 }  // namespace sync

@@ -7,7 +7,8 @@
 # backend every mode computes in fp32: bf16 and fp16 round the gradients
 # (fp16 also scales the loss and skips overflowed steps), so this measures
 # what low-precision gradients and loss scaling do to accuracy, not the
-# speed of 16-bit math.
+# speed of 16-bit math. A mode "fp32-nocheck" (or bf16-nocheck) runs with
+# --check_nonfinite=false: the check's cost, side by side.
 #
 #   bazel build -c opt //tools/tandem
 #   tools/bench/precision.sh [--workers 2] [--epochs 2] [--model mlp:784,256,10]
@@ -37,8 +38,12 @@ printf '%-6s %10s %9s %8s %11s %10s\n' mode accuracy "vs fp32" skipped "loss sca
 base=""
 for m in $modes; do
   run="$tmp/$m"
+  p=${m%-nocheck}
+  check=true
+  [ "$p" != "$m" ] && check=false
   if ! "$TANDEM" local --workers="$workers" --model="$model" --epochs="$epochs" --batch-size="$batch" \
-      --log-every=20 --run-dir="$run" --worker_arg=--precision="$m" > "$tmp/$m.out" 2>&1; then
+      --log-every=20 --run-dir="$run" --worker_arg=--precision="$p" \
+      --worker_arg=--check_nonfinite="$check" > "$tmp/$m.out" 2>&1; then
     echo "$m: tandem local failed; last lines:" >&2
     tail -5 "$tmp/$m.out" >&2
     continue
@@ -46,9 +51,10 @@ for m in $modes; do
   acc=$(grep -o 'test accuracy [0-9.]*' "$tmp/$m.out" | tail -1 | awk '{print $3}')
   skipped=$(grep -c ' skipped: ' "$tmp/$m.out" || true)
   scale=$(awk '/^tandem_loss_scale/ {print $NF}' "$run/metrics/worker-0.prom" 2>/dev/null | head -1)
-  rate=$(grep -o '[0-9.]* samples/s' "$tmp/$m.out" | awk '{print $1}' | sort -n |
+  rate=$(grep -o 'samples/s [0-9.]*' "$tmp/$m.out" | awk '{print $2}' | sort -n |
          awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]; else print "?"}')
   [ -z "$base" ] && [ "$m" = fp32 ] && base="$acc"
+  [ -z "$acc" ] && acc="?"
   diff="-"
   [ -n "$base" ] && diff=$(awk -v a="$acc" -v b="$base" 'BEGIN {printf "%+.2f pt", 100 * (a - b)}')
   printf '%-6s %10s %9s %8s %11s %10s\n' "$m" "$acc" "$diff" "$skipped" "${scale:-?}" "$rate"
