@@ -37,21 +37,22 @@ trap 'rm -rf "$tmp"' EXIT
 printf '%-6s %10s %9s %8s %11s %10s\n' mode accuracy "vs fp32" skipped "loss scale" samples/s
 base=""
 for m in $modes; do
-  run="$tmp/$m"
+  i=$((${i:-0} + 1))
+  run="$tmp/$i-$m"
   p=${m%-nocheck}
   check=true
   [ "$p" != "$m" ] && check=false
   if ! "$TANDEM" local --workers="$workers" --model="$model" --epochs="$epochs" --batch-size="$batch" \
       --log-every=20 --run-dir="$run" --worker_arg=--precision="$p" \
-      --worker_arg=--check_nonfinite="$check" > "$tmp/$m.out" 2>&1; then
+      --worker_arg=--check_nonfinite="$check" > "$tmp/$i-$m.out" 2>&1; then
     echo "$m: tandem local failed; last lines:" >&2
-    tail -5 "$tmp/$m.out" >&2
+    tail -5 "$tmp/$i-$m.out" >&2
     continue
   fi
-  acc=$(grep -o 'test accuracy [0-9.]*' "$tmp/$m.out" | tail -1 | awk '{print $3}')
-  skipped=$(grep -c ' skipped: ' "$tmp/$m.out" || true)
+  acc=$(grep -o 'test accuracy [0-9.]*' "$tmp/$i-$m.out" | tail -1 | awk '{print $3}')
+  skipped=$(grep -c ' skipped: ' "$tmp/$i-$m.out" || true)
   scale=$(awk '/^tandem_loss_scale/ {print $NF}' "$run/metrics/worker-0.prom" 2>/dev/null | head -1)
-  rate=$(grep -o 'samples/s [0-9.]*' "$tmp/$m.out" | awk '{print $2}' | sort -n |
+  rate=$(grep -o 'samples/s [0-9.]*' "$tmp/$i-$m.out" | awk '{print $2}' | sort -n |
          awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]; else print "?"}')
   [ -z "$base" ] && [ "$m" = fp32 ] && base="$acc"
   [ -z "$acc" ] && acc="?"
