@@ -3,29 +3,41 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/kernels/cpu_dispatch.h"
 
 namespace tandem {
 namespace optim {
 
-double PartialSumOfSquares(absl::Span<const float> grads) {
-  // Four accumulators break the add dependency chain and let the compiler
-  // use two-wide double vectors; they are combined in a fixed order.
-  const float* g = grads.data();
-  const int64_t n = static_cast<int64_t>(grads.size());
-  double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+namespace {
+
+// Eight independent lanes (a[j] sums elements j mod 8): GCC vectorises the
+// lane loop without reassociating anything, so the result is the same for
+// every vector width; the lanes are combined in a fixed tree. Squares of
+// fp32 values are exact in double, so contraction into FMA changes nothing.
+TANDEM_CPU_INLINE void SumOfSquaresBody(const float* __restrict g, int64_t n, double* out) {
+  double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    const double x0 = g[i], x1 = g[i + 1], x2 = g[i + 2], x3 = g[i + 3];
-    a0 += x0 * x0;
-    a1 += x1 * x1;
-    a2 += x2 * x2;
-    a3 += x3 * x3;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) {
+      const double x = g[i + j];
+      a[j] += x * x;
+    }
   }
-  for (; i < n; ++i) {
+  for (int j = 0; i < n; ++i, ++j) {
     const double x = g[i];
-    a0 += x * x;
+    a[j] += x * x;
   }
-  return (a0 + a1) + (a2 + a3);
+  *out = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+TANDEM_CPU_DISPATCHED(SumOfSquares, (const float* __restrict g, int64_t n, double* out),
+                      (g, n, out))
+
+}  // namespace
+
+double PartialSumOfSquares(absl::Span<const float> grads) {
+  double s = 0;
+  SumOfSquares(grads.data(), static_cast<int64_t>(grads.size()), &s);
+  return s;
 }
 
 absl::StatusOr<ClipResult> ComputeClip(double total_sum_sq, double max_norm) {

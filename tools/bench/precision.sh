@@ -43,7 +43,7 @@ for m in $modes; do
   check=true
   [ "$p" != "$m" ] && check=false
   if ! "$TANDEM" local --workers="$workers" --model="$model" --epochs="$epochs" --batch-size="$batch" \
-      --log-every=20 --run-dir="$run" --worker_arg=--precision="$p" \
+      --log-every=20 --run-dir="$run" --precision="$p" \
       --worker_arg=--check_nonfinite="$check" > "$tmp/$i-$m.out" 2>&1; then
     echo "$m: tandem local failed; last lines:" >&2
     tail -5 "$tmp/$i-$m.out" >&2

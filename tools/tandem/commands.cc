@@ -91,6 +91,8 @@ FlagTable LocalFlags(LocalOptions* o) {
   t.Double("momentum", &o->momentum, "SGD momentum (-1 = worker's default, 0.9).");
   t.Double("weight_decay", &o->weight_decay,
            "Weight decay; sgd: L2, adamw: decoupled (-1 = worker's default, 0).");
+  t.String("precision", &o->precision,
+           "Gradient precision: fp32, bf16 or fp16 (loss-scaled); fp32 master weights (\"\" = fp32).");
 
   t.Section("gradient synchronisation");
   t.String("sync", &o->sync,

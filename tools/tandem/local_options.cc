@@ -232,6 +232,14 @@ absl::Status ValidateLocalOptions(const LocalOptions& o) {
   if (o.optimizer != "sgd" && o.optimizer != "adamw") {
     return bad("unknown --optimizer '", o.optimizer, "'; use sgd or adamw");
   }
+  if (!o.precision.empty() && o.precision != "fp32" && o.precision != "bf16" &&
+      o.precision != "fp16") {
+    return bad("unknown --precision '", o.precision, "'; use fp32, bf16 or fp16");
+  }
+  if (!o.precision.empty() && o.precision != "fp32" && (o.sync == "ps" || o.sync == "hybrid")) {
+    return bad("--precision ", o.precision, " needs a strategy that steps on the workers; --sync ",
+               o.sync, " steps on the shard servers in fp32 (use --precision fp32)");
+  }
   if (o.backend != "cpu" && o.backend != "cuda") {
     return bad("unknown --backend '", o.backend, "'; use cpu or cuda");
   }

@@ -64,6 +64,7 @@ struct LocalOptions {
   double momentum = -1;
   double weight_decay = -1;
   double bucket_cap_mb = -1;
+  std::string precision;       // fp32 | bf16 | fp16; "" = the worker's default (fp32)
   // Gradient synchronisation (common/sync/registry.h): a registered strategy
   // name and its "k=v,..." options, checked before anything starts.
   std::string sync = "allreduce";

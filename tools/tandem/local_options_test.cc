@@ -280,6 +280,19 @@ TEST(LocalOptionsTest, OtherFieldsChecked) {
   EXPECT_TRUE(absl::StrContains(Problem(o), "--backend")) << Problem(o);
 }
 
+TEST(LocalOptionsTest, PrecisionCheckedAgainstTheStrategy) {
+  LocalOptions o;
+  o.precision = "fp8";
+  EXPECT_TRUE(absl::StrContains(Problem(o), "unknown --precision 'fp8'")) << Problem(o);
+  o.precision = "fp16";
+  EXPECT_EQ(Problem(o), "");
+  o.sync = "ps";
+  o.shard_servers = 1;
+  EXPECT_TRUE(absl::StrContains(Problem(o), "steps on the shard servers in fp32")) << Problem(o);
+  o.precision = "fp32";
+  EXPECT_EQ(Problem(o), "");
+}
+
 TEST(LocalOptionsTest, OccupiedPortRejectedFreePortAccepted) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(fd, 0);

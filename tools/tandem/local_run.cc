@@ -729,6 +729,7 @@ std::vector<std::string> WorkerArgv(const LocalOptions& o, const DatasetFiles& d
   if (o.momentum >= 0) a.push_back(absl::StrCat("--momentum=", o.momentum));
   if (o.weight_decay >= 0) a.push_back(absl::StrCat("--weight_decay=", o.weight_decay));
   if (o.bucket_cap_mb > 0) a.push_back(absl::StrCat("--bucket_cap_mb=", o.bucket_cap_mb));
+  if (!o.precision.empty()) a.push_back("--precision=" + o.precision);
   // The worker's own defaults are allreduce, no options, no profile: only a
   // choice that differs is spelled out.
   if (!o.sync.empty() && o.sync != LocalOptions().sync) a.push_back("--sync=" + o.sync);
