@@ -19,6 +19,7 @@ CORE=(
   dataset-fashion-mnist prometheus
   fortunes  # text for the GPT runs: /usr/share/games/fortunes (tandem local --dataset=fortunes)
   iproute2  # ip and tc: tandem local --nodes (simulated hosts, shaped links)
+  openssl  # tandem local --tls: a CA and certificate made for each run
   yamllint docker-compose python3-yaml  # deploy/: lint, `docker-compose config`, the checks
 )
 DEPLOY=(podman runc debootstrap)  # tools/deploy/compose_smoke.sh (docker-compose drives podman)

@@ -20,15 +20,20 @@ std::shared_ptr<grpc::Channel> MakeChannel(const ChannelOptions& options) {
   // Reconnect quickly after a server restart (defaults back off to 120 s).
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  const TlsConfig& tls = options.tls ? *options.tls : DefaultTls();
+  if (tls.enabled && !tls.server_name.empty()) {
+    args.SetSslTargetNameOverride(tls.server_name);
+  }
+  const std::shared_ptr<grpc::ChannelCredentials> credentials = ChannelCredentials(tls);
   const std::string& token =
       options.auth_token.empty() ? DefaultAuthToken() : options.auth_token;
   if (token.empty()) {
-    return grpc::CreateCustomChannel(options.target, grpc::InsecureChannelCredentials(), args);
+    return grpc::CreateCustomChannel(options.target, credentials, args);
   }
   std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> senders;
   senders.push_back(MakeTokenSender(token));
   return grpc::experimental::CreateCustomChannelWithInterceptors(
-      options.target, grpc::InsecureChannelCredentials(), args, std::move(senders));
+      options.target, credentials, args, std::move(senders));
 }
 
 absl::Duration BackoffFor(const RetryOptions& options, int attempt) {

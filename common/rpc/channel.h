@@ -15,11 +15,13 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/rpc/tls.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/status.h"
@@ -32,6 +34,8 @@ struct ChannelOptions {
   // Sent with every call (common/rpc/auth.h); "" = DefaultAuthToken()
   // (still "" = none).
   std::string auth_token;
+  // TLS settings; unset = the process default (common/rpc/tls.h).
+  std::optional<TlsConfig> tls;
 };
 
 std::shared_ptr<grpc::Channel> MakeChannel(const ChannelOptions& options);

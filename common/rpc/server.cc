@@ -33,9 +33,15 @@ absl::StatusOr<std::unique_ptr<RpcServer>> RpcServer::Start(
         "port ", options.port, " is out of range: use 0..65535 (0 = any free port)"));
   }
   const std::string address = absl::StrCat(options.host, ":", options.port);
+  const TlsConfig& tls = options.tls ? *options.tls : DefaultTls();
+  if (tls.enabled && tls.cert_pem.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TLS is on but this server on ", address,
+        " has no certificate: give it --tls_cert and --tls_key (signed by --tls_ca)"));
+  }
   grpc::ServerBuilder builder;
   int bound_port = 0;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &bound_port);
+  builder.AddListeningPort(address, ServerCredentials(tls), &bound_port);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
   // SO_REUSEPORT would let two servers share a port silently; an occupied

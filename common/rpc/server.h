@@ -15,11 +15,13 @@
 #define TANDEM_COMMON_RPC_SERVER_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/rpc/tls.h"
 #include "grpcpp/server.h"
 #include "grpcpp/impl/codegen/service_type.h"
 
@@ -34,6 +36,8 @@ struct ServerOptions {
   int max_message_bytes = 256 << 20;
   // Grace period for in-flight calls on Shutdown().
   absl::Duration shutdown_grace = absl::Seconds(2);
+  // TLS settings; unset = the process default (DefaultTls()).
+  std::optional<TlsConfig> tls;
 };
 
 class RpcServer {

@@ -11,6 +11,7 @@
 #include "absl/flags/usage.h"
 #include "common/log/log.h"
 #include "common/rpc/auth.h"
+#include "common/rpc/tls_flags.h"
 #include "services/coordinator/coordinator_server.h"
 
 ABSL_FLAG(std::string, job_id, "tandem", "Name of the job this coordinator runs.");
@@ -62,6 +63,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   tandem::SetDefaultAuthToken(*token);
+  // TLS on the gRPC plane when --tls_* are given (common/rpc/tls.h).
+  if (absl::Status tls = tandem::InstallTlsFromFlags(); !tls.ok()) {
+    std::fprintf(stderr, "coordinator: %s\n", std::string(tls.message()).c_str());
+    return 1;
+  }
   o.auth_token = *token;
 
   auto server = tandem::CoordinatorServer::Start(o);

@@ -16,6 +16,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "common/rpc/auth.h"
+#include "common/rpc/tls_flags.h"
 #include "services/dataserver/data_server.h"
 
 ABSL_FLAG(std::vector<std::string>, dataset, {},
@@ -61,6 +62,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   tandem::SetDefaultAuthToken(*token);
+  // TLS on the gRPC plane when --tls_* are given (common/rpc/tls.h).
+  if (absl::Status tls = tandem::InstallTlsFromFlags(); !tls.ok()) {
+    std::fprintf(stderr, "dataserver: %s\n", std::string(tls.message()).c_str());
+    return 1;
+  }
   options.service.auth_token = *token;
   auto server = tandem::dataserver::DataServer::Start(options);
   if (!server.ok()) {

@@ -16,6 +16,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "common/rpc/auth.h"
+#include "common/rpc/tls_flags.h"
 #include "services/shardserver/shard_server.h"
 
 ABSL_FLAG(std::string, bind, "127.0.0.1", "interface to bind (0.0.0.0 for all)");
@@ -44,6 +45,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   tandem::SetDefaultAuthToken(*token);
+  // TLS on the gRPC plane when --tls_* are given (common/rpc/tls.h).
+  if (absl::Status tls = tandem::InstallTlsFromFlags(); !tls.ok()) {
+    std::fprintf(stderr, "shardserver: %s\n", std::string(tls.message()).c_str());
+    return 2;
+  }
   options.auth_token = *token;
   auto server = tandem::shardserver::ShardServer::Start(options);
   if (!server.ok()) {

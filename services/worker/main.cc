@@ -25,6 +25,7 @@
 #include "common/io/file.h"
 #include "common/log/log.h"
 #include "common/rpc/auth.h"
+#include "common/rpc/tls_flags.h"
 #include "common/sync/registry.h"
 #include "services/worker/trainer.h"
 #include "services/worker/worker_metrics.h"
@@ -196,6 +197,11 @@ int main(int argc, char** argv) {
       return 1;
     }
     tandem::SetDefaultAuthToken(*token);
+    // TLS on the gRPC plane when --tls_* are given (common/rpc/tls.h).
+    if (absl::Status tls = tandem::InstallTlsFromFlags(); !tls.ok()) {
+      std::fprintf(stderr, "worker: %s\n", std::string(tls.message()).c_str());
+      return 1;
+    }
   }
   const double collective = absl::GetFlag(FLAGS_collective_timeout_seconds);
   const double join = absl::GetFlag(FLAGS_join_timeout_seconds);

@@ -99,6 +99,10 @@ FlagTable LocalFlags(LocalOptions* o) {
            "Gradient sync strategy, checked against the registered ones before anything starts.");
   t.String("sync_opt", &o->sync_opt,
            "Strategy options k=v,... (an unknown key is an error that lists the valid ones).");
+  t.Bool("autotune", &o->autotune,
+         "Before training, time allreduce bucket sizes, hier=1 and zero1/zero2 for a few steps "
+         "each; train with the fastest.");
+  t.Int("autotune_steps", &o->autotune_steps, "Steps per autotune trial.");
   t.Double("bucket_cap_mb", &o->bucket_cap_mb,
            "MiB of gradients per allreduce bucket (-1 = worker's default, 25).");
   t.String("transport", &o->transport,
@@ -122,6 +126,8 @@ FlagTable LocalFlags(LocalOptions* o) {
            "Logs, port files, checkpoints (\"\" = a fresh /tmp/tandem-local-XXXXXX).");
   t.Bool("keep_going", &o->keep_going,
          "Leave a dead worker to the coordinator (survivors re-join) instead of stopping all.");
+  t.Bool("tls", &o->tls,
+         "Mutual TLS on every RPC: a CA made for the run signs one certificate (<run_dir>/tls).");
   t.Int("max_restarts", &o->max_restarts,
         "Restarts of a coordinator or data server that dies mid-run, in all (0 = none).");
   t.Seconds("grace_seconds", &o->grace, "Wait between SIGTERM and SIGKILL when stopping processes.");
@@ -138,6 +144,12 @@ FlagTable StatusFlags(StatusOptions* o) {
   t.Seconds("timeout_seconds", &o->timeout, "Give up when the coordinator has not answered by then.");
   t.String("token_file", &o->token_file,
            "File with the job's token (tandem local writes <run_dir>/token; \"\" = $TANDEM_TOKEN).");
+  t.String("tls_ca", &o->tls.ca_file,
+           "TLS: the CA certificate the coordinator is verified against (tandem local --tls: <run_dir>/tls/ca.pem).");
+  t.String("tls_cert", &o->tls.cert_file, "TLS: this client's certificate (mutual TLS).");
+  t.String("tls_key", &o->tls.key_file, "TLS: the private key of --tls_cert.");
+  t.String("tls_server_name", &o->tls.server_name,
+           "TLS: the name the coordinator's certificate carries (\"\" = its host; tandem local: tandem.job).");
   return t;
 }
 

@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/rpc/tls.h"
 #include "tools/tandem/flag_table.h"
 #include "tools/tandem/local_options.h"
 
@@ -31,6 +32,7 @@ struct StatusOptions {
   std::string job_id = "local";
   absl::Duration timeout = absl::Seconds(5);
   std::string token_file;      // the job's token (tandem local: <run_dir>/token)
+  TlsOptions tls;              // all empty = plain text
 };
 
 // `tandem plan`: predicted step time and memory per strategy (common/plan).

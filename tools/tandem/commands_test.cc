@@ -85,11 +85,12 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
       "--link_delay_ms=2", "--shard_servers=2", "--model=mlp:784,32,10", "--dataset=other", "--data_root=/d",
       "--epochs=3", "--batch-size", "16", "--accumulation=2", "--max_steps=99", "--seed=7",
       "--lr=0.1", "--optimizer=adamw", "--lr_scaling=sqrt", "--schedule=constant",
-      "--warmup_steps=10", "--momentum=0.8", "--weight_decay=0.01", "--sync=zero1",
+      "--warmup_steps=10", "--momentum=0.8", "--weight_decay=0.01", "--precision=bf16",
+      "--sync=zero1", "--autotune", "--autotune_steps=12",
       "--sync_opt=a=1,b=2", "--bucket_cap_mb=8", "--transport=gloo", "--backend=cuda",
       "--log_every=5", "--profile", "--doctor", "--decode_threads=3", "--checkpoint_every=20", "--worker_arg=--x=1,--y=2",
       "--worker-arg=--z", "--bin_dir=/b", "--run_dir=/r", "--keep_going",
-      "--max_restarts=1", "--grace_seconds=2"};
+      "--tls", "--max_restarts=1", "--grace_seconds=2"};
   auto c = ParseCommandLine(args);
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_FALSE(c->help);
@@ -124,6 +125,10 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
   EXPECT_EQ(o.warmup_steps, 10);
   EXPECT_EQ(o.momentum, 0.8);
   EXPECT_EQ(o.weight_decay, 0.01);
+  EXPECT_EQ(o.precision, "bf16");
+  EXPECT_TRUE(o.autotune);
+  EXPECT_EQ(o.autotune_steps, 12);
+  EXPECT_TRUE(o.tls);
   EXPECT_EQ(o.sync, "zero1");
   EXPECT_EQ(o.sync_opt, "a=1,b=2");
   EXPECT_EQ(o.bucket_cap_mb, 8);
@@ -148,8 +153,13 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
 
 TEST(CommandsTest, StatusFlagsSetTheirFields) {
   auto c = ParseCommandLine({"status", "--coordinator", "h:1", "--job-id=j", "--timeout_seconds=0.5",
-                             "--token_file=/r/token"});
+                             "--token_file=/r/token", "--tls_ca=/t/ca.pem", "--tls_cert=/t/n.pem",
+                             "--tls_key=/t/n.key", "--tls_server_name=tandem.job"});
   ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->status.tls.ca_file, "/t/ca.pem");
+  EXPECT_EQ(c->status.tls.cert_file, "/t/n.pem");
+  EXPECT_EQ(c->status.tls.key_file, "/t/n.key");
+  EXPECT_EQ(c->status.tls.server_name, "tandem.job");
   EXPECT_EQ(c->command, "status");
   EXPECT_EQ(c->status.coordinator, "h:1");
   EXPECT_EQ(c->status.job_id, "j");

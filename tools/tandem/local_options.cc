@@ -240,6 +240,13 @@ absl::Status ValidateLocalOptions(const LocalOptions& o) {
     return bad("--precision ", o.precision, " needs a strategy that steps on the workers; --sync ",
                o.sync, " steps on the shard servers in fp32 (use --precision fp32)");
   }
+  if (o.autotune && (o.sync != LocalOptions().sync || !o.sync_opt.empty() || o.bucket_cap_mb > 0)) {
+    return bad("--autotune chooses --sync, --sync_opt and the bucket size itself: drop those "
+               "flags, or drop --autotune to run the configuration you gave");
+  }
+  if (o.autotune && o.autotune_steps < 5) {
+    return bad("--autotune_steps must be at least 5 (got ", o.autotune_steps, ") to time a step");
+  }
   if (o.backend != "cpu" && o.backend != "cuda") {
     return bad("unknown --backend '", o.backend, "'; use cpu or cuda");
   }

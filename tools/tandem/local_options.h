@@ -70,6 +70,9 @@ struct LocalOptions {
   std::string sync = "allreduce";
   std::string sync_opt;
   bool profile = false;        // workers print a per-step time breakdown
+  bool autotune = false;       // time a few sync configurations first, train with the fastest
+  int autotune_steps = 30;     // steps per autotune trial
+  bool tls = false;            // mutual TLS on every RPC, with a CA made for the run
   bool doctor = false;         // print `tandem doctor`'s diagnosis when the job ends
   int decode_threads = 2;      // the data server's threads reading and packing batches
   std::string transport;       // auto | shm | gloo; "" = the worker's default (auto)

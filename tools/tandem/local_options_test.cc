@@ -280,6 +280,21 @@ TEST(LocalOptionsTest, OtherFieldsChecked) {
   EXPECT_TRUE(absl::StrContains(Problem(o), "--backend")) << Problem(o);
 }
 
+TEST(LocalOptionsTest, AutotuneRefusesTheFlagsItChooses) {
+  LocalOptions o;
+  o.autotune = true;
+  EXPECT_EQ(Problem(o), "");
+  o.sync = "zero2";
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--autotune chooses --sync")) << Problem(o);
+  o = LocalOptions{};
+  o.autotune = true;
+  o.bucket_cap_mb = 4;
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--autotune chooses")) << Problem(o);
+  o.bucket_cap_mb = -1;
+  o.autotune_steps = 2;
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--autotune_steps must be at least 5")) << Problem(o);
+}
+
 TEST(LocalOptionsTest, PrecisionCheckedAgainstTheStrategy) {
   LocalOptions o;
   o.precision = "fp8";

@@ -29,6 +29,8 @@
 #include "common/kernels/blas_core.h"
 #include "common/metrics/scrape.h"
 #include "common/rpc/auth.h"
+#include "common/rpc/tls.h"
+#include "common/rpc/tls_certs.h"
 #include "common/status/status_macros.h"
 #include "tools/tandem/doctor_command.h"
 #include "tools/tandem/job_status.h"
@@ -129,6 +131,8 @@ class Runner {
   std::unique_ptr<JobWatch> watch_;  // the coordinator's lost workers
   std::string token_;       // this run's job token (common/rpc/auth.h)
   std::string token_file_;  // <run_dir>/token, mode 0600
+  // --token_file and, with --tls, the --tls_* flags every child gets.
+  std::vector<std::string> security_args_;
   int restarts_used_ = 0;
 };
 
@@ -198,6 +202,8 @@ absl::StatusOr<Child*> Runner::Spawn(const std::string& name, std::vector<std::s
   SubprocessOptions so;
   so.name = name;
   so.argv = std::move(argv);
+  // Every child talks gRPC: the job's token (and TLS files) go to each.
+  so.argv.insert(so.argv.end(), security_args_.begin(), security_args_.end());
   so.log_path = absl::StrCat(run_dir_, "/", name, ".log");
   so.pipe_stdout = is_worker;
   so.env = std::move(env);
@@ -419,6 +425,25 @@ absl::Status Runner::Run() {
                                                       token_file_, ": ", std::strerror(errno)));
     }
   }
+  security_args_ = {"--token_file=" + token_file_};
+  if (o_.tls) {
+    // A CA of the run's own: every process presents the one node
+    // certificate and requires a peer's (mutual TLS).
+    ASSIGN_OR_RETURN(JobCertificates certs, MakeJobCertificates(run_dir_ + "/tls", {}));
+    TlsOptions tls;
+    tls.cert_file = certs.cert_file;
+    tls.key_file = certs.key_file;
+    tls.ca_file = certs.ca_file;
+    tls.mutual = true;
+    tls.server_name = certs.server_name;
+    ASSIGN_OR_RETURN(TlsConfig config, LoadTls(tls));
+    SetDefaultTls(config);  // this process's own channels (the job watch)
+    for (const std::string& a :
+         {"--tls_cert=" + tls.cert_file, "--tls_key=" + tls.key_file, "--tls_ca=" + tls.ca_file,
+          std::string("--tls_mutual"), "--tls_server_name=" + tls.server_name}) {
+      security_args_.push_back(a);
+    }
+  }
   service_host_ = o_.host;
   if (o_.nodes > 0) {
     ASSIGN_OR_RETURN(std::string lib, FindBindSourceLibrary(o_.bin_dir, env_.self_exe));
@@ -461,7 +486,7 @@ absl::Status Runner::Run() {
              absl::StrCat("--settle_seconds=", o_.settle_seconds),
              absl::StrCat("--heartbeat_ms=", o_.heartbeat_ms),
              absl::StrCat("--heartbeat_misses=", o_.heartbeat_misses),
-             "--state_dir=" + run_dir_ + "/coordinator-state", "--token_file=" + token_file_},
+             "--state_dir=" + run_dir_ + "/coordinator-state"},
             false));
   ASSIGN_OR_RETURN(
       Child * dataserver,
@@ -470,8 +495,7 @@ absl::Status Runner::Run() {
              absl::StrCat("--dataset=", data.train_name, "=", data.train_path, ",",
                           data.eval_name, "=", data.eval_path),
              "--host=" + service_host_, "--port=0", "--port_file=" + data_port_file,
-             "--metrics_port=0", absl::StrCat("--decode_threads=", o_.decode_threads),
-             "--token_file=" + token_file_},
+             "--metrics_port=0", absl::StrCat("--decode_threads=", o_.decode_threads)},
             false));
   ASSIGN_OR_RETURN(int coordinator_port, WaitForPortFile(*coordinator, coord_port_file));
   ASSIGN_OR_RETURN(int data_port, WaitForPortFile(*dataserver, data_port_file));
@@ -484,7 +508,12 @@ absl::Status Runner::Run() {
           : absl::StrCat("nsenter --net=/proc/", coordinator->process->pid(), "/ns/net ");
   Print(absl::StrCat("coordinator: ", coordinator_address_, "  (", enter,
                      "tandem status --coordinator ", coordinator_address_, " --job_id ",
-                     o_.job_id, " --token_file ", token_file_, ")"));
+                     o_.job_id, " --token_file ", token_file_,
+                     o_.tls ? absl::StrCat(" --tls_ca ", run_dir_, "/tls/ca.pem --tls_cert ", run_dir_,
+                                           "/tls/node.pem --tls_key ", run_dir_,
+                                           "/tls/node.key --tls_server_name tandem.job")
+                            : std::string(),
+                     ")"));
   Print(absl::StrCat("data server: ", data_address));
   // Shard servers (--sync ps / hybrid): before the workers, which need them.
   std::vector<Child*> servers = {coordinator, dataserver};
@@ -502,8 +531,7 @@ absl::Status Runner::Run() {
       ASSIGN_OR_RETURN(Child * c,
                        Spawn(absl::StrCat("shard-", s),
                              {shard_bin, "--bind=" + host, "--port=0", "--port_file=" + port_file,
-                              "--metrics_port=0", absl::StrCat("--server_id=shard-", s),
-                              "--token_file=" + token_file_},
+                              "--metrics_port=0", absl::StrCat("--server_id=shard-", s)},
                              false));
       servers.push_back(c);
       started.push_back({c, host});
@@ -537,7 +565,6 @@ absl::Status Runner::Run() {
     if (!shard_addresses.empty()) {
       argv.push_back("--shard_servers=" + absl::StrJoin(shard_addresses, ","));
     }
-    argv.push_back("--token_file=" + token_file_);
     std::vector<std::string> env;
     if (network_ != nullptr) {
       // Gloo and gRPC connect without binding: pin the source to the node's

@@ -26,8 +26,10 @@
 #include <vector>
 
 #include "common/kernels/blas_core.h"
+#include "tools/tandem/autotune.h"
 #include "tools/tandem/commands.h"
 #include "common/rpc/auth.h"
+#include "common/rpc/tls.h"
 #include "tools/tandem/doctor_command.h"
 #include "tools/tandem/job_status.h"
 #include "tools/tandem/local_options.h"
@@ -64,7 +66,18 @@ int Local(const tandem::cli::LocalOptions& o, const char* argv0) {
   env.self_exe = SelfExe(argv0);
   env.out = stdout;
   env.stop_requested = [] { return g_signal != 0; };
-  absl::Status s = tandem::cli::RunLocal(o, env);
+  tandem::cli::LocalOptions run = o;
+  if (o.autotune) {
+    auto tuned = tandem::cli::RunAutotune(o, env);
+    if (!tuned.ok()) {
+      std::fprintf(stderr, "tandem local: %s\n", std::string(tuned.status().message()).c_str());
+      return g_signal != 0 ? 128 + g_signal : 1;
+    }
+    std::fputs(tandem::cli::FormatAutotune(*tuned).c_str(), stdout);
+    std::fflush(stdout);
+    run = tuned->chosen_options;
+  }
+  absl::Status s = tandem::cli::RunLocal(run, env);
   if (!s.ok()) {
     std::fflush(stdout);
     std::fprintf(stderr, "tandem local: %s\n", std::string(s.message()).c_str());
@@ -107,6 +120,12 @@ int Status(const tandem::cli::StatusOptions& o) {
     return 2;
   }
   tandem::SetDefaultAuthToken(*token);
+  auto tls = tandem::LoadTls(o.tls);
+  if (!tls.ok()) {
+    std::fprintf(stderr, "tandem status: %s\n", std::string(tls.status().message()).c_str());
+    return 2;
+  }
+  tandem::SetDefaultTls(*tls);
   auto s = tandem::cli::FetchJobStatus(o.coordinator, o.job_id, o.timeout);
   if (!s.ok()) {
     std::fprintf(stderr, "tandem status: %s\n", std::string(s.status().message()).c_str());

@@ -1,0 +1,53 @@
+// `tandem local --autotune`: every configuration runs a short trial with
+// its own processes and run directory, the table lists each with a step
+// time, exactly one is chosen, and the job then trains with that one.
+#include <cstring>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/tandem_harness.h"
+
+namespace tandem {
+namespace e2e {
+namespace {
+
+TEST(AutotuneTest, TimesEveryConfigurationAndTrainsWithTheFastest) {
+  const std::string run_dir = TmpPath("autotune");
+  TandemRun r = RunTandem({"local", "--autotune", "--autotune_steps=6", "--workers=2",
+                           "--model=mlp:784,64,10", "--epochs=1", "--max_steps=12",
+                           "--run-dir=" + run_dir});
+  ASSERT_EQ(r.exit_code, 0) << r.stdout_text << r.stderr_text;
+  int rows = 0, chosen = 0;
+  std::string choice;
+  for (absl::string_view line : absl::StrSplit(r.stdout_text, '\n')) {
+    if (!absl::StartsWith(line, "autotune: ")) continue;
+    if (absl::StrContains(line, " ms/step") || absl::StrContains(line, "configurations")) continue;
+    if (absl::StartsWith(line, "autotune: training with --sync ")) {
+      choice = std::string(line.substr(strlen("autotune: training with --sync ")));
+      continue;
+    }
+    ++rows;
+    EXPECT_FALSE(absl::StrContains(line, "failed")) << line;
+    if (absl::StrContains(line, "<- chosen")) ++chosen;
+  }
+  EXPECT_EQ(rows, 6) << r.stdout_text;
+  EXPECT_EQ(chosen, 1) << r.stdout_text;
+  ASSERT_FALSE(choice.empty()) << r.stdout_text;
+  // "allreduce --sync_opt bucket_cap_mb=4" -> the job header "sync allreduce bucket_cap_mb=4".
+  const std::string header = "sync " + absl::StrReplaceAll(choice, {{" --sync_opt", ""}});
+  EXPECT_TRUE(absl::StrContains(r.stdout_text, header)) << header << "\n" << r.stdout_text;
+  for (int i = 0; i < 6; ++i) {
+    const std::string prom = ReadFile(run_dir + "/autotune-" + std::to_string(i) + "/metrics/worker-0.prom");
+    EXPECT_TRUE(std::regex_search(prom, std::regex("\ntandem_step_seconds_count(\\{[^}]*\\})? 6\n")))
+        << "trial " << i << " did not stop after 6 steps:\n" << prom;
+  }
+}
+
+}  // namespace
+}  // namespace e2e
+}  // namespace tandem
