@@ -47,6 +47,20 @@ if grep -q 'shardserver' "$TMP/rendered-default.yaml"; then
   fail "default values render shard servers (they must stay off until the binary exists)"
 fi
 grep -q 'secretKeyRef' "$TMP/rendered-default.yaml" || fail "no container takes the token from a Secret"
+# The token reaches the services under the name common/rpc/auth.cc reads.
+grep -q 'name: TANDEM_TOKEN$' "$TMP/rendered-default.yaml" || fail "the token is not in \$TANDEM_TOKEN"
+grep -q 'getenv("TANDEM_TOKEN")' "$TEST_SRCDIR/$TEST_WORKSPACE/common/rpc/auth.cc" ||
+  fail "common/rpc/auth.cc no longer reads \$TANDEM_TOKEN: change the chart's env name with it"
+# TLS: off by default; with job.tls.secretName every workload gets the flags,
+# the read-only mount and the Secret volume.
+if grep -q -- '--tls_' "$TMP/rendered-default.yaml"; then fail "default values turn TLS on"; fi
+workloads=$(grep -c '^kind: \(StatefulSet\|Job\)$' "$TMP/rendered-tls.yaml")
+for want in -- '--tls_mutual' '--tls_ca=/etc/tandem/tls/ca.crt' 'mountPath: /etc/tandem/tls' \
+    'secretName: tandem-tls'; do
+  [ "$want" = -- ] && continue
+  got=$(grep -c -- "$want" "$TMP/rendered-tls.yaml" || true)
+  [ "$got" -eq "$workloads" ] || fail "tls example: '$want' in $got of $workloads workloads"
+done
 # The schema must refuse bad values, naming the field.
 refuse() {  # refuse EXPECTED_TEXT --set ...
   local want=$1

@@ -37,10 +37,11 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- default (printf "%s-token" (include "tandem.fullname" .)) .Values.job.token.existingSecret -}}
 {{- end -}}
 
-{{/* Environment every container gets: the job token (from the Secret),
-     the pod's address and name (for --host). */}}
+{{/* Environment every container gets: the job token (from the Secret;
+     $TANDEM_TOKEN is what every service reads when --token_file is not
+     given), the pod's address and name (for --host). */}}
 {{- define "tandem.env" -}}
-- name: TANDEM_JOB_TOKEN
+- name: TANDEM_TOKEN
   valueFrom:
     secretKeyRef:
       name: {{ include "tandem.tokenSecret" . }}
@@ -94,4 +95,40 @@ imagePullSecrets:
 {{- end -}}
 {{- define "tandem.maxWorkers" -}}
 {{- if gt (int .Values.coordinator.maxWorkers) 0 }}{{ .Values.coordinator.maxWorkers }}{{ else }}{{ .Values.workers.replicas }}{{ end -}}
+{{- end -}}
+
+{{/* TLS (job.tls.secretName): the flags every service gets, the mount and
+     the volume. The Secret holds tls.crt, tls.key and ca.crt (the layout
+     cert-manager writes). */}}
+{{- define "tandem.tlsArgs" -}}
+{{- with .Values.job.tls }}
+{{- if .secretName }}
+- --tls_cert=/etc/tandem/tls/tls.crt
+- --tls_key=/etc/tandem/tls/tls.key
+- --tls_ca=/etc/tandem/tls/ca.crt
+{{- if .mutual }}
+- --tls_mutual
+{{- end }}
+{{- if .serverName }}
+- --tls_server_name={{ .serverName }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{- define "tandem.tlsMount" -}}
+{{- if .Values.job.tls.secretName }}
+- name: tls
+  mountPath: /etc/tandem/tls
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "tandem.tlsVolume" -}}
+{{- if .Values.job.tls.secretName }}
+- name: tls
+  secret:
+    secretName: {{ .Values.job.tls.secretName }}
+    defaultMode: 0400
+{{- end }}
 {{- end -}}
