@@ -185,7 +185,11 @@ class Zero3SyncImpl final : public Zero3Sync {
       FreeLayer(kept_);
       kept_ = -1;
     }
-    if (i < 0) {  // not a layer: synchronous, no prefetch
+    // Not a layer: synchronous, no prefetch. Layers held now are dropped
+    // first, since the caller's Release frees their pages too.
+    if (i < 0) {
+      RETURN_IF_ERROR(guard_.Record(Drain()));
+      FreeAll();
       const int64_t t = Enqueue({Op::kGather, lo, hi, 0});
       AddHeld(NonOwned(lo, hi));
       return guard_.Record(Wait(t));
