@@ -284,9 +284,7 @@ class Zero3SyncImpl final : public Zero3Sync {
           next_bucket_, " of ", plan_.buckets.size(),
           " was complete (backward did not report every range)"));
     }
-    const auto wait_start = std::chrono::steady_clock::now();
-    absl::Status drained = Drain();
-    AddExposed(SecondsSince(wait_start));
+    absl::Status drained = Drain();  // counted as exposed wait by Wait
     if (s.ok()) s = drained;
     FreeAll();
     RETURN_IF_ERROR(guard_.Record(s));
@@ -364,10 +362,6 @@ class Zero3SyncImpl final : public Zero3Sync {
     absl::MutexLock lock(&mu_);
     held_ += floats;
     peak_ = std::max(peak_, held_);
-  }
-  void AddExposed(double seconds) {
-    absl::MutexLock lock(&mu_);
-    exposed_seconds_ += seconds;
   }
 
   // Layer i's gather has completed (Wait or Drain came first).

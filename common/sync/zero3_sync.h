@@ -48,6 +48,9 @@
 // parameter bytes held at once since the last BeforeForward; grad_bytes =
 // the S-float shard; optimizer_bytes as zero1/2; staging = the zero2
 // reduce-scatter buffers. resident_param_bytes() measures with mincore.
+// stats(): buckets counts every collective (layer gathers and gradient
+// buckets); exposed_wait_seconds is the time the trainer thread waited for
+// them (inside Forward/Backward for gathers, in FinishStep for the rest).
 //
 // Checkpoints need nothing special: owned_range() holds the master values
 // in the model's buffer, so the worker's Checkpointer writes the same shard
