@@ -11,6 +11,11 @@ namespace nn {
 
 using kernels::Activation;
 
+namespace {
+constexpr tensor::ParamPass kFwd = tensor::ParamPass::kForward;
+constexpr tensor::ParamPass kBwd = tensor::ParamPass::kBackward;
+}  // namespace
+
 GptModel::Block::Block(const GptConfig& c)
     : ln1(c.width),
       attn(c.width, c.heads, c.context),
@@ -58,6 +63,21 @@ absl::StatusOr<std::unique_ptr<GptModel>> GptModel::Create(
   }
   m->embedding_.AddParams("embed", group++, &m->layout_);
   m->group_ranges_ = GroupRanges(m->layout_);
+  // Hook ranges in forward order (HookUnit): groups g0..g1 in one range.
+  auto unit = [&](int g0, int g1) {
+    m->hook_ranges_.push_back({m->group_ranges_[g0].lo, m->group_ranges_[g1].hi});
+  };
+  unit(group - 1, group - 1);  // embed
+  for (int l = 0; l < c.layers; ++l) {
+    const int base = 2 + 6 * (c.layers - 1 - l);  // this block's fc2 group
+    unit(base + 5, base + 5);  // ln1
+    unit(base + 3, base + 4);  // attn: proj, qkv
+    unit(base + 2, base + 2);  // ln2
+    unit(base + 1, base + 1);  // fc1
+    unit(base, base);          // fc2
+  }
+  unit(1, 1);  // ln_f
+  unit(0, 0);  // head
 
   ASSIGN_OR_RETURN(m->storage_, tensor::FlatStorage::Create(backend, m->layout_));
   const int max_batch = options.max_batch;
@@ -124,7 +144,7 @@ absl::Status GptModel::Forward(const Batch& batch) {
   }
   forward_done_ = false;
   const int seq = spec_.gpt.context;
-  RETURN_IF_ERROR(embedding_.Forward(batch.tokens, batch.size, seq));
+  RETURN_IF_ERROR(Run(0, kFwd, [&] { return embedding_.Forward(batch.tokens, batch.size, seq); }));
   batch_ = batch.size;
   const int rows = batch.size * seq;
   const int64_t n = static_cast<int64_t>(rows) * spec_.gpt.width;
@@ -133,17 +153,20 @@ absl::Status GptModel::Forward(const Batch& batch) {
     Block& b = *blocks_[l];
     float* mid = residual_[2 * l].f32();
     float* out = residual_[2 * l + 1].f32();
-    RETURN_IF_ERROR(b.ln1.Forward(x, rows));
-    RETURN_IF_ERROR(b.attn.Forward(b.ln1.output(), batch.size, seq));
+    const int u = BlockUnit(static_cast<int>(l));
+    RETURN_IF_ERROR(Run(u, kFwd, [&] { return b.ln1.Forward(x, rows); }));
+    RETURN_IF_ERROR(
+        Run(u + 1, kFwd, [&] { return b.attn.Forward(b.ln1.output(), batch.size, seq); }));
     backend_->Add(n, x, b.attn.output(), mid);
-    RETURN_IF_ERROR(b.ln2.Forward(mid, rows));
-    RETURN_IF_ERROR(b.fc1.Forward(b.ln2.output(), rows));
-    RETURN_IF_ERROR(b.fc2.Forward(b.fc1.output(), rows));
+    RETURN_IF_ERROR(Run(u + 2, kFwd, [&] { return b.ln2.Forward(mid, rows); }));
+    RETURN_IF_ERROR(Run(u + 3, kFwd, [&] { return b.fc1.Forward(b.ln2.output(), rows); }));
+    RETURN_IF_ERROR(Run(u + 4, kFwd, [&] { return b.fc2.Forward(b.fc1.output(), rows); }));
     backend_->Add(n, mid, b.fc2.output(), out);
     x = out;
   }
-  RETURN_IF_ERROR(ln_f_.Forward(x, rows));
-  RETURN_IF_ERROR(head_.Forward(ln_f_.output(), rows));
+  const int top = BlockUnit(static_cast<int>(blocks_.size()));
+  RETURN_IF_ERROR(Run(top, kFwd, [&] { return ln_f_.Forward(x, rows); }));
+  RETURN_IF_ERROR(Run(top + 1, kFwd, [&] { return head_.Forward(ln_f_.output(), rows); }));
   RETURN_IF_ERROR(loss_.Forward(head_.output(), batch.labels, rows));
   forward_done_ = true;
   return absl::OkStatus();
@@ -168,32 +191,34 @@ absl::Status GptModel::Backward(float grad_beta,
   float* t1 = tmp1_.f32();
   float* t2 = tmp2_.f32();
 
+  const int top = BlockUnit(static_cast<int>(blocks_.size()));
   RETURN_IF_ERROR(loss_.Backward(loss_scale));
-  RETURN_IF_ERROR(head_.Backward(loss_.dlogits(), t1, grad_beta));
+  RETURN_IF_ERROR(Run(top + 1, kBwd, [&] { return head_.Backward(loss_.dlogits(), t1, grad_beta); }));
   ready();
-  RETURN_IF_ERROR(ln_f_.Backward(t1, dres, grad_beta));
+  RETURN_IF_ERROR(Run(top, kBwd, [&] { return ln_f_.Backward(t1, dres, grad_beta); }));
   ready();
   for (int l = static_cast<int>(blocks_.size()) - 1; l >= 0; --l) {
     Block& b = *blocks_[l];
     // out = mid + fc2(fc1(ln2(mid))): the branch gets a copy, since Linear
     // consumes its output gradient in place.
+    const int u = BlockUnit(l);
     backend_->Copy(t1, dres, bytes);
-    RETURN_IF_ERROR(b.fc2.Backward(t1, d_hidden_.f32(), grad_beta));
+    RETURN_IF_ERROR(Run(u + 4, kBwd, [&] { return b.fc2.Backward(t1, d_hidden_.f32(), grad_beta); }));
     ready();
-    RETURN_IF_ERROR(b.fc1.Backward(d_hidden_.f32(), t2, grad_beta));
+    RETURN_IF_ERROR(Run(u + 3, kBwd, [&] { return b.fc1.Backward(d_hidden_.f32(), t2, grad_beta); }));
     ready();
-    RETURN_IF_ERROR(b.ln2.Backward(t2, t1, grad_beta));
+    RETURN_IF_ERROR(Run(u + 2, kBwd, [&] { return b.ln2.Backward(t2, t1, grad_beta); }));
     ready();
     backend_->Axpy(n, 1.f, t1, dres);
     // mid = in + attn(ln1(in)).
     backend_->Copy(t1, dres, bytes);
-    RETURN_IF_ERROR(b.attn.Backward(t1, t2, grad_beta, ready));
+    RETURN_IF_ERROR(Run(u + 1, kBwd, [&] { return b.attn.Backward(t1, t2, grad_beta, ready); }));
     ready();
-    RETURN_IF_ERROR(b.ln1.Backward(t2, t1, grad_beta));
+    RETURN_IF_ERROR(Run(u, kBwd, [&] { return b.ln1.Backward(t2, t1, grad_beta); }));
     ready();
     backend_->Axpy(n, 1.f, t1, dres);
   }
-  RETURN_IF_ERROR(embedding_.Backward(dres, grad_beta));
+  RETURN_IF_ERROR(Run(0, kBwd, [&] { return embedding_.Backward(dres, grad_beta); }));
   ready();
   return absl::OkStatus();
 }

@@ -51,6 +51,18 @@ class GptModel final : public Model {
     Linear fc1, fc2;
   };
   GptModel(const ModelSpec& spec, kernels::Backend* backend);
+  // Hook units in forward order: 0 embed; block l's ln1, attn, ln2, fc1,
+  // fc2 at BlockUnit(l) + 0..4; ln_f at BlockUnit(layers), head after it.
+  static int BlockUnit(int l) { return 1 + 5 * l; }
+  // Gathers unit `u`'s parameters, runs `f`, releases them.
+  template <typename F>
+  absl::Status Run(int u, tensor::ParamPass pass, F&& f) {
+    if (param_hook() == nullptr) return f();
+    if (absl::Status s = GatherLayer(u, pass); !s.ok()) return s;
+    absl::Status s = f();
+    ReleaseLayer(u, pass);
+    return s;
+  }
 
   ModelSpec spec_;
   kernels::Backend* backend_;

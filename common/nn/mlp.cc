@@ -47,6 +47,11 @@ absl::StatusOr<std::unique_ptr<MlpClassifier>> MlpClassifier::Create(
     m->dacts_.push_back(std::move(b));
   }
   m->group_ranges_ = GroupRanges(m->layout_);
+  // Layer i (forward order) is parameter group n - 1 - i.
+  for (int i = 0; i < n; ++i) {
+    const GradRange& r = m->group_ranges_[n - 1 - i];
+    m->hook_ranges_.push_back({r.lo, r.hi});
+  }
   RETURN_IF_ERROR(m->Initialize(options.seed));
   return m;
 }
@@ -73,9 +78,12 @@ absl::Status MlpClassifier::Forward(const Batch& batch) {
   }
   forward_done_ = false;
   const float* x = batch.features;
-  for (auto& layer : layers_) {
-    RETURN_IF_ERROR(layer->Forward(x, batch.size));
-    x = layer->output();
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    RETURN_IF_ERROR(GatherLayer(static_cast<int>(i), tensor::ParamPass::kForward));
+    const absl::Status s = layers_[i]->Forward(x, batch.size);
+    ReleaseLayer(static_cast<int>(i), tensor::ParamPass::kForward);
+    RETURN_IF_ERROR(s);
+    x = layers_[i]->output();
   }
   RETURN_IF_ERROR(loss_.Forward(x, batch.labels, batch.size));
   forward_done_ = true;
@@ -95,7 +103,10 @@ absl::Status MlpClassifier::Backward(float grad_beta,
   for (int i = n - 1; i >= 0; --i) {
     // The first layer's input gradient is never needed.
     float* dx = i > 0 ? dacts_[i - 1].f32() : nullptr;
-    RETURN_IF_ERROR(layers_[i]->Backward(dy, dx, grad_beta));
+    RETURN_IF_ERROR(GatherLayer(i, tensor::ParamPass::kBackward));
+    const absl::Status s = layers_[i]->Backward(dy, dx, grad_beta);
+    ReleaseLayer(i, tensor::ParamPass::kBackward);
+    RETURN_IF_ERROR(s);
     if (on_ready) on_ready(group_ranges_[n - 1 - i]);
     dy = dx;
   }

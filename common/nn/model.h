@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -32,6 +33,7 @@
 #include "common/nn/layer.h"
 #include "common/nn/model_spec.h"
 #include "common/tensor/flat_storage.h"
+#include "common/tensor/param_hook.h"
 #include "common/tensor/parameter_layout.h"
 
 namespace tandem {
@@ -82,6 +84,33 @@ class Model {
   // Re-initialises every parameter from `seed` (the same values the
   // constructor's seed gives).
   virtual absl::Status Initialize(uint64_t seed) = 0;
+
+  // The flat ranges the parameter hook is called with, one per layer, in
+  // forward order (they tile [0, layout().total_size())).
+  const std::vector<std::pair<int64_t, int64_t>>& param_hook_ranges() const {
+    return hook_ranges_;
+  }
+  // Borrowed; nullptr (the default) = all parameters always resident.
+  // Forward/Backward then call hook->Gather before and hook->Release after
+  // each layer (tensor/param_hook.h). Initialize writes the whole vector
+  // without it.
+  void set_param_hook(tensor::ParamHook* hook) { hook_ = hook; }
+  tensor::ParamHook* param_hook() const { return hook_; }
+
+ protected:
+  // Layer `i` of param_hook_ranges() is about to run / has run.
+  absl::Status GatherLayer(int i, tensor::ParamPass pass) {
+    if (hook_ == nullptr) return absl::OkStatus();
+    return hook_->Gather(hook_ranges_[i].first, hook_ranges_[i].second, pass);
+  }
+  void ReleaseLayer(int i, tensor::ParamPass pass) {
+    if (hook_ != nullptr) hook_->Release(hook_ranges_[i].first, hook_ranges_[i].second, pass);
+  }
+
+  std::vector<std::pair<int64_t, int64_t>> hook_ranges_;  // set by Create
+
+ private:
+  tensor::ParamHook* hook_ = nullptr;
 };
 
 // One GradRange per parameter group of `layout`, in group order. The ranges

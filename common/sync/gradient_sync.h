@@ -52,6 +52,7 @@
 
 #include "absl/status/status.h"
 #include "common/optim/optimizer.h"
+#include "common/tensor/param_hook.h"
 
 namespace tandem {
 namespace sync {
@@ -132,6 +133,12 @@ class GradientSync {
   // Called before the first forward of every optimizer step (ZeRO-3
   // gathers parameters, ps pulls them). Default: nothing to do.
   virtual absl::Status BeforeForward() { return absl::OkStatus(); }
+
+  // Strategies that shard the parameters themselves (zero3) return the
+  // hook the trainer installs on the model (Model::set_param_hook) for the
+  // life of this object, so each layer's parameters are gathered just
+  // before use. Default: none (every rank holds every parameter).
+  virtual tensor::ParamHook* param_hook() { return nullptr; }
 
   // Starts a synchronised step: the next backward's ranges will be reported.
   virtual absl::Status BeginStep(const StepOptions& options) = 0;

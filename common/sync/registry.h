@@ -65,6 +65,9 @@ struct SyncEnv {
   int64_t size = 0;
   // The ranges backward reports, in backward order (nn::GroupRanges).
   std::vector<std::pair<int64_t, int64_t>> ready_ranges;
+  // The ranges the model's parameter hook gathers, in forward order
+  // (Model::param_hook_ranges()); only zero3 uses them (for prefetching).
+  std::vector<std::pair<int64_t, int64_t>> layer_ranges;
   // Builds the optimizer over the range the strategy owns.
   std::function<absl::StatusOr<std::unique_ptr<optim::Optimizer>>(optim::ParamRange)>
       make_optimizer;

@@ -166,6 +166,49 @@ TEST_F(ShardedCheckpointTest, Zero2AtFourResumesAtThreeUnderZero1ThenAtTwoUnderA
   EXPECT_TRUE(absl::EndsWith(third, "step-00000012.tckpt")) << third;
 }
 
+// zero3 through the worker: 4 workers write the zero1/2 shard files and
+// manifest, every worker ends holding the whole trained vector (the
+// gathered shards), and the job resumes at 2 under zero3 and then under
+// allreduce.
+TEST_F(ShardedCheckpointTest, Zero3AtFourResumesAtTwoThenUnderAllreduce) {
+  const std::string state = TmpDir("state_z3"), ckpt = TmpDir("ckpt_z3");
+  ASSERT_TRUE(MakeDirectories(state).ok());
+  StartCoordinator(4, state);
+  std::vector<TrainerRun> one = RunTrainers(Options(4, "zero3", 6, ckpt));
+  for (const TrainerRun& r : one) ASSERT_TRUE(r.result.ok()) << r.result.status();
+  for (const TrainerRun& r : one) EXPECT_EQ(r.params, one[0].params);
+  const std::string first = coordinator_->core().GetJobStatus().last_checkpoint().path();
+  EXPECT_EQ(first, checkpoint::ManifestPath(ckpt, 6));
+  checkpoint::ReadOptions any;
+  absl::StatusOr<checkpoint::Manifest> m = checkpoint::ReadManifest(first, any);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->shards.size(), 4u);
+  EXPECT_EQ(m->strategy, "zero3");
+  absl::StatusOr<checkpoint::Checkpoint> saved = checkpoint::ReadWholeCheckpoint(first, any);
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_EQ(saved->params, one[0].params) << "the shards together are the final parameters";
+
+  StartCoordinator(2, state);
+  std::vector<TrainerRun> two = RunTrainers(Options(2, "zero3", 9, ckpt));
+  for (const TrainerRun& r : two) {
+    ASSERT_TRUE(r.result.ok()) << r.result.status();
+    EXPECT_EQ(r.result->steps, 9);
+    EXPECT_EQ(r.params, two[0].params);
+  }
+  EXPECT_TRUE(Said(absl::StrCat("resumed from ", first, " at step 6 ")));
+  EXPECT_NE(two[0].params, one[0].params) << "training continued";
+  const std::string second = coordinator_->core().GetJobStatus().last_checkpoint().path();
+  EXPECT_EQ(second, checkpoint::ManifestPath(ckpt, 9));
+
+  StartCoordinator(2, state);
+  std::vector<TrainerRun> three = RunTrainers(Options(2, "allreduce", 11, ckpt));
+  for (const TrainerRun& r : three) {
+    ASSERT_TRUE(r.result.ok()) << r.result.status();
+    EXPECT_EQ(r.result->steps, 11);
+  }
+  EXPECT_TRUE(Said(absl::StrCat("resumed from ", second, " at step 9 ")));
+}
+
 TEST_F(ShardedCheckpointTest, MissingShardIsAnErrorNamingItAndNothingIsOverwritten) {
   const std::string state = TmpDir("state_missing"), ckpt = TmpDir("ckpt_missing");
   ASSERT_TRUE(MakeDirectories(state).ok());

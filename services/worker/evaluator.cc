@@ -50,7 +50,17 @@ absl::StatusOr<EvalResult> Evaluator::Run(Generation& g) {
   float sums[4] = {0, 0, 0, 0};
   for (int64_t b = 0; b < r.max_batches(); ++b) {
     ASSIGN_OR_RETURN(const data::HostBatch* hb, client->Next());
-    if (hb->size() == 0) continue;
+    if (hb->size() == 0) {
+      // zero3 gathers each layer collectively: a rank without samples in
+      // this batch still takes part in every layer's gather.
+      if (tensor::ParamHook* hook = model_->param_hook(); hook != nullptr) {
+        for (const auto& [lo, hi] : model_->param_hook_ranges()) {
+          RETURN_IF_ERROR(hook->Gather(lo, hi, tensor::ParamPass::kForward));
+          hook->Release(lo, hi, tensor::ParamPass::kForward);
+        }
+      }
+      continue;
+    }
     ASSIGN_OR_RETURN(nn::Batch batch, stager_->Stage(*hb));
     RETURN_IF_ERROR(model_->Forward(batch));
     const int rows = static_cast<int>(batch.size * rows_per_sample);

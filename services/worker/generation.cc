@@ -90,6 +90,7 @@ absl::Status SetUpGeneration(const GenerationEnv& env, Generation* g) {
   for (const nn::GradRange& r : nn::GroupRanges(env.model->layout())) {
     se.ready_ranges.push_back({r.lo, r.hi});
   }
+  se.layer_ranges = env.model->param_hook_ranges();
   const TrainerOptions* options = env.options;
   se.make_optimizer = [options](optim::ParamRange range) { return MakeOptimizer(*options, range); };
   se.make_device_stepper = sync::DeviceStepperFactoryFor(env.backend);
@@ -102,6 +103,21 @@ absl::Status SetUpGeneration(const GenerationEnv& env, Generation* g) {
                                       : std::numeric_limits<float>::quiet_NaN();
   };
   ASSIGN_OR_RETURN(g->sync, sync::CreateGradientSync(o.sync, std::move(se)));
+  // zero3 shards the parameters: the model gathers each layer through the
+  // strategy for the generation's life (~Generation unhooks it).
+  if (tensor::ParamHook* hook = g->sync->param_hook(); hook != nullptr) {
+    env.model->set_param_hook(hook);
+    g->hooked_model = env.model;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LeaveParametersWhole(Generation& g) {
+  if (g.hooked_model == nullptr) return absl::OkStatus();
+  const int64_t n = g.hooked_model->storage().size();
+  RETURN_IF_ERROR(g.sync->param_hook()->Gather(0, n, tensor::ParamPass::kForward));
+  g.hooked_model->set_param_hook(nullptr);
+  g.hooked_model = nullptr;
   return absl::OkStatus();
 }
 

@@ -52,6 +52,8 @@ struct Generation {
   // This generation's learning-rate schedule, once planned (ps / hybrid
   // read it to push the learning rate with gradients during backward).
   std::optional<optim::LrSchedule> lr_schedule;
+  // The model whose parameter hook is the strategy's (zero3), or null.
+  nn::Model* hooked_model = nullptr;
 
   int rank() const { return join.rank(); }
   int world() const { return join.world_size(); }
@@ -62,6 +64,7 @@ struct Generation {
   ~Generation() {
     // The strategy's communication thread uses the groups: stop it first.
     data.reset();
+    if (hooked_model != nullptr) hooked_model->set_param_hook(nullptr);
     sync.reset();
   }
 };
@@ -77,8 +80,15 @@ struct GenerationEnv {
 absl::StatusOr<std::unique_ptr<optim::Optimizer>> MakeOptimizer(const TrainerOptions& options,
                                                                  optim::ParamRange range);
 
-// Fills g->store, g->ctl, g->grad and g->sync from g->join.
+// Fills g->store, g->ctl, g->grad and g->sync from g->join; installs the
+// strategy's parameter hook (zero3) on the model.
 absl::Status SetUpGeneration(const GenerationEnv& env, Generation* g);
+
+// At the end of a run (collective: every rank at the same step): a
+// strategy that shards the parameters (zero3) gathers the whole vector into
+// the model and unhooks it, so the model holds the trained parameters as
+// with every other strategy. No-op otherwise.
+absl::Status LeaveParametersWhole(Generation& g);
 
 }  // namespace worker
 }  // namespace tandem

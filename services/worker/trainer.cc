@@ -288,6 +288,7 @@ absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& 
       // A rank that leaves ends the generation: wait until rank 0 has
       // committed the checkpoint before anyone does.
       RETURN_IF_ERROR(g.ctl->Barrier());
+      RETURN_IF_ERROR(LeaveParametersWhole(g));
       if (g.rank() == 0) {  // another rank may have heard the STOP first
         Print(absl::StrCat("stopping at step ", state_.step, ": ",
                            c.reason.empty() ? "the coordinator asked to stop" : c.reason));
@@ -315,6 +316,7 @@ absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& 
   state_.loss_scaler = precision_->SerializeState();
   ASSIGN_OR_RETURN(std::string path, checkpointer_->Write(g, &state_));
   if (!path.empty()) result_.last_checkpoint = path;
+  RETURN_IF_ERROR(LeaveParametersWhole(g));
   return Outcome::kDone;
 }
 

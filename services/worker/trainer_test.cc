@@ -3,6 +3,7 @@
 // threads, training a small MLP over Gloo through the coordinator's store.
 #include "services/worker/trainer.h"
 
+#include <cmath>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -259,6 +260,43 @@ TEST_F(TrainerTest, OneEpochEvaluatesOnTheTestSet) {
     EXPECT_GE(r.result->test_accuracy, 0.75);
   }
   EXPECT_EQ(runs[0].result->test_accuracy, runs[1].result->test_accuracy);
+  bool line = false;
+  for (const std::string& l : Lines()) {
+    line |= absl::StartsWith(l, "epoch 1 test accuracy ") &&
+            absl::StrContains(l, "(10000 samples)");
+  }
+  EXPECT_TRUE(line);
+}
+
+// zero3 through the whole worker: three ranks with accumulation and
+// clipping train an epoch and evaluate; 10000 test samples in global
+// batches of 303 leave one sample for the last batch, so two ranks have
+// none and must still join every layer's gather. Every rank ends holding
+// the same whole parameter vector.
+TEST_F(TrainerTest, Zero3OneEpochWithAccumulationEvaluatesOnTheTestSet) {
+  StartCoordinator(3, "");
+  std::vector<TrainerOptions> o = {Options(0), Options(1), Options(2)};
+  for (auto& x : o) {
+    x.batch_size = 101;
+    x.accumulation = 2;
+    x.lr = 0.1;
+    x.log_every = 0;
+    auto so = sync::ParseSyncOptions("zero3", "bucket_cap_mb=0.01,max_grad_norm=5");
+    ASSERT_TRUE(so.ok()) << so.status();
+    x.sync = *so;
+  }
+  std::vector<Run> runs = RunAll(o);
+  for (const Run& r : runs) {
+    ASSERT_TRUE(r.result.ok()) << r.result.status();
+    EXPECT_EQ(r.result->steps, 99);  // 60000 / (101 x 2 micro-batches x 3)
+    EXPECT_EQ(r.result->cursor.epoch, 1);
+    EXPECT_GE(r.result->test_accuracy, 0.75);
+    EXPECT_EQ(r.params, runs[0].params);
+  }
+  EXPECT_EQ(runs[0].result->test_accuracy, runs[2].result->test_accuracy);
+  bool finite = !runs[0].params.empty();
+  for (float v : runs[0].params) finite = finite && std::isfinite(v);
+  EXPECT_TRUE(finite);
   bool line = false;
   for (const std::string& l : Lines()) {
     line |= absl::StartsWith(l, "epoch 1 test accuracy ") &&
