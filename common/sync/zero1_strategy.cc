@@ -15,7 +15,8 @@ StrategyInfo Zero1Info() {
   info.name = "zero1";
   info.summary =
       "ZeRO-1: bucketed gradient allreduce overlapped with backward; each rank keeps optimizer state for its 1/N slice, steps it, and the slices are allgathered";
-  info.options = {{"bucket_cap_mb", "25", "MiB per gradient bucket and per allgather round"}};
+  info.options = ZeroOptionInfo();
+  info.validate = ValidateZeroOptions;
   return info;
 }
 

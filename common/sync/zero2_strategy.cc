@@ -15,7 +15,8 @@ StrategyInfo Zero2Info() {
   info.name = "zero2";
   info.summary =
       "ZeRO-2: gradient buckets reduced to their owners' 1/N shards while backward runs; sharded optimizer state and step; the slices are allgathered";
-  info.options = {{"bucket_cap_mb", "25", "MiB per gradient bucket and per allgather round"}};
+  info.options = ZeroOptionInfo();
+  info.validate = ValidateZeroOptions;
   return info;
 }
 

@@ -18,7 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "common/checkpoint/checkpoint.h"
 #include "common/checkpoint/sharded_checkpoint.h"
 #include "common/comm/groups.h"
@@ -63,7 +65,7 @@ struct Case {
 
 std::string Name(const Case& c) {
   const std::string model = c.spec == kMlp ? "mlp" : c.spec == kGpt ? "gpt" : "tiny";
-  return absl::StrCat(model, "_", c.strategy, "_w", c.world, "_k", c.accumulation,
+  return absl::StrCat(model, "_", absl::StrReplaceAll(c.strategy, {{"+", "_"}}), "_w", c.world, "_k", c.accumulation,
                       c.adamw ? "_adamw" : "_sgd", c.max_grad_norm > 0 ? "_clip" : "");
 }
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) { return Name(info.param); }
@@ -85,8 +87,11 @@ absl::Status SetUpRank(const std::string& spec, const std::string& strategy, boo
   mo.seed = 7;
   ASSIGN_OR_RETURN(run->model, nn::CreateModel(spec, &run->backend, mo));
   run->groups.world = std::make_unique<comm_testing::BorrowedCommunicator>(&comm);
+  // "zero2+overlap": the slices gathered during the next forward through
+  // the model's parameter hook, as the worker installs it.
+  const bool overlap = absl::EndsWith(strategy, "+overlap");
   SyncOptions so;
-  so.strategy = strategy;
+  so.strategy = overlap ? strategy.substr(0, strategy.size() - 8) : strategy;
   so.bucket_cap_mb = kBucketCapMb;
   so.max_grad_norm = max_grad_norm;
   SyncEnv env;
@@ -97,9 +102,25 @@ absl::Status SetUpRank(const std::string& spec, const std::string& strategy, boo
   for (const nn::GradRange& r : nn::GroupRanges(run->model->layout())) {
     env.ready_ranges.push_back({r.lo, r.hi});
   }
+  if (overlap) env.layer_ranges = run->model->param_hook_ranges();
   env.make_optimizer = [adamw](optim::ParamRange r) { return MakeTestOptimizer(adamw, r); };
   ASSIGN_OR_RETURN(run->sync, CreateGradientSync(so, std::move(env)));
+  if (overlap) {
+    tensor::ParamHook* hook = run->sync->param_hook();
+    if ((hook == nullptr) != (comm.world_size() == 1)) {
+      return absl::InternalError("overlap: a hook exactly when there are several ranks");
+    }
+    run->model->set_param_hook(hook);
+  }
   return absl::OkStatus();
+}
+
+// The whole vector as every rank must hold it after the last step (what
+// the worker's LeaveParametersWhole does): waits for an overlapped gather.
+absl::Status GatherWhole(RankRun& run) {
+  tensor::ParamHook* hook = run.sync->param_hook();
+  if (hook == nullptr) return absl::OkStatus();
+  return hook->Gather(0, run.model->storage().size(), tensor::ParamPass::kForward);
 }
 
 // Steps [first_step, last_step]; step s uses the global batch that starts at
@@ -153,6 +174,7 @@ std::vector<std::vector<float>> RunStrategy(const Case& c, const std::string& st
     RETURN_IF_ERROR(SetUpRank(c.spec, strategy, c.adamw, c.max_grad_norm,
                           kPerRankBatch / c.accumulation, comm, &run));
     RETURN_IF_ERROR(Train(run, data, c.accumulation, c.adamw, 1, kSteps, 0));
+    RETURN_IF_ERROR(GatherWhole(run));
     params[rank] = Params(run);
     if (memory != nullptr) {
       auto* z = dynamic_cast<ZeroSync*>(run.sync.get());
@@ -207,7 +229,8 @@ TEST_P(ZeroEquivalence, EndsEqualToAllreduce) {
         << "rank " << r;
     EXPECT_LE(m.optimizer_bytes, buffers * shard * 4);
     total_optimizer += m.optimizer_bytes;
-    EXPECT_EQ(m.grad_bytes, c.strategy == "zero2" ? shard * 4 : n * 4) << "rank " << r;
+    EXPECT_EQ(m.grad_bytes, absl::StartsWith(c.strategy, "zero2") ? shard * 4 : n * 4)
+        << "rank " << r;
   }
   EXPECT_EQ(total_optimizer, buffers * n * 4) << "the shards' state covers the vector once";
 }
@@ -229,6 +252,18 @@ INSTANTIATE_TEST_SUITE_P(Gpt, ZeroEquivalence,
                                            Case{kGpt, "zero1", 4, 2, false, 0},
                                            Case{kGpt, "zero2", 4, 2, false, 0}),
                          CaseName);
+
+// The updated slices gathered layer by layer during the next forward.
+INSTANTIATE_TEST_SUITE_P(
+    Overlap, ZeroEquivalence,
+    ::testing::Values(Case{kMlp, "zero1+overlap", 1, 1, false, 0},
+                      Case{kMlp, "zero1+overlap", 2, 1, false, 0},
+                      Case{kMlp, "zero2+overlap", 4, 2, true, 0.05},
+                      Case{kMlp, "zero2+overlap", 3, 1, false, 0},
+                      Case{kGpt, "zero2+overlap", 2, 2, true, 0.05},
+                      Case{kGpt, "zero1+overlap", 4, 1, false, 0},
+                      Case{kTiny, "zero2+overlap", 4, 1, false, 0}),
+    CaseName);
 
 INSTANTIATE_TEST_SUITE_P(MoreRanksThanParameters, ZeroEquivalence,
                          ::testing::Values(Case{kTiny, "zero1", 4, 1, true, 0},
@@ -414,6 +449,11 @@ TEST(ZeroRegistry, StrategiesAreRegisteredWithTheirKeys) {
     absl::Status s = ValidateSyncOptions(*o);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << name;
     EXPECT_NE(s.message().find("bucket_cap_mb"), std::string::npos) << s;
+    o = ParseSyncOptions(name, "overlap=2");
+    ASSERT_TRUE(o.ok());
+    s = ValidateSyncOptions(*o);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << name;
+    EXPECT_NE(s.message().find("overlap must be 1"), std::string::npos) << s;
   }
 }
 

@@ -4,8 +4,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/tensor/param_hook.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "common/optim/clip.h"
@@ -34,7 +37,7 @@ struct BucketRoute {
   int64_t block = 0;  // floats per rank block (the largest piece) when reduce_scatter
 };
 
-class ZeroSyncImpl final : public ZeroSync {
+class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
  public:
   ZeroSyncImpl(const ZeroSyncOptions& o, std::unique_ptr<optim::Optimizer> optimizer, GradClip clip)
       : stage_(o.stage),
@@ -49,9 +52,39 @@ class ZeroSyncImpl final : public ZeroSync {
         owned_(map_.owned(o.comm->rank())),
         optimizer_(std::move(optimizer)),
         clip_(std::move(clip)),
-        ready_ranges_(o.ready_ranges) {}
+        ready_ranges_(o.ready_ranges),
+        layer_ranges_(o.layer_ranges),
+        overlap_(o.overlap_allgather && !o.layer_ranges.empty() && o.comm->world_size() > 1) {}
+
+  ~ZeroSyncImpl() override {
+    if (!gather_thread_.joinable()) return;
+    {
+      absl::MutexLock lock(&mu_);
+      shutdown_ = true;
+    }
+    gather_thread_.join();  // ends after the collective in flight, if any
+  }
 
   absl::Status Start(const ZeroSyncOptions& o) {
+    if (overlap_) {
+      // Forward order need not be address order; together they must tile
+      // [0, size) so that gathering every layer gathers everything.
+      std::vector<std::pair<int64_t, int64_t>> sorted = layer_ranges_;
+      std::sort(sorted.begin(), sorted.end());
+      int64_t next = 0;
+      for (const auto& [lo, hi] : sorted) {
+        if (lo != next || hi < lo) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              label_, ": layer_ranges must tile [0, ", size_, "); [", lo, ", ", hi,
+              ") leaves a gap or overlap at ", next));
+        }
+        next = hi;
+      }
+      if (next != size_) {
+        return absl::InvalidArgumentError(absl::StrCat(label_, ": layer_ranges end at ", next,
+                                                       ", not at the size ", size_));
+      }
+    }
     // Allgather rounds: `chunk_` floats of every shard per round.
     chunk_ = std::max<int64_t>(1, std::min(map_.shard_size(), CapFloats(o.bucket_cap_mb) / world_));
     if (map_.shard_size() == 0) chunk_ = 0;
@@ -76,6 +109,7 @@ class ZeroSyncImpl final : public ZeroSync {
       e.operation = [this](int b, int64_t lo, int64_t hi) { return ReduceToOwners(b, lo, hi); };
     }
     ASSIGN_OR_RETURN(engine_, BucketEngine::Create(std::move(e)));
+    if (overlap_) gather_thread_ = std::thread([this] { GatherLoop(); });
     if (stage_ == ZeroStage::kGradients) {
       // Routes and staging, sized once from the plan; the communication
       // thread reads them only once a step is open.
@@ -118,7 +152,30 @@ class ZeroSyncImpl final : public ZeroSync {
     return m;
   }
 
+  tensor::ParamHook* param_hook() override { return overlap_ ? this : nullptr; }
+
+  // ParamHook (trainer thread): [lo, hi) holds the step's parameters once
+  // every layer it touches has been gathered.
+  absl::Status Gather(int64_t lo, int64_t hi, tensor::ParamPass) override {
+    if (!overlap_) return absl::OkStatus();
+    if (lo < 0 || hi > size_ || lo > hi) {
+      return absl::InvalidArgumentError(absl::StrCat(label_, ": parameter range [", lo, ", ", hi,
+                                                     ") is outside [0, ", size_, ")"));
+    }
+    // Layers arrive in forward order: wait for the last one [lo, hi) meets.
+    int64_t need = 0;
+    for (size_t k = 0; k < layer_ranges_.size(); ++k) {
+      if (layer_ranges_[k].first < hi && lo < layer_ranges_[k].second) need = k + 1;
+    }
+    return WaitForLayers(need);
+  }
+  void Release(int64_t, int64_t, tensor::ParamPass) override {}
+
+  absl::Status SyncStateToHost() override { return WaitForLayers(kAllLayers); }
+  absl::Status StateLoaded() override { return WaitForLayers(kAllLayers); }
+
   absl::Status BeginStep(const StepOptions& options) override {
+    RETURN_IF_ERROR(WaitForLayers(kAllLayers));
     RETURN_IF_ERROR(guard_.CheckBegin(options));
     report_ = StepReport{};
     return guard_.Started(engine_->BeginStep(), options);
@@ -133,10 +190,16 @@ class ZeroSyncImpl final : public ZeroSync {
     RETURN_IF_ERROR(guard_.Record(engine_->FinishStep()));
     const int64_t step = engine_->stats().steps;
     absl::Status s = Update(context, step);
-    if (s.ok() && report_.applied) s = AllGatherParams(step);
+    if (s.ok() && report_.applied && !overlap_) s = AllGatherParams(step);
     RETURN_IF_ERROR(guard_.Record(s));
     absl::MutexLock lock(&mu_);
     ++steps_;
+    if (overlap_ && report_.applied) {
+      // The gather thread brings the other slices in while the trainer
+      // moves on to the next forward.
+      gather_step_ = step;
+      layers_done_ = 0;
+    }
     return absl::OkStatus();
   }
 
@@ -151,7 +214,9 @@ class ZeroSyncImpl final : public ZeroSync {
     s.bytes_sent = bytes_sent_;
     s.buckets += gather_rounds_;
     s.comm_seconds += gather_seconds_;
-    s.exposed_wait_seconds += gather_seconds_;  // on the trainer thread: all exposed
+    // Without overlap the allgather is all on the trainer thread; with it,
+    // only the time the trainer waited for a layer.
+    s.exposed_wait_seconds += overlap_ ? gather_wait_seconds_ : gather_seconds_;
     s.optimizer_seconds = optimizer_seconds_;
     return s;
   }
@@ -241,6 +306,80 @@ class ZeroSyncImpl final : public ZeroSync {
     return s;
   }
 
+  static constexpr int64_t kAllLayers = std::numeric_limits<int64_t>::max();
+
+  // Trainer thread: blocks until the pending gather has brought in its
+  // first `layers` layers (kAllLayers: until it is over). The gather's
+  // error, if it failed.
+  absl::Status WaitForLayers(int64_t layers) {
+    if (!overlap_) return absl::OkStatus();
+    const auto start = std::chrono::steady_clock::now();
+    absl::MutexLock lock(&mu_);
+    // kAllLayers waits for the gather thread to be done with the step
+    // (gather_step_ back to 0), not just for its last layer: only then may
+    // FinishStep hand it the next one.
+    bool waited = false;
+    while (gather_step_ != 0 && gather_error_.ok() &&
+           (layers == kAllLayers || layers_done_ < layers)) {
+      waited = true;
+      gather_cv_.Wait(&mu_);
+    }
+    if (waited) gather_wait_seconds_ += SecondsSince(start);
+    return gather_error_;
+  }
+
+  // The gather thread: for each step FinishStep hands it, every layer in
+  // forward order, each owner broadcasting its piece in place.
+  void GatherLoop() {
+    for (;;) {
+      int64_t step;
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(
+            +[](ZeroSyncImpl* z) ABSL_EXCLUSIVE_LOCKS_REQUIRED(z->mu_) {
+              return z->shutdown_ || (z->gather_step_ != 0 && z->gather_error_.ok());
+            },
+            this));
+        if (shutdown_) return;
+        step = gather_step_;
+      }
+      const auto start = std::chrono::steady_clock::now();
+      absl::Status s;
+      int64_t bytes = 0;
+      for (size_t k = 0; k < layer_ranges_.size() && s.ok(); ++k) {
+        s = GatherLayer(layer_ranges_[k].first, layer_ranges_[k].second, step, &bytes);
+        absl::MutexLock lock(&mu_);
+        if (s.ok()) layers_done_ = static_cast<int64_t>(k) + 1;
+        gather_cv_.SignalAll();
+      }
+      absl::MutexLock lock(&mu_);
+      if (!s.ok()) gather_error_ = s;
+      gather_seconds_ += SecondsSince(start);
+      gather_rounds_ += static_cast<int64_t>(layer_ranges_.size());
+      bytes_sent_ += bytes;
+      gather_step_ = 0;
+      gather_cv_.SignalAll();
+    }
+  }
+
+  // Gather thread: the owner j of each piece of [lo, hi) broadcasts it.
+  absl::Status GatherLayer(int64_t lo, int64_t hi, int64_t step, int64_t* bytes) {
+    if (hi <= lo) return absl::OkStatus();
+    for (int j = map_.owner(lo); j < world_ && j <= map_.owner(hi - 1); ++j) {
+      const optim::ParamRange p = Piece(j, lo, hi);
+      if (p.size() == 0) continue;
+      absl::Status s = comm_->Broadcast(params_ + p.lo, p.size() * int64_t{sizeof(float)}, j);
+      if (!s.ok()) {
+        return absl::Status(s.code(), absl::StrCat(label_, ": parameter gather of [", lo, ", ",
+                                                   hi, ") (rank ", j, "'s piece) for step ",
+                                                   step + 1, " on rank ", rank_,
+                                                   " failed: ", s.message()));
+      }
+      if (j == rank_) *bytes += p.size() * int64_t{sizeof(float)};
+    }
+    return absl::OkStatus();
+  }
+
   // Round i gathers floats [i*C, (i+1)*C) of every padded shard. A chunk
   // that lies wholly in real elements is sent from the parameters
   // themselves; one that reaches into the padding goes through gather_in_.
@@ -296,6 +435,8 @@ class ZeroSyncImpl final : public ZeroSync {
   const std::unique_ptr<optim::Optimizer> optimizer_;
   GradClip clip_;
   const std::vector<std::pair<int64_t, int64_t>> ready_ranges_;
+  const std::vector<std::pair<int64_t, int64_t>> layer_ranges_;
+  const bool overlap_;
 
   // Sized in Start, never resized.
   int64_t chunk_ = 0;
@@ -316,8 +457,17 @@ class ZeroSyncImpl final : public ZeroSync {
   int64_t gather_rounds_ ABSL_GUARDED_BY(mu_) = 0;
   double gather_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   double optimizer_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  // The overlapped gather: the step whose slices are being gathered (0 =
+  // none), how many layers are in, its error, the trainer's wait.
+  int64_t gather_step_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t layers_done_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status gather_error_ ABSL_GUARDED_BY(mu_);
+  double gather_wait_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  absl::CondVar gather_cv_;
 
-  std::unique_ptr<BucketEngine> engine_;  // last: its thread calls into the members above
+  std::unique_ptr<BucketEngine> engine_;  // its thread calls into the members above
+  std::thread gather_thread_;             // last: started in Start (overlap only)
 };
 
 }  // namespace
@@ -367,6 +517,23 @@ absl::StatusOr<std::unique_ptr<ZeroSync>> CreateZeroSync(ZeroSyncOptions options
   return std::unique_ptr<ZeroSync>(std::move(sync));
 }
 
+std::vector<OptionInfo> ZeroOptionInfo() {
+  return {{"bucket_cap_mb", "25", "MiB per gradient bucket and per allgather round"},
+          {"overlap", "1",
+           "1 = the updated slices are gathered layer by layer during the next forward, 0 = "
+           "allgathered at the end of the step"}};
+}
+
+absl::Status ValidateZeroOptions(const SyncOptions& options) {
+  ASSIGN_OR_RETURN(const int64_t overlap, GetSyncOptInt(options, "overlap", 1));
+  if (overlap != 0 && overlap != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "overlap must be 1 (gather during the next forward) or 0 (allgather at the end of the "
+        "step), got ", overlap));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<GradientSync>> CreateZeroSyncForRegistry(
     ZeroStage stage, const SyncOptions& options, SyncEnv env) {
   ZeroSyncOptions o;
@@ -376,8 +543,11 @@ absl::StatusOr<std::unique_ptr<GradientSync>> CreateZeroSyncForRegistry(
   o.grads = env.grads;
   o.size = env.size;
   o.ready_ranges = std::move(env.ready_ranges);
+  o.layer_ranges = std::move(env.layer_ranges);
   o.bucket_cap_mb = options.bucket_cap_mb;
   o.max_grad_norm = options.max_grad_norm;
+  ASSIGN_OR_RETURN(const int64_t overlap, GetSyncOptInt(options, "overlap", 1));
+  o.overlap_allgather = overlap == 1;
   o.make_optimizer = std::move(env.make_optimizer);
   o.make_device_stepper = std::move(env.make_device_stepper);
   absl::StatusOr<std::unique_ptr<ZeroSync>> s = CreateZeroSync(std::move(o));

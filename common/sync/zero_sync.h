@@ -26,10 +26,21 @@
 // weights), and allgather the slices in chunks of about bucket_cap_mb / N
 // per shard through fixed staging buffers. Nothing is allocated per step.
 // Results equal the allreduce strategy's up to the order of float sums
-// (tested within 1e-5 after K steps). The allgather runs at the end of
-// FinishStep, not overlapped with the next forward: overlapping it needs a
-// per-layer "about to run" hook from the model, which the interface does not
-// have yet.
+// (tested within 1e-5 after K steps).
+//
+// Overlap (option overlap_allgather, with layer_ranges): instead of the
+// chunked allgather at the end of FinishStep, a gather thread brings the
+// other ranks' updated slices in layer by layer in forward order (each
+// owner broadcasts its piece of the layer, in place), while the trainer
+// thread goes on to the next batch and its forward. The strategy is the
+// model's parameter hook (param_hook(), tensor/param_hook.h): a layer's
+// Gather waits until that layer is in, so forward computes layer k while
+// layer k+1 arrives. Every other call (BeginStep, FinishStep,
+// SyncStateToHost, StateLoaded) first waits for the gather to end, so the
+// gradient collectives never share the communicator with it. The owned
+// slice is final when FinishStep returns (checkpoints read only it). The
+// bytes moved are the allgather's; the wait the model sees is exposed
+// comm time.
 //
 // Memory per rank (memory()): parameters n floats (replicated); reduced
 // gradients n floats (zero1, in the model's buffer) or S floats (zero2;
@@ -79,6 +90,13 @@ struct ZeroSyncOptions {
   std::vector<std::pair<int64_t, int64_t>> ready_ranges;
   double bucket_cap_mb = 25;     // MiB per gradient bucket and allgather round, > 0
   double max_grad_norm = 0;      // global L2 clip over all shards; 0 = off
+  // The model's parameter-hook ranges in forward order, tiling [0, size)
+  // (Model::param_hook_ranges()); needed for overlap_allgather.
+  std::vector<std::pair<int64_t, int64_t>> layer_ranges;
+  // Gather the updated slices during the next forward (see above) instead
+  // of at the end of FinishStep. Ignored (end of FinishStep) without
+  // layer_ranges or with one rank.
+  bool overlap_allgather = false;
   // Called once with this rank's owned range (ZeroShardMap::owned(rank)).
   std::function<absl::StatusOr<std::unique_ptr<optim::Optimizer>>(optim::ParamRange)>
       make_optimizer;
@@ -98,6 +116,11 @@ class ZeroSync : public GradientSync {
 // InvalidArgument for bad options (naming the field); the optimizer
 // factory's error; Unimplemented for device memory.
 absl::StatusOr<std::unique_ptr<ZeroSync>> CreateZeroSync(ZeroSyncOptions options);
+
+// The --sync_opt keys zero1 and zero2 share (bucket_cap_mb, overlap) and
+// their check (overlap must be 0 or 1).
+std::vector<OptionInfo> ZeroOptionInfo();
+absl::Status ValidateZeroOptions(const SyncOptions& options);
 
 // The registry's factory for `stage` (zero1_strategy.cc, zero2_strategy.cc).
 absl::StatusOr<std::unique_ptr<GradientSync>> CreateZeroSyncForRegistry(
