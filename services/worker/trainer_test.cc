@@ -43,6 +43,9 @@ class TrainerTest : public ::testing::Test {
     data_ = nullptr;
   }
 
+  // The zero3 / zero2-overlap whole-worker check (below).
+  void ShardedEpochEvaluates(const std::string& strategy, const std::string& opts);
+
   void StartCoordinator(int workers, const std::string& state_dir) {
     coordinator_.reset();
     CoordinatorServerOptions o;
@@ -268,12 +271,21 @@ TEST_F(TrainerTest, OneEpochEvaluatesOnTheTestSet) {
   EXPECT_TRUE(line);
 }
 
-// zero3 through the whole worker: three ranks with accumulation and
-// clipping train an epoch and evaluate; 10000 test samples in global
-// batches of 303 leave one sample for the last batch, so two ranks have
-// none and must still join every layer's gather. Every rank ends holding
-// the same whole parameter vector.
+// A strategy that is the model's parameter hook (zero3; zero2 overlap=1)
+// through the whole worker: three ranks with accumulation and clipping
+// train an epoch and evaluate; 10000 test samples in global batches of 303
+// leave one sample for the last batch, so two ranks have none and must
+// still join every layer's gather. Every rank ends holding the same whole
+// parameter vector.
 TEST_F(TrainerTest, Zero3OneEpochWithAccumulationEvaluatesOnTheTestSet) {
+  ShardedEpochEvaluates("zero3", "bucket_cap_mb=0.01,max_grad_norm=5");
+}
+
+TEST_F(TrainerTest, Zero2OverlappedGatherOneEpochWithAccumulationEvaluates) {
+  ShardedEpochEvaluates("zero2", "bucket_cap_mb=0.01,max_grad_norm=5,overlap=1");
+}
+
+void TrainerTest::ShardedEpochEvaluates(const std::string& strategy, const std::string& opts) {
   StartCoordinator(3, "");
   std::vector<TrainerOptions> o = {Options(0), Options(1), Options(2)};
   for (auto& x : o) {
@@ -281,7 +293,7 @@ TEST_F(TrainerTest, Zero3OneEpochWithAccumulationEvaluatesOnTheTestSet) {
     x.accumulation = 2;
     x.lr = 0.1;
     x.log_every = 0;
-    auto so = sync::ParseSyncOptions("zero3", "bucket_cap_mb=0.01,max_grad_norm=5");
+    auto so = sync::ParseSyncOptions(strategy, opts);
     ASSERT_TRUE(so.ok()) << so.status();
     x.sync = *so;
   }
