@@ -247,7 +247,8 @@ absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& 
     StepTimes& times = out.times;
     ++state_.step;
     state_.cursor = out.cursor;
-    state_.samples_in_epoch = state_.cursor.step_in_epoch * plan.global_batch;
+    state_.samples_in_epoch =
+        state_.cursor.offset + state_.cursor.step_in_epoch * plan.global_batch;
 
     // Agree on the coordinator's command (every rank acts at the same step)
     // and sum the loss, in one small collective.

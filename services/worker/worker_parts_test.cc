@@ -134,16 +134,25 @@ TEST(TrainingPlanTest, StepsLeftScheduleAndTheCursorReCutForANewWorld) {
   EXPECT_EQ(p->steps_left, 50);
   EXPECT_FLOAT_EQ(p->schedule.LearningRate(1), 0.4f);  // linear scaling x4
   // Resumed at step 10 with 450 samples of epoch 1 done, now with 3 workers:
-  // 450 / 30 = batch 15 of 33.
+  // batches of 30 cut from sample 450 (not a multiple of 30 x 4 = 40's
+  // boundaries): 550 = 18*30 + 10, the short last kept, then 33 in epoch 2.
   TrainingState resumed;
   resumed.step = 10;
   resumed.cursor = data::Cursor{0, 0};
   resumed.samples_in_epoch = 450;
   auto q = PlanGeneration(PlanInputs{o, 1000, 3}, &resumed);
   ASSERT_TRUE(q.ok());
-  EXPECT_EQ(resumed.cursor.step_in_epoch, 15);
+  EXPECT_EQ(resumed.cursor, (data::Cursor{0, 0, 450}));
   EXPECT_EQ(q->steps_per_epoch, 33);
-  EXPECT_EQ(q->total_steps, 10 + (2 * 33 - 15));
+  EXPECT_EQ(q->total_steps, 10 + 19 + 33);
+  // Nothing of the epoch left to cut (2 samples for 3 ranks): the next one.
+  TrainingState tail;
+  tail.samples_in_epoch = 998;
+  auto t = PlanGeneration(PlanInputs{o, 1000, 3}, &tail);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(tail.cursor, (data::Cursor{1, 0, 0}));
+  EXPECT_EQ(tail.samples_in_epoch, 0);
+  EXPECT_EQ(t->total_steps, 33);
   o.max_steps = 12;
   o.accumulation = 2;
   auto r = PlanGeneration(PlanInputs{o, 1000, 3}, &resumed);
@@ -199,7 +208,8 @@ TEST(TrainingPlanTest, TheStreamStartsAtTheCursorWithTheRightInputs) {
   auto p = PlanGeneration(PlanInputs{o, 1000, 2}, &st);
   ASSERT_TRUE(p.ok());
   data::PrefetchOptions mlp = TrainStream(o, *p, st, 1, 2, /*normalize_to_f32=*/true, nullptr);
-  EXPECT_EQ(mlp.request.step_in_epoch(), 4);
+  EXPECT_EQ(mlp.request.step_in_epoch(), 0);
+  EXPECT_EQ(mlp.request.start_position(), 80);  // the exact sample, any world
   EXPECT_EQ(mlp.request.rank(), 1);
   EXPECT_EQ(mlp.request.max_batches(), p->steps_left * 2);
   EXPECT_TRUE(mlp.request.normalize_to_f32());
