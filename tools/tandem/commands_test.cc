@@ -42,6 +42,23 @@ TEST(CommandsTest, TopLevelHelpListsEachCommandOnOneLine) {
   }
 }
 
+TEST(CommandsTest, AddWorkerTakesTheRunDirectory) {
+  auto c = ParseCommandLine({"add-worker", "--run_dir", "/tmp/run"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->command, "add-worker");
+  EXPECT_EQ(c->add_worker.run_dir, "/tmp/run");
+  auto underscore = ParseCommandLine({"add_worker", "--run-dir=/tmp/r2"});
+  ASSERT_TRUE(underscore.ok()) << underscore.status();
+  EXPECT_EQ(underscore->command, "add-worker");
+  EXPECT_EQ(underscore->add_worker.run_dir, "/tmp/r2");
+  auto bad = ParseCommandLine({"add-worker", "--workers=2"});
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status()));
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "workers")) << bad.status();
+  auto help = ParseCommandLine({"add-worker", "--help"});
+  ASSERT_TRUE(help.ok());
+  EXPECT_TRUE(absl::StrContains(help->help_text, "--run_dir")) << help->help_text;
+}
+
 TEST(CommandsTest, LocalHelpListsEveryFlagItParsesWithItsDefault) {
   const std::string help = HelpOf({"local", "--help"});
   EXPECT_TRUE(absl::StartsWith(help, "usage: tandem local")) << help;
@@ -85,7 +102,7 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
       "--link_delay_ms=2", "--shard_servers=2", "--model=mlp:784,32,10", "--dataset=other", "--data_root=/d",
       "--epochs=3", "--batch-size", "16", "--accumulation=2", "--max_steps=99", "--seed=7",
       "--lr=0.1", "--optimizer=adamw", "--lr_scaling=sqrt", "--schedule=constant",
-      "--warmup_steps=10", "--momentum=0.8", "--weight_decay=0.01", "--sync=zero1",
+      "--warmup_steps=10", "--momentum=0.8", "--weight_decay=0.01", "--precision=bf16", "--sync=zero1",
       "--sync_opt=a=1,b=2", "--bucket_cap_mb=8", "--transport=gloo", "--backend=cuda",
       "--log_every=5", "--profile", "--doctor", "--decode_threads=3", "--checkpoint_every=20", "--worker_arg=--x=1,--y=2",
       "--worker-arg=--z", "--bin_dir=/b", "--run_dir=/r", "--keep_going",
@@ -124,6 +141,7 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
   EXPECT_EQ(o.warmup_steps, 10);
   EXPECT_EQ(o.momentum, 0.8);
   EXPECT_EQ(o.weight_decay, 0.01);
+  EXPECT_EQ(o.precision, "bf16");
   EXPECT_EQ(o.sync, "zero1");
   EXPECT_EQ(o.sync_opt, "a=1,b=2");
   EXPECT_EQ(o.bucket_cap_mb, 8);
@@ -189,7 +207,7 @@ TEST(CommandsTest, OtherUsageErrors) {
   EXPECT_TRUE(absl::StrContains(e, "no command given")) << e;
   EXPECT_TRUE(absl::StrContains(e, "`tandem --help`")) << e;
   e = ErrorOf({"train"});
-  EXPECT_TRUE(absl::StrContains(e, "unknown command 'train' (commands: local, status, plan, doctor, exec)")) << e;
+  EXPECT_TRUE(absl::StrContains(e, "unknown command 'train' (commands: local, status, plan, doctor, add-worker, exec)")) << e;
   e = ErrorOf({"--workers=2", "local"});
   EXPECT_TRUE(absl::StrContains(e, "put the command first")) << e;
   e = ErrorOf({"local", "extra"});

@@ -30,6 +30,7 @@
 #include "common/metrics/scrape.h"
 #include "common/rpc/auth.h"
 #include "common/status/status_macros.h"
+#include "tools/tandem/add_worker.h"
 #include "tools/tandem/doctor_command.h"
 #include "tools/tandem/job_status.h"
 #include "tools/tandem/link_rate.h"
@@ -301,6 +302,7 @@ void Runner::PumpStdout(int timeout_ms) {
         return;
       }
     }
+    poll(nullptr, 0, timeout_ms);  // only added workers left: a poll interval
     return;
   }
   if (poll(fds.data(), fds.size(), timeout_ms) <= 0) return;  // timeout or EINTR
@@ -527,29 +529,50 @@ absl::Status Runner::Run() {
   }
 
   // Workers bind /metrics on port 0 before joining and log the port.
-  std::vector<Child*> workers;
-  for (int i = 0; i < o_.workers; ++i) {
+  auto worker_command = [&](int i, std::vector<std::string>* argv, std::vector<std::string>* env) {
     const std::string name = absl::StrCat("worker-", i);
-    std::vector<std::string> argv = WorkerArgv(o_, data, worker_bin, coordinator_address_,
-                                               data_address, i, run_dir_);
-    argv.push_back("--metrics_port=0");
-    argv.push_back(absl::StrCat("--metrics_file=", run_dir_, "/metrics/", name, ".prom"));
+    *argv = WorkerArgv(o_, data, worker_bin, coordinator_address_, data_address, i, run_dir_);
+    argv->push_back("--metrics_port=0");
+    argv->push_back(absl::StrCat("--metrics_file=", run_dir_, "/metrics/", name, ".prom"));
     if (!shard_addresses.empty()) {
-      argv.push_back("--shard_servers=" + absl::StrJoin(shard_addresses, ","));
+      argv->push_back("--shard_servers=" + absl::StrJoin(shard_addresses, ","));
     }
-    argv.push_back("--token_file=" + token_file_);
-    std::vector<std::string> env;
+    argv->push_back("--token_file=" + token_file_);
+    env->clear();
     if (network_ != nullptr) {
       // Gloo and gRPC connect without binding: pin the source to the node's
       // address so the node's tc class sees (shapes, counts) what it sends.
       const char* preload = getenv("LD_PRELOAD");
-      env.push_back(absl::StrCat("LD_PRELOAD=", bind_source_library_,
-                                 preload != nullptr && *preload != '\0' ? absl::StrCat(":", preload)
-                                                                        : std::string()));
-      env.push_back("TANDEM_BIND_SOURCE=" + WorkerHost(o_, i));
+      env->push_back(absl::StrCat("LD_PRELOAD=", bind_source_library_,
+                                  preload != nullptr && *preload != '\0'
+                                      ? absl::StrCat(":", preload)
+                                      : std::string()));
+      env->push_back("TANDEM_BIND_SOURCE=" + WorkerHost(o_, i));
     }
-    ASSIGN_OR_RETURN(Child * w, Spawn(name, std::move(argv), true, std::move(env)));
+  };
+  std::vector<Child*> workers;
+  for (int i = 0; i < o_.workers; ++i) {
+    std::vector<std::string> argv, env;
+    worker_command(i, &argv, &env);
+    ASSIGN_OR_RETURN(Child * w,
+                     Spawn(absl::StrCat("worker-", i), std::move(argv), true, std::move(env)));
     workers.push_back(w);
+  }
+  // Room to grow (--max_workers above --workers): one slot per extra worker
+  // for `tandem add-worker --run_dir` (tools/tandem/add_worker.h). Not with
+  // --nodes: an added process would be outside the run's network namespace.
+  if (network_ == nullptr) {
+    for (int i = o_.workers; i < max; ++i) {
+      std::vector<std::string> argv, env;
+      worker_command(i, &argv, &env);
+      if (getenv("OPENBLAS_NUM_THREADS") == nullptr) env.push_back("OPENBLAS_NUM_THREADS=1");
+      if (!blas_coretype_.empty()) env.push_back(blas_coretype_);
+      RETURN_IF_ERROR(WriteWorkerSlot(run_dir_, i, env, argv));
+    }
+    if (max > o_.workers) {
+      Print(absl::StrCat("room for ", max - o_.workers, " more worker(s): tandem add-worker --run_dir ",
+                         run_dir_));
+    }
   }
   for (int i = 0; i < static_cast<int>(workers.size()); ++i) {
     Child* w = workers[i];
@@ -627,6 +650,11 @@ absl::Status Runner::Run() {
                                             "expelled it; --keep_going lets the others go on)"));
       StopEverything();
       return s;
+    }
+    // Workers added with `tandem add-worker` are not children; the services
+    // stay up until they have left too.
+    if (!running && max > o_.workers && !RunningAddedWorkers(run_dir_, o_.workers, max).empty()) {
+      running = true;
     }
     if (running) continue;
     // Every worker has exited. Only one that did not finish cleanly gets a
