@@ -73,6 +73,7 @@ TEST(ProgressReporterTest, ReportsEveryLogEveryStepsAndAtTheEnd) {
   EXPECT_TRUE(absl::StartsWith(sink.lines[0], "step 2/3 epoch 1 loss 1.5000 lr 0.1000 samples/s "))
       << sink.lines[0];
   EXPECT_TRUE(absl::StrContains(sink.lines[0], " world 2 eta ")) << sink.lines[0];
+  EXPECT_TRUE(absl::StrContains(sink.lines[0], " batch 0 world 2 ")) << sink.lines[0];
 }
 
 TEST(ProgressReporterTest, ProfileLineAndTokensPerSecond) {

@@ -11,11 +11,25 @@ namespace worker {
 
 absl::StatusOr<TrainingPlan> PlanGeneration(const PlanInputs& in, TrainingState* state) {
   const TrainerOptions& o = in.options;
-  const int64_t global_batch = int64_t{o.batch_size} * in.world;
+  const int64_t global_batch =
+      in.global_batch > 0 ? in.global_batch : int64_t{o.batch_size} * in.world;
   if (global_batch > in.train_samples) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "global batch ", global_batch, " (", o.batch_size, " x ", in.world,
-        " workers) exceeds the dataset's ", in.train_samples, " samples: lower --batch_size"));
+        "global batch ", global_batch, " (",
+        in.global_batch > 0 ? absl::StrCat("--batch auto / --batch_schedule over ", in.world)
+                            : absl::StrCat(o.batch_size, " x ", in.world),
+        " workers) exceeds the dataset's ", in.train_samples,
+        " samples: lower --batch_size (or the --batch range)"));
+  }
+  if (global_batch < in.world) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "global batch ", global_batch, " leaves some of the ", in.world,
+        " workers without a sample: raise the --batch minimum or --batch_schedule size"));
+  }
+  if ((global_batch + in.world - 1) / in.world > LocalBatchCapacity(o)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "global batch ", global_batch, " over ", in.world, " workers exceeds the per-worker "
+        "capacity ", LocalBatchCapacity(o), " the buffers were sized for"));
   }
   data::SamplerConfig sc;
   sc.num_samples = in.train_samples;

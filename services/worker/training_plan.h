@@ -31,10 +31,13 @@ struct PlanInputs {
   const TrainerOptions& options;
   int64_t train_samples = 0;
   int world = 1;
+  // Samples per micro-batch over all ranks (dynamic batch sizing); 0 =
+  // batch_size x world. Per-rank slices differ by at most one sample.
+  int64_t global_batch = 0;
 };
 
 struct TrainingPlan {
-  int64_t global_batch = 0;     // batch_size * world
+  int64_t global_batch = 0;     // batch_size * world, or PlanInputs::global_batch
   int64_t steps_per_epoch = 0;  // batches of global_batch per epoch
   int64_t total_steps = 0;      // optimizer steps at the end of the run
   int64_t steps_left = 0;

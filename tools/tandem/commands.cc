@@ -78,6 +78,11 @@ FlagTable LocalFlags(LocalOptions* o) {
   t.String("data_root", &o->data_root, "Directory holding the datasets.");
   t.Int("epochs", &o->epochs, "Epochs to train.");
   t.Int("batch_size", &o->batch_size, "Samples per worker per micro-batch.");
+  t.String("batch", &o->batch,
+           "fixed (\"\" = --batch_size per worker), auto or auto:MIN,MAX: the coordinator picks the "
+           "goodput-maximising global batch (gradient noise scale x throughput) and workers follow.");
+  t.String("batch_schedule", &o->batch_schedule,
+           "STEP:SIZE,...: after optimizer step STEP the global batch is SIZE (forced schedule).");
   t.Int("accumulation", &o->accumulation,
         "Micro-batches per optimizer step (0 = the worker's default, 1).");
   t.Int64("max_steps", &o->max_steps, "Stop after this many optimizer steps (0 = all epochs).");

@@ -100,7 +100,8 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
       "--port=7000", "--job_id=j", "--heartbeat_ms=250", "--heartbeat_misses=4",
       "--settle_seconds=1.5", "--nodes=3", "--workers_per_node=1", "--link=1gbit",
       "--link_delay_ms=2", "--shard_servers=2", "--model=mlp:784,32,10", "--dataset=other", "--data_root=/d",
-      "--epochs=3", "--batch-size", "16", "--accumulation=2", "--max_steps=99", "--seed=7",
+      "--epochs=3", "--batch-size", "16", "--batch=auto:64,512", "--batch_schedule=10:128",
+      "--accumulation=2", "--max_steps=99", "--seed=7",
       "--lr=0.1", "--optimizer=adamw", "--lr_scaling=sqrt", "--schedule=constant",
       "--warmup_steps=10", "--momentum=0.8", "--weight_decay=0.01", "--precision=bf16", "--sync=zero1",
       "--sync_opt=a=1,b=2", "--bucket_cap_mb=8", "--transport=gloo", "--backend=cuda",
@@ -131,6 +132,8 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
   EXPECT_EQ(o.data_root, "/d");
   EXPECT_EQ(o.epochs, 3);
   EXPECT_EQ(o.batch_size, 16);
+  EXPECT_EQ(o.batch, "auto:64,512");
+  EXPECT_EQ(o.batch_schedule, "10:128");
   EXPECT_EQ(o.accumulation, 2);
   EXPECT_EQ(o.max_steps, 99);
   EXPECT_EQ(o.seed, 7);

@@ -447,6 +447,7 @@ absl::Status Runner::Run() {
   }
   if (o_.nodes > 0) RETURN_IF_ERROR(StartNetwork());
 
+  ASSIGN_OR_RETURN(const auto batch_range, ResolveBatchRange(o_));
   const int min = o_.min_workers == 0 ? o_.workers : o_.min_workers;
   const int max = o_.max_workers == 0 ? o_.workers : o_.max_workers;
   const std::string coord_port_file = run_dir_ + "/coordinator.port";
@@ -463,7 +464,10 @@ absl::Status Runner::Run() {
              absl::StrCat("--settle_seconds=", o_.settle_seconds),
              absl::StrCat("--heartbeat_ms=", o_.heartbeat_ms),
              absl::StrCat("--heartbeat_misses=", o_.heartbeat_misses),
-             "--state_dir=" + run_dir_ + "/coordinator-state", "--token_file=" + token_file_},
+             "--state_dir=" + run_dir_ + "/coordinator-state", "--token_file=" + token_file_,
+             batch_range.second > 0
+                 ? absl::StrCat("--batch_auto=", batch_range.first, ",", batch_range.second)
+                 : std::string("--global_batch_size=0")},
             false));
   ASSIGN_OR_RETURN(
       Child * dataserver,
@@ -768,6 +772,10 @@ std::vector<std::string> WorkerArgv(const LocalOptions& o, const DatasetFiles& d
     a.push_back(absl::StrCat("--checkpoint_every=", o.checkpoint_every));
   }
   if (o.max_steps > 0) a.push_back(absl::StrCat("--max_steps=", o.max_steps));
+  if (auto range = ResolveBatchRange(o); range.ok() && range->second > 0) {
+    a.push_back(absl::StrCat("--batch=auto:", range->first, ",", range->second));
+  }
+  if (!o.batch_schedule.empty()) a.push_back("--batch_schedule=" + o.batch_schedule);
   for (const std::string& extra : o.worker_args) a.push_back(extra);
   return a;
 }
