@@ -193,6 +193,57 @@ TEST(TrainingPlanTest, LearningRateFollowsTheScalingRuleAtEveryWorldSize) {
   EXPECT_TRUE(absl::StrContains(ValidateTrainerOptions(bad).message(), "--lr_reference_batch"));
 }
 
+TEST(TrainingPlanTest, BatchFlagsParseAndSizeTheBuffers) {
+  TrainerOptions o = PlanOptions();  // batch 10
+  ASSERT_TRUE(ParseBatchFlags("auto", "", &o).ok());
+  EXPECT_TRUE(o.batch_auto);
+  EXPECT_EQ(o.batch_min, 10);
+  EXPECT_EQ(o.batch_max, 320);
+  EXPECT_EQ(LocalBatchCapacity(o), 320);
+  ASSERT_TRUE(ParseBatchFlags("auto:40,80", "5:60,9:30", &o).ok());
+  EXPECT_EQ(o.batch_max, 80);
+  EXPECT_EQ(LocalBatchCapacity(o), 80);
+  EXPECT_EQ(ScheduledGlobalBatch(o, 4), 0);
+  EXPECT_EQ(ScheduledGlobalBatch(o, 5), 60);
+  EXPECT_EQ(ScheduledGlobalBatch(o, 8), 60);
+  EXPECT_EQ(ScheduledGlobalBatch(o, 100), 30);
+  ASSERT_TRUE(ParseBatchFlags("fixed", "", &o).ok());
+  EXPECT_FALSE(o.batch_auto);
+  EXPECT_EQ(LocalBatchCapacity(o), 10);
+  for (const char* bad : {"auto:80,40", "auto:", "auto:1,2,3", "dynamic"}) {
+    absl::Status s = ParseBatchFlags(bad, "", &o);
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << bad;
+    EXPECT_TRUE(absl::StrContains(s.message(), "--batch")) << s;
+  }
+  for (const char* bad : {"5", "0:10", "5:0", "9:10,5:20", "a:b"}) {
+    absl::Status s = ParseBatchFlags("", bad, &o);
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << bad;
+    EXPECT_TRUE(absl::StrContains(s.message(), "--batch_schedule")) << s;
+  }
+}
+
+TEST(TrainingPlanTest, AGlobalBatchOverrideRescalesTheLrAndIsChecked) {
+  TrainerOptions o = PlanOptions();  // batch 10, lr 0.1 linear
+  ASSERT_TRUE(ParseBatchFlags("", "3:60", &o).ok());
+  TrainingState st;
+  st.samples_in_epoch = 130;
+  PlanInputs in{o, 1000, 2};
+  in.global_batch = 60;
+  auto p = PlanGeneration(in, &st);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->global_batch, 60);
+  EXPECT_FLOAT_EQ(p->schedule.LearningRate(5), 0.6f);  // 0.1 x 60 / 10
+  EXPECT_EQ(st.cursor, (data::Cursor{0, 0, 130}));
+  // 870 = 14 x 60 + 30 (kept short batch), then 16 in epoch 2.
+  EXPECT_EQ(p->total_steps, 15 + 16);
+  in.global_batch = 1;  // fewer samples than workers
+  EXPECT_TRUE(absl::IsInvalidArgument(PlanGeneration(in, &st).status()));
+  in.global_batch = 200;  // 100 per worker, buffers sized for 60
+  auto big = PlanGeneration(in, &st);
+  EXPECT_TRUE(absl::IsInvalidArgument(big.status()));
+  EXPECT_TRUE(absl::StrContains(big.status().message(), "capacity")) << big.status();
+}
+
 TEST(TrainingPlanTest, GlobalBatchLargerThanTheDatasetSaysWhatToLower) {
   TrainingState st;
   auto p = PlanGeneration(PlanInputs{PlanOptions(), 30, 4}, &st);
