@@ -169,6 +169,24 @@ absl::Status Runner::RestartServer(Child& c, int port, const std::string& port_f
 void Runner::KillLostWorkers() {
   if (watch_ == nullptr) return;
   for (const v1::LostWorker& lost : watch_->NewlyLost()) {
+    bool child = false;
+    for (const Child& c : children_) child = child || (c.is_worker && c.process->name() == lost.worker_id());
+    if (!child) {
+      // A worker `tandem add-worker` started: not ours to reap, but a hung
+      // one must not keep the run (and its add-worker) waiting forever.
+      const std::string pid_file = absl::StrCat(run_dir_, "/", lost.worker_id(), ".pid");
+      const std::string claim = absl::StrCat(run_dir_, "/", lost.worker_id(), ".claim");
+      int pid = -1;
+      std::ifstream in(pid_file);
+      struct stat st;
+      if (stat(claim.c_str(), &st) == 0 && (in >> pid) && pid > 0 && kill(pid, 0) == 0) {
+        Print(absl::StrCat("tandem local: the coordinator expelled ", lost.worker_id(),
+                           " (rank ", lost.rank(), " of generation ", lost.generation(), "): ",
+                           lost.reason(), "; killing pid ", pid));
+        kill(pid, SIGKILL);
+      }
+      continue;
+    }
     for (Child& c : children_) {
       if (!c.is_worker || c.process->name() != lost.worker_id() || c.process->Poll()) continue;
       if (!c.lost_reason.empty()) continue;
