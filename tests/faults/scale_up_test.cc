@@ -40,7 +40,7 @@ TEST(ScaleUpTest, AThirdWorkerJoinsMidEpochAndEverySampleIsSeenOnce) {
   std::unique_ptr<cli::Subprocess> adder;
   bool world2 = false, world3 = false, lr2 = false, lr3 = false, room = false;
   TandemRun r = RunTandem(
-      {"local", "--workers=2", "--max-workers=3", "--model=mlp:784,256,256,10", "--epochs=2",
+      {"local", "--workers=2", "--max-workers=3", "--model=mlp:784,256,256,10", "--epochs=3",
        "--batch-size=50", "--log-every=10", "--checkpoint-every=7", "--schedule=constant",
        "--lr=0.05", "--lr-scaling=linear", "--worker-arg=--sample_log_dir=" + samples,
        "--run-dir=" + run_dir},
@@ -88,7 +88,7 @@ TEST(ScaleUpTest, AThirdWorkerJoinsMidEpochAndEverySampleIsSeenOnce) {
   for (const worker::SampleRecord& rec : records) third_trained |= rec.generation >= 2;
   EXPECT_TRUE(third_trained);
   const auto counts = worker::EffectiveSampleCounts(records);
-  ASSERT_EQ(counts.size(), 2u);
+  ASSERT_EQ(counts.size(), 3u);
   for (const auto& [epoch, ids] : counts) {
     int repeated = 0;
     for (const auto& [id, n] : ids) repeated += n - 1;
