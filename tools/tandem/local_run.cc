@@ -392,6 +392,11 @@ void Runner::SaveServiceMetrics() {
 }
 
 void Runner::StopEverything() {
+  // Workers `tandem add-worker` started are not children: SIGTERM them
+  // first (their add-worker reaps them), so none outlives the services.
+  if (!run_dir_.empty() && o_.max_workers > o_.workers) {
+    for (int pid : RunningAddedWorkers(run_dir_, o_.workers, o_.max_workers)) kill(pid, SIGTERM);
+  }
   std::vector<Subprocess*> all;
   // Workers first, then the servers they talk to, all within one grace.
   for (int pass = 0; pass < 2; ++pass) {
