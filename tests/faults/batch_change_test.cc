@@ -69,6 +69,59 @@ TEST(BatchChangeTest, ScheduledChangesMidEpochSeeEverySampleOnce) {
   EXPECT_EQ(repeated, 0);
 }
 
+// --batch auto: the workers measure the gradient norms at both batch sizes
+// (progress lines have the window's noise scale), the coordinator's
+// controller gets them (its saved metrics hold a positive noise scale and a
+// chosen batch in range), and whatever it decides and whenever the workers
+// switch, every sample of each epoch is trained on exactly once.
+TEST(BatchChangeTest, AutoMeasuresTheNoiseScaleAndLosesNoSample) {
+  const std::string run_dir = TmpPath("batch-auto");
+  const std::string samples = TmpPath("batch-auto-samples");
+  ASSERT_EQ(mkdir(samples.c_str(), 0755), 0);
+  int noise_lines = 0, progress_lines = 0;
+  TandemRun r = RunTandem(
+      {"local", "--workers=2", "--model=mlp:784,128,10", "--epochs=2", "--batch-size=32",
+       "--batch=auto:64,512", "--log-every=20", "--checkpoint-every=0",
+       "--worker-arg=--sample_log_dir=" + samples, "--run-dir=" + run_dir},
+      [&](const std::string& line) {
+        if (!absl::StartsWith(line, "step ")) return;
+        ++progress_lines;
+        if (absl::StrContains(line, " noise ")) ++noise_lines;
+      });
+  ASSERT_EQ(r.exit_code, 0) << r.stdout_text << r.stderr_text;
+  EXPECT_GT(progress_lines, 10);
+  // A window whose |G|^2 estimate is not positive (late, small gradients
+  // under noise) prints none; most do.
+  EXPECT_GT(noise_lines, progress_lines / 2) << r.stdout_text;
+  const std::string metrics = ReadFile(run_dir + "/metrics/coordinator.prom");
+  auto gauge = [&](const std::string& name) {
+    const size_t at = metrics.find("\n" + name + "{");
+    if (at == std::string::npos) return -1.0;
+    const size_t value = metrics.find("} ", at);
+    return std::stod(metrics.substr(value + 2));
+  };
+  EXPECT_GT(gauge("tandem_batch_noise_scale"), 0) << metrics;
+  EXPECT_GE(gauge("tandem_batch_global_size"), 64) << metrics;
+  EXPECT_LE(gauge("tandem_batch_global_size"), 512) << metrics;
+
+  std::vector<worker::SampleRecord> records;
+  for (int w = 0; w < 2; ++w) {
+    absl::Status s =
+        worker::ReadSampleLog(absl::StrCat(samples, "/worker-", w, ".samples"), &records);
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  const auto counts = worker::EffectiveSampleCounts(records);
+  ASSERT_EQ(counts.size(), 2u);
+  for (const auto& [epoch, ids] : counts) {
+    int repeated = 0;
+    for (const auto& [id, n] : ids) repeated += n - 1;
+    // 60,000 = 937 x 64 + 32: an epoch at the start batch drops its last
+    // 32; one entered mid-epoch after a change keeps its short tail.
+    EXPECT_GE(ids.size(), 60000u - 32) << "epoch " << epoch;
+    EXPECT_EQ(repeated, 0) << "epoch " << epoch;
+  }
+}
+
 }  // namespace
 }  // namespace e2e
 }  // namespace tandem
