@@ -477,21 +477,19 @@ absl::Status Runner::Run() {
   const std::string data_port_file = run_dir_ + "/dataserver.port";
   std::remove(coord_port_file.c_str());
   std::remove(data_port_file.c_str());
-  ASSIGN_OR_RETURN(
-      Child * coordinator,
-      Spawn("coordinator",
-            {coordinator_bin, "--job_id=" + o_.job_id, "--host=" + service_host_,
-             absl::StrCat("--port=", o_.port), "--port_file=" + coord_port_file,
-             "--metrics_port=0", absl::StrCat("--min_workers=", min),
-             absl::StrCat("--max_workers=", max),
-             absl::StrCat("--settle_seconds=", o_.settle_seconds),
-             absl::StrCat("--heartbeat_ms=", o_.heartbeat_ms),
-             absl::StrCat("--heartbeat_misses=", o_.heartbeat_misses),
-             "--state_dir=" + run_dir_ + "/coordinator-state", "--token_file=" + token_file_,
-             batch_range.second > 0
-                 ? absl::StrCat("--batch_auto=", batch_range.first, ",", batch_range.second)
-                 : std::string("--global_batch_size=0")},
-            false));
+  std::vector<std::string> coordinator_argv = {
+      coordinator_bin, "--job_id=" + o_.job_id, "--host=" + service_host_,
+      absl::StrCat("--port=", o_.port), "--port_file=" + coord_port_file, "--metrics_port=0",
+      absl::StrCat("--min_workers=", min), absl::StrCat("--max_workers=", max),
+      absl::StrCat("--settle_seconds=", o_.settle_seconds),
+      absl::StrCat("--heartbeat_ms=", o_.heartbeat_ms),
+      absl::StrCat("--heartbeat_misses=", o_.heartbeat_misses),
+      "--state_dir=" + run_dir_ + "/coordinator-state", "--token_file=" + token_file_};
+  if (batch_range.second > 0) {
+    coordinator_argv.push_back(
+        absl::StrCat("--batch_auto=", batch_range.first, ",", batch_range.second));
+  }
+  ASSIGN_OR_RETURN(Child * coordinator, Spawn("coordinator", std::move(coordinator_argv), false));
   ASSIGN_OR_RETURN(
       Child * dataserver,
       Spawn("dataserver",
