@@ -14,8 +14,8 @@ namespace data {
 namespace {
 
 Cursor After(const v1::Batch& b) {
-  if (b.last_in_epoch()) return {b.epoch() + 1, 0};
-  return {b.epoch(), b.step_in_epoch() + 1};
+  if (b.last_in_epoch()) return {b.epoch() + 1, 0, 0};
+  return {b.epoch(), b.step_in_epoch() + 1, b.start_position()};
 }
 
 // Failures of the transport or the server process, worth another attempt
@@ -78,8 +78,10 @@ absl::StatusOr<std::unique_ptr<PrefetchClient>> PrefetchClient::Start(
 PrefetchClient::PrefetchClient(PrefetchOptions options)
     : options_(std::move(options)),
       slots_(options_.prefetch_depth + 1),
-      consumer_cursor_{options_.request.epoch(), options_.request.step_in_epoch()},
-      producer_cursor_{options_.request.epoch(), options_.request.step_in_epoch()} {
+      consumer_cursor_{options_.request.epoch(), options_.request.step_in_epoch(),
+                       options_.request.start_position()},
+      producer_cursor_{options_.request.epoch(), options_.request.step_in_epoch(),
+                       options_.request.start_position()} {
   for (const std::string& target : options_.servers) {
     stubs_.push_back(v1::DataServer::NewStub(MakeChannel({.target = target})));
   }
@@ -119,8 +121,8 @@ absl::StatusOr<const HostBatch*> PrefetchClient::Next() {
   if (produced_ == consumed_) return final_status_;  // done_, drained
   holding_ = true;
   const HostBatch* b = &slots_[consumed_ % slots_.size()];
-  consumer_cursor_ = b->last_in_epoch ? Cursor{b->epoch + 1, 0}
-                                      : Cursor{b->epoch, b->step_in_epoch + 1};
+  consumer_cursor_ = b->last_in_epoch ? Cursor{b->epoch + 1, 0, 0}
+                                      : Cursor{b->epoch, b->step_in_epoch + 1, b->start_position};
   return b;
 }
 
@@ -128,6 +130,8 @@ void PrefetchClient::Fill(v1::Batch* msg, HostBatch* slot) {
   slot->epoch = msg->epoch();
   slot->step_in_epoch = msg->step_in_epoch();
   slot->last_in_epoch = msg->last_in_epoch();
+  slot->start_position = msg->start_position();
+  slot->end_position = msg->end_position();
   slot->feature_dtype = msg->features().dtype();
   slot->label_dtype = msg->labels().dtype();
   slot->feature_shape.assign(msg->features().shape().begin(),
@@ -148,6 +152,7 @@ grpc::Status PrefetchClient::StreamOnce(int server, bool* received_any) {
     absl::MutexLock lock(&mu_);
     request.set_epoch(producer_cursor_.epoch);
     request.set_step_in_epoch(producer_cursor_.step_in_epoch);
+    request.set_start_position(producer_cursor_.offset);
     if (options_.request.max_batches() > 0) {
       remaining = options_.request.max_batches() - produced_;
     }

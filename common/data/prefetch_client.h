@@ -60,6 +60,8 @@ struct HostBatch {
   int64_t epoch = 0;
   int64_t step_in_epoch = 0;
   bool last_in_epoch = false;
+  int64_t start_position = 0;  // the epoch's slicing offset (Batch.start_position)
+  int64_t end_position = 0;    // samples of the epoch consumed after this batch
   v1::DType feature_dtype = v1::DTYPE_UNSPECIFIED;
   v1::DType label_dtype = v1::DTYPE_UNSPECIFIED;
   std::vector<int64_t> feature_shape;  // [n, ...]
@@ -82,7 +84,7 @@ struct ClientMetrics {
 struct PrefetchOptions {
   std::vector<std::string> servers;  // "host:port"; rank r starts at r % size
   // What to stream: dataset, seed, batch, rank, world, start cursor (epoch,
-  // step_in_epoch), remainder, shuffle, normalize. max_batches is the total
+  // step_in_epoch, start_position), remainder, shuffle, normalize. max_batches is the total
   // this client delivers (0 = unlimited), across reconnects.
   v1::StreamBatchesRequest request;
   int prefetch_depth = 4;                          // batches kept ready, >= 1

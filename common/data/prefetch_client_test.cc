@@ -49,7 +49,7 @@ class FakeDataServer final : public v1::DataServer::Service {
     int fail_after = -1;
     {
       absl::MutexLock lock(&mu_);
-      starts_.push_back({r->epoch(), r->step_in_epoch()});
+      starts_.push_back({r->epoch(), r->step_in_epoch(), r->start_position()});
       if (calls_ < fail_after_.size()) fail_after = fail_after_[calls_];
       ++calls_;
     }
@@ -57,7 +57,7 @@ class FakeDataServer final : public v1::DataServer::Service {
       return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown dataset 'missing'");
     }
     if (fail_after == 0) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "down");
-    Cursor c{r->epoch(), r->step_in_epoch()};
+    Cursor c{r->epoch(), r->step_in_epoch(), r->start_position()};
     for (int64_t sent = 0; r->max_batches() == 0 || sent < r->max_batches(); ++sent) {
       if (ctx->IsCancelled()) return grpc::Status::CANCELLED;
       if (fail_after > 0 && sent == fail_after) {
@@ -67,6 +67,7 @@ class FakeDataServer final : public v1::DataServer::Service {
       b.set_epoch(c.epoch);
       b.set_step_in_epoch(c.step_in_epoch);
       b.set_last_in_epoch(c.step_in_epoch == kStepsPerEpoch - 1);
+      b.set_start_position(c.offset);
       b.add_sample_ids(c.epoch * 100 + c.step_in_epoch);
       b.mutable_features()->set_dtype(v1::DTYPE_U8);
       b.mutable_features()->add_shape(1);
@@ -76,7 +77,8 @@ class FakeDataServer final : public v1::DataServer::Service {
       b.mutable_labels()->add_shape(1);
       b.mutable_labels()->set_data(std::string(4, 0));
       if (!w->Write(b)) return grpc::Status::CANCELLED;
-      c = b.last_in_epoch() ? Cursor{c.epoch + 1, 0} : Cursor{c.epoch, c.step_in_epoch + 1};
+      c = b.last_in_epoch() ? Cursor{c.epoch + 1, 0, 0}
+                            : Cursor{c.epoch, c.step_in_epoch + 1, c.offset};
     }
     return grpc::Status::OK;
   }
@@ -173,6 +175,31 @@ TEST(PrefetchClientTest, ReconnectsAndResumesAtExactCursor) {
   EXPECT_EQ(cm->bytes->Value(), 20 * (16 + 4));  // features + labels of each batch
   // The metric and the accessor account the same waits.
   EXPECT_NEAR(cm->wait_seconds->Value(), absl::ToDoubleSeconds((*client)->wait_time()), 1e-6);
+}
+
+TEST(PrefetchClientTest, AReconnectKeepsTheEpochsStartPosition) {
+  // An epoch entered at sample 7 (a new world or batch size): a stream that
+  // breaks inside it resumes with the same start_position; past the epoch
+  // the offset is 0 again.
+  FakeDataServer fake({1, 3});
+  auto server = RpcServer::Start({}, {&fake});
+  ASSERT_TRUE(server.ok());
+  auto options = Options({(*server)->address()}, 8);
+  options.request.set_start_position(7);
+  auto client = PrefetchClient::Start(options);
+  ASSERT_TRUE(client.ok());
+  EXPECT_EQ((*client)->cursor(), (Cursor{1, 3, 7}));
+  auto first = (*client)->Next();
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ((*first)->start_position, 7);
+  EXPECT_EQ((*client)->cursor(), (Cursor{1, 4, 7}));
+  std::vector<int64_t> ids;
+  EXPECT_TRUE(absl::IsOutOfRange(Drain(client->get(), &ids)));
+  const std::vector<Cursor> starts = fake.starts();
+  ASSERT_GE(starts.size(), 3u);
+  EXPECT_EQ(starts[0], (Cursor{1, 3, 7}));
+  EXPECT_EQ(starts[1], (Cursor{1, 4, 7}));  // broke after one batch
+  EXPECT_EQ(starts[2], (Cursor{2, 2, 0}));  // after (1,4) (2,0) (2,1)
 }
 
 TEST(PrefetchClientTest, FailsOverToTheNextServer) {

@@ -63,20 +63,47 @@ absl::Status ValidateCursor(const SamplerConfig& c, const Cursor& cursor) {
     return absl::InvalidArgumentError(
         absl::StrCat("epoch ", cursor.epoch, " is negative"));
   }
-  const int64_t steps = StepsPerEpoch(c);
+  if (cursor.offset < 0 || cursor.offset >= c.num_samples) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "start_position ", cursor.offset, " is outside the epoch's ", c.num_samples,
+        " samples [0, ", c.num_samples, ")"));
+  }
+  const int64_t steps = StepsInEpoch(c, cursor.offset);
+  if (steps == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "start_position ", cursor.offset, " leaves ", c.num_samples - cursor.offset,
+        " samples of the epoch, too few for a global batch of ", c.global_batch_size,
+        " over ", c.world_size, " ranks: start the next epoch instead"));
+  }
   if (cursor.step_in_epoch < 0 || cursor.step_in_epoch >= steps) {
     return absl::InvalidArgumentError(absl::StrCat(
         "step_in_epoch ", cursor.step_in_epoch, " is outside the epoch's ",
-        steps, " steps"));
+        steps, " steps", cursor.offset > 0 ? absl::StrCat(" from sample ", cursor.offset) : ""));
   }
   return absl::OkStatus();
 }
 
-int64_t StepsPerEpoch(const SamplerConfig& c) {
-  if (c.global_batch_size <= 0) return 0;
-  return c.remainder == Remainder::kDrop
-             ? c.num_samples / c.global_batch_size
-             : (c.num_samples + c.global_batch_size - 1) / c.global_batch_size;
+int64_t StepsPerEpoch(const SamplerConfig& c) { return StepsInEpoch(c, 0); }
+
+int64_t StepsInEpoch(const SamplerConfig& c, int64_t offset) {
+  if (c.global_batch_size <= 0 || offset < 0 || offset >= c.num_samples) return 0;
+  const int64_t rest = c.num_samples - offset;
+  const int64_t whole = rest / c.global_batch_size;
+  const int64_t tail = rest % c.global_batch_size;
+  if (c.remainder == Remainder::kShortLast) return whole + (tail > 0 ? 1 : 0);
+  // kDrop: an epoch entered at an offset keeps a short last batch that
+  // gives every rank a sample (see the header).
+  return whole + (offset > 0 && tail >= c.world_size ? 1 : 0);
+}
+
+int64_t Position(const SamplerConfig& c, const Cursor& cursor) {
+  return std::min(c.num_samples, cursor.offset + cursor.step_in_epoch * c.global_batch_size);
+}
+
+Cursor CursorAt(const SamplerConfig& c, int64_t epoch, int64_t position) {
+  if (position <= 0) return {epoch, 0, 0};
+  if (StepsInEpoch(c, position) == 0) return {epoch + 1, 0, 0};
+  return {epoch, 0, position};
 }
 
 void EpochPermutation(int64_t n, uint64_t seed, int64_t epoch, bool shuffle,
@@ -95,13 +122,13 @@ void EpochPermutation(int64_t n, uint64_t seed, int64_t epoch, bool shuffle,
   }
 }
 
-IndexRange GlobalBatchRange(const SamplerConfig& c, int64_t step) {
-  const int64_t begin = step * c.global_batch_size;
+IndexRange GlobalBatchRange(const SamplerConfig& c, int64_t step, int64_t offset) {
+  const int64_t begin = offset + step * c.global_batch_size;
   return {begin, std::min(begin + c.global_batch_size, c.num_samples)};
 }
 
-IndexRange RankSlice(const SamplerConfig& c, int64_t step, int rank) {
-  const IndexRange g = GlobalBatchRange(c, step);
+IndexRange RankSlice(const SamplerConfig& c, int64_t step, int rank, int64_t offset) {
+  const IndexRange g = GlobalBatchRange(c, step, offset);
   const int64_t m = g.size();
   const int64_t base = m / c.world_size;
   const int64_t extra = m % c.world_size;
@@ -113,13 +140,13 @@ int64_t MaxLocalBatchSize(const SamplerConfig& c) {
   return (c.global_batch_size + c.world_size - 1) / c.world_size;
 }
 
-bool IsLastInEpoch(const SamplerConfig& c, int64_t step) {
-  return step + 1 >= StepsPerEpoch(c);
+bool IsLastInEpoch(const SamplerConfig& c, int64_t step, int64_t offset) {
+  return step + 1 >= StepsInEpoch(c, offset);
 }
 
 Cursor Advance(const SamplerConfig& c, const Cursor& cursor) {
-  if (IsLastInEpoch(c, cursor.step_in_epoch)) return {cursor.epoch + 1, 0};
-  return {cursor.epoch, cursor.step_in_epoch + 1};
+  if (IsLastInEpoch(c, cursor.step_in_epoch, cursor.offset)) return {cursor.epoch + 1, 0, 0};
+  return {cursor.epoch, cursor.step_in_epoch + 1, cursor.offset};
 }
 
 const std::vector<int64_t>& EpochOrder::Get(const SamplerConfig& c,

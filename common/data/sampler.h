@@ -11,8 +11,19 @@
 //                (they differ from epoch to epoch when shuffling);
 //   kShortLast — the last global batch has N mod B samples; with fewer than
 //                w of them some ranks get an empty slice.
-// A stream position is a Cursor (epoch, step_in_epoch); resuming from the
-// cursor after the last batch received neither loses nor repeats a sample.
+// A stream position is a Cursor (epoch, step_in_epoch, offset); resuming
+// from the cursor after the last batch received neither loses nor repeats a
+// sample.
+//
+// Offsets (elastic world size, dynamic batch): an epoch may be entered at a
+// sample offset o, the samples of its permutation already consumed (by a
+// generation with another world size or global batch). Its global batches
+// are then cut from there: batch s is positions [o + s*B, min(o + (s+1)*B, N)),
+// so a change of w or B at a step boundary continues from the exact sample
+// where the last slicing stopped. In such an epoch (o > 0) the rest is not
+// dropped: under kDrop its last, short batch is kept when it has at least w
+// samples (every rank gets one), so a mid-epoch change loses nothing that
+// fits. Epochs after it start at offset 0.
 //
 //   SamplerConfig c{.num_samples = 1001, .seed = 7, .global_batch_size = 32,
 //                   .world_size = 4};
@@ -49,9 +60,10 @@ struct SamplerConfig {
 
 struct Cursor {
   int64_t epoch = 0;
-  int64_t step_in_epoch = 0;
+  int64_t step_in_epoch = 0;  // global batches since `offset`
+  int64_t offset = 0;         // samples of the epoch consumed before step 0
   bool operator==(const Cursor& o) const {
-    return epoch == o.epoch && step_in_epoch == o.step_in_epoch;
+    return epoch == o.epoch && step_in_epoch == o.step_in_epoch && offset == o.offset;
   }
 };
 
@@ -64,27 +76,37 @@ struct IndexRange {
 
 // OK, or INVALID_ARGUMENT naming what is wrong (rank >= world, batch 0, ...).
 absl::Status ValidateSamplerConfig(const SamplerConfig& config, int rank);
-// Also checks that the cursor's step lies inside the epoch.
+// Also checks that the cursor's offset lies in [0, N) and its step inside
+// the batches cut from that offset.
 absl::Status ValidateCursor(const SamplerConfig& config, const Cursor& cursor);
 
 // Global batches per epoch: floor(N/B) for kDrop, ceil(N/B) for kShortLast.
 int64_t StepsPerEpoch(const SamplerConfig& config);
+// Global batches of an epoch entered at sample `offset` (see above; equals
+// StepsPerEpoch at offset 0). 0 when nothing of the epoch is left to cut.
+int64_t StepsInEpoch(const SamplerConfig& config, int64_t offset);
+// Samples of the cursor's epoch consumed before the cursor's batch.
+int64_t Position(const SamplerConfig& config, const Cursor& cursor);
+// The cursor that starts `epoch` at sample `position` of its permutation
+// (the next epoch's start when nothing of it is left to cut).
+Cursor CursorAt(const SamplerConfig& config, int64_t epoch, int64_t position);
 
 // Fills `out` with the permutation of epoch `epoch` (reusing its capacity).
 // Deterministic across platforms: its own generator, no std distributions.
 void EpochPermutation(int64_t num_samples, uint64_t seed, int64_t epoch,
                       bool shuffle, std::vector<int64_t>* out);
 
-// Positions of global batch `step` in the epoch's permutation.
-IndexRange GlobalBatchRange(const SamplerConfig& config, int64_t step);
+// Positions of global batch `step` (cut from `offset`) in the epoch's
+// permutation.
+IndexRange GlobalBatchRange(const SamplerConfig& config, int64_t step, int64_t offset = 0);
 // Positions of rank `rank`'s part of global batch `step`.
-IndexRange RankSlice(const SamplerConfig& config, int64_t step, int rank);
+IndexRange RankSlice(const SamplerConfig& config, int64_t step, int rank, int64_t offset = 0);
 // Largest rank slice of any step: the buffer size a rank needs.
 int64_t MaxLocalBatchSize(const SamplerConfig& config);
 
 // The cursor after `cursor` (the next step, or step 0 of the next epoch).
 Cursor Advance(const SamplerConfig& config, const Cursor& cursor);
-bool IsLastInEpoch(const SamplerConfig& config, int64_t step);
+bool IsLastInEpoch(const SamplerConfig& config, int64_t step, int64_t offset = 0);
 
 // Caches one epoch's permutation so a stream computes it once per epoch.
 class EpochOrder {

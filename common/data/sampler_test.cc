@@ -169,6 +169,89 @@ TEST(SamplerTest, AdvanceWalksEpochsAndResumeEqualsUninterrupted) {
   }
 }
 
+TEST(SamplerTest, OffsetCutsTheRestOfTheEpoch) {
+  SamplerConfig c{.num_samples = kN, .seed = 5, .global_batch_size = 64, .world_size = 3};
+  // 1001 - 100 = 901 = 14*64 + 5: 14 whole batches and a short one of 5
+  // (>= 3 ranks, kept under kDrop in an offset epoch).
+  EXPECT_EQ(StepsInEpoch(c, 0), 15);  // 1001 = 15*64 + 41: dropped at offset 0
+  EXPECT_EQ(StepsInEpoch(c, 100), 15);
+  const IndexRange first = GlobalBatchRange(c, 0, 100);
+  EXPECT_EQ(first.begin, 100);
+  EXPECT_EQ(first.end, 164);
+  const IndexRange last = GlobalBatchRange(c, 14, 100);
+  EXPECT_EQ(last.begin, 996);
+  EXPECT_EQ(last.end, kN);
+  EXPECT_EQ(RankSlice(c, 14, 2, 100).size(), 1);
+  // A tail of fewer samples than ranks is dropped under kDrop ...
+  EXPECT_EQ(StepsInEpoch(c, kN - 2), 0);
+  EXPECT_EQ(StepsInEpoch(c, kN - 66), 1);  // 66 = 64 + 2
+  // ... and kept under kShortLast.
+  SamplerConfig s = c;
+  s.remainder = Remainder::kShortLast;
+  EXPECT_EQ(StepsInEpoch(s, kN - 2), 1);
+  // Advance keeps the offset within the epoch and drops it at the next.
+  Cursor cur{0, 13, 100};
+  cur = Advance(c, cur);
+  EXPECT_EQ(cur, (Cursor{0, 14, 100}));
+  EXPECT_TRUE(IsLastInEpoch(c, 14, 100));
+  EXPECT_EQ(Advance(c, cur), (Cursor{1, 0, 0}));
+  EXPECT_EQ(Position(c, Cursor{0, 3, 100}), 100 + 3 * 64);
+  EXPECT_EQ(CursorAt(c, 2, 0), (Cursor{2, 0, 0}));
+  EXPECT_EQ(CursorAt(c, 2, 500), (Cursor{2, 0, 500}));
+  EXPECT_EQ(CursorAt(c, 2, kN - 1), (Cursor{3, 0, 0}));  // nothing left to cut
+  // Bad offsets name the field.
+  for (int64_t bad : {int64_t{-1}, kN, kN - 2}) {
+    const absl::Status st = ValidateCursor(c, Cursor{0, 0, bad});
+    EXPECT_TRUE(absl::IsInvalidArgument(st)) << bad;
+    EXPECT_NE(st.message().find("start_position"), std::string::npos) << st;
+  }
+  EXPECT_TRUE(absl::IsInvalidArgument(ValidateCursor(c, Cursor{0, 15, 100})));
+  EXPECT_TRUE(ValidateCursor(c, Cursor{0, 14, 100}).ok());
+}
+
+// A change of world size or global batch at a step boundary, resumed from
+// the position reached: across the change every sample of the epoch once.
+TEST(SamplerTest, ChangingWorldOrBatchAtAnOffsetCoversTheEpochOnce) {
+  struct Change {
+    int64_t batch0;
+    int world0;
+    int64_t steps0;  // steps before the change
+    int64_t batch1;
+    int world1;
+  };
+  for (const Change& ch : {Change{63, 3, 5, 84, 4}, Change{64, 2, 7, 96, 2},
+                           Change{64, 2, 14, 96, 3}, Change{7, 1, 1, 1001, 7}}) {
+    SamplerConfig c0{.num_samples = kN, .seed = 11, .global_batch_size = ch.batch0,
+                     .world_size = ch.world0};
+    SamplerConfig c1 = c0;
+    c1.global_batch_size = ch.batch1;
+    c1.world_size = ch.world1;
+    std::multiset<int64_t> seen;
+    Cursor cur{0, 0, 0};
+    for (int64_t s = 0; s < ch.steps0; ++s) {
+      for (int r = 0; r < ch.world0; ++r) {
+        for (int64_t id : RankSamples(c0, 0, s, r)) seen.insert(id);
+      }
+      cur = Advance(c0, cur);
+    }
+    ASSERT_EQ(cur.epoch, 0);
+    Cursor next = CursorAt(c1, 0, Position(c0, cur));
+    ASSERT_TRUE(ValidateCursor(c1, next).ok());
+    std::vector<int64_t> perm;
+    EpochPermutation(kN, c0.seed, 0, true, &perm);
+    while (next.epoch == 0) {
+      for (int r = 0; r < ch.world1; ++r) {
+        const IndexRange range = RankSlice(c1, next.step_in_epoch, r, next.offset);
+        for (int64_t p = range.begin; p < range.end; ++p) seen.insert(perm[p]);
+      }
+      next = Advance(c1, next);
+    }
+    EXPECT_EQ(seen.size(), static_cast<size_t>(kN)) << ch.batch0 << "->" << ch.batch1;
+    EXPECT_EQ(std::set<int64_t>(seen.begin(), seen.end()).size(), static_cast<size_t>(kN))
+        << "repeated samples " << ch.batch0 << "->" << ch.batch1;
+  }
+}
+
 TEST(SamplerTest, EpochOrderCachesPerEpoch) {
   SamplerConfig c{.num_samples = 50, .seed = 3, .global_batch_size = 5};
   EpochOrder order;

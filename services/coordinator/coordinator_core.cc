@@ -6,6 +6,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/io/file.h"
 #include "common/log/log.h"
 #include "common/status/status_macros.h"
@@ -29,6 +30,11 @@ absl::Status ValidateCoordinatorOptions(const CoordinatorOptions& o) {
   }
   if (o.settle_time < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("settle time must not be negative");
+  }
+  if (o.batch_auto.max_global_batch > 0 || o.batch_auto.min_global_batch > 0) {
+    BatchControllerOptions b = o.batch_auto;
+    if (b.reference_batch == 0) b.reference_batch = 1;  // 0 = the first reported
+    RETURN_IF_ERROR(ValidateBatchControllerOptions(b));
   }
   if (o.global_batch_size < 0) {
     return absl::InvalidArgumentError("global batch size must not be negative");
@@ -285,6 +291,50 @@ absl::StatusOr<v1::JoinResponse> CoordinatorCore::Join(const v1::JoinRequest& re
   return result;
 }
 
+void CoordinatorCore::ObserveBatch(const v1::WorkerProgress& p) {
+  // One observation per progress window (heartbeats repeat the last one).
+  if (p.global_batch() <= 0 || p.step() == batch_reported_step_) return;
+  batch_reported_step_ = p.step();
+  if (batch_controller_ == nullptr) {
+    BatchControllerOptions o = options_.batch_auto;
+    if (o.reference_batch <= 0) o.reference_batch = p.global_batch();
+    batch_controller_ = std::make_unique<BatchController>(o);
+  }
+  BatchObservation ob;
+  ob.global_batch = p.global_batch();
+  ob.local_batch = p.local_batch();
+  ob.samples_per_second = p.samples_per_second();
+  ob.local_grad_sq = p.local_grad_sq();
+  ob.global_grad_sq = p.global_grad_sq();
+  batch_controller_->Observe(ob);
+  const int world = std::max(1, static_cast<int>(members_.size()));
+  const FittedThroughput model = batch_controller_->Fitted();
+  const BatchDecision d = batch_controller_->Decide(model, world);
+  batch_decision_ = d;
+  if (!d.changed || d.global_batch == global_batch_size_) return;
+  const BatchDecision now = [&] {
+    BatchDecision x;
+    x.global_batch = p.global_batch();
+    x.throughput = model.SamplesPerSecond(x.global_batch);
+    x.efficiency = batch_controller_->efficiency(x.global_batch);
+    x.goodput = x.throughput * x.efficiency;
+    return x;
+  }();
+  batch_reason_ = absl::StrFormat(
+      "noise scale %.0f, efficiency %.3f, goodput %.0f samples/s predicted at %d vs %.0f at %d",
+      d.noise_scale, d.efficiency, d.goodput, static_cast<long long>(d.global_batch), now.goodput,
+      static_cast<long long>(now.global_batch));
+  global_batch_size_ = d.global_batch;
+  ++state_version_;
+  LOG(INFO) << "coordinator: global batch " << now.global_batch << " -> " << d.global_batch
+            << ": " << batch_reason_;
+}
+
+BatchDecision CoordinatorCore::batch_decision() {
+  absl::MutexLock lock(&mu_);
+  return batch_decision_;
+}
+
 absl::StatusOr<v1::HeartbeatResponse> CoordinatorCore::Heartbeat(
     const v1::HeartbeatRequest& request) {
   RETURN_IF_ERROR(CheckJob(request.job()));
@@ -319,6 +369,11 @@ absl::StatusOr<v1::HeartbeatResponse> CoordinatorCore::Heartbeat(
   Member& m = it->second;
   m.last_heartbeat = options_.clock();
   m.progress = request.progress();
+  if (options_.batch_auto.max_global_batch > 0) {
+    if (m.rank == 0) ObserveBatch(m.progress);
+    reply.set_global_batch_size(global_batch_size_);
+    reply.set_batch_reason(batch_reason_);
+  }
   if (stop_requested_) {
     reply.set_command(v1::HeartbeatResponse::STOP);
     reply.set_reason(end_reason_.empty() ? "stop requested" : end_reason_);

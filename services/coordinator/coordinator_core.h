@@ -38,6 +38,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "proto/coordinator.pb.h"
+#include "services/coordinator/batch_controller.h"
 
 namespace tandem {
 
@@ -56,6 +57,12 @@ struct CoordinatorOptions {
   std::string state_dir;
   // Global batch size handed to each generation (0 = workers decide).
   int64_t global_batch_size = 0;
+  // Dynamic batch sizing (--batch_auto MIN,MAX; max_global_batch 0 = off):
+  // rank 0's progress reports feed a BatchController; its goodput-maximising
+  // global batch (samples per optimizer step) goes out in every heartbeat
+  // reply and join. reference_batch 0 = the first batch reported.
+  BatchControllerOptions batch_auto{.min_global_batch = 0, .max_global_batch = 0,
+                                    .reference_batch = 0};
   // Time source for liveness; tests substitute a manual clock.
   std::function<absl::Time()> clock = [] { return absl::Now(); };
 };
@@ -94,6 +101,9 @@ class CoordinatorCore {
   int64_t generation();
   int live_workers();
   int64_t restarts();
+  // Dynamic batch sizing: the last decision and its inputs (zeros when off
+  // or before rank 0's first report).
+  BatchDecision batch_decision();
 
  private:
   enum class Phase { kWaiting, kRunning, kRecovering, kFinished };
@@ -136,6 +146,13 @@ class CoordinatorCore {
   int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t restarts_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t global_batch_size_ ABSL_GUARDED_BY(mu_) = 0;
+  // --batch_auto: created at rank 0's first report (the reference batch).
+  std::unique_ptr<BatchController> batch_controller_ ABSL_GUARDED_BY(mu_);
+  BatchDecision batch_decision_ ABSL_GUARDED_BY(mu_);
+  std::string batch_reason_ ABSL_GUARDED_BY(mu_);
+  int64_t batch_reported_step_ ABSL_GUARDED_BY(mu_) = -1;
+  // Feeds rank 0's report to the controller and takes its decision.
+  void ObserveBatch(const v1::WorkerProgress& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::CheckpointRecord last_checkpoint_ ABSL_GUARDED_BY(mu_);
   // The commits before it, newest first, at most kEarlierCheckpoints.
   std::vector<v1::CheckpointRecord> earlier_checkpoints_ ABSL_GUARDED_BY(mu_);

@@ -364,6 +364,60 @@ TEST(Lifecycle, StopRequestReachesWorkersAndWakesJoiners) {
   EXPECT_EQ(lone.status().code(), absl::StatusCode::kAborted);
 }
 
+// --batch_auto: rank 0's reports (throughput, gradient norms at its local
+// and the global batch) reach the controller; its choice goes out in every
+// heartbeat reply, with the reason, and in the next generation's join.
+TEST(DynamicBatch, RankZerosReportsDriveTheGlobalBatchInHeartbeats) {
+  CoordinatorOptions o = Options(2, 2);
+  o.batch_auto.min_global_batch = 64;
+  o.batch_auto.max_global_batch = 4096;
+  auto core = CoordinatorCore::Create(o);
+  ASSERT_TRUE(core.ok()) << core.status();
+  auto joined = JoinAll(**core, {"w0", "w1"});
+  std::string rank0 = joined[0]->rank() == 0 ? "w0" : "w1";
+  std::string rank1 = rank0 == "w0" ? "w1" : "w0";
+  auto report = [&](const std::string& id, int64_t step) {
+    v1::HeartbeatRequest r;
+    r.set_worker_id(id);
+    r.set_generation(1);
+    v1::WorkerProgress* p = r.mutable_progress();
+    p->set_step(step);
+    p->set_global_batch(128);
+    p->set_local_batch(64);
+    p->set_samples_per_second(10000);
+    // |G|^2 = 1 and S = 10,000: a noise scale of 10,000, far above 128.
+    p->set_local_grad_sq(1 + 10000.0 / 64);
+    p->set_global_grad_sq(1 + 10000.0 / 128);
+    auto reply = (*core)->Heartbeat(r);
+    EXPECT_TRUE(reply.ok()) << reply.status();
+    return reply.ok() ? *reply : v1::HeartbeatResponse();
+  };
+  EXPECT_EQ(report(rank0, 10).global_batch_size(), 0);  // one report: no decision yet
+  // Repeats of one window and rank 1's reports are not new observations.
+  EXPECT_EQ(report(rank0, 10).global_batch_size(), 0);
+  EXPECT_EQ(report(rank1, 20).global_batch_size(), 0);
+  report(rank0, 20);
+  const v1::HeartbeatResponse r = report(rank0, 30);
+  EXPECT_GT(r.global_batch_size(), 128);  // noisy gradients: a larger batch pays
+  EXPECT_LE(r.global_batch_size(), 4096);
+  EXPECT_EQ(r.global_batch_size() % 2, 0);  // a multiple of the world
+  EXPECT_NE(r.batch_reason().find("noise scale 10000"), std::string::npos) << r.batch_reason();
+  EXPECT_EQ(report(rank1, 30).global_batch_size(), r.global_batch_size());
+  const BatchDecision d = (*core)->batch_decision();
+  EXPECT_NEAR(d.noise_scale, 10000, 1e-6);
+  EXPECT_EQ(d.global_batch, r.global_batch_size());
+  // Without --batch_auto nothing is decided.
+  auto plain = CoordinatorCore::Create(Options(1, 1));
+  ASSERT_TRUE(plain.ok());
+  auto one = JoinAll(**plain, {"w0"});
+  v1::HeartbeatRequest hb;
+  hb.set_worker_id("w0");
+  hb.set_generation(1);
+  hb.mutable_progress()->set_step(5);
+  hb.mutable_progress()->set_global_batch(64);
+  EXPECT_EQ((*plain)->Heartbeat(hb)->global_batch_size(), 0);
+}
+
 TEST(Options, BadValuesAreRefused) {
   EXPECT_EQ(CoordinatorCore::Create(Options(0, 1)).status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -371,6 +425,12 @@ TEST(Options, BadValuesAreRefused) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("min_workers (3) is greater than max_workers (2)"),
             std::string::npos);
+  CoordinatorOptions batch = Options(1, 1);
+  batch.batch_auto.min_global_batch = 512;
+  batch.batch_auto.max_global_batch = 256;
+  s = CoordinatorCore::Create(batch).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("MIN <= MAX"), std::string::npos) << s;
 }
 
 }  // namespace

@@ -23,6 +23,22 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   ASSIGN_OR_RETURN(s->restarts_gauge_,
                    s->metrics_->Gauge("tandem_job_restarts",
                                       "Generations ended by a failure since the job began."));
+  if (options.coordinator.batch_auto.max_global_batch > 0) {
+    ASSIGN_OR_RETURN(s->batch_gauge_,
+                     s->metrics_->Gauge("tandem_batch_global_size",
+                                        "Dynamic batch sizing: the chosen global batch."));
+    ASSIGN_OR_RETURN(s->noise_gauge_,
+                     s->metrics_->Gauge("tandem_batch_noise_scale",
+                                        "Dynamic batch sizing: gradient noise scale estimate "
+                                        "(-1 while unknown)."));
+    ASSIGN_OR_RETURN(s->efficiency_gauge_,
+                     s->metrics_->Gauge("tandem_batch_efficiency",
+                                        "Dynamic batch sizing: statistical efficiency of the "
+                                        "chosen batch against the reference batch."));
+    ASSIGN_OR_RETURN(s->goodput_gauge_,
+                     s->metrics_->Gauge("tandem_batch_goodput_samples_per_second",
+                                        "Dynamic batch sizing: predicted goodput of the choice."));
+  }
   s->service_ = std::make_unique<CoordinatorService>(s->core_.get(), options.max_join_wait,
                                                     options.auth_token);
   ASSIGN_OR_RETURN(s->rpc_, RpcServer::Start(options.rpc, {s->service_.get()}));
@@ -55,6 +71,13 @@ void CoordinatorServer::UpdateGauges() {
   generation_gauge_->Set(static_cast<double>(core_->generation()));
   live_workers_gauge_->Set(core_->live_workers());
   restarts_gauge_->Set(static_cast<double>(core_->restarts()));
+  if (batch_gauge_ != nullptr) {
+    const BatchDecision d = core_->batch_decision();
+    batch_gauge_->Set(static_cast<double>(d.global_batch));
+    noise_gauge_->Set(d.noise_scale);
+    efficiency_gauge_->Set(d.efficiency);
+    goodput_gauge_->Set(d.goodput);
+  }
 }
 
 }  // namespace tandem

@@ -61,6 +61,11 @@ class CoordinatorServer {
   prometheus::Gauge* generation_gauge_ = nullptr;
   prometheus::Gauge* live_workers_gauge_ = nullptr;
   prometheus::Gauge* restarts_gauge_ = nullptr;
+  // Dynamic batch sizing (--batch_auto only; null otherwise).
+  prometheus::Gauge* batch_gauge_ = nullptr;
+  prometheus::Gauge* noise_gauge_ = nullptr;
+  prometheus::Gauge* efficiency_gauge_ = nullptr;
+  prometheus::Gauge* goodput_gauge_ = nullptr;
   absl::Notification stop_;
   std::thread liveness_;
 };

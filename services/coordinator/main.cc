@@ -5,9 +5,12 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "absl/flags/usage.h"
 #include "common/log/log.h"
 #include "common/rpc/auth.h"
@@ -28,6 +31,10 @@ ABSL_FLAG(std::string, state_dir, "", "Directory for durable job state (empty: n
 ABSL_FLAG(std::string, token_file, "",
           "File with the job's token every RPC must carry (empty: $TANDEM_TOKEN, else none).");
 ABSL_FLAG(int64_t, global_batch_size, 0, "Global batch size handed to workers (0: theirs).");
+ABSL_FLAG(std::string, batch_auto, "",
+          "MIN,MAX: dynamic batch sizing; pick the goodput-maximising global batch (samples per "
+          "optimizer step) in MIN..MAX from rank 0's throughput and gradient-noise reports, for "
+          "workers started with --batch auto (empty: off).");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("tandem coordinator: rendezvous, heartbeats, checkpoints.");
@@ -54,6 +61,18 @@ int main(int argc, char** argv) {
   o.coordinator.heartbeat_misses = absl::GetFlag(FLAGS_heartbeat_misses);
   o.coordinator.state_dir = absl::GetFlag(FLAGS_state_dir);
   o.coordinator.global_batch_size = absl::GetFlag(FLAGS_global_batch_size);
+  if (const std::string b = absl::GetFlag(FLAGS_batch_auto); !b.empty()) {
+    const std::vector<std::string> parts = absl::StrSplit(b, ',');
+    int64_t lo = 0, hi = 0;
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &lo) || !absl::SimpleAtoi(parts[1], &hi) ||
+        lo < 1 || hi < lo) {
+      std::fprintf(stderr, "coordinator: --batch_auto %s: expected MIN,MAX with 1 <= MIN <= MAX\n",
+                   b.c_str());
+      return 2;
+    }
+    o.coordinator.batch_auto.min_global_batch = lo;
+    o.coordinator.batch_auto.max_global_batch = hi;
+  }
   o.rpc.host = absl::GetFlag(FLAGS_host);
   o.rpc.port = absl::GetFlag(FLAGS_port);
   o.metrics.port = absl::GetFlag(FLAGS_metrics_port);

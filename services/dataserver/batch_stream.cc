@@ -30,7 +30,8 @@ absl::StatusOr<std::unique_ptr<BatchStream>> BatchStream::Create(
   const std::string what = absl::StrCat("StreamBatches(", request.dataset(), "): ");
   absl::Status s = data::ValidateSamplerConfig(config, request.rank());
   if (s.ok()) {
-    s = data::ValidateCursor(config, {request.epoch(), request.step_in_epoch()});
+    s = data::ValidateCursor(
+        config, {request.epoch(), request.step_in_epoch(), request.start_position()});
   }
   if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(what, s.message()));
   if (request.max_batches() < 0) {
@@ -65,7 +66,7 @@ BatchStream::BatchStream(const Dataset* dataset,
                      DTypeSize(dataset->info().feature_spec().dtype())),
       label_bytes_(dataset->label_bytes()),
       slots_(options.prefetch_depth),
-      next_cursor_{request.epoch(), request.step_in_epoch()} {
+      next_cursor_{request.epoch(), request.step_in_epoch(), request.start_position()} {
   // Buffers are sized once for the largest slice; packing only reuses them.
   const int64_t max_local = data::MaxLocalBatchSize(config_);
   const v1::DatasetInfo& info = dataset->info();
@@ -103,11 +104,15 @@ void BatchStream::ScheduleLocked() {
     Slot& slot = slots_[index];
     const data::Cursor cursor = next_cursor_;
     const std::vector<int64_t>& perm = order_.Get(config_, cursor.epoch);
-    const data::IndexRange range = data::RankSlice(config_, cursor.step_in_epoch, rank_);
+    const data::IndexRange range =
+        data::RankSlice(config_, cursor.step_in_epoch, rank_, cursor.offset);
     v1::Batch& b = slot.batch;
     b.set_epoch(cursor.epoch);
     b.set_step_in_epoch(cursor.step_in_epoch);
-    b.set_last_in_epoch(data::IsLastInEpoch(config_, cursor.step_in_epoch));
+    b.set_last_in_epoch(data::IsLastInEpoch(config_, cursor.step_in_epoch, cursor.offset));
+    b.set_start_position(cursor.offset);
+    b.set_end_position(
+        data::GlobalBatchRange(config_, cursor.step_in_epoch, cursor.offset).end);
     b.mutable_sample_ids()->Clear();
     for (int64_t p = range.begin; p < range.end; ++p) b.add_sample_ids(perm[p]);
     v1::Tensor* f = b.mutable_features();

@@ -14,8 +14,11 @@
 //
 // Memory is bounded by prefetch_depth batches whatever the consumer does:
 // a slot is repacked only after Release. The sample order is the sampler's
-// (common/data/sampler.h); batch k carries (epoch, step_in_epoch) so a client
-// resumes with the cursor after the last batch it received.
+// (common/data/sampler.h); batch k carries (epoch, step_in_epoch,
+// start_position) so a client resumes with the cursor after the last batch
+// it received, and end_position, the samples of the epoch consumed after
+// it, so a generation of another world or batch size resumes there (the
+// request's start_position).
 //
 // Next/Release are called from one thread (the gRPC handler); pack tasks run
 // on the pool. The dataset, pool and metrics must outlive the stream; the

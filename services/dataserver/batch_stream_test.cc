@@ -58,6 +58,7 @@ struct Received {
   int64_t epoch, step;
   bool last;
   std::vector<int64_t> ids;
+  int64_t start_position = 0, end_position = 0;
 };
 
 // Pulls `count` batches, checking each batch's payload matches its ids.
@@ -72,7 +73,8 @@ std::vector<Received> Pull(const Dataset& ds, const v1::StreamBatchesRequest& re
     if (!b.ok()) break;
     const v1::Batch& batch = **b;
     Received r{batch.epoch(), batch.step_in_epoch(), batch.last_in_epoch(),
-               {batch.sample_ids().begin(), batch.sample_ids().end()}};
+               {batch.sample_ids().begin(), batch.sample_ids().end()},
+               batch.start_position(), batch.end_position()};
     const int64_t n = r.ids.size();
     EXPECT_EQ(batch.features().shape(0), n);
     EXPECT_EQ(batch.features().shape(1), 3);
@@ -151,6 +153,99 @@ TEST(BatchStreamTest, ResumeFromCursorEqualsUninterrupted) {
   EXPECT_EQ(whole[79].epoch, 2);
 }
 
+// Generation 1 streams `steps0` global batches of gbs0 at world0; generation
+// 2 resumes at the end_position the last batch reported, with gbs1 at world1,
+// until the epoch ends. Returns every sample id of epoch 0 received.
+std::multiset<int64_t> ChangeMidEpoch(const Dataset& ds, ThreadPool* pool, int64_t gbs0,
+                                      int world0, int64_t steps0, int64_t gbs1, int world1,
+                                      v1::RemainderPolicy policy) {
+  std::multiset<int64_t> seen;
+  int64_t position = -1;
+  for (int rank = 0; rank < world0; ++rank) {
+    auto req = Request(gbs0, rank, world0, policy);
+    req.set_max_batches(steps0);
+    for (const Received& r : Pull(ds, req, pool, steps0)) {
+      EXPECT_EQ(r.epoch, 0);
+      EXPECT_EQ(r.start_position, 0);
+      EXPECT_EQ(r.end_position, (r.step + 1) * gbs0);
+      seen.insert(r.ids.begin(), r.ids.end());
+      position = r.end_position;
+    }
+  }
+  EXPECT_EQ(position, steps0 * gbs0);
+  // Batches the new slicing cuts from there (same count on every rank).
+  auto first = Request(gbs1, 0, world1, policy);
+  first.set_start_position(position);
+  const int64_t rest = ds.info().num_samples() - position;
+  int64_t steps1 = rest / gbs1;
+  if (rest % gbs1 >= (policy == v1::SHORT_LAST ? 1 : world1)) ++steps1;
+  for (int rank = 0; rank < world1; ++rank) {
+    auto req = Request(gbs1, rank, world1, policy);
+    req.set_start_position(position);
+    const std::vector<Received> got = Pull(ds, req, pool, steps1);
+    for (int64_t s = 0; s < static_cast<int64_t>(got.size()); ++s) {
+      EXPECT_EQ(got[s].epoch, 0);
+      EXPECT_EQ(got[s].step, s);
+      EXPECT_EQ(got[s].start_position, position);
+      EXPECT_EQ(got[s].end_position,
+                std::min(position + (s + 1) * gbs1, ds.info().num_samples()));
+      EXPECT_EQ(got[s].last, s == steps1 - 1);
+      seen.insert(got[s].ids.begin(), got[s].ids.end());
+    }
+  }
+  return seen;
+}
+
+void ExpectEachOnce(const std::multiset<int64_t>& seen, size_t n, const std::string& what) {
+  EXPECT_EQ(seen.size(), n) << what << ": samples lost or repeated";
+  EXPECT_EQ(std::set<int64_t>(seen.begin(), seen.end()).size(), n) << what << ": repeats";
+}
+
+TEST(BatchStreamTest, WorldSizeThreeToFourMidEpochCoversEachSampleOnce) {
+  FakeDataset ds(1200);
+  ThreadPool pool(2);
+  // 7 global batches of 60 at world 3 (420 samples), then batches of 60 at
+  // world 4 from sample 420: 780 = 13 * 60.
+  ExpectEachOnce(ChangeMidEpoch(ds, &pool, 60, 3, 7, 60, 4, v1::DROP), 1200, "3->4");
+  // Per-rank batch kept (20): the global batch grows 60 -> 80 at an offset
+  // that is not a multiple of it; 780 = 9*80 + 60, the short last kept.
+  ExpectEachOnce(ChangeMidEpoch(ds, &pool, 60, 3, 7, 80, 4, v1::DROP), 1200, "3x20->4x20");
+}
+
+TEST(BatchStreamTest, GlobalBatch64To96MidEpochCoversEachSampleOnce) {
+  FakeDataset ds(1001);
+  ThreadPool pool(2);
+  for (auto policy : {v1::DROP, v1::SHORT_LAST}) {
+    // 5 batches of 64 (320), then 96 from sample 320: 681 = 7*96 + 9.
+    ExpectEachOnce(ChangeMidEpoch(ds, &pool, 64, 2, 5, 96, 2, policy), 1001, "64->96");
+    // And back down at another world size.
+    ExpectEachOnce(ChangeMidEpoch(ds, &pool, 96, 3, 4, 64, 4, policy), 1001, "96->64");
+  }
+}
+
+TEST(BatchStreamTest, StartPositionResumesAcrossEpochs) {
+  FakeDataset ds(100);
+  ThreadPool pool(1);
+  auto req = Request(30, 0, 1);
+  req.set_start_position(50);  // 50 left: a batch of 30 and a short one of 20
+  const std::vector<Received> got = Pull(ds, req, &pool, 5);
+  ASSERT_EQ(got.size(), 5u);
+  EXPECT_EQ(got[0].ids.size(), 30u);
+  EXPECT_EQ(got[1].ids.size(), 20u);
+  EXPECT_TRUE(got[1].last);
+  EXPECT_EQ(got[1].end_position, 100);
+  // The next epoch starts at 0 and drops its 10 leftover samples as usual.
+  EXPECT_EQ(got[2].epoch, 1);
+  EXPECT_EQ(got[2].start_position, 0);
+  EXPECT_EQ(got[2].end_position, 30);
+  EXPECT_TRUE(got[4].last);
+  // Resuming inside the offset epoch (step 1 from 50) gives the same batch.
+  auto resume = req;
+  resume.set_step_in_epoch(1);
+  const std::vector<Received> again = Pull(ds, resume, &pool, 1);
+  EXPECT_EQ(again[0].ids, got[1].ids);
+}
+
 TEST(BatchStreamTest, MaxBatchesEndsWithOutOfRange) {
   FakeDataset ds(100);
   ThreadPool pool(1);
@@ -193,6 +288,16 @@ TEST(BatchStreamTest, InvalidRequests) {
   auto neg = Request(10, 0, 1);
   neg.set_max_batches(-1);
   EXPECT_TRUE(absl::IsInvalidArgument(create(neg)));
+  for (int64_t bad : {int64_t{-5}, int64_t{100}, int64_t{1000}}) {
+    auto pos = Request(10, 0, 1);
+    pos.set_start_position(bad);
+    const absl::Status st = create(pos);
+    EXPECT_TRUE(absl::IsInvalidArgument(st)) << bad;
+    EXPECT_TRUE(absl::StrContains(st.message(), "start_position")) << st;
+  }
+  auto tail = Request(10, 0, 4);
+  tail.set_start_position(98);  // 2 samples for 4 ranks: no batch left
+  EXPECT_TRUE(absl::IsInvalidArgument(create(tail)));
 }
 
 TEST(BatchStreamTest, ReadErrorSurfacesForThatBatch) {

@@ -246,7 +246,8 @@ absl::StatusOr<std::string> Checkpointer::Write(Generation& g, TrainingState* st
   v1::DataCursor dc;
   dc.set_epoch(state->cursor.epoch);
   dc.set_step_in_epoch(state->cursor.step_in_epoch);
-  dc.set_samples_in_epoch(state->cursor.step_in_epoch * int64_t{o_.batch_size} * world);
+  // The exact position: a generation of any world or batch size resumes there.
+  dc.set_samples_in_epoch(state->samples_in_epoch);
   absl::Status wrote = g.sync->SyncStateToHost();
   if (i_write && wrote.ok()) {
     wrote = [&]() -> absl::Status {

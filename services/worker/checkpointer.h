@@ -59,9 +59,9 @@ namespace worker {
 struct TrainingState {
   int64_t step = 0;               // optimizer steps applied
   data::Cursor cursor;            // the next batch of this world
-  // The restored position in samples, re-cut into the new world's global
-  // batches when a generation starts (a different world size re-trains at
-  // most one partial batch).
+  // Samples of the epoch's permutation consumed: recorded at every step
+  // boundary and in checkpoints; a generation starts cutting its global
+  // batches (of any world or batch size) from here.
   int64_t samples_in_epoch = 0;
   int64_t checkpoint_step = -1;   // step of the last checkpoint written or loaded
   // StepPrecision's state (fp16 loss scale; empty otherwise), saved by rank

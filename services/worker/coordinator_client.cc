@@ -178,6 +178,8 @@ absl::Status CoordinatorClient::HeartbeatOnce() {
       command_ = Command{Command::kContinue, "", response.generation()};
       break;
   }
+  command_.global_batch = response.global_batch_size();
+  command_.batch_reason = response.batch_reason();
   return status;
 }
 

@@ -69,6 +69,10 @@ struct Command {
   Kind kind = kContinue;
   std::string reason;
   int64_t generation = 0;  // the coordinator's current generation
+  // Dynamic batch sizing: the coordinator's global batch (0 = no decision)
+  // and why.
+  int64_t global_batch = 0;
+  std::string batch_reason;
 };
 
 class CoordinatorClient {

@@ -43,6 +43,13 @@ ABSL_FLAG(std::string, eval_dataset, "fashion-mnist/t10k",
           "Dataset for the epoch-end test accuracy (empty: none).");
 ABSL_FLAG(int, epochs, 1, "Epochs to train.");
 ABSL_FLAG(int, batch_size, 64, "Samples per worker per micro-batch.");
+ABSL_FLAG(std::string, batch, "fixed",
+          "fixed (--batch_size per worker), or auto[:MIN,MAX]: follow the coordinator's global "
+          "batch (goodput-maximising, within MIN..MAX; default --batch_size..32x), switched at a "
+          "step boundary with the data continued at the exact sample and lr rescaled.");
+ABSL_FLAG(std::string, batch_schedule, "",
+          "STEP:SIZE,...: after optimizer step STEP the global batch is SIZE (a forced, "
+          "deterministic schedule; wins over the coordinator).");
 ABSL_FLAG(int, accumulation, 1, "Micro-batches per optimizer step (gradient accumulation).");
 ABSL_FLAG(double, lr, 0.05, "Base learning rate (for one worker; see --lr_scaling).");
 ABSL_FLAG(std::string, lr_scaling, "linear", "Scale lr with world size: linear, sqrt, none.");
@@ -138,6 +145,12 @@ int main(int argc, char** argv) {
   o.epochs = absl::GetFlag(FLAGS_epochs);
   o.batch_size = absl::GetFlag(FLAGS_batch_size);
   o.accumulation = absl::GetFlag(FLAGS_accumulation);
+  if (absl::Status s = tandem::worker::ParseBatchFlags(absl::GetFlag(FLAGS_batch),
+                                                      absl::GetFlag(FLAGS_batch_schedule), &o);
+      !s.ok()) {
+    std::fprintf(stderr, "worker: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
   o.lr = absl::GetFlag(FLAGS_lr);
   o.lr_scaling = absl::GetFlag(FLAGS_lr_scaling);
   o.lr_reference_batch = absl::GetFlag(FLAGS_lr_reference_batch);

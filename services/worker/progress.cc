@@ -68,19 +68,34 @@ std::optional<v1::WorkerProgress> ProgressReporter::MaybeReport(const ProgressPo
   r.set_step(p.step);
   r.set_epoch(p.epoch);
   r.set_samples_seen(p.samples_in_epoch);
+  r.set_global_batch(p.global_batch);
+  r.set_local_batch(p.world > 0 ? p.global_batch / p.world : 0);
+  r.set_local_grad_sq(p.local_grad_sq);
+  r.set_global_grad_sq(p.global_grad_sq);
   r.set_loss(loss_ / n);
   r.set_step_seconds(per_step);
   r.set_data_wait_seconds(times_.data_wait / n);
   r.set_samples_per_second(rate);
   if (o_.print && o_.log_every > 0 && o_.sink) {
     const bool tokens = o_.tokens_per_sample > 0;
+    // --batch auto: this window's gradient noise scale, from the norms at
+    // the per-rank and the global batch (what the coordinator decides on).
+    std::string noise;
+    const double b = p.world > 0 ? static_cast<double>(p.global_batch) / p.world : 0;
+    const double big = static_cast<double>(p.global_batch);
+    if (p.local_grad_sq >= 0 && p.global_grad_sq >= 0 && b > 0 && big > b) {
+      const double g2 = (big * p.global_grad_sq - b * p.local_grad_sq) / (big - b);
+      const double sn = (p.local_grad_sq - p.global_grad_sq) / (1 / b - 1 / big);
+      if (g2 > 0) noise = absl::StrFormat(" noise %.0f", std::max(0.0, sn) / g2);
+    }
     o_.sink(absl::StrFormat(
-        "step %d/%d epoch %d loss %.4f lr %.4f %s %.0f ms/step %.1f data-wait %.1f%% world %d "
-        "eta %s",
+        "step %d/%d epoch %d loss %.4f lr %.4f %s %.0f ms/step %.1f data-wait %.1f%% batch %d%s "
+        "world %d eta %s",
         static_cast<long long>(p.step), static_cast<long long>(p.total_steps),
         static_cast<long long>(p.epoch), loss_ / n, p.lr, tokens ? "tokens/s" : "samples/s",
         tokens ? rate * static_cast<double>(o_.tokens_per_sample) : rate, per_step * 1e3,
-        elapsed > 0 ? 100.0 * times_.data_wait / elapsed : 0.0, p.world,
+        elapsed > 0 ? 100.0 * times_.data_wait / elapsed : 0.0,
+        static_cast<long long>(p.global_batch), noise, p.world,
         FormatEta(per_step * static_cast<double>(p.total_steps - p.step))));
     if (o_.profile) {
       StepTimes mean = times_;

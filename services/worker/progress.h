@@ -53,6 +53,11 @@ struct ProgressPoint {
   int64_t samples_in_epoch = 0;
   double lr = 0;
   int world = 1;
+  int64_t global_batch = 0;    // samples per optimizer step, all ranks
+  // Dynamic batch sizing: the window's mean |g_local|^2 and |g_global|^2
+  // (see WorkerProgress); < 0 when not measured.
+  double local_grad_sq = -1;
+  double global_grad_sq = -1;
 };
 
 class ProgressReporter {

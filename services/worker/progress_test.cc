@@ -73,6 +73,22 @@ TEST(ProgressReporterTest, ReportsEveryLogEveryStepsAndAtTheEnd) {
   EXPECT_TRUE(absl::StartsWith(sink.lines[0], "step 2/3 epoch 1 loss 1.5000 lr 0.1000 samples/s "))
       << sink.lines[0];
   EXPECT_TRUE(absl::StrContains(sink.lines[0], " world 2 eta ")) << sink.lines[0];
+  EXPECT_TRUE(absl::StrContains(sink.lines[0], " batch 0 world 2 ")) << sink.lines[0];
+  // With gradient norms (--batch auto): the window's noise scale. |G|^2 = 1,
+  // S = 400 at per-rank 20 and global 40: 1 + 400/20 and 1 + 400/40.
+  ProgressPoint q = Point(4, 4);
+  q.global_batch = 40;
+  q.local_grad_sq = 21;
+  q.global_grad_sq = 11;
+  r.AddStep(1.0, 40, t);
+  rec = r.MaybeReport(q);
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->global_batch(), 40);
+  EXPECT_EQ(rec->local_batch(), 20);
+  EXPECT_DOUBLE_EQ(rec->local_grad_sq(), 21);
+  EXPECT_DOUBLE_EQ(rec->global_grad_sq(), 11);
+  ASSERT_EQ(sink.lines.size(), 3u);
+  EXPECT_TRUE(absl::StrContains(sink.lines[2], " batch 40 noise 400 world 2 ")) << sink.lines[2];
 }
 
 TEST(ProgressReporterTest, ProfileLineAndTokensPerSecond) {

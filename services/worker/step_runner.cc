@@ -13,6 +13,13 @@ double Since(absl::Time t) { return absl::ToDoubleSeconds(absl::Now() - t); }
 
 void StepRunner::OnRange(const nn::GradRange& r) {
   if (precision_ != nullptr) precision_->OnRange(step_, r);
+  if (measure_noise_) {
+    // Before the sync touches the range: this rank's own gradient.
+    const float* g = model_->storage().grads();
+    double sum = 0;
+    for (int64_t i = r.lo; i < r.hi; ++i) sum += static_cast<double>(g[i]) * g[i];
+    local_sum_sq_ += sum;
+  }
   sync_->OnGradientsReady(r.lo, r.hi);
 }
 
@@ -46,6 +53,8 @@ absl::StatusOr<StepOutput> StepRunner::Run(data::PrefetchClient& data, sync::Gra
       sync::StepOptions so;
       so.grad_scale = 1.f / static_cast<float>(k_);
       if (precision_ != nullptr) so = precision_->StepOptionsFor(k_);
+      if (measure_noise_) so.measure_grad_norm = true;
+      local_sum_sq_ = 0;
       RETURN_IF_ERROR(sync.BeginStep(so));
       // A lambda of one pointer: std::function keeps it inline, no allocation.
       RETURN_IF_ERROR(
@@ -66,6 +75,10 @@ absl::StatusOr<StepOutput> StepRunner::Run(data::PrefetchClient& data, sync::Gra
   times.comm_wait += after.exposed_wait_seconds - before.exposed_wait_seconds;
   times.optimizer += after.optimizer_seconds - before.optimizer_seconds;
   out.mean_loss = loss_sum / static_cast<float>(k_);
+  if (measure_noise_) {
+    out.local_grad_sum_sq = local_sum_sq_;
+    out.global_grad_sum_sq = sync.last_step().grad_sum_sq;
+  }
   out.cursor = data.cursor();
   return out;
 }

@@ -40,6 +40,11 @@ struct StepOutput {
   data::Cursor cursor;       // the stream's position after the step
   StepTimes times;           // total left 0: the caller adds the agreement
   StepVerdict verdict;       // applied, or skipped for non-finite gradients
+  // With set_measure_noise: this rank's sum of squared gradients before the
+  // sync (the local batch's, accumulated micro-batches summed, loss scale
+  // included) and the synced sum's (GradientSync::last_step); else -1.
+  double local_grad_sum_sq = -1;
+  double global_grad_sum_sq = -1;
 };
 
 class StepRunner {
@@ -56,6 +61,12 @@ class StepRunner {
   // The step's numeric policy (--precision, non-finite skips); borrowed.
   // Null: fp32, gradients unchecked.
   void set_precision(StepPrecision* precision) { precision_ = precision; }
+
+  // Dynamic batch sizing (--batch auto): measure the gradient's squared
+  // norm before and after the sync, the two batch sizes the gradient noise
+  // scale is estimated from. Host-accessible gradients only (a no-op on a
+  // device backend).
+  void set_measure_noise(bool on) { measure_noise_ = on && backend_->host_accessible(); }
 
   absl::StatusOr<StepOutput> Run(data::PrefetchClient& data, sync::GradientSync& sync,
                                  const optim::StepContext& ctx);
@@ -74,6 +85,8 @@ class StepRunner {
   // The step in progress, for OnRange (set before backward).
   sync::GradientSync* sync_ = nullptr;
   int64_t step_ = 0;
+  bool measure_noise_ = false;
+  double local_sum_sq_ = 0;  // over the ranges seen this step (backward thread)
 };
 
 }  // namespace worker

@@ -1,6 +1,7 @@
 #include "services/worker/trainer.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -48,6 +49,14 @@ class Trainer::Loop {
   absl::StatusOr<Outcome> RunGeneration(Generation& g);
   void ReportFailure(Generation& g, const absl::Status& s);
   void Print(const std::string& line) { progress_sink_(line); }
+  // The global batch the options ask for now (0 = batch_size x world): the
+  // forced schedule at the current step, else with --batch auto the
+  // coordinator's decision `decided` (0 = none yet).
+  int64_t WantedGlobalBatch(int64_t decided) const {
+    if (!o_.batch_schedule.empty()) return ScheduledGlobalBatch(o_, state_.step);
+    // The coordinator decides samples per optimizer step.
+    return o_.batch_auto && decided > 0 ? std::max<int64_t>(1, decided / o_.accumulation) : 0;
+  }
 
   Trainer* const t_;
   const TrainerOptions& o_;
@@ -90,7 +99,10 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
   po.eval_dataset = o_.eval_dataset;
   po.connect_attempts = o_.connect_attempts;
   ASSIGN_OR_RETURN(probe_, ProbeDatasets(po, model.spec()));
-  ASSIGN_OR_RETURN(stager_, BatchStager::Create(t_->backend_.get(), probe_.inputs, o_.batch_size));
+  // Sized once for the largest per-rank batch --batch auto / --batch_schedule
+  // may ask for.
+  ASSIGN_OR_RETURN(stager_, BatchStager::Create(t_->backend_.get(), probe_.inputs,
+                                                static_cast<int>(LocalBatchCapacity(o_))));
 
   CoordinatorClientOptions co;
   co.target = o_.coordinator;
@@ -222,15 +234,20 @@ absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& 
                        ") in generation ", g.join.generation(), " with ", g.world(),
                        " worker(s)"));
   }
-  PlanInputs pi{o_, probe_.train_samples, g.world()};
+  PlanInputs pi{o_, probe_.train_samples, g.world(), WantedGlobalBatch(g.join.global_batch_size())};
   ASSIGN_OR_RETURN(TrainingPlan plan, PlanGeneration(pi, &state_));
   g.lr_schedule = plan.schedule;
+  metrics_->SetGlobalBatch(plan.global_batch * o_.accumulation);
   if (plan.steps_left > 0) {
     ASSIGN_OR_RETURN(g.data, data::PrefetchClient::Start(
                                  TrainStream(o_, plan, state_, g.rank(), g.world(),
                                              probe_.inputs.normalize_to_f32,
                                              client_metrics_.get())));
   }
+  const bool dynamic = o_.batch_auto || !o_.batch_schedule.empty();
+  // Window sums of the gradient norms at the two batch sizes.
+  double noise_local = 0, noise_global = 0;
+  int noise_n = 0;
   const bool tokens = probe_.inputs.kind == InputSpec::Kind::kTokens;
   ProgressReporter progress(ProgressOptions{o_.log_every, o_.profile, g.rank() == 0,
                                             tokens ? probe_.inputs.width : 0, progress_sink_});
@@ -238,6 +255,7 @@ absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& 
   StepRunner runner(t_->model_.get(), t_->backend_.get(), stager_.get(), o_.accumulation);
   runner.set_sample_log(sample_log_.get(), g.join.generation());
   runner.set_precision(precision_.get());
+  runner.set_measure_noise(o_.batch_auto && g.world() > 1);
   while (state_.step < plan.total_steps) {
     const absl::Time step_start = absl::Now();
     optim::StepContext ctx;
@@ -247,15 +265,32 @@ absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& 
     StepTimes& times = out.times;
     ++state_.step;
     state_.cursor = out.cursor;
-    state_.samples_in_epoch = state_.cursor.step_in_epoch * plan.global_batch;
+    state_.samples_in_epoch =
+        state_.cursor.offset + state_.cursor.step_in_epoch * plan.global_batch;
 
-    // Agree on the coordinator's command (every rank acts at the same step)
-    // and sum the loss, in one small collective.
+    // Agree on the coordinator's command (every rank acts at the same step),
+    // sum the loss and this rank's pre-sync gradient norm, and take rank
+    // 0's wanted global batch, in one small collective.
     const Command c = client_->command();
-    float agree[4] = {c.kind == Command::kStop ? 1.f : 0.f, c.kind == Command::kRejoin ? 1.f : 0.f,
-                      c.kind == Command::kCoordinatorLost ? 1.f : 0.f, out.mean_loss};
-    RETURN_IF_ERROR(g.ctl->AllReduce(agree, 4, ReduceOp::kSum));
+    const int64_t wanted =
+        g.rank() == 0 && dynamic ? WantedGlobalBatch(c.global_batch) : 0;
+    float agree[6] = {c.kind == Command::kStop ? 1.f : 0.f,
+                      c.kind == Command::kRejoin ? 1.f : 0.f,
+                      c.kind == Command::kCoordinatorLost ? 1.f : 0.f,
+                      out.mean_loss,
+                      static_cast<float>(wanted),
+                      static_cast<float>(std::max(0.0, out.local_grad_sum_sq))};
+    RETURN_IF_ERROR(g.ctl->AllReduce(agree, 6, ReduceOp::kSum));
     const double mean_loss = agree[3] / g.world();
+    if (out.local_grad_sum_sq >= 0 && out.global_grad_sum_sq >= 0 &&
+        std::isfinite(agree[5]) && std::isfinite(out.global_grad_sum_sq)) {
+      // Mean gradients: a rank's is its sum over k micro-batches / k, the
+      // synced one the sum over ranks / (world k); both loss-scaled.
+      const double k = o_.accumulation * std::max(1.0, static_cast<double>(precision_->loss_scale()));
+      noise_local += agree[5] / g.world() / (k * k);
+      noise_global += out.global_grad_sum_sq / (k * k * g.world() * g.world());
+      ++noise_n;
+    }
     result_.final_loss = mean_loss;
     times.total = absl::ToDoubleSeconds(absl::Now() - step_start);
     metrics_->RecordStep(times, out.samples, mean_loss, *g.sync, &g.last_stats);
@@ -273,7 +308,16 @@ absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& 
     pp.samples_in_epoch = state_.samples_in_epoch;
     pp.lr = ctx.lr;
     pp.world = g.world();
-    if (auto report = progress.MaybeReport(pp)) client_->SetProgress(*report);
+    pp.global_batch = plan.global_batch * o_.accumulation;
+    if (noise_n > 0) {
+      pp.local_grad_sq = noise_local / noise_n;
+      pp.global_grad_sq = noise_global / noise_n;
+    }
+    if (auto report = progress.MaybeReport(pp)) {
+      client_->SetProgress(*report);
+      noise_local = noise_global = 0;
+      noise_n = 0;
+    }
 
     if (agree[2] > 0) return absl::UnavailableError(absl::StrCat("lost the coordinator: ", c.reason));
     if (agree[1] > 0) {
@@ -311,6 +355,37 @@ absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& 
       ASSIGN_OR_RETURN(std::string path, checkpointer_->Write(g, &state_));
       if (!path.empty()) result_.last_checkpoint = path;
     }
+    // Dynamic batch sizing: every rank switches here, at this step
+    // boundary, to rank 0's wanted global batch. The stream restarts at the
+    // exact sample reached (the cursor is a sample position), the plan and
+    // the learning rate are recomputed for the new batch.
+    const int64_t agreed = static_cast<int64_t>(std::llround(agree[4]));
+    if (agreed > 0 && agreed != plan.global_batch && state_.step < plan.total_steps) {
+      const int64_t before = plan.global_batch;
+      g.data.reset();
+      pi.global_batch = agreed;
+      ASSIGN_OR_RETURN(plan, PlanGeneration(pi, &state_));
+      g.lr_schedule = plan.schedule;
+      if (plan.steps_left > 0) {
+        ASSIGN_OR_RETURN(g.data, data::PrefetchClient::Start(
+                                     TrainStream(o_, plan, state_, g.rank(), g.world(),
+                                                 probe_.inputs.normalize_to_f32,
+                                                 client_metrics_.get())));
+      }
+      metrics_->SetGlobalBatch(plan.global_batch * o_.accumulation);
+      if (g.rank() == 0) {
+        const std::string why = !o_.batch_schedule.empty()
+                                    ? std::string("--batch_schedule")
+                                    : (c.batch_reason.empty() ? std::string("coordinator")
+                                                              : "coordinator: " + c.batch_reason);
+        Print(absl::StrFormat("batch %d -> %d at step %d (epoch %d, sample %d), lr %.4f (%s)",
+                              static_cast<long long>(before), static_cast<long long>(agreed),
+                              static_cast<long long>(state_.step),
+                              static_cast<long long>(state_.cursor.epoch + 1),
+                              static_cast<long long>(state_.samples_in_epoch),
+                              plan.schedule.LearningRate(state_.step + 1), why));
+      }
+    }
     progress.Exclude(absl::Now() - aside);  // rates count training only
   }
   state_.loss_scaler = precision_->SerializeState();
@@ -340,7 +415,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(TrainerOptions options)
         "CUDA); use --backend=cpu"));
   }
   nn::ModelOptions mo;
-  mo.max_batch = t->options_.batch_size;
+  mo.max_batch = static_cast<int>(LocalBatchCapacity(t->options_));
   mo.seed = t->options_.seed;
   ASSIGN_OR_RETURN(t->model_, nn::CreateModel(t->options_.model, t->backend_.get(), mo));
   t->loop_ = std::make_unique<Loop>(t.get());

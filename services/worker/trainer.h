@@ -11,11 +11,15 @@
 //   ASSIGN_OR_RETURN(TrainResult r, trainer->Run());
 //
 // Per generation: join -> SetUpGeneration -> the state from rank 0
-// (Checkpointer::Restore) -> the data stream at the cursor (global batch =
-// batch_size * world) -> steps of `accumulation` micro-batches each. After
-// every step the ranks sum four floats over the control mesh — what the
-// heartbeats said (STOP, REJOIN, coordinator lost) and the loss — so they
-// all act at the same step and rank 0 reports the mean loss over ranks.
+// (Checkpointer::Restore) -> the data stream at the cursor's sample position
+// (global batch = batch_size * world, or --batch auto / --batch_schedule's)
+// -> steps of `accumulation` micro-batches each. After every step the ranks
+// sum six floats over the control mesh — what the heartbeats said (STOP,
+// REJOIN, coordinator lost), the loss, rank 0's wanted global batch and the
+// pre-sync gradient norms (noise scale) — so they all act at the same step,
+// rank 0 reports the mean loss over ranks, and a batch change happens on
+// every rank at the same boundary (the stream restarted at the exact
+// sample, the plan and LR recomputed, no new generation).
 //
 //  - every `checkpoint_every` steps and at the end rank 0 writes and commits
 //    a checkpoint; at each epoch end every rank evaluates its slice;

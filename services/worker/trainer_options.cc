@@ -1,8 +1,10 @@
 #include "services/worker/trainer_options.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -110,6 +112,64 @@ absl::StatusOr<StepPrecisionOptions> MakeStepPrecisionOptions(const TrainerOptio
     p.inject_non_finite.push_back({step, rank});
   }
   return p;
+}
+
+absl::Status ParseBatchFlags(const std::string& batch, const std::string& schedule,
+                             TrainerOptions* o) {
+  o->batch_auto = false;
+  o->batch_min = o->batch_max = 0;
+  o->batch_schedule.clear();
+  if (batch == "auto" || absl::StartsWith(batch, "auto:")) {
+    o->batch_auto = true;
+    o->batch_min = o->batch_size;
+    o->batch_max = int64_t{32} * o->batch_size;
+    if (batch != "auto") {
+      const std::vector<std::string> parts = absl::StrSplit(batch.substr(5), ',');
+      if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &o->batch_min) ||
+          !absl::SimpleAtoi(parts[1], &o->batch_max) || o->batch_min < 1 ||
+          o->batch_max < o->batch_min) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--batch ", batch, ": expected auto or auto:MIN,MAX with 1 <= MIN <= MAX (global "
+            "batch sizes, e.g. auto:64,1024)"));
+      }
+    }
+  } else if (!batch.empty() && batch != "fixed") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--batch ", batch, ": expected fixed (--batch_size per worker), auto or auto:MIN,MAX"));
+  }
+  if (schedule.empty()) return absl::OkStatus();
+  int64_t last = 0;
+  for (absl::string_view item : absl::StrSplit(schedule, ',')) {
+    const std::vector<std::string> kv = absl::StrSplit(item, ':');
+    int64_t step = 0, size = 0;
+    if (kv.size() != 2 || !absl::SimpleAtoi(kv[0], &step) || !absl::SimpleAtoi(kv[1], &size) ||
+        step < 1 || size < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--batch_schedule: '", item, "' is not STEP:SIZE (step >= 1, global batch >= 1)"));
+    }
+    if (step <= last) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--batch_schedule: steps must increase, got ", step, " after ", last));
+    }
+    last = step;
+    o->batch_schedule.push_back({step, size});
+  }
+  return absl::OkStatus();
+}
+
+int64_t LocalBatchCapacity(const TrainerOptions& o) {
+  int64_t cap = o.batch_size;
+  if (o.batch_auto) cap = std::max(cap, o.batch_max);
+  for (const auto& [step, size] : o.batch_schedule) cap = std::max(cap, size);
+  return cap;
+}
+
+int64_t ScheduledGlobalBatch(const TrainerOptions& o, int64_t step) {
+  int64_t size = 0;
+  for (const auto& [at, s] : o.batch_schedule) {
+    if (at <= step) size = s;
+  }
+  return size;
 }
 
 }  // namespace worker

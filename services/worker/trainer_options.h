@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -49,6 +50,17 @@ struct TrainerOptions {
   int epochs = 1;                         // >= 1
   int64_t max_steps = 0;                  // optimizer steps in all; 0 = all epochs
   int batch_size = 64;                    // per worker per micro-batch
+  // Dynamic batch sizing (--batch auto[:MIN,MAX]): follow the coordinator's
+  // global batch (samples per micro-batch over all ranks) within [batch_min,
+  // batch_max]; switched at a step boundary, the data continued at the
+  // exact sample, the LR rescaled by --lr_scaling. Off: batch_size x world.
+  bool batch_auto = false;
+  int64_t batch_min = 0;
+  int64_t batch_max = 0;
+  // --batch_schedule STEP:SIZE,...: after optimizer step STEP the global
+  // batch is SIZE (a forced schedule, deterministic; wins over the
+  // coordinator). Sorted by step.
+  std::vector<std::pair<int64_t, int64_t>> batch_schedule;
   int accumulation = 1;                   // micro-batches per optimizer step
   // ---- Optimizer --------------------------------------------------------
   std::string optimizer = "sgd";          // "sgd" or "adamw"
@@ -115,6 +127,23 @@ struct TrainerOptions {
   // stdout, flushed.
   std::function<void(const std::string&)> progress;
 };
+
+// Parses --batch ("" | "fixed" | "auto" | "auto:MIN,MAX"; auto's default
+// range is [batch_size, 32 x batch_size] samples per optimizer step over all
+// ranks) and --batch_schedule ("STEP:SIZE,..."; steps increasing, sizes >= 1;
+// SIZE is samples per micro-batch over all ranks) into `o` (after
+// batch_size is set). INVALID_ARGUMENT naming the flag and what is wrong.
+absl::Status ParseBatchFlags(const std::string& batch, const std::string& schedule,
+                             TrainerOptions* o);
+
+// The largest per-rank micro-batch the options can ask for (buffers are
+// sized for it once): batch_size, or the largest global batch of --batch
+// auto / --batch_schedule (a world of one).
+int64_t LocalBatchCapacity(const TrainerOptions& o);
+
+// The forced schedule's global batch after `step` optimizer steps (0: none
+// applies yet).
+int64_t ScheduledGlobalBatch(const TrainerOptions& o, int64_t step);
 
 // INVALID_ARGUMENT naming the first bad field.
 absl::Status ValidateTrainerOptions(const TrainerOptions& options);

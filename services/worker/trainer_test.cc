@@ -230,7 +230,10 @@ TEST_F(TrainerTest, ResumesFromTheCommittedCheckpointAtItsCursor) {
   for (const Run& r : two) {
     ASSERT_TRUE(r.result.ok()) << r.result.status();
     EXPECT_EQ(r.result->steps, 25);
-    EXPECT_EQ(r.result->cursor.step_in_epoch, 25);
+    // 15 batches of 64 cut from the checkpoint's sample 10 x 64.
+    // The same sample position as the uninterrupted run's 25 x 64.
+    EXPECT_EQ(r.result->cursor, (data::Cursor{0, 15, 10 * 64}));
+    EXPECT_EQ(reference[0].result->cursor, (data::Cursor{0, 25, 0}));
   }
   bool resumed = false;
   for (const std::string& l : Lines()) {

@@ -11,11 +11,25 @@ namespace worker {
 
 absl::StatusOr<TrainingPlan> PlanGeneration(const PlanInputs& in, TrainingState* state) {
   const TrainerOptions& o = in.options;
-  const int64_t global_batch = int64_t{o.batch_size} * in.world;
+  const int64_t global_batch =
+      in.global_batch > 0 ? in.global_batch : int64_t{o.batch_size} * in.world;
   if (global_batch > in.train_samples) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "global batch ", global_batch, " (", o.batch_size, " x ", in.world,
-        " workers) exceeds the dataset's ", in.train_samples, " samples: lower --batch_size"));
+        "global batch ", global_batch, " (",
+        in.global_batch > 0 ? absl::StrCat("--batch auto / --batch_schedule over ", in.world)
+                            : absl::StrCat(o.batch_size, " x ", in.world),
+        " workers) exceeds the dataset's ", in.train_samples,
+        " samples: lower --batch_size (or the --batch range)"));
+  }
+  if (global_batch < in.world) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "global batch ", global_batch, " leaves some of the ", in.world,
+        " workers without a sample: raise the --batch minimum or --batch_schedule size"));
+  }
+  if ((global_batch + in.world - 1) / in.world > LocalBatchCapacity(o)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "global batch ", global_batch, " over ", in.world, " workers exceeds the per-worker "
+        "capacity ", LocalBatchCapacity(o), " the buffers were sized for"));
   }
   data::SamplerConfig sc;
   sc.num_samples = in.train_samples;
@@ -23,12 +37,17 @@ absl::StatusOr<TrainingPlan> PlanGeneration(const PlanInputs& in, TrainingState*
   sc.world_size = in.world;
   sc.remainder = data::Remainder::kDrop;
   const int64_t per_epoch = data::StepsPerEpoch(sc);
-  state->cursor.step_in_epoch = state->samples_in_epoch / global_batch;
-  if (state->cursor.step_in_epoch >= per_epoch) state->cursor = data::Cursor{state->cursor.epoch + 1, 0};
+  // The exact sample the last generation stopped at, whatever its world
+  // size or batch: this world's global batches are cut from there.
+  state->cursor = data::CursorAt(sc, state->cursor.epoch, state->samples_in_epoch);
+  if (state->cursor.offset == 0) state->samples_in_epoch = 0;  // the next epoch
   // Batches left until the end of the last epoch; the run ends with the
   // last whole optimizer step.
-  const int64_t batches_left = std::max<int64_t>(
-      0, (o.epochs - state->cursor.epoch) * per_epoch - state->cursor.step_in_epoch);
+  int64_t batches_left = 0;
+  if (state->cursor.epoch < o.epochs) {
+    batches_left = data::StepsInEpoch(sc, state->cursor.offset) +
+                   (o.epochs - state->cursor.epoch - 1) * per_epoch;
+  }
   int64_t total = state->step + batches_left / o.accumulation;
   if (o.max_steps > 0) total = std::min(total, o.max_steps);
 
@@ -69,6 +88,7 @@ data::PrefetchOptions TrainStream(const TrainerOptions& o, const TrainingPlan& p
   r.set_world_size(world);
   r.set_epoch(state.cursor.epoch);
   r.set_step_in_epoch(state.cursor.step_in_epoch);
+  r.set_start_position(state.cursor.offset);
   r.set_max_batches(plan.steps_left * o.accumulation);
   r.set_remainder(v1::DROP);
   r.set_shuffle(true);

@@ -2,8 +2,9 @@
 // size, the world size and where training stands: the global batch, the
 // steps left until the last epoch ends (or --max_steps), the learning-rate
 // schedule scaled for this world, and the data stream's request at the
-// cursor. A restored position in samples is re-cut into this world's global
-// batches (a different world size re-trains at most one partial batch).
+// cursor. A restored position in samples is where this world's global
+// batches are cut from (StreamBatchesRequest.start_position), so a change of
+// world size or batch neither loses nor repeats a sample.
 //
 //   ASSIGN_OR_RETURN(TrainingPlan plan, PlanGeneration({o, samples, world}, &state));
 //   data::PrefetchOptions po = TrainStream(o, plan, state, rank, world, normalize, metrics);
@@ -30,17 +31,20 @@ struct PlanInputs {
   const TrainerOptions& options;
   int64_t train_samples = 0;
   int world = 1;
+  // Samples per micro-batch over all ranks (dynamic batch sizing); 0 =
+  // batch_size x world. Per-rank slices differ by at most one sample.
+  int64_t global_batch = 0;
 };
 
 struct TrainingPlan {
-  int64_t global_batch = 0;     // batch_size * world
+  int64_t global_batch = 0;     // batch_size * world, or PlanInputs::global_batch
   int64_t steps_per_epoch = 0;  // batches of global_batch per epoch
   int64_t total_steps = 0;      // optimizer steps at the end of the run
   int64_t steps_left = 0;
   optim::LrSchedule schedule;
 };
 
-// Also moves state->cursor to this world's batch boundary.
+// Also moves state->cursor to the restored sample position (its offset).
 absl::StatusOr<TrainingPlan> PlanGeneration(const PlanInputs& in, TrainingState* state);
 
 // The training stream for this rank from the cursor: shuffled, remainder

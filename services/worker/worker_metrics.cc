@@ -72,6 +72,9 @@ absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(
   }
   ASSIGN_OR_RETURN(w->generation_,
                    m->Gauge("tandem_generation", "Generation this worker trains in."));
+  ASSIGN_OR_RETURN(w->global_batch_,
+                   m->Gauge("tandem_global_batch_size",
+                            "Samples per optimizer step over all ranks (dynamic under --batch auto)."));
   ASSIGN_OR_RETURN(w->skipped_steps_,
                    m->Counter("tandem_skipped_steps_total",
                               "Steps skipped because their gradients held inf / NaN."));
@@ -127,6 +130,7 @@ void WorkerMetrics::RecordNumerics(bool skipped, float loss_scale, double grad_s
 }
 
 void WorkerMetrics::SetGeneration(int64_t g) { generation_->Set(static_cast<double>(g)); }
+void WorkerMetrics::SetGlobalBatch(int64_t n) { global_batch_->Set(static_cast<double>(n)); }
 
 }  // namespace worker
 }  // namespace tandem

@@ -54,6 +54,9 @@ class WorkerMetrics {
   void RecordStep(const StepTimes& times, int64_t samples, double loss,
                   const sync::GradientSync& sync, sync::SyncStats* last);
   void SetGeneration(int64_t generation);
+  // tandem_global_batch_size: samples per optimizer step over all ranks
+  // (changes under --batch auto / --batch_schedule).
+  void SetGlobalBatch(int64_t samples);
   // The step's numerics: skipped or not, the loss scale for the next step,
   // and the summed gradients' squared norm (negative: not measured).
   void RecordNumerics(bool skipped, float loss_scale, double grad_sum_sq);
@@ -76,6 +79,7 @@ class WorkerMetrics {
   prometheus::Gauge* residual_norm_ = nullptr;
   prometheus::Gauge* buckets_ = nullptr;
   prometheus::Gauge* generation_ = nullptr;
+  prometheus::Gauge* global_batch_ = nullptr;
   prometheus::Counter* skipped_steps_ = nullptr;
   prometheus::Gauge* loss_scale_ = nullptr;
   prometheus::Gauge* grad_norm_ = nullptr;

@@ -134,16 +134,25 @@ TEST(TrainingPlanTest, StepsLeftScheduleAndTheCursorReCutForANewWorld) {
   EXPECT_EQ(p->steps_left, 50);
   EXPECT_FLOAT_EQ(p->schedule.LearningRate(1), 0.4f);  // linear scaling x4
   // Resumed at step 10 with 450 samples of epoch 1 done, now with 3 workers:
-  // 450 / 30 = batch 15 of 33.
+  // batches of 30 cut from sample 450 (not a multiple of 30 x 4 = 40's
+  // boundaries): 550 = 18*30 + 10, the short last kept, then 33 in epoch 2.
   TrainingState resumed;
   resumed.step = 10;
   resumed.cursor = data::Cursor{0, 0};
   resumed.samples_in_epoch = 450;
   auto q = PlanGeneration(PlanInputs{o, 1000, 3}, &resumed);
   ASSERT_TRUE(q.ok());
-  EXPECT_EQ(resumed.cursor.step_in_epoch, 15);
+  EXPECT_EQ(resumed.cursor, (data::Cursor{0, 0, 450}));
   EXPECT_EQ(q->steps_per_epoch, 33);
-  EXPECT_EQ(q->total_steps, 10 + (2 * 33 - 15));
+  EXPECT_EQ(q->total_steps, 10 + 19 + 33);
+  // Nothing of the epoch left to cut (2 samples for 3 ranks): the next one.
+  TrainingState tail;
+  tail.samples_in_epoch = 998;
+  auto t = PlanGeneration(PlanInputs{o, 1000, 3}, &tail);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(tail.cursor, (data::Cursor{1, 0, 0}));
+  EXPECT_EQ(tail.samples_in_epoch, 0);
+  EXPECT_EQ(t->total_steps, 33);
   o.max_steps = 12;
   o.accumulation = 2;
   auto r = PlanGeneration(PlanInputs{o, 1000, 3}, &resumed);
@@ -184,6 +193,57 @@ TEST(TrainingPlanTest, LearningRateFollowsTheScalingRuleAtEveryWorldSize) {
   EXPECT_TRUE(absl::StrContains(ValidateTrainerOptions(bad).message(), "--lr_reference_batch"));
 }
 
+TEST(TrainingPlanTest, BatchFlagsParseAndSizeTheBuffers) {
+  TrainerOptions o = PlanOptions();  // batch 10
+  ASSERT_TRUE(ParseBatchFlags("auto", "", &o).ok());
+  EXPECT_TRUE(o.batch_auto);
+  EXPECT_EQ(o.batch_min, 10);
+  EXPECT_EQ(o.batch_max, 320);
+  EXPECT_EQ(LocalBatchCapacity(o), 320);
+  ASSERT_TRUE(ParseBatchFlags("auto:40,80", "5:60,9:30", &o).ok());
+  EXPECT_EQ(o.batch_max, 80);
+  EXPECT_EQ(LocalBatchCapacity(o), 80);
+  EXPECT_EQ(ScheduledGlobalBatch(o, 4), 0);
+  EXPECT_EQ(ScheduledGlobalBatch(o, 5), 60);
+  EXPECT_EQ(ScheduledGlobalBatch(o, 8), 60);
+  EXPECT_EQ(ScheduledGlobalBatch(o, 100), 30);
+  ASSERT_TRUE(ParseBatchFlags("fixed", "", &o).ok());
+  EXPECT_FALSE(o.batch_auto);
+  EXPECT_EQ(LocalBatchCapacity(o), 10);
+  for (const char* bad : {"auto:80,40", "auto:", "auto:1,2,3", "dynamic"}) {
+    absl::Status s = ParseBatchFlags(bad, "", &o);
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << bad;
+    EXPECT_TRUE(absl::StrContains(s.message(), "--batch")) << s;
+  }
+  for (const char* bad : {"5", "0:10", "5:0", "9:10,5:20", "a:b"}) {
+    absl::Status s = ParseBatchFlags("", bad, &o);
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << bad;
+    EXPECT_TRUE(absl::StrContains(s.message(), "--batch_schedule")) << s;
+  }
+}
+
+TEST(TrainingPlanTest, AGlobalBatchOverrideRescalesTheLrAndIsChecked) {
+  TrainerOptions o = PlanOptions();  // batch 10, lr 0.1 linear
+  ASSERT_TRUE(ParseBatchFlags("", "3:60", &o).ok());
+  TrainingState st;
+  st.samples_in_epoch = 130;
+  PlanInputs in{o, 1000, 2};
+  in.global_batch = 60;
+  auto p = PlanGeneration(in, &st);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->global_batch, 60);
+  EXPECT_FLOAT_EQ(p->schedule.LearningRate(5), 0.6f);  // 0.1 x 60 / 10
+  EXPECT_EQ(st.cursor, (data::Cursor{0, 0, 130}));
+  // 870 = 14 x 60 + 30 (kept short batch), then 16 in epoch 2.
+  EXPECT_EQ(p->total_steps, 15 + 16);
+  in.global_batch = 1;  // fewer samples than workers
+  EXPECT_TRUE(absl::IsInvalidArgument(PlanGeneration(in, &st).status()));
+  in.global_batch = 200;  // 100 per worker, buffers sized for 60
+  auto big = PlanGeneration(in, &st);
+  EXPECT_TRUE(absl::IsInvalidArgument(big.status()));
+  EXPECT_TRUE(absl::StrContains(big.status().message(), "capacity")) << big.status();
+}
+
 TEST(TrainingPlanTest, GlobalBatchLargerThanTheDatasetSaysWhatToLower) {
   TrainingState st;
   auto p = PlanGeneration(PlanInputs{PlanOptions(), 30, 4}, &st);
@@ -199,7 +259,8 @@ TEST(TrainingPlanTest, TheStreamStartsAtTheCursorWithTheRightInputs) {
   auto p = PlanGeneration(PlanInputs{o, 1000, 2}, &st);
   ASSERT_TRUE(p.ok());
   data::PrefetchOptions mlp = TrainStream(o, *p, st, 1, 2, /*normalize_to_f32=*/true, nullptr);
-  EXPECT_EQ(mlp.request.step_in_epoch(), 4);
+  EXPECT_EQ(mlp.request.step_in_epoch(), 0);
+  EXPECT_EQ(mlp.request.start_position(), 80);  // the exact sample, any world
   EXPECT_EQ(mlp.request.rank(), 1);
   EXPECT_EQ(mlp.request.max_batches(), p->steps_left * 2);
   EXPECT_TRUE(mlp.request.normalize_to_f32());

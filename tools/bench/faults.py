@@ -76,11 +76,11 @@ def read_pid(run_dir, name):
 class Run:
     """One `tandem local` run; on_line(line, t, run) may inject faults."""
 
-    def __init__(self, tandem, root, name, extra, samples=True):
+    def __init__(self, tandem, root, name, extra, samples=True, workers=3):
         self.run_dir = os.path.join(root, name)
         self.samples = os.path.join(root, name + "-samples")
         os.makedirs(self.samples, exist_ok=True)
-        self.args = [tandem, "local", "--workers=3", "--model=mlp:784,128,10", "--epochs=1",
+        self.args = [tandem, "local", "--workers=%d" % workers, "--model=mlp:784,128,10", "--epochs=1",
                      "--batch-size=50", "--log-every=10", "--checkpoint-every=10",
                      "--run-dir=" + self.run_dir] + extra
         if samples:
@@ -196,11 +196,35 @@ def no_token(tandem, root):
             "-", "-")
 
 
+def scale_up(tandem, root):
+    """2 workers with room for 3; `tandem add-worker` at step 20."""
+    state = {}
+
+    def on_line(line, t, run):
+        if "t0" not in state and line.startswith("step 20/"):
+            state["adder"] = subprocess.Popen([tandem, "add-worker", "--run_dir=" + run.run_dir],
+                                              stdout=subprocess.DEVNULL,
+                                              stderr=subprocess.DEVNULL)
+            state["t0"] = time.monotonic()
+
+    # 60,000 divides into global batches of 100 and 150; the switch lands on
+    # a checkpoint's sample position, which the new world continues from.
+    r = Run(tandem, root, "scale-up", ["--max-workers=3"], workers=2).go(on_line)
+    t0 = state.get("t0")
+    added_ok = "adder" in state and state["adder"].wait(timeout=120) == 0
+    detect = r.first(lambda l: "growing the job" in l, t0 or 0)
+    recover = r.first(lambda l: l.startswith("step ") and " world 3 " in l, t0 or 0)
+    lost, rep = lost_repeated(r.samples)
+    ok = r.code == 0 and added_ok and recover is not None
+    return ("scale up (tandem add-worker, 2 -> 3)", "survived" if ok else "FAILED",
+            detect - t0 if ok and detect else None, recover - t0 if ok else None, lost, rep)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tandem", required=True)
     ap.add_argument("--out", default="")
-    ap.add_argument("--only", default="", help="comma-separated scenario numbers (1-5)")
+    ap.add_argument("--only", default="", help="comma-separated scenario numbers (1-6)")
     a = ap.parse_args()
     root = a.out or tempfile.mkdtemp(prefix="tandem-faults-")
     scenarios = [
@@ -209,6 +233,7 @@ def main():
         lambda: service_restart(a.tandem, root, "dataserver"),
         lambda: restarts_exhausted(a.tandem, root),
         lambda: no_token(a.tandem, root),
+        lambda: scale_up(a.tandem, root),
     ]
     only = {int(x) for x in a.only.split(",") if x}
     rows = []

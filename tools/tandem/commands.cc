@@ -1,5 +1,7 @@
 #include "tools/tandem/commands.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
 #include "common/sync/registry.h"
@@ -32,6 +34,7 @@ std::vector<CommandInfo> Commands() {
       {"status", "Show a running job: state, generation, world size, each worker's progress."},
       {"plan", "Predict step time, memory and link bytes of every strategy on a cluster."},
       {"doctor", "Say where a job's step time goes and which flags would help."},
+      {"add-worker", "Start one more worker for a running tandem local job (up to --max_workers)."},
       {"exec", "Run a program with the OpenBLAS kernel this CPU needs: tandem exec -- PROG ARGS."},
   };
 }
@@ -75,6 +78,11 @@ FlagTable LocalFlags(LocalOptions* o) {
   t.String("data_root", &o->data_root, "Directory holding the datasets.");
   t.Int("epochs", &o->epochs, "Epochs to train.");
   t.Int("batch_size", &o->batch_size, "Samples per worker per micro-batch.");
+  t.String("batch", &o->batch,
+           "fixed (\"\" = --batch_size per worker), auto or auto:MIN,MAX: the coordinator picks the "
+           "goodput-maximising global batch (gradient noise scale x throughput) and workers follow.");
+  t.String("batch_schedule", &o->batch_schedule,
+           "STEP:SIZE,...: after optimizer step STEP the global batch is SIZE (forced schedule).");
   t.Int("accumulation", &o->accumulation,
         "Micro-batches per optimizer step (0 = the worker's default, 1).");
   t.Int64("max_steps", &o->max_steps, "Stop after this many optimizer steps (0 = all epochs).");
@@ -191,6 +199,17 @@ FlagTable DoctorFlags(DoctorCliOptions* o) {
   return t;
 }
 
+FlagTable AddWorkerFlags(AddWorkerCliOptions* o) {
+  FlagTable t("tandem add-worker",
+              "Starts one more worker for the tandem local job in --run_dir, which must have been\n"
+              "started with --max_workers above --workers. The coordinator admits it, ends the\n"
+              "running generation at the next step boundary and starts one with the larger world\n"
+              "(LR rescaled by --lr_scaling, the data continued at the exact sample). Waits for\n"
+              "the worker and exits with its status; its log is RUN_DIR/worker-N.log.");
+  t.String("run_dir", &o->run_dir, "The run directory tandem local printed (required).");
+  return t;
+}
+
 // The registered strategies and their --sync_opt keys, after local's flags.
 std::string SyncStrategiesHelp() {
   std::string out = "\nsync strategies (--sync NAME --sync_opt key=value,...):\n";
@@ -212,7 +231,7 @@ std::string TopLevelHelp() {
       "Data-parallel training: a coordinator, data servers and workers.\n\ncommands:\n";
   for (const CommandInfo& c : Commands()) {
     std::string name = "  " + c.name;
-    name.resize(10, ' ');
+    name.resize(std::max<size_t>(13, name.size() + 1), ' ');
     absl::StrAppend(&out, name, c.summary, "\n");
   }
   absl::StrAppend(&out,
@@ -276,6 +295,13 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
   }
   if (command == "doctor") {
     FlagTable t = DoctorFlags(&c.doctor);
+    ASSIGN_OR_RETURN(c.help, ParseInto(t, rest));
+    if (c.help) c.help_text = t.Help();
+    return c;
+  }
+  if (command == "add-worker" || command == "add_worker") {
+    c.command = "add-worker";
+    FlagTable t = AddWorkerFlags(&c.add_worker);
     ASSIGN_OR_RETURN(c.help, ParseInto(t, rest));
     if (c.help) c.help_text = t.Help();
     return c;

@@ -60,6 +60,11 @@ struct DoctorCliOptions {
   absl::Duration timeout = absl::Seconds(5);
 };
 
+// `tandem add-worker`: one more worker for a running tandem local job.
+struct AddWorkerCliOptions {
+  std::string run_dir;  // the run directory tandem local printed; required
+};
+
 struct CommandInfo {
   std::string name;     // "local"
   std::string summary;  // one line
@@ -74,18 +79,20 @@ FlagTable LocalFlags(LocalOptions* o);
 FlagTable StatusFlags(StatusOptions* o);
 FlagTable PlanFlags(PlanOptions* o);
 FlagTable DoctorFlags(DoctorCliOptions* o);
+FlagTable AddWorkerFlags(AddWorkerCliOptions* o);
 
 // `tandem --help`: the commands, one line each, and how to get more.
 std::string TopLevelHelp();
 
 struct CommandLine {
-  std::string command;  // "local", "status", "plan" or "doctor"; "" with help = the top level
+  std::string command;  // "local", "status", "plan", "doctor" or "add-worker"; "" with help = the top level
   bool help = false;    // print help_text to stdout, exit 0
   std::string help_text;
   LocalOptions local;
   StatusOptions status;
   PlanOptions plan;
   DoctorCliOptions doctor;
+  AddWorkerCliOptions add_worker;
 };
 
 // `args` are the words after the program name: the command first, then its

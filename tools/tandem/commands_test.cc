@@ -42,6 +42,23 @@ TEST(CommandsTest, TopLevelHelpListsEachCommandOnOneLine) {
   }
 }
 
+TEST(CommandsTest, AddWorkerTakesTheRunDirectory) {
+  auto c = ParseCommandLine({"add-worker", "--run_dir", "/tmp/run"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->command, "add-worker");
+  EXPECT_EQ(c->add_worker.run_dir, "/tmp/run");
+  auto underscore = ParseCommandLine({"add_worker", "--run-dir=/tmp/r2"});
+  ASSERT_TRUE(underscore.ok()) << underscore.status();
+  EXPECT_EQ(underscore->command, "add-worker");
+  EXPECT_EQ(underscore->add_worker.run_dir, "/tmp/r2");
+  auto bad = ParseCommandLine({"add-worker", "--workers=2"});
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status()));
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "workers")) << bad.status();
+  auto help = ParseCommandLine({"add-worker", "--help"});
+  ASSERT_TRUE(help.ok());
+  EXPECT_TRUE(absl::StrContains(help->help_text, "--run_dir")) << help->help_text;
+}
+
 TEST(CommandsTest, LocalHelpListsEveryFlagItParsesWithItsDefault) {
   const std::string help = HelpOf({"local", "--help"});
   EXPECT_TRUE(absl::StartsWith(help, "usage: tandem local")) << help;
@@ -83,7 +100,8 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
       "--port=7000", "--job_id=j", "--heartbeat_ms=250", "--heartbeat_misses=4",
       "--settle_seconds=1.5", "--nodes=3", "--workers_per_node=1", "--link=1gbit",
       "--link_delay_ms=2", "--shard_servers=2", "--model=mlp:784,32,10", "--dataset=other", "--data_root=/d",
-      "--epochs=3", "--batch-size", "16", "--accumulation=2", "--max_steps=99", "--seed=7",
+      "--epochs=3", "--batch-size", "16", "--batch=auto:64,512", "--batch_schedule=10:128",
+      "--accumulation=2", "--max_steps=99", "--seed=7",
       "--lr=0.1", "--optimizer=adamw", "--lr_scaling=sqrt", "--schedule=constant",
       "--warmup_steps=10", "--momentum=0.8", "--weight_decay=0.01", "--precision=bf16",
       "--sync=zero1", "--autotune", "--autotune_steps=12",
@@ -115,6 +133,8 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
   EXPECT_EQ(o.data_root, "/d");
   EXPECT_EQ(o.epochs, 3);
   EXPECT_EQ(o.batch_size, 16);
+  EXPECT_EQ(o.batch, "auto:64,512");
+  EXPECT_EQ(o.batch_schedule, "10:128");
   EXPECT_EQ(o.accumulation, 2);
   EXPECT_EQ(o.max_steps, 99);
   EXPECT_EQ(o.seed, 7);
@@ -199,7 +219,7 @@ TEST(CommandsTest, OtherUsageErrors) {
   EXPECT_TRUE(absl::StrContains(e, "no command given")) << e;
   EXPECT_TRUE(absl::StrContains(e, "`tandem --help`")) << e;
   e = ErrorOf({"train"});
-  EXPECT_TRUE(absl::StrContains(e, "unknown command 'train' (commands: local, status, plan, doctor, exec)")) << e;
+  EXPECT_TRUE(absl::StrContains(e, "unknown command 'train' (commands: local, status, plan, doctor, add-worker, exec)")) << e;
   e = ErrorOf({"--workers=2", "local"});
   EXPECT_TRUE(absl::StrContains(e, "put the command first")) << e;
   e = ErrorOf({"local", "extra"});

@@ -49,8 +49,9 @@ TEST(DocsTest, UserGuideListsEveryLocalStatusAndPlanFlag) {
   StatusOptions status;
   PlanOptions plan;
   DoctorCliOptions doctor;
-  for (const FlagTable& t :
-       {LocalFlags(&local), StatusFlags(&status), PlanFlags(&plan), DoctorFlags(&doctor)}) {
+  AddWorkerCliOptions add_worker;
+  for (const FlagTable& t : {LocalFlags(&local), StatusFlags(&status), PlanFlags(&plan),
+                             DoctorFlags(&doctor), AddWorkerFlags(&add_worker)}) {
     for (const std::string& name : FlagNames(t)) {
       EXPECT_TRUE(absl::StrContains(guide, "| `--" + name + "` |"))
           << t.command() << " --" << name << " is not in docs/user-guide.md";
@@ -84,6 +85,8 @@ TEST(DocsTest, EveryFlagTheReadmeNamesExists) {
   for (const std::string& n : FlagNames(PlanFlags(&plan))) known.insert(n);
   DoctorCliOptions doctor;
   for (const std::string& n : FlagNames(DoctorFlags(&doctor))) known.insert(n);
+  AddWorkerCliOptions add_worker;
+  for (const std::string& n : FlagNames(AddWorkerFlags(&add_worker))) known.insert(n);
   known.insert("help");
   known.insert("bench");  // tools/setup.sh --bench
   const std::set<std::string> mentioned = MentionedFlags(Read("README.md"));

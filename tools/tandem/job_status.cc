@@ -63,7 +63,7 @@ std::string FormatJobStatus(const v1::GetJobStatusResponse& s) {
   if (s.has_last_checkpoint() && !s.last_checkpoint().path().empty()) {
     const v1::CheckpointRecord& c = s.last_checkpoint();
     absl::StrAppend(&out, "last checkpoint: step ", c.step(), " epoch ", c.cursor().epoch(),
-                    " (", c.cursor().step_in_epoch(), " batches in) at ", c.path(), "\n");
+                    " (sample ", c.cursor().samples_in_epoch(), " of the epoch) at ", c.path(), "\n");
   } else {
     absl::StrAppend(&out, "last checkpoint: none\n");
   }

@@ -11,6 +11,9 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "common/nn/model_spec.h"
 #include "common/data/dataset_inputs.h"
@@ -175,8 +178,39 @@ absl::Status ResolveNodeLayout(LocalOptions* o, bool nodes_given, bool workers_g
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::pair<int64_t, int64_t>> ResolveBatchRange(const LocalOptions& o) {
+  if (o.batch.empty() || o.batch == "fixed") return std::pair<int64_t, int64_t>{0, 0};
+  const int64_t base = int64_t{o.batch_size} * std::max(1, o.workers) * std::max(1, o.accumulation);
+  if (o.batch == "auto") return std::pair<int64_t, int64_t>{base, 8 * base};
+  int64_t lo = 0, hi = 0;
+  if (absl::StartsWith(o.batch, "auto:")) {
+    const std::vector<std::string> parts = absl::StrSplit(o.batch.substr(5), ',');
+    if (parts.size() == 2 && absl::SimpleAtoi(parts[0], &lo) && absl::SimpleAtoi(parts[1], &hi) &&
+        lo >= 1 && hi >= lo) {
+      return std::pair<int64_t, int64_t>{lo, hi};
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--batch ", o.batch, ": use fixed, auto or auto:MIN,MAX (global samples per optimizer "
+      "step, 1 <= MIN <= MAX, e.g. auto:128,2048)"));
+}
+
 absl::Status ValidateLocalOptions(const LocalOptions& o) {
   auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
+  if (absl::Status s = ResolveBatchRange(o).status(); !s.ok()) return s;
+  if (!o.batch_schedule.empty()) {
+    int64_t last = 0;
+    for (absl::string_view item : absl::StrSplit(o.batch_schedule, ',')) {
+      const std::vector<std::string> kv = absl::StrSplit(item, ':');
+      int64_t step = 0, size = 0;
+      if (kv.size() != 2 || !absl::SimpleAtoi(kv[0], &step) || !absl::SimpleAtoi(kv[1], &size) ||
+          step <= last || size < 1) {
+        return bad("--batch_schedule: '", item, "' is not STEP:SIZE with steps increasing from 1 "
+                   "and a global batch >= 1 (e.g. 100:256,300:512)");
+      }
+      last = step;
+    }
+  }
   if (o.workers < 1) return bad("--workers must be at least 1 (got ", o.workers, ")");
   if (o.decode_threads < 1 || o.decode_threads > 256) {
     return bad("--decode_threads must be between 1 and 256 (got ", o.decode_threads, ")");

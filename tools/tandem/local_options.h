@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -54,6 +55,13 @@ struct LocalOptions {
   std::string data_root = "/usr/share/datasets";
   int epochs = 2;
   int batch_size = 64;         // per worker
+  // Dynamic batch sizing: "" = fixed (batch_size per worker); "auto" or
+  // "auto:MIN,MAX" (global samples per optimizer step; auto alone =
+  // [batch_size x workers, 8 x that]): the coordinator picks the
+  // goodput-maximising global batch, the workers follow at a step boundary.
+  std::string batch;
+  // "STEP:SIZE,...": a forced global-batch schedule passed to every worker.
+  std::string batch_schedule;
   int accumulation = 0;        // 0 = the worker's default
   double lr = 0.05;
   std::string optimizer = "sgd";  // sgd | adamw
@@ -137,6 +145,10 @@ absl::StatusOr<DatasetFiles> ResolveDataset(const LocalOptions& o);
 // --port being free. InvalidArgument / NotFound / AlreadyExists with one line
 // saying what to fix.
 absl::Status ValidateLocalOptions(const LocalOptions& o);
+
+// --batch's global range {MIN, MAX}; {0, 0} when not auto. InvalidArgument
+// for anything but "", "fixed", "auto" or "auto:MIN,MAX" with 1 <= MIN <= MAX.
+absl::StatusOr<std::pair<int64_t, int64_t>> ResolveBatchRange(const LocalOptions& o);
 
 // Finds libtandem_bind_source.so (see bind_source_preload.cc) the same way.
 absl::StatusOr<std::string> FindBindSourceLibrary(const std::string& bin_dir,

@@ -31,6 +31,31 @@ std::string Problem(const LocalOptions& o) {
 
 TEST(LocalOptionsTest, DefaultsAreValid) { EXPECT_EQ(Problem(LocalOptions{}), ""); }
 
+TEST(LocalOptionsTest, BatchModeAndSchedule) {
+  LocalOptions o;
+  o.workers = 2;
+  o.batch_size = 32;
+  o.batch = "auto";
+  auto range = ResolveBatchRange(o);
+  ASSERT_TRUE(range.ok()) << range.status();
+  EXPECT_EQ(*range, (std::pair<int64_t, int64_t>{64, 512}));
+  o.batch = "auto:100,900";
+  EXPECT_EQ(*ResolveBatchRange(o), (std::pair<int64_t, int64_t>{100, 900}));
+  o.batch = "";
+  EXPECT_EQ(*ResolveBatchRange(o), (std::pair<int64_t, int64_t>{0, 0}));
+  for (const char* bad : {"auto:900,100", "auto:0,5", "auto:5", "big"}) {
+    o.batch = bad;
+    EXPECT_TRUE(absl::StrContains(Problem(o), "auto:MIN,MAX")) << bad << ": " << Problem(o);
+  }
+  o.batch = "";
+  o.batch_schedule = "100:256,300:64";
+  EXPECT_EQ(Problem(o), "");
+  for (const char* bad : {"100", "100:0", "300:64,100:256", "x:1"}) {
+    o.batch_schedule = bad;
+    EXPECT_TRUE(absl::StrContains(Problem(o), "--batch_schedule")) << bad << ": " << Problem(o);
+  }
+}
+
 TEST(LocalOptionsTest, DecodeThreads) {
   LocalOptions o;
   o.decode_threads = 0;

@@ -32,6 +32,7 @@
 #include "common/rpc/tls.h"
 #include "common/rpc/tls_certs.h"
 #include "common/status/status_macros.h"
+#include "tools/tandem/add_worker.h"
 #include "tools/tandem/doctor_command.h"
 #include "tools/tandem/job_status.h"
 #include "tools/tandem/link_rate.h"
@@ -172,6 +173,24 @@ absl::Status Runner::RestartServer(Child& c, int port, const std::string& port_f
 void Runner::KillLostWorkers() {
   if (watch_ == nullptr) return;
   for (const v1::LostWorker& lost : watch_->NewlyLost()) {
+    bool child = false;
+    for (const Child& c : children_) child = child || (c.is_worker && c.process->name() == lost.worker_id());
+    if (!child) {
+      // A worker `tandem add-worker` started: not ours to reap, but a hung
+      // one must not keep the run (and its add-worker) waiting forever.
+      const std::string pid_file = absl::StrCat(run_dir_, "/", lost.worker_id(), ".pid");
+      const std::string claim = absl::StrCat(run_dir_, "/", lost.worker_id(), ".claim");
+      int pid = -1;
+      std::ifstream in(pid_file);
+      struct stat st;
+      if (stat(claim.c_str(), &st) == 0 && (in >> pid) && pid > 0 && kill(pid, 0) == 0) {
+        Print(absl::StrCat("tandem local: the coordinator expelled ", lost.worker_id(),
+                           " (rank ", lost.rank(), " of generation ", lost.generation(), "): ",
+                           lost.reason(), "; killing pid ", pid));
+        kill(pid, SIGKILL);
+      }
+      continue;
+    }
     for (Child& c : children_) {
       if (!c.is_worker || c.process->name() != lost.worker_id() || c.process->Poll()) continue;
       if (!c.lost_reason.empty()) continue;
@@ -307,6 +326,7 @@ void Runner::PumpStdout(int timeout_ms) {
         return;
       }
     }
+    poll(nullptr, 0, timeout_ms);  // only added workers left: a poll interval
     return;
   }
   if (poll(fds.data(), fds.size(), timeout_ms) <= 0) return;  // timeout or EINTR
@@ -378,6 +398,11 @@ void Runner::SaveServiceMetrics() {
 }
 
 void Runner::StopEverything() {
+  // Workers `tandem add-worker` started are not children: SIGTERM them
+  // first (their add-worker reaps them), so none outlives the services.
+  if (!run_dir_.empty() && o_.max_workers > o_.workers) {
+    for (int pid : RunningAddedWorkers(run_dir_, o_.workers, o_.max_workers)) kill(pid, SIGTERM);
+  }
   std::vector<Subprocess*> all;
   // Workers first, then the servers they talk to, all within one grace.
   for (int pass = 0; pass < 2; ++pass) {
@@ -470,24 +495,26 @@ absl::Status Runner::Run() {
   }
   if (o_.nodes > 0) RETURN_IF_ERROR(StartNetwork());
 
+  ASSIGN_OR_RETURN(const auto batch_range, ResolveBatchRange(o_));
   const int min = o_.min_workers == 0 ? o_.workers : o_.min_workers;
   const int max = o_.max_workers == 0 ? o_.workers : o_.max_workers;
   const std::string coord_port_file = run_dir_ + "/coordinator.port";
   const std::string data_port_file = run_dir_ + "/dataserver.port";
   std::remove(coord_port_file.c_str());
   std::remove(data_port_file.c_str());
-  ASSIGN_OR_RETURN(
-      Child * coordinator,
-      Spawn("coordinator",
-            {coordinator_bin, "--job_id=" + o_.job_id, "--host=" + service_host_,
-             absl::StrCat("--port=", o_.port), "--port_file=" + coord_port_file,
-             "--metrics_port=0", absl::StrCat("--min_workers=", min),
-             absl::StrCat("--max_workers=", max),
-             absl::StrCat("--settle_seconds=", o_.settle_seconds),
-             absl::StrCat("--heartbeat_ms=", o_.heartbeat_ms),
-             absl::StrCat("--heartbeat_misses=", o_.heartbeat_misses),
-             "--state_dir=" + run_dir_ + "/coordinator-state"},
-            false));
+  std::vector<std::string> coordinator_argv = {
+      coordinator_bin, "--job_id=" + o_.job_id, "--host=" + service_host_,
+      absl::StrCat("--port=", o_.port), "--port_file=" + coord_port_file, "--metrics_port=0",
+      absl::StrCat("--min_workers=", min), absl::StrCat("--max_workers=", max),
+      absl::StrCat("--settle_seconds=", o_.settle_seconds),
+      absl::StrCat("--heartbeat_ms=", o_.heartbeat_ms),
+      absl::StrCat("--heartbeat_misses=", o_.heartbeat_misses),
+      "--state_dir=" + run_dir_ + "/coordinator-state"};
+  if (batch_range.second > 0) {
+    coordinator_argv.push_back(
+        absl::StrCat("--batch_auto=", batch_range.first, ",", batch_range.second));
+  }
+  ASSIGN_OR_RETURN(Child * coordinator, Spawn("coordinator", std::move(coordinator_argv), false));
   ASSIGN_OR_RETURN(
       Child * dataserver,
       Spawn("dataserver",
@@ -555,28 +582,52 @@ absl::Status Runner::Run() {
   }
 
   // Workers bind /metrics on port 0 before joining and log the port.
-  std::vector<Child*> workers;
-  for (int i = 0; i < o_.workers; ++i) {
+  auto worker_command = [&](int i, std::vector<std::string>* argv, std::vector<std::string>* env) {
     const std::string name = absl::StrCat("worker-", i);
-    std::vector<std::string> argv = WorkerArgv(o_, data, worker_bin, coordinator_address_,
-                                               data_address, i, run_dir_);
-    argv.push_back("--metrics_port=0");
-    argv.push_back(absl::StrCat("--metrics_file=", run_dir_, "/metrics/", name, ".prom"));
+    *argv = WorkerArgv(o_, data, worker_bin, coordinator_address_, data_address, i, run_dir_);
+    argv->push_back("--metrics_port=0");
+    argv->push_back(absl::StrCat("--metrics_file=", run_dir_, "/metrics/", name, ".prom"));
     if (!shard_addresses.empty()) {
-      argv.push_back("--shard_servers=" + absl::StrJoin(shard_addresses, ","));
+      argv->push_back("--shard_servers=" + absl::StrJoin(shard_addresses, ","));
     }
-    std::vector<std::string> env;
+    env->clear();
     if (network_ != nullptr) {
       // Gloo and gRPC connect without binding: pin the source to the node's
       // address so the node's tc class sees (shapes, counts) what it sends.
       const char* preload = getenv("LD_PRELOAD");
-      env.push_back(absl::StrCat("LD_PRELOAD=", bind_source_library_,
-                                 preload != nullptr && *preload != '\0' ? absl::StrCat(":", preload)
-                                                                        : std::string()));
-      env.push_back("TANDEM_BIND_SOURCE=" + WorkerHost(o_, i));
+      env->push_back(absl::StrCat("LD_PRELOAD=", bind_source_library_,
+                                  preload != nullptr && *preload != '\0'
+                                      ? absl::StrCat(":", preload)
+                                      : std::string()));
+      env->push_back("TANDEM_BIND_SOURCE=" + WorkerHost(o_, i));
     }
-    ASSIGN_OR_RETURN(Child * w, Spawn(name, std::move(argv), true, std::move(env)));
+  };
+  std::vector<Child*> workers;
+  for (int i = 0; i < o_.workers; ++i) {
+    std::vector<std::string> argv, env;
+    worker_command(i, &argv, &env);
+    ASSIGN_OR_RETURN(Child * w,
+                     Spawn(absl::StrCat("worker-", i), std::move(argv), true, std::move(env)));
     workers.push_back(w);
+  }
+  // Room to grow (--max_workers above --workers): one slot per extra worker
+  // for `tandem add-worker --run_dir` (tools/tandem/add_worker.h). Not with
+  // --nodes: an added process would be outside the run's network namespace.
+  if (network_ == nullptr) {
+    for (int i = o_.workers; i < max; ++i) {
+      std::vector<std::string> argv, env;
+      worker_command(i, &argv, &env);
+      if (getenv("OPENBLAS_NUM_THREADS") == nullptr) env.push_back("OPENBLAS_NUM_THREADS=1");
+      if (!blas_coretype_.empty()) env.push_back(blas_coretype_);
+      // Spawn adds these to the workers it starts; a slot is started by
+      // tandem add-worker, so its command line carries them itself.
+      argv.insert(argv.end(), security_args_.begin(), security_args_.end());
+      RETURN_IF_ERROR(WriteWorkerSlot(run_dir_, i, env, argv));
+    }
+    if (max > o_.workers) {
+      Print(absl::StrCat("room for ", max - o_.workers, " more worker(s): tandem add-worker --run_dir ",
+                         run_dir_));
+    }
   }
   for (int i = 0; i < static_cast<int>(workers.size()); ++i) {
     Child* w = workers[i];
@@ -654,6 +705,11 @@ absl::Status Runner::Run() {
                                             "expelled it; --keep_going lets the others go on)"));
       StopEverything();
       return s;
+    }
+    // Workers added with `tandem add-worker` are not children; the services
+    // stay up until they have left too.
+    if (!running && max > o_.workers && !RunningAddedWorkers(run_dir_, o_.workers, max).empty()) {
+      running = true;
     }
     if (running) continue;
     // Every worker has exited. Only one that did not finish cleanly gets a
@@ -767,6 +823,10 @@ std::vector<std::string> WorkerArgv(const LocalOptions& o, const DatasetFiles& d
     a.push_back(absl::StrCat("--checkpoint_every=", o.checkpoint_every));
   }
   if (o.max_steps > 0) a.push_back(absl::StrCat("--max_steps=", o.max_steps));
+  if (auto range = ResolveBatchRange(o); range.ok() && range->second > 0) {
+    a.push_back(absl::StrCat("--batch=auto:", range->first, ",", range->second));
+  }
+  if (!o.batch_schedule.empty()) a.push_back("--batch_schedule=" + o.batch_schedule);
   for (const std::string& extra : o.worker_args) a.push_back(extra);
   return a;
 }

@@ -5,6 +5,7 @@
 //   tandem status --coordinator 127.0.0.1:7000 [--job-id local]
 //   tandem exec -- worker --coordinator=...   (the right OPENBLAS_CORETYPE, then exec)
 //   tandem doctor --run_dir /tmp/tandem-local-XXXXXX
+//   tandem add-worker --run_dir /tmp/tandem-local-XXXXXX   (scale up, to --max_workers)
 //   tandem plan --model mlp:784,1024,1024,10 --nodes 2 --per_node 2 --link 1gbit
 //   tandem --help | tandem local --help | tandem status --help
 //
@@ -27,6 +28,7 @@
 
 #include "common/kernels/blas_core.h"
 #include "tools/tandem/autotune.h"
+#include "tools/tandem/add_worker.h"
 #include "tools/tandem/commands.h"
 #include "common/rpc/auth.h"
 #include "common/rpc/tls.h"
@@ -93,6 +95,23 @@ int Doctor(const tandem::cli::DoctorCliOptions& o) {
     return absl::IsInvalidArgument(text.status()) ? 2 : 1;
   }
   std::fputs(text->c_str(), stdout);
+  return 0;
+}
+
+int AddWorker(const tandem::cli::AddWorkerCliOptions& o) {
+  struct sigaction sa = {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  tandem::cli::AddWorkerOptions a;
+  a.run_dir = o.run_dir;
+  absl::Status s = tandem::cli::RunAddWorker(a, stdout, [] { return g_signal != 0; });
+  if (!s.ok()) {
+    std::fprintf(stderr, "tandem add-worker: %s\n", std::string(s.message()).c_str());
+    if (absl::IsInvalidArgument(s)) return 2;
+    return g_signal != 0 ? 128 + g_signal : 1;
+  }
   return 0;
 }
 
@@ -179,5 +198,6 @@ int main(int argc, char** argv) {
   if (c->command == "local") return Local(c->local, argv[0]);
   if (c->command == "plan") return Plan(c->plan);
   if (c->command == "doctor") return Doctor(c->doctor);
+  if (c->command == "add-worker") return AddWorker(c->add_worker);
   return Status(c->status);
 }
