@@ -196,6 +196,32 @@ def no_token(tandem, root):
             "-", "-")
 
 
+def no_certificate(tandem, root):
+    """A --tls run; `tandem status` with the token but in plain text."""
+    state = {}
+
+    def on_line(line, t, run):
+        if "done" in state or not line.startswith("step 100/"):
+            return
+        state["done"] = True
+        coordinator = None
+        for _, l in run.lines:
+            if l.startswith("coordinator: "):
+                coordinator = l.split()[1]
+        t0 = time.monotonic()
+        p = subprocess.run([tandem, "status", "--coordinator=" + coordinator, "--job_id=local",
+                            "--timeout_seconds=5",
+                            "--token_file=" + os.path.join(run.run_dir, "token")],
+                           capture_output=True, text=True)
+        state["refused"] = p.returncode == 1
+        state["dt"] = time.monotonic() - t0
+
+    r = Run(tandem, root, "tls", ["--epochs=2", "--tls"], samples=False).go(on_line)
+    ok = r.code == 0 and state.get("refused")
+    return ("RPC without a certificate (--tls)", "refused" if ok else "FAILED", state.get("dt"),
+            None, "-", "-")
+
+
 def scale_up(tandem, root):
     """2 workers with room for 3; `tandem add-worker` at step 20."""
     state = {}
@@ -224,7 +250,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tandem", required=True)
     ap.add_argument("--out", default="")
-    ap.add_argument("--only", default="", help="comma-separated scenario numbers (1-6)")
+    ap.add_argument("--only", default="", help="comma-separated scenario numbers (1-7)")
     a = ap.parse_args()
     root = a.out or tempfile.mkdtemp(prefix="tandem-faults-")
     scenarios = [
@@ -234,6 +260,7 @@ def main():
         lambda: restarts_exhausted(a.tandem, root),
         lambda: no_token(a.tandem, root),
         lambda: scale_up(a.tandem, root),
+        lambda: no_certificate(a.tandem, root),
     ]
     only = {int(x) for x in a.only.split(",") if x}
     rows = []

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fault scenarios on `tandem local`, one table: a hung worker (SIGSTOP, with
 # --keep_going), a coordinator and a data-server restart (SIGKILL),
-# --max_restarts used up, and an RPC without the job's token. Columns:
+# --max_restarts used up, an RPC without the job's token, a worker added
+# mid-run (tandem add-worker) and a plain-text RPC to a --tls run. Columns:
 # scenario, outcome, time to detect, time to recover (both from the fault,
 # seconds), samples lost and repeated over the epoch (from the workers'
 # --sample_log_dir; rolled-back steps do not count). Target: every row
