@@ -20,6 +20,7 @@
 #include "common/sync/grad_check.h"
 #include "common/sync/grad_clip.h"
 #include "common/sync/step_guard.h"
+#include "common/sync/zero_parts.h"
 
 namespace tandem {
 namespace sync {
@@ -45,13 +46,6 @@ void ReleaseInterior(float* p, int64_t count) {
   const uintptr_t b = reinterpret_cast<uintptr_t>(p + count) / page * page;
   if (b > a) (void)madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
 }
-
-// zero2's routing of one gradient bucket to its owners (fixed at creation,
-// the same on every rank).
-struct BucketRoute {
-  bool reduce_scatter = false;
-  int64_t block = 0;
-};
 
 // One collective for the communication thread.
 struct Op {
@@ -94,22 +88,8 @@ class Zero3SyncImpl final : public Zero3Sync {
   void Start() {
     const int nb = static_cast<int>(plan_.buckets.size());
     grad_shard_.assign(map_.shard_size(), 0.f);
-    int64_t stage = 0, out = 0;
-    for (const Bucket& b : plan_.buckets) {
-      BucketRoute r;
-      int64_t largest = 0;
-      for (int j = 0; j < world_; ++j) largest = std::max(largest, Piece(j, b.lo, b.hi).size());
-      r.reduce_scatter = world_ > 1 && largest * world_ <= 2 * b.size();
-      r.block = largest;
-      if (r.reduce_scatter) {
-        stage = std::max(stage, largest * world_);
-        out = std::max(out, largest);
-      }
-      routes_.push_back(r);
-      initial_remaining_.push_back(b.end_range - b.first_range);
-    }
-    rs_in_.assign(stage, 0.f);
-    rs_out_.assign(out, 0.f);
+    owner_reduce_ = std::make_unique<OwnerReduce>(map_, rank_, plan_.buckets);
+    for (const Bucket& b : plan_.buckets) initial_remaining_.push_back(b.end_range - b.first_range);
     remaining_ = initial_remaining_;
     reported_.assign(ready_ranges_.size(), 0);
     for (size_t i = 0; i < ready_ranges_.size(); ++i) {
@@ -167,7 +147,7 @@ class Zero3SyncImpl final : public Zero3Sync {
     m.grad_bytes = static_cast<int64_t>(grad_shard_.size()) * int64_t{sizeof(float)};
     m.optimizer_bytes = optimizer_->state_bytes();
     m.staging_bytes =
-        static_cast<int64_t>(rs_in_.size() + rs_out_.size()) * int64_t{sizeof(float)};
+        owner_reduce_->staging_floats() * int64_t{sizeof(float)};
     return m;
   }
 
@@ -319,13 +299,8 @@ class Zero3SyncImpl final : public Zero3Sync {
   }
 
  private:
-  optim::ParamRange Piece(int j, int64_t lo, int64_t hi) const {
-    const optim::ParamRange o = map_.owned(j);
-    const int64_t a = std::max(lo, o.lo), b = std::min(hi, o.hi);
-    return {a, std::max(a, b)};
-  }
   int64_t NonOwned(int64_t lo, int64_t hi) const {
-    return (hi - lo) - Piece(rank_, lo, hi).size();
+    return (hi - lo) - map_.piece(rank_, lo, hi).size();
   }
   int64_t CurrentStep() const {
     absl::MutexLock lock(&mu_);
@@ -440,19 +415,11 @@ class Zero3SyncImpl final : public Zero3Sync {
   // Communication thread: every owner of a piece of [lo, hi) broadcasts it
   // in place.
   absl::Status GatherRange(int64_t lo, int64_t hi, int64_t step) {
-    if (world_ == 1 || hi <= lo) return absl::OkStatus();
     int64_t bytes = 0;
-    for (int j = map_.owner(lo); j < world_ && j <= map_.owner(hi - 1); ++j) {
-      const optim::ParamRange p = Piece(j, lo, hi);
-      if (p.size() == 0) continue;
-      absl::Status s = comm_->Broadcast(params_ + p.lo, p.size() * int64_t{sizeof(float)}, j);
-      if (!s.ok()) {
-        return absl::Status(s.code(), absl::StrCat(kLabel, ": parameter gather of [", lo, ", ",
-                                                   hi, ") (rank ", j, "'s piece) at step ",
-                                                   step, " on rank ", rank_,
-                                                   " failed: ", s.message()));
-      }
-      bytes += p.size() * int64_t{sizeof(float)};
+    absl::Status s = BroadcastPieces(*comm_, map_, params_, lo, hi, &bytes);
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(kLabel, ": ", s.message(), " at step ", step,
+                                                 " on rank ", rank_));
     }
     absl::MutexLock lock(&mu_);
     bytes_sent_ += bytes;
@@ -462,28 +429,8 @@ class Zero3SyncImpl final : public Zero3Sync {
   // Communication thread: zero2's bucket reduction into grad_shard_, then
   // the bucket's gradient pages go back to the OS (backward rewrites them).
   absl::Status ReduceToOwners(int bucket, int64_t lo, int64_t hi, int64_t step) {
-    const optim::ParamRange mine = Piece(rank_, lo, hi);
-    float* dst = grad_shard_.data() + (mine.lo - owned_.lo);
-    absl::Status s;
     int64_t bytes = 0;
-    if (world_ == 1) {
-      std::memcpy(dst, grads_ + mine.lo, mine.size() * sizeof(float));
-    } else if (routes_[bucket].reduce_scatter) {
-      const int64_t m = routes_[bucket].block;
-      for (int j = 0; j < world_; ++j) {
-        const optim::ParamRange p = Piece(j, lo, hi);
-        float* block = rs_in_.data() + j * m;
-        std::memcpy(block, grads_ + p.lo, p.size() * sizeof(float));
-        std::fill(block + p.size(), block + m, 0.f);
-      }
-      s = comm_->ReduceScatter(rs_in_.data(), rs_out_.data(), m);
-      if (s.ok()) std::memcpy(dst, rs_out_.data(), mine.size() * sizeof(float));
-      bytes = m * world_ * int64_t{sizeof(float)};
-    } else {
-      s = comm_->AllReduce(grads_ + lo, hi - lo, ReduceOp::kSum);
-      if (s.ok()) std::memcpy(dst, grads_ + mine.lo, mine.size() * sizeof(float));
-      bytes = (hi - lo) * int64_t{sizeof(float)};
-    }
+    absl::Status s = owner_reduce_->Run(*comm_, grads_, bucket, lo, hi, grad_shard_.data(), &bytes);
     if (!s.ok()) {
       return absl::Status(s.code(), absl::StrCat(kLabel, ": gradient reduction of bucket ",
                                                  bucket, " of ", plan_.buckets.size(), " [", lo,
@@ -553,8 +500,7 @@ class Zero3SyncImpl final : public Zero3Sync {
 
   // Sized in Start, never resized.
   std::vector<float> grad_shard_;  // S: the reduced gradients of owned_ (+ padding)
-  std::vector<BucketRoute> routes_;
-  std::vector<float> rs_in_, rs_out_;  // communication thread only
+  std::unique_ptr<OwnerReduce> owner_reduce_;  // communication thread only
   std::vector<int> initial_remaining_;
   std::vector<std::pair<int64_t, int>> ranges_by_lo_, layers_by_lo_;
   std::vector<int64_t> non_owned_;  // per layer
@@ -593,19 +539,16 @@ class Zero3SyncImpl final : public Zero3Sync {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Zero3Sync>> CreateZero3Sync(Zero3SyncOptions options) {
-  if (options.comm == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(kLabel, ": a communicator is required"));
-  }
-  if (options.size < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(kLabel, ": negative size ", options.size));
-  }
-  if (options.size > 0 && (options.params == nullptr || options.grads == nullptr)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kLabel, ": params and grads are required (the model's flat storage)"));
-  }
-  if (!options.make_optimizer) {
-    return absl::InvalidArgumentError(absl::StrCat(kLabel, ": make_optimizer is required"));
-  }
+  ZeroPartsOptions po;
+  po.label = kLabel;
+  po.comm = options.comm;
+  po.size = options.size;
+  po.params = options.params;
+  po.grads = options.grads;
+  po.max_grad_norm = options.max_grad_norm;
+  po.make_optimizer = options.make_optimizer;
+  po.make_device_stepper = options.make_device_stepper;
+  ASSIGN_OR_RETURN(ZeroParts parts, MakeZeroParts(po));
   if (!(options.bucket_cap_mb > 0)) {
     return absl::InvalidArgumentError(
         absl::StrCat(kLabel, ": bucket_cap_mb must be > 0, got ", options.bucket_cap_mb));
@@ -623,29 +566,8 @@ absl::StatusOr<std::unique_ptr<Zero3Sync>> CreateZero3Sync(Zero3SyncOptions opti
   if (!plan.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(kLabel, ": ", plan.status().message()));
   }
-  const ZeroShardMap map(options.size, options.comm->world_size());
-  const optim::ParamRange owned = map.owned(options.comm->rank());
-  absl::StatusOr<std::unique_ptr<optim::Optimizer>> opt = options.make_optimizer(owned);
-  if (!opt.ok()) return opt.status();
-  if (*opt == nullptr || (*opt)->range().lo != owned.lo || (*opt)->range().hi != owned.hi) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kLabel, ": make_optimizer must return an optimizer over the owned range [", owned.lo,
-        ", ", owned.hi, ")"));
-  }
-  if (options.make_device_stepper) {
-    absl::StatusOr<std::unique_ptr<DeviceStepper>> s = options.make_device_stepper(opt->get());
-    if (!s.ok()) return s.status();
-    if (*s != nullptr) {
-      return absl::UnimplementedError(absl::StrCat(
-          kLabel, ": device memory is not supported yet (zero3 runs on the CPU backend); "
-                  "use --sync allreduce on CUDA"));
-    }
-  }
-  absl::StatusOr<GradClip> clip = GradClip::Create({options.max_grad_norm, options.comm});
-  if (!clip.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(kLabel, ": ", clip.status().message()));
-  }
-  auto sync = std::make_unique<Zero3SyncImpl>(options, std::move(*opt), std::move(*clip),
+  auto sync = std::make_unique<Zero3SyncImpl>(options, std::move(parts.optimizer),
+                                              std::move(parts.clip),
                                               std::move(*plan));
   sync->Start();
   return std::unique_ptr<Zero3Sync>(std::move(sync));

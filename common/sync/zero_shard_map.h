@@ -42,6 +42,13 @@ class ZeroShardMap {
   }
   // The rank whose shard holds element i (0 <= i < n).
   int owner(int64_t i) const { return static_cast<int>(i / shard_size_); }
+  // The part of [lo, hi) in rank r's shard (empty, at its clamped start,
+  // when they do not meet).
+  optim::ParamRange piece(int rank, int64_t lo, int64_t hi) const {
+    const optim::ParamRange o = owned(rank);
+    const int64_t a = std::max(lo, o.lo), b = std::min(hi, o.hi);
+    return {a, std::max(a, b)};
+  }
 
  private:
   int64_t size_;

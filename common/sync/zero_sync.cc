@@ -15,6 +15,7 @@
 #include "common/status/status_macros.h"
 #include "common/sync/bucket_engine.h"
 #include "common/sync/step_guard.h"
+#include "common/sync/zero_parts.h"
 #include "common/sync/grad_check.h"
 #include "common/sync/grad_clip.h"
 
@@ -29,13 +30,6 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 int64_t CapFloats(double bucket_cap_mb) {
   return std::max<int64_t>(1, static_cast<int64_t>(std::min(bucket_cap_mb * 1024 * 1024 / 4, 1e15)));
 }
-
-// How one zero2 bucket reaches its owners (fixed at creation: the same plan
-// on every rank, so every rank issues the same collective).
-struct BucketRoute {
-  bool reduce_scatter = false;
-  int64_t block = 0;  // floats per rank block (the largest piece) when reduce_scatter
-};
 
 class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
  public:
@@ -112,22 +106,8 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
     if (overlap_) gather_thread_ = std::thread([this] { GatherLoop(); });
     if (stage_ == ZeroStage::kGradients) {
       // Routes and staging, sized once from the plan; the communication
-      // thread reads them only once a step is open.
-      int64_t stage_floats = 0, out_floats = 0;
-      for (const Bucket& b : engine_->plan().buckets) {
-        BucketRoute r;
-        int64_t largest = 0;
-        for (int j = 0; j < world_; ++j) largest = std::max(largest, Piece(j, b.lo, b.hi).size());
-        r.reduce_scatter = world_ > 1 && largest * world_ <= 2 * b.size();
-        r.block = largest;
-        if (r.reduce_scatter) {
-          stage_floats = std::max(stage_floats, largest * world_);
-          out_floats = std::max(out_floats, largest);
-        }
-        routes_.push_back(r);
-      }
-      rs_in_.assign(stage_floats, 0.f);
-      rs_out_.assign(out_floats, 0.f);
+      // thread uses them only once a step is open.
+      owner_reduce_ = std::make_unique<OwnerReduce>(map_, rank_, engine_->plan().buckets);
     }
     return absl::OkStatus();
   }
@@ -147,7 +127,7 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
                    int64_t{sizeof(float)};
     m.optimizer_bytes = optimizer_->state_bytes();
     m.staging_bytes = static_cast<int64_t>(gather_in_.size() + gather_out_.size() +
-                                           rs_in_.size() + rs_out_.size()) *
+                                           (owner_reduce_ ? owner_reduce_->staging_floats() : 0)) *
                       int64_t{sizeof(float)};
     return m;
   }
@@ -227,38 +207,13 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
     bytes_sent_ += bytes;
   }
 
-  // The part of [lo, hi) in rank j's shard.
-  optim::ParamRange Piece(int j, int64_t lo, int64_t hi) const {
-    const optim::ParamRange o = map_.owned(j);
-    const int64_t a = std::max(lo, o.lo), b = std::min(hi, o.hi);
-    return {a, std::max(a, b)};
-  }
 
   // zero2's bucket operation (communication thread).
   absl::Status ReduceToOwners(int bucket, int64_t lo, int64_t hi) {
-    const optim::ParamRange mine = Piece(rank_, lo, hi);
-    float* dst = grad_shard_.data() + (mine.lo - owned_.lo);
-    if (world_ == 1) {
-      std::memcpy(dst, grads_ + mine.lo, mine.size() * sizeof(float));
-      return absl::OkStatus();
-    }
-    const BucketRoute& route = routes_[bucket];
-    if (route.reduce_scatter) {
-      const int64_t m = route.block;
-      for (int j = 0; j < world_; ++j) {
-        const optim::ParamRange p = Piece(j, lo, hi);
-        float* block = rs_in_.data() + j * m;
-        std::memcpy(block, grads_ + p.lo, p.size() * sizeof(float));
-        std::fill(block + p.size(), block + m, 0.f);
-      }
-      RETURN_IF_ERROR(comm_->ReduceScatter(rs_in_.data(), rs_out_.data(), m));
-      std::memcpy(dst, rs_out_.data(), mine.size() * sizeof(float));
-      AddBytes(m * world_ * int64_t{sizeof(float)});
-    } else {
-      RETURN_IF_ERROR(comm_->AllReduce(grads_ + lo, hi - lo, ReduceOp::kSum));
-      std::memcpy(dst, grads_ + mine.lo, mine.size() * sizeof(float));
-      AddBytes((hi - lo) * int64_t{sizeof(float)});
-    }
+    int64_t bytes = 0;
+    RETURN_IF_ERROR(
+        owner_reduce_->Run(*comm_, grads_, bucket, lo, hi, grad_shard_.data(), &bytes));
+    AddBytes(bytes);
     return absl::OkStatus();
   }
 
@@ -364,20 +319,10 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
 
   // Gather thread: the owner j of each piece of [lo, hi) broadcasts it.
   absl::Status GatherLayer(int64_t lo, int64_t hi, int64_t step, int64_t* bytes) {
-    if (hi <= lo) return absl::OkStatus();
-    for (int j = map_.owner(lo); j < world_ && j <= map_.owner(hi - 1); ++j) {
-      const optim::ParamRange p = Piece(j, lo, hi);
-      if (p.size() == 0) continue;
-      absl::Status s = comm_->Broadcast(params_ + p.lo, p.size() * int64_t{sizeof(float)}, j);
-      if (!s.ok()) {
-        return absl::Status(s.code(), absl::StrCat(label_, ": parameter gather of [", lo, ", ",
-                                                   hi, ") (rank ", j, "'s piece) for step ",
-                                                   step + 1, " on rank ", rank_,
-                                                   " failed: ", s.message()));
-      }
-      if (j == rank_) *bytes += p.size() * int64_t{sizeof(float)};
-    }
-    return absl::OkStatus();
+    absl::Status s = BroadcastPieces(*comm_, map_, params_, lo, hi, bytes);
+    if (s.ok()) return s;
+    return absl::Status(s.code(), absl::StrCat(label_, ": ", s.message(), " for step ", step + 1,
+                                               " on rank ", rank_));
   }
 
   // Round i gathers floats [i*C, (i+1)*C) of every padded shard. A chunk
@@ -443,9 +388,7 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
   std::vector<float> gather_in_;   // chunk_
   std::vector<float> gather_out_;  // chunk_ * world
   std::vector<float> grad_shard_;  // zero2: S, the reduced gradients of owned_ (+ padding)
-  std::vector<BucketRoute> routes_;
-  std::vector<float> rs_in_;       // zero2: N blocks of a bucket's largest piece
-  std::vector<float> rs_out_;
+  std::unique_ptr<OwnerReduce> owner_reduce_;  // zero2
 
   // Trainer thread only.
   StepGuard guard_{label_};
@@ -477,42 +420,18 @@ absl::StatusOr<std::unique_ptr<ZeroSync>> CreateZeroSync(ZeroSyncOptions options
   if (options.stage != ZeroStage::kOptimizer && options.stage != ZeroStage::kGradients) {
     return absl::InvalidArgumentError("zero sync: stage must be 1 or 2");
   }
-  if (options.comm == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(label, ": a communicator is required"));
-  }
-  if (options.size < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(label, ": negative size ", options.size));
-  }
-  if (options.size > 0 && (options.params == nullptr || options.grads == nullptr)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(label, ": params and grads are required (the model's flat storage)"));
-  }
-  if (!options.make_optimizer) {
-    return absl::InvalidArgumentError(absl::StrCat(label, ": make_optimizer is required"));
-  }
-  const ZeroShardMap map(options.size, options.comm->world_size());
-  const optim::ParamRange owned = map.owned(options.comm->rank());
-  absl::StatusOr<std::unique_ptr<optim::Optimizer>> opt = options.make_optimizer(owned);
-  if (!opt.ok()) return opt.status();
-  if (*opt == nullptr || (*opt)->range().lo != owned.lo || (*opt)->range().hi != owned.hi) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        label, ": make_optimizer must return an optimizer over the owned range [", owned.lo,
-        ", ", owned.hi, ")"));
-  }
-  if (options.make_device_stepper) {
-    absl::StatusOr<std::unique_ptr<DeviceStepper>> s = options.make_device_stepper(opt->get());
-    if (!s.ok()) return s.status();
-    if (*s != nullptr) {
-      return absl::UnimplementedError(absl::StrCat(
-          label, ": device memory is not supported yet (zero1/zero2 run on the CPU backend); "
-                 "use --sync allreduce on CUDA"));
-    }
-  }
-  absl::StatusOr<GradClip> clip = GradClip::Create({options.max_grad_norm, options.comm});
-  if (!clip.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(label, ": ", clip.status().message()));
-  }
-  auto sync = std::make_unique<ZeroSyncImpl>(options, std::move(*opt), std::move(*clip));
+  ZeroPartsOptions po;
+  po.label = label;
+  po.comm = options.comm;
+  po.size = options.size;
+  po.params = options.params;
+  po.grads = options.grads;
+  po.max_grad_norm = options.max_grad_norm;
+  po.make_optimizer = options.make_optimizer;
+  po.make_device_stepper = options.make_device_stepper;
+  ASSIGN_OR_RETURN(ZeroParts parts, MakeZeroParts(po));
+  auto sync =
+      std::make_unique<ZeroSyncImpl>(options, std::move(parts.optimizer), std::move(parts.clip));
   RETURN_IF_ERROR(sync->Start(options));
   return std::unique_ptr<ZeroSync>(std::move(sync));
 }

@@ -1,0 +1,94 @@
+// What the ZeRO strategies share (zero_sync.h: zero1/zero2,
+// zero3_sync.h: zero3), so each holds only what makes it its stage:
+//
+//   MakeZeroParts   the checks every one of them makes at creation (a
+//                   communicator, the model's buffers, an optimizer over
+//                   exactly the owned range, host memory only) and the
+//                   optimizer and clip it builds from them.
+//   OwnerReduce     a gradient bucket reduced to the ranks owning its
+//                   pieces: packed into N equal blocks and reduce-scattered,
+//                   or (when a bucket sits mostly in one shard, where the
+//                   packing would send up to N times the bucket) allreduced
+//                   in place, whichever moves fewer bytes; routes and
+//                   staging sized once from the bucket plan.
+//   BroadcastPieces each owner of a piece of a parameter range broadcasts
+//                   it in place (a layer gathered for its forward).
+//
+// Thread-compatible: an OwnerReduce is used by one thread at a time (the
+// strategy's communication thread); the functions hold no state.
+#ifndef TANDEM_COMMON_SYNC_ZERO_PARTS_H_
+#define TANDEM_COMMON_SYNC_ZERO_PARTS_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/comm/communicator.h"
+#include "common/optim/optimizer.h"
+#include "common/sync/bucket_plan.h"
+#include "common/sync/device_stepper.h"
+#include "common/sync/grad_clip.h"
+#include "common/sync/zero_shard_map.h"
+
+namespace tandem {
+namespace sync {
+
+struct ZeroPartsOptions {
+  std::string label;  // "zero2 sync", for messages
+  Communicator* comm = nullptr;
+  int64_t size = 0;
+  const float* params = nullptr;
+  const float* grads = nullptr;
+  double max_grad_norm = 0;
+  std::function<absl::StatusOr<std::unique_ptr<optim::Optimizer>>(optim::ParamRange)>
+      make_optimizer;
+  DeviceStepperFactory make_device_stepper;
+};
+
+struct ZeroParts {
+  std::unique_ptr<optim::Optimizer> optimizer;  // over map.owned(rank)
+  GradClip clip;
+};
+
+// INVALID_ARGUMENT naming the field for bad options or an optimizer over
+// another range; the factory's error; UNIMPLEMENTED for device memory.
+absl::StatusOr<ZeroParts> MakeZeroParts(const ZeroPartsOptions& options);
+
+class OwnerReduce {
+ public:
+  OwnerReduce(const ZeroShardMap& map, int rank, const std::vector<Bucket>& buckets);
+
+  // Reduces grads[lo, hi) (bucket `bucket` of the plan) over `comm`; this
+  // rank's piece of the sum lands at shard + (piece.lo - owned.lo), where
+  // `shard` holds the owned range. *bytes += the bytes this rank sent.
+  // The communicator's error as is (the caller names the bucket).
+  absl::Status Run(Communicator& comm, float* grads, int bucket, int64_t lo, int64_t hi,
+                   float* shard, int64_t* bytes);
+
+  int64_t staging_floats() const { return static_cast<int64_t>(in_.size() + out_.size()); }
+
+ private:
+  struct Route {
+    bool reduce_scatter = false;
+    int64_t block = 0;  // floats per rank block (the largest piece) when reduce_scatter
+  };
+  const ZeroShardMap map_;
+  const int rank_;
+  std::vector<Route> routes_;
+  std::vector<float> in_;   // N blocks of the largest reduce-scattered piece
+  std::vector<float> out_;  // one block
+};
+
+// Every owner j of a piece of params[lo, hi) broadcasts it (rank order);
+// *bytes += the bytes this rank sent as a root. The failed broadcast's
+// error names the range and the owner.
+absl::Status BroadcastPieces(Communicator& comm, const ZeroShardMap& map, float* params,
+                             int64_t lo, int64_t hi, int64_t* bytes);
+
+}  // namespace sync
+}  // namespace tandem
+
+#endif  // TANDEM_COMMON_SYNC_ZERO_PARTS_H_
