@@ -1,9 +1,13 @@
 #include "common/sync/zero_parts.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "common/optim/clip.h"
+#include "common/sync/grad_check.h"
 
 namespace tandem {
 namespace sync {
@@ -109,6 +113,35 @@ absl::Status BroadcastPieces(Communicator& comm, const ZeroShardMap& map, float*
     if (j == comm.rank()) *bytes += p.size() * int64_t{sizeof(float)};
   }
   return absl::OkStatus();
+}
+
+absl::Status StepOwnedShard(const ShardStep& s, StepReport* report) {
+  if (s.context.step < 1 || !std::isfinite(s.context.lr)) {
+    return absl::InvalidArgumentError(absl::StrCat(s.label, ": bad step context at step ", s.step,
+                                                   " (step ", s.context.step, ", lr ",
+                                                   s.context.lr, ")"));
+  }
+  const float* g = s.grads;
+  const optim::ParamRange owned = s.owned;
+  absl::StatusOr<GradCheck> check = CheckGradients(
+      *s.clip, s.options, s.scale, owned, *s.ready_ranges,
+      [&](int64_t lo, int64_t hi) -> absl::StatusOr<double> {
+        return optim::PartialSumOfSquares(absl::MakeConstSpan(g + (lo - owned.lo), hi - lo));
+      });
+  if (!check.ok()) {
+    return absl::Status(check.status().code(),
+                        absl::StrCat(s.label, ": gradient norm at step ", s.step, " on rank ",
+                                     s.rank, ": ", check.status().message()));
+  }
+  *report = check->report;
+  if (!report->applied || owned.size() == 0) return absl::OkStatus();
+  optim::StepContext ctx = s.context;
+  ctx.grad_scale = static_cast<float>(s.scale * check->clip_scale);
+  absl::Status st = s.optimizer->Step(s.params + owned.lo, g, owned.size(), ctx);
+  if (st.ok()) return st;
+  return absl::Status(st.code(), absl::StrCat(s.label, ": optimizer ", s.optimizer->name(),
+                                              " on [", owned.lo, ", ", owned.hi, ") at step ",
+                                              s.step, ": ", st.message()));
 }
 
 }  // namespace sync

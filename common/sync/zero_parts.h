@@ -13,6 +13,10 @@
 //                   staging sized once from the bucket plan.
 //   BroadcastPieces each owner of a piece of a parameter range broadcasts
 //                   it in place (a layer gathered for its forward).
+//   StepOwnedShard  the sharded step they all end with: check the step
+//                   context, CheckGradients over the owned slice (non-finite
+//                   skip, norm, one clip factor on every rank), the
+//                   optimizer step of the owned parameters.
 //
 // Thread-compatible: an OwnerReduce is used by one thread at a time (the
 // strategy's communication thread); the functions hold no state.
@@ -26,11 +30,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/comm/communicator.h"
 #include "common/optim/optimizer.h"
 #include "common/sync/bucket_plan.h"
 #include "common/sync/device_stepper.h"
 #include "common/sync/grad_clip.h"
+#include "common/sync/gradient_sync.h"
 #include "common/sync/zero_shard_map.h"
 
 namespace tandem {
@@ -87,6 +93,26 @@ class OwnerReduce {
 // error names the range and the owner.
 absl::Status BroadcastPieces(Communicator& comm, const ZeroShardMap& map, float* params,
                              int64_t lo, int64_t hi, int64_t* bytes);
+
+struct ShardStep {
+  absl::string_view label;                // borrowed
+  int rank = 0;
+  int64_t step = 0;                       // the strategy's step count, for messages
+  optim::StepContext context;             // as FinishStep got it
+  double scale = 1;                       // gradient scale before clipping
+  StepOptions options;                    // the step's (skip_non_finite, ...)
+  GradClip* clip = nullptr;               // borrowed
+  optim::ParamRange owned;
+  std::vector<std::pair<int64_t, int64_t>> const* ready_ranges = nullptr;  // borrowed
+  const float* grads = nullptr;           // the reduced gradients of `owned`
+  float* params = nullptr;                // the model's flat parameters
+  optim::Optimizer* optimizer = nullptr;  // over `owned`
+};
+
+// Checked on every rank, even one that owns nothing, so a bad context fails
+// everywhere instead of leaving the others in a collective. *report gets the
+// verdict (applied or skipped); a skipped step touches nothing.
+absl::Status StepOwnedShard(const ShardStep& s, StepReport* report);
 
 }  // namespace sync
 }  // namespace tandem

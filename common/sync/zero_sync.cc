@@ -222,40 +222,20 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
   // in rank order).
   absl::Status Update(const optim::StepContext& context, int64_t step) {
     const auto start = std::chrono::steady_clock::now();
-    // Checked on every rank, even one that owns nothing, so a bad context
-    // fails everywhere instead of leaving the others in the allgather.
-    if (context.step < 1 || !std::isfinite(context.lr)) {
-      return absl::InvalidArgumentError(absl::StrCat(label_, ": bad step context at step ", step,
-                                                     " (step ", context.step, ", lr ",
-                                                     context.lr, ")"));
-    }
-    const float* g = stage_ == ZeroStage::kOptimizer ? grads_ + owned_.lo : grad_shard_.data();
-    const int64_t n = owned_.size();
-    double scale = static_cast<double>(context.grad_scale) * guard_.grad_scale() / world_;
-    absl::StatusOr<GradCheck> check = CheckGradients(
-        clip_, guard_.options(), scale, owned_, ready_ranges_,
-        [&](int64_t lo, int64_t hi) -> absl::StatusOr<double> {
-          return optim::PartialSumOfSquares(absl::MakeConstSpan(g + (lo - owned_.lo), hi - lo));
-        });
-    if (!check.ok()) {
-      return absl::Status(check.status().code(),
-                          absl::StrCat(label_, ": gradient norm at step ", step, " on rank ",
-                                       rank_, ": ", check.status().message()));
-    }
-    report_ = check->report;
-    if (!report_.applied) return absl::OkStatus();  // every shard skips: nothing to gather
-    scale *= check->clip_scale;
-    absl::Status s;
-    if (n > 0) {
-      optim::StepContext ctx = context;
-      ctx.grad_scale = static_cast<float>(scale);
-      s = optimizer_->Step(params_ + owned_.lo, g, n, ctx);
-      if (!s.ok()) {
-        s = absl::Status(s.code(), absl::StrCat(label_, ": optimizer ", optimizer_->name(),
-                                                " on [", owned_.lo, ", ", owned_.hi, ") at step ",
-                                                step, ": ", s.message()));
-      }
-    }
+    ShardStep st;
+    st.label = label_;
+    st.rank = rank_;
+    st.step = step;
+    st.context = context;
+    st.scale = static_cast<double>(context.grad_scale) * guard_.grad_scale() / world_;
+    st.options = guard_.options();
+    st.clip = &clip_;
+    st.owned = owned_;
+    st.ready_ranges = &ready_ranges_;
+    st.grads = stage_ == ZeroStage::kOptimizer ? grads_ + owned_.lo : grad_shard_.data();
+    st.params = params_;
+    st.optimizer = optimizer_.get();
+    const absl::Status s = StepOwnedShard(st, &report_);
     absl::MutexLock lock(&mu_);
     optimizer_seconds_ += SecondsSince(start);
     return s;
