@@ -13,7 +13,8 @@ struct RemoteShards::Lane {
     enum Kind { kPush, kClose, kPull } kind = kPush;
     int chunk = 0;
     int64_t step = 0;
-    float* params = nullptr;
+    float* params = nullptr;      // pulls: where the chunk lands
+    const void* data = nullptr;   // pushes: read only
   };
 
   int server = 0;
@@ -170,11 +171,11 @@ absl::Status RemoteShards::BeginPushes(const PushHeader& header) {
   return absl::OkStatus();
 }
 
-void RemoteShards::Push(int chunk, const float* data) {
+void RemoteShards::Push(int chunk, const void* data) {
   Lane::Job j;
   j.kind = Lane::Job::kPush;
   j.chunk = chunk;
-  j.params = const_cast<float*>(data);  // read only
+  j.data = data;
   LaneOf(chunk).Enqueue(j);
 }
 
@@ -227,7 +228,7 @@ RemoteStats RemoteShards::stats() const {
 
 void RemoteShards::RunLane(Lane* l) {
   // Pointers to each chunk's data for this step's pushes (resent on retry).
-  std::vector<const float*> data(layout_.num_chunks(), nullptr);
+  std::vector<const void*> data(layout_.num_chunks(), nullptr);
   for (;;) {
     Lane::Job j;
     {
@@ -242,7 +243,7 @@ void RemoteShards::RunLane(Lane* l) {
     absl::Status s;
     if (j.kind == Lane::Job::kPush) {
       if (failed) continue;
-      data[j.chunk] = j.params;
+      data[j.chunk] = j.data;
       const Chunk& c = layout_.chunk(j.chunk);
       for (int attempt = 1;; ++attempt) {
         if (!l->stream->open()) {
@@ -252,14 +253,14 @@ void RemoteShards::RunLane(Lane* l) {
             s = l->stream->Write(layout_.chunk(l->written[i]), data[l->written[i]]);
           }
         }
-        if (s.ok()) s = l->stream->Write(c, j.params);
+        if (s.ok()) s = l->stream->Write(c, j.data);
         if (s.ok() || !Retryable(s) || attempt >= options_.push_attempts) break;
         l->stream->Cancel();
       }
       if (s.ok()) l->written.push_back(j.chunk);
       absl::MutexLock lock(&mu_);
       if (s.ok()) {
-        stats_.pushed_bytes += c.size() * int64_t{sizeof(float)};
+        stats_.pushed_bytes += PushPayloadBytes(header_, c.size());
       } else if (error_.ok()) {
         error_ = s;
       }

@@ -85,7 +85,9 @@ class RemoteShards {
   absl::Status PullState(int64_t step, const std::string& name, float* out);
 
   absl::Status BeginPushes(const PushHeader& header);
-  void Push(int chunk, const float* data);
+  // `data`: chunk's c.size() floats, or its int8 block when the step's
+  // header has int8_chunk > 0 (shard_client.h).
+  void Push(int chunk, const void* data);
   void ClosePushes();
   absl::Status WaitPushes();
 

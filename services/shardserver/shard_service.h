@@ -10,7 +10,9 @@
 //
 // Thread-safe. The store and metrics are borrowed (metrics may be null).
 // Errors per call: the store's (see range_store.h); INVALID_ARGUMENT for a
-// payload whose dtype or byte count does not match its range, a request for
+// payload whose dtype or byte count does not match its range (pushes: fp32,
+// or with int8_chunk an int8 codec block, dequantized here and summed in
+// fp32), a request for
 // another job, or a bad pull size; UNIMPLEMENTED for a bf16 pull.
 #ifndef TANDEM_SERVICES_SHARDSERVER_SHARD_SERVICE_H_
 #define TANDEM_SERVICES_SHARDSERVER_SHARD_SERVICE_H_
@@ -57,6 +59,10 @@ class ShardService final : public v1::ShardServer::Service {
   const ShardMetrics* const metrics_;
 };
 
+// Checks an int8 push: int8_chunk in the codec's range, dtype I8 and
+// exactly the block's bytes for (end - begin) values.
+absl::Status CheckInt8Payload(const v1::Tensor& t, const v1::FlatRange& range, int int8_chunk,
+                              const char* what);
 // Checks a payload: dtype F32 and exactly (end - begin) floats.
 absl::Status CheckF32Payload(const v1::Tensor& t, const v1::FlatRange& range, const char* what);
 
