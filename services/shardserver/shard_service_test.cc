@@ -8,6 +8,7 @@
 #include "common/shard/shard_client.h"
 #include "common/shard/shard_layout.h"
 #include "common/rpc/auth.h"
+#include "common/sync/int8_codec.h"
 #include "gtest/gtest.h"
 #include "services/shardserver/shard_server.h"
 
@@ -153,6 +154,56 @@ TEST(ShardService, RefusalsArriveAsTheirCodes) {
   std::vector<float> out(kN, 0.f);
   ASSERT_TRUE(f.client->Pull(5, 0, 0, kN, out.data()).ok());
   EXPECT_EQ(out, params);
+}
+
+// hybrid's compress=int8: an int8 block is dequantized and summed in fp32;
+// a push with an int8 chunk the codec does not take is refused, nothing
+// applied (the step is then completed by the good push).
+TEST(ShardService, Int8PushesAreDequantizedAndSummedInFp32) {
+  Fixture f = Start();
+  std::vector<float> params(kN, 2.f);
+  ASSERT_TRUE(f.client->Init(Init(1), params.data()).ok());
+  constexpr int kChunk = 256;
+  std::unique_ptr<sync::Codec> codec = sync::MakeInt8Codec({.chunk = kChunk});
+  std::vector<float> grads(kN);
+  for (int64_t i = 0; i < kN; ++i) grads[i] = 0.001f * static_cast<float>(i % 97) - 0.03f;
+  shard::PushHeader h = Header(0);
+  h.int8_chunk = kChunk;
+
+  std::unique_ptr<shard::PushStream> s = f.client->NewPushStream();
+  std::vector<std::vector<uint8_t>> blocks;
+  std::vector<float> decoded(kN);
+  for (const shard::Chunk& c : f.layout.chunks()) {
+    blocks.emplace_back(codec->MaxEncodedBytes(c.size()));
+    ASSERT_EQ(static_cast<int64_t>(blocks.back().size()), shard::Int8BlockBytes(c.size(), kChunk));
+    codec->Encode(grads.data() + c.lo, c.size(), {}, blocks.back().data());
+    codec->Decode(blocks.back().data(), c.size(), decoded.data() + c.lo);
+  }
+  shard::PushHeader bad = h;
+  bad.int8_chunk = 100;  // outside the codec's range
+  ASSERT_TRUE(s->Open(bad).ok());
+  absl::Status w = s->Write(f.layout.chunk(0), blocks[0].data());
+  absl::StatusOr<v1::PushGradientsResponse> refused =
+      w.ok() ? s->Finish() : absl::StatusOr<v1::PushGradientsResponse>(w);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
+  EXPECT_NE(refused.status().message().find("int8_chunk 100"), std::string::npos)
+      << refused.status();
+
+  ASSERT_TRUE(s->Open(h).ok());
+  for (int c = 0; c < f.layout.num_chunks(); ++c) {
+    ASSERT_TRUE(s->Write(f.layout.chunk(c), blocks[c].data()).ok());
+  }
+  absl::StatusOr<v1::PushGradientsResponse> ok = s->Finish();
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  int64_t block_bytes = 0;
+  for (const auto& b : blocks) block_bytes += b.size();
+  EXPECT_EQ(ok->bytes_received(), block_bytes);
+  EXPECT_LT(block_bytes, kN * 4 / 3);
+  std::vector<float> pulled(kN);
+  ASSERT_TRUE(f.client->Pull(5, 1, 0, kN, pulled.data()).ok());
+  for (int64_t i = 0; i < kN; ++i) {
+    ASSERT_EQ(pulled[i], 2.f - 0.5f * decoded[i]) << i;  // SGD, lr 0.5, world 1
+  }
 }
 
 }  // namespace
