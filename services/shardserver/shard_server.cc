@@ -1,5 +1,9 @@
 #include "services/shardserver/shard_server.h"
 
+#include <unistd.h>
+
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "common/log/log.h"
 #include "common/rpc/channel.h"
@@ -11,6 +15,17 @@ namespace shardserver {
 namespace {
 
 double CounterValue(const prometheus::Counter* c) { return c == nullptr ? 0 : c->Value(); }
+
+// A server bound to every interface reports this host's name instead of
+// 0.0.0.0 (what `tandem status` shows must be dialable).
+std::string AdvertisedAddress(const std::string& bound) {
+  const size_t colon = bound.rfind(':');
+  const std::string host = bound.substr(0, colon);
+  if (host != "0.0.0.0" && host != "[::]" && host != "::") return bound;
+  char name[256] = {0};
+  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == 0) return bound;
+  return absl::StrCat(name, bound.substr(colon));
+}
 
 }  // namespace
 
@@ -74,7 +89,7 @@ v1::ShardServerStatus ShardServer::Report() const {
   const StoreInfo i = store_->info();
   v1::ShardServerStatus r;
   r.set_server_id(options_.server_id);
-  r.set_address(rpc_->address());
+  r.set_address(AdvertisedAddress(rpc_->address()));
   if (i.generation > 0) {
     v1::FlatRange* range = r.add_ranges();
     range->set_begin(i.range.lo);
