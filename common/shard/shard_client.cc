@@ -108,6 +108,16 @@ absl::StatusOr<v1::ShardInfo> ShardClient::Info() {
   return info;
 }
 
+absl::StatusOr<v1::SaveShardResponse> ShardClient::Save(v1::SaveShardRequest request) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, options_.timeout);
+  request.mutable_job()->set_job_id(options_.job_id);
+  v1::SaveShardResponse response;
+  grpc::Status s = stub_->SaveShard(&ctx, request, &response);
+  if (!s.ok()) return FromGrpcStatus(s, absl::StrCat("ShardServer.SaveShard to ", address()));
+  return response;
+}
+
 absl::StatusOr<bool> ShardClient::Init(
     const ShardInit& init, const float* params,
     const std::vector<std::pair<std::string, const float*>>& state) {

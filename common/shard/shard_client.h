@@ -107,6 +107,9 @@ class ShardClient {
 
   const std::string& address() const { return options_.address; }
   absl::StatusOr<v1::ShardInfo> Info();
+  // SaveShard: the server writes its range as a checkpoint shard file
+  // (request.job is filled in).
+  absl::StatusOr<v1::SaveShardResponse> Save(v1::SaveShardRequest request);
   // Sends params[init.range] (params is the flat vector's base) in pieces of
   // about 4 MiB, and each named optimizer state buffer's init.range (bases
   // of flat vectors, e.g. a restored checkpoint's); returns whether the

@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/checkpoint/checkpoint.h"
 #include "common/rpc/grpc_status.h"
+#include "common/shard/optimizer_config.h"
 #include "common/status/status_macros.h"
 #include "common/sync/int8_codec.h"
 
@@ -254,13 +256,55 @@ grpc::Status ShardService::PullParameters(grpc::ServerContext* context,
   return s;
 }
 
-grpc::Status ShardService::SaveShard(grpc::ServerContext* context, const v1::SaveShardRequest*,
-                                     v1::SaveShardResponse*) {
+absl::Status ShardService::Save(const v1::SaveShardRequest& r, v1::SaveShardResponse* response) {
+  RETURN_IF_ERROR(CheckJob(r.job()));
+  if (r.path().empty()) return absl::InvalidArgumentError("SaveShard: empty path");
+  const StoreInfo info = store_->info();
+  if (info.generation == 0) {
+    return absl::FailedPreconditionError(
+        "SaveShard: this shard server holds no parameters (never initialised, or restarted)");
+  }
+  if (r.total_params() < info.range.hi) {
+    return absl::InvalidArgumentError(absl::StrCat("SaveShard: total_params ", r.total_params(),
+                                                   " is below this server's range end ",
+                                                   info.range.hi));
+  }
+  // Copies out under the store's locks (a consistent step), writes after.
+  const int64_t n = info.range.size();
+  std::vector<float> params(n);
+  RETURN_IF_ERROR(store_->ReadParams(r.generation(), r.step(), info.range.lo, info.range.hi,
+                                     params.data()));
+  ASSIGN_OR_RETURN(std::unique_ptr<optim::Optimizer> probe,
+                   shard::BuildOptimizer(info.optimizer, optim::ParamRange{0, 0}));
+  std::vector<std::pair<std::string, std::vector<float>>> state;
+  for (const optim::StateBuffer& b : probe->state()) {
+    state.push_back({b.name, std::vector<float>(n)});
+    RETURN_IF_ERROR(store_->ReadState(r.generation(), r.step(), b.name, info.range.lo,
+                                      info.range.hi, state.back().second.data()));
+  }
+  checkpoint::CheckpointView v;
+  v.model_fingerprint = r.model_fingerprint();
+  v.step = r.step();
+  v.total_params = r.total_params();
+  v.range_lo = info.range.lo;
+  v.range_hi = info.range.hi;
+  v.params = absl::MakeConstSpan(params);
+  v.optimizer_name = probe->name();
+  for (const auto& [name, values] : state) v.optimizer_state.push_back({name, values});
+  for (const v1::SaveShardBlob& b : r.blobs()) v.blobs.push_back({b.name(), b.data()});
+  RETURN_IF_ERROR(checkpoint::WriteCheckpoint(r.path(), v));
+  response->set_path(r.path());
+  response->mutable_range()->set_begin(info.range.lo);
+  response->mutable_range()->set_end(info.range.hi);
+  response->set_bytes(static_cast<int64_t>(1 + state.size()) * n * int64_t{sizeof(float)});
+  return absl::OkStatus();
+}
+
+grpc::Status ShardService::SaveShard(grpc::ServerContext* context,
+                                     const v1::SaveShardRequest* request,
+                                     v1::SaveShardResponse* response) {
   if (grpc::Status auth = CheckCallToken(*context, auth_token_); !auth.ok()) return auth;
-  return ToGrpcStatus(absl::UnimplementedError(
-      "SaveShard: not implemented; checkpoints of ps / hybrid jobs are written by the "
-      "workers, with the servers' optimizer state fetched through PullParameters "
-      "(state_name)"));
+  return ToGrpcStatus(Save(*request, response));
 }
 
 }  // namespace shardserver

@@ -13,7 +13,10 @@
 // payload whose dtype or byte count does not match its range (pushes: fp32,
 // or with int8_chunk an int8 codec block, dequantized here and summed in
 // fp32), a request for
-// another job, or a bad pull size; UNIMPLEMENTED for a bf16 pull.
+// another job, or a bad pull size; UNIMPLEMENTED for a bf16 pull. SaveShard
+// writes this server's range (params + optimizer state) as a checkpoint
+// shard file at the request's path (the server needs the checkpoint
+// directory on its file system).
 #ifndef TANDEM_SERVICES_SHARDSERVER_SHARD_SERVICE_H_
 #define TANDEM_SERVICES_SHARDSERVER_SHARD_SERVICE_H_
 
@@ -52,6 +55,7 @@ class ShardService final : public v1::ShardServer::Service {
                     v1::PushGradientsResponse* response);
   absl::Status Pull(grpc::ServerContext* context, const v1::PullParametersRequest& request,
                     grpc::ServerWriter<v1::ParameterChunk>* writer);
+  absl::Status Save(const v1::SaveShardRequest& request, v1::SaveShardResponse* response);
   absl::Status CheckJob(const v1::JobRef& job) const;
 
   RangeStore* const store_;
