@@ -165,6 +165,42 @@ absl::Status RemoteShards::PullState(int64_t step, const std::string& name, floa
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<optim::ParamRange>> RemoteShards::SaveShards(
+    int64_t step, uint64_t model_fingerprint, const std::vector<std::string>& paths,
+    const std::vector<std::pair<std::string, std::string>>& blobs) {
+  const int servers = layout_.servers();
+  if (static_cast<int>(paths.size()) != servers) {
+    return absl::InvalidArgumentError(absl::StrCat("SaveShards: ", paths.size(), " paths for ",
+                                                   servers, " shard servers"));
+  }
+  std::vector<optim::ParamRange> ranges(servers);
+  std::vector<absl::Status> results(servers);
+  std::vector<std::thread> threads;
+  for (int s = 0; s < servers; ++s) {
+    ranges[s] = layout_.server_range(s);
+    if (ranges[s].size() == 0) continue;
+    threads.emplace_back([&, s] {
+      v1::SaveShardRequest r;
+      r.set_step(step);
+      r.set_path(paths[s]);
+      r.set_generation(options_.generation);
+      r.set_model_fingerprint(model_fingerprint);
+      r.set_total_params(options_.size);
+      if (ranges[s].lo == 0) {
+        for (const auto& [name, data] : blobs) {
+          v1::SaveShardBlob* b = r.add_blobs();
+          b->set_name(name);
+          b->set_data(data);
+        }
+      }
+      results[s] = clients_[s]->Save(std::move(r)).status();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& s : results) RETURN_IF_ERROR(s);
+  return ranges;
+}
+
 absl::Status RemoteShards::BeginPushes(const PushHeader& header) {
   RETURN_IF_ERROR(FirstError());
   header_ = header;

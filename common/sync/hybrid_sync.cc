@@ -56,7 +56,7 @@ struct Group {
   int64_t lo = 0, hi = 0;  // elements covered
 };
 
-class HybridSyncImpl final : public GradientSync {
+class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
  public:
   HybridSyncImpl(SyncEnv env, std::unique_ptr<ShardServerState> servers, int int8_chunk)
       : int8_chunk_(int8_chunk),
@@ -145,6 +145,15 @@ class HybridSyncImpl final : public GradientSync {
     if (!initialised_) return absl::OkStatus();
     absl::Status s = servers_->FetchForCheckpoint(world_->rank(), next_step_ - 1);
     return s.ok() ? s : Fail(s);
+  }
+
+  // Checkpoints written by the servers (server_side_checkpoint.h).
+  bool CanSaveOnServers() const override { return initialised_ && broken_.ok(); }
+  void ExpectServerSave() override { servers_->ExpectServerSave(); }
+  absl::StatusOr<std::vector<SavedShard>> SaveOnServers(const ServerSaveRequest& r) override {
+    absl::StatusOr<std::vector<SavedShard>> s = servers_->SaveOnServers(r, next_step_ - 1);
+    if (!s.ok()) return Fail(s.status());
+    return s;
   }
 
   // After a restore: the parameters (and maybe state) changed, so the

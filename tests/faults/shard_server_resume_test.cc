@@ -13,11 +13,15 @@
 // run resumed from (parameters, the servers' optimizer state, the data
 // cursor) and goes on from it without interruption; both must end in the
 // same bytes. (Runs are deterministic: one node, one pusher per chunk, so
-// the servers' sums do not depend on arrival order.) The final checkpoint
-// files, written by both jobs at their last step, are compared whole.
+// the servers' sums do not depend on arrival order.) Checkpoints are
+// written by the shard servers (SaveShard: one shard file each) with rank
+// 0's manifest; the final checkpoints' files, written by both jobs at
+// their last step, are compared whole.
+#include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -42,7 +46,8 @@ constexpr int kSamples = 60000;           // Fashion-MNIST train
 constexpr int kStepsPerEpoch = kSamples / (kWorkers * kBatch);
 constexpr int kLastStep = kEpochs * kStepsPerEpoch;
 
-std::vector<std::string> JobArgs(const std::string& run_dir, const std::string& samples) {
+std::vector<std::string> JobArgs(const std::string& run_dir, const std::string& samples,
+                                 const std::string& sync_opt) {
   return {"local",
           absl::StrCat("--workers=", kWorkers),
           "--shard-servers=2",
@@ -53,13 +58,33 @@ std::vector<std::string> JobArgs(const std::string& run_dir, const std::string& 
           absl::StrCat("--batch-size=", kBatch),
           "--log-every=25",
           "--checkpoint-every=100",
-          "--sync-opt=chunk_mb=0.05,timeout_s=20",
+          "--sync-opt=chunk_mb=0.05,timeout_s=20" + sync_opt,
           "--worker-arg=--sample_log_dir=" + samples,
           "--run-dir=" + run_dir};
 }
 
-std::string CheckpointPath(const std::string& run_dir, int step) {
-  return absl::StrFormat("%s/checkpoints/step-%08d.tckpt", run_dir, step);
+// The manifest the job commits for `step`: the shard servers write one
+// shard file each (SaveShard), rank 0 the manifest naming them.
+std::string ManifestPath(const std::string& run_dir, int step) {
+  return absl::StrFormat("%s/checkpoints/step-%08d.manifest", run_dir, step);
+}
+
+// Every file of the step's checkpoint (manifest and shards), names and
+// bytes, in name order; empty when there is none.
+std::string CheckpointFiles(const std::string& run_dir, int step) {
+  const std::string dir = run_dir + "/checkpoints";
+  const std::string prefix = absl::StrFormat("step-%08d.", step);
+  std::vector<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      if (absl::StartsWith(e->d_name, prefix)) names.push_back(e->d_name);
+    }
+    closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  std::string all;
+  for (const std::string& n : names) absl::StrAppend(&all, n, "\n", ReadFile(dir + "/" + n));
+  return all;
 }
 
 // Every sample exactly once per epoch, in the training the final model
@@ -89,14 +114,20 @@ void ExpectEverySampleOncePerEpoch(const std::string& samples) {
   }
 }
 
-TEST(ShardServerResumeTest, KilledServerRunEndsInTheBytesOfAnUninterruptedRun) {
-  const std::string killed_dir = TmpPath("shard-resume-killed");
-  const std::string killed_samples = TmpPath("shard-resume-killed-samples");
+// "" (fp32 pushes) or ",compress=int8" (int8 pushes whose error-feedback
+// residuals travel in the checkpoint's first shard).
+class ShardServerResumeTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ShardServerResumeTest, KilledServerRunEndsInTheBytesOfAnUninterruptedRun) {
+  const std::string opt = GetParam();
+  const std::string tag = opt.empty() ? "fp32" : "int8";
+  const std::string killed_dir = TmpPath("shard-resume-killed-" + tag);
+  const std::string killed_samples = TmpPath("shard-resume-killed-samples-" + tag);
   ASSERT_EQ(mkdir(killed_samples.c_str(), 0755), 0);
   bool killed = false;
   int resumed_step = -1;
   std::string resumed_path;
-  TandemRun a = RunTandem(JobArgs(killed_dir, killed_samples), [&](const std::string& line) {
+  TandemRun a = RunTandem(JobArgs(killed_dir, killed_samples, opt), [&](const std::string& line) {
     // Between the checkpoints of steps 300 and 400 (a server lost while a
     // checkpoint is being written is another case: shard_server_failure_test).
     if (!killed && absl::StartsWith(line, "step 325/")) {
@@ -121,28 +152,31 @@ TEST(ShardServerResumeTest, KilledServerRunEndsInTheBytesOfAnUninterruptedRun) {
   EXPECT_TRUE(absl::StrContains(a.stdout_text, "restarting it on")) << a.stdout_text;
   ASSERT_GT(resumed_step, 0) << "the job never resumed from a checkpoint:\n" << a.stdout_text;
   EXPECT_LT(resumed_step, kLastStep);
-  EXPECT_EQ(resumed_path, CheckpointPath(killed_dir, resumed_step));
+  EXPECT_EQ(resumed_path, ManifestPath(killed_dir, resumed_step));
+  // Written by the servers: a manifest and one shard file per server.
+  EXPECT_NE(CheckpointFiles(killed_dir, resumed_step).find(".shard-00001-of-00002.tckpt"),
+            std::string::npos);
   ExpectEverySampleOncePerEpoch(killed_samples);
 
   // The same job, never interrupted.
-  const std::string plain_dir = TmpPath("shard-resume-plain");
-  const std::string plain_samples = TmpPath("shard-resume-plain-samples");
+  const std::string plain_dir = TmpPath("shard-resume-plain-" + tag);
+  const std::string plain_samples = TmpPath("shard-resume-plain-samples-" + tag);
   ASSERT_EQ(mkdir(plain_samples.c_str(), 0755), 0);
-  TandemRun b = RunTandem(JobArgs(plain_dir, plain_samples), nullptr);
+  TandemRun b = RunTandem(JobArgs(plain_dir, plain_samples, opt), nullptr);
   ASSERT_EQ(b.exit_code, 0) << b.stdout_text << b.stderr_text;
   EXPECT_FALSE(absl::StrContains(b.stdout_text, "resumed from")) << b.stdout_text;
   ExpectEverySampleOncePerEpoch(plain_samples);
 
   // It passed through the very checkpoint the killed run resumed from...
-  const std::string resumed_from = ReadFile(resumed_path);
+  const std::string resumed_from = CheckpointFiles(killed_dir, resumed_step);
   ASSERT_FALSE(resumed_from.empty()) << resumed_path;
-  EXPECT_TRUE(ReadFile(CheckpointPath(plain_dir, resumed_step)) == resumed_from)
+  EXPECT_TRUE(CheckpointFiles(plain_dir, resumed_step) == resumed_from)
       << "the uninterrupted run's checkpoint at step " << resumed_step
       << " differs from the one the killed run resumed from";
   // ...and both end in the same bytes: parameters, the servers' optimizer
   // state and the data cursor of the final checkpoint.
-  const std::string killed_final = ReadFile(CheckpointPath(killed_dir, kLastStep));
-  const std::string plain_final = ReadFile(CheckpointPath(plain_dir, kLastStep));
+  const std::string killed_final = CheckpointFiles(killed_dir, kLastStep);
+  const std::string plain_final = CheckpointFiles(plain_dir, kLastStep);
   ASSERT_FALSE(killed_final.empty());
   ASSERT_FALSE(plain_final.empty());
   EXPECT_TRUE(killed_final == plain_final)
@@ -155,12 +189,17 @@ TEST(ShardServerResumeTest, KilledServerRunEndsInTheBytesOfAnUninterruptedRun) {
   };
   const std::string la = last_line(a.stdout_text), lb = last_line(b.stdout_text);
   ASSERT_FALSE(la.empty());
-  std::printf("killed shard-1 at step 325, resumed from step %d; final checkpoints %zu bytes, "
+  std::printf("%s: killed shard-1 at step 325, resumed from step %d; final checkpoints %zu bytes, "
               "equal: %d\n  killed: %s\n  plain:  %s\n",
-              resumed_step, killed_final.size(), killed_final == plain_final, la.c_str(),
+              tag.c_str(), resumed_step, killed_final.size(), killed_final == plain_final, la.c_str(),
               lb.c_str());
   EXPECT_EQ(la.substr(0, la.find(" lr ")), lb.substr(0, lb.find(" lr ")));
 }
+
+INSTANTIATE_TEST_SUITE_P(Pushes, ShardServerResumeTest, ::testing::Values("", ",compress=int8"),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           return i.param.empty() ? std::string("fp32") : std::string("int8");
+                         });
 
 }  // namespace
 }  // namespace e2e
