@@ -1,5 +1,7 @@
 #include "services/worker/checkpointer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -311,7 +313,13 @@ absl::StatusOr<std::string> Checkpointer::Write(Generation& g, TrainingState* st
     commit = [&]() -> absl::Status {
       RETURN_IF_ERROR(MakeDirectories(o_.dir));
       sync::ServerSaveRequest req;
+      // The servers run elsewhere (another working directory, maybe another
+      // machine with the same mount): give them an absolute path.
       req.dir = o_.dir;
+      if (!req.dir.empty() && req.dir[0] != '/') {
+        char cwd[4096];
+        if (getcwd(cwd, sizeof(cwd)) != nullptr) req.dir = absl::StrCat(cwd, "/", o_.dir);
+      }
       req.step = state->step;
       req.model_fingerprint = o_.fingerprint;
       for (const optim::StateBuffer& b : g.sync->extra_state()) {
