@@ -39,6 +39,8 @@ check("variants without hier", [v[0] for v in s.variants([("allreduce", ["bucket
       ["allreduce"])
 check("hybrid variants", s.variants([("hybrid", ["chunk_mb", "compress"])]),
       [("hybrid", "hybrid", ""), ("hybrid int8+EF", "hybrid", "compress=int8")])
+check("hybrid with apply", [v[0] for v in s.variants([("hybrid", ["apply", "compress"])])],
+      ["hybrid", "hybrid int8+EF", "hybrid apply=chunk", "hybrid int8+EF apply=chunk"])
 check("hybrid without compress", [v[0] for v in s.variants([("hybrid", ["chunk_mb"])])], ["hybrid"])
 out = "\n".join([
     "network: 2 node(s) in a private network namespace, each node's link 1gbit (htb on lo)",

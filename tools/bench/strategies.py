@@ -65,9 +65,14 @@ def variants(strategies):
         elif name == "compressed":
             out.extend((label, name, opt) for label, opt in COMPRESSED)
         elif name == "hybrid" and "compress" in keys:
-            # Issue 12's row (fp32 pushes) and issue 13 item 5 (int8 pushes).
+            # Issue 12's row (fp32 pushes) and issue 13 item 5 (int8 pushes);
+            # apply=chunk lets each chunk's pull overlap the other chunks'
+            # pushes (apply=step: all pushes, then all pulls).
             out.append(("hybrid", name, ""))
             out.append(("hybrid int8+EF", name, "compress=int8"))
+            if "apply" in keys:
+                out.append(("hybrid apply=chunk", name, "apply=chunk"))
+                out.append(("hybrid int8+EF apply=chunk", name, "compress=int8,apply=chunk"))
         else:
             out.append((name, name, ""))
     return out
@@ -238,12 +243,12 @@ def print_table(meta, results):
     print("network: " + meta["network"])
     print("layout = nodes x workers per node; link bytes = bytes that left all nodes for other nodes "
           "(tc class counters) / steps; (x) = ratio to %s" % meta["baseline"])
-    cols = "%-18s %-8s %-6s %16s %18s %22s %16s %26s"
+    cols = "%-26s %-8s %-6s %16s %18s %22s %16s %26s"
     print(cols % ("strategy", "link", "layout", "step ms (x)", "samples/s (x)", "link bytes/step (x)",
                   "test acc (x)", "MiB/worker (p/g/opt/stg)"))
     for r in results:
         if not r["ok"]:
-            print("%-18s %-8s %-6s FAILED: %s" % (r["variant"], r["rate"], r["layout"], r["error"]))
+            print("%-26s %-8s %-6s FAILED: %s" % (r["variant"], r["rate"], r["layout"], r["error"]))
             continue
         print(cols % (r["variant"], r["rate"], r["layout"],
                       "%s (%s)" % (fmt(r["step_ms"], "%.1f"), fmt(r["step_ms_vs_ring"], "%.2f")),
@@ -295,7 +300,7 @@ def print_hybrid_checks(meta, results):
         verdict = ""
         if r["rate"] == "1gbit" and vs_flat is not None:
             verdict = "flat-ring target >= 1.6x %s" % ("ok" if vs_flat >= 1.6 else "BELOW")
-        print("  %-20s %-8s %-5s vs flat ring %s, vs hierarchical ring %s %s" % (
+        print("  %-26s %-8s %-5s vs flat ring %s, vs hierarchical ring %s %s" % (
             r["variant"], r["rate"], r["layout"], fmt(vs_flat, "%.2fx"), fmt(vs_hier, "%.2fx"), verdict))
 
 
