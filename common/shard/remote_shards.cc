@@ -13,7 +13,8 @@ struct RemoteShards::Lane {
     enum Kind { kPush, kClose, kPull } kind = kPush;
     int chunk = 0;
     int64_t step = 0;
-    float* params = nullptr;
+    float* params = nullptr;      // pulls: where the chunk lands
+    const void* data = nullptr;   // pushes: read only
   };
 
   int server = 0;
@@ -164,17 +165,53 @@ absl::Status RemoteShards::PullState(int64_t step, const std::string& name, floa
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<optim::ParamRange>> RemoteShards::SaveShards(
+    int64_t step, uint64_t model_fingerprint, const std::vector<std::string>& paths,
+    const std::vector<std::pair<std::string, std::string>>& blobs) {
+  const int servers = layout_.servers();
+  if (static_cast<int>(paths.size()) != servers) {
+    return absl::InvalidArgumentError(absl::StrCat("SaveShards: ", paths.size(), " paths for ",
+                                                   servers, " shard servers"));
+  }
+  std::vector<optim::ParamRange> ranges(servers);
+  std::vector<absl::Status> results(servers);
+  std::vector<std::thread> threads;
+  for (int s = 0; s < servers; ++s) {
+    ranges[s] = layout_.server_range(s);
+    if (ranges[s].size() == 0) continue;
+    threads.emplace_back([&, s] {
+      v1::SaveShardRequest r;
+      r.set_step(step);
+      r.set_path(paths[s]);
+      r.set_generation(options_.generation);
+      r.set_model_fingerprint(model_fingerprint);
+      r.set_total_params(options_.size);
+      if (ranges[s].lo == 0) {
+        for (const auto& [name, data] : blobs) {
+          v1::SaveShardBlob* b = r.add_blobs();
+          b->set_name(name);
+          b->set_data(data);
+        }
+      }
+      results[s] = clients_[s]->Save(std::move(r)).status();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& s : results) RETURN_IF_ERROR(s);
+  return ranges;
+}
+
 absl::Status RemoteShards::BeginPushes(const PushHeader& header) {
   RETURN_IF_ERROR(FirstError());
   header_ = header;
   return absl::OkStatus();
 }
 
-void RemoteShards::Push(int chunk, const float* data) {
+void RemoteShards::Push(int chunk, const void* data) {
   Lane::Job j;
   j.kind = Lane::Job::kPush;
   j.chunk = chunk;
-  j.params = const_cast<float*>(data);  // read only
+  j.data = data;
   LaneOf(chunk).Enqueue(j);
 }
 
@@ -227,7 +264,7 @@ RemoteStats RemoteShards::stats() const {
 
 void RemoteShards::RunLane(Lane* l) {
   // Pointers to each chunk's data for this step's pushes (resent on retry).
-  std::vector<const float*> data(layout_.num_chunks(), nullptr);
+  std::vector<const void*> data(layout_.num_chunks(), nullptr);
   for (;;) {
     Lane::Job j;
     {
@@ -242,7 +279,7 @@ void RemoteShards::RunLane(Lane* l) {
     absl::Status s;
     if (j.kind == Lane::Job::kPush) {
       if (failed) continue;
-      data[j.chunk] = j.params;
+      data[j.chunk] = j.data;
       const Chunk& c = layout_.chunk(j.chunk);
       for (int attempt = 1;; ++attempt) {
         if (!l->stream->open()) {
@@ -252,14 +289,14 @@ void RemoteShards::RunLane(Lane* l) {
             s = l->stream->Write(layout_.chunk(l->written[i]), data[l->written[i]]);
           }
         }
-        if (s.ok()) s = l->stream->Write(c, j.params);
+        if (s.ok()) s = l->stream->Write(c, j.data);
         if (s.ok() || !Retryable(s) || attempt >= options_.push_attempts) break;
         l->stream->Cancel();
       }
       if (s.ok()) l->written.push_back(j.chunk);
       absl::MutexLock lock(&mu_);
       if (s.ok()) {
-        stats_.pushed_bytes += c.size() * int64_t{sizeof(float)};
+        stats_.pushed_bytes += PushPayloadBytes(header_, c.size());
       } else if (error_.ok()) {
         error_ = s;
       }

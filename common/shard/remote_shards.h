@@ -83,9 +83,18 @@ class RemoteShards {
   // Optimizer state buffer `name` as of `step` from every server into
   // out[0, size) (in parallel over servers; for checkpoints).
   absl::Status PullState(int64_t step, const std::string& name, float* out);
+  // Every server that owns elements writes its range of `step` to
+  // paths[server] (ShardServer.SaveShard), in parallel; `blobs` go to the
+  // server whose range starts at 0. Returns each server's range (empty for
+  // one that owns nothing and so wrote nothing).
+  absl::StatusOr<std::vector<optim::ParamRange>> SaveShards(
+      int64_t step, uint64_t model_fingerprint, const std::vector<std::string>& paths,
+      const std::vector<std::pair<std::string, std::string>>& blobs);
 
   absl::Status BeginPushes(const PushHeader& header);
-  void Push(int chunk, const float* data);
+  // `data`: chunk's c.size() floats, or its int8 block when the step's
+  // header has int8_chunk > 0 (shard_client.h).
+  void Push(int chunk, const void* data);
   void ClosePushes();
   absl::Status WaitPushes();
 

@@ -40,15 +40,18 @@ absl::Status PushStream::Open(const PushHeader& h) {
   msg_.set_weight(h.weight);
   msg_.set_learning_rate(h.learning_rate);
   msg_.set_grad_scale(h.grad_scale);
+  msg_.set_int8_chunk(h.int8_chunk);
+  msg_.mutable_data()->set_dtype(h.int8_chunk > 0 ? v1::DTYPE_I8 : v1::DTYPE_F32);
+  header_ = h;
   return absl::OkStatus();
 }
 
-absl::Status PushStream::Write(const Chunk& c, const float* data) {
+absl::Status PushStream::Write(const Chunk& c, const void* data) {
   if (writer_ == nullptr) return absl::FailedPreconditionError("push stream: Write before Open");
   msg_.mutable_range()->set_begin(c.lo);
   msg_.mutable_range()->set_end(c.hi);
   msg_.mutable_data()->mutable_data()->assign(reinterpret_cast<const char*>(data),
-                                              c.size() * sizeof(float));
+                                              PushPayloadBytes(header_, c.size()));
   if (!writer_->Write(msg_)) {
     // The server ended the stream (a refusal) or the connection broke:
     // Finish says which.
@@ -103,6 +106,16 @@ absl::StatusOr<v1::ShardInfo> ShardClient::Info() {
   grpc::Status s = stub_->GetShardInfo(&ctx, req, &info);
   if (!s.ok()) return FromGrpcStatus(s, absl::StrCat("ShardServer.GetShardInfo to ", address()));
   return info;
+}
+
+absl::StatusOr<v1::SaveShardResponse> ShardClient::Save(v1::SaveShardRequest request) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, options_.timeout);
+  request.mutable_job()->set_job_id(options_.job_id);
+  v1::SaveShardResponse response;
+  grpc::Status s = stub_->SaveShard(&ctx, request, &response);
+  if (!s.ok()) return FromGrpcStatus(s, absl::StrCat("ShardServer.SaveShard to ", address()));
+  return response;
 }
 
 absl::StatusOr<bool> ShardClient::Init(

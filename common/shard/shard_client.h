@@ -60,15 +60,31 @@ struct PushHeader {
   int weight = 1;
   double learning_rate = 0;
   double grad_scale = 1;
+  // 0: pushes carry fp32. > 0: each push's data is an int8 codec block
+  // with one scale per int8_chunk values (Int8BlockBytes).
+  int int8_chunk = 0;
 };
+
+// Bytes of the int8 codec's block for n values at `chunk` values per scale
+// (common/sync/int8_codec.h): ceil(n / chunk) fp32 scales, then n codes.
+inline int64_t Int8BlockBytes(int64_t n, int64_t chunk) {
+  return n <= 0 ? 0 : (n + chunk - 1) / chunk * 4 + n;
+}
+
+// Payload bytes of a push of n values under `header`.
+inline int64_t PushPayloadBytes(const PushHeader& header, int64_t n) {
+  return header.int8_chunk > 0 ? Int8BlockBytes(n, header.int8_chunk)
+                               : n * static_cast<int64_t>(sizeof(float));
+}
 
 class PushStream {
  public:
   PushStream(v1::ShardServer::Stub* stub, const ShardClientOptions* options);
   // Starts a PushGradients stream (FailedPrecondition when one is open).
   absl::Status Open(const PushHeader& header);
-  // Sends chunk [c.lo, c.hi) with c.size() floats from `data`.
-  absl::Status Write(const Chunk& c, const float* data);
+  // Sends chunk [c.lo, c.hi): c.size() floats from `data`, or with the
+  // header's int8_chunk > 0 the int8 block of Int8BlockBytes(c.size()) bytes.
+  absl::Status Write(const Chunk& c, const void* data);
   // Ends the stream and returns the server's answer (or its refusal).
   absl::StatusOr<v1::PushGradientsResponse> Finish();
   // Abandons an open stream (after an error elsewhere).
@@ -78,6 +94,7 @@ class PushStream {
  private:
   v1::ShardServer::Stub* const stub_;
   const ShardClientOptions* const options_;
+  PushHeader header_;      // of the open stream
   v1::GradientChunk msg_;  // reused: its data buffer keeps its capacity
   v1::PushGradientsResponse response_;
   std::unique_ptr<grpc::ClientContext> context_;
@@ -90,6 +107,9 @@ class ShardClient {
 
   const std::string& address() const { return options_.address; }
   absl::StatusOr<v1::ShardInfo> Info();
+  // SaveShard: the server writes its range as a checkpoint shard file
+  // (request.job is filled in).
+  absl::StatusOr<v1::SaveShardResponse> Save(v1::SaveShardRequest request);
   // Sends params[init.range] (params is the flat vector's base) in pieces of
   // about 4 MiB, and each named optimizer state buffer's init.range (bases
   // of flat vectors, e.g. a restored checkpoint's); returns whether the

@@ -15,9 +15,9 @@ StrategyInfo HybridInfo() {
   info.summary =
       "node reduce-scatter, each local rank's 1/K slice pushed to the shard servers (which "
       "step) and pulled back, node allgather (needs --shard_servers)";
-  info.options = RemoteSyncOptionInfo();
+  info.options = HybridSyncOptionInfo();
   info.needs_node_groups = true;
-  info.validate = ValidateRemoteSyncOptions;
+  info.validate = ValidateHybridSyncOptions;
   return info;
 }
 

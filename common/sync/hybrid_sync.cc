@@ -10,14 +10,39 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "common/log/log.h"
 #include "common/shard/remote_shards.h"
 #include "common/status/status_macros.h"
 #include "common/sync/chunk_readiness.h"
+#include "common/sync/error_feedback.h"
+#include "common/sync/int8_codec.h"
 #include "common/sync/shard_server_state.h"
 
 namespace tandem {
 namespace sync {
 namespace {
+
+constexpr char kLabel[] = "hybrid sync";
+constexpr char kMetaName[] = "hybrid/meta";
+constexpr char kResidualsName[] = "hybrid/residuals";
+// "TDMH" + layout version: tells saved residuals from zeros.
+constexpr int64_t kMagic = 0x54444d48'00000001;
+// Meta fields (int64, stored in a float buffer bit for bit).
+enum Meta { kMagicField, kWorld, kSize, kInt8ChunkField, kMetaFields };
+// Residuals move to and from rank 0 in pieces of this many floats per rank.
+constexpr int64_t kStatePiece = int64_t{1} << 16;
+// Values per int8 scale (the compressed strategy's default).
+constexpr int kDefaultInt8Chunk = 1024;
+
+// compress=none|int8: 0 or the int8 chunk.
+absl::StatusOr<int> ParseCompress(const SyncOptions& o) {
+  const auto it = o.opts.find("compress");
+  if (it == o.opts.end() || it->second == "none") return 0;
+  if (it->second == "int8") return kDefaultInt8Chunk;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--sync_opt compress must be none or int8 for --sync hybrid, got '", it->second, "'"));
+}
 
 double Since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -31,10 +56,12 @@ struct Group {
   int64_t lo = 0, hi = 0;  // elements covered
 };
 
-class HybridSyncImpl final : public GradientSync {
+class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
  public:
-  HybridSyncImpl(SyncEnv env, std::unique_ptr<ShardServerState> servers)
-      : generation_(env.shard_servers.generation),
+  HybridSyncImpl(SyncEnv env, std::unique_ptr<ShardServerState> servers, int int8_chunk)
+      : int8_chunk_(int8_chunk),
+        codec_(int8_chunk > 0 ? MakeInt8Codec({.chunk = int8_chunk}) : nullptr),
+        generation_(env.shard_servers.generation),
         world_(env.comms->world.get()),
         intra_(env.comms->intra.get()),
         local_rank_(env.comms->intra->rank()),
@@ -59,6 +86,16 @@ class HybridSyncImpl final : public GradientSync {
     gather_in_.assign(max_block, 0.f);
     gather_out_.assign(max_block * local_size_, 0.f);
     slice_.assign(slice, 0.f);
+    if (codec_ != nullptr) {
+      int64_t bytes = 0;
+      for (const Group& g : groups_) {
+        encoded_offset_.push_back(bytes);
+        const int mine = g.first + local_rank_;
+        if (mine < g.end) bytes += codec_->MaxEncodedBytes(remote_->layout().chunk(mine).size());
+      }
+      encoded_.assign(bytes, 0);
+      feedback_ = std::make_unique<ErrorFeedback>(codec_.get(), size_);
+    }
     group_ready_.assign(groups_.size(), 0);
     thread_ = std::thread([this] { CommLoop(); });
   }
@@ -101,9 +138,22 @@ class HybridSyncImpl final : public GradientSync {
   // Before a checkpoint: rank 0 (the one that writes the whole vector)
   // fetches the servers' state of the last applied step.
   absl::Status SyncStateToHost() override {
+    if (feedback_ != nullptr) {
+      absl::Status s = GatherResiduals();
+      if (!s.ok()) return Fail(s);
+    }
     if (!initialised_) return absl::OkStatus();
     absl::Status s = servers_->FetchForCheckpoint(world_->rank(), next_step_ - 1);
     return s.ok() ? s : Fail(s);
+  }
+
+  // Checkpoints written by the servers (server_side_checkpoint.h).
+  bool CanSaveOnServers() const override { return initialised_ && broken_.ok(); }
+  void ExpectServerSave() override { servers_->ExpectServerSave(); }
+  absl::StatusOr<std::vector<SavedShard>> SaveOnServers(const ServerSaveRequest& r) override {
+    absl::StatusOr<std::vector<SavedShard>> s = servers_->SaveOnServers(r, next_step_ - 1);
+    if (!s.ok()) return Fail(s.status());
+    return s;
   }
 
   // After a restore: the parameters (and maybe state) changed, so the
@@ -111,7 +161,18 @@ class HybridSyncImpl final : public GradientSync {
   absl::Status StateLoaded() override {
     servers_->Loaded(world_->rank());
     initialised_ = false;
+    if (feedback_ != nullptr) {
+      absl::Status s = ScatterResiduals();
+      if (!s.ok()) return Fail(s);
+    }
     return absl::OkStatus();
+  }
+
+  // compress=int8 only: the error-feedback residuals (see hybrid_sync.h).
+  std::vector<optim::StateBuffer> extra_state() override {
+    if (feedback_ == nullptr) return {};
+    AllocateGathered();
+    return {{kMetaName, absl::MakeSpan(meta_)}, {kResidualsName, absl::MakeSpan(gathered_)}};
   }
 
   SyncMemory memory() const override {
@@ -120,8 +181,10 @@ class HybridSyncImpl final : public GradientSync {
     m.grad_bytes = static_cast<int64_t>(slice_.size()) * int64_t{sizeof(float)};
     m.optimizer_bytes = servers_->mirror()->held_bytes();  // only around checkpoints
     m.staging_bytes = static_cast<int64_t>(rs_in_.size() + rs_out_.size() + gather_in_.size() +
-                                           gather_out_.size()) *
-                      int64_t{sizeof(float)};
+                                           gather_out_.size() + gathered_.size() + piece_.size() +
+                                           (feedback_ != nullptr ? size_ : 0)) *
+                          int64_t{sizeof(float)} +
+                      static_cast<int64_t>(encoded_.size());
     return m;
   }
 
@@ -234,6 +297,15 @@ class HybridSyncImpl final : public GradientSync {
     }
     absl::Status s = remote_->WaitPushes();
     if (!s.ok()) return Fail(s);
+    double residual_sq = 0;
+    if (feedback_ != nullptr) {
+      for (const Group& g : groups_) {
+        const int mine = g.first + local_rank_;
+        if (mine >= g.end) continue;
+        const shard::Chunk& c = remote_->layout().chunk(mine);
+        residual_sq += feedback_->SumOfSquares(c.lo, c.size());
+      }
+    }
     // Allgather each group inside the node as soon as this rank's chunk of
     // it has arrived.
     const auto gather_start = std::chrono::steady_clock::now();
@@ -249,6 +321,7 @@ class HybridSyncImpl final : public GradientSync {
     ++next_step_;
     absl::MutexLock lock(&mu_);
     ++steps_;
+    residual_norm_ = std::sqrt(residual_sq);
     gather_seconds_ += Since(gather_start);
     wait_seconds_ += Since(start);
     return absl::OkStatus();
@@ -264,6 +337,9 @@ class HybridSyncImpl final : public GradientSync {
     s.inter_node_bytes = r.pushed_bytes + r.pulled_bytes;
     s.comm_seconds = comm_seconds_ + wait_seconds_;
     s.exposed_wait_seconds = wait_seconds_;
+    s.compress_bytes_before = compress_before_;
+    s.compress_bytes_after = compress_after_;
+    s.residual_norm = residual_norm_;
     return s;
   }
 
@@ -276,12 +352,114 @@ class HybridSyncImpl final : public GradientSync {
     h.weight = local_size_;
     h.learning_rate = lr;
     h.grad_scale = grad_scale_;
+    h.int8_chunk = int8_chunk_;
     return h;
   }
 
+  // Pushes this rank's chunk of group g; with compress=int8 encoded first
+  // (its residual added and updated). One thread at a time (the
+  // communication thread, or the trainer thread when pushes wait for
+  // FinishStep); the encoded block stays unchanged until WaitPushes.
   void PushMine(int g) {
     const int mine = groups_[g].first + local_rank_;
-    if (mine < groups_[g].end) remote_->Push(mine, slice_.data() + slice_offset_[g]);
+    if (mine >= groups_[g].end) return;
+    const float* values = slice_.data() + slice_offset_[g];
+    if (feedback_ == nullptr) {
+      remote_->Push(mine, values);
+      return;
+    }
+    const shard::Chunk& c = remote_->layout().chunk(mine);
+    uint8_t* block = encoded_.data() + encoded_offset_[g];
+    const int64_t bytes = feedback_->Encode(values, c.lo, c.size(), EncodeParams{}, block);
+    remote_->Push(mine, block);
+    absl::MutexLock lock(&mu_);
+    compress_before_ += c.size() * int64_t{sizeof(float)};
+    compress_after_ += bytes;
+  }
+
+  void AllocateGathered() {
+    if (world_->rank() == 0 && gathered_.empty()) {
+      gathered_.assign(static_cast<size_t>(world_->world_size()) * size_, 0.f);
+    }
+    if (piece_.empty()) {
+      piece_.assign(static_cast<size_t>(world_->world_size()) * std::min(size_, kStatePiece), 0.f);
+    }
+  }
+  void PutMeta(Meta field, int64_t v) { std::memcpy(&meta_[2 * field], &v, sizeof(v)); }
+  int64_t GetMeta(Meta field) const {
+    int64_t v;
+    std::memcpy(&v, &meta_[2 * field], sizeof(v));
+    return v;
+  }
+
+  // Every rank's residuals onto rank 0 (collective over the world group).
+  absl::Status GatherResiduals() {
+    AllocateGathered();
+    const int world = world_->world_size();
+    const absl::Span<float> mine = feedback_->residuals();
+    for (int64_t off = 0; off < size_; off += kStatePiece) {
+      const int64_t c = std::min(kStatePiece, size_ - off);
+      absl::Status s = world_->AllGather(mine.data() + off, piece_.data(), c * sizeof(float));
+      if (!s.ok()) {
+        return absl::Status(s.code(), absl::StrCat(kLabel, ": gathering the residuals onto rank 0 "
+                                                   "for a checkpoint: ", s.message()));
+      }
+      if (world_->rank() != 0) continue;
+      for (int r = 0; r < world; ++r) {
+        std::memcpy(gathered_.data() + r * size_ + off, piece_.data() + r * c, c * sizeof(float));
+      }
+    }
+    if (world_->rank() == 0) {
+      PutMeta(kMagicField, kMagic);
+      PutMeta(kWorld, world);
+      PutMeta(kSize, size_);
+      PutMeta(kInt8ChunkField, int8_chunk_);
+    }
+    return absl::OkStatus();
+  }
+
+  // Rank 0 holds what the checkpoint had: it checks that it fits and sends
+  // each rank its own residuals (collective over the world group).
+  absl::Status ScatterResiduals() {
+    AllocateGathered();
+    const int world = world_->world_size();
+    const int rank = world_->rank();
+    int64_t fits = 0;
+    if (rank == 0) {
+      const bool saved = GetMeta(kMagicField) == kMagic;
+      fits = saved && GetMeta(kWorld) == world && GetMeta(kSize) == size_ &&
+             GetMeta(kInt8ChunkField) == int8_chunk_;
+      if (!saved) {
+        LOG(INFO) << kLabel << ": no saved compression state (a fresh start, or a checkpoint of "
+                  << "another strategy or of compress=none): error-feedback residuals start from "
+                  << "zero";
+      } else if (!fits) {
+        LOG(WARNING) << kLabel << ": the checkpoint's residuals were saved at world size "
+                     << GetMeta(kWorld) << ", " << GetMeta(kSize) << " values, int8 chunk "
+                     << GetMeta(kInt8ChunkField) << "; this run has " << world << ", " << size_
+                     << ", " << int8_chunk_ << ": error-feedback residuals reset to zero";
+      }
+    }
+    absl::Status s = world_->Broadcast(&fits, sizeof(fits), 0);
+    const absl::Span<float> mine = feedback_->residuals();
+    if (s.ok() && fits == 1) {
+      if (rank == 0) std::copy(gathered_.begin(), gathered_.begin() + size_, mine.begin());
+      for (int r = 1; r < world && s.ok(); ++r) {
+        for (int64_t off = 0; off < size_ && s.ok(); off += kStatePiece) {
+          const int64_t c = std::min(kStatePiece, size_ - off);
+          float* buf = rank == 0 ? gathered_.data() + r * size_ + off : piece_.data();
+          s = world_->Broadcast(buf, c * sizeof(float), 0);
+          if (s.ok() && rank == r) std::memcpy(mine.data() + off, buf, c * sizeof(float));
+        }
+      }
+    } else if (s.ok()) {
+      feedback_->Reset();
+    }
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(kLabel, ": sending the checkpoint's residuals "
+                                                 "from rank 0: ", s.message()));
+    }
+    return absl::OkStatus();
   }
 
   // Communication thread: reduce-scatter group g inside the node; this
@@ -413,6 +591,8 @@ class HybridSyncImpl final : public GradientSync {
     return broken_;
   }
 
+  const int int8_chunk_;                 // 0: fp32 pushes
+  const std::unique_ptr<Codec> codec_;   // compress=int8, else null
   const int64_t generation_;
   Communicator* const world_;
   Communicator* const intra_;
@@ -431,6 +611,14 @@ class HybridSyncImpl final : public GradientSync {
   std::vector<int64_t> slice_offset_;  // per group: where this rank's chunk sits in slice_
   std::vector<float> slice_;           // this rank's chunks, node-reduced
   std::vector<float> rs_in_, rs_out_, gather_in_, gather_out_;
+  // compress=int8: residuals by flat offset, this step's encoded blocks.
+  std::unique_ptr<ErrorFeedback> feedback_;
+  std::vector<int64_t> encoded_offset_;  // per group
+  std::vector<uint8_t> encoded_;
+  // Checkpoint state (trainer thread, between steps).
+  std::vector<float> meta_ = std::vector<float>(2 * kMetaFields, 0.f);
+  std::vector<float> gathered_;  // rank 0: world * size_
+  std::vector<float> piece_;     // world * kStatePiece (or less)
 
   // Trainer thread.
   bool in_step_ = false;
@@ -455,21 +643,38 @@ class HybridSyncImpl final : public GradientSync {
   double comm_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   double gather_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   double wait_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t compress_before_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t compress_after_ ABSL_GUARDED_BY(mu_) = 0;
+  double residual_norm_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;  // last: runs CommLoop over the members above
 };
 
 }  // namespace
 
+std::vector<OptionInfo> HybridSyncOptionInfo() {
+  std::vector<OptionInfo> o = RemoteSyncOptionInfo();
+  o.push_back({"compress", "none",
+               "none: fp32 pushes; int8: pushes as int8 with a scale per 1024 values and "
+               "error feedback kept per rank (the servers sum in fp32; pulls stay fp32)"});
+  return o;
+}
+
+absl::Status ValidateHybridSyncOptions(const SyncOptions& options) {
+  RETURN_IF_ERROR(ValidateRemoteSyncOptions(options));
+  return ParseCompress(options).status();
+}
+
 absl::StatusOr<std::unique_ptr<GradientSync>> CreateHybridSync(const SyncOptions& options,
                                                               SyncEnv env) {
-  RETURN_IF_ERROR(ValidateRemoteSyncOptions(options));
+  RETURN_IF_ERROR(ValidateHybridSyncOptions(options));
+  ASSIGN_OR_RETURN(const int int8_chunk, ParseCompress(options));
   if (env.comms->intra == nullptr) {
     return absl::InvalidArgumentError("hybrid sync: needs the intra-node group");
   }
   ASSIGN_OR_RETURN(std::unique_ptr<ShardServerState> servers,
                    ShardServerState::Create(options, env, "hybrid"));
   return std::unique_ptr<GradientSync>(
-      std::make_unique<HybridSyncImpl>(std::move(env), std::move(servers)));
+      std::make_unique<HybridSyncImpl>(std::move(env), std::move(servers), int8_chunk));
 }
 
 }  // namespace sync

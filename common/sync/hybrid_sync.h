@@ -23,10 +23,28 @@
 // is refused (clipping, device memory, loss scaling) and failure: as
 // ps_sync.h. Workers keep no optimizer state; staging is a node-reduced
 // slice of about n/K floats plus two groups of K blocks.
+//
+// --sync_opt compress=int8 (default none): each push carries the rank's
+// node-summed chunk as an int8 codec block (int8_codec.h, one fp32 scale
+// per 1024 values, nearest rounding, about 1/4 of the fp32 bytes) encoded
+// with error feedback: what quantization dropped is kept per rank, by flat
+// offset, and added to the next step's push (error_feedback.h). The server
+// dequantizes and sums in fp32. Pulls stay fp32: the servers hold the fp32
+// master weights, and every node must load the same values (a quantized
+// pull would need parameter-side error feedback on the server; not done).
+// The residuals are strategy state: extra_state() "hybrid/meta" and
+// "hybrid/residuals" (every rank's, gathered onto rank 0 by SyncStateToHost
+// and sent back by StateLoaded, both collective over the world group, as
+// the compressed strategy does); at another world size, vector size or
+// int8 chunk they restart from zero with a log line. Residuals take n
+// floats per rank (zeros outside its chunks; rank 0 holds world * n around
+// checkpoints). compress=none pushes fp32 exactly as before and has no
+// extra state.
 #ifndef TANDEM_COMMON_SYNC_HYBRID_SYNC_H_
 #define TANDEM_COMMON_SYNC_HYBRID_SYNC_H_
 
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/sync/gradient_sync.h"
@@ -34,6 +52,10 @@
 
 namespace tandem {
 namespace sync {
+
+// hybrid's --sync_opt keys: ps's (shard_server_state.h) plus compress.
+std::vector<OptionInfo> HybridSyncOptionInfo();
+absl::Status ValidateHybridSyncOptions(const SyncOptions& options);
 
 absl::StatusOr<std::unique_ptr<GradientSync>> CreateHybridSync(const SyncOptions& options,
                                                               SyncEnv env);

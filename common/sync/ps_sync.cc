@@ -17,7 +17,7 @@ namespace sync {
 
 namespace {
 
-class PsSyncImpl final : public GradientSync {
+class PsSyncImpl final : public GradientSync, public ServerSideCheckpoint {
  public:
   PsSyncImpl(SyncEnv env, std::unique_ptr<ShardServerState> servers)
       : generation_(env.shard_servers.generation),
@@ -49,6 +49,15 @@ class PsSyncImpl final : public GradientSync {
     if (!initialised_) return absl::OkStatus();
     absl::Status s = servers_->FetchForCheckpoint(world_->rank(), next_step_ - 1);
     return s.ok() ? s : Fail(s);
+  }
+
+  // Checkpoints written by the servers (server_side_checkpoint.h).
+  bool CanSaveOnServers() const override { return initialised_ && broken_.ok(); }
+  void ExpectServerSave() override { servers_->ExpectServerSave(); }
+  absl::StatusOr<std::vector<SavedShard>> SaveOnServers(const ServerSaveRequest& r) override {
+    absl::StatusOr<std::vector<SavedShard>> s = servers_->SaveOnServers(r, next_step_ - 1);
+    if (!s.ok()) return Fail(s.status());
+    return s;
   }
 
   // After a restore: the parameters (and maybe state) changed, so the

@@ -2,8 +2,9 @@
 // the fp32 master weights and the optimizer state; workers hold neither an
 // optimizer nor its state: optimizer() is an OptimizerMirror
 // (optimizer_mirror.h) whose buffers exist only while a checkpoint is
-// written (SyncStateToHost fetches the servers' state into it on rank 0)
-// or restored (StateLoaded: rank 0 sends it with the next InitShard), so
+// written by rank 0 (SyncStateToHost fetches the servers' state into it;
+// the worker's checkpointer instead has the servers write their shards,
+// server_side_checkpoint.h) or restored (StateLoaded: rank 0 sends it with the next InitShard), so
 // checkpoints carry the optimizer state in the format every strategy
 // reads; owned_range() is the whole vector they hold; memory() counts
 // optimizer bytes only around checkpoints.

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/checkpoint/sharded_checkpoint.h"
 #include "common/shard/optimizer_config.h"
 #include "common/shard/shard_layout.h"
 #include "common/status/status_macros.h"
@@ -118,6 +119,10 @@ absl::Status ShardServerState::InitServers(int rank, int64_t applied_step, const
 }
 
 absl::Status ShardServerState::FetchForCheckpoint(int rank, int64_t last_step) {
+  if (skip_next_fetch_) {
+    skip_next_fetch_ = false;
+    return absl::OkStatus();
+  }
   if (rank != 0) return absl::OkStatus();
   mirror_->Materialize();
   for (size_t i = 0; i < mirror_->names().size(); ++i) {
@@ -125,6 +130,28 @@ absl::Status ShardServerState::FetchForCheckpoint(int rank, int64_t last_step) {
   }
   release_mirror_ = true;
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<SavedShard>> ShardServerState::SaveOnServers(
+    const ServerSaveRequest& r, int64_t last_step) {
+  if (r.step != last_step) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint of step ", r.step, " on the shard servers, but their last step is ",
+        last_step));
+  }
+  const int servers = remote_->layout().servers();
+  std::vector<std::string> files, paths;
+  for (int s = 0; s < servers; ++s) {
+    files.push_back(checkpoint::ShardFileName(r.step, s, servers));
+    paths.push_back(absl::StrCat(r.dir, "/", files.back()));
+  }
+  ASSIGN_OR_RETURN(std::vector<optim::ParamRange> ranges,
+                   remote_->SaveShards(r.step, r.model_fingerprint, paths, r.blobs));
+  std::vector<SavedShard> out;
+  for (int s = 0; s < servers; ++s) {
+    if (ranges[s].size() > 0) out.push_back({ranges[s].lo, ranges[s].hi, files[s]});
+  }
+  return out;
 }
 
 void ShardServerState::Loaded(int rank) {

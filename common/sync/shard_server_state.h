@@ -29,6 +29,7 @@
 #include "common/shard/remote_shards.h"
 #include "common/sync/optimizer_mirror.h"
 #include "common/sync/registry.h"
+#include "common/sync/server_side_checkpoint.h"
 #include "proto/shardserver.pb.h"
 
 namespace tandem {
@@ -75,6 +76,13 @@ class ShardServerState {
   void Loaded(int rank);
   // At the next BeginStep: the checkpoint that needed the mirror is written.
   void ReleaseAfterCheckpoint();
+  // The next FetchForCheckpoint does nothing: the servers write the
+  // checkpoint themselves (SaveOnServers).
+  void ExpectServerSave() { skip_next_fetch_ = true; }
+  // Rank 0: every server writes its range of `last_step` as
+  // r.dir/ShardFileName(step, server, servers) (server_side_checkpoint.h).
+  absl::StatusOr<std::vector<SavedShard>> SaveOnServers(const ServerSaveRequest& r,
+                                                        int64_t last_step);
 
  private:
   ShardServerState(std::unique_ptr<shard::RemoteShards> remote, v1::OptimizerConfig config,
@@ -90,6 +98,7 @@ class ShardServerState {
   const int64_t size_;
   bool send_state_ = false;      // rank 0: the mirror holds restored state for the servers
   bool release_mirror_ = false;  // rank 0: the mirror was filled for a checkpoint
+  bool skip_next_fetch_ = false;  // ExpectServerSave
 };
 
 }  // namespace sync

@@ -538,6 +538,7 @@ v1::GetJobStatusResponse CoordinatorCore::GetJobStatus() {
   s.set_global_batch_size(global_batch_size_);
   s.set_restarts(restarts_);
   for (const v1::LostWorker& l : lost_) *s.add_lost() = l;
+  for (const auto& [id, server] : shard_servers_) *s.add_shard_servers() = server;
   if (phase_ == Phase::kWaiting || phase_ == Phase::kRecovering) {
     s.set_message(absl::StrCat(pending_.size(), " of min ", options_.min_workers,
                                " worker(s) waiting to join",
@@ -547,6 +548,26 @@ v1::GetJobStatusResponse CoordinatorCore::GetJobStatus() {
     s.set_message(end_reason_);
   }
   return s;
+}
+
+absl::Status CoordinatorCore::ReportShardServer(const v1::ReportShardServerRequest& request) {
+  RETURN_IF_ERROR(CheckJob(request.job()));
+  const v1::ShardServerStatus& r = request.server();
+  if (r.server_id().empty() || r.address().empty()) {
+    return absl::InvalidArgumentError(
+        "ReportShardServer: server_id and address are required (shardserver --server_id)");
+  }
+  absl::MutexLock lock(&mu_);
+  if (shard_servers_.count(r.server_id()) == 0 &&
+      shard_servers_.size() >= static_cast<size_t>(kMaxShardServers)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "ReportShardServer: already ", kMaxShardServers, " shard servers reported; '",
+        r.server_id(), "' not recorded"));
+  }
+  v1::ShardServerStatus& kept = shard_servers_[r.server_id()];
+  kept = r;
+  kept.set_last_report_unix_millis(absl::ToUnixMillis(options_.clock()));
+  return absl::OkStatus();
 }
 
 bool CoordinatorCore::CheckLiveness() {

@@ -91,6 +91,10 @@ class CoordinatorCore {
 
   absl::Status CommitCheckpoint(const v1::CommitCheckpointRequest& request);
   v1::GetJobStatusResponse GetJobStatus();
+  // Keeps the latest report per server_id (stamped with options.clock) for
+  // GetJobStatus; not persisted (servers report again). INVALID_ARGUMENT
+  // without a server_id or address; at most kMaxShardServers servers.
+  absl::Status ReportShardServer(const v1::ReportShardServerRequest& request);
 
   // Ends the current generation if a member has been silent too long.
   // Returns true when it did.
@@ -120,6 +124,7 @@ class CoordinatorCore {
     bool finished = false;
   };
   static constexpr int kMaxLost = 64;
+  static constexpr int kMaxShardServers = 1024;
 
   explicit CoordinatorCore(const CoordinatorOptions& options);
 
@@ -170,6 +175,8 @@ class CoordinatorCore {
   // The current generation's members by worker_id.
   std::map<std::string, Member> members_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::string> kv_ ABSL_GUARDED_BY(mu_);
+  // Latest ReportShardServer per server_id.
+  std::map<std::string, v1::ShardServerStatus> shard_servers_ ABSL_GUARDED_BY(mu_);
   int64_t state_version_ ABSL_GUARDED_BY(mu_) = 0;
 
   absl::Mutex persist_mu_;

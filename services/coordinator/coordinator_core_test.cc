@@ -418,6 +418,57 @@ TEST(DynamicBatch, RankZerosReportsDriveTheGlobalBatchInHeartbeats) {
   EXPECT_EQ((*plain)->Heartbeat(hb)->global_batch_size(), 0);
 }
 
+v1::ReportShardServerRequest ShardReport(const std::string& id, int64_t lo, int64_t hi,
+                                         int64_t bytes) {
+  v1::ReportShardServerRequest r;
+  r.mutable_job()->set_job_id("job");
+  v1::ShardServerStatus* s = r.mutable_server();
+  s->set_server_id(id);
+  s->set_address(absl::StrCat("127.0.0.1:", 7200 + lo));
+  v1::FlatRange* range = s->add_ranges();
+  range->set_begin(lo);
+  range->set_end(hi);
+  s->set_bytes_served(bytes);
+  s->set_steps_applied(bytes / 100);
+  return r;
+}
+
+TEST(ShardServers, LatestReportPerServerIsInTheJobStatus) {
+  ManualClock clock;
+  auto core = CoordinatorCore::Create(Options(1, 1, &clock));
+  ASSERT_TRUE(core.ok());
+  EXPECT_EQ((*core)->GetJobStatus().shard_servers_size(), 0);
+  ASSERT_TRUE((*core)->ReportShardServer(ShardReport("shard1", 500, 1000, 100)).ok());
+  ASSERT_TRUE((*core)->ReportShardServer(ShardReport("shard0", 0, 500, 200)).ok());
+  clock.Advance(absl::Seconds(2));
+  // A newer report replaces the server's older one.
+  ASSERT_TRUE((*core)->ReportShardServer(ShardReport("shard0", 0, 500, 900)).ok());
+  const v1::GetJobStatusResponse s = (*core)->GetJobStatus();
+  ASSERT_EQ(s.shard_servers_size(), 2);
+  EXPECT_EQ(s.shard_servers(0).server_id(), "shard0");  // by id
+  EXPECT_EQ(s.shard_servers(0).bytes_served(), 900);
+  EXPECT_EQ(s.shard_servers(0).steps_applied(), 9);
+  EXPECT_EQ(s.shard_servers(0).ranges(0).end(), 500);
+  EXPECT_EQ(s.shard_servers(0).last_report_unix_millis(), absl::ToUnixMillis(clock.Now()));
+  EXPECT_EQ(s.shard_servers(1).server_id(), "shard1");
+  EXPECT_EQ(s.shard_servers(1).bytes_served(), 100);
+  EXPECT_EQ(s.shard_servers(1).last_report_unix_millis(),
+            absl::ToUnixMillis(clock.Now() - absl::Seconds(2)));
+}
+
+TEST(ShardServers, BadReportsAreRefused) {
+  auto core = CoordinatorCore::Create(Options(1, 1));
+  ASSERT_TRUE(core.ok());
+  v1::ReportShardServerRequest no_id = ShardReport("", 0, 10, 0);
+  absl::Status s = (*core)->ReportShardServer(no_id);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("server_id"), std::string::npos) << s;
+  v1::ReportShardServerRequest other = ShardReport("shard0", 0, 10, 0);
+  other.mutable_job()->set_job_id("other");
+  EXPECT_EQ((*core)->ReportShardServer(other).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*core)->GetJobStatus().shard_servers_size(), 0);
+}
+
 TEST(Options, BadValuesAreRefused) {
   EXPECT_EQ(CoordinatorCore::Create(Options(0, 1)).status().code(),
             absl::StatusCode::kInvalidArgument);

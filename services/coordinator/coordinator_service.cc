@@ -94,4 +94,11 @@ grpc::Status CoordinatorService::GetJobStatus(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
+grpc::Status CoordinatorService::ReportShardServer(grpc::ServerContext* ctx,
+                                                   const v1::ReportShardServerRequest* req,
+                                                   v1::ReportShardServerResponse*) {
+  if (grpc::Status auth = CheckCallToken(*ctx, auth_token_); !auth.ok()) return auth;
+  return ToGrpcStatus(core_->ReportShardServer(*req));
+}
+
 }  // namespace tandem

@@ -40,6 +40,9 @@ class CoordinatorService final : public v1::Coordinator::Service {
                                 v1::CommitCheckpointResponse* resp) override;
   grpc::Status GetJobStatus(grpc::ServerContext* ctx, const v1::GetJobStatusRequest* req,
                             v1::GetJobStatusResponse* resp) override;
+  grpc::Status ReportShardServer(grpc::ServerContext* ctx,
+                                 const v1::ReportShardServerRequest* req,
+                                 v1::ReportShardServerResponse* resp) override;
 
  private:
   CoordinatorCore* core_;

@@ -2,7 +2,8 @@
 // master copy and optimizer state; workers of a `--sync ps` or `--sync
 // hybrid` job push gradients to it and pull updated parameters.
 //
-//   shardserver --bind=0.0.0.0 --port=7200 --metrics_port=9200
+//   shardserver --bind=0.0.0.0 --port=7200 --metrics_port=9200 \
+//       --coordinator=10.0.0.1:7000 --job_id=job1 --server_id=shard0
 //
 // Prints "shardserver listening on HOST:PORT metrics_port=M" once serving
 // (and writes PORT to --port_file when given). Bad flags or a port in use:
@@ -24,6 +25,11 @@ ABSL_FLAG(int, port, 0, "gRPC port; 0 picks a free one");
 ABSL_FLAG(int, metrics_port, -1, "Prometheus /metrics port; 0 = free, -1 = off");
 ABSL_FLAG(std::string, server_id, "", "name on the metrics (e.g. shard0)");
 ABSL_FLAG(std::string, port_file, "", "if set, the bound port is written here");
+ABSL_FLAG(std::string, coordinator, "",
+          "coordinator host:port to report this server's ranges and bytes served to "
+          "(tandem status lists them); empty = none");
+ABSL_FLAG(std::string, job_id, "", "the job's id, sent with the reports");
+ABSL_FLAG(double, report_seconds, 2, "seconds between reports to --coordinator, > 0");
 ABSL_FLAG(std::string, token_file, "",
           "file with the job's token every RPC must carry (empty: $TANDEM_TOKEN, else none)");
 
@@ -39,6 +45,14 @@ int main(int argc, char** argv) {
   options.port = absl::GetFlag(FLAGS_port);
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   options.server_id = absl::GetFlag(FLAGS_server_id);
+  options.coordinator = absl::GetFlag(FLAGS_coordinator);
+  options.job_id = absl::GetFlag(FLAGS_job_id);
+  const double report_seconds = absl::GetFlag(FLAGS_report_seconds);
+  if (!(report_seconds > 0)) {
+    std::fprintf(stderr, "shardserver: --report_seconds must be > 0, got %g\n", report_seconds);
+    return 2;
+  }
+  options.report_period = absl::Seconds(report_seconds);
   absl::StatusOr<std::string> token = tandem::LoadAuthToken(absl::GetFlag(FLAGS_token_file));
   if (!token.ok()) {
     std::fprintf(stderr, "shardserver: %s\n", std::string(token.status().message()).c_str());

@@ -9,6 +9,11 @@
 //
 // The server starts empty: the job's rank 0 sends InitShard with the range,
 // chunk layout and optimizer it should hold (common/shard/shard_layout.h).
+// With options.coordinator set it reports itself there (ReportShardServer:
+// id, address, ranges, bytes served, steps applied) at Start and then
+// every report_period on a background thread (report_period 0: only when
+// ReportNow is called, as tests do); a report that fails is logged and
+// retried at the next period, never fatal.
 // Thread-safe after Start. Start fails with UNAVAILABLE when a port is taken,
 // INVALID_ARGUMENT for bad options.
 #ifndef TANDEM_SERVICES_SHARDSERVER_SHARD_SERVER_H_
@@ -16,10 +21,15 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/metrics/metrics.h"
 #include "common/rpc/server.h"
+#include "proto/coordinator.grpc.pb.h"
 #include "services/shardserver/range_store.h"
 #include "services/shardserver/shard_metrics.h"
 #include "services/shardserver/shard_service.h"
@@ -33,6 +43,10 @@ struct ShardServerOptions {
   int metrics_port = -1;           // -1 = no /metrics; 0 = any free port
   std::string server_id;           // label on the metrics ("" = none)
   std::string auth_token;          // the job's token every call must carry ("" = none)
+  // Coordinator to report to, host:port ("" = none), for this job id.
+  std::string coordinator;
+  std::string job_id;
+  absl::Duration report_period = absl::Seconds(2);  // 0 = no background reports
 };
 
 class ShardServer {
@@ -46,11 +60,25 @@ class ShardServer {
   Metrics* metrics() { return metrics_.get(); }
   RangeStore* store() { return store_.get(); }
 
-  void Shutdown() { rpc_->Shutdown(); }
+  void Shutdown();
   void Wait() { rpc_->Wait(); }
+
+  // What a report carries now.
+  v1::ShardServerStatus Report() const;
+  // Sends one report to options.coordinator (FAILED_PRECONDITION without
+  // one; the RPC's error otherwise).
+  absl::Status ReportNow();
 
  private:
   ShardServer() = default;
+  void ReportLoop();
+
+  ShardServerOptions options_;
+  std::unique_ptr<v1::Coordinator::Stub> coordinator_;
+  absl::Mutex report_mu_;
+  absl::CondVar report_cv_;
+  bool stop_reports_ ABSL_GUARDED_BY(report_mu_) = false;
+  std::thread reporter_;
 
   std::unique_ptr<Metrics> metrics_;
   ShardMetrics shard_metrics_;

@@ -4,11 +4,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/checkpoint/checkpoint.h"
 #include "common/rpc/grpc_status.h"
+#include "common/shard/optimizer_config.h"
 #include "common/status/status_macros.h"
+#include "common/sync/int8_codec.h"
 
 namespace tandem {
 namespace shardserver {
@@ -22,7 +27,35 @@ double SecondsSince(std::chrono::steady_clock::time_point t) {
 
 const float* Floats(const v1::Tensor& t) { return reinterpret_cast<const float*>(t.data().data()); }
 
+// The int8 codec's chunk sizes the codec factory accepts (codec_factory.h).
+constexpr int kMinInt8Chunk = 256;
+constexpr int kMaxInt8Chunk = 2048;
+
 }  // namespace
+
+absl::Status CheckInt8Payload(const v1::Tensor& t, const v1::FlatRange& range, int int8_chunk,
+                              const char* what) {
+  if (int8_chunk < kMinInt8Chunk || int8_chunk > kMaxInt8Chunk) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " of [", range.begin(), ", ", range.end(),
+                                                   "): int8_chunk ", int8_chunk, " outside [",
+                                                   kMinInt8Chunk, ", ", kMaxInt8Chunk, "]"));
+  }
+  if (t.dtype() != v1::DTYPE_I8) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " of [", range.begin(), ", ", range.end(),
+                                                   "): int8_chunk set but dtype ",
+                                                   v1::DType_Name(t.dtype()),
+                                                   ", an int8 block is DTYPE_I8"));
+  }
+  const int64_t n = range.end() - range.begin();
+  const int64_t want = n <= 0 ? 0 : (n + int8_chunk - 1) / int8_chunk * 4 + n;
+  if (n < 0 || static_cast<int64_t>(t.data().size()) != want) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " of [", range.begin(), ", ", range.end(),
+                                                   "): ", t.data().size(),
+                                                   " bytes, an int8 block of it at ", int8_chunk,
+                                                   " values per scale has ", want));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status CheckF32Payload(const v1::Tensor& t, const v1::FlatRange& range, const char* what) {
   if (t.dtype() != v1::DTYPE_F32) {
@@ -106,9 +139,28 @@ absl::Status ShardService::Push(grpc::ServerReader<v1::GradientChunk>* reader,
                                 v1::PushGradientsResponse* response) {
   v1::GradientChunk msg;
   int64_t bytes = 0, chunks = 0, dups = 0;
+  // int8 pushes are dequantized here, then summed in fp32 like any push.
+  // One buffer per stream, grown to the largest chunk (not per message).
+  std::vector<float> decoded;
+  std::unique_ptr<sync::Codec> int8;
+  int int8_chunk = 0;
   while (reader->Read(&msg)) {
     RETURN_IF_ERROR(CheckJob(msg.job()));
-    RETURN_IF_ERROR(CheckF32Payload(msg.data(), msg.range(), "push"));
+    const float* values = nullptr;
+    if (msg.int8_chunk() != 0) {
+      RETURN_IF_ERROR(CheckInt8Payload(msg.data(), msg.range(), msg.int8_chunk(), "push"));
+      if (int8 == nullptr || int8_chunk != msg.int8_chunk()) {
+        int8_chunk = msg.int8_chunk();
+        int8 = sync::MakeInt8Codec({.chunk = int8_chunk});
+      }
+      const int64_t n = msg.range().end() - msg.range().begin();
+      if (static_cast<int64_t>(decoded.size()) < n) decoded.resize(n);
+      int8->Decode(reinterpret_cast<const uint8_t*>(msg.data().data().data()), n, decoded.data());
+      values = decoded.data();
+    } else {
+      RETURN_IF_ERROR(CheckF32Payload(msg.data(), msg.range(), "push"));
+      values = Floats(msg.data());
+    }
     PushHeader h;
     h.generation = msg.generation();
     h.step = msg.step();
@@ -118,7 +170,7 @@ absl::Status ShardService::Push(grpc::ServerReader<v1::GradientChunk>* reader,
     h.weight = msg.weight();
     h.learning_rate = msg.learning_rate();
     h.grad_scale = msg.grad_scale();
-    ASSIGN_OR_RETURN(PushOutcome o, store_->Push(h, Floats(msg.data()), h.hi - h.lo));
+    ASSIGN_OR_RETURN(PushOutcome o, store_->Push(h, values, h.hi - h.lo));
     bytes += msg.data().data().size();
     ++chunks;
     if (o == PushOutcome::kDuplicate) ++dups;
@@ -204,13 +256,55 @@ grpc::Status ShardService::PullParameters(grpc::ServerContext* context,
   return s;
 }
 
-grpc::Status ShardService::SaveShard(grpc::ServerContext* context, const v1::SaveShardRequest*,
-                                     v1::SaveShardResponse*) {
+absl::Status ShardService::Save(const v1::SaveShardRequest& r, v1::SaveShardResponse* response) {
+  RETURN_IF_ERROR(CheckJob(r.job()));
+  if (r.path().empty()) return absl::InvalidArgumentError("SaveShard: empty path");
+  const StoreInfo info = store_->info();
+  if (info.generation == 0) {
+    return absl::FailedPreconditionError(
+        "SaveShard: this shard server holds no parameters (never initialised, or restarted)");
+  }
+  if (r.total_params() < info.range.hi) {
+    return absl::InvalidArgumentError(absl::StrCat("SaveShard: total_params ", r.total_params(),
+                                                   " is below this server's range end ",
+                                                   info.range.hi));
+  }
+  // Copies out under the store's locks (a consistent step), writes after.
+  const int64_t n = info.range.size();
+  std::vector<float> params(n);
+  RETURN_IF_ERROR(store_->ReadParams(r.generation(), r.step(), info.range.lo, info.range.hi,
+                                     params.data()));
+  ASSIGN_OR_RETURN(std::unique_ptr<optim::Optimizer> probe,
+                   shard::BuildOptimizer(info.optimizer, optim::ParamRange{0, 0}));
+  std::vector<std::pair<std::string, std::vector<float>>> state;
+  for (const optim::StateBuffer& b : probe->state()) {
+    state.push_back({b.name, std::vector<float>(n)});
+    RETURN_IF_ERROR(store_->ReadState(r.generation(), r.step(), b.name, info.range.lo,
+                                      info.range.hi, state.back().second.data()));
+  }
+  checkpoint::CheckpointView v;
+  v.model_fingerprint = r.model_fingerprint();
+  v.step = r.step();
+  v.total_params = r.total_params();
+  v.range_lo = info.range.lo;
+  v.range_hi = info.range.hi;
+  v.params = absl::MakeConstSpan(params);
+  v.optimizer_name = probe->name();
+  for (const auto& [name, values] : state) v.optimizer_state.push_back({name, values});
+  for (const v1::SaveShardBlob& b : r.blobs()) v.blobs.push_back({b.name(), b.data()});
+  RETURN_IF_ERROR(checkpoint::WriteCheckpoint(r.path(), v));
+  response->set_path(r.path());
+  response->mutable_range()->set_begin(info.range.lo);
+  response->mutable_range()->set_end(info.range.hi);
+  response->set_bytes(static_cast<int64_t>(1 + state.size()) * n * int64_t{sizeof(float)});
+  return absl::OkStatus();
+}
+
+grpc::Status ShardService::SaveShard(grpc::ServerContext* context,
+                                     const v1::SaveShardRequest* request,
+                                     v1::SaveShardResponse* response) {
   if (grpc::Status auth = CheckCallToken(*context, auth_token_); !auth.ok()) return auth;
-  return ToGrpcStatus(absl::UnimplementedError(
-      "SaveShard: not implemented; checkpoints of ps / hybrid jobs are written by the "
-      "workers, with the servers' optimizer state fetched through PullParameters "
-      "(state_name)"));
+  return ToGrpcStatus(Save(*request, response));
 }
 
 }  // namespace shardserver

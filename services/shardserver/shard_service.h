@@ -10,8 +10,13 @@
 //
 // Thread-safe. The store and metrics are borrowed (metrics may be null).
 // Errors per call: the store's (see range_store.h); INVALID_ARGUMENT for a
-// payload whose dtype or byte count does not match its range, a request for
-// another job, or a bad pull size; UNIMPLEMENTED for a bf16 pull.
+// payload whose dtype or byte count does not match its range (pushes: fp32,
+// or with int8_chunk an int8 codec block, dequantized here and summed in
+// fp32), a request for
+// another job, or a bad pull size; UNIMPLEMENTED for a bf16 pull. SaveShard
+// writes this server's range (params + optimizer state) as a checkpoint
+// shard file at the request's path (the server needs the checkpoint
+// directory on its file system).
 #ifndef TANDEM_SERVICES_SHARDSERVER_SHARD_SERVICE_H_
 #define TANDEM_SERVICES_SHARDSERVER_SHARD_SERVICE_H_
 
@@ -50,6 +55,7 @@ class ShardService final : public v1::ShardServer::Service {
                     v1::PushGradientsResponse* response);
   absl::Status Pull(grpc::ServerContext* context, const v1::PullParametersRequest& request,
                     grpc::ServerWriter<v1::ParameterChunk>* writer);
+  absl::Status Save(const v1::SaveShardRequest& request, v1::SaveShardResponse* response);
   absl::Status CheckJob(const v1::JobRef& job) const;
 
   RangeStore* const store_;
@@ -57,6 +63,10 @@ class ShardService final : public v1::ShardServer::Service {
   const ShardMetrics* const metrics_;
 };
 
+// Checks an int8 push: int8_chunk in the codec's range, dtype I8 and
+// exactly the block's bytes for (end - begin) values.
+absl::Status CheckInt8Payload(const v1::Tensor& t, const v1::FlatRange& range, int int8_chunk,
+                              const char* what);
 // Checks a payload: dtype F32 and exactly (end - begin) floats.
 absl::Status CheckF32Payload(const v1::Tensor& t, const v1::FlatRange& range, const char* what);
 

@@ -2,12 +2,15 @@
 // init, two workers pushing every chunk on their own streams, a pull that
 // waits for the step, refusals arriving as the store's codes, retries
 // acknowledged, and the metrics counting bytes and steps.
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
 #include "common/shard/shard_client.h"
 #include "common/shard/shard_layout.h"
+#include "common/checkpoint/checkpoint.h"
 #include "common/rpc/auth.h"
+#include "common/sync/int8_codec.h"
 #include "gtest/gtest.h"
 #include "services/shardserver/shard_server.h"
 
@@ -153,6 +156,118 @@ TEST(ShardService, RefusalsArriveAsTheirCodes) {
   std::vector<float> out(kN, 0.f);
   ASSERT_TRUE(f.client->Pull(5, 0, 0, kN, out.data()).ok());
   EXPECT_EQ(out, params);
+}
+
+// hybrid's compress=int8: an int8 block is dequantized and summed in fp32;
+// a push with an int8 chunk the codec does not take is refused, nothing
+// applied (the step is then completed by the good push).
+TEST(ShardService, Int8PushesAreDequantizedAndSummedInFp32) {
+  Fixture f = Start();
+  std::vector<float> params(kN, 2.f);
+  ASSERT_TRUE(f.client->Init(Init(1), params.data()).ok());
+  constexpr int kChunk = 256;
+  std::unique_ptr<sync::Codec> codec = sync::MakeInt8Codec({.chunk = kChunk});
+  std::vector<float> grads(kN);
+  for (int64_t i = 0; i < kN; ++i) grads[i] = 0.001f * static_cast<float>(i % 97) - 0.03f;
+  shard::PushHeader h = Header(0);
+  h.int8_chunk = kChunk;
+
+  std::unique_ptr<shard::PushStream> s = f.client->NewPushStream();
+  std::vector<std::vector<uint8_t>> blocks;
+  std::vector<float> decoded(kN);
+  for (const shard::Chunk& c : f.layout.chunks()) {
+    blocks.emplace_back(codec->MaxEncodedBytes(c.size()));
+    ASSERT_EQ(static_cast<int64_t>(blocks.back().size()), shard::Int8BlockBytes(c.size(), kChunk));
+    codec->Encode(grads.data() + c.lo, c.size(), {}, blocks.back().data());
+    codec->Decode(blocks.back().data(), c.size(), decoded.data() + c.lo);
+  }
+  shard::PushHeader bad = h;
+  bad.int8_chunk = 100;  // outside the codec's range
+  ASSERT_TRUE(s->Open(bad).ok());
+  absl::Status w = s->Write(f.layout.chunk(0), blocks[0].data());
+  absl::StatusOr<v1::PushGradientsResponse> refused =
+      w.ok() ? s->Finish() : absl::StatusOr<v1::PushGradientsResponse>(w);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
+  EXPECT_NE(refused.status().message().find("int8_chunk 100"), std::string::npos)
+      << refused.status();
+
+  ASSERT_TRUE(s->Open(h).ok());
+  for (int c = 0; c < f.layout.num_chunks(); ++c) {
+    ASSERT_TRUE(s->Write(f.layout.chunk(c), blocks[c].data()).ok());
+  }
+  absl::StatusOr<v1::PushGradientsResponse> ok = s->Finish();
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  int64_t block_bytes = 0;
+  for (const auto& b : blocks) block_bytes += b.size();
+  EXPECT_EQ(ok->bytes_received(), block_bytes);
+  EXPECT_LT(block_bytes, kN * 4 / 3);
+  std::vector<float> pulled(kN);
+  ASSERT_TRUE(f.client->Pull(5, 1, 0, kN, pulled.data()).ok());
+  for (int64_t i = 0; i < kN; ++i) {
+    ASSERT_EQ(pulled[i], 2.f - 0.5f * decoded[i]) << i;  // SGD, lr 0.5, world 1
+  }
+}
+
+// SaveShard: the server writes its range (master weights and optimizer
+// state of the step) as a checkpoint shard that ReadCheckpoint reads back;
+// a step the server is not at is refused and nothing is written.
+TEST(ShardService, SaveShardWritesTheRangeAsACheckpointShard) {
+  Fixture f = Start();
+  std::vector<float> params(kN, 2.f);
+  shard::ShardInit init = Init(1);
+  init.range = {0, kN};
+  init.optimizer.set_momentum(0.9);
+  ASSERT_TRUE(f.client->Init(init, params.data()).ok());
+  std::vector<float> grads(kN);
+  for (int64_t i = 0; i < kN; ++i) grads[i] = 0.01f * static_cast<float>(i % 13);
+  std::unique_ptr<shard::PushStream> s = f.client->NewPushStream();
+  ASSERT_TRUE(s->Open(Header(0)).ok());
+  for (const shard::Chunk& c : f.layout.chunks()) {
+    ASSERT_TRUE(s->Write(c, grads.data() + c.lo).ok());
+  }
+  ASSERT_TRUE(s->Finish().ok());
+  std::vector<float> pulled(kN);
+  ASSERT_TRUE(f.client->Pull(5, 1, 0, kN, pulled.data()).ok());
+
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(tmp != nullptr ? tmp : "/tmp") + "/save-shard.tckpt";
+  v1::SaveShardRequest r;
+  r.set_generation(5);
+  r.set_step(2);  // not applied
+  r.set_path(path);
+  r.set_model_fingerprint(77);
+  r.set_total_params(2 * kN);
+  absl::StatusOr<v1::SaveShardResponse> refused = f.client->Save(r);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_TRUE(checkpoint::ReadCheckpoint(path, {}).status().code() == absl::StatusCode::kNotFound);
+
+  r.set_step(1);
+  v1::SaveShardBlob* blob = r.add_blobs();
+  blob->set_name("data_cursor");
+  blob->set_data("cursor-bytes");
+  absl::StatusOr<v1::SaveShardResponse> saved = f.client->Save(r);
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_EQ(saved->range().end(), kN);
+  absl::StatusOr<checkpoint::Checkpoint> c = checkpoint::ReadCheckpoint(path, {});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->step, 1);
+  EXPECT_EQ(c->model_fingerprint, 77u);
+  EXPECT_EQ(c->total_params, 2 * kN);
+  EXPECT_EQ(c->range_lo, 0);
+  EXPECT_EQ(c->range_hi, kN);
+  EXPECT_EQ(c->params, pulled);
+  EXPECT_EQ(c->optimizer_name, "sgd");
+  const std::vector<float>* momentum = c->FindOptimizerState("momentum_buffer");
+  ASSERT_NE(momentum, nullptr);
+  // SGD with momentum, first step: the buffer is the gradient (world 1).
+  for (int64_t i = 0; i < kN; ++i) ASSERT_FLOAT_EQ((*momentum)[i], grads[i]) << i;
+  const std::string* cursor = c->FindBlob("data_cursor");
+  ASSERT_NE(cursor, nullptr);
+  EXPECT_EQ(*cursor, "cursor-bytes");
+
+  // A server that was never initialised has nothing to save.
+  Fixture empty = Start();
+  EXPECT_EQ(empty.client->Save(r).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

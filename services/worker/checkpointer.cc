@@ -1,5 +1,7 @@
 #include "services/worker/checkpointer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -12,6 +14,7 @@
 #include "common/io/file.h"
 #include "common/log/log.h"
 #include "common/status/status_macros.h"
+#include "common/sync/server_side_checkpoint.h"
 #include "proto/dataserver.pb.h"
 
 namespace tandem {
@@ -242,6 +245,14 @@ absl::StatusOr<std::string> Checkpointer::Write(Generation& g, TrainingState* st
       absl::StrFormat("%s/step-%08d.tckpt", o_.dir, static_cast<long long>(state->step));
   bool i_write = false;
   for (const checkpoint::ShardWriter& w : *writers) i_write = i_write || w.rank == rank;
+  // ps / hybrid: the shard servers write their ranges (parameters and
+  // optimizer state) themselves, rank 0 the manifest naming them.
+  auto* on_servers = dynamic_cast<sync::ServerSideCheckpoint*>(g.sync.get());
+  if (on_servers != nullptr && !on_servers->CanSaveOnServers()) on_servers = nullptr;
+  if (on_servers != nullptr) {
+    on_servers->ExpectServerSave();
+    i_write = false;
+  }
 
   v1::DataCursor dc;
   dc.set_epoch(state->cursor.epoch);
@@ -298,8 +309,47 @@ absl::StatusOr<std::string> Checkpointer::Write(Generation& g, TrainingState* st
   }
   int64_t committed = 1;
   absl::Status commit;
-  const std::string path = single ? single_path : manifest;
-  if (rank == 0) {
+  const std::string path = single && on_servers == nullptr ? single_path : manifest;
+  if (rank == 0 && on_servers != nullptr) {
+    commit = [&]() -> absl::Status {
+      RETURN_IF_ERROR(MakeDirectories(o_.dir));
+      sync::ServerSaveRequest req;
+      // The servers run elsewhere (another working directory, maybe another
+      // machine with the same mount): give them an absolute path.
+      req.dir = o_.dir;
+      if (!req.dir.empty() && req.dir[0] != '/') {
+        char cwd[4096];
+        if (getcwd(cwd, sizeof(cwd)) != nullptr) req.dir = absl::StrCat(cwd, "/", o_.dir);
+      }
+      req.step = state->step;
+      req.model_fingerprint = o_.fingerprint;
+      for (const optim::StateBuffer& b : g.sync->extra_state()) {
+        req.blobs.push_back({BlobName(b), std::string(reinterpret_cast<const char*>(b.data.data()),
+                                                      b.data.size() * sizeof(float))});
+      }
+      req.blobs.push_back({"data_cursor", dc.SerializeAsString()});
+      req.blobs.push_back({"model_spec", o_.model_text});
+      if (!state->loss_scaler.empty()) req.blobs.push_back({"loss_scaler", state->loss_scaler});
+      ASSIGN_OR_RETURN(std::vector<sync::SavedShard> shards, on_servers->SaveOnServers(req));
+      checkpoint::Manifest m;
+      m.model_fingerprint = o_.fingerprint;
+      m.step = state->step;
+      m.total_params = n;
+      m.world_size = world;
+      m.strategy = g.sync->name();
+      m.optimizer_name = g.sync->optimizer() != nullptr ? g.sync->optimizer()->name() : "";
+      for (const sync::SavedShard& sh : shards) m.shards.push_back({sh.lo, sh.hi, sh.file});
+      RETURN_IF_ERROR(checkpoint::WriteManifest(manifest, m));
+      v1::CheckpointRecord record;
+      record.set_step(state->step);
+      record.set_path(manifest);
+      *record.mutable_cursor() = dc;
+      record.set_world_size(world);
+      record.set_unix_millis(absl::ToUnixMillis(absl::Now()));
+      return client_->CommitCheckpoint(record);
+    }();
+    committed = commit.ok() ? 1 : -static_cast<int64_t>(commit.code());
+  } else if (rank == 0) {
     commit = [&]() -> absl::Status {
       if (!single) {
         checkpoint::Manifest m;

@@ -20,7 +20,11 @@
 // <dir>/step-<N>.shard-<r>-of-<W>.tckpt, then, once every rank reports its
 // shard on disk, rank 0 writes <dir>/step-<N>.manifest last and commits
 // that. Sharded checkpoints written by several nodes need a checkpoint dir
-// all of them share (rank 0 reads every shard on restore).
+// all of them share (rank 0 reads every shard on restore). ps / hybrid
+// (sync::ServerSideCheckpoint, once the servers hold the generation): the
+// shard servers write one shard each (<dir>/step-<N>.shard-<s>-of-<S>.tckpt,
+// server s, with rank 0's blobs in the one at 0) and rank 0 the manifest;
+// no rank writes parameters and the servers' state is not fetched.
 //
 //   Checkpointer ck(options, backend, model, client);
 //   ASSIGN_OR_RETURN(bool resumed, ck.Restore(g, &state));

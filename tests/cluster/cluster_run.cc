@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint/checkpoint.h"
+#include "common/checkpoint/sharded_checkpoint.h"
 #include "gtest/gtest.h"
 #include "tools/tandem/process.h"
 
@@ -56,7 +57,13 @@ std::string LastCheckpoint(const std::string& run_dir) {
   std::vector<std::string> names;
   if (DIR* d = opendir(dir.c_str())) {
     while (dirent* e = readdir(d)) {
-      if (absl::EndsWith(e->d_name, ".tckpt")) names.push_back(e->d_name);
+      // Whole files and manifests (sharded: ZeRO's, or the shard servers'
+      // for ps / hybrid), not the shard files a manifest names.
+      const std::string name = e->d_name;
+      if ((absl::EndsWith(name, ".tckpt") && !absl::StrContains(name, ".shard-")) ||
+          absl::EndsWith(name, ".manifest")) {
+        names.push_back(name);
+      }
     }
     closedir(d);
   }
@@ -100,7 +107,7 @@ std::vector<float> FinalParams(const std::string& run_dir) {
   const std::string path = LastCheckpoint(run_dir);
   EXPECT_FALSE(path.empty()) << "no checkpoint in " << run_dir;
   if (path.empty()) return {};
-  auto c = checkpoint::ReadCheckpoint(path, {});
+  auto c = checkpoint::ReadWholeCheckpoint(path, {});
   EXPECT_TRUE(c.ok()) << c.status();
   if (!c.ok()) return {};
   EXPECT_EQ(c->step, kSteps) << path;

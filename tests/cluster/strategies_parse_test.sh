@@ -37,6 +37,11 @@ check("registered", reg, [("allreduce", ["bucket_cap_mb", "hier"]), ("zero1", []
 check("variants", [v[0] for v in s.variants(reg)], ["allreduce hier=0", "allreduce hier=1", "zero1"])
 check("variants without hier", [v[0] for v in s.variants([("allreduce", ["bucket_cap_mb"])])],
       ["allreduce"])
+check("hybrid variants", s.variants([("hybrid", ["chunk_mb", "compress"])]),
+      [("hybrid", "hybrid", ""), ("hybrid int8+EF", "hybrid", "compress=int8")])
+check("hybrid with apply", [v[0] for v in s.variants([("hybrid", ["apply", "compress"])])],
+      ["hybrid", "hybrid int8+EF", "hybrid apply=chunk", "hybrid int8+EF apply=chunk"])
+check("hybrid without compress", [v[0] for v in s.variants([("hybrid", ["chunk_mb"])])], ["hybrid"])
 out = "\n".join([
     "network: 2 node(s) in a private network namespace, each node's link 1gbit (htb on lo)",
     "step 10/40 epoch 1 loss 1.9 lr 0.1 samples/s 2446 ms/step 26.2 data-wait 1.6% world 4 eta 0:00:01",

@@ -64,6 +64,15 @@ def variants(strategies):
             out.append(("allreduce hier=1", name, "hier=1"))
         elif name == "compressed":
             out.extend((label, name, opt) for label, opt in COMPRESSED)
+        elif name == "hybrid" and "compress" in keys:
+            # Issue 12's row (fp32 pushes) and issue 13 item 5 (int8 pushes);
+            # apply=chunk lets each chunk's pull overlap the other chunks'
+            # pushes (apply=step: all pushes, then all pulls).
+            out.append(("hybrid", name, ""))
+            out.append(("hybrid int8+EF", name, "compress=int8"))
+            if "apply" in keys:
+                out.append(("hybrid apply=chunk", name, "apply=chunk"))
+                out.append(("hybrid int8+EF apply=chunk", name, "compress=int8,apply=chunk"))
         else:
             out.append((name, name, ""))
     return out
@@ -211,6 +220,7 @@ def main():
         json.dump({"meta": meta, "results": results}, f, indent=1)
     print_table(meta, results)
     print_compression_checks(meta, results)
+    print_hybrid_checks(meta, results)
     chart(a.out, meta, results, rates, ["%dx%d" % l for l in layouts])
 
 
@@ -233,12 +243,12 @@ def print_table(meta, results):
     print("network: " + meta["network"])
     print("layout = nodes x workers per node; link bytes = bytes that left all nodes for other nodes "
           "(tc class counters) / steps; (x) = ratio to %s" % meta["baseline"])
-    cols = "%-18s %-8s %-6s %16s %18s %22s %16s %26s"
+    cols = "%-26s %-8s %-6s %16s %18s %22s %16s %26s"
     print(cols % ("strategy", "link", "layout", "step ms (x)", "samples/s (x)", "link bytes/step (x)",
                   "test acc (x)", "MiB/worker (p/g/opt/stg)"))
     for r in results:
         if not r["ok"]:
-            print("%-18s %-8s %-6s FAILED: %s" % (r["variant"], r["rate"], r["layout"], r["error"]))
+            print("%-26s %-8s %-6s FAILED: %s" % (r["variant"], r["rate"], r["layout"], r["error"]))
             continue
         print(cols % (r["variant"], r["rate"], r["layout"],
                       "%s (%s)" % (fmt(r["step_ms"], "%.1f"), fmt(r["step_ms_vs_ring"], "%.2f")),
@@ -271,6 +281,27 @@ def print_compression_checks(meta, results):
         print("  %-20s %-8s %-5s speed-up %s, accuracy %s points %s" % (
             r["variant"], r["rate"], r["layout"], fmt(speed, "%.2fx"), fmt(points, "%+.2f"),
             "; ".join(verdict)))
+
+
+def print_hybrid_checks(meta, results):
+    """Issue 12's target: hybrid step time against the flat ring (>= 1.6x
+    faster at 1 Gbit/s on 2x2 with 2 servers) and against the hierarchical
+    ring; hybrid int8+EF (issue 13 item 5) beside it."""
+    rows = [r for r in results if r["variant"].startswith("hybrid") and r["ok"]]
+    if not rows:
+        return
+    ring = {(r["rate"], r["layout"]): r for r in results if r["variant"] == "allreduce hier=0" and r["ok"]}
+    hier = {(r["rate"], r["layout"]): r for r in results if r["variant"] == "allreduce hier=1" and r["ok"]}
+    print("hybrid (issue 12): speed-up = ring step ms / hybrid step ms")
+    for r in rows:
+        key = (r["rate"], r["layout"])
+        vs_flat = ring[key]["step_ms"] / r["step_ms"] if key in ring and r.get("step_ms") else None
+        vs_hier = hier[key]["step_ms"] / r["step_ms"] if key in hier and r.get("step_ms") else None
+        verdict = ""
+        if r["rate"] == "1gbit" and vs_flat is not None:
+            verdict = "flat-ring target >= 1.6x %s" % ("ok" if vs_flat >= 1.6 else "BELOW")
+        print("  %-26s %-8s %-5s vs flat ring %s, vs hierarchical ring %s %s" % (
+            r["variant"], r["rate"], r["layout"], fmt(vs_flat, "%.2fx"), fmt(vs_hier, "%.2fx"), verdict))
 
 
 def chart(out_dir, meta, results, rates, layouts):

@@ -8,7 +8,12 @@
 # lists the hier key; a strategy that fails is reported and the rest go on.
 # `compressed` runs as three variants (issue 13): "compressed int8+EF",
 # "compressed topk+EF" (k=0.01) and "compressed fp16" (ef=0), with the
-# speed-up and accuracy checks printed after the table. The issue's run:
+# speed-up and accuracy checks printed after the table; `hybrid` runs as
+# "hybrid" (fp32 pushes) and "hybrid int8+EF" (compress=int8), with its
+# speed-up against the flat and hierarchical rings printed (issue 12:
+#   sudo tools/bench/strategies.sh --layouts 2x2 --rates 1gbit --no-accuracy \
+#     --only "allreduce hier=0,allreduce hier=1,hybrid,hybrid int8+EF").
+# Issue 13's run:
 #   sudo tools/bench/strategies.sh --layouts 2x2 --rates 1gbit,100mbit --epochs 2 \
 #     --only "allreduce hier=0,compressed int8+EF,compressed topk+EF,compressed fp16"
 # Writes OUT/strategies.json and OUT/strategies.png (python3-matplotlib).
@@ -34,7 +39,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --out) out="$2"; shift 2 ;;
     --out=*) out="${1#--out=}"; shift ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) args+=("$1"); shift ;;
   esac
 done

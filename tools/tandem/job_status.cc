@@ -55,6 +55,17 @@ std::vector<v1::LostWorker> JobWatch::NewlyLost(absl::Duration timeout) {
   return out;
 }
 
+namespace {
+
+std::string HumanBytes(int64_t b) {
+  if (b >= int64_t{1} << 30) return absl::StrFormat("%.2f GiB", b / 1073741824.0);
+  if (b >= int64_t{1} << 20) return absl::StrFormat("%.2f MiB", b / 1048576.0);
+  if (b >= int64_t{1} << 10) return absl::StrFormat("%.2f KiB", b / 1024.0);
+  return absl::StrCat(b, " B");
+}
+
+}  // namespace
+
 std::string FormatJobStatus(const v1::GetJobStatusResponse& s) {
   std::string out = absl::StrCat(
       "state ", v1::GetJobStatusResponse::State_Name(s.state()), "  generation ", s.generation(),
@@ -80,6 +91,19 @@ std::string FormatJobStatus(const v1::GetJobStatusResponse& s) {
                       w.endpoint().metrics_port(), "/metrics");
     }
     absl::StrAppend(&out, "\n");
+  }
+  if (s.shard_servers_size() > 0) {
+    absl::StrAppend(&out, "shard servers: ", s.shard_servers_size(), "\n");
+  }
+  for (const v1::ShardServerStatus& v : s.shard_servers()) {
+    std::string ranges;
+    for (const v1::FlatRange& r : v.ranges()) {
+      absl::StrAppend(&ranges, ranges.empty() ? "" : " ", "[", r.begin(), ", ", r.end(), ")");
+    }
+    absl::StrAppend(&out, "  ", v.server_id(), "  ", v.address(), "  ranges ",
+                    ranges.empty() ? "none (not initialised)" : ranges, "  served ",
+                    HumanBytes(v.bytes_served()), "  steps applied ", v.steps_applied(),
+                    "  at step ", v.step(), " (generation ", v.generation(), ")\n");
   }
   return out;
 }

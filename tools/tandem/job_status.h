@@ -31,7 +31,8 @@ absl::StatusOr<v1::GetJobStatusResponse> FetchJobStatus(const std::string& targe
 
 // Several lines: state, generation, world size, restarts, the last committed
 // checkpoint, the coordinator's message, then one line per worker (rank, id,
-// step, epoch, loss, samples/s, metrics address).
+// step, epoch, loss, samples/s, metrics address), then one line per shard
+// server that reported (id, address, ranges, bytes served, steps applied).
 std::string FormatJobStatus(const v1::GetJobStatusResponse& status);
 
 // A supervisor's view of the coordinator (`tandem local`): polls its job

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "services/coordinator/coordinator_server.h"
+#include "services/shardserver/shard_server.h"
 
 namespace tandem {
 namespace cli {
@@ -57,6 +58,72 @@ TEST(JobStatusTest, FormatsWorkersAndCheckpoint) {
   EXPECT_TRUE(absl::StrContains(text, "worker-3")) << text;
   EXPECT_TRUE(absl::StrContains(text, "loss 0.2500")) << text;
   EXPECT_TRUE(absl::StrContains(text, "http://127.0.0.1:9123/metrics")) << text;
+  EXPECT_FALSE(absl::StrContains(text, "shard servers")) << text;
+  v1::ShardServerStatus* v = s.add_shard_servers();
+  v->set_server_id("shard1");
+  v->set_address("10.0.0.2:7201");
+  v->add_ranges()->set_end(1000);
+  v->set_bytes_served(3 << 20);
+  v->set_steps_applied(42);
+  v->set_step(42);
+  v->set_generation(3);
+  const std::string with_servers = FormatJobStatus(s);
+  EXPECT_TRUE(absl::StrContains(with_servers,
+                                "  shard1  10.0.0.2:7201  ranges [0, 1000)  served 3.00 MiB  "
+                                "steps applied 42  at step 42 (generation 3)"))
+      << with_servers;
+}
+
+// A shard server given --coordinator reports itself; `tandem status`
+// lists it with its ranges and bytes served.
+TEST(JobStatusTest, ListsShardServersThatReported) {
+  CoordinatorServerOptions o;
+  o.coordinator.job_id = "status-test";
+  o.run_liveness_thread = false;
+  auto coordinator = CoordinatorServer::Start(o);
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  const std::string target = absl::StrCat("127.0.0.1:", (*coordinator)->port());
+  shardserver::ShardServerOptions so;
+  so.server_id = "shard0";
+  so.coordinator = target;
+  so.job_id = "status-test";
+  so.report_period = absl::ZeroDuration();  // reports by hand
+  auto server = shardserver::ShardServer::Start(so);
+  ASSERT_TRUE(server.ok()) << server.status();
+  // Not initialised yet: listed without ranges.
+  ASSERT_TRUE((*server)->ReportNow().ok());
+  auto s = FetchJobStatus(target, "status-test", absl::Seconds(10));
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->shard_servers_size(), 1);
+  EXPECT_EQ(s->shard_servers(0).address(), (*server)->address());
+  std::string text = FormatJobStatus(*s);
+  EXPECT_TRUE(absl::StrContains(text, "shard servers: 1")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "shard0  " + (*server)->address() +
+                                          "  ranges none (not initialised)  served 0 B"))
+      << text;
+
+  // Given a range and a served push, the next report says so.
+  shardserver::InitConfig c;
+  c.job_id = "status-test";
+  c.generation = 1;
+  c.range = {100, 612};
+  c.chunk_elements = 256;
+  c.world_size = 1;
+  c.optimizer.set_name("sgd");
+  auto init = (*server)->store()->BeginInit(c);
+  ASSERT_TRUE(init.ok()) << init.status();
+  std::vector<float> params(512, 1.f);
+  ASSERT_TRUE((*init)->Fill(100, params.data(), 512).ok());
+  ASSERT_TRUE((*server)->store()->CommitInit(std::move(*init)).ok());
+  ASSERT_TRUE((*server)->ReportNow().ok());
+  s = FetchJobStatus(target, "status-test", absl::Seconds(10));
+  ASSERT_TRUE(s.ok()) << s.status();
+  text = FormatJobStatus(*s);
+  EXPECT_TRUE(absl::StrContains(text, "ranges [100, 612)  served 0 B  steps applied 0  at step 0 "
+                                      "(generation 1)"))
+      << text;
+  (*server)->Shutdown();
+  (*coordinator)->Shutdown();
 }
 
 TEST(JobStatusTest, NoCoordinatorIsAnErrorNamingTheAddress) {

@@ -558,7 +558,9 @@ absl::Status Runner::Run() {
       ASSIGN_OR_RETURN(Child * c,
                        Spawn(absl::StrCat("shard-", s),
                              {shard_bin, "--bind=" + host, "--port=0", "--port_file=" + port_file,
-                              "--metrics_port=0", absl::StrCat("--server_id=shard-", s)},
+                              "--metrics_port=0", absl::StrCat("--server_id=shard-", s),
+                              // Reports its ranges and bytes for `tandem status`.
+                              "--coordinator=" + coordinator_address_, "--job_id=" + o_.job_id},
                              false));
       servers.push_back(c);
       started.push_back({c, host});
