@@ -161,6 +161,10 @@ void BatchStream::Pack(int index) {
       status = dataset_->ReadSample(id, fp + k * fb, lp + k * label_bytes_);
     }
   }
+  if (options_.read_delay > absl::ZeroDuration()) {
+    const absl::Duration left = options_.read_delay - (absl::Now() - start);
+    if (left > absl::ZeroDuration()) absl::SleepFor(left);
+  }
   if (options_.metrics != nullptr) {
     options_.metrics->decode_seconds->Increment(
         absl::ToDoubleSeconds(absl::Now() - start));

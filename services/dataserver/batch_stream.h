@@ -37,6 +37,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/data/sampler.h"
 #include "proto/dataserver.pb.h"
 #include "services/dataserver/dataset.h"
@@ -49,6 +50,10 @@ namespace dataserver {
 struct BatchStreamOptions {
   int prefetch_depth = 4;                // batches packed ahead, >= 1
   const ServerMetrics* metrics = nullptr;  // optional
+  // Simulated slow storage: packing a batch takes at least this long (the
+  // decode thread waits out the rest). Fault injection for data-bound
+  // tests and demos; zero = off.
+  absl::Duration read_delay = absl::ZeroDuration();
 };
 
 // The sampler configuration a request describes (dataset size from `ds`).

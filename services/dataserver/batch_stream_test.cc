@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 
 namespace tandem {
@@ -91,6 +93,29 @@ std::vector<Received> Pull(const Dataset& ds, const v1::StreamBatchesRequest& re
     (*stream)->Release();
   }
   return out;
+}
+
+// Simulated slow storage: one decode thread packing 6 batches takes at
+// least 6 read delays, and the batches are the same as without it.
+TEST(BatchStreamTest, ReadDelaySlowsEveryBatchAndChangesNothingElse) {
+  FakeDataset ds(100);
+  ThreadPool pool(1);
+  const v1::StreamBatchesRequest req = Request(10, 0, 1);
+  auto stream = BatchStream::Create(&ds, req, &pool,
+                                    {.prefetch_depth = 2, .read_delay = absl::Milliseconds(20)});
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  const absl::Time start = absl::Now();
+  std::vector<std::vector<int64_t>> slow;
+  for (int k = 0; k < 6; ++k) {
+    auto b = (*stream)->Next();
+    ASSERT_TRUE(b.ok()) << b.status();
+    slow.push_back({(*b)->sample_ids().begin(), (*b)->sample_ids().end()});
+    (*stream)->Release();
+  }
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(6 * 20));
+  const std::vector<Received> fast = Pull(ds, req, &pool, 6);
+  ASSERT_EQ(fast.size(), 6u);
+  for (int k = 0; k < 6; ++k) EXPECT_EQ(slow[k], fast[k].ids) << k;
 }
 
 TEST(BatchStreamTest, ExactlyOncePerEpochAcrossWorldSizes) {

@@ -89,6 +89,7 @@ absl::Status DataService::Stream(grpc::ServerContext* context,
   }
   BatchStreamOptions stream_options;
   stream_options.prefetch_depth = options_.prefetch_depth;
+  stream_options.read_delay = options_.read_delay;
   stream_options.metrics = metrics_ ? &*metrics_ : nullptr;
   ASSIGN_OR_RETURN(auto stream, BatchStream::Create(it->second.get(), request,
                                                     &pool_, stream_options));

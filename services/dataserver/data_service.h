@@ -36,6 +36,8 @@ struct DataServiceOptions {
   int prefetch_depth = 4;   // batches packed ahead per stream
   int decode_threads = 4;   // shared packing threads
   int max_streams = 256;    // concurrent StreamBatches calls
+  // Simulated slow storage (BatchStreamOptions::read_delay); zero = off.
+  absl::Duration read_delay = absl::ZeroDuration();
   // The job's token every call must carry (common/rpc/auth.h); "" = none.
   std::string auth_token;
 };

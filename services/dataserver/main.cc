@@ -28,6 +28,8 @@ ABSL_FLAG(int, metrics_port, -1, "Prometheus /metrics port; 0 = free, -1 = off")
 ABSL_FLAG(int, prefetch_depth, 4, "batches packed ahead per stream");
 ABSL_FLAG(int, decode_threads, 4, "threads reading and packing batches");
 ABSL_FLAG(int, max_streams, 256, "concurrent streams allowed");
+ABSL_FLAG(double, simulate_slow_data_ms, 0,
+          "simulated slow storage: each batch takes at least this many ms to read (0 = off)");
 ABSL_FLAG(std::string, port_file, "", "if set, the bound port is written here");
 ABSL_FLAG(std::string, token_file, "",
           "file with the job's token every RPC must carry (empty: $TANDEM_TOKEN, else none)");
@@ -56,6 +58,11 @@ int main(int argc, char** argv) {
   options.service.prefetch_depth = absl::GetFlag(FLAGS_prefetch_depth);
   options.service.decode_threads = absl::GetFlag(FLAGS_decode_threads);
   options.service.max_streams = absl::GetFlag(FLAGS_max_streams);
+  if (!(absl::GetFlag(FLAGS_simulate_slow_data_ms) >= 0)) {
+    std::fprintf(stderr, "dataserver: --simulate_slow_data_ms must be >= 0\n");
+    return 1;
+  }
+  options.service.read_delay = absl::Milliseconds(absl::GetFlag(FLAGS_simulate_slow_data_ms));
   absl::StatusOr<std::string> token = tandem::LoadAuthToken(absl::GetFlag(FLAGS_token_file));
   if (!token.ok()) {
     std::fprintf(stderr, "dataserver: %s\n", std::string(token.status().message()).c_str());

@@ -2,8 +2,10 @@
 // purpose, each for its own reason, from the metrics the processes leave in
 // the run directory; `tandem doctor --run_dir` reads the same files later.
 //
-//  - data-bound: a tiny model (mlp:784,10: ~0.1 ms of compute per step) at
-//    batch 256 fed by one data-server decode thread: workers wait for
+//  - data-bound: a tiny model (mlp:784,10: under 1 ms of compute per step)
+//    at batch 256 fed by one data-server decode thread on simulated slow
+//    storage (4 ms per batch read, --simulate_slow_data_ms; without it a
+//    fast machine decodes faster than the workers train): workers wait for
 //    batches, and the wait inside the allreduce is waiting for the starved
 //    peer, not for the 31 KB of gradients;
 //  - communication-bound: mlp:784,1024,1024,10 (7.1 MiB of gradients) on two
@@ -26,7 +28,8 @@ namespace {
 TEST(DoctorE2eTest, StarvedWorkersAreDataBound) {
   const std::string run_dir = TmpPath("data_bound");
   TandemRun r = RunTandem({"local", "--workers=2", "--model=mlp:784,10", "--batch_size=256",
-                           "--max_steps=120", "--decode_threads=1", "--log_every=1000",
+                           "--max_steps=120", "--decode_threads=1", "--simulate_slow_data_ms=4",
+                           "--log_every=1000",
                            "--checkpoint_every=0", "--doctor", "--run_dir=" + run_dir});
   ASSERT_EQ(r.exit_code, 0) << r.stdout_text << r.stderr_text;
   EXPECT_TRUE(absl::StrContains(r.stdout_text, "verdict: data-bound")) << r.stdout_text;

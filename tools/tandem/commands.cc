@@ -120,6 +120,8 @@ FlagTable LocalFlags(LocalOptions* o) {
   t.String("backend", &o->backend, "cpu or cuda (worker i uses GPU i).");
   t.Int("log_every", &o->log_every, "Steps between rank 0's progress lines.");
   t.Bool("profile", &o->profile, "Workers print a per-step time breakdown line.");
+  t.Double("simulate_slow_data_ms", &o->simulate_slow_data_ms,
+           "Simulated slow storage: the data server takes at least this many ms per batch (0 = off).");
   t.Int("decode_threads", &o->decode_threads,
         "The data server's threads reading and packing batches (more if tandem doctor says data-bound).");
   t.Bool("doctor", &o->doctor,

@@ -106,7 +106,7 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
       "--warmup_steps=10", "--momentum=0.8", "--weight_decay=0.01", "--precision=bf16",
       "--sync=zero1", "--autotune", "--autotune_steps=12",
       "--sync_opt=a=1,b=2", "--bucket_cap_mb=8", "--transport=gloo", "--backend=cuda",
-      "--log_every=5", "--profile", "--doctor", "--decode_threads=3", "--checkpoint_every=20", "--worker_arg=--x=1,--y=2",
+      "--log_every=5", "--profile", "--doctor", "--decode_threads=3", "--simulate_slow_data_ms=2.5", "--checkpoint_every=20", "--worker_arg=--x=1,--y=2",
       "--worker-arg=--z", "--bin_dir=/b", "--run_dir=/r", "--keep_going",
       "--tls", "--max_restarts=1", "--grace_seconds=2"};
   auto c = ParseCommandLine(args);
@@ -158,6 +158,7 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
   EXPECT_TRUE(o.profile);
   EXPECT_TRUE(o.doctor);
   EXPECT_EQ(o.decode_threads, 3);
+  EXPECT_EQ(o.simulate_slow_data_ms, 2.5);
   EXPECT_EQ(o.checkpoint_every, 20);
   EXPECT_EQ(o.worker_args, (Args{"--x=1", "--y=2", "--z"}));
   EXPECT_EQ(o.bin_dir, "/b");

@@ -212,6 +212,9 @@ absl::Status ValidateLocalOptions(const LocalOptions& o) {
     }
   }
   if (o.workers < 1) return bad("--workers must be at least 1 (got ", o.workers, ")");
+  if (!(o.simulate_slow_data_ms >= 0) || o.simulate_slow_data_ms > 60000) {
+    return bad("--simulate_slow_data_ms must be 0..60000 (got ", o.simulate_slow_data_ms, ")");
+  }
   if (o.decode_threads < 1 || o.decode_threads > 256) {
     return bad("--decode_threads must be between 1 and 256 (got ", o.decode_threads, ")");
   }

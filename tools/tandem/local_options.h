@@ -83,6 +83,7 @@ struct LocalOptions {
   bool tls = false;            // mutual TLS on every RPC, with a CA made for the run
   bool doctor = false;         // print `tandem doctor`'s diagnosis when the job ends
   int decode_threads = 2;      // the data server's threads reading and packing batches
+  double simulate_slow_data_ms = 0;  // the data server takes at least this long per batch (0 = off)
   std::string transport;       // auto | shm | gloo; "" = the worker's default (auto)
   int checkpoint_every = -1;
   int64_t max_steps = 0;       // 0 = all epochs

@@ -522,7 +522,8 @@ absl::Status Runner::Run() {
              absl::StrCat("--dataset=", data.train_name, "=", data.train_path, ",",
                           data.eval_name, "=", data.eval_path),
              "--host=" + service_host_, "--port=0", "--port_file=" + data_port_file,
-             "--metrics_port=0", absl::StrCat("--decode_threads=", o_.decode_threads)},
+             "--metrics_port=0", absl::StrCat("--decode_threads=", o_.decode_threads),
+             absl::StrCat("--simulate_slow_data_ms=", o_.simulate_slow_data_ms)},
             false));
   ASSIGN_OR_RETURN(int coordinator_port, WaitForPortFile(*coordinator, coord_port_file));
   ASSIGN_OR_RETURN(int data_port, WaitForPortFile(*dataserver, data_port_file));
