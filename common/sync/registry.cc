@@ -210,6 +210,10 @@ bool NeedsNodeGroups(const StrategyInfo& info, const SyncOptions& options) {
   return info.wants_node_groups ? info.wants_node_groups(options) : info.needs_node_groups;
 }
 
+bool BuildNodeGroups(const StrategyInfo& info, const SyncOptions& options) {
+  return NeedsNodeGroups(info, options) || (info.uses_node_groups && info.uses_node_groups(options));
+}
+
 absl::StatusOr<std::unique_ptr<GradientSync>> CreateGradientSync(const SyncOptions& options,
                                                                  SyncEnv env) {
   RETURN_IF_ERROR(ValidateSyncOptions(options));

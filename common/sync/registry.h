@@ -94,6 +94,10 @@ struct StrategyInfo {
   // for strategies where only some settings need node groups (allreduce
   // with hier=1). Callers use NeedsNodeGroups(), never the fields.
   std::function<bool(const SyncOptions&)> wants_node_groups;
+  // Uses the node groups when they are there and works without them
+  // (zero3's two-level layer gathers); the worker builds them when this
+  // says so. Callers use BuildNodeGroups().
+  std::function<bool(const SyncOptions&)> uses_node_groups;
   // Checks the values of `opts` (keys are already known to be valid);
   // empty = any value.
   std::function<absl::Status(const SyncOptions&)> validate;
@@ -124,6 +128,8 @@ absl::Status ValidateSyncOptions(const SyncOptions& options);
 // `options` should be valid (ValidateSyncOptions); CreateGradientSync
 // rejects an env without the groups this returns true for.
 bool NeedsNodeGroups(const StrategyInfo& info, const SyncOptions& options);
+// Whether a worker should build them: needed, or used when there.
+bool BuildNodeGroups(const StrategyInfo& info, const SyncOptions& options);
 
 // Validates `options`, checks `env` (comms->world always; intra / inter
 // when NeedsNodeGroups; params / grads when size > 0;

@@ -17,6 +17,9 @@ StrategyInfo Zero3Info() {
   info.summary =
       "ZeRO-3: parameters, reduced gradients and optimizer state sharded 1/N; each layer's parameters gathered just before its forward and backward (the next one prefetched) and freed after; gradient buckets reduced to their owners while backward runs";
   info.options = {{"bucket_cap_mb", "25", "MiB per gradient bucket"}};
+  // Layers are gathered in two levels across nodes when the groups are
+  // there (zero_parts.h); flat over the world otherwise.
+  info.uses_node_groups = [](const SyncOptions&) { return true; };
   return info;
 }
 
@@ -24,6 +27,7 @@ absl::StatusOr<std::unique_ptr<GradientSync>> CreateFromRegistry(const SyncOptio
                                                                  SyncEnv env) {
   Zero3SyncOptions o;
   o.comm = env.comms->world.get();
+  o.groups = env.comms;
   o.params = env.params;
   o.grads = env.grads;
   o.size = env.size;

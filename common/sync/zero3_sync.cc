@@ -72,6 +72,7 @@ class Zero3SyncImpl final : public Zero3Sync {
         ready_ranges_(o.ready_ranges),
         layers_(o.layer_ranges),
         release_pages_(o.release_pages),
+        broadcast_(o.comm, o.groups),
         plan_(std::move(plan)) {}
 
   ~Zero3SyncImpl() override {
@@ -416,7 +417,7 @@ class Zero3SyncImpl final : public Zero3Sync {
   // in place.
   absl::Status GatherRange(int64_t lo, int64_t hi, int64_t step) {
     int64_t bytes = 0;
-    absl::Status s = BroadcastPieces(*comm_, map_, params_, lo, hi, &bytes);
+    absl::Status s = broadcast_.Run(map_, params_, lo, hi, &bytes);
     if (!s.ok()) {
       return absl::Status(s.code(), absl::StrCat(kLabel, ": ", s.message(), " at step ", step,
                                                  " on rank ", rank_));
@@ -478,6 +479,7 @@ class Zero3SyncImpl final : public Zero3Sync {
   const std::vector<std::pair<int64_t, int64_t>> ready_ranges_;
   const std::vector<std::pair<int64_t, int64_t>> layers_;  // forward order
   const bool release_pages_;
+  PieceBroadcast broadcast_;  // communication thread only
   const BucketPlan plan_;
 
   // Sized in Start, never resized.

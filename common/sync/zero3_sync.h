@@ -75,6 +75,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/comm/communicator.h"
+#include "common/comm/groups.h"
 #include "common/optim/optimizer.h"
 #include "common/sync/device_stepper.h"
 #include "common/sync/gradient_sync.h"
@@ -100,6 +101,9 @@ struct Zero3SyncOptions {
   // Give released host pages back to the OS (madvise). Off: values are
   // left in place (only the accounting changes).
   bool release_pages = true;
+  // The generation's node groups (borrowed; may be null): with them layers
+  // are gathered in two levels across nodes (zero_parts.h).
+  const CommGroups* groups = nullptr;
   std::function<absl::StatusOr<std::unique_ptr<optim::Optimizer>>(optim::ParamRange)>
       make_optimizer;
   DeviceStepperFactory make_device_stepper;  // one that builds a stepper: UNIMPLEMENTED

@@ -99,18 +99,44 @@ absl::Status OwnerReduce::Run(Communicator& comm, float* grads, int bucket, int6
   return absl::OkStatus();
 }
 
-absl::Status BroadcastPieces(Communicator& comm, const ZeroShardMap& map, float* params,
-                             int64_t lo, int64_t hi, int64_t* bytes) {
+PieceBroadcast::PieceBroadcast(Communicator* world, const CommGroups* groups) : world_(world) {
+  if (groups == nullptr || groups->intra == nullptr || groups->inter == nullptr ||
+      groups->num_nodes < 2 || static_cast<int>(groups->node_of_rank.size()) != world->world_size()) {
+    return;
+  }
+  std::vector<int> per_node(groups->num_nodes, 0);
+  for (int node : groups->node_of_rank) local_of_rank_.push_back(per_node[node]++);
+  for (int c : per_node) {
+    if (c != per_node[0]) return;  // unequal nodes: some inter groups miss a node
+  }
+  intra_ = groups->intra.get();
+  inter_ = groups->inter.get();
+  local_rank_ = groups->local_rank;
+  node_of_rank_ = groups->node_of_rank;
+  two_level_ = true;
+}
+
+absl::Status PieceBroadcast::Run(const ZeroShardMap& map, float* params, int64_t lo, int64_t hi,
+                                 int64_t* bytes) {
   if (map.world() == 1 || hi <= lo) return absl::OkStatus();
   for (int j = map.owner(lo); j < map.world() && j <= map.owner(hi - 1); ++j) {
     const optim::ParamRange p = map.piece(j, lo, hi);
     if (p.size() == 0) continue;
-    absl::Status s = comm.Broadcast(params + p.lo, p.size() * int64_t{sizeof(float)}, j);
+    void* data = params + p.lo;
+    const int64_t n = p.size() * int64_t{sizeof(float)};
+    absl::Status s;
+    if (!two_level_) {
+      s = world_->Broadcast(data, n, j);
+    } else {
+      // Inter group k holds the k-th rank of every node, ordered by node.
+      if (local_rank_ == local_of_rank_[j]) s = inter_->Broadcast(data, n, node_of_rank_[j]);
+      if (s.ok()) s = intra_->Broadcast(data, n, local_of_rank_[j]);
+    }
     if (!s.ok()) {
       return absl::Status(s.code(), absl::StrCat("parameter gather of [", lo, ", ", hi,
                                                  ") (rank ", j, "'s piece): ", s.message()));
     }
-    if (j == comm.rank()) *bytes += p.size() * int64_t{sizeof(float)};
+    if (j == world_->rank()) *bytes += n;
   }
   return absl::OkStatus();
 }

@@ -11,8 +11,9 @@
 //                   packing would send up to N times the bucket) allreduced
 //                   in place, whichever moves fewer bytes; routes and
 //                   staging sized once from the bucket plan.
-//   BroadcastPieces each owner of a piece of a parameter range broadcasts
-//                   it in place (a layer gathered for its forward).
+//   PieceBroadcast  each owner of a piece of a parameter range sends it to
+//                   every rank, in place (a layer gathered for its forward):
+//                   over the world, or in two levels across nodes.
 //   StepOwnedShard  the sharded step they all end with: check the step
 //                   context, CheckGradients over the owned slice (non-finite
 //                   skip, norm, one clip factor on every rank), the
@@ -32,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/comm/communicator.h"
+#include "common/comm/groups.h"
 #include "common/optim/optimizer.h"
 #include "common/sync/bucket_plan.h"
 #include "common/sync/device_stepper.h"
@@ -88,11 +90,33 @@ class OwnerReduce {
   std::vector<float> out_;  // one block
 };
 
-// Every owner j of a piece of params[lo, hi) broadcasts it (rank order);
-// *bytes += the bytes this rank sent as a root. The failed broadcast's
-// error names the range and the owner.
-absl::Status BroadcastPieces(Communicator& comm, const ZeroShardMap& map, float* params,
-                             int64_t lo, int64_t hi, int64_t* bytes);
+// Flat: the owner broadcasts over the world, and Gloo's broadcast sends a
+// copy to every other rank, so N - K copies cross node links. Two levels
+// (node groups given, every node the same number of ranks): the owner's
+// piece goes to the rank of the owner's local index on every node (inter
+// group), then each node broadcasts it inside (intra, shm): M - 1 copies
+// cross node links, as many bytes as a ring allgather moves.
+class PieceBroadcast {
+ public:
+  // `groups` may be null, or without intra/inter: flat over `world`.
+  PieceBroadcast(Communicator* world, const CommGroups* groups);
+
+  // Every owner j of a piece of params[lo, hi), in rank order; *bytes +=
+  // the bytes this rank sent as the piece's owner. The failed broadcast's
+  // error names the range and the owner.
+  absl::Status Run(const ZeroShardMap& map, float* params, int64_t lo, int64_t hi,
+                   int64_t* bytes);
+
+  bool two_level() const { return two_level_; }
+
+ private:
+  Communicator* world_;
+  Communicator* intra_ = nullptr;
+  Communicator* inter_ = nullptr;
+  int local_rank_ = 0;
+  std::vector<int> node_of_rank_, local_of_rank_;
+  bool two_level_ = false;
+};
 
 struct ShardStep {
   absl::string_view label;                // borrowed

@@ -48,7 +48,8 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
         clip_(std::move(clip)),
         ready_ranges_(o.ready_ranges),
         layer_ranges_(o.layer_ranges),
-        overlap_(o.overlap_allgather && !o.layer_ranges.empty() && o.comm->world_size() > 1) {}
+        overlap_(o.overlap_allgather && !o.layer_ranges.empty() && o.comm->world_size() > 1),
+        broadcast_(o.comm, o.groups) {}
 
   ~ZeroSyncImpl() override {
     if (!gather_thread_.joinable()) return;
@@ -299,7 +300,7 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
 
   // Gather thread: the owner j of each piece of [lo, hi) broadcasts it.
   absl::Status GatherLayer(int64_t lo, int64_t hi, int64_t step, int64_t* bytes) {
-    absl::Status s = BroadcastPieces(*comm_, map_, params_, lo, hi, bytes);
+    absl::Status s = broadcast_.Run(map_, params_, lo, hi, bytes);
     if (s.ok()) return s;
     return absl::Status(s.code(), absl::StrCat(label_, ": ", s.message(), " for step ", step + 1,
                                                " on rank ", rank_));
@@ -362,6 +363,7 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
   const std::vector<std::pair<int64_t, int64_t>> ready_ranges_;
   const std::vector<std::pair<int64_t, int64_t>> layer_ranges_;
   const bool overlap_;
+  PieceBroadcast broadcast_;  // gather thread only
 
   // Sized in Start, never resized.
   int64_t chunk_ = 0;
@@ -434,11 +436,17 @@ absl::Status ValidateZeroOptions(const SyncOptions& options) {
   return absl::OkStatus();
 }
 
+bool ZeroUsesNodeGroups(const SyncOptions& options) {
+  absl::StatusOr<int64_t> overlap = GetSyncOptInt(options, "overlap", 0);
+  return overlap.ok() && *overlap == 1;
+}
+
 absl::StatusOr<std::unique_ptr<GradientSync>> CreateZeroSyncForRegistry(
     ZeroStage stage, const SyncOptions& options, SyncEnv env) {
   ZeroSyncOptions o;
   o.stage = stage;
   o.comm = env.comms->world.get();
+  o.groups = env.comms;
   o.params = env.params;
   o.grads = env.grads;
   o.size = env.size;

@@ -73,6 +73,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/comm/communicator.h"
+#include "common/comm/groups.h"
 #include "common/optim/optimizer.h"
 #include "common/sync/device_stepper.h"
 #include "common/sync/gradient_sync.h"
@@ -101,6 +102,9 @@ struct ZeroSyncOptions {
   // of at the end of FinishStep. Ignored (end of FinishStep) without
   // layer_ranges or with one rank.
   bool overlap_allgather = false;
+  // The generation's node groups (borrowed; may be null): with them the
+  // overlapped gather broadcasts in two levels (zero_parts.h).
+  const CommGroups* groups = nullptr;
   // Called once with this rank's owned range (ZeroShardMap::owned(rank)).
   std::function<absl::StatusOr<std::unique_ptr<optim::Optimizer>>(optim::ParamRange)>
       make_optimizer;
@@ -125,6 +129,9 @@ absl::StatusOr<std::unique_ptr<ZeroSync>> CreateZeroSync(ZeroSyncOptions options
 // their check (overlap must be 0 or 1).
 std::vector<OptionInfo> ZeroOptionInfo();
 absl::Status ValidateZeroOptions(const SyncOptions& options);
+// overlap=1 gathers in two levels across nodes when the node groups are
+// there (StrategyInfo::uses_node_groups).
+bool ZeroUsesNodeGroups(const SyncOptions& options);
 
 // The registry's factory for `stage` (zero1_strategy.cc, zero2_strategy.cc).
 absl::StatusOr<std::unique_ptr<GradientSync>> CreateZeroSyncForRegistry(

@@ -74,7 +74,7 @@ absl::Status SetUpGeneration(const GenerationEnv& env, Generation* g) {
   go.node = o.node_id.empty() ? o.hostname : o.node_id;
   // "auto" lets each group pick: shm inside a node, Gloo across nodes.
   go.transport = device ? "nccl" : (o.transport == "gloo" ? "gloo" : "auto");
-  go.node_groups = sync::NeedsNodeGroups(info, o.sync);
+  go.node_groups = sync::BuildNodeGroups(info, o.sync);
   ASSIGN_OR_RETURN(g->grad, CreateCommGroups(go));
   if (rank == 0) {
     LOG(INFO) << "generation " << gen << ": " << world << " rank(s), " << o.sync.strategy
