@@ -92,7 +92,8 @@ absl::Status SetUpRank(const std::string& spec, const std::string& strategy, boo
   const bool overlap = absl::EndsWith(strategy, "+overlap");
   SyncOptions so;
   so.strategy = overlap ? strategy.substr(0, strategy.size() - 8) : strategy;
-  if (overlap) so.opts["overlap"] = "1";
+  // Without the suffix a ZeRO strategy allgathers at the end of the step.
+  if (absl::StartsWith(so.strategy, "zero")) so.opts["overlap"] = overlap ? "1" : "0";
   so.bucket_cap_mb = kBucketCapMb;
   so.max_grad_norm = max_grad_norm;
   SyncEnv env;

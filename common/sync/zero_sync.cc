@@ -420,14 +420,13 @@ absl::StatusOr<std::unique_ptr<ZeroSync>> CreateZeroSync(ZeroSyncOptions options
 
 std::vector<OptionInfo> ZeroOptionInfo() {
   return {{"bucket_cap_mb", "25", "MiB per gradient bucket and per allgather round"},
-          {"overlap", "0",
-           "1 = the updated slices are gathered layer by layer (owner broadcasts) during the next "
-           "forward, 0 = one chunked allgather at the end of the step (faster across nodes on "
-           "Gloo)"}};
+          {"overlap", "1",
+           "1 = the updated slices are gathered layer by layer during the next forward (two "
+           "levels across nodes), 0 = one chunked allgather at the end of the step"}};
 }
 
 absl::Status ValidateZeroOptions(const SyncOptions& options) {
-  ASSIGN_OR_RETURN(const int64_t overlap, GetSyncOptInt(options, "overlap", 0));
+  ASSIGN_OR_RETURN(const int64_t overlap, GetSyncOptInt(options, "overlap", 1));
   if (overlap != 0 && overlap != 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "overlap must be 1 (gather during the next forward) or 0 (allgather at the end of the "
@@ -437,7 +436,7 @@ absl::Status ValidateZeroOptions(const SyncOptions& options) {
 }
 
 bool ZeroUsesNodeGroups(const SyncOptions& options) {
-  absl::StatusOr<int64_t> overlap = GetSyncOptInt(options, "overlap", 0);
+  absl::StatusOr<int64_t> overlap = GetSyncOptInt(options, "overlap", 1);
   return overlap.ok() && *overlap == 1;
 }
 
@@ -454,7 +453,7 @@ absl::StatusOr<std::unique_ptr<GradientSync>> CreateZeroSyncForRegistry(
   o.layer_ranges = std::move(env.layer_ranges);
   o.bucket_cap_mb = options.bucket_cap_mb;
   o.max_grad_norm = options.max_grad_norm;
-  ASSIGN_OR_RETURN(const int64_t overlap, GetSyncOptInt(options, "overlap", 0));
+  ASSIGN_OR_RETURN(const int64_t overlap, GetSyncOptInt(options, "overlap", 1));
   o.overlap_allgather = overlap == 1;
   o.make_optimizer = std::move(env.make_optimizer);
   o.make_device_stepper = std::move(env.make_device_stepper);
