@@ -27,6 +27,7 @@
 #include "common/nn/model.h"
 #include "common/status/status_macros.h"
 #include "common/sync/registry.h"
+#include "common/sync/testing/shard_checkpoint.h"
 #include "common/sync/testing/synthetic_training.h"
 #include "common/sync/zero3_sync.h"
 #include "gtest/gtest.h"
@@ -349,66 +350,15 @@ std::string TestDir(const std::string& name) {
   return absl::StrCat(std::getenv("TEST_TMPDIR"), "/", name);
 }
 
-// What services/worker/checkpointer.cc does: SyncStateToHost, every rank
-// writes its owned range from the model's buffer (zero3 keeps its master
-// slice there), a barrier, rank 0 writes the manifest last.
+// What services/worker/checkpointer.cc does (sync_testing::SaveShards,
+// LoadWhole; zero3 keeps its master slice in the model's buffer).
 absl::Status Save(RankRun& run, const std::string& dir, int64_t step) {
-  RETURN_IF_ERROR(MakeDirectories(dir));
-  RETURN_IF_ERROR(run.sync->SyncStateToHost());
-  Communicator& comm = *run.groups.world;
-  const int rank = comm.rank(), world = comm.world_size();
-  const int64_t n = run.model->storage().size();
-  checkpoint::Manifest man;
-  man.model_fingerprint = 99;
-  man.step = step;
-  man.total_params = n;
-  man.world_size = world;
-  man.strategy = run.sync->name();
-  man.optimizer_name = run.sync->optimizer()->name();
-  const optim::ParamRange mine = run.sync->owned_range();
-  std::vector<int64_t> ranges(2 * world);
-  const int64_t my_range[2] = {mine.lo, mine.hi};
-  RETURN_IF_ERROR(comm.AllGather(my_range, ranges.data(), sizeof(my_range)));
-  std::vector<optim::ParamRange> owned;
-  for (int r = 0; r < world; ++r) owned.push_back({ranges[2 * r], ranges[2 * r + 1]});
-  ASSIGN_OR_RETURN(std::vector<checkpoint::ShardWriter> writers,
-                   checkpoint::PlanShardWriters(owned, n));
-  bool write = false;
-  for (const checkpoint::ShardWriter& w : writers) {
-    man.shards.push_back({w.lo, w.hi, checkpoint::ShardFileName(step, w.rank, world)});
-    write = write || w.rank == rank;
-  }
-  if (write) {
-    checkpoint::CheckpointView v;
-    v.model_fingerprint = 99;
-    v.step = step;
-    v.total_params = n;
-    v.range_lo = mine.lo;
-    v.range_hi = mine.hi;
-    v.params = absl::MakeConstSpan(run.model->storage().params() + mine.lo, mine.size());
-    checkpoint::AddOptimizerState(*run.sync->optimizer(), &v);
-    RETURN_IF_ERROR(checkpoint::WriteCheckpoint(
-        dir + "/" + checkpoint::ShardFileName(step, rank, world), v));
-  }
-  RETURN_IF_ERROR(comm.Barrier());
-  if (rank == 0) {
-    RETURN_IF_ERROR(checkpoint::WriteManifest(checkpoint::ManifestPath(dir, step), man));
-  }
-  return comm.Barrier();
+  return sync_testing::SaveShards(*run.model, *run.groups.world, *run.sync, dir, step);
 }
 
-// What the Checkpointer's restore does: the whole vector into the model's
-// buffer, the owned optimizer slice, StateLoaded.
 absl::Status Load(RankRun& run, const std::string& manifest) {
-  checkpoint::ReadOptions ro;
-  ro.expected_model_fingerprint = 99;
-  ASSIGN_OR_RETURN(checkpoint::Checkpoint whole, checkpoint::ReadWholeCheckpoint(manifest, ro));
-  if (static_cast<int64_t>(whole.params.size()) != run.model->storage().size()) {
-    return absl::FailedPreconditionError("size");
-  }
-  std::copy(whole.params.begin(), whole.params.end(), run.model->storage().params());
-  RETURN_IF_ERROR(checkpoint::RestoreOptimizerSlice(whole, run.sync->optimizer()));
-  return run.sync->StateLoaded();
+  checkpoint::Checkpoint whole;
+  return sync_testing::LoadWhole(*run.model, *run.sync, manifest, &whole);
 }
 
 struct Resumed {
