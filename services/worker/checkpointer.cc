@@ -310,6 +310,27 @@ absl::StatusOr<std::string> Checkpointer::Write(Generation& g, TrainingState* st
   int64_t committed = 1;
   absl::Status commit;
   const std::string path = single && on_servers == nullptr ? single_path : manifest;
+  // Rank 0's commit: the manifest's header and the record sent to the
+  // coordinator, the same whoever wrote the shards.
+  auto manifest_header = [&] {
+    checkpoint::Manifest m;
+    m.model_fingerprint = o_.fingerprint;
+    m.step = state->step;
+    m.total_params = n;
+    m.world_size = world;
+    m.strategy = g.sync->name();
+    m.optimizer_name = g.sync->optimizer() != nullptr ? g.sync->optimizer()->name() : "";
+    return m;
+  };
+  auto commit_at = [&](const std::string& committed_path) {
+    v1::CheckpointRecord record;
+    record.set_step(state->step);
+    record.set_path(committed_path);
+    *record.mutable_cursor() = dc;
+    record.set_world_size(world);
+    record.set_unix_millis(absl::ToUnixMillis(absl::Now()));
+    return client_->CommitCheckpoint(record);
+  };
   if (rank == 0 && on_servers != nullptr) {
     commit = [&]() -> absl::Status {
       RETURN_IF_ERROR(MakeDirectories(o_.dir));
@@ -331,46 +352,22 @@ absl::StatusOr<std::string> Checkpointer::Write(Generation& g, TrainingState* st
       req.blobs.push_back({"model_spec", o_.model_text});
       if (!state->loss_scaler.empty()) req.blobs.push_back({"loss_scaler", state->loss_scaler});
       ASSIGN_OR_RETURN(std::vector<sync::SavedShard> shards, on_servers->SaveOnServers(req));
-      checkpoint::Manifest m;
-      m.model_fingerprint = o_.fingerprint;
-      m.step = state->step;
-      m.total_params = n;
-      m.world_size = world;
-      m.strategy = g.sync->name();
-      m.optimizer_name = g.sync->optimizer() != nullptr ? g.sync->optimizer()->name() : "";
+      checkpoint::Manifest m = manifest_header();
       for (const sync::SavedShard& sh : shards) m.shards.push_back({sh.lo, sh.hi, sh.file});
       RETURN_IF_ERROR(checkpoint::WriteManifest(manifest, m));
-      v1::CheckpointRecord record;
-      record.set_step(state->step);
-      record.set_path(manifest);
-      *record.mutable_cursor() = dc;
-      record.set_world_size(world);
-      record.set_unix_millis(absl::ToUnixMillis(absl::Now()));
-      return client_->CommitCheckpoint(record);
+      return commit_at(manifest);
     }();
     committed = commit.ok() ? 1 : -static_cast<int64_t>(commit.code());
   } else if (rank == 0) {
     commit = [&]() -> absl::Status {
       if (!single) {
-        checkpoint::Manifest m;
-        m.model_fingerprint = o_.fingerprint;
-        m.step = state->step;
-        m.total_params = n;
-        m.world_size = world;
-        m.strategy = g.sync->name();
-        m.optimizer_name = g.sync->optimizer() != nullptr ? g.sync->optimizer()->name() : "";
+        checkpoint::Manifest m = manifest_header();
         for (const checkpoint::ShardWriter& w : *writers) {
           m.shards.push_back({w.lo, w.hi, checkpoint::ShardFileName(state->step, w.rank, world)});
         }
         RETURN_IF_ERROR(checkpoint::WriteManifest(manifest, m));
       }
-      v1::CheckpointRecord record;
-      record.set_step(state->step);
-      record.set_path(path);
-      *record.mutable_cursor() = dc;
-      record.set_world_size(world);
-      record.set_unix_millis(absl::ToUnixMillis(absl::Now()));
-      return client_->CommitCheckpoint(record);
+      return commit_at(path);
     }();
     // 1, or the negated status code: the other ranks fail with the same
     // kind of error (a refused commit because the generation ended is a
