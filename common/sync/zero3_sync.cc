@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -13,11 +12,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/types/span.h"
-#include "common/optim/clip.h"
 #include "common/status/status_macros.h"
 #include "common/sync/bucket_plan.h"
-#include "common/sync/grad_check.h"
 #include "common/sync/grad_clip.h"
 #include "common/sync/step_guard.h"
 #include "common/sync/zero_parts.h"
@@ -89,6 +85,8 @@ class Zero3SyncImpl final : public Zero3Sync {
   void Start() {
     const int nb = static_cast<int>(plan_.buckets.size());
     grad_shard_.assign(map_.shard_size(), 0.f);
+    shard_ = {kLabel, rank_, world_, &clip_, owned_, &ready_ranges_, grad_shard_.data(), params_,
+              optimizer_.get()};
     owner_reduce_ = std::make_unique<OwnerReduce>(map_, rank_, plan_.buckets);
     for (const Bucket& b : plan_.buckets) initial_remaining_.push_back(b.end_range - b.first_range);
     remaining_ = initial_remaining_;
@@ -447,20 +445,8 @@ class Zero3SyncImpl final : public Zero3Sync {
   // As zero2: every rank holds its shard's reduced gradients.
   absl::Status Update(const optim::StepContext& context, int64_t step) {
     const auto start = std::chrono::steady_clock::now();
-    ShardStep st;
-    st.label = kLabel;
-    st.rank = rank_;
-    st.step = step;
-    st.context = context;
-    st.scale = static_cast<double>(context.grad_scale) * guard_.grad_scale() / world_;
-    st.options = guard_.options();
-    st.clip = &clip_;
-    st.owned = owned_;
-    st.ready_ranges = &ready_ranges_;
-    st.grads = grad_shard_.data();
-    st.params = params_;
-    st.optimizer = optimizer_.get();
-    const absl::Status s = StepOwnedShard(st, &report_);
+    const absl::Status s =
+        StepOwnedShard(shard_, context, step, guard_.grad_scale(), guard_.options(), &report_);
     absl::MutexLock lock(&mu_);
     optimizer_seconds_ += SecondsSince(start);
     return s;
@@ -480,6 +466,7 @@ class Zero3SyncImpl final : public Zero3Sync {
   const std::vector<std::pair<int64_t, int64_t>> layers_;  // forward order
   const bool release_pages_;
   PieceBroadcast broadcast_;  // communication thread only
+  OwnedShard shard_;          // set in Start
   const BucketPlan plan_;
 
   // Sized in Start, never resized.

@@ -141,33 +141,36 @@ absl::Status PieceBroadcast::Run(const ZeroShardMap& map, float* params, int64_t
   return absl::OkStatus();
 }
 
-absl::Status StepOwnedShard(const ShardStep& s, StepReport* report) {
-  if (s.context.step < 1 || !std::isfinite(s.context.lr)) {
-    return absl::InvalidArgumentError(absl::StrCat(s.label, ": bad step context at step ", s.step,
-                                                   " (step ", s.context.step, ", lr ",
-                                                   s.context.lr, ")"));
+absl::Status StepOwnedShard(const OwnedShard& shard, const optim::StepContext& context,
+                            int64_t step, double extra_scale, const StepOptions& options,
+                            StepReport* report) {
+  if (context.step < 1 || !std::isfinite(context.lr)) {
+    return absl::InvalidArgumentError(absl::StrCat(shard.label, ": bad step context at step ", step,
+                                                   " (step ", context.step, ", lr ", context.lr,
+                                                   ")"));
   }
-  const float* g = s.grads;
-  const optim::ParamRange owned = s.owned;
+  const float* g = shard.grads;
+  const optim::ParamRange owned = shard.owned;
+  const double scale = static_cast<double>(context.grad_scale) * extra_scale / shard.world;
   absl::StatusOr<GradCheck> check = CheckGradients(
-      *s.clip, s.options, s.scale, owned, *s.ready_ranges,
+      *shard.clip, options, scale, owned, *shard.ready_ranges,
       [&](int64_t lo, int64_t hi) -> absl::StatusOr<double> {
         return optim::PartialSumOfSquares(absl::MakeConstSpan(g + (lo - owned.lo), hi - lo));
       });
   if (!check.ok()) {
     return absl::Status(check.status().code(),
-                        absl::StrCat(s.label, ": gradient norm at step ", s.step, " on rank ",
-                                     s.rank, ": ", check.status().message()));
+                        absl::StrCat(shard.label, ": gradient norm at step ", step, " on rank ",
+                                     shard.rank, ": ", check.status().message()));
   }
   *report = check->report;
   if (!report->applied || owned.size() == 0) return absl::OkStatus();
-  optim::StepContext ctx = s.context;
-  ctx.grad_scale = static_cast<float>(s.scale * check->clip_scale);
-  absl::Status st = s.optimizer->Step(s.params + owned.lo, g, owned.size(), ctx);
+  optim::StepContext ctx = context;
+  ctx.grad_scale = static_cast<float>(scale * check->clip_scale);
+  absl::Status st = shard.optimizer->Step(shard.params + owned.lo, g, owned.size(), ctx);
   if (st.ok()) return st;
-  return absl::Status(st.code(), absl::StrCat(s.label, ": optimizer ", s.optimizer->name(),
-                                              " on [", owned.lo, ", ", owned.hi, ") at step ",
-                                              s.step, ": ", st.message()));
+  return absl::Status(st.code(), absl::StrCat(shard.label, ": optimizer ", shard.optimizer->name(),
+                                              " on [", owned.lo, ", ", owned.hi, ") at step ", step,
+                                              ": ", st.message()));
 }
 
 }  // namespace sync

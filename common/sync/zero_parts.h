@@ -118,25 +118,29 @@ class PieceBroadcast {
   bool two_level_ = false;
 };
 
-struct ShardStep {
-  absl::string_view label;                // borrowed
+// What a strategy's sharded step works on, fixed at creation (everything
+// borrowed from the strategy, which outlives it).
+struct OwnedShard {
+  absl::string_view label;
   int rank = 0;
-  int64_t step = 0;                       // the strategy's step count, for messages
-  optim::StepContext context;             // as FinishStep got it
-  double scale = 1;                       // gradient scale before clipping
-  StepOptions options;                    // the step's (skip_non_finite, ...)
-  GradClip* clip = nullptr;               // borrowed
+  int world = 1;
+  GradClip* clip = nullptr;
   optim::ParamRange owned;
-  std::vector<std::pair<int64_t, int64_t>> const* ready_ranges = nullptr;  // borrowed
+  const std::vector<std::pair<int64_t, int64_t>>* ready_ranges = nullptr;
   const float* grads = nullptr;           // the reduced gradients of `owned`
   float* params = nullptr;                // the model's flat parameters
   optim::Optimizer* optimizer = nullptr;  // over `owned`
 };
 
-// Checked on every rank, even one that owns nothing, so a bad context fails
-// everywhere instead of leaving the others in a collective. *report gets the
-// verdict (applied or skipped); a skipped step touches nothing.
-absl::Status StepOwnedShard(const ShardStep& s, StepReport* report);
+// One step of `shard` with FinishStep's `context` (`step` = the strategy's
+// count, for messages), the gradients summed over ranks and scaled by
+// context.grad_scale * extra_scale / world before clipping. The context is
+// checked on every rank, even one that owns nothing, so a bad one fails
+// everywhere instead of leaving the others in a collective. *report gets
+// the verdict (applied or skipped); a skipped step touches nothing.
+absl::Status StepOwnedShard(const OwnedShard& shard, const optim::StepContext& context,
+                            int64_t step, double extra_scale, const StepOptions& options,
+                            StepReport* report);
 
 }  // namespace sync
 }  // namespace tandem

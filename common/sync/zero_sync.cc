@@ -2,22 +2,18 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstring>
 #include <limits>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "common/tensor/param_hook.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/types/span.h"
-#include "common/optim/clip.h"
 #include "common/status/status_macros.h"
 #include "common/sync/bucket_engine.h"
+#include "common/sync/grad_clip.h"
 #include "common/sync/step_guard.h"
 #include "common/sync/zero_parts.h"
-#include "common/sync/grad_check.h"
-#include "common/sync/grad_clip.h"
+#include "common/tensor/param_hook.h"
 
 namespace tandem {
 namespace sync {
@@ -86,6 +82,9 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
     gather_in_.assign(chunk_, 0.f);
     gather_out_.assign(chunk_ * world_, 0.f);
     if (stage_ == ZeroStage::kGradients) grad_shard_.assign(map_.shard_size(), 0.f);
+    shard_ = {label_, rank_, world_, &clip_, owned_, &ready_ranges_,
+              stage_ == ZeroStage::kOptimizer ? grads_ + owned_.lo : grad_shard_.data(), params_,
+              optimizer_.get()};
 
     BucketEngineOptions e;
     e.ready_ranges = o.ready_ranges;
@@ -208,7 +207,6 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
     bytes_sent_ += bytes;
   }
 
-
   // zero2's bucket operation (communication thread).
   absl::Status ReduceToOwners(int bucket, int64_t lo, int64_t hi) {
     int64_t bytes = 0;
@@ -223,20 +221,8 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
   // in rank order).
   absl::Status Update(const optim::StepContext& context, int64_t step) {
     const auto start = std::chrono::steady_clock::now();
-    ShardStep st;
-    st.label = label_;
-    st.rank = rank_;
-    st.step = step;
-    st.context = context;
-    st.scale = static_cast<double>(context.grad_scale) * guard_.grad_scale() / world_;
-    st.options = guard_.options();
-    st.clip = &clip_;
-    st.owned = owned_;
-    st.ready_ranges = &ready_ranges_;
-    st.grads = stage_ == ZeroStage::kOptimizer ? grads_ + owned_.lo : grad_shard_.data();
-    st.params = params_;
-    st.optimizer = optimizer_.get();
-    const absl::Status s = StepOwnedShard(st, &report_);
+    const absl::Status s =
+        StepOwnedShard(shard_, context, step, guard_.grad_scale(), guard_.options(), &report_);
     absl::MutexLock lock(&mu_);
     optimizer_seconds_ += SecondsSince(start);
     return s;
@@ -364,6 +350,7 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
   const std::vector<std::pair<int64_t, int64_t>> layer_ranges_;
   const bool overlap_;
   PieceBroadcast broadcast_;  // gather thread only
+  OwnedShard shard_;          // set in Start
 
   // Sized in Start, never resized.
   int64_t chunk_ = 0;

@@ -172,7 +172,9 @@ def restarts_exhausted(tandem, root):
             (r.end - state["t"]) if ok else None, None, "-", "-")
 
 
-def no_token(tandem, root):
+def refused_status(tandem, root, name, label, extra, status_args, env, refused):
+    """A 2-epoch run; at step 100 `tandem status` with `status_args` (run_dir
+    substituted) and `env` must be refused: refused(returncode, stderr)."""
     state = {}
 
     def on_line(line, t, run):
@@ -183,43 +185,29 @@ def no_token(tandem, root):
         for _, l in run.lines:
             if l.startswith("coordinator: "):
                 coordinator = l.split()[1]
-        env = dict(os.environ, TANDEM_TOKEN="")
         t0 = time.monotonic()
-        p = subprocess.run([tandem, "status", "--coordinator=" + coordinator, "--job_id=local"],
+        p = subprocess.run([tandem, "status", "--coordinator=" + coordinator, "--job_id=local"] +
+                           [a.format(run_dir=run.run_dir) for a in status_args],
                            capture_output=True, text=True, env=env)
-        state["refused"] = p.returncode == 1 and "need its token" in p.stderr
+        state["refused"] = refused(p.returncode, p.stderr)
         state["dt"] = time.monotonic() - t0
 
-    r = Run(tandem, root, "token", ["--epochs=2"], samples=False).go(on_line)
+    r = Run(tandem, root, name, ["--epochs=2"] + extra, samples=False).go(on_line)
     ok = r.code == 0 and state.get("refused")
-    return ("RPC without the job token", "refused" if ok else "FAILED", state.get("dt"), None,
-            "-", "-")
+    return (label, "refused" if ok else "FAILED", state.get("dt"), None, "-", "-")
+
+
+def no_token(tandem, root):
+    return refused_status(tandem, root, "token", "RPC without the job token", [], [],
+                          dict(os.environ, TANDEM_TOKEN=""),
+                          lambda code, err: code == 1 and "need its token" in err)
 
 
 def no_certificate(tandem, root):
     """A --tls run; `tandem status` with the token but in plain text."""
-    state = {}
-
-    def on_line(line, t, run):
-        if "done" in state or not line.startswith("step 100/"):
-            return
-        state["done"] = True
-        coordinator = None
-        for _, l in run.lines:
-            if l.startswith("coordinator: "):
-                coordinator = l.split()[1]
-        t0 = time.monotonic()
-        p = subprocess.run([tandem, "status", "--coordinator=" + coordinator, "--job_id=local",
-                            "--timeout_seconds=5",
-                            "--token_file=" + os.path.join(run.run_dir, "token")],
-                           capture_output=True, text=True)
-        state["refused"] = p.returncode == 1
-        state["dt"] = time.monotonic() - t0
-
-    r = Run(tandem, root, "tls", ["--epochs=2", "--tls"], samples=False).go(on_line)
-    ok = r.code == 0 and state.get("refused")
-    return ("RPC without a certificate (--tls)", "refused" if ok else "FAILED", state.get("dt"),
-            None, "-", "-")
+    return refused_status(tandem, root, "tls", "RPC without a certificate (--tls)", ["--tls"],
+                          ["--timeout_seconds=5", "--token_file={run_dir}/token"], None,
+                          lambda code, err: code == 1)
 
 
 def scale_up(tandem, root):

@@ -126,7 +126,9 @@ absl::StatusOr<AutotuneResult> RunAutotune(const LocalOptions& o, const LocalEnv
       auto step = metrics.ok() ? MeanStepSeconds(*metrics) : metrics.status();
       if (step.ok()) {
         trial.step_seconds = *step;
-        trial.samples_per_second = o.batch_size * o.workers / *step;
+        // A step consumes batch x micro-batches samples on every worker.
+        const int micro = o.accumulation > 0 ? o.accumulation : 1;
+        trial.samples_per_second = static_cast<double>(o.batch_size) * micro * o.workers / *step;
       } else {
         trial.error = std::string(step.status().message());
       }

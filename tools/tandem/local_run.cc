@@ -134,6 +134,7 @@ class Runner {
   std::string token_file_;  // <run_dir>/token, mode 0600
   // --token_file and, with --tls, the --tls_* flags every child gets.
   std::vector<std::string> security_args_;
+  std::string status_tls_args_;  // what `tandem status` needs to reach a --tls run
   int restarts_used_ = 0;
 };
 
@@ -462,6 +463,9 @@ absl::Status Runner::Run() {
     tls.mutual = true;
     tls.server_name = certs.server_name;
     ASSIGN_OR_RETURN(TlsConfig config, LoadTls(tls));
+    status_tls_args_ = absl::StrCat(" --tls_ca ", tls.ca_file, " --tls_cert ", tls.cert_file,
+                                    " --tls_key ", tls.key_file, " --tls_server_name ",
+                                    tls.server_name);
     SetDefaultTls(config);  // this process's own channels (the job watch)
     for (const std::string& a :
          {"--tls_cert=" + tls.cert_file, "--tls_key=" + tls.key_file, "--tls_ca=" + tls.ca_file,
@@ -537,10 +541,7 @@ absl::Status Runner::Run() {
   Print(absl::StrCat("coordinator: ", coordinator_address_, "  (", enter,
                      "tandem status --coordinator ", coordinator_address_, " --job_id ",
                      o_.job_id, " --token_file ", token_file_,
-                     o_.tls ? absl::StrCat(" --tls_ca ", run_dir_, "/tls/ca.pem --tls_cert ", run_dir_,
-                                           "/tls/node.pem --tls_key ", run_dir_,
-                                           "/tls/node.key --tls_server_name tandem.job")
-                            : std::string(),
+                     status_tls_args_,
                      ")"));
   Print(absl::StrCat("data server: ", data_address));
   // Shard servers (--sync ps / hybrid): before the workers, which need them.
