@@ -14,6 +14,8 @@ struct RemoteShards::Lane {
     int chunk = 0;
     int64_t step = 0;
     float* params = nullptr;      // pulls: where the chunk lands
+    uint8_t* block = nullptr;     // delta pulls: where the int8 block lands
+    bool reset = false;           // pulls: reset_delta_reference
     const void* data = nullptr;   // pushes: read only
   };
 
@@ -143,6 +145,7 @@ absl::Status RemoteShards::InitServers(
       init.world_size = options_.world_size;
       init.optimizer = optimizer;
       init.apply_per_chunk = options_.apply_per_chunk;
+      init.pull_int8_chunk = options_.pull_int8_chunk;
       results[s] = clients_[s]->Init(init, params, state).status();
     });
   }
@@ -231,7 +234,16 @@ absl::Status RemoteShards::WaitPushes() {
   return error_;
 }
 
-void RemoteShards::Pull(int chunk, int64_t step, float* params) {
+void RemoteShards::Pull(int chunk, int64_t step, float* params, bool reset_delta_reference) {
+  EnqueuePull(chunk, step, params, nullptr, reset_delta_reference);
+}
+
+void RemoteShards::PullDelta(int chunk, int64_t step, uint8_t* block) {
+  EnqueuePull(chunk, step, nullptr, block, false);
+}
+
+void RemoteShards::EnqueuePull(int chunk, int64_t step, float* params, uint8_t* block,
+                               bool reset) {
   {
     absl::MutexLock lock(&mu_);
     pulled_[chunk] = 0;
@@ -242,6 +254,8 @@ void RemoteShards::Pull(int chunk, int64_t step, float* params) {
   j.chunk = chunk;
   j.step = step;
   j.params = params;
+  j.block = block;
+  j.reset = reset;
   LaneOf(chunk, /*pull=*/true).Enqueue(j);
 }
 
@@ -324,14 +338,18 @@ void RemoteShards::RunLane(Lane* l) {
       --closes_pending_;
       cv_.SignalAll();
     } else {
-      if (!failed) {
-        const Chunk& c = layout_.chunk(j.chunk);
-        s = l->client->Pull(options_.generation, j.step, c.lo, c.hi, j.params);
+      const Chunk& c = layout_.chunk(j.chunk);
+      const int64_t bytes = j.block != nullptr ? Int8BlockBytes(c.size(), options_.pull_int8_chunk)
+                                               : c.size() * int64_t{sizeof(float)};
+      if (!failed && j.block != nullptr) {
+        s = l->client->PullDelta(options_.generation, j.step, c.lo, c.hi, j.block, bytes);
+      } else if (!failed) {
+        s = l->client->Pull(options_.generation, j.step, c.lo, c.hi, j.params, "", j.reset);
       }
       absl::MutexLock lock(&mu_);
       if (s.ok() && !failed) {
         pulled_[j.chunk] = 1;
-        stats_.pulled_bytes += layout_.chunk(j.chunk).size() * int64_t{sizeof(float)};
+        stats_.pulled_bytes += bytes;
       } else if (error_.ok() && !s.ok()) {
         error_ = s;
       }

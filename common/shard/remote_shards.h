@@ -57,6 +57,7 @@ struct RemoteShardsOptions {
   absl::Duration timeout = absl::Seconds(60);
   int push_attempts = 3;               // per stream, UNAVAILABLE only
   bool apply_per_chunk = false;        // InitShard's mode (range_store.h)
+  int pull_int8_chunk = 0;             // > 0: servers keep int8 deltas (PullDelta)
 };
 
 struct RemoteStats {
@@ -98,7 +99,11 @@ class RemoteShards {
   void ClosePushes();
   absl::Status WaitPushes();
 
-  void Pull(int chunk, int64_t step, float* params);
+  // reset_delta_reference: see ShardClient::Pull.
+  void Pull(int chunk, int64_t step, float* params, bool reset_delta_reference = false);
+  // Chunk c's int8 delta block for `step` (Int8BlockBytes(c.size(),
+  // pull_int8_chunk) bytes) into block; waited for like a pull.
+  void PullDelta(int chunk, int64_t step, uint8_t* block);
   absl::Status WaitPulled(int chunk);
   absl::Status WaitAllPulls();
 
@@ -109,6 +114,8 @@ class RemoteShards {
   explicit RemoteShards(const RemoteShardsOptions& options, ShardLayout layout);
   Lane& LaneOf(int chunk, bool pull = false);
   void RunLane(Lane* lane);
+  // A pull job: into params (fp32) or block (an int8 delta).
+  void EnqueuePull(int chunk, int64_t step, float* params, uint8_t* block, bool reset);
   absl::Status FirstError() const;
 
   const RemoteShardsOptions options_;

@@ -135,6 +135,7 @@ absl::StatusOr<bool> ShardClient::Init(
   msg.set_chunk_elements(init.chunk_elements);
   msg.set_world_size(init.world_size);
   msg.set_apply_per_chunk(init.apply_per_chunk);
+  msg.set_pull_int8_chunk(init.pull_int8_chunk);
   msg.mutable_data()->set_dtype(v1::DTYPE_F32);
   bool open = true;
   auto send = [&](const std::string& name, const float* base) {
@@ -164,7 +165,8 @@ absl::StatusOr<bool> ShardClient::Init(
 }
 
 absl::Status ShardClient::Pull(int64_t generation, int64_t step, int64_t lo, int64_t hi,
-                               float* params, const std::string& state_name) {
+                               float* params, const std::string& state_name,
+                               bool reset_delta_reference) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, options_.timeout);
   v1::PullParametersRequest req;
@@ -176,6 +178,7 @@ absl::Status ShardClient::Pull(int64_t generation, int64_t step, int64_t lo, int
   req.set_dtype(v1::DTYPE_F32);
   req.set_timeout_ms(absl::ToInt64Milliseconds(options_.timeout));
   req.set_state_name(state_name);
+  req.set_reset_delta_reference(reset_delta_reference);
   std::unique_ptr<grpc::ClientReader<v1::ParameterChunk>> r = stub_->PullParameters(&ctx, req);
   v1::ParameterChunk msg;
   int64_t got = 0;
@@ -200,6 +203,49 @@ absl::Status ShardClient::Pull(int64_t generation, int64_t step, int64_t lo, int
   if (got != hi - lo) {
     return absl::DataLossError(absl::StrCat("pull from ", address(), ": got ", got, " of ",
                                             hi - lo, " parameters for [", lo, ", ", hi, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShardClient::PullDelta(int64_t generation, int64_t step, int64_t lo, int64_t hi,
+                                    uint8_t* block, int64_t bytes) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, options_.timeout);
+  v1::PullParametersRequest req;
+  req.mutable_job()->set_job_id(options_.job_id);
+  req.set_generation(generation);
+  req.set_step(step);
+  req.mutable_range()->set_begin(lo);
+  req.mutable_range()->set_end(hi);
+  req.set_dtype(v1::DTYPE_I8);
+  req.set_timeout_ms(absl::ToInt64Milliseconds(options_.timeout));
+  std::unique_ptr<grpc::ClientReader<v1::ParameterChunk>> r = stub_->PullParameters(&ctx, req);
+  v1::ParameterChunk msg;
+  int64_t got = 0;
+  absl::Status bad;
+  while (r->Read(&msg)) {
+    const int64_t at = msg.block_offset();
+    const int64_t n = static_cast<int64_t>(msg.data().data().size());
+    if (bad.ok() && (msg.range().begin() != lo || msg.range().end() != hi ||
+                     msg.step() != step || msg.data().dtype() != v1::DTYPE_I8 || at != got ||
+                     at + n > bytes)) {
+      bad = absl::DataLossError(absl::StrCat(
+          "int8 pull from ", address(), ": a piece of ", n, " bytes at ", at, " for [",
+          msg.range().begin(), ", ", msg.range().end(), ") of step ", msg.step(),
+          " does not fit the request for the ", bytes, "-byte block of [", lo, ", ", hi,
+          ") of step ", step));
+      ctx.TryCancel();
+    }
+    if (!bad.ok()) continue;
+    std::memcpy(block + at, msg.data().data().data(), n);
+    got += n;
+  }
+  grpc::Status s = r->Finish();
+  if (!bad.ok()) return bad;
+  if (!s.ok()) return FromGrpcStatus(s, absl::StrCat("ShardServer.PullParameters to ", address()));
+  if (got != bytes) {
+    return absl::DataLossError(absl::StrCat("int8 pull from ", address(), ": got ", got, " of ",
+                                            bytes, " bytes of the delta of [", lo, ", ", hi, ")"));
   }
   return absl::OkStatus();
 }

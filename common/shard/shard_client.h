@@ -50,6 +50,7 @@ struct ShardInit {
   int world_size = 0;
   v1::OptimizerConfig optimizer;
   bool apply_per_chunk = false;  // see range_store.h
+  int pull_int8_chunk = 0;       // > 0: int8 delta pulls (range_store.h)
 };
 
 // The fields every push of one step shares.
@@ -118,9 +119,16 @@ class ShardClient {
                             const std::vector<std::pair<std::string, const float*>>& state = {});
   // Pulls params[lo, hi) as of `step` into params (the flat vector's base),
   // waiting up to the timeout for the step to be applied. With state_name:
-  // that optimizer state buffer instead.
+  // that optimizer state buffer instead. reset_delta_reference: the
+  // server's int8 deltas of [lo, hi) are taken from these values from now
+  // on (the caller will hold them).
   absl::Status Pull(int64_t generation, int64_t step, int64_t lo, int64_t hi, float* params,
-                    const std::string& state_name = "");
+                    const std::string& state_name = "", bool reset_delta_reference = false);
+  // The int8 block (Int8BlockBytes(hi - lo, pull_int8_chunk) = `bytes`) of
+  // chunk [lo, hi)'s delta for `step` into block[0, bytes), waiting as Pull
+  // does; the caller decodes it and adds it to the parameters it holds.
+  absl::Status PullDelta(int64_t generation, int64_t step, int64_t lo, int64_t hi, uint8_t* block,
+                         int64_t bytes);
   // A new stream over this client's channel (owned by the caller).
   std::unique_ptr<PushStream> NewPushStream();
 

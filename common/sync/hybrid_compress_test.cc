@@ -2,10 +2,12 @@
 // threads (CommGroups from CreateCommGroups), the shard servers run in this
 // process on port 0. Checked:
 //   - at 2 ranks (2 nodes x 1 and 1 node x 2), K = 30 steps of int8 pushes
-//     with error feedback end within kTolerance (relative L2) of
-//     uncompressed hybrid, the pushes carry about a quarter of the fp32
-//     bytes, and the residual norm stays bounded (no growth from the first
-//     half of the run to the second; never above the int8 bound);
+//     with error feedback and int8 delta pulls end within kTolerance
+//     (relative L2) of uncompressed hybrid, pushes and pulls carry about a
+//     quarter of the fp32 bytes, the ranks hold identical parameters, and
+//     the residual norm stays bounded (no growth from the first half of
+//     the run to the second; never above the int8 bound);
+//   - the servers' apply=step and apply=chunk give the same bits;
 //   - compress=none is bit-identical to no compress key;
 //   - the residuals travel with checkpoints: saved after step K1 and
 //     restored into a new generation, the run continues bit for bit as the
@@ -239,6 +241,13 @@ TEST_F(HybridCompress, Int8StaysCloseToFp32WithBoundedResiduals) {
     EXPECT_LE(diff, kTolerance);
     EXPECT_GT(diff, 0) << "int8 pushes that change nothing: were they compressed?";
     EXPECT_TRUE(BitEqual(q[0].params, q[1].params)) << "ranks disagree";
+    for (size_t rank = 0; rank < q.size(); ++rank) {
+      // Pushes and pulls both: a quarter of the bytes plus the scales.
+      const double wire = static_cast<double>(q[rank].stats.inter_node_bytes) /
+                          static_cast<double>(fp32[rank].stats.inter_node_bytes);
+      EXPECT_GT(wire, 0.25) << "rank " << rank;
+      EXPECT_LT(wire, 0.27) << "rank " << rank;
+    }
     for (const RankResult& r : q) {
       // A quarter of the bytes plus a scale per 1024 values.
       ASSERT_GT(r.stats.compress_bytes_before, 0);
@@ -281,6 +290,21 @@ TEST_F(HybridCompress, NoneIsBitIdenticalToNoKey) {
     EXPECT_TRUE(BitEqual(a[r].params, b[r].params)) << "rank " << r;
     EXPECT_EQ(b[r].extra_buffers, 0u);
     EXPECT_EQ(a[r].stats.inter_node_bytes, b[r].stats.inter_node_bytes);
+  }
+}
+
+TEST_F(HybridCompress, Int8PullsGiveTheSameBitsWhicheverWayTheServersApply) {
+  const std::vector<std::string> nodes = {"a", "b"};
+  RankRun step;
+  step.opts = "compress=int8";
+  step.last_step = 8;
+  RankRun chunk = step;
+  chunk.opts = "compress=int8,apply=chunk";
+  const std::vector<RankResult> a = Run(nodes, step);
+  const std::vector<RankResult> b = Run(nodes, chunk);
+  ASSERT_FALSE(a[0].params.empty());
+  for (size_t r = 0; r < nodes.size(); ++r) {
+    EXPECT_TRUE(BitEqual(a[r].params, b[r].params)) << "rank " << r;
   }
 }
 

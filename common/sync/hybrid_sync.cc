@@ -94,6 +94,7 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
         if (mine < g.end) bytes += codec_->MaxEncodedBytes(remote_->layout().chunk(mine).size());
       }
       encoded_.assign(bytes, 0);
+      pulled_.assign(bytes, 0);
       feedback_ = std::make_unique<ErrorFeedback>(codec_.get(), size_);
     }
     group_ready_.assign(groups_.size(), 0);
@@ -143,6 +144,10 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
       if (!s.ok()) return Fail(s);
     }
     if (!initialised_) return absl::OkStatus();
+    if (codec_ != nullptr) {
+      absl::Status s = ResyncToMaster();
+      if (!s.ok()) return Fail(s);
+    }
     absl::Status s = servers_->FetchForCheckpoint(world_->rank(), next_step_ - 1);
     return s.ok() ? s : Fail(s);
   }
@@ -184,7 +189,7 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
                                            gather_out_.size() + gathered_.size() + piece_.size() +
                                            (feedback_ != nullptr ? size_ : 0)) *
                           int64_t{sizeof(float)} +
-                      static_cast<int64_t>(encoded_.size());
+                      static_cast<int64_t>(encoded_.size() + pulled_.size());
     return m;
   }
 
@@ -293,7 +298,12 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
     }
     for (size_t g = 0; g < groups_.size(); ++g) {
       const int mine = groups_[g].first + local_rank_;
-      if (mine < groups_[g].end) remote_->Pull(mine, ctx.step, params_);
+      if (mine >= groups_[g].end) continue;
+      if (codec_ != nullptr) {
+        remote_->PullDelta(mine, ctx.step, pulled_.data() + encoded_offset_[g]);
+      } else {
+        remote_->Pull(mine, ctx.step, params_);
+      }
     }
     absl::Status s = remote_->WaitPushes();
     if (!s.ok()) return Fail(s);
@@ -310,7 +320,7 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
     // it has arrived.
     const auto gather_start = std::chrono::steady_clock::now();
     for (size_t g = 0; g < groups_.size(); ++g) {
-      s = GatherGroup(static_cast<int>(g), ctx.step);
+      s = GatherGroup(static_cast<int>(g), ctx.step, /*delta=*/codec_ != nullptr);
       if (!s.ok()) {
         (void)remote_->WaitAllPulls();
         return Fail(s);
@@ -390,6 +400,27 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
     int64_t v;
     std::memcpy(&v, &meta_[2 * field], sizeof(v));
     return v;
+  }
+
+  // compress=int8, before a checkpoint: every rank pulls its chunks' fp32
+  // master weights, resetting the servers' delta reference to them, and
+  // the node allgathers them, so every rank holds the master exactly (what
+  // the checkpoint saves, and what a resume from it starts from: the
+  // continuation is the same either way).
+  absl::Status ResyncToMaster() {
+    const int64_t step = next_step_ - 1;
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      const int mine = groups_[g].first + local_rank_;
+      if (mine < groups_[g].end) remote_->Pull(mine, step, params_, /*reset_delta_reference=*/true);
+    }
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      absl::Status s = GatherGroup(static_cast<int>(g), step, /*delta=*/false);
+      if (!s.ok()) {
+        (void)remote_->WaitAllPulls();
+        return s;
+      }
+    }
+    return remote_->WaitAllPulls();
   }
 
   // Every rank's residuals onto rank 0 (collective over the world group).
@@ -501,12 +532,22 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
     return absl::OkStatus();
   }
 
-  // Trainer thread: this rank's pulled chunk of group g -> the node.
-  absl::Status GatherGroup(int g, int64_t step) {
+  // Trainer thread: this rank's pulled chunk of group g -> the node. delta:
+  // the pull was the chunk's int8 delta block, added to the parameters here.
+  absl::Status GatherGroup(int g, int64_t step, bool delta) {
     const Group& gr = groups_[g];
     const shard::ShardLayout& l = remote_->layout();
     const int mine = gr.first + local_rank_;
-    if (mine < gr.end) RETURN_IF_ERROR(remote_->WaitPulled(mine));
+    if (mine < gr.end) {
+      RETURN_IF_ERROR(remote_->WaitPulled(mine));
+      if (delta) {
+        const shard::Chunk& c = l.chunk(mine);
+        codec_->DecodeAdd(pulled_.data() + encoded_offset_[g], c.size(), params_ + c.lo);
+        absl::MutexLock lock(&mu_);
+        compress_before_ += c.size() * int64_t{sizeof(float)};
+        compress_after_ += codec_->MaxEncodedBytes(c.size());
+      }
+    }
     if (local_size_ == 1) return absl::OkStatus();
     int64_t n = 0;
     if (mine < gr.end) {
@@ -615,6 +656,7 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   std::unique_ptr<ErrorFeedback> feedback_;
   std::vector<int64_t> encoded_offset_;  // per group
   std::vector<uint8_t> encoded_;
+  std::vector<uint8_t> pulled_;  // this step's pulled delta blocks, same layout
   // Checkpoint state (trainer thread, between steps).
   std::vector<float> meta_ = std::vector<float>(2 * kMetaFields, 0.f);
   std::vector<float> gathered_;  // rank 0: world * size_
@@ -654,8 +696,9 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
 std::vector<OptionInfo> HybridSyncOptionInfo() {
   std::vector<OptionInfo> o = RemoteSyncOptionInfo();
   o.push_back({"compress", "none",
-               "none: fp32 pushes; int8: pushes as int8 with a scale per 1024 values and "
-               "error feedback kept per rank (the servers sum in fp32; pulls stay fp32)"});
+               "none: fp32 pushes and pulls; int8: pushes as int8 with a scale per 1024 values "
+               "and error feedback kept per rank (the servers sum in fp32), pulls as int8 "
+               "parameter deltas with the error feedback kept on the servers"});
   return o;
 }
 
@@ -672,7 +715,7 @@ absl::StatusOr<std::unique_ptr<GradientSync>> CreateHybridSync(const SyncOptions
     return absl::InvalidArgumentError("hybrid sync: needs the intra-node group");
   }
   ASSIGN_OR_RETURN(std::unique_ptr<ShardServerState> servers,
-                   ShardServerState::Create(options, env, "hybrid"));
+                   ShardServerState::Create(options, env, "hybrid", int8_chunk));
   return std::unique_ptr<GradientSync>(
       std::make_unique<HybridSyncImpl>(std::move(env), std::move(servers), int8_chunk));
 }

@@ -62,7 +62,8 @@ absl::Status ValidateRemoteSyncOptions(const SyncOptions& o) {
 
 
 absl::StatusOr<std::unique_ptr<ShardServerState>> ShardServerState::Create(
-    const SyncOptions& options, const SyncEnv& env, const std::string& name) {
+    const SyncOptions& options, const SyncEnv& env, const std::string& name,
+    int pull_int8_chunk) {
   ASSIGN_OR_RETURN(RemoteSyncKnobs knobs, ParseRemoteSyncKnobs(options));
   const ShardServerEnv& servers = env.shard_servers;
   if (servers.addresses.empty()) {
@@ -98,6 +99,7 @@ absl::StatusOr<std::unique_ptr<ShardServerState>> ShardServerState::Create(
   ro.streams_per_server = knobs.streams;
   ro.timeout = knobs.timeout;
   ro.apply_per_chunk = knobs.apply_per_chunk;
+  ro.pull_int8_chunk = pull_int8_chunk;
   ASSIGN_OR_RETURN(std::unique_ptr<shard::RemoteShards> remote, shard::RemoteShards::Create(ro));
   auto mirror = std::make_unique<OptimizerMirror>(*probe, env.size);
   return std::unique_ptr<ShardServerState>(

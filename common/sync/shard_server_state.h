@@ -54,9 +54,12 @@ absl::Status ValidateRemoteSyncOptions(const SyncOptions& options);
 
 class ShardServerState {
  public:
+  // pull_int8_chunk > 0: the servers keep int8 deltas for PullDelta
+  // (hybrid's compress=int8; remote_shards.h).
   static absl::StatusOr<std::unique_ptr<ShardServerState>> Create(const SyncOptions& options,
                                                                   const SyncEnv& env,
-                                                                  const std::string& name);
+                                                                  const std::string& name,
+                                                                  int pull_int8_chunk = 0);
 
   shard::RemoteShards& remote() { return *remote_; }
   const shard::RemoteShards& remote() const { return *remote_; }

@@ -9,6 +9,7 @@
 #include "common/log/log.h"
 #include "common/shard/optimizer_config.h"
 #include "common/status/status_macros.h"
+#include "common/sync/int8_codec.h"
 
 namespace tandem {
 namespace shardserver {
@@ -24,6 +25,10 @@ struct ChunkSlot {
   std::vector<float> sum ABSL_GUARDED_BY(mu);
   std::vector<char> contributed ABSL_GUARDED_BY(mu);  // per rank
   int weight ABSL_GUARDED_BY(mu) = 0;
+  // Int8 delta pulls: the block of the delta of step `encoded_step`
+  // (-1: none, e.g. dropped by a reset), sized once.
+  std::vector<uint8_t> encoded ABSL_GUARDED_BY(mu);
+  int64_t encoded_step ABSL_GUARDED_BY(mu) = -1;
 };
 
 struct RangeStore::State {
@@ -31,6 +36,10 @@ struct RangeStore::State {
   std::vector<std::unique_ptr<ChunkSlot>> chunks;
   std::vector<int64_t> chunk_lo;  // for lookup
   std::vector<float> params;      // config.range
+  // Int8 delta pulls (config.pull_int8_chunk > 0): what the workers hold,
+  // over config.range; each chunk's part under its ChunkSlot::mu.
+  std::unique_ptr<sync::Codec> codec;
+  std::vector<float> reference;
 
   // Held for writing while the optimizer runs, for reading while a pull
   // copies parameters out (order: params_mu, then mu).
@@ -99,6 +108,19 @@ absl::Status CopyState(std::vector<std::unique_ptr<ChunkSlot>>& chunks, const st
 // a received message).
 void AddInto(float* __restrict sum, const float* __restrict data, int64_t n) {
   for (int64_t i = 0; i < n; ++i) sum[i] += data[i];
+}
+
+// Int8 delta pulls: after chunk `slot`'s optimizer step, its delta
+// (master - reference, staged in the slot's free accumulator) is encoded
+// and the decoded delta added to the reference. Caller holds slot.mu.
+void EncodeDelta(const sync::Codec& codec, const float* params, float* reference, ChunkSlot& slot,
+                 int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(slot.mu) {
+  const int64_t n = slot.range.size();
+  float* delta = slot.sum.data();
+  for (int64_t i = 0; i < n; ++i) delta[i] = params[i] - reference[i];
+  codec.Encode(delta, n, sync::EncodeParams{}, slot.encoded.data());
+  codec.DecodeAdd(slot.encoded.data(), n, reference);
+  slot.encoded_step = step;
 }
 
 double SecondsSince(std::chrono::steady_clock::time_point t) {
@@ -189,9 +211,18 @@ absl::StatusOr<std::unique_ptr<RangeStore::PendingInit>> RangeStore::BeginInit(
     return absl::InvalidArgumentError(
         absl::StrCat("InitShard: world_size must be >= 1, got ", c.world_size));
   }
+  if (c.pull_int8_chunk != 0 && (c.pull_int8_chunk < 256 || c.pull_int8_chunk > 2048)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "InitShard: pull_int8_chunk must be 0 (fp32 pulls) or 256..2048, got ",
+        c.pull_int8_chunk));
+  }
   auto state = std::make_shared<State>();
   state->config = c;
   state->params.assign(c.range.size(), 0.f);
+  if (c.pull_int8_chunk > 0) {
+    state->codec = sync::MakeInt8Codec({.chunk = c.pull_int8_chunk});
+    state->reference.assign(c.range.size(), 0.f);
+  }
   for (const shard::Chunk& ch : shard::ShardLayout::CutRange(c.range.lo, c.range.hi,
                                                               c.chunk_elements, 0)) {
     auto slot = std::make_unique<ChunkSlot>();
@@ -204,6 +235,7 @@ absl::StatusOr<std::unique_ptr<RangeStore::PendingInit>> RangeStore::BeginInit(
       slot->applied = c.step;
       slot->sum.assign(ch.size(), 0.f);
       slot->contributed.assign(c.world_size, 0);
+      if (state->codec != nullptr) slot->encoded.assign(state->codec->MaxEncodedBytes(ch.size()), 0);
     }
     state->chunk_lo.push_back(ch.lo);
     state->chunks.push_back(std::move(slot));
@@ -235,6 +267,8 @@ absl::StatusOr<bool> RangeStore::CommitInit(std::unique_ptr<PendingInit> init) {
     }
   }
   const bool state_sent = !init->state_filled_.empty();
+  // The workers hold what was sent.
+  if (next.codec != nullptr) next.reference = next.params;
   absl::MutexLock lock(&mu_);
   bool kept = false;
   if (current_ != nullptr) {
@@ -405,9 +439,12 @@ absl::StatusOr<PushOutcome> RangeStore::Push(const PushHeader& h, const float* d
   absl::MutexLock params(&st.params_mu);
   for (const std::unique_ptr<ChunkSlot>& s : st.chunks) {
     absl::MutexLock lock(&s->mu);
-    absl::Status r = s->optimizer->Step(st.params.data() + (s->range.lo - c.range.lo),
-                                        s->sum.data(), s->range.size(), ctx);
+    const int64_t at = s->range.lo - c.range.lo;
+    absl::Status r = s->optimizer->Step(st.params.data() + at, s->sum.data(), s->range.size(), ctx);
     if (!r.ok() && failed.ok()) failed = r;
+    if (st.codec != nullptr) {
+      EncodeDelta(*st.codec, st.params.data() + at, st.reference.data() + at, *s, h.step);
+    }
     std::fill(s->contributed.begin(), s->contributed.end(), 0);
     s->weight = 0;
     s->step = h.step + 1;
@@ -444,8 +481,11 @@ void RangeStore::ApplyChunk(State& st, int ci, int64_t step) {
   absl::Status r;
   {
     absl::MutexLock lock(&slot.mu);
-    r = slot.optimizer->Step(st.params.data() + (slot.range.lo - c.range.lo), slot.sum.data(),
-                             slot.range.size(), ctx);
+    const int64_t at = slot.range.lo - c.range.lo;
+    r = slot.optimizer->Step(st.params.data() + at, slot.sum.data(), slot.range.size(), ctx);
+    if (st.codec != nullptr) {
+      EncodeDelta(*st.codec, st.params.data() + at, st.reference.data() + at, slot, step);
+    }
     std::fill(slot.contributed.begin(), slot.contributed.end(), 0);
     slot.weight = 0;
     slot.step = step + 1;
@@ -526,7 +566,7 @@ absl::Status RangeStore::WaitForStep(int64_t generation, int64_t step, absl::Tim
 }
 
 absl::Status RangeStore::ReadParams(int64_t generation, int64_t step, int64_t lo, int64_t hi,
-                                    float* out) {
+                                    float* out, bool reset_reference) {
   ASSIGN_OR_RETURN(std::shared_ptr<State> cur, Current(generation, "pull"));
   State& st = *cur;
   const optim::ParamRange r = st.config.range;
@@ -535,23 +575,35 @@ absl::Status RangeStore::ReadParams(int64_t generation, int64_t step, int64_t lo
                                                    ") outside this server's range [", r.lo, ", ",
                                                    r.hi, ")"));
   }
-  if (st.config.apply_per_chunk) {
-    // Chunk by chunk, each under its own lock (its optimizer may run).
+  if (reset_reference && st.codec == nullptr) {
+    return absl::InvalidArgumentError(
+        "pull with reset_delta_reference: this generation was initialised without int8 delta "
+        "pulls (pull_int8_chunk 0)");
+  }
+  // Chunk by chunk, each under its own lock (its optimizer may run with
+  // apply_per_chunk; the reference is per chunk either way).
+  auto copy_chunks = [&](bool check_step) -> absl::Status {
     for (int i = std::max(0, st.FindChunk(lo));
          i < static_cast<int>(st.chunks.size()) && st.chunks[i]->range.lo < hi; ++i) {
       ChunkSlot& s = *st.chunks[i];
       const int64_t a = std::max(lo, s.range.lo), b = std::min(hi, s.range.hi);
       if (b <= a) continue;
       absl::MutexLock lock(&s.mu);
-      if (s.applied != step) {
+      if (check_step && s.applied != step) {
         return absl::FailedPreconditionError(absl::StrCat(
             "pull of step ", step, ": chunk [", s.range.lo, ", ", s.range.hi, ") is at step ",
             s.applied));
       }
       std::memcpy(out + (a - lo), st.params.data() + (a - r.lo), (b - a) * sizeof(float));
+      if (reset_reference) {
+        std::memcpy(st.reference.data() + (a - r.lo), st.params.data() + (a - r.lo),
+                    (b - a) * sizeof(float));
+        s.encoded_step = -1;
+      }
     }
     return absl::OkStatus();
-  }
+  };
+  if (st.config.apply_per_chunk) return copy_chunks(/*check_step=*/true);
   absl::ReaderMutexLock params(&st.params_mu);
   {
     absl::MutexLock lock(&st.mu);
@@ -560,7 +612,38 @@ absl::Status RangeStore::ReadParams(int64_t generation, int64_t step, int64_t lo
           "pull of step ", step, ": the server's parameters are at step ", st.applied));
     }
   }
+  if (reset_reference) return copy_chunks(/*check_step=*/false);
   std::memcpy(out, st.params.data() + (lo - r.lo), (hi - lo) * sizeof(float));
+  return absl::OkStatus();
+}
+
+absl::Status RangeStore::ReadDelta(int64_t generation, int64_t step, int64_t lo, int64_t hi,
+                                   std::string* out) {
+  ASSIGN_OR_RETURN(std::shared_ptr<State> cur, Current(generation, "delta pull"));
+  State& st = *cur;
+  if (st.codec == nullptr) {
+    return absl::InvalidArgumentError(
+        "int8 pull: this generation was initialised without int8 delta pulls (pull_int8_chunk 0); "
+        "pull DTYPE_F32");
+  }
+  const int ci = st.FindChunk(lo);
+  if (ci < 0 || st.chunks[ci]->range.lo != lo || st.chunks[ci]->range.hi != hi) {
+    return absl::InvalidArgumentError(absl::StrCat("int8 pull of [", lo, ", ", hi,
+                                                   "): not one of this server's chunks (",
+                                                   st.Describe(), ")"));
+  }
+  std::unique_ptr<absl::ReaderMutexLock> params;
+  if (!st.config.apply_per_chunk) params = std::make_unique<absl::ReaderMutexLock>(&st.params_mu);
+  ChunkSlot& s = *st.chunks[ci];
+  absl::MutexLock lock(&s.mu);
+  if (s.encoded_step != step) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "int8 pull of [", lo, ", ", hi, ") at step ", step, ": the chunk holds ",
+        s.encoded_step < 0 ? std::string("no delta (reset by a full-precision pull, or none "
+                                         "applied yet)")
+                           : absl::StrCat("the delta of step ", s.encoded_step)));
+  }
+  out->assign(reinterpret_cast<const char*>(s.encoded.data()), s.encoded.size());
   return absl::OkStatus();
 }
 

@@ -36,6 +36,17 @@
 // learning rate / grad_scale that differs from the step's first push
 // (INVALID_ARGUMENT).
 //
+// Int8 delta pulls (InitConfig::pull_int8_chunk > 0, hybrid's
+// compress=int8): the store also keeps the reference, the fp32 values the
+// workers hold (the parameters sent at init). When a chunk's step is
+// applied it encodes delta = master - reference with the int8 codec, adds
+// the decoded delta to the reference (codec DecodeAdd, the same kernel the
+// workers run, so both end bit-identical) and keeps the block for ReadDelta.
+// What rounding dropped is still in master - reference and goes out with
+// the next delta: error feedback on the server's side, no drift. A full
+// pull with reset_reference sets the reference to the master (the workers
+// then hold it: a checkpoint's resync); that step's delta is then gone.
+//
 // Thread-safety: every method is safe to call from many threads (gRPC's).
 // Pushes of different chunks sum in parallel (a mutex per chunk); the
 // optimizer runs on the thread whose push completed the step. WaitForStep
@@ -77,6 +88,9 @@ struct InitConfig {
   // partly applied, which the next InitShard discards (state is never
   // kept over a partial step).
   bool apply_per_chunk = false;
+  // > 0: int8 delta pulls with one scale per this many values, 256..2048
+  // (see the file comment); 0: fp32 pulls only.
+  int pull_int8_chunk = 0;
 };
 
 // One push: elements [lo, hi) of the gradient for `step`.
@@ -155,7 +169,17 @@ class RangeStore {
                            int64_t lo = 0, int64_t hi = 0);
   // Copies params[lo, hi) as of `step` into out; FAILED_PRECONDITION when
   // the latest applied step is not `step`, INVALID_ARGUMENT outside the range.
-  absl::Status ReadParams(int64_t generation, int64_t step, int64_t lo, int64_t hi, float* out);
+  // reset_reference (int8 delta pulls only, else INVALID_ARGUMENT): the
+  // reference of [lo, hi) becomes these values and the deltas of `step`
+  // of the chunks it touches are dropped.
+  absl::Status ReadParams(int64_t generation, int64_t step, int64_t lo, int64_t hi, float* out,
+                          bool reset_reference = false);
+  // The int8 block of chunk [lo, hi)'s delta for `step` into *out (its
+  // bytes replaced). INVALID_ARGUMENT without int8 delta pulls or for a
+  // range that is not one chunk; FAILED_PRECONDITION when the chunk is not
+  // at `step`, or its delta was dropped by a reset.
+  absl::Status ReadDelta(int64_t generation, int64_t step, int64_t lo, int64_t hi,
+                         std::string* out);
   // The same for optimizer state buffer `name` (INVALID_ARGUMENT when the
   // optimizer has no such buffer).
   absl::Status ReadState(int64_t generation, int64_t step, const std::string& name, int64_t lo,

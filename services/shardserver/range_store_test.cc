@@ -2,14 +2,19 @@
 // is in, repeats are acknowledged and not summed, refusals leave nothing
 // applied, a half-pushed step applies nothing, pulls wait with a deadline,
 // a new generation aborts waiters and keeps optimizer state only when it
-// continues at the same step.
+// continues at the same step; int8 delta pulls keep a worker's copy within
+// one rounding of the master at every step (no drift), a reset pull makes
+// it exact, and what does not fit is refused.
 #include "services/shardserver/range_store.h"
 
+#include <cmath>
+#include <cstring>
 #include <thread>
 #include <vector>
 
 #include "absl/time/clock.h"
 #include "common/metrics/metrics.h"
+#include "common/sync/int8_codec.h"
 #include "gtest/gtest.h"
 
 namespace tandem {
@@ -316,6 +321,104 @@ TEST(RangeStore, PerChunkApplyServesAChunkOnceItIsComplete) {
   ASSERT_TRUE(store.WaitForStep(2, 1, absl::Now() + absl::Seconds(10), kLo, kHi).ok());
   EXPECT_EQ(store.info().step, 1);
   for (float p : Read(store, 2, 1)) EXPECT_FLOAT_EQ(p, 1.f - kLr * 2.f);
+}
+
+// A worker's side of int8 delta pulls: adds each chunk's decoded delta of
+// `step` to w (the values it holds, over [kLo, kHi)); returns the largest
+// scale of the blocks (a rounding is at most half of it).
+float ApplyDeltas(RangeStore& store, const sync::Codec& codec, int64_t gen, int64_t step,
+                  std::vector<float>& w) {
+  float largest = 0;
+  for (const auto& c : kChunks) {
+    std::string block;
+    absl::Status s = store.ReadDelta(gen, step, c[0], c[1], &block);
+    EXPECT_TRUE(s.ok()) << s;
+    if (!s.ok()) continue;
+    EXPECT_EQ(static_cast<int64_t>(block.size()), codec.MaxEncodedBytes(c[1] - c[0]));
+    float scale;  // one scale per chunk here: chunks are < 256 values
+    std::memcpy(&scale, block.data(), sizeof(scale));
+    largest = std::max(largest, scale);
+    codec.DecodeAdd(reinterpret_cast<const uint8_t*>(block.data()), c[1] - c[0],
+                    w.data() + (c[0] - kLo));
+  }
+  return largest;
+}
+
+TEST(RangeStore, Int8DeltaPullsTrackTheMasterWithinOneRounding) {
+  const std::unique_ptr<sync::Codec> codec = sync::MakeInt8Codec({.chunk = 256});
+  for (bool per_chunk : {false, true}) {
+    SCOPED_TRACE(per_chunk ? "apply per chunk" : "apply per step");
+    RangeStore store;
+    InitConfig c = Config(1, 1, 0, Sgd(0.9));
+    c.apply_per_chunk = per_chunk;
+    c.pull_int8_chunk = 256;
+    Init(store, c);
+    std::vector<float> w(kHi - kLo, 1.f);  // what the worker holds
+    double largest_error = 0;
+    for (int64_t step = 1; step <= 40; ++step) {
+      for (const auto& ch : kChunks) {
+        std::vector<float> g(ch[1] - ch[0]);
+        for (size_t i = 0; i < g.size(); ++i) {
+          g[i] = std::sin(0.7f * static_cast<float>(step) + 1.3f * static_cast<float>(ch[0] + i));
+        }
+        ASSERT_TRUE(store.Push(Header(1, step, ch[0], ch[1], 0), g.data(), g.size()).ok());
+      }
+      ASSERT_TRUE(store.WaitForStep(1, step, absl::Now() + absl::Seconds(10), kLo, kHi).ok());
+      const float scale = ApplyDeltas(store, *codec, 1, step, w);
+      const std::vector<float> master = Read(store, 1, step);
+      for (size_t i = 0; i < w.size(); ++i) {
+        // Within one rounding of this step's delta: earlier roundings were
+        // carried into it, not accumulated.
+        const double error = std::fabs(double{w[i]} - master[i]);
+        EXPECT_LE(error, scale / 2 * 1.001 + 1e-6) << "element " << i << " at step " << step;
+        largest_error = std::max(largest_error, error);
+      }
+    }
+    EXPECT_GT(largest_error, 0) << "the deltas lost nothing: were they quantized?";
+    // A reset pull: the worker holds the master exactly, that step's delta
+    // is gone, and the next delta is taken from the master.
+    std::vector<float> exact(kHi - kLo);
+    ASSERT_TRUE(store.ReadParams(1, 40, kLo, kHi, exact.data(), /*reset_reference=*/true).ok());
+    std::string block;
+    EXPECT_EQ(store.ReadDelta(1, 40, 100, 104, &block).code(),
+              absl::StatusCode::kFailedPrecondition);
+    w = exact;
+    PushAll(store, 1, 41, 0, 0.25f);
+    ASSERT_TRUE(store.WaitForStep(1, 41, absl::Now() + absl::Seconds(10), kLo, kHi).ok());
+    const float scale = ApplyDeltas(store, *codec, 1, 41, w);
+    const std::vector<float> master = Read(store, 1, 41);
+    for (size_t i = 0; i < w.size(); ++i) EXPECT_LE(std::fabs(w[i] - master[i]), scale / 2 * 1.001);
+    // The delta of an older step is gone.
+    EXPECT_EQ(store.ReadDelta(1, 40, 104, 107, &block).code(),
+              absl::StatusCode::kFailedPrecondition);
+  }
+}
+
+TEST(RangeStore, Int8DeltaPullsRefuseWhatDoesNotFit) {
+  RangeStore plain;
+  Init(plain, Config(1, 1));
+  PushAll(plain, 1, 1, 0, 1.f);
+  std::string block;
+  EXPECT_EQ(plain.ReadDelta(1, 1, 100, 104, &block).code(), absl::StatusCode::kInvalidArgument);
+  std::vector<float> out(kHi - kLo);
+  EXPECT_EQ(plain.ReadParams(1, 1, kLo, kHi, out.data(), /*reset_reference=*/true).code(),
+            absl::StatusCode::kInvalidArgument);
+
+  InitConfig c = Config(1, 1);
+  c.pull_int8_chunk = 100;
+  RangeStore bad;
+  EXPECT_EQ(bad.BeginInit(c).status().code(), absl::StatusCode::kInvalidArgument);
+
+  c.pull_int8_chunk = 256;
+  RangeStore store;
+  Init(store, c);
+  // Before any step there is no delta; not a chunk is refused.
+  EXPECT_EQ(store.ReadDelta(1, 0, 100, 104, &block).code(), absl::StatusCode::kFailedPrecondition);
+  PushAll(store, 1, 1, 0, 1.f);
+  EXPECT_TRUE(store.ReadDelta(1, 1, 100, 104, &block).ok());
+  EXPECT_EQ(store.ReadDelta(1, 1, 100, 107, &block).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.ReadDelta(1, 1, 101, 104, &block).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.ReadDelta(2, 1, 100, 104, &block).code(), absl::StatusCode::kAborted);
 }
 
 }  // namespace

@@ -112,6 +112,7 @@ absl::Status ShardService::Init(grpc::ServerReader<v1::ParameterChunk>* reader,
   c.world_size = msg.world_size();
   c.optimizer = msg.optimizer();
   c.apply_per_chunk = msg.apply_per_chunk();
+  c.pull_int8_chunk = msg.pull_int8_chunk();
   ASSIGN_OR_RETURN(std::unique_ptr<RangeStore::PendingInit> init, store_->BeginInit(c));
   do {
     RETURN_IF_ERROR(CheckF32Payload(msg.data(), msg.range(), "InitShard"));
@@ -201,9 +202,15 @@ absl::Status ShardService::Pull(grpc::ServerContext* context,
                                 const v1::PullParametersRequest& r,
                                 grpc::ServerWriter<v1::ParameterChunk>* writer) {
   RETURN_IF_ERROR(CheckJob(r.job()));
-  if (r.dtype() != v1::DTYPE_F32 && r.dtype() != v1::DTYPE_UNSPECIFIED) {
-    return absl::UnimplementedError(absl::StrCat("pull in ", v1::DType_Name(r.dtype()),
-                                                 ": this shard server sends DTYPE_F32 only"));
+  const bool delta = r.dtype() == v1::DTYPE_I8;
+  if (r.dtype() != v1::DTYPE_F32 && r.dtype() != v1::DTYPE_UNSPECIFIED && !delta) {
+    return absl::UnimplementedError(absl::StrCat(
+        "pull in ", v1::DType_Name(r.dtype()),
+        ": this shard server sends DTYPE_F32, or DTYPE_I8 deltas (pull_int8_chunk)"));
+  }
+  if (delta && (!r.state_name().empty() || r.reset_delta_reference())) {
+    return absl::InvalidArgumentError(
+        "int8 pull: deltas are of the parameters only (no state_name, no reset_delta_reference)");
   }
   if (r.chunk_bytes() < 0 || r.timeout_ms() < 0) {
     return absl::InvalidArgumentError("pull: chunk_bytes and timeout_ms must be >= 0");
@@ -216,6 +223,7 @@ absl::Status ShardService::Pull(grpc::ServerContext* context,
                             : absl::FromChrono(context->deadline());
   if (r.timeout_ms() > 0) deadline = std::min(deadline, absl::Now() + absl::Milliseconds(r.timeout_ms()));
   RETURN_IF_ERROR(store_->WaitForStep(r.generation(), r.step(), deadline, lo, hi));
+  if (delta) return PullDelta(r, writer);
   const int64_t piece =
       std::max<int64_t>(1, (r.chunk_bytes() > 0 ? r.chunk_bytes() : kDefaultPullBytes) / 4);
   v1::ParameterChunk msg;
@@ -229,7 +237,8 @@ absl::Status ShardService::Pull(grpc::ServerContext* context,
     data->resize((end - at) * sizeof(float));
     float* out = reinterpret_cast<float*>(data->data());
     if (r.state_name().empty()) {
-      RETURN_IF_ERROR(store_->ReadParams(r.generation(), r.step(), at, end, out));
+      RETURN_IF_ERROR(
+          store_->ReadParams(r.generation(), r.step(), at, end, out, r.reset_delta_reference()));
     } else {
       RETURN_IF_ERROR(store_->ReadState(r.generation(), r.step(), r.state_name(), at, end, out));
     }
@@ -240,6 +249,32 @@ absl::Status ShardService::Pull(grpc::ServerContext* context,
       metrics_->pull_bytes->Increment(data->size());
     }
     if (lo == hi) break;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShardService::PullDelta(const v1::PullParametersRequest& r,
+                                     grpc::ServerWriter<v1::ParameterChunk>* writer) {
+  const int64_t lo = r.range().begin(), hi = r.range().end();
+  std::string block;
+  RETURN_IF_ERROR(store_->ReadDelta(r.generation(), r.step(), lo, hi, &block));
+  const int64_t piece = r.chunk_bytes() > 0 ? r.chunk_bytes() : kDefaultPullBytes;
+  const int64_t size = static_cast<int64_t>(block.size());
+  v1::ParameterChunk msg;
+  msg.mutable_job()->set_job_id(r.job().job_id());
+  msg.set_step(r.step());
+  msg.mutable_range()->set_begin(lo);
+  msg.mutable_range()->set_end(hi);
+  msg.mutable_data()->set_dtype(v1::DTYPE_I8);
+  for (int64_t at = 0; at < size || at == 0; at += piece) {
+    const int64_t end = std::min(size, at + piece);
+    msg.set_block_offset(at);
+    msg.mutable_data()->mutable_data()->assign(block, at, end - at);
+    if (!writer->Write(msg)) return absl::CancelledError("pull: the client went away");
+    if (metrics_ != nullptr && metrics_->pull_bytes != nullptr) {
+      metrics_->pull_bytes->Increment(end - at);
+    }
+    if (size == 0) break;
   }
   return absl::OkStatus();
 }

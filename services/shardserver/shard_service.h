@@ -13,7 +13,9 @@
 // payload whose dtype or byte count does not match its range (pushes: fp32,
 // or with int8_chunk an int8 codec block, dequantized here and summed in
 // fp32), a request for
-// another job, or a bad pull size; UNIMPLEMENTED for a bf16 pull. SaveShard
+// another job, or a bad pull size; UNIMPLEMENTED for a bf16 pull. A
+// DTYPE_I8 pull (a generation with pull_int8_chunk) returns the chunk's
+// int8 delta block (range_store.h) in pieces with block_offset. SaveShard
 // writes this server's range (params + optimizer state) as a checkpoint
 // shard file at the request's path (the server needs the checkpoint
 // directory on its file system).
@@ -55,6 +57,9 @@ class ShardService final : public v1::ShardServer::Service {
                     v1::PushGradientsResponse* response);
   absl::Status Pull(grpc::ServerContext* context, const v1::PullParametersRequest& request,
                     grpc::ServerWriter<v1::ParameterChunk>* writer);
+  // A DTYPE_I8 pull: the chunk's delta block, in pieces of chunk_bytes.
+  absl::Status PullDelta(const v1::PullParametersRequest& request,
+                         grpc::ServerWriter<v1::ParameterChunk>* writer);
   absl::Status Save(const v1::SaveShardRequest& request, v1::SaveShardResponse* response);
   absl::Status CheckJob(const v1::JobRef& job) const;
 

@@ -2,7 +2,10 @@
 // init, two workers pushing every chunk on their own streams, a pull that
 // waits for the step, refusals arriving as the store's codes, retries
 // acknowledged, and the metrics counting bytes and steps.
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -206,6 +209,73 @@ TEST(ShardService, Int8PushesAreDequantizedAndSummedInFp32) {
   for (int64_t i = 0; i < kN; ++i) {
     ASSERT_EQ(pulled[i], 2.f - 0.5f * decoded[i]) << i;  // SGD, lr 0.5, world 1
   }
+}
+
+// hybrid's int8 pulls: each chunk's delta block, added by the worker to
+// what it holds, keeps it within one rounding of the fp32 master; a reset
+// pull gives the master and drops that step's delta; a generation without
+// int8 pulls refuses them.
+TEST(ShardService, Int8DeltaPullsOverGrpc) {
+  Fixture f = Start();
+  std::vector<float> params(kN, 2.f);
+  shard::ShardInit init = Init(1);
+  const shard::Chunk first = f.layout.chunk(0);
+  std::vector<uint8_t> block(shard::Int8BlockBytes(first.size(), 256));
+  ASSERT_TRUE(f.client->Init(init, params.data()).ok());
+  // Pushed fp32, no int8 pulls in this generation: refused.
+  {
+    std::unique_ptr<shard::PushStream> s = f.client->NewPushStream();
+    ASSERT_TRUE(s->Open(Header(0)).ok());
+    std::vector<float> g(kN, 1.f);
+    for (const shard::Chunk& c : f.layout.chunks()) ASSERT_TRUE(s->Write(c, g.data() + c.lo).ok());
+    ASSERT_TRUE(s->Finish().ok());
+  }
+  absl::Status refused =
+      f.client->PullDelta(5, 1, first.lo, first.hi, block.data(), block.size());
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_NE(refused.message().find("without int8 delta pulls"), std::string::npos) << refused;
+
+  init.generation = 6;
+  init.pull_int8_chunk = 256;
+  ASSERT_TRUE(f.client->Init(init, params.data()).ok());
+  std::unique_ptr<sync::Codec> codec = sync::MakeInt8Codec({.chunk = 256});
+  std::vector<float> held = params, master(kN);
+  for (int64_t step = 1; step <= 3; ++step) {
+    shard::PushHeader h = Header(0);
+    h.generation = 6;
+    h.step = step;
+    std::vector<float> g(kN);
+    for (int64_t i = 0; i < kN; ++i) g[i] = 0.01f * static_cast<float>((i * step) % 89) - 0.4f;
+    std::unique_ptr<shard::PushStream> s = f.client->NewPushStream();
+    ASSERT_TRUE(s->Open(h).ok());
+    for (const shard::Chunk& c : f.layout.chunks()) ASSERT_TRUE(s->Write(c, g.data() + c.lo).ok());
+    ASSERT_TRUE(s->Finish().ok());
+    float largest_scale = 0;
+    for (const shard::Chunk& c : f.layout.chunks()) {
+      std::vector<uint8_t> b(shard::Int8BlockBytes(c.size(), 256));
+      absl::Status p = f.client->PullDelta(6, step, c.lo, c.hi, b.data(), b.size());
+      ASSERT_TRUE(p.ok()) << p;
+      for (int64_t k = 0; k < (c.size() + 255) / 256; ++k) {
+        float scale;
+        std::memcpy(&scale, b.data() + 4 * k, 4);
+        largest_scale = std::max(largest_scale, scale);
+      }
+      codec->DecodeAdd(b.data(), c.size(), held.data() + c.lo);
+    }
+    ASSERT_TRUE(f.client->Pull(6, step, 0, kN, master.data()).ok());
+    double error = 0;
+    for (int64_t i = 0; i < kN; ++i) error = std::max(error, double{std::fabs(held[i] - master[i])});
+    EXPECT_LE(error, largest_scale / 2 * 1.001) << "step " << step;
+    EXPECT_GT(error, 0) << "step " << step;
+  }
+  // The block size must match the chunk's, or the pull is refused.
+  EXPECT_EQ(
+      f.client->PullDelta(6, 3, first.lo, first.hi, block.data(), block.size() - 1).code(),
+      absl::StatusCode::kDataLoss);
+  // Reset: the fp32 master, and step 3's delta is gone.
+  ASSERT_TRUE(f.client->Pull(6, 3, 0, kN, master.data(), "", /*reset_delta_reference=*/true).ok());
+  EXPECT_EQ(f.client->PullDelta(6, 3, first.lo, first.hi, block.data(), block.size()).code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 // SaveShard: the server writes its range (master weights and optimizer
