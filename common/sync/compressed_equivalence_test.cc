@@ -5,10 +5,14 @@
 //   zeros, then StateLoaded on every rank), continues bit-identically to an
 //   uninterrupted run, for int8 (stochastic rounding: the seeds' step
 //   counter restores too), top-k and threshold (their thresholds restore);
-//   dropping the residuals changes the result (the check can fail);
+//   dropping the residuals changes the result (the check can fail); also
+//   for int8 with hier=1 on 2 nodes of 2 ranks (the residuals of node
+//   shares);
 // - resumed at another world size the residuals reset: the run equals one
 //   started from the same parameters with fresh residuals;
 // - int8+EF and top-k+EF train close to allreduce on the same data.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -26,6 +30,7 @@
 #include "common/nn/model.h"
 #include "common/optim/sgd.h"
 #include "common/status/status_macros.h"
+#include "common/sync/hier_test_ranks.h"
 #include "common/sync/registry.h"
 #include "common/sync/testing/synthetic_training.h"
 #include "gtest/gtest.h"
@@ -76,21 +81,39 @@ Data MakeData(int samples) {
 struct RankRun {
   kernels::CpuBackend backend;
   std::unique_ptr<nn::Model> model;
-  CommGroups groups;
+  CommGroups* groups = nullptr;  // the rank's, borrowed
   std::unique_ptr<GradientSync> sync;
 };
 
-absl::Status SetUp(const std::string& strategy, const std::string& sync_opt, Communicator& comm,
+// Runs `body` on `world` ranks: Gloo ranks without node groups, or (with
+// per_node > 0) nodes of per_node ranks with their intra / inter groups.
+using RankBody = std::function<absl::Status(int rank, CommGroups& groups)>;
+std::vector<absl::Status> RunRanks(int world, int per_node, const RankBody& body) {
+  if (per_node == 0) {
+    return comm_testing::RunGlooRanks(world, [&](int rank, Communicator& comm) {
+      CommGroups groups;
+      groups.world = std::make_unique<comm_testing::BorrowedCommunicator>(&comm);
+      return body(rank, groups);
+    });
+  }
+  static int runs = 0;  // shm segment names must not repeat
+  std::vector<std::string> nodes;
+  for (int r = 0; r < world; ++r) nodes.push_back(absl::StrCat("node", r / per_node));
+  return hier_testing::RunGroupRanks(
+      nodes, /*node_groups=*/true, absl::StrCat("compressed_eq_", getpid(), "_", runs++), body);
+}
+
+absl::Status SetUp(const std::string& strategy, const std::string& sync_opt, CommGroups& groups,
                    RankRun* run) {
   nn::ModelOptions mo;
   mo.max_batch = kBatch;
   mo.seed = 7;
   ASSIGN_OR_RETURN(run->model, nn::CreateModel(kMlp, &run->backend, mo));
-  run->groups.world = std::make_unique<comm_testing::BorrowedCommunicator>(&comm);
+  run->groups = &groups;
   ASSIGN_OR_RETURN(SyncOptions so, ParseSyncOptions(strategy, sync_opt));
   so.bucket_cap_mb = 0.002;  // ~500 floats: several buckets
   SyncEnv env;
-  env.comms = &run->groups;
+  env.comms = run->groups;
   env.params = run->model->storage().params();
   env.grads = run->model->storage().grads();
   env.size = run->model->storage().size();
@@ -110,7 +133,7 @@ absl::Status SetUp(const std::string& strategy, const std::string& sync_opt, Com
 
 // Steps [first, last] (1-based); step s uses samples from (s - 1) * world * kBatch.
 absl::Status Train(RankRun& run, const Data& data, int first, int last, float* loss = nullptr) {
-  const int world = run.groups.world->world_size(), rank = run.groups.world->rank();
+  const int world = run.groups->world->world_size(), rank = run.groups->world->rank();
   for (int step = first; step <= last; ++step) {
     const int start = ((step - 1) * world + rank) * kBatch % (static_cast<int>(data.labels.size()) - kBatch);
     RETURN_IF_ERROR(run.model->Forward(data.Slice(start, kBatch)));
@@ -141,7 +164,7 @@ struct Saved {
 
 absl::Status Save(RankRun& run, Saved* saved) {
   RETURN_IF_ERROR(run.sync->SyncStateToHost());  // collective
-  if (run.groups.world->rank() != 0) return absl::OkStatus();
+  if (run.groups->world->rank() != 0) return absl::OkStatus();
   saved->params = Params(run);
   for (const optim::StateBuffer& b : run.sync->optimizer()->state()) {
     saved->optimizer[b.name].assign(b.data.begin(), b.data.end());
@@ -163,7 +186,7 @@ absl::Status Load(RankRun& run, const Saved& saved) {
   }
   for (optim::StateBuffer& b : run.sync->extra_state()) {
     auto it = saved.extra.find(b.name);
-    if (run.groups.world->rank() == 0 && it != saved.extra.end() &&
+    if (run.groups->world->rank() == 0 && it != saved.extra.end() &&
         it->second.size() == b.data.size()) {
       std::copy(it->second.begin(), it->second.end(), b.data.begin());
     } else {
@@ -176,11 +199,11 @@ absl::Status Load(RankRun& run, const Saved& saved) {
 constexpr int kK1 = 4, kK2 = 4;
 
 std::vector<std::vector<float>> Uninterrupted(int world, const std::string& opts,
-                                              const Data& data) {
+                                              const Data& data, int per_node = 0) {
   std::vector<std::vector<float>> params(world);
-  auto results = comm_testing::RunGlooRanks(world, [&](int rank, Communicator& comm) -> absl::Status {
+  auto results = RunRanks(world, per_node, [&](int rank, CommGroups& groups) -> absl::Status {
     RankRun run;
-    RETURN_IF_ERROR(SetUp("compressed", opts, comm, &run));
+    RETURN_IF_ERROR(SetUp("compressed", opts, groups, &run));
     RETURN_IF_ERROR(Train(run, data, 1, kK1 + kK2));
     params[rank] = Params(run);
     return absl::OkStatus();
@@ -192,20 +215,21 @@ std::vector<std::vector<float>> Uninterrupted(int world, const std::string& opts
 // K1 steps at save_world, save, resume at load_world for K2 steps.
 // `drop` removes the named extra state from the checkpoint.
 std::vector<std::vector<float>> Resumed(int save_world, int load_world, const std::string& opts,
-                                        const Data& data, const std::string& drop = "") {
+                                        const Data& data, const std::string& drop = "",
+                                        int per_node = 0) {
   Saved saved;
-  auto results = comm_testing::RunGlooRanks(save_world, [&](int rank, Communicator& comm) -> absl::Status {
+  auto results = RunRanks(save_world, per_node, [&](int rank, CommGroups& groups) -> absl::Status {
     RankRun run;
-    RETURN_IF_ERROR(SetUp("compressed", opts, comm, &run));
+    RETURN_IF_ERROR(SetUp("compressed", opts, groups, &run));
     RETURN_IF_ERROR(Train(run, data, 1, kK1));
     return Save(run, &saved);
   });
   for (int r = 0; r < save_world; ++r) EXPECT_TRUE(results[r].ok()) << results[r];
   if (!drop.empty()) saved.extra.erase(drop);
   std::vector<std::vector<float>> params(load_world);
-  results = comm_testing::RunGlooRanks(load_world, [&](int rank, Communicator& comm) -> absl::Status {
+  results = RunRanks(load_world, per_node, [&](int rank, CommGroups& groups) -> absl::Status {
     RankRun run;
-    RETURN_IF_ERROR(SetUp("compressed", opts, comm, &run));
+    RETURN_IF_ERROR(SetUp("compressed", opts, groups, &run));
     RETURN_IF_ERROR(Load(run, saved));
     RETURN_IF_ERROR(Train(run, data, kK1 + 1, kK1 + kK2));
     params[rank] = Params(run);
@@ -218,6 +242,7 @@ std::vector<std::vector<float>> Resumed(int save_world, int load_world, const st
 struct ResumeCase {
   std::string opts;
   int world;
+  int per_node = 0;  // > 0: nodes of this many ranks (hier=1 runs hierarchically)
 };
 
 class CompressedResume : public ::testing::TestWithParam<ResumeCase> {};
@@ -225,15 +250,16 @@ class CompressedResume : public ::testing::TestWithParam<ResumeCase> {};
 TEST_P(CompressedResume, RestoresResidualsBitIdentically) {
   const ResumeCase c = GetParam();
   const Data data = MakeData(512);
-  const auto whole = Uninterrupted(c.world, c.opts, data);
-  const auto resumed = Resumed(c.world, c.world, c.opts, data);
+  const auto whole = Uninterrupted(c.world, c.opts, data, c.per_node);
+  const auto resumed = Resumed(c.world, c.world, c.opts, data, "", c.per_node);
   ASSERT_FALSE(whole[0].empty());
   for (int r = 0; r < c.world; ++r) {
     ASSERT_EQ(resumed[r], whole[r]) << c.opts << " rank " << r;
     ASSERT_EQ(whole[r], whole[0]) << "ranks agree";
   }
   // Without the residuals the continuation differs: the test can fail.
-  const auto dropped = Resumed(c.world, c.world, c.opts, data, "compressed/residuals");
+  const auto dropped =
+      Resumed(c.world, c.world, c.opts, data, "compressed/residuals", c.per_node);
   EXPECT_NE(dropped[0], whole[0]) << c.opts;
 }
 
@@ -242,9 +268,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(ResumeCase{"codec=int8,rounding=stochastic,chunk=256", 2},
                       ResumeCase{"codec=int8", 3}, ResumeCase{"codec=topk,k=0.05", 2},
                       ResumeCase{"codec=threshold,density=0.05", 3},
-                      ResumeCase{"codec=fp16", 2}),
+                      ResumeCase{"codec=fp16", 2}, ResumeCase{"codec=int8,hier=1", 4, 2}),
     [](const ::testing::TestParamInfo<ResumeCase>& i) {
-      std::string s = absl::StrCat(i.param.opts, "_w", i.param.world);
+      std::string s = absl::StrCat(i.param.opts, "_w", i.param.world,
+                                   i.param.per_node > 0 ? absl::StrCat("_l", i.param.per_node) : "");
       for (char& ch : s) {
         if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
       }
@@ -282,9 +309,9 @@ struct Trained {
 Trained TrainWith(const std::string& strategy, const std::string& opts, const Data& train,
                   const Data& eval, int steps) {
   Trained out;
-  auto results = comm_testing::RunGlooRanks(4, [&](int rank, Communicator& comm) -> absl::Status {
+  auto results = RunRanks(4, 0, [&](int rank, CommGroups& groups) -> absl::Status {
     RankRun run;
-    RETURN_IF_ERROR(SetUp(strategy, opts, comm, &run));
+    RETURN_IF_ERROR(SetUp(strategy, opts, groups, &run));
     RETURN_IF_ERROR(Train(run, train, 1, steps));
     if (rank == 0) {
       out.params = Params(run);

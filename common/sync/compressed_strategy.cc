@@ -1,7 +1,7 @@
 // Registers the `compressed` strategy (compressed_sync.h): --sync compressed
 // --sync_opt codec=int8|fp16|bf16|topk|threshold plus the codec's keys
 // (k for topk; density, max_density for threshold; chunk, rounding for
-// int8), ef, warmup_steps and min_bucket_kb. A key that the chosen codec
+// int8), ef, warmup_steps, min_bucket_kb and hier. A key that the chosen codec
 // does not use is refused (codec=int8,k=0.01 is a mistake, not a no-op).
 #include <memory>
 #include <string>
@@ -51,6 +51,13 @@ absl::Status ParseCompressedOptions(const SyncOptions& o, CompressedSyncOptions*
     return absl::InvalidArgumentError(
         absl::StrCat("warmup_steps must be >= 0, got ", out->warmup_steps));
   }
+  ASSIGN_OR_RETURN(const int64_t hier, GetSyncOptInt(o, "hier", 0));
+  if (hier != 0 && hier != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hier must be 0 (exchange over every rank) or 1 (reduce inside each node first), got ",
+        hier));
+  }
+  out->hierarchical = hier == 1;
   ASSIGN_OR_RETURN(out->min_bucket_kb, GetSyncOptDouble(o, "min_bucket_kb", 0));
   if (!(out->min_bucket_kb >= 0)) {
     return absl::InvalidArgumentError(
@@ -76,7 +83,15 @@ StrategyInfo CompressedInfo() {
       {"rounding", "nearest", "int8: nearest | stochastic"},
       {"warmup_steps", "0", "first steps sent uncompressed"},
       {"min_bucket_kb", "0", "buckets smaller than this many KiB are sent uncompressed"},
+      {"hier", "0",
+       "1 = dense codecs: sum inside each node first (fp32, shared memory), exchange each "
+       "local rank's share compressed across nodes, allgather inside the node"},
       {"bucket_cap_mb", "25", "MiB per gradient bucket"}};
+  // hier=1 needs the intra-node and inter-node groups.
+  info.wants_node_groups = [](const SyncOptions& o) {
+    absl::StatusOr<int64_t> hier = GetSyncOptInt(o, "hier", 0);
+    return hier.ok() && *hier == 1;
+  };
   info.validate = [](const SyncOptions& o) -> absl::Status {
     CompressedSyncOptions parsed;
     return ParseCompressedOptions(o, &parsed);

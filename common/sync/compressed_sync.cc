@@ -18,6 +18,7 @@
 #include "common/sync/error_feedback.h"
 #include "common/sync/grad_check.h"
 #include "common/sync/grad_clip.h"
+#include "common/sync/hier_allreduce.h"
 #include "common/sync/threshold_controller.h"
 
 namespace tandem {
@@ -30,7 +31,9 @@ constexpr char kResidualsName[] = "compressed/residuals";
 // "TDMC" + layout version: tells saved compression state from zeros.
 constexpr int64_t kMagic = 0x54444d43'00000001;
 // Meta fields (int64, stored in a float buffer bit for bit).
-enum Meta { kMagicField, kWorld, kSize, kLocal, kBuckets, kSteps, kSparse, kMetaFields };
+// kExchange: 0 dense over the world, 1 sparse, 2 dense hierarchical (the
+// residuals of one do not fit another).
+enum Meta { kMagicField, kWorld, kSize, kLocal, kBuckets, kSteps, kExchange, kMetaFields };
 // State moves to and from rank 0 in pieces of this many floats per rank.
 constexpr int64_t kStatePiece = int64_t{1} << 16;
 
@@ -51,19 +54,27 @@ uint64_t Mix64(uint64_t x) {
 
 // What the engine's operation needs to know about one bucket, fixed at
 // creation.
+// Dense codecs exchange a vector x: the whole bucket over the world, or
+// (hierarchical) this local rank's share of the node's sum over `inter`.
 struct BucketLayout {
   int64_t lo = 0;
   int64_t n = 0;
   bool compress = false;   // false: plain allreduce (below min_bucket_kb)
-  int64_t slice = 0;       // dense: S = ceil(n / world)
+  int64_t share = 0;       // hierarchical: ceil(n / local ranks), else 0
+  int64_t x_lo = 0;        // dense: x's flat offset (lo, or lo + local_rank * share)
+  int64_t x_n = 0;         // dense: x's length (n, or this local rank's share)
+  int64_t slice = 0;       // dense: S = ceil(x_n / ranks exchanging)
   int64_t block = 0;       // bytes per rank's block (8-aligned)
   int64_t own_len = 0;     // dense: this rank's slice length
   int64_t sum_offset = 0;  // dense: where its sum residual starts
 };
 
 int64_t SliceLength(const BucketLayout& b, int j) {
-  return std::clamp<int64_t>(b.n - j * b.slice, 0, b.slice);
+  return std::clamp<int64_t>(b.x_n - j * b.slice, 0, b.slice);
 }
+
+// Where slice j starts in x (an empty slice starts at x's end).
+int64_t SliceStart(const BucketLayout& b, int j) { return std::min(j * b.slice, b.x_n); }
 
 class CompressedSync final : public GradientSync {
  public:
@@ -84,7 +95,37 @@ class CompressedSync final : public GradientSync {
         world_size_(comm_->world_size()),
         rank_(comm_->rank()),
         world_spans_nodes_(o.groups == nullptr || o.groups->num_nodes > 1),
+        hier_(o.hierarchical && UseHierarchical(o, codec_->sparse())),
+        exchange_(hier_ ? o.groups->inter.get() : comm_),
+        intra_(hier_ ? o.groups->intra.get() : nullptr),
+        ex_size_(exchange_->world_size()),
+        ex_rank_(exchange_->rank()),
+        local_rank_(hier_ ? intra_->rank() : 0),
+        local_size_(hier_ ? intra_->world_size() : 1),
         ready_ranges_(o.ready_ranges) {}
+
+  // hier=1 runs hierarchically for dense codecs on equal nodes; otherwise
+  // the flat exchange, said once in rank 0's log. Every rank sees the same
+  // layout, so every rank makes the same choice.
+  static bool UseHierarchical(const CompressedSyncOptions& o, bool sparse) {
+    std::string why;
+    if (o.groups == nullptr || o.groups->intra == nullptr || o.groups->inter == nullptr) {
+      why = "no node groups were built";
+    } else if (sparse) {
+      why = "sparse codecs allgather index/value pairs over the world";
+    } else {
+      why = HierarchicalUnusableReason(*o.groups);
+    }
+    if (why.empty()) {
+      if (o.comm->rank() == 0) {
+        LOG(INFO) << kLabel << ": hierarchical exchange over " << o.groups->num_nodes
+                  << " nodes of " << o.groups->intra->world_size() << " ranks";
+      }
+      return true;
+    }
+    if (o.comm->rank() == 0) LOG(INFO) << kLabel << ": hier=1 uses the flat exchange: " << why;
+    return false;
+  }
 
   // Second phase: the engine's operation captures `this`; the buffers are
   // sized from its plan.
@@ -157,7 +198,8 @@ class CompressedSync final : public GradientSync {
     m.optimizer_bytes = optimizer_->state_bytes();
     m.staging_bytes = static_cast<int64_t>(send_.size() + recv_.size() + sum_block_.size()) +
                       static_cast<int64_t>(sum_.size() + workspace_.size() + local_.size() +
-                                           gathered_.size() + piece_.size()) *
+                                           gathered_.size() + piece_.size() + node_.size() +
+                                           share_.size()) *
                           int64_t{sizeof(float)};
     return m;
   }
@@ -184,6 +226,10 @@ class CompressedSync final : public GradientSync {
   void Layout();
   absl::Status RunBucket(int b);
   absl::Status RunDense(int b, const BucketLayout& L);
+  // Hierarchical: the node's sum of the bucket, this rank's share of it
+  // into share_; and back: every local rank's share into the bucket.
+  absl::Status ReduceShare(int b, const BucketLayout& L);
+  absl::Status GatherShares(int b, const BucketLayout& L);
   absl::Status RunSparse(int b, const BucketLayout& L);
   absl::Status Update(const optim::StepContext& context, int64_t step);
   // Rank 0's copy of every rank's state, made the first time checkpoints
@@ -207,11 +253,15 @@ class CompressedSync final : public GradientSync {
   void AllocateGathered() {
     if (rank_ == 0 && gathered_.empty()) gathered_.assign(world_size_ * local_.size(), 0.f);
   }
-  void CountSent(int64_t bytes) {
+  // across_nodes: over a group that spans nodes (the world's, or inter).
+  void CountSent(int64_t bytes, bool across_nodes = true) {
     bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
-    if (world_spans_nodes_) inter_node_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+    if (world_spans_nodes_ && across_nodes) {
+      inter_node_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+    }
   }
   void PutMeta(Meta field, int64_t v) { std::memcpy(&meta_[2 * field], &v, sizeof(v)); }
+  int64_t Exchange() const { return sparse_ ? 1 : hier_ ? 2 : 0; }
   int64_t GetMeta(Meta field) const {
     int64_t v;
     std::memcpy(&v, &meta_[2 * field], sizeof(v));
@@ -233,6 +283,13 @@ class CompressedSync final : public GradientSync {
   const int world_size_;
   const int rank_;
   const bool world_spans_nodes_;
+  const bool hier_;               // dense exchange of node shares over inter
+  Communicator* const exchange_;  // dense codecs' all-to-all + allgather: world or inter
+  Communicator* const intra_;     // hier_ only
+  const int ex_size_;
+  const int ex_rank_;
+  const int local_rank_;
+  const int local_size_;
   const std::vector<std::pair<int64_t, int64_t>> ready_ranges_;
 
   // Fixed in Start (before any step).
@@ -246,6 +303,8 @@ class CompressedSync final : public GradientSync {
   // Staging (communication thread during steps).
   std::vector<uint8_t> send_, recv_, sum_block_;
   std::vector<float> sum_, workspace_;
+  std::vector<float> node_;   // hier_: local ranks x share (the padded bucket)
+  std::vector<float> share_;  // hier_: this rank's share of the node's sum
   // Checkpoint state (trainer thread, between steps).
   std::vector<float> meta_ = std::vector<float>(2 * kMetaFields, 0.f);
   std::vector<float> gathered_;  // rank 0: world * local_.size()
@@ -277,8 +336,8 @@ class CompressedSync final : public GradientSync {
 };
 
 void CompressedSync::Layout() {
-  const int W = world_size_;
-  int64_t sums = 0, send = 0, recv = 0, slice = 0, workspace = 0, block = 0;
+  const int W = ex_size_;
+  int64_t sums = 0, send = 0, recv = 0, slice = 0, workspace = 0, block = 0, share = 0;
   for (const Bucket& pb : engine_->plan().buckets) {
     BucketLayout b;
     b.lo = pb.lo;
@@ -290,9 +349,20 @@ void CompressedSync::Layout() {
       recv = std::max(recv, W * b.block);
       workspace = std::max(workspace, codec_->WorkspaceFloats(b.n));
     } else if (b.compress) {
-      b.slice = (b.n + W - 1) / W;
+      b.x_lo = b.lo;
+      b.x_n = b.n;
+      if (hier_) {
+        b.share = (b.n + local_size_ - 1) / local_size_;
+        b.x_lo = b.lo + local_rank_ * b.share;
+        b.x_n = std::clamp<int64_t>(b.n - local_rank_ * b.share, 0, b.share);
+        share = std::max(share, b.share);
+      }
+      // The stride of x's slices: from the full share, so every local rank
+      // holds sum residuals of the same length (the state is gathered in
+      // equal pieces); a short last share leaves its last slices empty.
+      b.slice = ((hier_ ? b.share : b.n) + W - 1) / W;
       b.block = Align8(codec_->MaxEncodedBytes(b.slice));
-      b.own_len = SliceLength(b, rank_);
+      b.own_len = SliceLength(b, ex_rank_);
       // Room for a full slice on every rank, so the state has the same
       // length on every rank (gathered in equal pieces).
       b.sum_offset = sums;
@@ -326,7 +396,9 @@ void CompressedSync::Layout() {
   sum_block_.assign(block, 0);
   sum_.assign(slice, 0.f);
   workspace_.assign(workspace, 0.f);
-  piece_.assign(W * std::min<int64_t>(kStatePiece, local_.size()), 0.f);
+  node_.assign(share * local_size_, 0.f);
+  share_.assign(share, 0.f);
+  piece_.assign(world_size_ * std::min<int64_t>(kStatePiece, local_.size()), 0.f);
 }
 
 absl::Status CompressedSync::RunBucket(int b) {
@@ -342,36 +414,74 @@ absl::Status CompressedSync::RunBucket(int b) {
 }
 
 absl::Status CompressedSync::RunDense(int b, const BucketLayout& L) {
-  const int W = world_size_;
-  float* g = grads_ + L.lo;
+  const int W = ex_size_;
+  if (hier_) {
+    RETURN_IF_ERROR(ReduceShare(b, L));
+    // A share every local rank of this index lacks (a bucket smaller than
+    // the node): nothing to exchange, on every member of the inter group.
+    if (L.x_n == 0) return GatherShares(b, L);
+  }
+  float* g = hier_ ? share_.data() : grads_ + L.lo;
   int64_t after = 0;
-  // Every slice of this rank's gradient, block j for rank j.
+  // Every slice of this rank's x, block j for rank j of the exchange.
   for (int j = 0; j < W; ++j) {
     const int64_t len = SliceLength(L, j);
     EncodeParams p;
     p.seed = CompressedSeed(seed_step_, b, rank_, j, 0);
     uint8_t* out = send_.data() + j * L.block;
-    after += feedback_ ? ef_->Encode(g + j * L.slice, L.lo + j * L.slice, len, p, out)
-                       : codec_->Encode(g + j * L.slice, len, p, out);
+    const int64_t at = SliceStart(L, j);
+    after += feedback_ ? ef_->Encode(g + at, L.x_lo + at, len, p, out)
+                       : codec_->Encode(g + at, len, p, out);
   }
-  RETURN_IF_ERROR(comm_->AllToAll(send_.data(), recv_.data(), L.block));
+  RETURN_IF_ERROR(exchange_->AllToAll(send_.data(), recv_.data(), L.block));
   // This rank's slice from every rank, summed in fp32 in rank order.
   std::fill(sum_.begin(), sum_.begin() + L.own_len, 0.f);
   for (int i = 0; i < W; ++i) codec_->DecodeAdd(recv_.data() + i * L.block, L.own_len, sum_.data());
   EncodeParams p;
-  p.seed = CompressedSeed(seed_step_, b, rank_, rank_, 1);
+  p.seed = CompressedSeed(seed_step_, b, rank_, ex_rank_, 1);
   after += feedback_ ? sum_ef_->Encode(sum_.data(), L.sum_offset, L.own_len, p, sum_block_.data())
                      : codec_->Encode(sum_.data(), L.own_len, p, sum_block_.data());
-  RETURN_IF_ERROR(comm_->AllGather(sum_block_.data(), send_.data(), L.block));
+  RETURN_IF_ERROR(exchange_->AllGather(sum_block_.data(), send_.data(), L.block));
   for (int j = 0; j < W; ++j) {
-    codec_->Decode(send_.data() + j * L.block, SliceLength(L, j), g + j * L.slice);
+    codec_->Decode(send_.data() + j * L.block, SliceLength(L, j), g + SliceStart(L, j));
   }
   CountSent((W + 1) * L.block);
-  bytes_before_.fetch_add((L.n + L.own_len) * int64_t{sizeof(float)}, std::memory_order_relaxed);
+  bytes_before_.fetch_add((L.x_n + L.own_len) * int64_t{sizeof(float)},
+                          std::memory_order_relaxed);
   bytes_after_.fetch_add(after, std::memory_order_relaxed);
   if (feedback_) {
-    residual_sq_ += ef_->SumOfSquares(L.lo, L.n) + sum_ef_->SumOfSquares(L.sum_offset, L.own_len);
+    residual_sq_ +=
+        ef_->SumOfSquares(L.x_lo, L.x_n) + sum_ef_->SumOfSquares(L.sum_offset, L.own_len);
   }
+  return hier_ ? GatherShares(b, L) : absl::OkStatus();
+}
+
+absl::Status CompressedSync::ReduceShare(int b, const BucketLayout& L) {
+  const float* in = grads_ + L.lo;
+  if (L.n != L.share * local_size_) {  // pad to local_size_ equal shares
+    std::memcpy(node_.data(), in, L.n * sizeof(float));
+    std::fill(node_.begin() + L.n, node_.begin() + L.share * local_size_, 0.f);
+    in = node_.data();
+  }
+  absl::Status s = intra_->ReduceScatter(in, share_.data(), L.share);
+  if (!s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(kLabel, ": intra-node reduce-scatter of bucket ",
+                                               b, ": ", s.message()));
+  }
+  CountSent(L.share * local_size_ * int64_t{sizeof(float)}, /*across_nodes=*/false);
+  return absl::OkStatus();
+}
+
+absl::Status CompressedSync::GatherShares(int b, const BucketLayout& L) {
+  const bool even = L.n == L.share * local_size_;
+  float* out = even ? grads_ + L.lo : node_.data();
+  absl::Status s = intra_->AllGather(share_.data(), out, L.share * int64_t{sizeof(float)});
+  if (!s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(kLabel, ": intra-node allgather of bucket ", b,
+                                               ": ", s.message()));
+  }
+  if (!even) std::memcpy(grads_ + L.lo, node_.data(), L.n * sizeof(float));
+  CountSent(L.share * int64_t{sizeof(float)}, /*across_nodes=*/false);
   return absl::OkStatus();
 }
 
@@ -450,7 +560,7 @@ absl::Status CompressedSync::SyncStateToHost() {
     PutMeta(kLocal, n);
     PutMeta(kBuckets, static_cast<int64_t>(buckets_.size()));
     PutMeta(kSteps, steps_done_);
-    PutMeta(kSparse, sparse_ ? 1 : 0);
+    PutMeta(kExchange, Exchange());
   }
   return absl::OkStatus();
 }
@@ -467,7 +577,7 @@ absl::Status CompressedSync::StateLoaded() {
     const bool fits = saved && GetMeta(kWorld) == world_size_ && GetMeta(kSize) == size_ &&
                       GetMeta(kLocal) == n &&
                       GetMeta(kBuckets) == static_cast<int64_t>(buckets_.size()) &&
-                      GetMeta(kSparse) == (sparse_ ? 1 : 0);
+                      GetMeta(kExchange) == Exchange();
     header[0] = fits ? 1 : 0;
     header[1] = saved ? GetMeta(kSteps) : 0;
     if (!saved) {

@@ -21,6 +21,14 @@
 //   sparse codecs (topk, threshold): every rank encodes the whole bucket;
 //     an allgather of the blocks, each padded to MaxEncodedBytes(n); every
 //     rank decodes and adds them in rank order into the zeroed bucket.
+//   hierarchical (hier=1, dense codecs, every node with the same number L
+//     of ranks; otherwise the flat exchange, said in rank 0's log): the
+//     bucket is first reduce-scattered in fp32 inside the node (shared
+//     memory; padded to L shares of ceil(n / L)), the dense exchange above
+//     runs on this local rank's share over CommGroups::inter (the ranks of
+//     the same local index on every node), and the shares are allgathered
+//     inside the node: a node sends about 1/L of the flat exchange's bytes
+//     across nodes (2 (G - 1) / G compressed shares of n / L for G nodes).
 // Either way every rank decodes the same bytes in the same order, so the
 // gradients are identical on every rank. The first warmup_steps steps,
 // and every bucket smaller than min_bucket_kb KiB, are sent uncompressed
@@ -82,6 +90,9 @@ struct CompressedSyncOptions {
   bool error_feedback = true;  // residuals carried to the next step
   int64_t warmup_steps = 0;    // first steps uncompressed, >= 0
   double min_bucket_kb = 0;    // smaller buckets uncompressed, >= 0
+  // Dense codecs: the hierarchical exchange (see above); needs `groups`
+  // built with node groups.
+  bool hierarchical = false;
 };
 
 absl::StatusOr<std::unique_ptr<GradientSync>> CreateCompressedSync(CompressedSyncOptions options);

@@ -5,10 +5,16 @@
 //   for every codec, with and without error feedback, over several steps
 //   (residuals carried), for ragged bucket sizes (1, odd, not a multiple of
 //   the chunk, fewer values than ranks); every rank ends with the same bits;
+// - hier=1 on nodes of 2 ranks equals the reference that sums each node
+//   first and exchanges node shares, bit for bit, and sends less across
+//   nodes than the flat exchange;
 // - warm-up steps and buckets below min_bucket_kb are plain allreduces;
 // - the compression stats (ratio ~4 for int8, residual norm);
 // - bad --sync_opt values through the registry give errors naming the key.
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <random>
 #include <string>
@@ -22,6 +28,7 @@
 #include "common/sync/codec_factory.h"
 #include "common/sync/compressed_sync.h"
 #include "common/sync/error_feedback.h"
+#include "common/sync/hier_test_ranks.h"
 #include "common/sync/registry.h"
 #include "common/sync/threshold_controller.h"
 #include "gtest/gtest.h"
@@ -77,9 +84,13 @@ CodecConfig Config(const Case& c) {
   return cc;
 }
 
-// What every rank must hold after each step, from the codecs alone.
+// What every rank must hold after each step, from the codecs alone. With
+// `local` > 1 (hier=1, ranks r = node * local + local_rank): each node's
+// fp32 sum, cut into `local` shares, share l exchanged among the ranks of
+// local rank l of every node.
 std::vector<std::vector<float>> Reference(const Case& c, int steps, int64_t n,
-                                          const std::vector<std::pair<int64_t, int64_t>>& ranges) {
+                                          const std::vector<std::pair<int64_t, int64_t>>& ranges,
+                                          int local = 1) {
   const int W = c.world;
   std::unique_ptr<Codec> codec = *CreateCodec(Config(c));
   const BucketPlan plan = *PlanBuckets(ranges, n, static_cast<int64_t>(kCapMb * (1 << 20)));
@@ -122,22 +133,42 @@ std::vector<std::vector<float>> Reference(const Case& c, int steps, int64_t n,
         }
         continue;
       }
-      const int64_t S = (len + W - 1) / W;
-      for (int j = 0; j < W; ++j) {
-        const int64_t sl = std::clamp<int64_t>(len - j * S, 0, S), off = lo + j * S;
-        std::vector<float> sum(sl, 0.f);
-        for (int r = 0; r < W; ++r) {
-          EncodeParams p;
-          p.seed = CompressedSeed(step, b, r, j, 0);
-          std::vector<uint8_t> block;
-          encode(ef[r].get(), g[r].data() + off, off, sl, p, &block);
-          codec->DecodeAdd(block.data(), sl, sum.data());
+      const int K = local, G = W / local;
+      const int64_t share = (len + K - 1) / K;
+      for (int l = 0; l < K; ++l) {
+        const int64_t x_lo = lo + l * share;
+        const int64_t x_n = std::clamp<int64_t>(len - l * share, 0, share);
+        // Each node's x: its ranks' sum, in local-rank order.
+        std::vector<std::vector<float>> x(G);
+        for (int node = 0; node < G; ++node) {
+          const float* first = g[node * K].data() + x_lo;
+          x[node].assign(first, first + x_n);
+          for (int k = 1; k < K; ++k) {
+            for (int64_t i = 0; i < x_n; ++i) x[node][i] += g[node * K + k][x_lo + i];
+          }
         }
-        EncodeParams p;
-        p.seed = CompressedSeed(step, b, j, j, 1);
-        std::vector<uint8_t> block;
-        encode(sum_ef[j].get(), sum.data(), off, sl, p, &block);
-        codec->Decode(block.data(), sl, out.data() + off);
+        // Slices of x: a stride from the full share; empty ones start at
+        // x's end.
+        const int64_t S = (share + G - 1) / G;
+        for (int j = 0; j < G; ++j) {
+          const int64_t at = std::min<int64_t>(j * S, x_n);
+          const int64_t sl = std::clamp<int64_t>(x_n - j * S, 0, S), off = x_lo + at;
+          std::vector<float> sum(sl, 0.f);
+          for (int node = 0; node < G; ++node) {
+            const int r = node * K + l;
+            EncodeParams p;
+            p.seed = CompressedSeed(step, b, r, j, 0);
+            std::vector<uint8_t> block;
+            encode(ef[r].get(), x[node].data() + at, off, sl, p, &block);
+            codec->DecodeAdd(block.data(), sl, sum.data());
+          }
+          const int owner = j * K + l;
+          EncodeParams p;
+          p.seed = CompressedSeed(step, b, owner, j, 1);
+          std::vector<uint8_t> block;
+          encode(sum_ef[owner].get(), sum.data(), off, sl, p, &block);
+          codec->Decode(block.data(), sl, out.data() + off);
+        }
       }
     }
     result.push_back(std::move(out));
@@ -225,6 +256,99 @@ std::vector<Case> SumCases() {
 
 INSTANTIATE_TEST_SUITE_P(Codecs, CompressedSum, ::testing::ValuesIn(SumCases()),
                          [](const ::testing::TestParamInfo<Case>& i) { return Name(i.param); });
+
+// hier=1: nodes of `local` ranks; the reference sums each node first.
+struct HierCase {
+  Case c;
+  int local;
+};
+
+class HierarchicalSum : public ::testing::TestWithParam<HierCase> {};
+
+// Trains `steps` steps of Gradient() through the strategy on
+// RunGroupRanks' nodes; returns every rank's gradients per step and rank
+// 0's stats.
+struct GroupRun {
+  std::vector<std::vector<std::vector<float>>> grads;  // [rank][step]
+  SyncStats stats;
+};
+GroupRun RunOnNodes(const Case& c, int local, bool hierarchical, int steps, int64_t n,
+                    const std::vector<std::pair<int64_t, int64_t>>& ranges, const std::string& tag) {
+  std::vector<std::string> nodes;
+  for (int r = 0; r < c.world; ++r) nodes.push_back(absl::StrCat("node", r / local));
+  GroupRun out;
+  out.grads.resize(c.world);
+  const auto results = hier_testing::RunGroupRanks(
+      nodes, /*node_groups=*/true, absl::StrCat("compressed_hier_", getpid(), "_", tag),
+      [&](int rank, CommGroups& groups) -> absl::Status {
+        std::vector<float> params(n, 0.f), grads(n);
+        CompressedSyncOptions o;
+        o.comm = groups.world.get();
+        o.groups = &groups;
+        o.hierarchical = hierarchical;
+        o.params = params.data();
+        o.grads = grads.data();
+        o.size = n;
+        o.ready_ranges = ranges;
+        o.bucket_cap_mb = kCapMb;
+        o.codec = Config(c);
+        o.error_feedback = c.ef;
+        ASSIGN_OR_RETURN(o.optimizer, optim::Sgd::Create({0, n}, optim::SgdOptions{}));
+        ASSIGN_OR_RETURN(std::unique_ptr<GradientSync> sync, CreateCompressedSync(std::move(o)));
+        for (int step = 0; step < steps; ++step) {
+          for (int64_t i = 0; i < n; ++i) grads[i] = Gradient(rank, step, i);
+          RETURN_IF_ERROR(sync->BeginStep({}));
+          for (const auto& [lo, hi] : ranges) sync->OnGradientsReady(lo, hi);
+          optim::StepContext ctx;
+          ctx.step = step + 1;
+          ctx.lr = 0.f;
+          RETURN_IF_ERROR(sync->FinishStep(ctx));
+          out.grads[rank].push_back(grads);
+        }
+        if (rank == 0) out.stats = sync->stats();
+        return absl::OkStatus();
+      });
+  for (int r = 0; r < c.world; ++r) EXPECT_TRUE(results[r].ok()) << "rank " << r << results[r];
+  return out;
+}
+
+TEST_P(HierarchicalSum, EqualsNodeSumThenExchangeReference) {
+  const HierCase h = GetParam();
+  constexpr int kSteps = 3;
+  int64_t n = 0;
+  const auto ranges = RaggedRanges(&n);
+  const auto reference = Reference(h.c, kSteps, n, ranges, h.local);
+  const GroupRun hier = RunOnNodes(h.c, h.local, true, kSteps, n, ranges, Name(h.c) + "_h");
+  for (int step = 0; step < kSteps; ++step) {
+    for (int r = 0; r < h.c.world; ++r) {
+      ASSERT_EQ(hier.grads[r].size(), static_cast<size_t>(kSteps));
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(hier.grads[r][step][i], reference[step][i])
+            << Name(h.c) << " step " << step << " rank " << r << " element " << i;
+      }
+    }
+  }
+  // The hierarchical reference is not the flat one (the check can fail),
+  // and the exchange across nodes is about 1/local of the flat one's.
+  const auto flat_reference = Reference(h.c, 1, n, ranges, 1);
+  EXPECT_NE(flat_reference[0], reference[0]);
+  const GroupRun flat = RunOnNodes(h.c, h.local, false, 1, n, ranges, Name(h.c) + "_f");
+  ASSERT_GT(flat.stats.inter_node_bytes, 0);
+  const double ratio = static_cast<double>(hier.stats.inter_node_bytes) / kSteps /
+                       static_cast<double>(flat.stats.inter_node_bytes);
+  std::printf("%s, %d per node: cross-node bytes hier / flat %.3f\n", Name(h.c).c_str(), h.local,
+              ratio);
+  EXPECT_LT(ratio, 0.75);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Codecs, HierarchicalSum,
+    ::testing::Values(HierCase{{"int8", true, 4}, 2}, HierCase{{"int8", true, 6}, 2},
+                      HierCase{{"int8", false, 4}, 2}, HierCase{{"fp16", true, 4}, 2},
+                      HierCase{{"int8", true, 4, "stochastic"}, 2}),
+    [](const ::testing::TestParamInfo<HierCase>& i) {
+      return absl::StrCat(Name(i.param.c), "_local", i.param.local);
+    });
 
 // Runs `steps` steps of integer gradients (exact in fp32 whichever order
 // they are summed in) and returns rank 0's stats and last gradients.
@@ -334,8 +458,9 @@ TEST(CompressedStrategy, BadOptionsGiveClearErrors) {
   check("ef=2", "ef must be 1 (error feedback) or 0 (none), got 2");
   check("warmup_steps=-1", "warmup_steps must be >= 0");
   check("min_bucket_kb=-3", "min_bucket_kb must be >= 0");
+  check("hier=2", "hier must be 0 (exchange over every rank) or 1");
   check("codecs=int8", "is not an option of strategy 'compressed'");
-  for (const char* ok : {"", "codec=fp16", "codec=bf16,ef=0", "codec=topk,k=0.001",
+  for (const char* ok : {"", "codec=fp16", "codec=bf16,ef=0", "codec=int8,hier=1", "codec=topk,k=0.001",
                          "codec=threshold,density=0.02,max_density=0.1",
                          "codec=int8,chunk=2048,rounding=stochastic,warmup_steps=50,"
                          "min_bucket_kb=64,bucket_cap_mb=4"}) {
