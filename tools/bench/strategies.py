@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -89,6 +90,9 @@ NETWORK = re.compile(r"^network: (.*)")
 
 
 def run_tandem(tandem, args, run_dir, timeout):
+    # A run directory keeps the coordinator's state; one left by an earlier
+    # run of this bench would be resumed (and refused: its job has finished).
+    shutil.rmtree(run_dir, ignore_errors=True)
     cmd = [tandem, "local", "--run_dir=" + run_dir] + args
     t0 = time.time()
     try:
