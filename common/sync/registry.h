@@ -75,6 +75,10 @@ struct SyncEnv {
   // device_stepper_registry.h); empty for host memory. The strategy calls it
   // with its optimizer and owns the result.
   DeviceStepperFactory make_device_stepper;
+  // A host-memory communicator over the same ranks as comms->world (the
+  // worker's control mesh); may be null. zero1 / zero2 in device memory
+  // combine the shards' gradient norms over it.
+  Communicator* host_comm = nullptr;
   ShardServerEnv shard_servers;  // ps / hybrid only
 };
 

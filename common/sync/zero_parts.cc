@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "common/optim/clip.h"
+#include "common/status/status_macros.h"
 #include "common/sync/grad_check.h"
 
 namespace tandem {
@@ -34,20 +35,33 @@ absl::StatusOr<ZeroParts> MakeZeroParts(const ZeroPartsOptions& o) {
         label, ": make_optimizer must return an optimizer over the owned range [", owned.lo, ", ",
         owned.hi, ")"));
   }
+  std::unique_ptr<DeviceStepper> stepper;
   if (o.make_device_stepper) {
     absl::StatusOr<std::unique_ptr<DeviceStepper>> s = o.make_device_stepper(opt->get());
     if (!s.ok()) return s.status();
-    if (*s != nullptr) {
+    if (*s != nullptr && !o.allow_device) {
       return absl::UnimplementedError(absl::StrCat(
-          label, ": device memory is not supported yet (the ZeRO strategies run on the CPU "
-                 "backend); use --sync allreduce on CUDA"));
+          label, ": device memory is not supported (it shards the parameters on host memory); "
+                 "use --sync zero1, zero2 or allreduce on CUDA"));
     }
+    stepper = std::move(*s);
   }
-  absl::StatusOr<GradClip> clip = GradClip::Create({o.max_grad_norm, o.comm});
+  Communicator* shards = o.comm;
+  if (stepper != nullptr) {
+    // The world communicator takes device pointers: the norms' doubles
+    // travel over the host mesh.
+    if (o.max_grad_norm > 0 && o.host_comm == nullptr && o.comm->world_size() > 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          label, ": gradient clipping in device memory needs host_comm (a host-memory "
+                 "communicator over the same ranks, e.g. the control mesh)"));
+    }
+    shards = o.host_comm;
+  }
+  absl::StatusOr<GradClip> clip = GradClip::Create({o.max_grad_norm, shards});
   if (!clip.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(label, ": ", clip.status().message()));
   }
-  return ZeroParts{std::move(*opt), std::move(*clip)};
+  return ZeroParts{std::move(*opt), std::move(stepper), std::move(*clip)};
 }
 
 OwnerReduce::OwnerReduce(const ZeroShardMap& map, int rank, const std::vector<Bucket>& buckets)
@@ -95,6 +109,31 @@ absl::Status OwnerReduce::Run(Communicator& comm, float* grads, int bucket, int6
     if (absl::Status s = comm.AllReduce(grads + lo, hi - lo, ReduceOp::kSum); !s.ok()) return s;
     std::memcpy(dst, grads + mine.lo, mine.size() * sizeof(float));
     *bytes += (hi - lo) * int64_t{sizeof(float)};
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GatherOwnedSlices(Communicator& comm, const ZeroShardMap& map, float* params,
+                               int64_t* bytes) {
+  const int world = map.world();
+  if (world == 1 || map.size() == 0) return absl::OkStatus();
+  const int rank = comm.rank();
+  if (map.padded_size() == map.size()) {
+    const int64_t s = map.shard_size();
+    // In place: this rank's input is its own block of the output.
+    RETURN_IF_ERROR(comm.AllGather(params + rank * s, params, s * int64_t{sizeof(float)}));
+    *bytes += s * int64_t{sizeof(float)};
+    return absl::OkStatus();
+  }
+  for (int j = 0; j < world; ++j) {
+    const optim::ParamRange p = map.owned(j);
+    if (p.size() == 0) continue;
+    absl::Status s = comm.Broadcast(params + p.lo, p.size() * int64_t{sizeof(float)}, j);
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("broadcast of rank ", j, "'s slice: ",
+                                                 s.message()));
+    }
+    if (j == rank) *bytes += p.size() * int64_t{sizeof(float)};
   }
   return absl::OkStatus();
 }
@@ -155,6 +194,7 @@ absl::Status StepOwnedShard(const OwnedShard& shard, const optim::StepContext& c
   absl::StatusOr<GradCheck> check = CheckGradients(
       *shard.clip, options, scale, owned, *shard.ready_ranges,
       [&](int64_t lo, int64_t hi) -> absl::StatusOr<double> {
+        if (shard.stepper != nullptr) return shard.stepper->SumOfSquares(g + (lo - owned.lo), hi - lo);
         return optim::PartialSumOfSquares(absl::MakeConstSpan(g + (lo - owned.lo), hi - lo));
       });
   if (!check.ok()) {
@@ -166,7 +206,10 @@ absl::Status StepOwnedShard(const OwnedShard& shard, const optim::StepContext& c
   if (!report->applied || owned.size() == 0) return absl::OkStatus();
   optim::StepContext ctx = context;
   ctx.grad_scale = static_cast<float>(scale * check->clip_scale);
-  absl::Status st = shard.optimizer->Step(shard.params + owned.lo, g, owned.size(), ctx);
+  absl::Status st =
+      shard.stepper != nullptr
+          ? shard.stepper->Step(shard.params + owned.lo, g, owned.size(), ctx)
+          : shard.optimizer->Step(shard.params + owned.lo, g, owned.size(), ctx);
   if (st.ok()) return st;
   return absl::Status(st.code(), absl::StrCat(shard.label, ": optimizer ", shard.optimizer->name(),
                                               " on [", owned.lo, ", ", owned.hi, ") at step ", step,

@@ -4,7 +4,8 @@
 //   MakeZeroParts   the checks every one of them makes at creation (a
 //                   communicator, the model's buffers, an optimizer over
 //                   exactly the owned range, host memory only) and the
-//                   optimizer and clip it builds from them.
+//                   optimizer and clip it builds from them; with
+//                   allow_device (zero1/zero2) a device stepper too.
 //   OwnerReduce     a gradient bucket reduced to the ranks owning its
 //                   pieces: packed into N equal blocks and reduce-scattered,
 //                   or (when a bucket sits mostly in one shard, where the
@@ -54,15 +55,25 @@ struct ZeroPartsOptions {
   std::function<absl::StatusOr<std::unique_ptr<optim::Optimizer>>(optim::ParamRange)>
       make_optimizer;
   DeviceStepperFactory make_device_stepper;
+  // zero1 / zero2: a stepper the factory builds is kept (device memory);
+  // false (zero3): it is UNIMPLEMENTED.
+  bool allow_device = false;
+  // Device memory only: a host-memory communicator over the same ranks
+  // (the worker's control mesh) that combines the shards' gradient norms;
+  // required with clipping on and more than one rank.
+  Communicator* host_comm = nullptr;
 };
 
 struct ZeroParts {
   std::unique_ptr<optim::Optimizer> optimizer;  // over map.owned(rank)
-  GradClip clip;
+  // Device memory: the stepper over `optimizer` (owned range); else null.
+  std::unique_ptr<DeviceStepper> stepper;
+  GradClip clip;  // combines over comm (host) or host_comm (device)
 };
 
 // INVALID_ARGUMENT naming the field for bad options or an optimizer over
-// another range; the factory's error; UNIMPLEMENTED for device memory.
+// another range, or device memory with clipping and no host_comm; the
+// factory's error; UNIMPLEMENTED for device memory without allow_device.
 absl::StatusOr<ZeroParts> MakeZeroParts(const ZeroPartsOptions& options);
 
 class OwnerReduce {
@@ -96,6 +107,14 @@ class OwnerReduce {
 // piece goes to the rank of the owner's local index on every node (inter
 // group), then each node broadcasts it inside (intra, shm): M - 1 copies
 // cross node links, as many bytes as a ring allgather moves.
+// Device memory (zero1/zero2 on NCCL): every rank's updated owned slice
+// into the full vector on every rank, in place. When N divides n (no
+// padding) one allgather over the parameters themselves; otherwise each
+// owner broadcasts its slice in place (N collectives) since an allgather
+// needs N equal pieces and the last slices are short. Nothing allocated.
+absl::Status GatherOwnedSlices(Communicator& comm, const ZeroShardMap& map, float* params,
+                               int64_t* bytes);
+
 class PieceBroadcast {
  public:
   // `groups` may be null, or without intra/inter: flat over `world`.
@@ -130,6 +149,9 @@ struct OwnedShard {
   const float* grads = nullptr;           // the reduced gradients of `owned`
   float* params = nullptr;                // the model's flat parameters
   optim::Optimizer* optimizer = nullptr;  // over `owned`
+  // Device memory: the norm and the step go through it (grads / params are
+  // device pointers); null: the host optimizer on host memory.
+  DeviceStepper* stepper = nullptr;
 };
 
 // One step of `shard` with FinishStep's `context` (`step` = the strategy's

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/log/log.h"
 #include "common/status/status_macros.h"
 #include "common/sync/bucket_engine.h"
 #include "common/sync/grad_clip.h"
@@ -29,7 +30,8 @@ int64_t CapFloats(double bucket_cap_mb) {
 
 class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
  public:
-  ZeroSyncImpl(const ZeroSyncOptions& o, std::unique_ptr<optim::Optimizer> optimizer, GradClip clip)
+  ZeroSyncImpl(const ZeroSyncOptions& o, std::unique_ptr<optim::Optimizer> optimizer,
+               std::unique_ptr<DeviceStepper> stepper, GradClip clip)
       : stage_(o.stage),
         label_(o.stage == ZeroStage::kOptimizer ? "zero1 sync" : "zero2 sync"),
         comm_(o.comm),
@@ -41,10 +43,15 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
         map_(o.size, o.comm->world_size()),
         owned_(map_.owned(o.comm->rank())),
         optimizer_(std::move(optimizer)),
+        stepper_(std::move(stepper)),
+        device_(stepper_ != nullptr),
+        in_place_(o.stage == ZeroStage::kOptimizer || device_),
+        host_comm_(o.host_comm),
         clip_(std::move(clip)),
         ready_ranges_(o.ready_ranges),
         layer_ranges_(o.layer_ranges),
-        overlap_(o.overlap_allgather && !o.layer_ranges.empty() && o.comm->world_size() > 1),
+        overlap_(!device_ && o.overlap_allgather && !o.layer_ranges.empty() &&
+                 o.comm->world_size() > 1),
         broadcast_(o.comm, o.groups) {}
 
   ~ZeroSyncImpl() override {
@@ -57,6 +64,17 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
   }
 
   absl::Status Start(const ZeroSyncOptions& o) {
+    if (device_ && rank_ == 0) {
+      LOG(INFO) << label_ << ": device memory: buckets allreduced in place"
+                << (stage_ == ZeroStage::kGradients
+                        ? " (zero2 takes zero1's path on device: no reduce-scatter, gradient "
+                          "memory not reduced)"
+                        : "")
+                << ", owned slice stepped on the device, slices gathered in place";
+      if (o.overlap_allgather && !o.layer_ranges.empty() && world_ > 1) {
+        LOG(INFO) << label_ << ": overlap=1 is host-only; gathering at the end of each step";
+      }
+    }
     if (overlap_) {
       // Forward order need not be address order; together they must tile
       // [0, size) so that gathering every layer gathers everything.
@@ -78,22 +96,22 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
     }
     // Allgather rounds: `chunk_` floats of every shard per round.
     chunk_ = std::max<int64_t>(1, std::min(map_.shard_size(), CapFloats(o.bucket_cap_mb) / world_));
-    if (map_.shard_size() == 0) chunk_ = 0;
+    if (map_.shard_size() == 0 || device_) chunk_ = 0;  // device: gathered in place
     gather_in_.assign(chunk_, 0.f);
     gather_out_.assign(chunk_ * world_, 0.f);
-    if (stage_ == ZeroStage::kGradients) grad_shard_.assign(map_.shard_size(), 0.f);
+    if (!in_place_) grad_shard_.assign(map_.shard_size(), 0.f);
     shard_ = {label_, rank_, world_, &clip_, owned_, &ready_ranges_,
-              stage_ == ZeroStage::kOptimizer ? grads_ + owned_.lo : grad_shard_.data(), params_,
-              optimizer_.get()};
+              in_place_ ? grads_ + owned_.lo : grad_shard_.data(), params_,
+              optimizer_.get(), stepper_.get()};
 
     BucketEngineOptions e;
     e.ready_ranges = o.ready_ranges;
     e.size = o.size;
     e.bucket_cap_mb = o.bucket_cap_mb;
     e.label = label_;
-    e.operation_name = stage_ == ZeroStage::kOptimizer ? "allreduce" : "reduce to owners";
+    e.operation_name = in_place_ ? "allreduce" : "reduce to owners";
     e.rank = rank_;
-    if (stage_ == ZeroStage::kOptimizer) {
+    if (in_place_) {
       e.operation = [this](int, int64_t lo, int64_t hi) {
         RETURN_IF_ERROR(comm_->AllReduce(grads_ + lo, hi - lo, ReduceOp::kSum));
         AddBytes((hi - lo) * int64_t{sizeof(float)});
@@ -104,7 +122,7 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
     }
     ASSIGN_OR_RETURN(engine_, BucketEngine::Create(std::move(e)));
     if (overlap_) gather_thread_ = std::thread([this] { GatherLoop(); });
-    if (stage_ == ZeroStage::kGradients) {
+    if (!in_place_) {
       // Routes and staging, sized once from the plan; the communication
       // thread uses them only once a step is open.
       owner_reduce_ = std::make_unique<OwnerReduce>(map_, rank_, engine_->plan().buckets);
@@ -122,8 +140,7 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
   ZeroMemory memory() const override {
     ZeroMemory m;
     m.param_bytes = size_ * int64_t{sizeof(float)};
-    m.grad_bytes = (stage_ == ZeroStage::kOptimizer ? size_
-                                                     : static_cast<int64_t>(grad_shard_.size())) *
+    m.grad_bytes = (in_place_ ? size_ : static_cast<int64_t>(grad_shard_.size())) *
                    int64_t{sizeof(float)};
     m.optimizer_bytes = optimizer_->state_bytes();
     m.staging_bytes = static_cast<int64_t>(gather_in_.size() + gather_out_.size() +
@@ -151,12 +168,24 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
   }
   void Release(int64_t, int64_t, tensor::ParamPass) override {}
 
-  absl::Status SyncStateToHost() override { return WaitForLayers(kAllLayers); }
-  absl::Status StateLoaded() override { return WaitForLayers(kAllLayers); }
+  absl::Status SyncStateToHost() override {
+    RETURN_IF_ERROR(WaitForLayers(kAllLayers));
+    return device_ ? stepper_->SaveState() : absl::OkStatus();
+  }
+  absl::Status StateLoaded() override {
+    RETURN_IF_ERROR(WaitForLayers(kAllLayers));
+    return device_ ? stepper_->LoadState() : absl::OkStatus();
+  }
 
   absl::Status BeginStep(const StepOptions& options) override {
     RETURN_IF_ERROR(WaitForLayers(kAllLayers));
     RETURN_IF_ERROR(guard_.CheckBegin(options));
+    if (device_ && world_ > 1 && host_comm_ == nullptr &&
+        (options.skip_non_finite || options.measure_grad_norm)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          label_, ": skip_non_finite / measure_grad_norm in device memory need host_comm (a "
+                  "host-memory communicator over the same ranks)"));
+    }
     report_ = StepReport{};
     return guard_.Started(engine_->BeginStep(), options);
   }
@@ -170,7 +199,9 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
     RETURN_IF_ERROR(guard_.Record(engine_->FinishStep()));
     const int64_t step = engine_->stats().steps;
     absl::Status s = Update(context, step);
-    if (s.ok() && report_.applied && !overlap_) s = AllGatherParams(step);
+    if (s.ok() && report_.applied && !overlap_) {
+      s = device_ ? GatherOnDevice(step) : AllGatherParams(step);
+    }
     RETURN_IF_ERROR(guard_.Record(s));
     absl::MutexLock lock(&mu_);
     ++steps_;
@@ -292,6 +323,23 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
                                                " on rank ", rank_));
   }
 
+  // Device memory: the slices in place over the world communicator.
+  absl::Status GatherOnDevice(int64_t step) {
+    if (world_ == 1) return absl::OkStatus();
+    const auto start = std::chrono::steady_clock::now();
+    int64_t bytes = 0;
+    absl::Status s = GatherOwnedSlices(*comm_, map_, params_, &bytes);
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(label_, ": parameter gather at step ", step,
+                                                 " on rank ", rank_, " failed: ", s.message()));
+    }
+    absl::MutexLock lock(&mu_);
+    gather_seconds_ += SecondsSince(start);
+    ++gather_rounds_;
+    bytes_sent_ += bytes;
+    return absl::OkStatus();
+  }
+
   // Round i gathers floats [i*C, (i+1)*C) of every padded shard. A chunk
   // that lies wholly in real elements is sent from the parameters
   // themselves; one that reaches into the padding goes through gather_in_.
@@ -345,6 +393,10 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
   const ZeroShardMap map_;
   const optim::ParamRange owned_;
   const std::unique_ptr<optim::Optimizer> optimizer_;
+  const std::unique_ptr<DeviceStepper> stepper_;  // device memory; else null
+  const bool device_;
+  const bool in_place_;  // buckets allreduced in place (zero1, or device)
+  Communicator* const host_comm_;  // device: may be null
   GradClip clip_;
   const std::vector<std::pair<int64_t, int64_t>> ready_ranges_;
   const std::vector<std::pair<int64_t, int64_t>> layer_ranges_;
@@ -398,9 +450,11 @@ absl::StatusOr<std::unique_ptr<ZeroSync>> CreateZeroSync(ZeroSyncOptions options
   po.max_grad_norm = options.max_grad_norm;
   po.make_optimizer = options.make_optimizer;
   po.make_device_stepper = options.make_device_stepper;
+  po.allow_device = true;
+  po.host_comm = options.host_comm;
   ASSIGN_OR_RETURN(ZeroParts parts, MakeZeroParts(po));
-  auto sync =
-      std::make_unique<ZeroSyncImpl>(options, std::move(parts.optimizer), std::move(parts.clip));
+  auto sync = std::make_unique<ZeroSyncImpl>(options, std::move(parts.optimizer),
+                                             std::move(parts.stepper), std::move(parts.clip));
   RETURN_IF_ERROR(sync->Start(options));
   return std::unique_ptr<ZeroSync>(std::move(sync));
 }
@@ -444,6 +498,7 @@ absl::StatusOr<std::unique_ptr<GradientSync>> CreateZeroSyncForRegistry(
   o.overlap_allgather = overlap == 1;
   o.make_optimizer = std::move(env.make_optimizer);
   o.make_device_stepper = std::move(env.make_device_stepper);
+  o.host_comm = env.host_comm;
   absl::StatusOr<std::unique_ptr<ZeroSync>> s = CreateZeroSync(std::move(o));
   if (!s.ok()) return s.status();
   return std::unique_ptr<GradientSync>(std::move(*s));

@@ -61,8 +61,19 @@
 // FailedPrecondition. A failed gradient collective leaves the parameters
 // untouched; a failed parameter allgather comes after this rank stepped its
 // shard, so the ranks then differ: the generation is over and must restore
-// (the worker's Checkpointer re-broadcasts parameters and optimizer state). Device memory (a make_device_stepper that builds a
-// stepper) is UNIMPLEMENTED: zero1/zero2 run on the CPU backend only.
+// (the worker's Checkpointer re-broadcasts parameters and optimizer state).
+//
+// Device memory (a make_device_stepper that builds a stepper, e.g. CUDA
+// with NCCL as `comm`): zero1 AND zero2 take one path. Each bucket is
+// allreduced in place over `comm` while backward runs (zero2 on device is
+// zero1's path: no reduce-scatter, gradient memory is not reduced); the
+// norm is the stepper's SumOfSquares of the owned slice, combined across
+// ranks over `host_comm`; the stepper (over the owned range's optimizer:
+// state is 1/N) steps params + lo; the slices are gathered in place
+// (GatherOwnedSlices in zero_parts.h: one allgather when N divides n,
+// else one broadcast per owner; no staging). overlap_allgather is host
+// only: ignored on device (rank 0 logs it). SyncStateToHost / StateLoaded
+// call the stepper's SaveState / LoadState.
 #ifndef TANDEM_COMMON_SYNC_ZERO_SYNC_H_
 #define TANDEM_COMMON_SYNC_ZERO_SYNC_H_
 
@@ -109,9 +120,13 @@ struct ZeroSyncOptions {
   // Called once with this rank's owned range (ZeroShardMap::owned(rank)).
   std::function<absl::StatusOr<std::unique_ptr<optim::Optimizer>>(optim::ParamRange)>
       make_optimizer;
-  // Device backends: a factory that returns a stepper makes Create fail
-  // with UNIMPLEMENTED; one that returns null (host memory) is fine.
+  // Device backends: a factory that returns a stepper selects the device
+  // path (above); one that returns null (host memory) the host path.
   DeviceStepperFactory make_device_stepper;
+  // Device path only (borrowed; may be null): a host-memory communicator
+  // over the same ranks for the gradient norm; required when
+  // max_grad_norm > 0 with more than one rank (else InvalidArgument).
+  Communicator* host_comm = nullptr;
 };
 
 // Bytes this rank holds, by kind (see the file comment).
@@ -123,7 +138,7 @@ class ZeroSync : public GradientSync {
 };
 
 // InvalidArgument for bad options (naming the field); the optimizer
-// factory's error; Unimplemented for device memory.
+// factory's error.
 absl::StatusOr<std::unique_ptr<ZeroSync>> CreateZeroSync(ZeroSyncOptions options);
 
 // The --sync_opt keys zero1 and zero2 share (bucket_cap_mb, overlap) and

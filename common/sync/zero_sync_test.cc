@@ -78,26 +78,29 @@ TEST(ZeroSyncTest, BadOptionsAreInvalidArgument) {
   for (const absl::Status& s : results) EXPECT_TRUE(s.ok()) << s;
 }
 
-TEST(ZeroSyncTest, DeviceMemoryIsUnimplementedWithAClearMessage) {
+// A factory that builds a stepper selects the device path: accepted for
+// zero2 (and zero1); clipping on two ranks without host_comm is
+// InvalidArgument naming host_comm.
+TEST(ZeroSyncTest, DeviceMemoryNeedsHostCommForClipping) {
   std::vector<float> params(10, 1.f), grads(10, 1.f);
-  auto results = comm_testing::RunGlooRanks(1, absl::Seconds(30), [&](int, Communicator& comm) -> absl::Status {
-    ZeroSyncOptions o = VectorOptions(ZeroStage::kGradients, &comm, params, grads);
-    o.make_device_stepper = [](optim::Optimizer*)
-        -> absl::StatusOr<std::unique_ptr<DeviceStepper>> {
+  auto results = comm_testing::RunGlooRanks(2, absl::Seconds(30), [&](int, Communicator& comm) -> absl::Status {
+    auto noop = [](optim::Optimizer*) -> absl::StatusOr<std::unique_ptr<DeviceStepper>> {
       return std::unique_ptr<DeviceStepper>(new NoopStepper());
     };
-    absl::Status s = CreateZeroSync(std::move(o)).status();
-    if (s.code() != absl::StatusCode::kUnimplemented ||
-        s.message().find("--sync allreduce") == absl::string_view::npos) {
+    ZeroSyncOptions o = VectorOptions(ZeroStage::kGradients, &comm, params, grads);
+    o.make_device_stepper = noop;
+    RETURN_IF_ERROR(CreateZeroSync(std::move(o)).status());
+    ZeroSyncOptions clip = VectorOptions(ZeroStage::kOptimizer, &comm, params, grads);
+    clip.make_device_stepper = noop;
+    clip.max_grad_norm = 1.0;
+    absl::Status s = CreateZeroSync(std::move(clip)).status();
+    if (s.code() != absl::StatusCode::kInvalidArgument ||
+        s.message().find("host_comm") == absl::string_view::npos) {
       return absl::InternalError(std::string("unexpected: ") + s.ToString());
     }
-    // A factory that chooses host memory (returns null) is fine.
-    ZeroSyncOptions host = VectorOptions(ZeroStage::kGradients, &comm, params, grads);
-    host.make_device_stepper = [](optim::Optimizer*)
-        -> absl::StatusOr<std::unique_ptr<DeviceStepper>> { return nullptr; };
-    return CreateZeroSync(std::move(host)).status();
+    return absl::OkStatus();
   });
-  EXPECT_TRUE(results[0].ok()) << results[0];
+  for (const absl::Status& s : results) EXPECT_TRUE(s.ok()) << s;
 }
 
 // Rank 1 leaves after the barrier: rank 0's step fails naming the

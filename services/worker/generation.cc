@@ -94,6 +94,7 @@ absl::Status SetUpGeneration(const GenerationEnv& env, Generation* g) {
   const TrainerOptions* options = env.options;
   se.make_optimizer = [options](optim::ParamRange range) { return MakeOptimizer(*options, range); };
   se.make_device_stepper = sync::DeviceStepperFactoryFor(env.backend);
+  se.host_comm = g->ctl.get();  // device ZeRO: gradient norms over host memory
   se.shard_servers.addresses = o.shard_servers;
   se.shard_servers.job_id = o.job_id;
   se.shard_servers.generation = gen;
