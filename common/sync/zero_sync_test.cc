@@ -2,7 +2,9 @@
 // thread each). Equivalence with allreduce is zero_equivalence_test.
 #include "common/sync/zero_sync.h"
 
+#include <cmath>
 #include <memory>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -101,6 +103,106 @@ TEST(ZeroSyncTest, DeviceMemoryNeedsHostCommForClipping) {
     return absl::OkStatus();
   });
   for (const absl::Status& s : results) EXPECT_TRUE(s.ok()) << s;
+}
+
+// A DeviceStepper over host memory: records what it was asked to step and
+// delegates to the host optimizer it mirrors, so the device path (in-place
+// allreduce, stepper norm and step, in-place gather) runs on Gloo.
+class HostStepper final : public DeviceStepper {
+ public:
+  HostStepper(optim::Optimizer* host, const float* base) : host_(host), base_(base) {}
+  absl::StatusOr<double> SumOfSquares(const float* grads, int64_t n) override {
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += static_cast<double>(grads[i]) * grads[i];
+    return s;
+  }
+  absl::Status Step(float* params, const float* grads, int64_t n,
+                    const optim::StepContext& ctx) override {
+    stepped_lo = params - base_;
+    stepped_n = n;
+    ++steps;
+    return host_->Step(params, grads, n, ctx);
+  }
+  absl::Status LoadState() override { return absl::OkStatus(); }
+  absl::Status SaveState() override { return absl::OkStatus(); }
+  int64_t stepped_lo = -1, stepped_n = -1;
+  int steps = 0;
+
+ private:
+  optim::Optimizer* host_;
+  const float* base_;
+};
+
+// zero1 and zero2 through a stepper end where zero1 on the host path ends
+// (momentum SGD, clipping on, 4 steps), at N = 2 with 12 floats (one
+// in-place allgather) and N = 3 with 10 (padded shards: one broadcast per
+// owner); every rank holds the same parameters and the stepper saw exactly
+// the owned range. host_comm is the same Gloo communicator: the norm is
+// combined after every bucket is reduced, so the calls never overlap.
+TEST(ZeroSyncTest, DevicePathEqualsTheHostPath) {
+  for (const auto& [world, size] : {std::pair<int, int64_t>{2, 12}, {3, 10}}) {
+    for (ZeroStage stage : {ZeroStage::kOptimizer, ZeroStage::kGradients}) {
+      std::vector<std::vector<float>> host(world), device(world);
+      std::vector<optim::ParamRange> owned(world);
+      std::vector<HostStepper*> steppers(world, nullptr);  // live inside run only
+      std::vector<int64_t> stepped_lo(world, -1), stepped_n(world, -1);
+      auto run = [&](bool on_device, std::vector<std::vector<float>>& out) {
+        return comm_testing::RunGlooRanks(world, absl::Seconds(30), [&](int rank, Communicator& comm)
+                                                                        -> absl::Status {
+          std::vector<float> params(size), grads(size);
+          for (int64_t i = 0; i < size; ++i) params[i] = 0.1f * static_cast<float>(i) - 0.3f;
+          ZeroSyncOptions o = VectorOptions(on_device ? stage : ZeroStage::kOptimizer, &comm,
+                                            params, grads);
+          o.max_grad_norm = 0.5;
+          o.make_optimizer = [](optim::ParamRange r)
+              -> absl::StatusOr<std::unique_ptr<optim::Optimizer>> {
+            optim::SgdOptions so;
+            so.momentum = 0.9f;
+            ASSIGN_OR_RETURN(auto sgd, optim::Sgd::Create(r, so));
+            return std::unique_ptr<optim::Optimizer>(std::move(sgd));
+          };
+          if (on_device) {
+            o.host_comm = &comm;
+            const float* base = params.data();
+            o.make_device_stepper = [&steppers, rank, base](optim::Optimizer* opt)
+                -> absl::StatusOr<std::unique_ptr<DeviceStepper>> {
+              auto s = std::make_unique<HostStepper>(opt, base);
+              steppers[rank] = s.get();
+              return std::unique_ptr<DeviceStepper>(std::move(s));
+            };
+          }
+          ASSIGN_OR_RETURN(auto sync, CreateZeroSync(std::move(o)));
+          owned[rank] = sync->owned_range();
+          for (int step = 0; step < 4; ++step) {
+            for (int64_t i = 0; i < size; ++i) {
+              grads[i] = std::sin(0.7f * static_cast<float>(i + 1) * (rank + 1) + step);
+            }
+            RETURN_IF_ERROR(OneStep(*sync, size));
+          }
+          out[rank] = params;
+          if (on_device) {
+            if (steppers[rank]->steps != 4) {
+              return absl::InternalError("the stepper did not step every time");
+            }
+            stepped_lo[rank] = steppers[rank]->stepped_lo;
+            stepped_n[rank] = steppers[rank]->stepped_n;
+          }
+          return absl::OkStatus();
+        });
+      };
+      for (const absl::Status& s : run(false, host)) ASSERT_TRUE(s.ok()) << s;
+      for (const absl::Status& s : run(true, device)) ASSERT_TRUE(s.ok()) << s;
+      for (int r = 0; r < world; ++r) {
+        SCOPED_TRACE(testing::Message() << "N=" << world << " stage "
+                                        << static_cast<int>(stage) << " rank " << r);
+        EXPECT_EQ(stepped_lo[r], owned[r].lo);
+        EXPECT_EQ(stepped_n[r], owned[r].size());
+        EXPECT_EQ(device[r], device[0]);  // gathered: identical on every rank
+        for (int64_t i = 0; i < size; ++i) EXPECT_NEAR(device[r][i], host[0][i], 1e-6) << i;
+      }
+      EXPECT_NE(host[0][0], -0.3f);  // it trained
+    }
+  }
 }
 
 // Rank 1 leaves after the barrier: rank 0's step fails naming the
