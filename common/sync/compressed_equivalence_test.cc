@@ -291,6 +291,8 @@ INSTANTIATE_TEST_SUITE_P(
                                  kResidualsAndVelocity},
                       ResumeCase{"codec=threshold,density=0.05,momentum_correction=1", 2, 0,
                                  kResidualsAndVelocity},
+                      ResumeCase{"codec=topk,k=0.05,momentum_correction=1,masking=0", 2, 0,
+                                 kResidualsAndVelocity},
                       // Saved inside the warm-up (residuals still zero),
                       // resumed across its end: the velocity carries on.
                       ResumeCase{"codec=topk,k=0.05,momentum_correction=1,warmup_steps=6", 2,

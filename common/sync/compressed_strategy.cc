@@ -55,6 +55,16 @@ absl::Status ParseCompressedOptions(const SyncOptions& o, CompressedSyncOptions*
         "correction in the strategy), got ", mc));
   }
   out->momentum_correction = mc == 1;
+  ASSIGN_OR_RETURN(const int64_t mask, GetSyncOptInt(o, "masking", 1));
+  if (mask != 0 && mask != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "masking must be 1 (zero the velocity of sent values, DGC) or 0 (keep it), got ", mask));
+  }
+  if (o.opts.count("masking") != 0 && !out->momentum_correction) {
+    return absl::InvalidArgumentError(
+        "masking applies to momentum_correction=1 only: add momentum_correction=1 or drop masking");
+  }
+  out->momentum_masking = mask == 1;
   if (out->momentum_correction && c.codec != "topk" && c.codec != "threshold") {
     return absl::InvalidArgumentError(absl::StrCat(
         "momentum_correction=1 needs a sparse codec: use codec=topk or codec=threshold (got "
@@ -110,6 +120,8 @@ StrategyInfo CompressedInfo() {
        "(each rank accumulates u = m u + g into its residual, sent values' u zeroed); the "
        "worker's --momentum moves into the strategy (--optimizer sgd, no --nesterov) and the "
        "optimizer steps without momentum"},
+      {"masking", "1",
+       "momentum_correction=1: 1 = momentum factor masking (sent values' u zeroed), 0 = u kept"},
       {"bucket_cap_mb", "25", "MiB per gradient bucket"}};
   // hier=1 needs the intra-node and inter-node groups.
   info.wants_node_groups = [](const SyncOptions& o) {

@@ -97,6 +97,7 @@ class CompressedSync final : public GradientSync {
         density_(o.codec.density),
         momentum_correction_(o.momentum_correction),
         momentum_(o.momentum),
+        momentum_masking_(o.momentum_masking),
         optimizer_(std::move(optimizer)),
         clip_(std::move(clip)),
         world_size_(comm_->world_size()),
@@ -301,6 +302,7 @@ class CompressedSync final : public GradientSync {
   const double density_;  // threshold codec's target
   const bool momentum_correction_;
   const float momentum_;
+  const bool momentum_masking_;
   const std::unique_ptr<optim::Optimizer> optimizer_;
   GradClip clip_;
   const int world_size_;
@@ -408,7 +410,8 @@ void CompressedSync::Layout() {
   if (feedback_ && momentum_correction_) {
     velocity_.assign(size_, 0.f);
     ef_ = std::make_unique<ErrorFeedback>(codec_.get(), absl::MakeSpan(local_.data(), residuals),
-                                          absl::MakeSpan(velocity_), momentum_);
+                                          absl::MakeSpan(velocity_), momentum_,
+                                          momentum_masking_);
   } else if (feedback_) {
     ef_ = std::make_unique<ErrorFeedback>(codec_.get(), absl::MakeSpan(local_.data(), residuals));
   }

@@ -111,6 +111,9 @@ struct CompressedSyncOptions {
   // end of the warm-up.
   bool momentum_correction = false;
   float momentum = 0;  // in [0, 1)
+  // false: momentum correction without factor masking (u of sent values
+  // kept; a coordinate sent every step then moves exactly as momentum SGD).
+  bool momentum_masking = true;
 };
 
 absl::StatusOr<std::unique_ptr<GradientSync>> CreateCompressedSync(CompressedSyncOptions options);

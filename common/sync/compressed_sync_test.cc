@@ -471,7 +471,7 @@ struct DgcState {
 // and u zeroed; the sum of what was sent, averaged, is applied by plain
 // SGD. The first `warmup` steps send u whole (allreduce) and mask nothing.
 DgcState DgcReference(int world, int steps, int64_t warmup, int64_t n,
-                      const std::vector<std::pair<int64_t, int64_t>>& ranges) {
+                      const std::vector<std::pair<int64_t, int64_t>>& ranges, bool mask = true) {
   std::unique_ptr<Codec> topk = *CreateCodec(Config({"topk", true, world}));
   const BucketPlan plan = *PlanBuckets(ranges, n, static_cast<int64_t>(kCapMb * (1 << 20)));
   DgcState st;
@@ -496,7 +496,7 @@ DgcState DgcReference(int world, int steps, int64_t warmup, int64_t n,
           const int64_t i = b.lo + j;
           sum[i] += v[r][i];
           v[r][i] = 0;
-          u[i] = 0;
+          if (mask) u[i] = 0;
           st.sent_last[r][i] = 1;
         }
       }
@@ -510,7 +510,7 @@ DgcState DgcReference(int world, int steps, int64_t warmup, int64_t n,
 // `steps` steps of CompressedSync (topk 5%) on `world` ranks; rank 0's
 // parameters and (through the checkpoint gather) every rank's velocity.
 DgcState RunDgc(int world, int steps, int64_t warmup, bool momentum_correction, int64_t n,
-                const std::vector<std::pair<int64_t, int64_t>>& ranges) {
+                const std::vector<std::pair<int64_t, int64_t>>& ranges, bool mask = true) {
   DgcState out;
   out.velocity.resize(world);
   auto results = comm_testing::RunGlooRanks(world, [&](int rank, Communicator& comm) -> absl::Status {
@@ -527,6 +527,7 @@ DgcState RunDgc(int world, int steps, int64_t warmup, bool momentum_correction, 
     o.warmup_steps = warmup;
     o.momentum_correction = momentum_correction;
     o.momentum = kMomentum;
+    o.momentum_masking = mask;
     optim::SgdOptions so;
     so.momentum = momentum_correction ? 0.f : kMomentum;  // the optimizer's, without correction
     ASSIGN_OR_RETURN(o.optimizer, optim::Sgd::Create({0, n}, so));
@@ -561,10 +562,11 @@ DgcState RunDgc(int world, int steps, int64_t warmup, bool momentum_correction, 
 struct DgcCase {
   int world;
   int64_t warmup;
+  bool mask = true;
 };
 
 void PrintTo(const DgcCase& c, std::ostream* os) {
-  *os << "world " << c.world << " warmup " << c.warmup;
+  *os << "world " << c.world << " warmup " << c.warmup << " mask " << c.mask;
 }
 
 class MomentumCorrection : public ::testing::TestWithParam<DgcCase> {};
@@ -574,8 +576,8 @@ TEST_P(MomentumCorrection, EqualsTheDgcReferenceAndDiffersFromMomentumAfterTheSu
   constexpr int kSteps = 6;
   int64_t n = 0;
   const auto ranges = RaggedRanges(&n);
-  const DgcState ref = DgcReference(c.world, kSteps, c.warmup, n, ranges);
-  const DgcState got = RunDgc(c.world, kSteps, c.warmup, true, n, ranges);
+  const DgcState ref = DgcReference(c.world, kSteps, c.warmup, n, ranges, c.mask);
+  const DgcState got = RunDgc(c.world, kSteps, c.warmup, true, n, ranges, c.mask);
   ASSERT_EQ(got.params.size(), static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     ASSERT_NEAR(got.params[i], ref.params[i], 1e-6) << "element " << i;
@@ -597,9 +599,11 @@ TEST_P(MomentumCorrection, EqualsTheDgcReferenceAndDiffersFromMomentumAfterTheSu
 
 INSTANTIATE_TEST_SUITE_P(Ragged, MomentumCorrection,
                          ::testing::Values(DgcCase{2, 0}, DgcCase{3, 0}, DgcCase{2, 2},
-                                           DgcCase{3, 2}),
+                                           DgcCase{3, 2}, DgcCase{2, 0, false},
+                                           DgcCase{3, 2, false}),
                          [](const ::testing::TestParamInfo<DgcCase>& i) {
-                           return absl::StrCat("w", i.param.world, "_warmup", i.param.warmup);
+                           return absl::StrCat("w", i.param.world, "_warmup", i.param.warmup,
+                                               i.param.mask ? "" : "_nomask");
                          });
 
 // Momentum factor masking: after one step (u = g), every value that was
@@ -625,6 +629,14 @@ TEST(MomentumCorrection, SentValuesHaveTheirVelocityZeroed) {
     EXPECT_GT(sent, 0);
     EXPECT_GT(kept, n / 2) << "unsent values keep a nonzero velocity";
     EXPECT_LT(sent, n / 10);
+  }
+  // masking=0: every value keeps u = g, sent or not.
+  const DgcState unmasked = RunDgc(kWorld, 1, 0, true, n, ranges, /*mask=*/false);
+  for (int r = 0; r < kWorld; ++r) {
+    ASSERT_EQ(unmasked.velocity[r].size(), static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(unmasked.velocity[r][i], Gradient(r, 0, i)) << "rank " << r << " element " << i;
+    }
   }
 }
 
@@ -718,10 +730,13 @@ TEST(CompressedStrategy, BadOptionsGiveClearErrors) {
   check("codec=topk,ef=0,momentum_correction=1",
         "momentum_correction=1 needs error feedback");
   check("codec=topk,momentum_correction=2", "momentum_correction must be 0");
+  check("codec=topk,masking=0", "masking applies to momentum_correction=1 only");
+  check("codec=topk,momentum_correction=1,masking=2", "masking must be 1");
   for (const char* ok : {"", "codec=fp16", "codec=bf16,ef=0", "codec=int8,hier=1", "codec=topk,k=0.001",
                          "codec=threshold,density=0.02,max_density=0.1",
                          "codec=topk,momentum_correction=1,warmup_steps=10",
                          "codec=threshold,momentum_correction=1", "codec=topk,momentum_correction=0",
+                         "codec=topk,momentum_correction=1,masking=0",
                          "codec=int8,chunk=2048,rounding=stochastic,warmup_steps=50,"
                          "min_bucket_kb=64,bucket_cap_mb=4"}) {
     absl::StatusOr<SyncOptions> o = ParseSyncOptions("compressed", ok);

@@ -18,11 +18,12 @@ ErrorFeedback::ErrorFeedback(const Codec* codec, absl::Span<float> storage)
 }
 
 ErrorFeedback::ErrorFeedback(const Codec* codec, absl::Span<float> storage,
-                             absl::Span<float> velocity, float momentum)
+                             absl::Span<float> velocity, float momentum, bool mask)
     : codec_(codec),
       residual_(storage),
       momentum_correction_(true),
       momentum_(momentum),
+      mask_(mask),
       velocity_(velocity) {
   DCHECK(velocity.size() == storage.size());
   Reset();
@@ -42,7 +43,7 @@ int64_t ErrorFeedback::Encode(const float* x, int64_t offset, int64_t n,
   for (int64_t i = 0; i < n; ++i) u[i] = m * u[i] + x[i];
   const int64_t bytes = codec_->EncodeWithFeedback(u, residual_.data() + offset, n, params, out);
   // Momentum factor masking: what was sent no longer carries momentum.
-  codec_->ZeroSent(out, n, u);
+  if (mask_) codec_->ZeroSent(out, n, u);
   return bytes;
 }
 

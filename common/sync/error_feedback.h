@@ -48,8 +48,10 @@ class ErrorFeedback {
   ErrorFeedback(const Codec* codec, absl::Span<float> storage);
   // Momentum correction: residuals in `storage`, velocity in `velocity`
   // (borrowed, the same length; both zeroed here), momentum in [0, 1).
+  // mask = false keeps the velocity of sent values (momentum correction
+  // without factor masking: DGC's ablation).
   ErrorFeedback(const Codec* codec, absl::Span<float> storage, absl::Span<float> velocity,
-                float momentum);
+                float momentum, bool mask = true);
   ErrorFeedback(const ErrorFeedback&) = delete;
   ErrorFeedback& operator=(const ErrorFeedback&) = delete;
 
@@ -81,6 +83,7 @@ class ErrorFeedback {
   absl::Span<float> residual_;
   const bool momentum_correction_ = false;
   const float momentum_ = 0;
+  const bool mask_ = true;
   absl::Span<float> velocity_;
 };
 
