@@ -227,6 +227,7 @@ def main():
     print_table(meta, results)
     print_compression_checks(meta, results)
     print_hybrid_checks(meta, results)
+    print_zero_checks(meta, results)
     chart(a.out, meta, results, rates, ["%dx%d" % l for l in layouts])
 
 
@@ -308,6 +309,53 @@ def print_hybrid_checks(meta, results):
             verdict = "flat-ring target >= 1.6x %s" % ("ok" if vs_flat >= 1.6 else "BELOW")
         print("  %-26s %-8s %-5s vs flat ring %s, vs hierarchical ring %s %s" % (
             r["variant"], r["rate"], r["layout"], fmt(vs_flat, "%.2fx"), fmt(vs_hier, "%.2fx"), verdict))
+
+
+def two_largest_layers_bytes(model):
+    """Bytes of the two largest layers (weights + bias) of an "mlp:a,b,c"
+    spec, or None for other models."""
+    if not model.startswith("mlp:"):
+        return None
+    dims = [int(d) for d in model[4:].split(",")]
+    layers = sorted(((i + 1) * o for i, o in zip(dims, dims[1:])), reverse=True)
+    return 4 * sum(layers[:2])
+
+
+def print_zero_checks(meta, results):
+    """Issue 11's table: each zero stage's per-rank memory (worker-0's
+    tandem_sync_memory_bytes) against theory derived from allreduce's row in
+    the same rate and layout (N = ranks): optimizer state full/N (plus
+    padding); zero2/zero3 reduced gradients full/N; zero3 parameters <= full/N
+    plus the two largest layers. Step time against allreduce (target: zero2
+    within 10%)."""
+    rows = [r for r in results if r["variant"].startswith("zero") and r["ok"]]
+    if not rows:
+        return
+    ring = {(r["rate"], r["layout"]): r for r in results if r["variant"] == meta["baseline"] and r["ok"]}
+    extra = two_largest_layers_bytes(meta["model"])
+    mib = lambda b: "-" if b is None else "%.2f" % (b / 2**20)
+    print("zero (issue 11): MiB per rank measured / theory (from %s's full-size bytes), step ms vs %s"
+          % (meta["baseline"], meta["baseline"]))
+    for r in rows:
+        base = ring.get((r["rate"], r["layout"]))
+        mem, full = r.get("memory_bytes") or {}, (base or {}).get("memory_bytes") or {}
+        n = r["nodes"] * r["workers_per_node"]
+        cells = []
+        if full:
+            opt = full.get("optimizer", 0) / n
+            cells.append("optimizer %s / %s" % (mib(mem.get("optimizer")), mib(opt)))
+            if r["variant"] in ("zero2", "zero3"):
+                cells.append("grads %s / %s" % (mib(mem.get("grads")), mib(full.get("grads", 0) / n)))
+            if r["variant"] == "zero3" and extra is not None:
+                cells.append("params %s / <= %s" % (mib(mem.get("params")),
+                                                    mib(full.get("params", 0) / n + extra)))
+        ratio = (r["step_ms"] / base["step_ms"]) if base and base.get("step_ms") and r.get("step_ms") else None
+        verdict = ""
+        if r["variant"] == "zero2" and ratio is not None:
+            verdict = "; target within 10%% %s" % ("ok" if ratio <= 1.10 else "BELOW")
+        print("  %-8s %-8s %-5s %s; step %s ms (%s)%s" % (
+            r["variant"], r["rate"], r["layout"], ", ".join(cells) or "memory -",
+            fmt(r.get("step_ms"), "%.1f"), fmt(ratio, "%.2fx"), verdict))
 
 
 def chart(out_dir, meta, results, rates, layouts):
