@@ -41,6 +41,8 @@ check("hybrid variants", s.variants([("hybrid", ["chunk_mb", "compress"])]),
       [("hybrid", "hybrid", ""), ("hybrid int8+EF", "hybrid", "compress=int8")])
 check("hybrid with apply", [v[0] for v in s.variants([("hybrid", ["apply", "compress"])])],
       ["hybrid", "hybrid int8+EF", "hybrid apply=chunk", "hybrid int8+EF apply=chunk"])
+check("zero3 variants", [v[0] for v in s.variants([("zero3", ["bucket_cap_mb", "release"])])],
+      ["zero3", "zero3 release=now"])
 check("hybrid without compress", [v[0] for v in s.variants([("hybrid", ["chunk_mb"])])], ["hybrid"])
 out = "\n".join([
     "network: 2 node(s) in a private network namespace, each node's link 1gbit (htb on lo)",
@@ -68,9 +70,9 @@ with contextlib.redirect_stdout(buf):
                         [row("allreduce hier=0", 100.0, 8 * M, 8 * M, 8 * M),
                          row("zero2", 112.0, 8 * M, 2 * M, 2 * M), row("zero1", 105.0, 8 * M, 8 * M, 2 * M)])
 text = buf.getvalue()
-check("zero2 line", "zero2    1gbit    2x2   optimizer 2.00 / 2.00, grads 2.00 / 2.00; step 112.0 ms (1.12x); "
+check("zero2 line", "zero2              1gbit    2x2   optimizer 2.00 / 2.00, grads 2.00 / 2.00; step 112.0 ms (1.12x); "
       "target within 10% BELOW" in text, True)
-check("zero1 line", "zero1    1gbit    2x2   optimizer 2.00 / 2.00; step 105.0 ms (1.05x)\n" in text, True)
+check("zero1 line", "zero1              1gbit    2x2   optimizer 2.00 / 2.00; step 105.0 ms (1.05x)\n" in text, True)
 if failures:
     print(text)
 print("all passed" if failures == 0 else "%d failure(s)" % failures)

@@ -76,6 +76,11 @@ def variants(strategies):
             if "apply" in keys:
                 out.append(("hybrid apply=chunk", name, "apply=chunk"))
                 out.append(("hybrid int8+EF apply=chunk", name, "compress=int8,apply=chunk"))
+        elif name == "zero3" and "release" in keys:
+            # release=lazy (MADV_FREE, the default) beside release=now
+            # (MADV_DONTNEED: every gather re-faults its pages).
+            out.append(("zero3", name, ""))
+            out.append(("zero3 release=now", name, "release=now"))
         else:
             out.append((name, name, ""))
     return out
@@ -344,16 +349,16 @@ def print_zero_checks(meta, results):
         if full:
             opt = full.get("optimizer", 0) / n
             cells.append("optimizer %s / %s" % (mib(mem.get("optimizer")), mib(opt)))
-            if r["variant"] in ("zero2", "zero3"):
+            if r["variant"].startswith(("zero2", "zero3")):
                 cells.append("grads %s / %s" % (mib(mem.get("grads")), mib(full.get("grads", 0) / n)))
-            if r["variant"] == "zero3" and extra is not None:
+            if r["variant"].startswith("zero3") and extra is not None:
                 cells.append("params %s / <= %s" % (mib(mem.get("params")),
                                                     mib(full.get("params", 0) / n + extra)))
         ratio = (r["step_ms"] / base["step_ms"]) if base and base.get("step_ms") and r.get("step_ms") else None
         verdict = ""
         if r["variant"] == "zero2" and ratio is not None:
             verdict = "; target within 10%% %s" % ("ok" if ratio <= 1.10 else "BELOW")
-        print("  %-8s %-8s %-5s %s; step %s ms (%s)%s" % (
+        print("  %-18s %-8s %-5s %s; step %s ms (%s)%s" % (
             r["variant"], r["rate"], r["layout"], ", ".join(cells) or "memory -",
             fmt(r.get("step_ms"), "%.1f"), fmt(ratio, "%.2fx"), verdict))
 
