@@ -57,6 +57,12 @@ check("links", links, 25412336)
 check("accuracy", acc, 0.8401)
 check("network", net.startswith("2 node(s)"), True)
 check("no links line", s.parse("step 1/1 x samples/s 1 ms/step 2 y")[1], None)
+runs = [{"ok": True, "step_ms": 30.0}, {"ok": True, "step_ms": 10.0}, {"ok": True, "step_ms": 20.0}]
+med = s.median_run(runs)
+check("median run", (med["step_ms"], med["step_ms_runs"]), (20.0, [30.0, 10.0, 20.0]))
+check("median of two is the lower", s.median_run(runs[:2])["step_ms"], 10.0)
+check("a failed run fails the configuration",
+      s.median_run(runs + [{"ok": False, "error": "boom"}])["error"], "boom")
 check("two largest layers", s.two_largest_layers_bytes("mlp:784,1024,1024,10"), 4 * (1025 * 1024 + 785 * 1024))
 check("two largest layers, gpt", s.two_largest_layers_bytes("gpt:2,64,4"), None)
 import contextlib, io

@@ -131,6 +131,19 @@ def parse(out):
     return steps, (links[-1] if links else None), (acc[-1] if acc else None), (net[0] if net else "")
 
 
+def median_run(rs):
+    """One configuration's runs -> the run with the median step time (the
+    lower middle for an even count), carrying every run's step ms; a
+    configuration with a failed run is reported failed (its first error)."""
+    failed = [r for r in rs if not r["ok"]]
+    if failed:
+        return failed[0]
+    ordered = sorted(rs, key=lambda r: r["step_ms"])
+    r = dict(ordered[(len(ordered) - 1) // 2])
+    r["step_ms_runs"] = [x["step_ms"] for x in rs]
+    return r
+
+
 def last_error(rc, out, err):
     lines = [l for l in (err + "\n" + out).splitlines() if l.strip()]
     msg = lines[-1] if lines else "exit %d" % rc
@@ -150,7 +163,10 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated variant labels to keep")
     ap.add_argument("--timeout", type=int, default=600)
     ap.add_argument("--no-accuracy", action="store_true")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per configuration (median shown)")
     a = ap.parse_args()
+    if a.repeat < 1:
+        sys.exit("strategies.sh: --repeat must be at least 1, got %d" % a.repeat)
     os.makedirs(a.out, exist_ok=True)
     rates = [r for r in a.rates.split(",") if r]
     layouts = [tuple(int(x) for x in l.split("x")) for l in a.layouts.split(",") if l]
@@ -160,42 +176,48 @@ def main():
         vs = [v for v in vs if v[0] in keep]
     common = ["--model=" + a.model, "--epochs=1", "--batch_size=%d" % a.batch,
               "--lr_scaling=none", "--seed=1", "--checkpoint_every=0"]
-    results, header = [], ""
-    for label, sync, opt in vs:
-        sync_args = ["--sync=" + sync] + (["--sync_opt=" + opt] if opt else [])
-        for rate in rates:
-            for nodes, per in layouts:
-                name = "%s_%s_%dx%d" % (label.replace(" ", "_").replace("=", ""), rate, nodes, per)
-                # ps / hybrid: one shard server per node, each a node of its own.
-                servers = ["--shard_servers=%d" % nodes] if sync in SHARD_STRATEGIES else []
-                args = common + sync_args + servers + ["--nodes=%d" % nodes, "--workers_per_node=%d" % per,
-                                             "--link=" + rate, "--max_steps=%d" % a.steps,
-                                             "--log_every=%d" % max(1, a.steps // 5)]
-                rc, out, err, wall, cmd = run_tandem(a.tandem, args, os.path.join(a.out, "runs", name),
-                                                     a.timeout)
-                if "cannot create a network namespace" in err:
-                    sys.exit("strategies.sh: " + err.strip().splitlines()[-1] +
-                             "\n(simulated nodes need root: run it as root)")
-                steps, link_bytes, _, net = parse(out)
-                if nodes > 1 and not header:
-                    header = re.sub(r"each node's link \S+", "each node's link as listed", net)
-                r = {"variant": label, "sync": sync, "sync_opt": opt, "rate": rate,
-                     "layout": "%dx%d" % (nodes, per), "nodes": nodes, "workers_per_node": per,
-                     "steps": a.steps, "wall_s": round(wall, 2), "ok": rc == 0 and bool(steps)}
-                if r["ok"]:
-                    body = steps[1:] or steps
-                    r["step_ms"] = sum(s[2] for s in body) / len(body)
-                    r["samples_per_s"] = sum(s[1] for s in body) / len(body)
-                    r["link_bytes_per_step"] = (link_bytes / a.steps) if link_bytes is not None else None
-                    mem = worker_memory(os.path.join(a.out, "runs", name))
-                    r["memory_bytes"] = mem
-                    r["memory_mib"] = sum(mem.values()) / 2**20 if mem else None
-                else:
-                    r["error"] = last_error(rc, out, err)
-                results.append(r)
-                print("  %-22s %-8s %-4s %s" % (label, rate, r["layout"],
-                      "%.1f ms/step" % r["step_ms"] if r["ok"] else "FAILED: " + r["error"]),
-                      file=sys.stderr, flush=True)
+    configs = [(label, sync, opt, rate, nodes, per) for label, sync, opt in vs
+               for rate in rates for nodes, per in layouts]
+    runs, header = {}, ""
+    # --repeat R: every configuration runs R times, round-robin (one round of
+    # all configurations, then the next), so slow drifts in the machine's
+    # load spread over all of them; the table shows the median run.
+    for rep in range(a.repeat):
+        for label, sync, opt, rate, nodes, per in configs:
+            name = "%s_%s_%dx%d" % (label.replace(" ", "_").replace("=", ""), rate, nodes, per)
+            sync_args = ["--sync=" + sync] + (["--sync_opt=" + opt] if opt else [])
+            # ps / hybrid: one shard server per node, each a node of its own.
+            servers = ["--shard_servers=%d" % nodes] if sync in SHARD_STRATEGIES else []
+            args = common + sync_args + servers + ["--nodes=%d" % nodes, "--workers_per_node=%d" % per,
+                                         "--link=" + rate, "--max_steps=%d" % a.steps,
+                                         "--log_every=%d" % max(1, a.steps // 5)]
+            rc, out, err, wall, cmd = run_tandem(a.tandem, args, os.path.join(a.out, "runs", name),
+                                                 a.timeout)
+            if "cannot create a network namespace" in err:
+                sys.exit("strategies.sh: " + err.strip().splitlines()[-1] +
+                         "\n(simulated nodes need root: run it as root)")
+            steps, link_bytes, _, net = parse(out)
+            if nodes > 1 and not header:
+                header = re.sub(r"each node's link \S+", "each node's link as listed", net)
+            r = {"variant": label, "sync": sync, "sync_opt": opt, "rate": rate,
+                 "layout": "%dx%d" % (nodes, per), "nodes": nodes, "workers_per_node": per,
+                 "steps": a.steps, "wall_s": round(wall, 2), "ok": rc == 0 and bool(steps)}
+            if r["ok"]:
+                body = steps[1:] or steps
+                r["step_ms"] = sum(s[2] for s in body) / len(body)
+                r["samples_per_s"] = sum(s[1] for s in body) / len(body)
+                r["link_bytes_per_step"] = (link_bytes / a.steps) if link_bytes is not None else None
+                mem = worker_memory(os.path.join(a.out, "runs", name))
+                r["memory_bytes"] = mem
+                r["memory_mib"] = sum(mem.values()) / 2**20 if mem else None
+            else:
+                r["error"] = last_error(rc, out, err)
+            runs.setdefault((label, rate, nodes, per), []).append(r)
+            print("  %-22s %-8s %-4s %s%s" % (label, rate, r["layout"],
+                  "%.1f ms/step" % r["step_ms"] if r["ok"] else "FAILED: " + r["error"],
+                  " (run %d/%d)" % (rep + 1, a.repeat) if a.repeat > 1 else ""),
+                  file=sys.stderr, flush=True)
+    results = [median_run(runs[(c[0], c[3], c[4], c[5])]) for c in configs]
     # Accuracy: once per variant, full epochs, first multi-node layout, fastest rate.
     accuracy = {}
     acc_layout = next((l for l in layouts if l[0] > 1), layouts[0])
