@@ -164,19 +164,25 @@ absl::StatusOr<bool> ShardClient::Init(
   return response.kept_optimizer_state();
 }
 
-absl::Status ShardClient::Pull(int64_t generation, int64_t step, int64_t lo, int64_t hi,
-                               float* params, const std::string& state_name,
-                               bool reset_delta_reference) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, options_.timeout);
+v1::PullParametersRequest ShardClient::PullRequest(int64_t generation, int64_t step, int64_t lo,
+                                                   int64_t hi, v1::DType dtype) const {
   v1::PullParametersRequest req;
   req.mutable_job()->set_job_id(options_.job_id);
   req.set_generation(generation);
   req.set_step(step);
   req.mutable_range()->set_begin(lo);
   req.mutable_range()->set_end(hi);
-  req.set_dtype(v1::DTYPE_F32);
+  req.set_dtype(dtype);
   req.set_timeout_ms(absl::ToInt64Milliseconds(options_.timeout));
+  return req;
+}
+
+absl::Status ShardClient::Pull(int64_t generation, int64_t step, int64_t lo, int64_t hi,
+                               float* params, const std::string& state_name,
+                               bool reset_delta_reference) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, options_.timeout);
+  v1::PullParametersRequest req = PullRequest(generation, step, lo, hi, v1::DTYPE_F32);
   req.set_state_name(state_name);
   req.set_reset_delta_reference(reset_delta_reference);
   std::unique_ptr<grpc::ClientReader<v1::ParameterChunk>> r = stub_->PullParameters(&ctx, req);
@@ -211,14 +217,7 @@ absl::Status ShardClient::PullDelta(int64_t generation, int64_t step, int64_t lo
                                     uint8_t* block, int64_t bytes) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, options_.timeout);
-  v1::PullParametersRequest req;
-  req.mutable_job()->set_job_id(options_.job_id);
-  req.set_generation(generation);
-  req.set_step(step);
-  req.mutable_range()->set_begin(lo);
-  req.mutable_range()->set_end(hi);
-  req.set_dtype(v1::DTYPE_I8);
-  req.set_timeout_ms(absl::ToInt64Milliseconds(options_.timeout));
+  const v1::PullParametersRequest req = PullRequest(generation, step, lo, hi, v1::DTYPE_I8);
   std::unique_ptr<grpc::ClientReader<v1::ParameterChunk>> r = stub_->PullParameters(&ctx, req);
   v1::ParameterChunk msg;
   int64_t got = 0;

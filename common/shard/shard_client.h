@@ -134,6 +134,10 @@ class ShardClient {
 
  private:
   explicit ShardClient(const ShardClientOptions& options);
+  // The fields Pull and PullDelta share (job, generation, step, range,
+  // dtype, the server-side wait).
+  v1::PullParametersRequest PullRequest(int64_t generation, int64_t step, int64_t lo, int64_t hi,
+                                        v1::DType dtype) const;
   const ShardClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::ShardServer::Stub> stub_;

@@ -335,6 +335,43 @@ TEST(CompressedResume, AnotherWorldSizeResetsTheVelocity) {
   EXPECT_NE(same_world[0], whole[0]) << "the velocity restarted from zero";
 }
 
+// Rank 0 holds every rank's residuals only around a checkpoint: the next
+// BeginStep gives them back, and the next checkpoint gathers them again.
+TEST(CompressedResume, RankZeroFreesTheGatheredStateAfterTheCheckpoint) {
+  const Data data = MakeData(512);
+  // momentum_correction's gathered velocity (world x parameters) as well.
+  for (const std::string opts : {"codec=int8", "codec=topk,k=0.05,momentum_correction=1"}) {
+    SCOPED_TRACE(opts);
+    const bool velocity = opts.find("momentum_correction=1") != std::string::npos;
+    int64_t staging[2][3] = {};
+    size_t second_size = 0, second_velocity = 0;
+    auto results = RunRanks(2, 0, [&](int rank, CommGroups& groups) -> absl::Status {
+      RankRun run;
+      RETURN_IF_ERROR(sync::SetUp("compressed", opts, groups, &run));  // not Test::SetUp
+      RETURN_IF_ERROR(Train(run, data, 1, 2));
+      staging[rank][0] = run.sync->memory().staging_bytes;
+      Saved first;
+      RETURN_IF_ERROR(Save(run, &first));
+      staging[rank][1] = run.sync->memory().staging_bytes;
+      RETURN_IF_ERROR(Train(run, data, 3, 3));
+      staging[rank][2] = run.sync->memory().staging_bytes;
+      Saved second;
+      RETURN_IF_ERROR(Save(run, &second));
+      if (rank == 0) {
+        second_size = second.extra.at("compressed/residuals").size();
+        if (velocity) second_velocity = second.extra.at("compressed/velocity").size();
+      }
+      return absl::OkStatus();
+    });
+    for (const absl::Status& s : results) ASSERT_TRUE(s.ok()) << s;
+    EXPECT_GT(staging[0][1], staging[0][0]) << "rank 0 gathered for the checkpoint";
+    EXPECT_EQ(staging[0][2], staging[0][0]) << "and gave it back at the next step";
+    EXPECT_EQ(staging[1][1], staging[1][0]) << "rank 1 never gathers";
+    EXPECT_GT(second_size, 0u) << "the next checkpoint gathers again";
+    if (velocity) EXPECT_GT(second_velocity, 2u) << "the velocity too";
+  }
+}
+
 // Mean loss of `run`'s model over the first `samples` samples (no update).
 absl::StatusOr<double> EvalLoss(RankRun& run, const Data& data, int samples) {
   double sum = 0;

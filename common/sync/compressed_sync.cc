@@ -167,6 +167,10 @@ class CompressedSync final : public GradientSync {
 
   absl::Status BeginStep(const StepOptions& options) override {
     RETURN_IF_ERROR(guard_.CheckBegin(options));
+    // Rank 0's copy of every rank's state served the checkpoint just written
+    // or loaded: give its world x state floats back until the next one.
+    if (!gathered_.empty()) std::vector<float>().swap(gathered_);
+    if (!gathered_velocity_.empty()) std::vector<float>().swap(gathered_velocity_);
     // Read by the communication thread after the engine's BeginStep (its
     // mutex orders the write before the reads).
     report_ = StepReport{};
@@ -334,8 +338,9 @@ class CompressedSync final : public GradientSync {
   std::vector<float> share_;  // hier_: this rank's share of the node's sum
   // Checkpoint state (trainer thread, between steps).
   std::vector<float> meta_ = std::vector<float>(2 * kMetaFields, 0.f);
-  std::vector<float> gathered_;  // rank 0: world * local_.size()
-  std::vector<float> gathered_velocity_;  // rank 0, momentum correction: tag + world * size_
+  std::vector<float> gathered_;  // rank 0, around a checkpoint: world * local_.size()
+  // rank 0, around a checkpoint, momentum correction: tag + world * size_
+  std::vector<float> gathered_velocity_;
   std::vector<float> piece_;     // world * kStatePiece (or less)
 
   // Trainer thread; read by the communication thread during a step.

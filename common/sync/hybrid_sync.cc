@@ -198,6 +198,9 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
     if (in_step_) {
       return absl::FailedPreconditionError("hybrid sync: BeginStep called twice without FinishStep");
     }
+    // Rank 0's copy of every rank's state served the checkpoint just written
+    // or loaded: give its world x state floats back until the next one.
+    if (!gathered_.empty()) std::vector<float>().swap(gathered_);
     if (!std::isfinite(options.grad_scale)) {
       return absl::InvalidArgumentError(
           absl::StrCat("hybrid sync: grad_scale must be finite, got ", options.grad_scale));
@@ -659,7 +662,7 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   std::vector<uint8_t> pulled_;  // this step's pulled delta blocks, same layout
   // Checkpoint state (trainer thread, between steps).
   std::vector<float> meta_ = std::vector<float>(2 * kMetaFields, 0.f);
-  std::vector<float> gathered_;  // rank 0: world * size_
+  std::vector<float> gathered_;  // rank 0, around a checkpoint: world * size_
   std::vector<float> piece_;     // world * kStatePiece (or less)
 
   // Trainer thread.

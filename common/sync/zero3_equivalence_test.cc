@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -75,7 +76,8 @@ struct RankRun {
 };
 
 absl::Status SetUpRank(const std::string& spec, const std::string& strategy, bool adamw,
-                       double max_grad_norm, int micro_batch, Communicator& comm, RankRun* run) {
+                       double max_grad_norm, int micro_batch, Communicator& comm, RankRun* run,
+                       std::map<std::string, std::string> opts = {}) {
   nn::ModelOptions mo;
   mo.max_batch = micro_batch;
   mo.seed = 7;
@@ -85,6 +87,7 @@ absl::Status SetUpRank(const std::string& spec, const std::string& strategy, boo
   so.strategy = strategy;
   so.bucket_cap_mb = kBucketCapMb;
   so.max_grad_norm = max_grad_norm;
+  so.opts = std::move(opts);
   SyncEnv env;
   env.comms = &run->groups;
   env.params = run->model->storage().params();
@@ -268,15 +271,18 @@ INSTANTIATE_TEST_SUITE_P(MoreRanksThanLayers, Zero3Equivalence,
                                            Case{kTiny, 4, 1, false, 0.05}),
                          CaseName);
 
-// Resident memory really drops: the model's n-float buffer keeps about the
-// owned quarter resident (plus pages shared at layer edges), before and
-// after a step.
+// release=now: resident memory really drops: the model's n-float buffer
+// keeps about the owned quarter resident (plus pages shared at layer
+// edges), before and after a step. (The equivalence cases above run the
+// default release=lazy, whose released pages keep stale values: the
+// results must not depend on what a released page holds.)
 TEST(Zero3Memory, ReleasedPagesLeaveResidentMemory) {
   constexpr char kWide[] = "mlp:64,256,256,256,10";  // ~150k parameters, 600 KB
   const Data data = MakeSyntheticData(*nn::ParseModelSpec(kWide), 4 * kPerRankBatch);
   auto results = comm_testing::RunGlooRanks(4, [&](int, Communicator& comm) -> absl::Status {
     RankRun run;
-    RETURN_IF_ERROR(SetUpRank(kWide, "zero3", false, 0, kPerRankBatch, comm, &run));
+    RETURN_IF_ERROR(SetUpRank(kWide, "zero3", false, 0, kPerRankBatch, comm, &run,
+                              {{"release", "now"}}));
     auto* z = dynamic_cast<Zero3Sync*>(run.sync.get());
     if (z == nullptr) return absl::InternalError("not a Zero3Sync");
     const int64_t n = run.model->storage().size();
@@ -440,6 +446,17 @@ TEST(Zero3Registry, RegisteredWithItsKeys) {
   absl::Status s = ValidateSyncOptions(*o);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("bucket_cap_mb"), std::string::npos) << s;
+  for (const char* good : {"release=lazy", "release=now", "release=keep"}) {
+    absl::StatusOr<SyncOptions> g = ParseSyncOptions("zero3", good);
+    ASSERT_TRUE(g.ok()) << good;
+    EXPECT_TRUE(ValidateSyncOptions(*g).ok()) << good;
+  }
+  absl::StatusOr<SyncOptions> bad = ParseSyncOptions("zero3", "release=sometimes");
+  ASSERT_TRUE(bad.ok());
+  s = ValidateSyncOptions(*bad);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("lazy"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("sometimes"), std::string::npos) << s;
 }
 
 }  // namespace

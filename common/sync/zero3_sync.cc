@@ -33,14 +33,17 @@ int64_t PageBytes() {
   return page;
 }
 
-// Gives the pages wholly inside [p, p + bytes) back to the OS; their
-// contents read as zero afterwards. Pages shared with neighbours stay.
-void ReleaseInterior(float* p, int64_t count) {
-  if (count <= 0) return;
+// Gives the pages wholly inside [p, p + count) back to the OS as `how`
+// says; their contents are undefined afterwards (zero or stale). Pages
+// shared with neighbours stay.
+void ReleaseInterior(PageRelease how, float* p, int64_t count) {
+  if (how == PageRelease::kKeep || count <= 0) return;
   const uintptr_t page = static_cast<uintptr_t>(PageBytes());
   const uintptr_t a = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
   const uintptr_t b = reinterpret_cast<uintptr_t>(p + count) / page * page;
-  if (b > a) (void)madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
+  if (b <= a) return;
+  (void)madvise(reinterpret_cast<void*>(a), b - a,
+                how == PageRelease::kLazy ? MADV_FREE : MADV_DONTNEED);
 }
 
 // One collective for the communication thread.
@@ -67,7 +70,7 @@ class Zero3SyncImpl final : public Zero3Sync {
         clip_(std::move(clip)),
         ready_ranges_(o.ready_ranges),
         layers_(o.layer_ranges),
-        release_pages_(o.release_pages),
+        release_(o.release),
         broadcast_(o.comm, o.groups),
         plan_(std::move(plan)) {}
 
@@ -325,11 +328,10 @@ class Zero3SyncImpl final : public Zero3Sync {
 
   // The non-owned parts of params [lo, hi).
   void ReleaseParams(int64_t lo, int64_t hi) {
-    if (!release_pages_) return;
     const int64_t a = std::min(hi, std::max(lo, owned_.lo));
-    ReleaseInterior(params_ + lo, a - lo);
+    ReleaseInterior(release_, params_ + lo, a - lo);
     const int64_t b = std::max(lo, std::min(hi, owned_.hi));
-    ReleaseInterior(params_ + b, hi - b);
+    ReleaseInterior(release_, params_ + b, hi - b);
   }
 
   void AddHeld(int64_t floats) {
@@ -436,7 +438,7 @@ class Zero3SyncImpl final : public Zero3Sync {
                                                  ", ", hi, ") at step ", step, " on rank ",
                                                  rank_, " failed: ", s.message()));
     }
-    if (release_pages_) ReleaseInterior(grads_ + lo, hi - lo);
+    ReleaseInterior(release_, grads_ + lo, hi - lo);
     absl::MutexLock lock(&mu_);
     bytes_sent_ += bytes;
     return absl::OkStatus();
@@ -464,7 +466,7 @@ class Zero3SyncImpl final : public Zero3Sync {
   GradClip clip_;
   const std::vector<std::pair<int64_t, int64_t>> ready_ranges_;
   const std::vector<std::pair<int64_t, int64_t>> layers_;  // forward order
-  const bool release_pages_;
+  const PageRelease release_;
   PieceBroadcast broadcast_;  // communication thread only
   OwnedShard shard_;          // set in Start
   const BucketPlan plan_;
@@ -508,6 +510,16 @@ class Zero3SyncImpl final : public Zero3Sync {
 };
 
 }  // namespace
+
+absl::StatusOr<PageRelease> ParsePageRelease(const std::string& value) {
+  if (value == "lazy") return PageRelease::kLazy;
+  if (value == "now") return PageRelease::kNow;
+  if (value == "keep") return PageRelease::kKeep;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "release must be lazy (MADV_FREE: pages taken back when the OS needs them), now "
+      "(MADV_DONTNEED: resident memory drops at once, each gather re-faults) or keep, got '",
+      value, "'"));
+}
 
 absl::StatusOr<std::unique_ptr<Zero3Sync>> CreateZero3Sync(Zero3SyncOptions options) {
   ZeroPartsOptions po;

@@ -16,8 +16,8 @@
 //                          forward, the previous one during backward — on
 //                          the communication thread while this one computes.
 //   Release(lo, hi, pass)  the pages wholly inside [lo, hi) and outside the
-//                          owned range are given back (madvise
-//                          MADV_DONTNEED): resident memory drops. The last
+//                          owned range are given back to the OS (see
+//                          PageRelease: lazily by default). The last
 //                          layer of forward is kept for the first layer of
 //                          backward (released by the next Gather of another
 //                          layer), so at most two layers are held besides
@@ -70,6 +70,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -86,6 +87,23 @@
 namespace tandem {
 namespace sync {
 
+// How released parameter and gradient pages go back to the OS. Their
+// contents are never read again before being rewritten (a gather or
+// backward overwrites them), so any of the three is correct:
+//   kLazy  madvise(MADV_FREE): the kernel takes the pages when it needs
+//          memory; until then re-use costs nothing (RSS counts them as
+//          LazyFree). The default: with kNow every gather re-faults and
+//          zero-fills its pages (steps 2.3-3.3x slower measured on one
+//          4-rank node, docs/user-guide.md).
+//   kNow   madvise(MADV_DONTNEED): resident memory drops at once (what a
+//          job sharing a host with strict RSS limits wants).
+//   kKeep  nothing returned; only the accounting (memory()) changes.
+enum class PageRelease { kLazy, kNow, kKeep };
+
+// "lazy" | "now" | "keep" (the --sync_opt release values); InvalidArgument
+// naming the choices otherwise.
+absl::StatusOr<PageRelease> ParsePageRelease(const std::string& value);
+
 struct Zero3SyncOptions {
   Communicator* comm = nullptr;  // borrowed; host memory (Gloo, shm)
   float* params = nullptr;       // the model's flat parameters [0, size)
@@ -98,9 +116,8 @@ struct Zero3SyncOptions {
   std::vector<std::pair<int64_t, int64_t>> layer_ranges;
   double bucket_cap_mb = 25;  // MiB per gradient bucket, > 0
   double max_grad_norm = 0;   // global L2 clip over all shards; 0 = off
-  // Give released host pages back to the OS (madvise). Off: values are
-  // left in place (only the accounting changes).
-  bool release_pages = true;
+  // What Release does with the host pages it frees (see PageRelease).
+  PageRelease release = PageRelease::kLazy;
   // The generation's node groups (borrowed; may be null): with them layers
   // are gathered in two levels across nodes (zero_parts.h).
   const CommGroups* groups = nullptr;

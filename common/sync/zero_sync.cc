@@ -96,7 +96,9 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
     }
     // Allgather rounds: `chunk_` floats of every shard per round.
     chunk_ = std::max<int64_t>(1, std::min(map_.shard_size(), CapFloats(o.bucket_cap_mb) / world_));
-    if (map_.shard_size() == 0 || device_) chunk_ = 0;  // device: gathered in place
+    // Device: gathered in place; overlap: layer by layer, in place
+    // (PieceBroadcast). Neither needs the rounds' staging.
+    if (map_.shard_size() == 0 || device_ || overlap_) chunk_ = 0;
     gather_in_.assign(chunk_, 0.f);
     gather_out_.assign(chunk_ * world_, 0.f);
     if (!in_place_) grad_shard_.assign(map_.shard_size(), 0.f);

@@ -51,7 +51,8 @@
 // gradients n floats (zero1, in the model's buffer) or S floats (zero2;
 // backward's own n-float buffer is the model's and is not counted);
 // optimizer state k * owned floats (k buffers: AdamW 2, SGD with momentum
-// 1); staging: one allgather round (about a bucket) plus, for zero2, at
+// 1); staging: one allgather round (about a bucket; none with
+// overlap_allgather, whose layer gathers run in place) plus, for zero2, at
 // most 2 buckets for the packed reduce-scatter.
 //
 // Thread-safety, ownership and failure as allreduce_sync.h: the

@@ -205,6 +205,32 @@ TEST(ZeroSyncTest, DevicePathEqualsTheHostPath) {
   }
 }
 
+// zero1 holds no staging when the gather overlaps the next forward (layer
+// gathers run in place), and one allgather round's worth without it.
+TEST(ZeroSyncTest, OverlappedGatherNeedsNoStaging) {
+  for (bool overlap : {true, false}) {
+    std::vector<int64_t> staging(2, -1);
+    auto results = comm_testing::RunGlooRanks(2, absl::Seconds(30), [&](int rank, Communicator& comm)
+                                                                         -> absl::Status {
+      std::vector<float> params(1000, 1.f), grads(1000, 0.5f);
+      ZeroSyncOptions o = VectorOptions(ZeroStage::kOptimizer, &comm, params, grads);
+      o.layer_ranges = {{0, 500}, {500, 1000}};
+      o.overlap_allgather = overlap;
+      ASSIGN_OR_RETURN(auto sync, CreateZeroSync(std::move(o)));
+      staging[rank] = sync->memory().staging_bytes;
+      return absl::OkStatus();
+    });
+    for (const absl::Status& s : results) ASSERT_TRUE(s.ok()) << s;
+    for (int r = 0; r < 2; ++r) {
+      if (overlap) {
+        EXPECT_EQ(staging[r], 0) << "rank " << r;
+      } else {
+        EXPECT_GT(staging[r], 0) << "rank " << r;
+      }
+    }
+  }
+}
+
 // Rank 1 leaves after the barrier: rank 0's step fails naming the
 // operation and the rank, its parameters are untouched (the gradients never
 // arrived), and later calls are FailedPrecondition.

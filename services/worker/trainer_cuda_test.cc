@@ -2,7 +2,8 @@
 // end to end (real coordinator and data server, NCCL gradient mesh through
 // the coordinator's KV store, device optimizer step, a checkpoint staged
 // through the host) and must end within 1e-4 relative of the same job on
-// --backend=cpu, for SGD with momentum and clipping and for AdamW. The data
+// --backend=cpu, for SGD with momentum and clipping and for AdamW, under
+// allreduce, zero1 and zero2. The data
 // is a small synthetic IDX set written to TEST_TMPDIR (the GPU machine has no
 // /usr/share/datasets). Also: the BatchStager's device path (copies staged
 // through pinned memory, returning before the device has them) keeps every
@@ -14,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -63,7 +65,8 @@ struct Outcome {
 };
 
 Outcome TrainOnce(dataserver::DataServer* data, const std::string& backend,
-                  const std::string& optimizer, const std::string& dir) {
+                  const std::string& optimizer, const std::string& strategy,
+                  const std::string& dir) {
   CoordinatorServerOptions co;
   co.coordinator.job_id = "cuda-test";
   co.coordinator.min_workers = 1;
@@ -86,6 +89,7 @@ Outcome TrainOnce(dataserver::DataServer* data, const std::string& backend,
   o.batch_size = 32;
   o.optimizer = optimizer;
   o.lr = optimizer == "adamw" ? 0.001 : 0.05;
+  o.sync.strategy = strategy;
   o.sync.max_grad_norm = 1.0;
   o.schedule = "constant";
   o.max_steps = 10;
@@ -121,20 +125,26 @@ Outcome TrainOnce(dataserver::DataServer* data, const std::string& backend,
   return out;
 }
 
-class TrainerCudaTest : public ::testing::TestWithParam<const char*> {};
+// (optimizer, strategy): allreduce and the zero1 / zero2 device path (one
+// rank: the owned shard is the whole vector, but the in-place allreduce,
+// the device-stepped shard and the in-place gather all run on NCCL).
+class TrainerCudaTest
+    : public ::testing::TestWithParam<std::tuple<const char*, const char*>> {};
 
 TEST_P(TrainerCudaTest, CudaWorkerMatchesCpuWorker) {
   if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  const auto [optimizer, strategy] = GetParam();
   const char* tmp_env = std::getenv("TEST_TMPDIR");
   const std::string tmp = tmp_env != nullptr ? tmp_env : "/tmp";
-  const std::string prefix = tmp + "/synthetic-" + GetParam() + "-train";
+  const std::string tag = absl::StrCat(optimizer, "-", strategy);
+  const std::string prefix = tmp + "/synthetic-" + tag + "-train";
   ASSERT_TRUE(WriteSyntheticIdx(prefix, 640).ok());
   dataserver::DataServerOptions d;
   d.datasets = {{"fashion-mnist/train", prefix}};
   auto data = dataserver::DataServer::Start(d);
   ASSERT_TRUE(data.ok()) << data.status();
-  Outcome cpu = TrainOnce(data->get(), "cpu", GetParam(), tmp + "/cpu-" + GetParam());
-  Outcome gpu = TrainOnce(data->get(), "cuda", GetParam(), tmp + "/cuda-" + GetParam());
+  Outcome cpu = TrainOnce(data->get(), "cpu", optimizer, strategy, tmp + "/cpu-" + tag);
+  Outcome gpu = TrainOnce(data->get(), "cuda", optimizer, strategy, tmp + "/cuda-" + tag);
   ASSERT_TRUE(cpu.result.ok()) << cpu.result.status();
   ASSERT_TRUE(gpu.result.ok()) << gpu.result.status();
   EXPECT_EQ(cpu.result->transport != "nccl", true);
@@ -152,7 +162,9 @@ TEST_P(TrainerCudaTest, CudaWorkerMatchesCpuWorker) {
   EXPECT_TRUE(std::equal(gpu.params.begin(), gpu.params.end(), c->params.begin()));
 }
 
-INSTANTIATE_TEST_SUITE_P(Optimizers, TrainerCudaTest, ::testing::Values("sgd", "adamw"));
+INSTANTIATE_TEST_SUITE_P(OptimizersAndStrategies, TrainerCudaTest,
+                         ::testing::Combine(::testing::Values("sgd", "adamw"),
+                                            ::testing::Values("allreduce", "zero1", "zero2")));
 
 data::HostBatch FeatureBatch(int n, int width, float base) {
   data::HostBatch b;

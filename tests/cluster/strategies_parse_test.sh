@@ -41,6 +41,8 @@ check("hybrid variants", s.variants([("hybrid", ["chunk_mb", "compress"])]),
       [("hybrid", "hybrid", ""), ("hybrid int8+EF", "hybrid", "compress=int8")])
 check("hybrid with apply", [v[0] for v in s.variants([("hybrid", ["apply", "compress"])])],
       ["hybrid", "hybrid int8+EF", "hybrid apply=chunk", "hybrid int8+EF apply=chunk"])
+check("zero3 variants", [v[0] for v in s.variants([("zero3", ["bucket_cap_mb", "release"])])],
+      ["zero3", "zero3 release=now"])
 check("hybrid without compress", [v[0] for v in s.variants([("hybrid", ["chunk_mb"])])], ["hybrid"])
 out = "\n".join([
     "network: 2 node(s) in a private network namespace, each node's link 1gbit (htb on lo)",
@@ -55,6 +57,30 @@ check("links", links, 25412336)
 check("accuracy", acc, 0.8401)
 check("network", net.startswith("2 node(s)"), True)
 check("no links line", s.parse("step 1/1 x samples/s 1 ms/step 2 y")[1], None)
+runs = [{"ok": True, "step_ms": 30.0}, {"ok": True, "step_ms": 10.0}, {"ok": True, "step_ms": 20.0}]
+med = s.median_run(runs)
+check("median run", (med["step_ms"], med["step_ms_runs"]), (20.0, [30.0, 10.0, 20.0]))
+check("median of two is the lower", s.median_run(runs[:2])["step_ms"], 10.0)
+check("a failed run fails the configuration",
+      s.median_run(runs + [{"ok": False, "error": "boom"}])["error"], "boom")
+check("two largest layers", s.two_largest_layers_bytes("mlp:784,1024,1024,10"), 4 * (1025 * 1024 + 785 * 1024))
+check("two largest layers, gpt", s.two_largest_layers_bytes("gpt:2,64,4"), None)
+import contextlib, io
+row = lambda v, ms, p, g, o: {"variant": v, "ok": True, "rate": "1gbit", "layout": "2x2", "nodes": 2,
+                             "workers_per_node": 2, "step_ms": ms,
+                             "memory_bytes": {"params": p, "grads": g, "optimizer": o}}
+M = 2**20
+buf = io.StringIO()
+with contextlib.redirect_stdout(buf):
+    s.print_zero_checks({"baseline": "allreduce hier=0", "model": "mlp:784,1024,1024,10"},
+                        [row("allreduce hier=0", 100.0, 8 * M, 8 * M, 8 * M),
+                         row("zero2", 112.0, 8 * M, 2 * M, 2 * M), row("zero1", 105.0, 8 * M, 8 * M, 2 * M)])
+text = buf.getvalue()
+check("zero2 line", "zero2              1gbit    2x2   optimizer 2.00 / 2.00, grads 2.00 / 2.00; step 112.0 ms (1.12x); "
+      "target within 10% BELOW" in text, True)
+check("zero1 line", "zero1              1gbit    2x2   optimizer 2.00 / 2.00; step 105.0 ms (1.05x)\n" in text, True)
+if failures:
+    print(text)
 print("all passed" if failures == 0 else "%d failure(s)" % failures)
 sys.exit(1 if failures else 0)
 PY

@@ -76,6 +76,11 @@ def variants(strategies):
             if "apply" in keys:
                 out.append(("hybrid apply=chunk", name, "apply=chunk"))
                 out.append(("hybrid int8+EF apply=chunk", name, "compress=int8,apply=chunk"))
+        elif name == "zero3" and "release" in keys:
+            # release=lazy (MADV_FREE, the default) beside release=now
+            # (MADV_DONTNEED: every gather re-faults its pages).
+            out.append(("zero3", name, ""))
+            out.append(("zero3 release=now", name, "release=now"))
         else:
             out.append((name, name, ""))
     return out
@@ -126,6 +131,19 @@ def parse(out):
     return steps, (links[-1] if links else None), (acc[-1] if acc else None), (net[0] if net else "")
 
 
+def median_run(rs):
+    """One configuration's runs -> the run with the median step time (the
+    lower middle for an even count), carrying every run's step ms; a
+    configuration with a failed run is reported failed (its first error)."""
+    failed = [r for r in rs if not r["ok"]]
+    if failed:
+        return failed[0]
+    ordered = sorted(rs, key=lambda r: r["step_ms"])
+    r = dict(ordered[(len(ordered) - 1) // 2])
+    r["step_ms_runs"] = [x["step_ms"] for x in rs]
+    return r
+
+
 def last_error(rc, out, err):
     lines = [l for l in (err + "\n" + out).splitlines() if l.strip()]
     msg = lines[-1] if lines else "exit %d" % rc
@@ -145,7 +163,10 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated variant labels to keep")
     ap.add_argument("--timeout", type=int, default=600)
     ap.add_argument("--no-accuracy", action="store_true")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per configuration (median shown)")
     a = ap.parse_args()
+    if a.repeat < 1:
+        sys.exit("strategies.sh: --repeat must be at least 1, got %d" % a.repeat)
     os.makedirs(a.out, exist_ok=True)
     rates = [r for r in a.rates.split(",") if r]
     layouts = [tuple(int(x) for x in l.split("x")) for l in a.layouts.split(",") if l]
@@ -155,42 +176,48 @@ def main():
         vs = [v for v in vs if v[0] in keep]
     common = ["--model=" + a.model, "--epochs=1", "--batch_size=%d" % a.batch,
               "--lr_scaling=none", "--seed=1", "--checkpoint_every=0"]
-    results, header = [], ""
-    for label, sync, opt in vs:
-        sync_args = ["--sync=" + sync] + (["--sync_opt=" + opt] if opt else [])
-        for rate in rates:
-            for nodes, per in layouts:
-                name = "%s_%s_%dx%d" % (label.replace(" ", "_").replace("=", ""), rate, nodes, per)
-                # ps / hybrid: one shard server per node, each a node of its own.
-                servers = ["--shard_servers=%d" % nodes] if sync in SHARD_STRATEGIES else []
-                args = common + sync_args + servers + ["--nodes=%d" % nodes, "--workers_per_node=%d" % per,
-                                             "--link=" + rate, "--max_steps=%d" % a.steps,
-                                             "--log_every=%d" % max(1, a.steps // 5)]
-                rc, out, err, wall, cmd = run_tandem(a.tandem, args, os.path.join(a.out, "runs", name),
-                                                     a.timeout)
-                if "cannot create a network namespace" in err:
-                    sys.exit("strategies.sh: " + err.strip().splitlines()[-1] +
-                             "\n(simulated nodes need root: run it as root)")
-                steps, link_bytes, _, net = parse(out)
-                if nodes > 1 and not header:
-                    header = re.sub(r"each node's link \S+", "each node's link as listed", net)
-                r = {"variant": label, "sync": sync, "sync_opt": opt, "rate": rate,
-                     "layout": "%dx%d" % (nodes, per), "nodes": nodes, "workers_per_node": per,
-                     "steps": a.steps, "wall_s": round(wall, 2), "ok": rc == 0 and bool(steps)}
-                if r["ok"]:
-                    body = steps[1:] or steps
-                    r["step_ms"] = sum(s[2] for s in body) / len(body)
-                    r["samples_per_s"] = sum(s[1] for s in body) / len(body)
-                    r["link_bytes_per_step"] = (link_bytes / a.steps) if link_bytes is not None else None
-                    mem = worker_memory(os.path.join(a.out, "runs", name))
-                    r["memory_bytes"] = mem
-                    r["memory_mib"] = sum(mem.values()) / 2**20 if mem else None
-                else:
-                    r["error"] = last_error(rc, out, err)
-                results.append(r)
-                print("  %-22s %-8s %-4s %s" % (label, rate, r["layout"],
-                      "%.1f ms/step" % r["step_ms"] if r["ok"] else "FAILED: " + r["error"]),
-                      file=sys.stderr, flush=True)
+    configs = [(label, sync, opt, rate, nodes, per) for label, sync, opt in vs
+               for rate in rates for nodes, per in layouts]
+    runs, header = {}, ""
+    # --repeat R: every configuration runs R times, round-robin (one round of
+    # all configurations, then the next), so slow drifts in the machine's
+    # load spread over all of them; the table shows the median run.
+    for rep in range(a.repeat):
+        for label, sync, opt, rate, nodes, per in configs:
+            name = "%s_%s_%dx%d" % (label.replace(" ", "_").replace("=", ""), rate, nodes, per)
+            sync_args = ["--sync=" + sync] + (["--sync_opt=" + opt] if opt else [])
+            # ps / hybrid: one shard server per node, each a node of its own.
+            servers = ["--shard_servers=%d" % nodes] if sync in SHARD_STRATEGIES else []
+            args = common + sync_args + servers + ["--nodes=%d" % nodes, "--workers_per_node=%d" % per,
+                                         "--link=" + rate, "--max_steps=%d" % a.steps,
+                                         "--log_every=%d" % max(1, a.steps // 5)]
+            rc, out, err, wall, cmd = run_tandem(a.tandem, args, os.path.join(a.out, "runs", name),
+                                                 a.timeout)
+            if "cannot create a network namespace" in err:
+                sys.exit("strategies.sh: " + err.strip().splitlines()[-1] +
+                         "\n(simulated nodes need root: run it as root)")
+            steps, link_bytes, _, net = parse(out)
+            if nodes > 1 and not header:
+                header = re.sub(r"each node's link \S+", "each node's link as listed", net)
+            r = {"variant": label, "sync": sync, "sync_opt": opt, "rate": rate,
+                 "layout": "%dx%d" % (nodes, per), "nodes": nodes, "workers_per_node": per,
+                 "steps": a.steps, "wall_s": round(wall, 2), "ok": rc == 0 and bool(steps)}
+            if r["ok"]:
+                body = steps[1:] or steps
+                r["step_ms"] = sum(s[2] for s in body) / len(body)
+                r["samples_per_s"] = sum(s[1] for s in body) / len(body)
+                r["link_bytes_per_step"] = (link_bytes / a.steps) if link_bytes is not None else None
+                mem = worker_memory(os.path.join(a.out, "runs", name))
+                r["memory_bytes"] = mem
+                r["memory_mib"] = sum(mem.values()) / 2**20 if mem else None
+            else:
+                r["error"] = last_error(rc, out, err)
+            runs.setdefault((label, rate, nodes, per), []).append(r)
+            print("  %-22s %-8s %-4s %s%s" % (label, rate, r["layout"],
+                  "%.1f ms/step" % r["step_ms"] if r["ok"] else "FAILED: " + r["error"],
+                  " (run %d/%d)" % (rep + 1, a.repeat) if a.repeat > 1 else ""),
+                  file=sys.stderr, flush=True)
+    results = [median_run(runs[(c[0], c[3], c[4], c[5])]) for c in configs]
     # Accuracy: once per variant, full epochs, first multi-node layout, fastest rate.
     accuracy = {}
     acc_layout = next((l for l in layouts if l[0] > 1), layouts[0])
@@ -227,6 +254,7 @@ def main():
     print_table(meta, results)
     print_compression_checks(meta, results)
     print_hybrid_checks(meta, results)
+    print_zero_checks(meta, results)
     chart(a.out, meta, results, rates, ["%dx%d" % l for l in layouts])
 
 
@@ -308,6 +336,53 @@ def print_hybrid_checks(meta, results):
             verdict = "flat-ring target >= 1.6x %s" % ("ok" if vs_flat >= 1.6 else "BELOW")
         print("  %-26s %-8s %-5s vs flat ring %s, vs hierarchical ring %s %s" % (
             r["variant"], r["rate"], r["layout"], fmt(vs_flat, "%.2fx"), fmt(vs_hier, "%.2fx"), verdict))
+
+
+def two_largest_layers_bytes(model):
+    """Bytes of the two largest layers (weights + bias) of an "mlp:a,b,c"
+    spec, or None for other models."""
+    if not model.startswith("mlp:"):
+        return None
+    dims = [int(d) for d in model[4:].split(",")]
+    layers = sorted(((i + 1) * o for i, o in zip(dims, dims[1:])), reverse=True)
+    return 4 * sum(layers[:2])
+
+
+def print_zero_checks(meta, results):
+    """Issue 11's table: each zero stage's per-rank memory (worker-0's
+    tandem_sync_memory_bytes) against theory derived from allreduce's row in
+    the same rate and layout (N = ranks): optimizer state full/N (plus
+    padding); zero2/zero3 reduced gradients full/N; zero3 parameters <= full/N
+    plus the two largest layers. Step time against allreduce (target: zero2
+    within 10%)."""
+    rows = [r for r in results if r["variant"].startswith("zero") and r["ok"]]
+    if not rows:
+        return
+    ring = {(r["rate"], r["layout"]): r for r in results if r["variant"] == meta["baseline"] and r["ok"]}
+    extra = two_largest_layers_bytes(meta["model"])
+    mib = lambda b: "-" if b is None else "%.2f" % (b / 2**20)
+    print("zero (issue 11): MiB per rank measured / theory (from %s's full-size bytes), step ms vs %s"
+          % (meta["baseline"], meta["baseline"]))
+    for r in rows:
+        base = ring.get((r["rate"], r["layout"]))
+        mem, full = r.get("memory_bytes") or {}, (base or {}).get("memory_bytes") or {}
+        n = r["nodes"] * r["workers_per_node"]
+        cells = []
+        if full:
+            opt = full.get("optimizer", 0) / n
+            cells.append("optimizer %s / %s" % (mib(mem.get("optimizer")), mib(opt)))
+            if r["variant"].startswith(("zero2", "zero3")):
+                cells.append("grads %s / %s" % (mib(mem.get("grads")), mib(full.get("grads", 0) / n)))
+            if r["variant"].startswith("zero3") and extra is not None:
+                cells.append("params %s / <= %s" % (mib(mem.get("params")),
+                                                    mib(full.get("params", 0) / n + extra)))
+        ratio = (r["step_ms"] / base["step_ms"]) if base and base.get("step_ms") and r.get("step_ms") else None
+        verdict = ""
+        if r["variant"] == "zero2" and ratio is not None:
+            verdict = "; target within 10%% %s" % ("ok" if ratio <= 1.10 else "BELOW")
+        print("  %-18s %-8s %-5s %s; step %s ms (%s)%s" % (
+            r["variant"], r["rate"], r["layout"], ", ".join(cells) or "memory -",
+            fmt(r.get("step_ms"), "%.1f"), fmt(ratio, "%.2fx"), verdict))
 
 
 def chart(out_dir, meta, results, rates, layouts):

@@ -22,8 +22,12 @@
 #   sudo tools/bench/strategies.sh [--out DIR] [--steps 50] [--model mlp:784,256,10]
 #        [--batch 32] [--epochs 1] [--rates 10gbit,1gbit,100mbit]
 #        [--layouts 1x4,2x2,4x1] [--only "allreduce hier=0,allreduce hier=1"]
-#        [--no-accuracy]
-# TANDEM=path overrides the binary (default bazel-bin/tools/tandem/tandem);
+#        [--no-accuracy] [--repeat 3]
+# --repeat R runs every configuration R times, round-robin, and reports the
+# median run (each run's step ms is in strategies.json).
+# TANDEM=path overrides the binary (default bazel-bin/tools/tandem/tandem,
+# resolved once at the start: a later build of another configuration, which
+# repoints bazel-bin, does not change the binaries of a run in progress);
 # PYTHON the interpreter (default Debian's /usr/bin/python3, which has
 # python3-matplotlib; another python3 on PATH may not).
 set -euo pipefail
@@ -33,13 +37,14 @@ if [ ! -x "$TANDEM" ]; then
   echo "strategies.sh: no tandem binary at $TANDEM; run 'bazel build -c opt //tools/tandem' or set TANDEM" >&2
   exit 1
 fi
+TANDEM="$(readlink -f "$TANDEM")"
 out=""
 args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out="$2"; shift 2 ;;
     --out=*) out="${1#--out=}"; shift ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) args+=("$1"); shift ;;
   esac
 done

@@ -71,7 +71,7 @@ ORDER=(
   common.kernels.cuda.cuda_backend_test:90
   common.comm.nccl.nccl_communicator_test:60
   common.sync.cuda_allreduce_sync_test:60
-  services.worker.trainer_cuda_test:120
+  services.worker.trainer_cuda_test:240
 )
 DEFAULT_TEST_TIMEOUT_S=60
 BENCH_TIMEOUT_S=120
