@@ -75,6 +75,13 @@ class Codec {
   virtual void Decode(const uint8_t* in, int64_t n, float* out) const = 0;
   // out[i] += decoded value i, in fp32 (sparse: only the pairs' indices).
   virtual void DecodeAdd(const uint8_t* in, int64_t n, float* out) const = 0;
+  // out[i] = 0 for every value the block `in` (of n values) carries: a
+  // sparse block's indices (read from the block, not inferred from the
+  // values); a dense block carries every value, so all of out[0, n).
+  // Momentum factor masking (ErrorFeedback) uses it.
+  virtual void ZeroSent(const uint8_t* in, int64_t n, float* out) const {
+    for (int64_t i = 0; i < n; ++i) out[i] = 0.f;
+  }
 };
 
 }  // namespace sync

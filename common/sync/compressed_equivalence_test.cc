@@ -7,9 +7,11 @@
 //   counter restores too), top-k and threshold (their thresholds restore);
 //   dropping the residuals changes the result (the check can fail); also
 //   for int8 with hier=1 on 2 nodes of 2 ranks (the residuals of node
-//   shares);
-// - resumed at another world size the residuals reset: the run equals one
-//   started from the same parameters with fresh residuals;
+//   shares); and with momentum_correction=1 (topk at 2 and 3 ranks,
+//   threshold, and across the end of a warm-up), whose velocity restores
+//   too (dropping it changes the result);
+// - resumed at another world size the residuals (and velocity) reset: the
+//   run equals one started from the same parameters with fresh residuals;
 // - int8+EF and top-k+EF train close to allreduce on the same data.
 #include <unistd.h>
 
@@ -120,10 +122,15 @@ absl::Status SetUp(const std::string& strategy, const std::string& sync_opt, Com
   for (const nn::GradRange& r : nn::GroupRanges(run->model->layout())) {
     env.ready_ranges.push_back({r.lo, r.hi});
   }
-  env.make_optimizer = [](optim::ParamRange r)
+  // As the worker: a strategy that takes the momentum over gets it in the
+  // env, and the optimizer steps without it.
+  ASSIGN_OR_RETURN(const StrategyInfo info, FindStrategy(strategy));
+  const bool takes_momentum = TakesMomentum(info, so);
+  env.momentum = takes_momentum ? 0.9f : 0.f;
+  env.make_optimizer = [takes_momentum](optim::ParamRange r)
       -> absl::StatusOr<std::unique_ptr<optim::Optimizer>> {
     optim::SgdOptions o;
-    o.momentum = 0.9f;
+    o.momentum = takes_momentum ? 0.f : 0.9f;
     ASSIGN_OR_RETURN(auto s, optim::Sgd::Create(r, o));
     return std::unique_ptr<optim::Optimizer>(std::move(s));
   };
@@ -213,9 +220,10 @@ std::vector<std::vector<float>> Uninterrupted(int world, const std::string& opts
 }
 
 // K1 steps at save_world, save, resume at load_world for K2 steps.
-// `drop` removes the named extra state from the checkpoint.
+// `drop` removes the named extra states from the checkpoint.
 std::vector<std::vector<float>> Resumed(int save_world, int load_world, const std::string& opts,
-                                        const Data& data, const std::string& drop = "",
+                                        const Data& data,
+                                        const std::vector<std::string>& drop = {},
                                         int per_node = 0) {
   Saved saved;
   auto results = RunRanks(save_world, per_node, [&](int rank, CommGroups& groups) -> absl::Status {
@@ -225,7 +233,7 @@ std::vector<std::vector<float>> Resumed(int save_world, int load_world, const st
     return Save(run, &saved);
   });
   for (int r = 0; r < save_world; ++r) EXPECT_TRUE(results[r].ok()) << results[r];
-  if (!drop.empty()) saved.extra.erase(drop);
+  for (const std::string& name : drop) saved.extra.erase(name);
   std::vector<std::vector<float>> params(load_world);
   results = RunRanks(load_world, per_node, [&](int rank, CommGroups& groups) -> absl::Status {
     RankRun run;
@@ -243,7 +251,12 @@ struct ResumeCase {
   std::string opts;
   int world;
   int per_node = 0;  // > 0: nodes of this many ranks (hier=1 runs hierarchically)
+  // Each of these, dropped from the checkpoint, changes the continuation.
+  std::vector<std::string> needed = {"compressed/residuals"};
 };
+
+const std::vector<std::string> kResidualsAndVelocity = {"compressed/residuals",
+                                                        "compressed/velocity"};
 
 class CompressedResume : public ::testing::TestWithParam<ResumeCase> {};
 
@@ -251,16 +264,19 @@ TEST_P(CompressedResume, RestoresResidualsBitIdentically) {
   const ResumeCase c = GetParam();
   const Data data = MakeData(512);
   const auto whole = Uninterrupted(c.world, c.opts, data, c.per_node);
-  const auto resumed = Resumed(c.world, c.world, c.opts, data, "", c.per_node);
+  const auto resumed = Resumed(c.world, c.world, c.opts, data, {}, c.per_node);
   ASSERT_FALSE(whole[0].empty());
   for (int r = 0; r < c.world; ++r) {
     ASSERT_EQ(resumed[r], whole[r]) << c.opts << " rank " << r;
     ASSERT_EQ(whole[r], whole[0]) << "ranks agree";
   }
-  // Without the residuals the continuation differs: the test can fail.
-  const auto dropped =
-      Resumed(c.world, c.world, c.opts, data, "compressed/residuals", c.per_node);
-  EXPECT_NE(dropped[0], whole[0]) << c.opts;
+  // Without the residuals (or the velocity) the continuation differs: the
+  // test can fail.
+  for (const std::string& name : c.needed) {
+    const auto dropped = Resumed(c.world, c.world, c.opts, data, {name}, c.per_node);
+    ASSERT_FALSE(dropped[0].empty());
+    EXPECT_NE(dropped[0], whole[0]) << c.opts << " without " << name;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -268,7 +284,19 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(ResumeCase{"codec=int8,rounding=stochastic,chunk=256", 2},
                       ResumeCase{"codec=int8", 3}, ResumeCase{"codec=topk,k=0.05", 2},
                       ResumeCase{"codec=threshold,density=0.05", 3},
-                      ResumeCase{"codec=fp16", 2}, ResumeCase{"codec=int8,hier=1", 4, 2}),
+                      ResumeCase{"codec=fp16", 2}, ResumeCase{"codec=int8,hier=1", 4, 2},
+                      ResumeCase{"codec=topk,k=0.05,momentum_correction=1", 2, 0,
+                                 kResidualsAndVelocity},
+                      ResumeCase{"codec=topk,k=0.05,momentum_correction=1", 3, 0,
+                                 kResidualsAndVelocity},
+                      ResumeCase{"codec=threshold,density=0.05,momentum_correction=1", 2, 0,
+                                 kResidualsAndVelocity},
+                      ResumeCase{"codec=topk,k=0.05,momentum_correction=1,masking=0", 2, 0,
+                                 kResidualsAndVelocity},
+                      // Saved inside the warm-up (residuals still zero),
+                      // resumed across its end: the velocity carries on.
+                      ResumeCase{"codec=topk,k=0.05,momentum_correction=1,warmup_steps=6", 2,
+                                 0, {"compressed/velocity"}}),
     [](const ::testing::TestParamInfo<ResumeCase>& i) {
       std::string s = absl::StrCat(i.param.opts, "_w", i.param.world,
                                    i.param.per_node > 0 ? absl::StrCat("_l", i.param.per_node) : "");
@@ -283,39 +311,65 @@ TEST(CompressedResume, AnotherWorldSizeResetsTheResiduals) {
   const std::string opts = "codec=int8";
   const auto resumed = Resumed(2, 3, opts, data);
   // The same parameters and optimizer state, no compression state at all.
-  const auto fresh = Resumed(2, 3, opts, data, "compressed/meta");
+  const auto fresh = Resumed(2, 3, opts, data, {"compressed/meta"});
   ASSERT_FALSE(resumed[0].empty());
   EXPECT_EQ(resumed[0], fresh[0]);
   // And it is not what keeping stale residuals would give: at 2 ranks they
   // would have changed the result (see RestoresResidualsBitIdentically).
 }
 
+// The velocity too: at another world size (its saved blob does not fit)
+// it starts from zero, as in a checkpoint that never had one.
+TEST(CompressedResume, AnotherWorldSizeResetsTheVelocity) {
+  const Data data = MakeData(512);
+  const std::string opts = "codec=topk,k=0.05,momentum_correction=1";
+  const auto resumed = Resumed(2, 3, opts, data);
+  const auto fresh = Resumed(2, 3, opts, data, {"compressed/meta", "compressed/velocity"});
+  ASSERT_FALSE(resumed[0].empty());
+  EXPECT_EQ(resumed[0], fresh[0]);
+  // A checkpoint written without momentum_correction (no velocity; its
+  // residuals load) resumes with momentum_correction.
+  const auto same_world = Resumed(2, 2, opts, data, {"compressed/velocity"});
+  const auto whole = Uninterrupted(2, opts, data);
+  ASSERT_FALSE(same_world[0].empty());
+  EXPECT_NE(same_world[0], whole[0]) << "the velocity restarted from zero";
+}
+
 // Rank 0 holds every rank's residuals only around a checkpoint: the next
 // BeginStep gives them back, and the next checkpoint gathers them again.
 TEST(CompressedResume, RankZeroFreesTheGatheredStateAfterTheCheckpoint) {
   const Data data = MakeData(512);
-  int64_t staging[2][3] = {};
-  size_t second_size = 0;
-  auto results = RunRanks(2, 0, [&](int rank, CommGroups& groups) -> absl::Status {
-    RankRun run;
-    RETURN_IF_ERROR(sync::SetUp("compressed", "codec=int8", groups, &run));  // not Test::SetUp
-    RETURN_IF_ERROR(Train(run, data, 1, 2));
-    staging[rank][0] = run.sync->memory().staging_bytes;
-    Saved first;
-    RETURN_IF_ERROR(Save(run, &first));
-    staging[rank][1] = run.sync->memory().staging_bytes;
-    RETURN_IF_ERROR(Train(run, data, 3, 3));
-    staging[rank][2] = run.sync->memory().staging_bytes;
-    Saved second;
-    RETURN_IF_ERROR(Save(run, &second));
-    if (rank == 0) second_size = second.extra.at("compressed/residuals").size();
-    return absl::OkStatus();
-  });
-  for (const absl::Status& s : results) ASSERT_TRUE(s.ok()) << s;
-  EXPECT_GT(staging[0][1], staging[0][0]) << "rank 0 gathered for the checkpoint";
-  EXPECT_EQ(staging[0][2], staging[0][0]) << "and gave it back at the next step";
-  EXPECT_EQ(staging[1][1], staging[1][0]) << "rank 1 never gathers";
-  EXPECT_GT(second_size, 0u) << "the next checkpoint gathers again";
+  // momentum_correction's gathered velocity (world x parameters) as well.
+  for (const std::string opts : {"codec=int8", "codec=topk,k=0.05,momentum_correction=1"}) {
+    SCOPED_TRACE(opts);
+    const bool velocity = opts.find("momentum_correction=1") != std::string::npos;
+    int64_t staging[2][3] = {};
+    size_t second_size = 0, second_velocity = 0;
+    auto results = RunRanks(2, 0, [&](int rank, CommGroups& groups) -> absl::Status {
+      RankRun run;
+      RETURN_IF_ERROR(sync::SetUp("compressed", opts, groups, &run));  // not Test::SetUp
+      RETURN_IF_ERROR(Train(run, data, 1, 2));
+      staging[rank][0] = run.sync->memory().staging_bytes;
+      Saved first;
+      RETURN_IF_ERROR(Save(run, &first));
+      staging[rank][1] = run.sync->memory().staging_bytes;
+      RETURN_IF_ERROR(Train(run, data, 3, 3));
+      staging[rank][2] = run.sync->memory().staging_bytes;
+      Saved second;
+      RETURN_IF_ERROR(Save(run, &second));
+      if (rank == 0) {
+        second_size = second.extra.at("compressed/residuals").size();
+        if (velocity) second_velocity = second.extra.at("compressed/velocity").size();
+      }
+      return absl::OkStatus();
+    });
+    for (const absl::Status& s : results) ASSERT_TRUE(s.ok()) << s;
+    EXPECT_GT(staging[0][1], staging[0][0]) << "rank 0 gathered for the checkpoint";
+    EXPECT_EQ(staging[0][2], staging[0][0]) << "and gave it back at the next step";
+    EXPECT_EQ(staging[1][1], staging[1][0]) << "rank 1 never gathers";
+    EXPECT_GT(second_size, 0u) << "the next checkpoint gathers again";
+    if (velocity) EXPECT_GT(second_velocity, 2u) << "the velocity too";
+  }
 }
 
 // Mean loss of `run`'s model over the first `samples` samples (no update).

@@ -1,8 +1,10 @@
 // Registers the `compressed` strategy (compressed_sync.h): --sync compressed
 // --sync_opt codec=int8|fp16|bf16|topk|threshold plus the codec's keys
 // (k for topk; density, max_density for threshold; chunk, rounding for
-// int8), ef, warmup_steps, min_bucket_kb and hier. A key that the chosen codec
-// does not use is refused (codec=int8,k=0.01 is a mistake, not a no-op).
+// int8), ef, warmup_steps, min_bucket_kb, hier and momentum_correction. A key
+// that the chosen codec does not use is refused (codec=int8,k=0.01 is a
+// mistake, not a no-op). momentum_correction=1 takes the SGD momentum over
+// from the worker's optimizer (StrategyInfo::takes_momentum).
 #include <memory>
 #include <string>
 #include <utility>
@@ -46,6 +48,33 @@ absl::Status ParseCompressedOptions(const SyncOptions& o, CompressedSyncOptions*
         absl::StrCat("ef must be 1 (error feedback) or 0 (none), got ", ef));
   }
   out->error_feedback = ef == 1;
+  ASSIGN_OR_RETURN(const int64_t mc, GetSyncOptInt(o, "momentum_correction", 0));
+  if (mc != 0 && mc != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "momentum_correction must be 0 (momentum in the optimizer) or 1 (DGC momentum "
+        "correction in the strategy), got ", mc));
+  }
+  out->momentum_correction = mc == 1;
+  ASSIGN_OR_RETURN(const int64_t mask, GetSyncOptInt(o, "masking", 1));
+  if (mask != 0 && mask != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "masking must be 1 (zero the velocity of sent values, DGC) or 0 (keep it), got ", mask));
+  }
+  if (o.opts.count("masking") != 0 && !out->momentum_correction) {
+    return absl::InvalidArgumentError(
+        "masking applies to momentum_correction=1 only: add momentum_correction=1 or drop masking");
+  }
+  out->momentum_masking = mask == 1;
+  if (out->momentum_correction && c.codec != "topk" && c.codec != "threshold") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "momentum_correction=1 needs a sparse codec: use codec=topk or codec=threshold (got "
+        "codec=", c.codec, "), or drop momentum_correction"));
+  }
+  if (out->momentum_correction && !out->error_feedback) {
+    return absl::InvalidArgumentError(
+        "momentum_correction=1 needs error feedback: the velocity is accumulated into the "
+        "residuals; set ef=1 (the default) or drop momentum_correction");
+  }
   ASSIGN_OR_RETURN(out->warmup_steps, GetSyncOptInt(o, "warmup_steps", 0));
   if (out->warmup_steps < 0) {
     return absl::InvalidArgumentError(
@@ -86,11 +115,22 @@ StrategyInfo CompressedInfo() {
       {"hier", "0",
        "1 = dense codecs: sum inside each node first (fp32, shared memory), exchange each "
        "local rank's share compressed across nodes, allgather inside the node"},
+      {"momentum_correction", "0",
+       "1 = topk / threshold with ef=1: DGC momentum correction with momentum factor masking "
+       "(each rank accumulates u = m u + g into its residual, sent values' u zeroed); the "
+       "worker's --momentum moves into the strategy (--optimizer sgd, no --nesterov) and the "
+       "optimizer steps without momentum"},
+      {"masking", "1",
+       "momentum_correction=1: 1 = momentum factor masking (sent values' u zeroed), 0 = u kept"},
       {"bucket_cap_mb", "25", "MiB per gradient bucket"}};
   // hier=1 needs the intra-node and inter-node groups.
   info.wants_node_groups = [](const SyncOptions& o) {
     absl::StatusOr<int64_t> hier = GetSyncOptInt(o, "hier", 0);
     return hier.ok() && *hier == 1;
+  };
+  info.takes_momentum = [](const SyncOptions& o) {
+    absl::StatusOr<int64_t> mc = GetSyncOptInt(o, "momentum_correction", 0);
+    return mc.ok() && *mc == 1;
   };
   info.validate = [](const SyncOptions& o) -> absl::Status {
     CompressedSyncOptions parsed;
@@ -111,6 +151,7 @@ absl::StatusOr<std::unique_ptr<GradientSync>> CreateFromRegistry(const SyncOptio
   o.bucket_cap_mb = options.bucket_cap_mb;
   o.max_grad_norm = options.max_grad_norm;
   o.groups = env.comms;
+  o.momentum = env.momentum;
   ASSIGN_OR_RETURN(o.optimizer, env.make_optimizer(optim::ParamRange{0, env.size}));
   o.make_device_stepper = std::move(env.make_device_stepper);
   return CreateCompressedSync(std::move(o));

@@ -28,8 +28,13 @@ namespace {
 constexpr char kLabel[] = "compressed sync";
 constexpr char kMetaName[] = "compressed/meta";
 constexpr char kResidualsName[] = "compressed/residuals";
+constexpr char kVelocityName[] = "compressed/velocity";
 // "TDMC" + layout version: tells saved compression state from zeros.
 constexpr int64_t kMagic = 0x54444d43'00000001;
+// "TDMV" + version: the first 2 floats of a saved velocity (a checkpoint
+// without one, or whose blob did not fit, holds zeros there).
+constexpr int64_t kVelocityMagic = 0x54444d56'00000001;
+constexpr int64_t kVelocityTag = 2;  // floats
 // Meta fields (int64, stored in a float buffer bit for bit).
 // kExchange: 0 dense over the world, 1 sparse, 2 dense hierarchical (the
 // residuals of one do not fit another).
@@ -90,6 +95,9 @@ class CompressedSync final : public GradientSync {
         warmup_steps_(o.warmup_steps),
         min_bucket_bytes_(static_cast<int64_t>(o.min_bucket_kb * 1024)),
         density_(o.codec.density),
+        momentum_correction_(o.momentum_correction),
+        momentum_(o.momentum),
+        momentum_masking_(o.momentum_masking),
         optimizer_(std::move(optimizer)),
         clip_(std::move(clip)),
         world_size_(comm_->world_size()),
@@ -149,7 +157,10 @@ class CompressedSync final : public GradientSync {
 
   std::vector<optim::StateBuffer> extra_state() override {
     AllocateGathered();
-    return {{kMetaName, absl::MakeSpan(meta_)}, {kResidualsName, absl::MakeSpan(gathered_)}};
+    std::vector<optim::StateBuffer> out = {{kMetaName, absl::MakeSpan(meta_)},
+                                           {kResidualsName, absl::MakeSpan(gathered_)}};
+    if (momentum_correction_) out.push_back({kVelocityName, absl::MakeSpan(gathered_velocity_)});
+    return out;
   }
   absl::Status SyncStateToHost() override;
   absl::Status StateLoaded() override;
@@ -159,6 +170,7 @@ class CompressedSync final : public GradientSync {
     // Rank 0's copy of every rank's state served the checkpoint just written
     // or loaded: give its world x state floats back until the next one.
     if (!gathered_.empty()) std::vector<float>().swap(gathered_);
+    if (!gathered_velocity_.empty()) std::vector<float>().swap(gathered_velocity_);
     // Read by the communication thread after the engine's BeginStep (its
     // mutex orders the write before the reads).
     report_ = StepReport{};
@@ -183,6 +195,7 @@ class CompressedSync final : public GradientSync {
     // (the thresholds are kept).
     if (s.ok() && !report_.applied && feedback_) {
       std::fill(local_.begin(), local_.end() - (thresholds_ != nullptr ? buckets_.size() : 0), 0.f);
+      std::fill(velocity_.begin(), velocity_.end(), 0.f);
     }
     const double seconds = SecondsSince(start);
     ++steps_done_;
@@ -202,7 +215,8 @@ class CompressedSync final : public GradientSync {
     m.staging_bytes = static_cast<int64_t>(send_.size() + recv_.size() + sum_block_.size()) +
                       static_cast<int64_t>(sum_.size() + workspace_.size() + local_.size() +
                                            gathered_.size() + piece_.size() + node_.size() +
-                                           share_.size()) *
+                                           share_.size() + velocity_.size() +
+                                           gathered_velocity_.size()) *
                           int64_t{sizeof(float)};
     return m;
   }
@@ -235,6 +249,11 @@ class CompressedSync final : public GradientSync {
   absl::Status GatherShares(int b, const BucketLayout& L);
   absl::Status RunSparse(int b, const BucketLayout& L);
   absl::Status Update(const optim::StepContext& context, int64_t step);
+  // Checkpoint state moves in pieces of kStatePiece floats per rank:
+  // every rank's local[0, n) into rank 0's gathered[r * n, (r + 1) * n),
+  // and back. Collective over comm_; `what` names it in errors.
+  absl::Status GatherOntoRank0(const float* local, int64_t n, float* gathered, const char* what);
+  absl::Status SendBackFromRank0(float* gathered, int64_t n, float* local, const char* what);
   // Rank 0's copy of every rank's state, made the first time checkpoints
   // need it (not per step): a run that never checkpoints does not hold it.
   // The residuals (and thresholds) are in the units of the gradients as
@@ -247,6 +266,7 @@ class CompressedSync final : public GradientSync {
       const float f = last_grad_scale_ / grad_scale;
       const size_t nt = thresholds_ != nullptr ? buckets_.size() : 0;
       for (auto it = local_.begin(); it != local_.end() - nt; ++it) *it *= f;
+      for (float& u : velocity_) u *= f;
       if (thresholds_ != nullptr) {
         for (float& t : thresholds_->thresholds()) t *= f;
       }
@@ -255,6 +275,9 @@ class CompressedSync final : public GradientSync {
   }
   void AllocateGathered() {
     if (rank_ == 0 && gathered_.empty()) gathered_.assign(world_size_ * local_.size(), 0.f);
+    if (rank_ == 0 && momentum_correction_ && gathered_velocity_.empty()) {
+      gathered_velocity_.assign(kVelocityTag + world_size_ * velocity_.size(), 0.f);
+    }
   }
   // across_nodes: over a group that spans nodes (the world's, or inter).
   void CountSent(int64_t bytes, bool across_nodes = true) {
@@ -281,6 +304,9 @@ class CompressedSync final : public GradientSync {
   const int64_t warmup_steps_;
   const int64_t min_bucket_bytes_;
   const double density_;  // threshold codec's target
+  const bool momentum_correction_;
+  const float momentum_;
+  const bool momentum_masking_;
   const std::unique_ptr<optim::Optimizer> optimizer_;
   GradClip clip_;
   const int world_size_;
@@ -303,6 +329,8 @@ class CompressedSync final : public GradientSync {
   std::unique_ptr<ErrorFeedback> ef_;      // gradient residuals, by flat offset
   std::unique_ptr<ErrorFeedback> sum_ef_;  // dense: residuals of this rank's sums
   std::unique_ptr<ThresholdController> thresholds_;
+  // Momentum correction: the velocity u by flat offset (size_), viewed by ef_.
+  std::vector<float> velocity_;
   // Staging (communication thread during steps).
   std::vector<uint8_t> send_, recv_, sum_block_;
   std::vector<float> sum_, workspace_;
@@ -311,6 +339,8 @@ class CompressedSync final : public GradientSync {
   // Checkpoint state (trainer thread, between steps).
   std::vector<float> meta_ = std::vector<float>(2 * kMetaFields, 0.f);
   std::vector<float> gathered_;  // rank 0, around a checkpoint: world * local_.size()
+  // rank 0, around a checkpoint, momentum correction: tag + world * size_
+  std::vector<float> gathered_velocity_;
   std::vector<float> piece_;     // world * kStatePiece (or less)
 
   // Trainer thread; read by the communication thread during a step.
@@ -382,8 +412,15 @@ void CompressedSync::Layout() {
   const bool threshold = codec_->name() == "threshold";
   const int64_t nb = threshold ? static_cast<int64_t>(buckets_.size()) : 0;
   local_.assign(residuals + sum_residuals + nb, 0.f);
-  if (feedback_) {
+  if (feedback_ && momentum_correction_) {
+    velocity_.assign(size_, 0.f);
+    ef_ = std::make_unique<ErrorFeedback>(codec_.get(), absl::MakeSpan(local_.data(), residuals),
+                                          absl::MakeSpan(velocity_), momentum_,
+                                          momentum_masking_);
+  } else if (feedback_) {
     ef_ = std::make_unique<ErrorFeedback>(codec_.get(), absl::MakeSpan(local_.data(), residuals));
+  }
+  if (feedback_) {
     if (!sparse_) {
       sum_ef_ = std::make_unique<ErrorFeedback>(
           codec_.get(), absl::MakeSpan(local_.data() + residuals, sum_residuals));
@@ -408,6 +445,8 @@ absl::Status CompressedSync::RunBucket(int b) {
   const BucketLayout& L = buckets_[b];
   constexpr int64_t kFloat = sizeof(float);
   if (!compress_now_ || !L.compress) {
+    // Momentum correction: the velocity goes out whole (momentum SGD).
+    if (momentum_correction_) ef_->AddMomentum(grads_ + L.lo, L.lo, L.n);
     RETURN_IF_ERROR(comm_->AllReduce(grads_ + L.lo, L.n, ReduceOp::kSum));
     CountSent(L.n * kFloat);
     uncompressed_buckets_.fetch_add(1, std::memory_order_relaxed);
@@ -535,6 +574,42 @@ absl::Status CompressedSync::Update(const optim::StepContext& context, int64_t s
   return absl::OkStatus();
 }
 
+absl::Status CompressedSync::GatherOntoRank0(const float* local, int64_t n, float* gathered,
+                                             const char* what) {
+  for (int64_t off = 0; off < n; off += kStatePiece) {
+    const int64_t c = std::min(kStatePiece, n - off);
+    absl::Status s = comm_->AllGather(local + off, piece_.data(), c * sizeof(float));
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(kLabel, ": gathering the ", what,
+                                                 " onto rank 0 for a checkpoint: ", s.message()));
+    }
+    if (rank_ != 0) continue;
+    for (int r = 0; r < world_size_; ++r) {
+      std::memcpy(gathered + r * n + off, piece_.data() + r * c, c * sizeof(float));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CompressedSync::SendBackFromRank0(float* gathered, int64_t n, float* local,
+                                               const char* what) {
+  if (rank_ == 0) std::copy(gathered, gathered + n, local);
+  absl::Status s;
+  for (int r = 1; r < world_size_ && s.ok(); ++r) {
+    for (int64_t off = 0; off < n && s.ok(); off += kStatePiece) {
+      const int64_t c = std::min(kStatePiece, n - off);
+      float* buf = rank_ == 0 ? gathered + r * n + off : piece_.data();
+      s = comm_->Broadcast(buf, c * sizeof(float), 0);
+      if (s.ok() && rank_ == r) std::memcpy(local + off, buf, c * sizeof(float));
+    }
+  }
+  if (!s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(kLabel, ": sending the checkpoint's ", what,
+                                               " from rank 0: ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
 // Every rank's local state, piece by piece, onto rank 0.
 absl::Status CompressedSync::SyncStateToHost() {
   RETURN_IF_ERROR(guard_.CheckUsable("SyncStateToHost"));
@@ -544,17 +619,12 @@ absl::Status CompressedSync::SyncStateToHost() {
     absl::Span<const float> t = thresholds_->thresholds();
     std::copy(t.begin(), t.end(), local_.end() - t.size());
   }
-  for (int64_t off = 0; off < n; off += kStatePiece) {
-    const int64_t c = std::min(kStatePiece, n - off);
-    absl::Status s = comm_->AllGather(local_.data() + off, piece_.data(), c * sizeof(float));
-    if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrCat(kLabel, ": gathering the residuals onto rank 0 "
-                                                 "for a checkpoint: ", s.message()));
-    }
-    if (rank_ != 0) continue;
-    for (int r = 0; r < world_size_; ++r) {
-      std::memcpy(gathered_.data() + r * n + off, piece_.data() + r * c, c * sizeof(float));
-    }
+  RETURN_IF_ERROR(GatherOntoRank0(local_.data(), n, gathered_.data(), "residuals"));
+  if (momentum_correction_) {
+    RETURN_IF_ERROR(GatherOntoRank0(velocity_.data(), size_,
+                                    rank_ == 0 ? gathered_velocity_.data() + kVelocityTag : nullptr,
+                                    "momentum-correction velocity"));
+    if (rank_ == 0) std::memcpy(gathered_velocity_.data(), &kVelocityMagic, sizeof(kVelocityMagic));
   }
   if (rank_ == 0) {
     PutMeta(kMagicField, kMagic);
@@ -574,7 +644,7 @@ absl::Status CompressedSync::StateLoaded() {
   RETURN_IF_ERROR(guard_.CheckUsable("StateLoaded"));
   AllocateGathered();
   const int64_t n = local_.size();
-  int64_t header[2] = {0, 0};  // residuals fit, steps done
+  int64_t header[3] = {0, 0, 0};  // residuals fit, steps done, velocity saved
   if (rank_ == 0) {
     const bool saved = GetMeta(kMagicField) == kMagic;
     const bool fits = saved && GetMeta(kWorld) == world_size_ && GetMeta(kSize) == size_ &&
@@ -593,24 +663,33 @@ absl::Status CompressedSync::StateLoaded() {
                    << world_size_ << ", " << buckets_.size() << " buckets (" << n
                    << "): error-feedback residuals reset to zero";
     }
-  }
-  absl::Status s = comm_->Broadcast(header, sizeof(header), 0);
-  if (s.ok() && header[0] == 1) {
-    if (rank_ == 0) std::copy(gathered_.begin(), gathered_.begin() + n, local_.begin());
-    for (int r = 1; r < world_size_ && s.ok(); ++r) {
-      for (int64_t off = 0; off < n && s.ok(); off += kStatePiece) {
-        const int64_t c = std::min(kStatePiece, n - off);
-        float* buf = rank_ == 0 ? gathered_.data() + r * n + off : piece_.data();
-        s = comm_->Broadcast(buf, c * sizeof(float), 0);
-        if (s.ok() && rank_ == r) std::memcpy(local_.data() + off, buf, c * sizeof(float));
+    if (momentum_correction_) {
+      // The checkpointer fills a blob that does not fit (another world
+      // size) with zeros: no tag.
+      int64_t tag = 0;
+      std::memcpy(&tag, gathered_velocity_.data(), sizeof(tag));
+      header[2] = tag == kVelocityMagic ? 1 : 0;
+      if (header[2] == 0) {
+        LOG(INFO) << kLabel << ": no saved momentum-correction velocity of world size "
+                  << world_size_ << " x " << size_ << " values (a fresh start, a checkpoint "
+                  << "written without momentum_correction, or at another world size): the "
+                  << "velocity starts from zero";
       }
     }
-  } else if (s.ok()) {
+  }
+  RETURN_IF_ERROR(Annotate(comm_->Broadcast(header, sizeof(header), 0),
+                           absl::StrCat(kLabel, ": sending the checkpoint's state from rank 0")));
+  if (header[0] == 1) {
+    RETURN_IF_ERROR(SendBackFromRank0(gathered_.data(), n, local_.data(), "residuals"));
+  } else {
     std::fill(local_.begin(), local_.end(), 0.f);
   }
-  if (!s.ok()) {
-    return absl::Status(s.code(), absl::StrCat(kLabel, ": sending the checkpoint's residuals "
-                                               "from rank 0: ", s.message()));
+  if (momentum_correction_ && header[2] == 1) {
+    RETURN_IF_ERROR(SendBackFromRank0(rank_ == 0 ? gathered_velocity_.data() + kVelocityTag
+                                                 : nullptr,
+                                      size_, velocity_.data(), "momentum-correction velocity"));
+  } else {
+    std::fill(velocity_.begin(), velocity_.end(), 0.f);
   }
   if (thresholds_ != nullptr) {
     const float* saved = local_.data() + (local_.size() - buckets_.size());
@@ -674,6 +753,25 @@ absl::StatusOr<std::unique_ptr<GradientSync>> CreateCompressedSync(CompressedSyn
       return absl::InvalidArgumentError(
           "compressed sync: gradients in device memory are not supported yet (the codecs run on "
           "the host); use --backend cpu, or --sync allreduce on GPUs");
+    }
+  }
+  if (o.momentum_correction) {
+    if (!(*codec)->sparse() || !o.error_feedback) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "compressed sync: momentum_correction needs a sparse codec (topk or threshold) with "
+          "error feedback (ef=1); got codec=", o.codec.codec, ", ef=", o.error_feedback ? 1 : 0));
+    }
+    if (!(o.momentum >= 0 && o.momentum < 1)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "compressed sync: momentum_correction's momentum must be in [0, 1), got ", o.momentum));
+    }
+    // The momentum is applied here; an optimizer with state of its own
+    // (sgd's momentum buffer, adamw's moments) would apply it again.
+    if (o.optimizer->name() != "sgd" || !o.optimizer->state().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "compressed sync: momentum_correction applies the SGD momentum itself, so the "
+          "optimizer must be plain sgd (no momentum state); got '", o.optimizer->name(), "' with ",
+          o.optimizer->state().size(), " state buffer(s)"));
     }
   }
   absl::StatusOr<GradClip> clip = GradClip::Create({o.max_grad_norm, nullptr});

@@ -46,7 +46,13 @@
 // residuals for this, allocated the first time extra_state() or these calls
 // need it; other ranks' "compressed/residuals" is empty. At
 // another world size (or bucket plan) the residuals reset to zero, with a
-// log line on rank 0. Nothing is allocated per step; host memory only.
+// log line on rank 0. With momentum_correction, also "compressed/velocity":
+// a 2-float tag then every rank's velocity (rank 0 holds world x size), by
+// the same gather and send-back; a checkpoint without it (written without
+// momentum_correction, or at another world size, so the blob does not fit)
+// starts the velocity from zero, with a log line on rank 0, while the
+// residuals load on their own terms. Nothing is allocated per step; host
+// memory only.
 //
 // Thread-safety, ownership and failure: as AllreduceSync (allreduce_sync.h);
 // CreateCompressedSync returns InvalidArgument for bad options (naming the
@@ -93,6 +99,21 @@ struct CompressedSyncOptions {
   // Dense codecs: the hierarchical exchange (see above); needs `groups`
   // built with node groups.
   bool hierarchical = false;
+  // Momentum correction with momentum factor masking (Deep Gradient
+  // Compression, Lin et al. ICLR'18; error_feedback.h): sparse codecs with
+  // error_feedback only. Each rank keeps a velocity u per flat offset,
+  // u <- momentum u + g, adds u (not g) to its residual, and zeroes u where
+  // a value was sent; the averaged sum of what was sent is applied by the
+  // optimizer, which must then be plain SGD (sgd without momentum state:
+  // the momentum is applied here, not twice). Values sent uncompressed
+  // (warmup_steps, buckets below min_bucket_kb) send u itself and are not
+  // masked: exactly momentum SGD for them, and u carries on across the
+  // end of the warm-up.
+  bool momentum_correction = false;
+  float momentum = 0;  // in [0, 1)
+  // false: momentum correction without factor masking (u of sent values
+  // kept; a coordinate sent every step then moves exactly as momentum SGD).
+  bool momentum_masking = true;
 };
 
 absl::StatusOr<std::unique_ptr<GradientSync>> CreateCompressedSync(CompressedSyncOptions options);

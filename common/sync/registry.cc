@@ -214,6 +214,10 @@ bool BuildNodeGroups(const StrategyInfo& info, const SyncOptions& options) {
   return NeedsNodeGroups(info, options) || (info.uses_node_groups && info.uses_node_groups(options));
 }
 
+bool TakesMomentum(const StrategyInfo& info, const SyncOptions& options) {
+  return info.takes_momentum && info.takes_momentum(options);
+}
+
 absl::StatusOr<std::unique_ptr<GradientSync>> CreateGradientSync(const SyncOptions& options,
                                                                  SyncEnv env) {
   RETURN_IF_ERROR(ValidateSyncOptions(options));

@@ -80,6 +80,10 @@ struct SyncEnv {
   // combine the shards' gradient norms over it.
   Communicator* host_comm = nullptr;
   ShardServerEnv shard_servers;  // ps / hybrid only
+  // The SGD momentum, for a strategy that takes it over (TakesMomentum):
+  // the worker then builds make_optimizer's optimizer with momentum 0.
+  // Ignored by every other strategy.
+  float momentum = 0;
 };
 
 struct OptionInfo {
@@ -102,6 +106,11 @@ struct StrategyInfo {
   // (zero3's two-level layer gathers); the worker builds them when this
   // says so. Callers use BuildNodeGroups().
   std::function<bool(const SyncOptions&)> uses_node_groups;
+  // Applies the SGD momentum itself for these (valid) options (compressed
+  // with momentum_correction=1): the worker must then pass the momentum in
+  // SyncEnv::momentum and build the optimizer without it (plain sgd, no
+  // nesterov). Empty = never. Callers use TakesMomentum().
+  std::function<bool(const SyncOptions&)> takes_momentum;
   // Checks the values of `opts` (keys are already known to be valid);
   // empty = any value.
   std::function<absl::Status(const SyncOptions&)> validate;
@@ -134,6 +143,9 @@ absl::Status ValidateSyncOptions(const SyncOptions& options);
 bool NeedsNodeGroups(const StrategyInfo& info, const SyncOptions& options);
 // Whether a worker should build them: needed, or used when there.
 bool BuildNodeGroups(const StrategyInfo& info, const SyncOptions& options);
+// Whether the strategy applies the SGD momentum itself for `options`
+// (info.takes_momentum(options) when set, else false).
+bool TakesMomentum(const StrategyInfo& info, const SyncOptions& options);
 
 // Validates `options`, checks `env` (comms->world always; intra / inter
 // when NeedsNodeGroups; params / grads when size > 0;

@@ -178,6 +178,17 @@ void DecodeAdd(const uint8_t* in, int64_t n, float* out) {
   }
 }
 
+void ZeroAt(const uint8_t* in, int64_t n, float* out) {
+  if (n == 0) return;
+  const Header h = ReadHeader(in);
+  const uint8_t* p = in + kHeaderBytes;
+  for (int64_t j = 0; j < h.count; ++j, p += kPairBytes) {
+    uint32_t i;
+    std::memcpy(&i, p, 4);
+    if (i < static_cast<uint64_t>(n)) out[i] = 0.f;
+  }
+}
+
 }  // namespace sparse
 }  // namespace sync
 }  // namespace tandem

@@ -49,6 +49,8 @@ void Decode(const uint8_t* in, int64_t n, float* out);
 // Pairs whose index is not below n are ignored (a corrupt block cannot
 // write out of bounds).
 void DecodeAdd(const uint8_t* in, int64_t n, float* out);
+// out[i] = 0 for every pair's index i (indices not below n are ignored).
+void ZeroAt(const uint8_t* in, int64_t n, float* out);
 
 }  // namespace sparse
 }  // namespace sync

@@ -33,6 +33,9 @@ class ThresholdCodec final : public Codec {
   void DecodeAdd(const uint8_t* in, int64_t n, float* out) const override {
     sparse::DecodeAdd(in, n, out);
   }
+  void ZeroSent(const uint8_t* in, int64_t n, float* out) const override {
+    sparse::ZeroAt(in, n, out);
+  }
 
  private:
   int64_t Capacity(int64_t n) const {

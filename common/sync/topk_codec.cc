@@ -32,6 +32,9 @@ class TopkCodec final : public Codec {
   void DecodeAdd(const uint8_t* in, int64_t n, float* out) const override {
     sparse::DecodeAdd(in, n, out);
   }
+  void ZeroSent(const uint8_t* in, int64_t n, float* out) const override {
+    sparse::ZeroAt(in, n, out);
+  }
 
  private:
   const double fraction_;

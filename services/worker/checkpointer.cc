@@ -42,7 +42,10 @@ absl::Status CheckOptimizerState(const checkpoint::Checkpoint& c, const std::str
   if (buffers.size() != c.optimizer_state.size()) {
     return absl::FailedPreconditionError(absl::StrCat(
         path, " holds ", c.optimizer_state.size(), " optimizer state buffers but '", opt->name(),
-        "' has ", buffers.size(), " (different optimizer options, e.g. momentum on/off?)"));
+        "' has ", buffers.size(), " (different optimizer options, e.g. momentum on/off? "
+        "--sync compressed with momentum_correction=1 keeps the momentum in the strategy, so "
+        "its sgd has no momentum buffer: resume with the --momentum and --sync_opt the "
+        "checkpoint was written with)"));
   }
   for (const optim::StateBuffer& b : buffers) {
     const std::vector<float>* src = c.FindOptimizerState(b.name);

@@ -3,7 +3,8 @@
 // zero2 at 4 workers writes one shard per rank and a manifest; the job
 // resumes at 3 workers under zero1 (resharded) and then at 2 under
 // allreduce (another strategy); a missing shard is an error naming the file
-// that leaves the checkpoint as it was.
+// that leaves the checkpoint as it was; compressed's residuals and (with
+// momentum_correction=1) velocity travel with the checkpoint.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -280,6 +281,66 @@ TEST_F(ShardedCheckpointTest, CompressedResidualsTravelWithTheCheckpoint) {
     EXPECT_EQ(t.result->steps, 10);
     EXPECT_EQ(t.params, three[0].params);
   }
+}
+
+// compressed momentum_correction=1 through the worker: the generation
+// builds sgd without momentum (the strategy refuses one with momentum), the
+// checkpoint holds both ranks' velocity and no momentum buffer, a resume
+// continues, and a resume under a strategy that wants the optimizer's
+// momentum buffer is a clear error.
+TEST_F(ShardedCheckpointTest, MomentumCorrectionVelocityTravelsWithTheCheckpoint) {
+  const std::string state = TmpDir("state_dgc"), ckpt = TmpDir("ckpt_dgc");
+  ASSERT_TRUE(MakeDirectories(state).ok());
+  auto options = [&](int steps, const std::string& strategy, const std::string& opt) {
+    std::vector<TrainerOptions> all = Options(2, strategy, steps, ckpt);
+    for (TrainerOptions& o : all) {
+      o.optimizer = "sgd";
+      o.momentum = 0.9;
+      auto so = sync::ParseSyncOptions(strategy, absl::StrCat("bucket_cap_mb=0.01", opt));
+      EXPECT_TRUE(so.ok()) << so.status();
+      o.sync = *so;
+    }
+    return all;
+  };
+  const std::string dgc = ",codec=topk,k=0.05,momentum_correction=1";
+  StartCoordinator(2, state);
+  std::vector<TrainerRun> one = RunTrainers(options(4, "compressed", dgc));
+  for (const TrainerRun& r : one) ASSERT_TRUE(r.result.ok()) << r.result.status();
+  EXPECT_EQ(one[1].params, one[0].params);
+  const std::string first = coordinator_->core().GetJobStatus().last_checkpoint().path();
+  checkpoint::ReadOptions any;
+  absl::StatusOr<checkpoint::Checkpoint> saved = checkpoint::ReadWholeCheckpoint(first, any);
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_EQ(saved->optimizer_name, "sgd");
+  EXPECT_TRUE(saved->optimizer_state.empty()) << "the momentum is the strategy's, not sgd's";
+  const std::string* velocity = saved->FindBlob("sync/compressed/velocity");
+  ASSERT_NE(velocity, nullptr) << first << " has no velocity";
+  const int64_t n = saved->total_params;
+  ASSERT_EQ(static_cast<int64_t>(velocity->size() / sizeof(float)), 2 + 2 * n);
+  std::vector<float> u(2 + 2 * n);
+  std::memcpy(u.data(), velocity->data(), velocity->size());
+  double rank0 = 0, rank1 = 0;
+  for (int64_t i = 0; i < n; ++i) rank0 += std::fabs(u[2 + i]);
+  for (int64_t i = 0; i < n; ++i) rank1 += std::fabs(u[2 + n + i]);
+  EXPECT_GT(rank0, 0);
+  EXPECT_GT(rank1, 0) << "rank 1's velocity was gathered, not zeros";
+
+  StartCoordinator(2, state);
+  std::vector<TrainerRun> two = RunTrainers(options(8, "compressed", dgc));
+  for (const TrainerRun& t : two) {
+    ASSERT_TRUE(t.result.ok()) << t.result.status();
+    EXPECT_EQ(t.result->steps, 8);
+  }
+  EXPECT_EQ(two[1].params, two[0].params);
+  EXPECT_TRUE(Said(absl::StrCat("resumed from ", first, " at step 4 ")));
+
+  // allreduce with --momentum 0.9 wants sgd's momentum buffer, which this
+  // checkpoint does not have: an error saying what to resume with.
+  StartCoordinator(2, state);
+  std::vector<TrainerRun> three = RunTrainers(options(10, "allreduce", ""));
+  ASSERT_FALSE(three[0].result.ok());
+  EXPECT_TRUE(absl::StrContains(three[0].result.status().message(), "momentum_correction=1"))
+      << three[0].result.status();
 }
 
 }  // namespace

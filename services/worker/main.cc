@@ -83,7 +83,9 @@ ABSL_FLAG(double, bucket_cap_mb, 25.0, "Gradient bucket size in MiB (same as --s
 ABSL_FLAG(std::string, sync, "allreduce",
           "Gradient sync strategy (registered: see the error for an unknown one), e.g. allreduce.");
 ABSL_FLAG(std::string, sync_opt, "",
-          "Strategy options key=value[,key=value]; an unknown key lists the valid ones.");
+          "Strategy options key=value[,key=value]; an unknown key lists the valid ones. "
+          "compressed momentum_correction=1 (topk/threshold, ef=1) applies --momentum in the "
+          "strategy (DGC) and steps plain SGD: needs --optimizer sgd, no --nesterov.");
 ABSL_FLAG(std::string, node_id, "",
           "Node this worker belongs to, for intra-/inter-node groups (default: --host).");
 ABSL_FLAG(bool, profile, false,

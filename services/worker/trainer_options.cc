@@ -14,6 +14,25 @@
 
 namespace tandem {
 namespace worker {
+
+absl::Status CheckStrategyMomentum(const TrainerOptions& o) {
+  absl::StatusOr<sync::StrategyInfo> info = sync::FindStrategy(o.sync.strategy);
+  if (!info.ok() || !sync::TakesMomentum(*info, o.sync)) return absl::OkStatus();
+  if (o.optimizer != "sgd") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--sync ", o.sync.strategy, " with momentum_correction=1 applies the SGD momentum in the "
+        "strategy and needs --optimizer sgd, got --optimizer ", o.optimizer,
+        ": use --optimizer sgd or drop momentum_correction"));
+  }
+  if (o.nesterov) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--sync ", o.sync.strategy, " with momentum_correction=1 applies plain (heavy-ball) "
+        "momentum in the strategy: --nesterov is not supported; drop --nesterov or "
+        "momentum_correction"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateTrainerOptions(const TrainerOptions& o) {
   auto bad = [](const std::string& m) { return absl::InvalidArgumentError(m); };
   if (o.coordinator.empty()) return bad("--coordinator is empty: pass host:port");
@@ -50,6 +69,7 @@ absl::Status ValidateTrainerOptions(const TrainerOptions& o) {
   if (!(o.sync.bucket_cap_mb > 0)) return bad("--bucket_cap_mb must be > 0");
   if (o.sync.max_grad_norm < 0) return bad("--max_grad_norm must be >= 0");
   RETURN_IF_ERROR(sync::ValidateSyncOptions(o.sync));
+  RETURN_IF_ERROR(CheckStrategyMomentum(o));
   if (o.checkpoint_every < 0) return bad("--checkpoint_every must be >= 0");
   if (o.cuda_device < 0) return bad("--cuda_device must be >= 0");
   if (o.backend != "cpu" && o.backend != "cuda") {

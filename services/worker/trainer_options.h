@@ -148,6 +148,13 @@ int64_t ScheduledGlobalBatch(const TrainerOptions& o, int64_t step);
 // INVALID_ARGUMENT naming the first bad field.
 absl::Status ValidateTrainerOptions(const TrainerOptions& options);
 
+// A --sync strategy that takes the SGD momentum over (sync::TakesMomentum:
+// compressed with momentum_correction=1) needs --optimizer sgd and no
+// --nesterov: INVALID_ARGUMENT naming the flags otherwise. Part of
+// ValidateTrainerOptions; the generation checks it again before building
+// the optimizer without momentum.
+absl::Status CheckStrategyMomentum(const TrainerOptions& options);
+
 // The numerics flags as StepPrecision's options (INVALID_ARGUMENT naming a
 // bad flag: precision, loss scale, --inject_nonfinite syntax, ...).
 absl::StatusOr<StepPrecisionOptions> MakeStepPrecisionOptions(const TrainerOptions& options);

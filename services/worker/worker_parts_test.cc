@@ -6,9 +6,11 @@
 
 #include "absl/strings/match.h"
 #include "common/kernels/cpu_backend.h"
+#include "common/sync/registry.h"
 #include "gtest/gtest.h"
 #include "services/worker/batch_stager.h"
 #include "services/worker/dataset_probe.h"
+#include "services/worker/trainer_options.h"
 #include "services/worker/training_plan.h"
 
 namespace tandem {
@@ -191,6 +193,36 @@ TEST(TrainingPlanTest, LearningRateFollowsTheScalingRuleAtEveryWorldSize) {
   EXPECT_TRUE(ValidateTrainerOptions(bad).ok()) << ValidateTrainerOptions(bad);
   bad.lr_reference_batch = -1;
   EXPECT_TRUE(absl::StrContains(ValidateTrainerOptions(bad).message(), "--lr_reference_batch"));
+}
+
+// compressed momentum_correction=1 applies --momentum in the strategy: the
+// worker's optimizer must be plain sgd (no adamw, no nesterov).
+TEST(TrainerOptionsTest, MomentumCorrectionNeedsSgdWithoutNesterov) {
+  TrainerOptions o = PlanOptions();
+  o.coordinator = "127.0.0.1:1";
+  o.data_servers = {"127.0.0.1:2"};
+  o.worker_id = "w";
+  o.momentum = 0.9;
+  absl::StatusOr<sync::SyncOptions> so =
+      sync::ParseSyncOptions("compressed", "codec=topk,k=0.01,momentum_correction=1");
+  ASSERT_TRUE(so.ok()) << so.status();
+  o.sync = *so;
+  EXPECT_TRUE(ValidateTrainerOptions(o).ok()) << ValidateTrainerOptions(o);
+  TrainerOptions adamw = o;
+  adamw.optimizer = "adamw";
+  absl::Status s = ValidateTrainerOptions(adamw);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(s.message(), "needs --optimizer sgd, got --optimizer adamw")) << s;
+  TrainerOptions nesterov = o;
+  nesterov.nesterov = true;
+  s = ValidateTrainerOptions(nesterov);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(s.message(), "--nesterov is not supported")) << s;
+  // Without momentum_correction both are fine.
+  adamw.sync = *sync::ParseSyncOptions("compressed", "codec=topk,k=0.01");
+  EXPECT_TRUE(ValidateTrainerOptions(adamw).ok()) << ValidateTrainerOptions(adamw);
+  nesterov.sync = adamw.sync;
+  EXPECT_TRUE(ValidateTrainerOptions(nesterov).ok()) << ValidateTrainerOptions(nesterov);
 }
 
 TEST(TrainingPlanTest, BatchFlagsParseAndSizeTheBuffers) {

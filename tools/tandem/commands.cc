@@ -106,7 +106,8 @@ FlagTable LocalFlags(LocalOptions* o) {
   t.String("sync", &o->sync,
            "Gradient sync strategy, checked against the registered ones before anything starts.");
   t.String("sync_opt", &o->sync_opt,
-           "Strategy options k=v,... (an unknown key is an error that lists the valid ones).");
+           "Strategy options k=v,... (an unknown key is an error that lists the valid ones); "
+           "compressed momentum_correction=1 moves --momentum into the strategy (sgd only).");
   t.Bool("autotune", &o->autotune,
          "Before training, time allreduce bucket sizes, hier=1 and zero1/zero2 for a few steps "
          "each; train with the fastest.");
