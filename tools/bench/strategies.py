@@ -54,6 +54,9 @@ def registered_strategies(tandem):
 COMPRESSED = [("compressed int8+EF", "codec=int8"),
               ("compressed int8+EF hier=1", "codec=int8,hier=1"),
               ("compressed topk+EF", "codec=topk,k=0.01"),
+              # DGC momentum correction without factor masking, 200 dense
+              # steps first: the top-k setting that held accuracy in 2 epochs.
+              ("compressed topk+EF mc", "codec=topk,k=0.01,momentum_correction=1,masking=0,warmup_steps=200"),
               ("compressed fp16", "codec=fp16,ef=0")]
 
 
