@@ -19,6 +19,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -180,6 +181,40 @@ std::vector<std::vector<float>> Reference(const Case& c, int steps, int64_t n,
   return result;
 }
 
+// The options every run here shares: the flat vectors, backward's ranges
+// and the test's bucket cap; codec and the rest are the caller's.
+CompressedSyncOptions VectorOptions(Communicator* comm, std::vector<float>& params,
+                                    std::vector<float>& grads,
+                                    const std::vector<std::pair<int64_t, int64_t>>& ranges) {
+  CompressedSyncOptions o;
+  o.comm = comm;
+  o.params = params.data();
+  o.grads = grads.data();
+  o.size = static_cast<int64_t>(params.size());
+  o.ready_ranges = ranges;
+  o.bucket_cap_mb = kCapMb;
+  return o;
+}
+
+// Steps 1..steps: `fill(step)` writes the gradients (step from 0), every
+// range is reported, FinishStep at learning rate `lr`; `after` runs after
+// each step when given.
+absl::Status RunSteps(GradientSync& sync, const std::vector<std::pair<int64_t, int64_t>>& ranges,
+                      int steps, float lr, const std::function<void(int)>& fill,
+                      const std::function<void()>& after = nullptr) {
+  for (int step = 0; step < steps; ++step) {
+    fill(step);
+    RETURN_IF_ERROR(sync.BeginStep({}));
+    for (const auto& [lo, hi] : ranges) sync.OnGradientsReady(lo, hi);
+    optim::StepContext ctx;
+    ctx.step = step + 1;
+    ctx.lr = lr;
+    RETURN_IF_ERROR(sync.FinishStep(ctx));
+    if (after) after();
+  }
+  return absl::OkStatus();
+}
+
 class CompressedSum : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CompressedSum, EqualsDequantizeThenSumReference) {
@@ -191,27 +226,16 @@ TEST_P(CompressedSum, EqualsDequantizeThenSumReference) {
   std::vector<std::vector<std::vector<float>>> got(c.world);
   auto results = comm_testing::RunGlooRanks(c.world, [&](int rank, Communicator& comm) -> absl::Status {
     std::vector<float> params(n, 0.f), grads(n);
-    CompressedSyncOptions o;
-    o.comm = &comm;
-    o.params = params.data();
-    o.grads = grads.data();
-    o.size = n;
-    o.ready_ranges = ranges;
-    o.bucket_cap_mb = kCapMb;
+    CompressedSyncOptions o = VectorOptions(&comm, params, grads, ranges);
     o.codec = Config(c);
     o.error_feedback = c.ef;
     ASSIGN_OR_RETURN(o.optimizer, optim::Sgd::Create({0, n}, optim::SgdOptions{}));
     ASSIGN_OR_RETURN(std::unique_ptr<GradientSync> sync, CreateCompressedSync(std::move(o)));
-    for (int step = 0; step < kSteps; ++step) {
-      for (int64_t i = 0; i < n; ++i) grads[i] = Gradient(rank, step, i);
-      RETURN_IF_ERROR(sync->BeginStep({}));
-      for (const auto& [lo, hi] : ranges) sync->OnGradientsReady(lo, hi);
-      optim::StepContext ctx;
-      ctx.step = step + 1;
-      ctx.lr = 0.f;  // the gradients are what is checked
-      RETURN_IF_ERROR(sync->FinishStep(ctx));
-      got[rank].push_back(grads);
-    }
+    // lr 0: the gradients are what is checked.
+    RETURN_IF_ERROR(RunSteps(
+        *sync, ranges, kSteps, 0.f,
+        [&](int step) { for (int64_t i = 0; i < n; ++i) grads[i] = Gradient(rank, step, i); },
+        [&] { got[rank].push_back(grads); }));
     const SyncStats st = sync->stats();
     if (st.uncompressed_buckets != 0) return absl::InternalError("a bucket went uncompressed");
     if (st.compress_bytes_after <= 0 || st.compress_bytes_after >= st.compress_bytes_before) {
@@ -286,29 +310,17 @@ GroupRun RunOnNodes(const Case& c, int local, bool hierarchical, int steps, int6
       nodes, /*node_groups=*/true, absl::StrCat("compressed_hier_", getpid(), "_", tag),
       [&](int rank, CommGroups& groups) -> absl::Status {
         std::vector<float> params(n, 0.f), grads(n);
-        CompressedSyncOptions o;
-        o.comm = groups.world.get();
+        CompressedSyncOptions o = VectorOptions(groups.world.get(), params, grads, ranges);
         o.groups = &groups;
         o.hierarchical = hierarchical;
-        o.params = params.data();
-        o.grads = grads.data();
-        o.size = n;
-        o.ready_ranges = ranges;
-        o.bucket_cap_mb = kCapMb;
         o.codec = Config(c);
         o.error_feedback = c.ef;
         ASSIGN_OR_RETURN(o.optimizer, optim::Sgd::Create({0, n}, optim::SgdOptions{}));
         ASSIGN_OR_RETURN(std::unique_ptr<GradientSync> sync, CreateCompressedSync(std::move(o)));
-        for (int step = 0; step < steps; ++step) {
-          for (int64_t i = 0; i < n; ++i) grads[i] = Gradient(rank, step, i);
-          RETURN_IF_ERROR(sync->BeginStep({}));
-          for (const auto& [lo, hi] : ranges) sync->OnGradientsReady(lo, hi);
-          optim::StepContext ctx;
-          ctx.step = step + 1;
-          ctx.lr = 0.f;
-          RETURN_IF_ERROR(sync->FinishStep(ctx));
-          out.grads[rank].push_back(grads);
-        }
+        RETURN_IF_ERROR(RunSteps(
+            *sync, ranges, steps, 0.f,
+            [&](int step) { for (int64_t i = 0; i < n; ++i) grads[i] = Gradient(rank, step, i); },
+            [&] { out.grads[rank].push_back(grads); }));
         if (rank == 0) out.stats = sync->stats();
         return absl::OkStatus();
       });
@@ -366,24 +378,15 @@ Plain RunIntegers(int world, int64_t warmup, double min_bucket_kb, int steps) {
   Plain out;
   auto results = comm_testing::RunGlooRanks(world, [&](int rank, Communicator& comm) -> absl::Status {
     std::vector<float> params(n, 0.f), grads(n);
-    CompressedSyncOptions o;
-    o.comm = &comm;
-    o.params = params.data();
-    o.grads = grads.data();
-    o.size = n;
-    o.ready_ranges = ranges;
-    o.bucket_cap_mb = kCapMb;
+    CompressedSyncOptions o = VectorOptions(&comm, params, grads, ranges);
     o.codec.codec = "int8";
     o.warmup_steps = warmup;
     o.min_bucket_kb = min_bucket_kb;
     ASSIGN_OR_RETURN(o.optimizer, optim::Sgd::Create({0, n}, optim::SgdOptions{}));
     ASSIGN_OR_RETURN(std::unique_ptr<GradientSync> sync, CreateCompressedSync(std::move(o)));
-    for (int step = 0; step < steps; ++step) {
+    RETURN_IF_ERROR(RunSteps(*sync, ranges, steps, 0.f, [&](int step) {
       for (int64_t i = 0; i < n; ++i) grads[i] = comm_testing::ExactValue(rank, i + step);
-      RETURN_IF_ERROR(sync->BeginStep({}));
-      for (const auto& [lo, hi] : ranges) sync->OnGradientsReady(lo, hi);
-      RETURN_IF_ERROR(sync->FinishStep({}));
-    }
+    }));
     if (rank == 0) {
       out.stats = sync->stats();
       out.grads = grads;
@@ -516,13 +519,7 @@ DgcState RunDgc(int world, int steps, int64_t warmup, bool momentum_correction, 
   auto results = comm_testing::RunGlooRanks(world, [&](int rank, Communicator& comm) -> absl::Status {
     std::vector<float> params(n), grads(n);
     for (int64_t i = 0; i < n; ++i) params[i] = StartParam(i);
-    CompressedSyncOptions o;
-    o.comm = &comm;
-    o.params = params.data();
-    o.grads = grads.data();
-    o.size = n;
-    o.ready_ranges = ranges;
-    o.bucket_cap_mb = kCapMb;
+    CompressedSyncOptions o = VectorOptions(&comm, params, grads, ranges);
     o.codec = Config({"topk", true, world});
     o.warmup_steps = warmup;
     o.momentum_correction = momentum_correction;
@@ -532,15 +529,9 @@ DgcState RunDgc(int world, int steps, int64_t warmup, bool momentum_correction, 
     so.momentum = momentum_correction ? 0.f : kMomentum;  // the optimizer's, without correction
     ASSIGN_OR_RETURN(o.optimizer, optim::Sgd::Create({0, n}, so));
     ASSIGN_OR_RETURN(std::unique_ptr<GradientSync> sync, CreateCompressedSync(std::move(o)));
-    for (int step = 0; step < steps; ++step) {
+    RETURN_IF_ERROR(RunSteps(*sync, ranges, steps, kLr, [&](int step) {
       for (int64_t i = 0; i < n; ++i) grads[i] = Gradient(rank, step, i);
-      RETURN_IF_ERROR(sync->BeginStep({}));
-      for (const auto& [lo, hi] : ranges) sync->OnGradientsReady(lo, hi);
-      optim::StepContext ctx;
-      ctx.step = step + 1;
-      ctx.lr = kLr;
-      RETURN_IF_ERROR(sync->FinishStep(ctx));
-    }
+    }));
     RETURN_IF_ERROR(sync->SyncStateToHost());
     if (rank != 0) return absl::OkStatus();
     out.params = params;
@@ -667,12 +658,7 @@ TEST(MomentumCorrection, RefusesAnOptimizerWithMomentumAndDenseCodecs) {
     absl::Status out;
     auto results = comm_testing::RunGlooRanks(1, [&](int, Communicator& comm) -> absl::Status {
       std::vector<float> params(8, 0.f), grads(8, 0.f);
-      CompressedSyncOptions o;
-      o.comm = &comm;
-      o.params = params.data();
-      o.grads = grads.data();
-      o.size = 8;
-      o.ready_ranges = {{0, 8}};
+      CompressedSyncOptions o = VectorOptions(&comm, params, grads, {{0, 8}});
       o.codec.codec = codec;
       o.error_feedback = ef;
       o.momentum_correction = true;

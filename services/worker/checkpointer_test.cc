@@ -27,6 +27,19 @@ namespace tandem {
 namespace worker {
 namespace {
 
+// Sum of |x| over each rank's part of a state blob gathered on rank 0:
+// `header` floats, then `ranks` parts of `n` floats each.
+std::vector<double> PerRankMagnitude(const std::string& blob, int64_t header, int64_t n,
+                                     int ranks) {
+  std::vector<float> v(blob.size() / sizeof(float));
+  std::memcpy(v.data(), blob.data(), v.size() * sizeof(float));
+  std::vector<double> out(ranks, 0.0);
+  for (int r = 0; r < ranks; ++r) {
+    for (int64_t i = 0; i < n; ++i) out[r] += std::fabs(v[header + r * n + i]);
+  }
+  return out;
+}
+
 std::string TmpDir(const std::string& name) {
   return absl::StrCat(std::getenv("TEST_TMPDIR"), "/", name);
 }
@@ -256,13 +269,9 @@ TEST_F(ShardedCheckpointTest, CompressedResidualsTravelWithTheCheckpoint) {
   const size_t floats = residuals->size() / sizeof(float);
   ASSERT_GT(floats, 0u);
   ASSERT_EQ(floats % 2, 0u) << "both ranks' residuals, the same length each";
-  std::vector<float> r(floats);
-  std::memcpy(r.data(), residuals->data(), residuals->size());
-  double rank0 = 0, rank1 = 0;
-  for (size_t i = 0; i < floats / 2; ++i) rank0 += std::fabs(r[i]);
-  for (size_t i = floats / 2; i < floats; ++i) rank1 += std::fabs(r[i]);
-  EXPECT_GT(rank0, 0);
-  EXPECT_GT(rank1, 0) << "rank 1's residuals were gathered, not zeros";
+  const std::vector<double> per_rank = PerRankMagnitude(*residuals, 0, floats / 2, 2);
+  EXPECT_GT(per_rank[0], 0);
+  EXPECT_GT(per_rank[1], 0) << "rank 1's residuals were gathered, not zeros";
   EXPECT_NE(saved->FindBlob("sync/compressed/meta"), nullptr);
 
   StartCoordinator(2, state);
@@ -317,13 +326,9 @@ TEST_F(ShardedCheckpointTest, MomentumCorrectionVelocityTravelsWithTheCheckpoint
   ASSERT_NE(velocity, nullptr) << first << " has no velocity";
   const int64_t n = saved->total_params;
   ASSERT_EQ(static_cast<int64_t>(velocity->size() / sizeof(float)), 2 + 2 * n);
-  std::vector<float> u(2 + 2 * n);
-  std::memcpy(u.data(), velocity->data(), velocity->size());
-  double rank0 = 0, rank1 = 0;
-  for (int64_t i = 0; i < n; ++i) rank0 += std::fabs(u[2 + i]);
-  for (int64_t i = 0; i < n; ++i) rank1 += std::fabs(u[2 + n + i]);
-  EXPECT_GT(rank0, 0);
-  EXPECT_GT(rank1, 0) << "rank 1's velocity was gathered, not zeros";
+  const std::vector<double> per_rank = PerRankMagnitude(*velocity, 2, n, 2);
+  EXPECT_GT(per_rank[0], 0);
+  EXPECT_GT(per_rank[1], 0) << "rank 1's velocity was gathered, not zeros";
 
   StartCoordinator(2, state);
   std::vector<TrainerRun> two = RunTrainers(options(8, "compressed", dgc));

@@ -92,21 +92,17 @@ absl::Status SetUpGeneration(const GenerationEnv& env, Generation* g) {
   }
   se.layer_ranges = env.model->param_hook_ranges();
   const TrainerOptions* options = env.options;
-  if (sync::TakesMomentum(info, o.sync)) {
-    // The strategy applies --momentum (DGC momentum correction); the
-    // optimizer steps plain SGD (weight decay stays there).
-    RETURN_IF_ERROR(CheckStrategyMomentum(o));
-    se.momentum = static_cast<float>(o.momentum);
-    se.make_optimizer = [options](optim::ParamRange range) {
-      TrainerOptions plain = *options;
-      plain.momentum = 0;
-      return MakeOptimizer(plain, range);
-    };
-  } else {
-    se.make_optimizer = [options](optim::ParamRange range) {
-      return MakeOptimizer(*options, range);
-    };
-  }
+  // A strategy that applies --momentum itself (DGC momentum correction;
+  // ValidateTrainerOptions checked sgd without nesterov) gets an optimizer
+  // that steps plain SGD (weight decay stays there).
+  const bool strategy_momentum = sync::TakesMomentum(info, o.sync);
+  if (strategy_momentum) se.momentum = static_cast<float>(o.momentum);
+  se.make_optimizer = [options, strategy_momentum](optim::ParamRange range) {
+    if (!strategy_momentum) return MakeOptimizer(*options, range);
+    TrainerOptions plain = *options;
+    plain.momentum = 0;
+    return MakeOptimizer(plain, range);
+  };
   se.make_device_stepper = sync::DeviceStepperFactoryFor(env.backend);
   se.host_comm = g->ctl.get();  // device ZeRO: gradient norms over host memory
   se.shard_servers.addresses = o.shard_servers;
