@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/codec/codec_factory.h"
 #include "common/kernels/cpu_backend.h"
 #include "common/nn/model.h"
 #include "common/plan/model_cost.h"
 #include "common/status/status_macros.h"
-#include "common/sync/codec_factory.h"
 
 namespace tandem {
 namespace plan {
@@ -186,8 +186,8 @@ absl::StatusOr<LoopbackRates> MeasureLoopback(int64_t bytes, int repetitions) {
 }
 
 absl::StatusOr<double> MeasureCodecBytesPerSecond(int64_t values, int repetitions) {
-  sync::CodecConfig config;  // int8, the strategy's default chunk
-  ASSIGN_OR_RETURN(std::unique_ptr<sync::Codec> codec, sync::CreateCodec(config));
+  codec::CodecConfig config;  // int8, the strategy's default chunk
+  ASSIGN_OR_RETURN(std::unique_ptr<codec::Codec> codec, codec::CreateCodec(config));
   std::vector<float> x(values), residual(values, 0.f), decoded(values);
   std::mt19937 rng(3);
   std::normal_distribution<float> normal(0.f, 1.f);

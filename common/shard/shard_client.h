@@ -67,7 +67,7 @@ struct PushHeader {
 };
 
 // Bytes of the int8 codec's block for n values at `chunk` values per scale
-// (common/sync/int8_codec.h): ceil(n / chunk) fp32 scales, then n codes.
+// (common/codec/int8_codec.h): ceil(n / chunk) fp32 scales, then n codes.
 inline int64_t Int8BlockBytes(int64_t n, int64_t chunk) {
   return n <= 0 ? 0 : (n + chunk - 1) / chunk * 4 + n;
 }

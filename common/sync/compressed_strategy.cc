@@ -16,6 +16,9 @@
 
 namespace tandem {
 namespace sync {
+
+using codec::CodecConfig;
+using codec::ValidateCodecConfig;
 namespace {
 
 std::string GetString(const SyncOptions& o, const std::string& key, const std::string& def) {

@@ -10,19 +10,26 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "common/codec/error_feedback.h"
+#include "common/codec/threshold_controller.h"
 #include "common/log/log.h"
 #include "common/optim/clip.h"
 #include "common/status/status_macros.h"
 #include "common/sync/bucket_engine.h"
-#include "common/sync/step_guard.h"
-#include "common/sync/error_feedback.h"
 #include "common/sync/grad_check.h"
 #include "common/sync/grad_clip.h"
 #include "common/sync/hier_allreduce.h"
-#include "common/sync/threshold_controller.h"
+#include "common/sync/step_guard.h"
 
 namespace tandem {
 namespace sync {
+
+using codec::Codec;
+using codec::CreateCodec;
+using codec::EncodeParams;
+using codec::ErrorFeedback;
+using codec::ThresholdController;
+using codec::ThresholdControllerOptions;
 namespace {
 
 constexpr char kLabel[] = "compressed sync";

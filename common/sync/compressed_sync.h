@@ -66,10 +66,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/codec/codec_factory.h"
 #include "common/comm/communicator.h"
 #include "common/comm/groups.h"
 #include "common/optim/optimizer.h"
-#include "common/sync/codec_factory.h"
 #include "common/sync/device_stepper.h"
 #include "common/sync/gradient_sync.h"
 
@@ -92,7 +92,7 @@ struct CompressedSyncOptions {
   // stats().inter_node_bytes (without it the world is assumed to span nodes).
   const CommGroups* groups = nullptr;
 
-  CodecConfig codec;
+  codec::CodecConfig codec;
   bool error_feedback = true;  // residuals carried to the next step
   int64_t warmup_steps = 0;    // first steps uncompressed, >= 0
   double min_bucket_kb = 0;    // smaller buckets uncompressed, >= 0

@@ -26,21 +26,29 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/codec/codec_factory.h"
+#include "common/codec/error_feedback.h"
+#include "common/codec/threshold_controller.h"
 #include "common/comm/testing/gloo_ranks.h"
 #include "common/optim/sgd.h"
 #include "common/status/status_macros.h"
 #include "common/sync/bucket_plan.h"
-#include "common/sync/codec_factory.h"
 #include "common/sync/compressed_sync.h"
-#include "common/sync/error_feedback.h"
 #include "common/sync/hier_test_ranks.h"
 #include "common/sync/registry.h"
-#include "common/sync/threshold_controller.h"
 #include "gtest/gtest.h"
 
 namespace tandem {
 namespace sync {
 namespace {
+
+using codec::Codec;
+using codec::CodecConfig;
+using codec::CreateCodec;
+using codec::EncodeParams;
+using codec::ErrorFeedback;
+using codec::ThresholdController;
+using codec::ThresholdControllerOptions;
 
 // Ranges in backward order: descending memory, ragged sizes.
 std::vector<std::pair<int64_t, int64_t>> RaggedRanges(int64_t* size) {

@@ -11,16 +11,21 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "common/codec/error_feedback.h"
+#include "common/codec/int8_codec.h"
 #include "common/log/log.h"
 #include "common/shard/remote_shards.h"
 #include "common/status/status_macros.h"
 #include "common/sync/chunk_readiness.h"
-#include "common/sync/error_feedback.h"
-#include "common/sync/int8_codec.h"
 #include "common/sync/shard_server_state.h"
 
 namespace tandem {
 namespace sync {
+
+using codec::Codec;
+using codec::EncodeParams;
+using codec::ErrorFeedback;
+using codec::MakeInt8Codec;
 namespace {
 
 constexpr char kLabel[] = "hybrid sync";

@@ -6,10 +6,10 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/codec/int8_codec.h"
 #include "common/log/log.h"
 #include "common/shard/optimizer_config.h"
 #include "common/status/status_macros.h"
-#include "common/sync/int8_codec.h"
 
 namespace tandem {
 namespace shardserver {
@@ -38,7 +38,7 @@ struct RangeStore::State {
   std::vector<float> params;      // config.range
   // Int8 delta pulls (config.pull_int8_chunk > 0): what the workers hold,
   // over config.range; each chunk's part under its ChunkSlot::mu.
-  std::unique_ptr<sync::Codec> codec;
+  std::unique_ptr<codec::Codec> codec;
   std::vector<float> reference;
 
   // Held for writing while the optimizer runs, for reading while a pull
@@ -113,12 +113,12 @@ void AddInto(float* __restrict sum, const float* __restrict data, int64_t n) {
 // Int8 delta pulls: after chunk `slot`'s optimizer step, its delta
 // (master - reference, staged in the slot's free accumulator) is encoded
 // and the decoded delta added to the reference. Caller holds slot.mu.
-void EncodeDelta(const sync::Codec& codec, const float* params, float* reference, ChunkSlot& slot,
+void EncodeDelta(const codec::Codec& codec, const float* params, float* reference, ChunkSlot& slot,
                  int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(slot.mu) {
   const int64_t n = slot.range.size();
   float* delta = slot.sum.data();
   for (int64_t i = 0; i < n; ++i) delta[i] = params[i] - reference[i];
-  codec.Encode(delta, n, sync::EncodeParams{}, slot.encoded.data());
+  codec.Encode(delta, n, codec::EncodeParams{}, slot.encoded.data());
   codec.DecodeAdd(slot.encoded.data(), n, reference);
   slot.encoded_step = step;
 }
@@ -220,7 +220,7 @@ absl::StatusOr<std::unique_ptr<RangeStore::PendingInit>> RangeStore::BeginInit(
   state->config = c;
   state->params.assign(c.range.size(), 0.f);
   if (c.pull_int8_chunk > 0) {
-    state->codec = sync::MakeInt8Codec({.chunk = c.pull_int8_chunk});
+    state->codec = codec::MakeInt8Codec({.chunk = c.pull_int8_chunk});
     state->reference.assign(c.range.size(), 0.f);
   }
   for (const shard::Chunk& ch : shard::ShardLayout::CutRange(c.range.lo, c.range.hi,

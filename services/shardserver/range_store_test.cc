@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "common/codec/int8_codec.h"
 #include "common/metrics/metrics.h"
-#include "common/sync/int8_codec.h"
 #include "gtest/gtest.h"
 
 namespace tandem {
@@ -326,7 +326,7 @@ TEST(RangeStore, PerChunkApplyServesAChunkOnceItIsComplete) {
 // A worker's side of int8 delta pulls: adds each chunk's decoded delta of
 // `step` to w (the values it holds, over [kLo, kHi)); returns the largest
 // scale of the blocks (a rounding is at most half of it).
-float ApplyDeltas(RangeStore& store, const sync::Codec& codec, int64_t gen, int64_t step,
+float ApplyDeltas(RangeStore& store, const codec::Codec& codec, int64_t gen, int64_t step,
                   std::vector<float>& w) {
   float largest = 0;
   for (const auto& c : kChunks) {
@@ -345,7 +345,7 @@ float ApplyDeltas(RangeStore& store, const sync::Codec& codec, int64_t gen, int6
 }
 
 TEST(RangeStore, Int8DeltaPullsTrackTheMasterWithinOneRounding) {
-  const std::unique_ptr<sync::Codec> codec = sync::MakeInt8Codec({.chunk = 256});
+  const std::unique_ptr<codec::Codec> codec = codec::MakeInt8Codec({.chunk = 256});
   for (bool per_chunk : {false, true}) {
     SCOPED_TRACE(per_chunk ? "apply per chunk" : "apply per step");
     RangeStore store;

@@ -10,10 +10,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint/checkpoint.h"
+#include "common/codec/int8_codec.h"
 #include "common/rpc/grpc_status.h"
 #include "common/shard/optimizer_config.h"
 #include "common/status/status_macros.h"
-#include "common/sync/int8_codec.h"
 
 namespace tandem {
 namespace shardserver {
@@ -143,7 +143,7 @@ absl::Status ShardService::Push(grpc::ServerReader<v1::GradientChunk>* reader,
   // int8 pushes are dequantized here, then summed in fp32 like any push.
   // One buffer per stream, grown to the largest chunk (not per message).
   std::vector<float> decoded;
-  std::unique_ptr<sync::Codec> int8;
+  std::unique_ptr<codec::Codec> int8;
   int int8_chunk = 0;
   while (reader->Read(&msg)) {
     RETURN_IF_ERROR(CheckJob(msg.job()));
@@ -152,7 +152,7 @@ absl::Status ShardService::Push(grpc::ServerReader<v1::GradientChunk>* reader,
       RETURN_IF_ERROR(CheckInt8Payload(msg.data(), msg.range(), msg.int8_chunk(), "push"));
       if (int8 == nullptr || int8_chunk != msg.int8_chunk()) {
         int8_chunk = msg.int8_chunk();
-        int8 = sync::MakeInt8Codec({.chunk = int8_chunk});
+        int8 = codec::MakeInt8Codec({.chunk = int8_chunk});
       }
       const int64_t n = msg.range().end() - msg.range().begin();
       if (static_cast<int64_t>(decoded.size()) < n) decoded.resize(n);

@@ -9,11 +9,11 @@
 #include <thread>
 #include <vector>
 
+#include "common/checkpoint/checkpoint.h"
+#include "common/codec/int8_codec.h"
+#include "common/rpc/auth.h"
 #include "common/shard/shard_client.h"
 #include "common/shard/shard_layout.h"
-#include "common/checkpoint/checkpoint.h"
-#include "common/rpc/auth.h"
-#include "common/sync/int8_codec.h"
 #include "gtest/gtest.h"
 #include "services/shardserver/shard_server.h"
 
@@ -169,7 +169,7 @@ TEST(ShardService, Int8PushesAreDequantizedAndSummedInFp32) {
   std::vector<float> params(kN, 2.f);
   ASSERT_TRUE(f.client->Init(Init(1), params.data()).ok());
   constexpr int kChunk = 256;
-  std::unique_ptr<sync::Codec> codec = sync::MakeInt8Codec({.chunk = kChunk});
+  std::unique_ptr<codec::Codec> codec = codec::MakeInt8Codec({.chunk = kChunk});
   std::vector<float> grads(kN);
   for (int64_t i = 0; i < kN; ++i) grads[i] = 0.001f * static_cast<float>(i % 97) - 0.03f;
   shard::PushHeader h = Header(0);
@@ -238,7 +238,7 @@ TEST(ShardService, Int8DeltaPullsOverGrpc) {
   init.generation = 6;
   init.pull_int8_chunk = 256;
   ASSERT_TRUE(f.client->Init(init, params.data()).ok());
-  std::unique_ptr<sync::Codec> codec = sync::MakeInt8Codec({.chunk = 256});
+  std::unique_ptr<codec::Codec> codec = codec::MakeInt8Codec({.chunk = 256});
   std::vector<float> held = params, master(kN);
   for (int64_t step = 1; step <= 3; ++step) {
     shard::PushHeader h = Header(0);

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "common/codec/codec_factory.h"
 #include "common/kernels/cpu_dispatch.h"
-#include "common/sync/codec_factory.h"
 
 namespace tandem {
 namespace {
@@ -59,22 +59,22 @@ int Main(int argc, char** argv) {
               "encode+EF", "decode", "decode-add");
   struct Row {
     std::string label;
-    sync::CodecConfig config;
+    codec::CodecConfig config;
   };
   std::vector<Row> rows;
   for (const char* name : {"int8", "fp16", "bf16", "topk", "threshold"}) {
-    sync::CodecConfig c;
+    codec::CodecConfig c;
     c.codec = name;
     rows.push_back({name, c});
   }
-  sync::CodecConfig stochastic;
+  codec::CodecConfig stochastic;
   stochastic.rounding = "stochastic";
   rows.insert(rows.begin() + 1, {"int8 stochastic", stochastic});
   for (const Row& row : rows) {
-    std::unique_ptr<sync::Codec> codec = *sync::CreateCodec(row.config);
+    std::unique_ptr<codec::Codec> codec = *codec::CreateCodec(row.config);
     std::vector<uint8_t> block(codec->MaxEncodedBytes(n));
     std::vector<float> ws(codec->WorkspaceFloats(n));
-    sync::EncodeParams p;
+    codec::EncodeParams p;
     p.workspace = ws.data();
     p.threshold = 2.6f;  // ~1% of N(0, 1)
     const double enc = BestSeconds(reps, [&] { codec->Encode(x.data(), n, p, block.data()); });

@@ -6,7 +6,8 @@
 #   tools/gpu/check.sh rehearse  # build machine: CPU-only dry run of `run`
 #
 # pack builds every gpu-tagged test, every test of //common/kernels/cuda and
-# //common/comm/nccl, the cuda_* tests of //common/sync, kernel_bench and
+# //common/comm/nccl, the cuda_* tests of //common/sync, //common/codec and
+# //common/optim, kernel_bench and
 # gpt_step_bench; gathers the binaries with their ldd closure (minus the
 # driver and the CUDA libraries, which the GPU machine's PyTorch wheels
 # bring) into tools/gpu/out/pack/, and compresses that to
@@ -101,7 +102,7 @@ pack() {
   local gpu_tests all_tests
   gpu_tests=$("$bazel" "${startup[@]}" query --keep_going "$gpu_query" 2>/dev/null | sort)
   all_tests=$("$bazel" "${startup[@]}" query --keep_going \
-      "$gpu_query + tests(//common/kernels/cuda/... + //common/comm/nccl/...) + attr(name, '^cuda_', tests(//common/sync/...))" \
+      "$gpu_query + tests(//common/kernels/cuda/... + //common/comm/nccl/...) + attr(name, '^cuda_', tests(//common/sync/... + //common/codec/... + //common/optim/...))" \
       2>/dev/null | sort)
   [[ -n "$gpu_tests" ]] || die "bazel query found no gpu-tagged tests"
   local targets=($all_tests //tools/gpu:kernel_bench //tools/gpu:gpt_step_bench)

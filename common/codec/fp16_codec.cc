@@ -1,4 +1,4 @@
-#include "common/sync/fp16_codec.h"
+#include "common/codec/fp16_codec.h"
 
 #include <cfloat>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include "common/kernels/cpu_dispatch.h"
 
 namespace tandem {
-namespace sync {
+namespace codec {
 namespace {
 
 TANDEM_CPU_INLINE uint32_t Bits(float f) {
@@ -196,5 +196,5 @@ class Fp16Codec final : public Codec {
 
 std::unique_ptr<Codec> MakeFp16Codec() { return std::make_unique<Fp16Codec>(); }
 
-}  // namespace sync
+}  // namespace codec
 }  // namespace tandem

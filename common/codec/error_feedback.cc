@@ -1,11 +1,11 @@
-#include "common/sync/error_feedback.h"
+#include "common/codec/error_feedback.h"
 
 #include <algorithm>
 
 #include "common/log/log.h"
 
 namespace tandem {
-namespace sync {
+namespace codec {
 
 ErrorFeedback::ErrorFeedback(const Codec* codec, int64_t size)
     : codec_(codec),
@@ -75,5 +75,5 @@ void ErrorFeedback::Reset() {
   std::fill(velocity_.begin(), velocity_.end(), 0.f);
 }
 
-}  // namespace sync
+}  // namespace codec
 }  // namespace tandem

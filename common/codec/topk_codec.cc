@@ -1,11 +1,11 @@
-#include "common/sync/topk_codec.h"
+#include "common/codec/topk_codec.h"
 
 #include <string>
 
-#include "common/sync/sparse_block.h"
+#include "common/codec/sparse_block.h"
 
 namespace tandem {
-namespace sync {
+namespace codec {
 namespace {
 
 class TopkCodec final : public Codec {
@@ -46,5 +46,5 @@ std::unique_ptr<Codec> MakeTopkCodec(const TopkCodecOptions& options) {
   return std::make_unique<TopkCodec>(options);
 }
 
-}  // namespace sync
+}  // namespace codec
 }  // namespace tandem

@@ -1,9 +1,9 @@
-#include "common/sync/cuda_codec_kernels.h"
+#include "common/codec/cuda_codec_kernels.h"
 
 #include <cfloat>
 
 namespace tandem {
-namespace sync {
+namespace codec {
 namespace cuda {
 namespace {
 
@@ -125,5 +125,5 @@ cudaError_t LaunchInt8Decode(int64_t n, int64_t chunk, bool add, const uint8_t* 
 }
 
 }  // namespace cuda
-}  // namespace sync
+}  // namespace codec
 }  // namespace tandem

@@ -10,15 +10,15 @@
 // Pointers are device memory; `residual` may be null (no feedback).
 // Launchers enqueue on `stream` and return the launch error; they never
 // block or allocate. Thread-compatible. Exists only with the CUDA toolkit.
-#ifndef TANDEM_COMMON_SYNC_CUDA_CODEC_KERNELS_H_
-#define TANDEM_COMMON_SYNC_CUDA_CODEC_KERNELS_H_
+#ifndef TANDEM_COMMON_CODEC_CUDA_CODEC_KERNELS_H_
+#define TANDEM_COMMON_CODEC_CUDA_CODEC_KERNELS_H_
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
 namespace tandem {
-namespace sync {
+namespace codec {
 namespace cuda {
 
 cudaError_t LaunchInt8Encode(int64_t n, int64_t chunk, bool stochastic, uint64_t seed,
@@ -28,7 +28,7 @@ cudaError_t LaunchInt8Decode(int64_t n, int64_t chunk, bool add, const uint8_t* 
                              cudaStream_t stream);
 
 }  // namespace cuda
-}  // namespace sync
+}  // namespace codec
 }  // namespace tandem
 
-#endif  // TANDEM_COMMON_SYNC_CUDA_CODEC_KERNELS_H_
+#endif  // TANDEM_COMMON_CODEC_CUDA_CODEC_KERNELS_H_

@@ -7,15 +7,15 @@
 // ThresholdController starts. The codec itself is stateless: the adaptive
 // threshold is the controller's (threshold_controller.h), kept by the
 // strategy. See codec.h for thread-safety and failure.
-#ifndef TANDEM_COMMON_SYNC_THRESHOLD_CODEC_H_
-#define TANDEM_COMMON_SYNC_THRESHOLD_CODEC_H_
+#ifndef TANDEM_COMMON_CODEC_THRESHOLD_CODEC_H_
+#define TANDEM_COMMON_CODEC_THRESHOLD_CODEC_H_
 
 #include <memory>
 
-#include "common/sync/codec.h"
+#include "common/codec/codec.h"
 
 namespace tandem {
-namespace sync {
+namespace codec {
 
 struct ThresholdCodecOptions {
   double density = 0.01;      // target fraction kept, (0, 1]
@@ -24,7 +24,7 @@ struct ThresholdCodecOptions {
 
 std::unique_ptr<Codec> MakeThresholdCodec(const ThresholdCodecOptions& options);
 
-}  // namespace sync
+}  // namespace codec
 }  // namespace tandem
 
-#endif  // TANDEM_COMMON_SYNC_THRESHOLD_CODEC_H_
+#endif  // TANDEM_COMMON_CODEC_THRESHOLD_CODEC_H_

@@ -1,4 +1,4 @@
-#include "common/sync/bf16_codec.h"
+#include "common/codec/bf16_codec.h"
 
 #include <cfloat>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include "common/optim/precision.h"
 
 namespace tandem {
-namespace sync {
+namespace codec {
 namespace {
 
 TANDEM_CPU_INLINE void Bf16EncodeBody(const float* __restrict x, int64_t n,
@@ -71,5 +71,5 @@ class Bf16Codec final : public Codec {
 
 std::unique_ptr<Codec> MakeBf16Codec() { return std::make_unique<Bf16Codec>(); }
 
-}  // namespace sync
+}  // namespace codec
 }  // namespace tandem

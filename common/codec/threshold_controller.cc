@@ -1,12 +1,12 @@
-#include "common/sync/threshold_controller.h"
+#include "common/codec/threshold_controller.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "common/sync/sparse_block.h"
+#include "common/codec/sparse_block.h"
 
 namespace tandem {
-namespace sync {
+namespace codec {
 
 ThresholdController::ThresholdController(int keys, const ThresholdControllerOptions& options)
     : density_(options.density), thresholds_(std::max(keys, 0), 0.f) {}
@@ -30,5 +30,5 @@ void ThresholdController::Update(int key, const uint8_t* block, int64_t n) {
 
 void ThresholdController::Reset() { std::fill(thresholds_.begin(), thresholds_.end(), 0.f); }
 
-}  // namespace sync
+}  // namespace codec
 }  // namespace tandem

@@ -13,15 +13,15 @@
 #include <random>
 #include <vector>
 
+#include "common/codec/codec_factory.h"
+#include "common/codec/int8_codec.h"
+#include "common/codec/sparse_block.h"
 #include "common/kernels/cpu_dispatch.h"
 #include "common/optim/precision.h"
-#include "common/sync/codec_factory.h"
-#include "common/sync/int8_codec.h"
-#include "common/sync/sparse_block.h"
 #include "gtest/gtest.h"
 
 namespace tandem {
-namespace sync {
+namespace codec {
 namespace {
 
 const std::vector<int64_t> kSizes = {0, 1, 2, 7, 255, 256, 257, 1000, 2049, 4097};
@@ -389,5 +389,5 @@ TEST(CodecFactory, BadOptionsNameTheKey) {
 }
 
 }  // namespace
-}  // namespace sync
+}  // namespace codec
 }  // namespace tandem

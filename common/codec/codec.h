@@ -26,14 +26,14 @@
 // DCHECK); options are checked when a codec is made (codec_factory.h).
 // Non-finite inputs encode to non-finite outputs (the loss scaler sees
 // them); EncodeWithFeedback never leaves a non-finite residual.
-#ifndef TANDEM_COMMON_SYNC_CODEC_H_
-#define TANDEM_COMMON_SYNC_CODEC_H_
+#ifndef TANDEM_COMMON_CODEC_CODEC_H_
+#define TANDEM_COMMON_CODEC_CODEC_H_
 
 #include <cstdint>
 #include <string>
 
 namespace tandem {
-namespace sync {
+namespace codec {
 
 // Per-call inputs (all optional). Codecs read only what they use.
 struct EncodeParams {
@@ -84,7 +84,7 @@ class Codec {
   }
 };
 
-}  // namespace sync
+}  // namespace codec
 }  // namespace tandem
 
-#endif  // TANDEM_COMMON_SYNC_CODEC_H_
+#endif  // TANDEM_COMMON_CODEC_CODEC_H_

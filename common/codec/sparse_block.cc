@@ -1,4 +1,4 @@
-#include "common/sync/sparse_block.h"
+#include "common/codec/sparse_block.h"
 
 #include <algorithm>
 #include <cfloat>
@@ -10,7 +10,7 @@
 #include "common/kernels/cpu_dispatch.h"
 
 namespace tandem {
-namespace sync {
+namespace codec {
 namespace sparse {
 namespace {
 
@@ -190,5 +190,5 @@ void ZeroAt(const uint8_t* in, int64_t n, float* out) {
 }
 
 }  // namespace sparse
-}  // namespace sync
+}  // namespace codec
 }  // namespace tandem

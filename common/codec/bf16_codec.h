@@ -2,19 +2,19 @@
 // nearest even; common/optim/precision.h's conversion). Same range as fp32.
 // Block: n little-endian bf16 values. See codec.h for thread-safety and
 // failure.
-#ifndef TANDEM_COMMON_SYNC_BF16_CODEC_H_
-#define TANDEM_COMMON_SYNC_BF16_CODEC_H_
+#ifndef TANDEM_COMMON_CODEC_BF16_CODEC_H_
+#define TANDEM_COMMON_CODEC_BF16_CODEC_H_
 
 #include <memory>
 
-#include "common/sync/codec.h"
+#include "common/codec/codec.h"
 
 namespace tandem {
-namespace sync {
+namespace codec {
 
 std::unique_ptr<Codec> MakeBf16Codec();
 
-}  // namespace sync
+}  // namespace codec
 }  // namespace tandem
 
-#endif  // TANDEM_COMMON_SYNC_BF16_CODEC_H_
+#endif  // TANDEM_COMMON_CODEC_BF16_CODEC_H_

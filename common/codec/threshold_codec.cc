@@ -1,12 +1,12 @@
-#include "common/sync/threshold_codec.h"
+#include "common/codec/threshold_codec.h"
 
 #include <algorithm>
 #include <string>
 
-#include "common/sync/sparse_block.h"
+#include "common/codec/sparse_block.h"
 
 namespace tandem {
-namespace sync {
+namespace codec {
 namespace {
 
 class ThresholdCodec final : public Codec {
@@ -60,5 +60,5 @@ std::unique_ptr<Codec> MakeThresholdCodec(const ThresholdCodecOptions& options) 
   return std::make_unique<ThresholdCodec>(options);
 }
 
-}  // namespace sync
+}  // namespace codec
 }  // namespace tandem

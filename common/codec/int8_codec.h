@@ -6,16 +6,16 @@
 // rounding of x / scale) or stochastic (q = floor(x / scale + u), u in
 // [0, 1) a hash of (seed, index): unbiased, reproducible for a seed).
 // See codec.h for thread-safety and failure.
-#ifndef TANDEM_COMMON_SYNC_INT8_CODEC_H_
-#define TANDEM_COMMON_SYNC_INT8_CODEC_H_
+#ifndef TANDEM_COMMON_CODEC_INT8_CODEC_H_
+#define TANDEM_COMMON_CODEC_INT8_CODEC_H_
 
 #include <cstdint>
 #include <memory>
 
-#include "common/sync/codec.h"
+#include "common/codec/codec.h"
 
 namespace tandem {
-namespace sync {
+namespace codec {
 
 enum class Rounding { kNearest, kStochastic };
 
@@ -30,7 +30,7 @@ std::unique_ptr<Codec> MakeInt8Codec(const Int8CodecOptions& options);
 // rounding adds before the floor; exposed for tests).
 float StochasticDither(uint64_t seed, int64_t i);
 
-}  // namespace sync
+}  // namespace codec
 }  // namespace tandem
 
-#endif  // TANDEM_COMMON_SYNC_INT8_CODEC_H_
+#endif  // TANDEM_COMMON_CODEC_INT8_CODEC_H_

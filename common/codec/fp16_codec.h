@@ -3,19 +3,19 @@
 // keeps the excess); inf and NaN stay what they are (the loss scaler sees
 // them). Block: n little-endian halves.
 // See codec.h for thread-safety and failure.
-#ifndef TANDEM_COMMON_SYNC_FP16_CODEC_H_
-#define TANDEM_COMMON_SYNC_FP16_CODEC_H_
+#ifndef TANDEM_COMMON_CODEC_FP16_CODEC_H_
+#define TANDEM_COMMON_CODEC_FP16_CODEC_H_
 
 #include <memory>
 
-#include "common/sync/codec.h"
+#include "common/codec/codec.h"
 
 namespace tandem {
-namespace sync {
+namespace codec {
 
 std::unique_ptr<Codec> MakeFp16Codec();
 
-}  // namespace sync
+}  // namespace codec
 }  // namespace tandem
 
-#endif  // TANDEM_COMMON_SYNC_FP16_CODEC_H_
+#endif  // TANDEM_COMMON_CODEC_FP16_CODEC_H_

@@ -4,13 +4,13 @@
 // with indices ascending; MaxEncodedBytes = 8 + 8 * capacity. min_kept is
 // the smallest magnitude kept (0 when none): what ThresholdController
 // starts from. Pure functions; pointers are the caller's.
-#ifndef TANDEM_COMMON_SYNC_SPARSE_BLOCK_H_
-#define TANDEM_COMMON_SYNC_SPARSE_BLOCK_H_
+#ifndef TANDEM_COMMON_CODEC_SPARSE_BLOCK_H_
+#define TANDEM_COMMON_CODEC_SPARSE_BLOCK_H_
 
 #include <cstdint>
 
 namespace tandem {
-namespace sync {
+namespace codec {
 namespace sparse {
 
 constexpr int64_t kHeaderBytes = 8;
@@ -53,7 +53,7 @@ void DecodeAdd(const uint8_t* in, int64_t n, float* out);
 void ZeroAt(const uint8_t* in, int64_t n, float* out);
 
 }  // namespace sparse
-}  // namespace sync
+}  // namespace codec
 }  // namespace tandem
 
-#endif  // TANDEM_COMMON_SYNC_SPARSE_BLOCK_H_
+#endif  // TANDEM_COMMON_CODEC_SPARSE_BLOCK_H_

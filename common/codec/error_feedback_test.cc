@@ -10,14 +10,14 @@
 #include <random>
 #include <vector>
 
-#include "common/sync/codec_factory.h"
-#include "common/sync/error_feedback.h"
-#include "common/sync/sparse_block.h"
-#include "common/sync/threshold_controller.h"
+#include "common/codec/codec_factory.h"
+#include "common/codec/error_feedback.h"
+#include "common/codec/sparse_block.h"
+#include "common/codec/threshold_controller.h"
 #include "gtest/gtest.h"
 
 namespace tandem {
-namespace sync {
+namespace codec {
 namespace {
 
 double Norm(const std::vector<double>& v) {
@@ -179,5 +179,5 @@ TEST(ThresholdController, MovesTowardsTheTargetDensity) {
 }
 
 }  // namespace
-}  // namespace sync
+}  // namespace codec
 }  // namespace tandem

@@ -8,13 +8,13 @@
 #include <random>
 #include <vector>
 
+#include "common/codec/codec_factory.h"
+#include "common/codec/cuda_codec_kernels.h"
 #include "common/kernels/cuda/gpu_test_util.h"
-#include "common/sync/codec_factory.h"
-#include "common/sync/cuda_codec_kernels.h"
 #include "gtest/gtest.h"
 
 namespace tandem {
-namespace sync {
+namespace codec {
 namespace {
 
 template <typename T>
@@ -84,5 +84,5 @@ TEST(CudaInt8Kernels, MatchTheCpuCodecBitForBit) {
 }
 
 }  // namespace
-}  // namespace sync
+}  // namespace codec
 }  // namespace tandem

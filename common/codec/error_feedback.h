@@ -29,17 +29,17 @@
 // residuals() / Reset() only when no Encode runs. Ownership: the codec is
 // borrowed and outlives this object; the residuals are owned (allocated
 // once, here). Failure: ranges outside [0, size) are a caller bug (DCHECK).
-#ifndef TANDEM_COMMON_SYNC_ERROR_FEEDBACK_H_
-#define TANDEM_COMMON_SYNC_ERROR_FEEDBACK_H_
+#ifndef TANDEM_COMMON_CODEC_ERROR_FEEDBACK_H_
+#define TANDEM_COMMON_CODEC_ERROR_FEEDBACK_H_
 
 #include <cstdint>
 #include <vector>
 
 #include "absl/types/span.h"
-#include "common/sync/codec.h"
+#include "common/codec/codec.h"
 
 namespace tandem {
-namespace sync {
+namespace codec {
 
 class ErrorFeedback {
  public:
@@ -87,7 +87,7 @@ class ErrorFeedback {
   absl::Span<float> velocity_;
 };
 
-}  // namespace sync
+}  // namespace codec
 }  // namespace tandem
 
-#endif  // TANDEM_COMMON_SYNC_ERROR_FEEDBACK_H_
+#endif  // TANDEM_COMMON_CODEC_ERROR_FEEDBACK_H_

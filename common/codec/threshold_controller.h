@@ -12,8 +12,8 @@
 //
 // Thread-safety: one thread per key at a time; thresholds() for
 // checkpoints only between steps. Ownership: thresholds are owned.
-#ifndef TANDEM_COMMON_SYNC_THRESHOLD_CONTROLLER_H_
-#define TANDEM_COMMON_SYNC_THRESHOLD_CONTROLLER_H_
+#ifndef TANDEM_COMMON_CODEC_THRESHOLD_CONTROLLER_H_
+#define TANDEM_COMMON_CODEC_THRESHOLD_CONTROLLER_H_
 
 #include <cstdint>
 #include <vector>
@@ -21,7 +21,7 @@
 #include "absl/types/span.h"
 
 namespace tandem {
-namespace sync {
+namespace codec {
 
 struct ThresholdControllerOptions {
   double density = 0.01;  // target fraction kept, (0, 1]
@@ -47,7 +47,7 @@ class ThresholdController {
   std::vector<float> thresholds_;
 };
 
-}  // namespace sync
+}  // namespace codec
 }  // namespace tandem
 
-#endif  // TANDEM_COMMON_SYNC_THRESHOLD_CONTROLLER_H_
+#endif  // TANDEM_COMMON_CODEC_THRESHOLD_CONTROLLER_H_

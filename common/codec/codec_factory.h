@@ -6,18 +6,18 @@
 //
 // Failure: InvalidArgument naming the bad key, its value and what is
 // allowed. Thread-safe (pure).
-#ifndef TANDEM_COMMON_SYNC_CODEC_FACTORY_H_
-#define TANDEM_COMMON_SYNC_CODEC_FACTORY_H_
+#ifndef TANDEM_COMMON_CODEC_CODEC_FACTORY_H_
+#define TANDEM_COMMON_CODEC_CODEC_FACTORY_H_
 
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/sync/codec.h"
+#include "common/codec/codec.h"
 
 namespace tandem {
-namespace sync {
+namespace codec {
 
 struct CodecConfig {
   std::string codec = "int8";  // int8 | fp16 | bf16 | topk | threshold
@@ -34,7 +34,7 @@ const char* CodecNames();
 absl::Status ValidateCodecConfig(const CodecConfig& config);
 absl::StatusOr<std::unique_ptr<Codec>> CreateCodec(const CodecConfig& config);
 
-}  // namespace sync
+}  // namespace codec
 }  // namespace tandem
 
-#endif  // TANDEM_COMMON_SYNC_CODEC_FACTORY_H_
+#endif  // TANDEM_COMMON_CODEC_CODEC_FACTORY_H_

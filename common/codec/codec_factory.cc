@@ -1,17 +1,17 @@
-#include "common/sync/codec_factory.h"
+#include "common/codec/codec_factory.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "common/sync/bf16_codec.h"
-#include "common/sync/fp16_codec.h"
-#include "common/sync/int8_codec.h"
-#include "common/sync/threshold_codec.h"
-#include "common/sync/topk_codec.h"
+#include "common/codec/bf16_codec.h"
+#include "common/codec/fp16_codec.h"
+#include "common/codec/int8_codec.h"
+#include "common/codec/threshold_codec.h"
+#include "common/codec/topk_codec.h"
 
 namespace tandem {
-namespace sync {
+namespace codec {
 namespace {
 
 bool Fraction(double f) { return std::isfinite(f) && f > 0 && f <= 1; }
@@ -75,5 +75,5 @@ absl::StatusOr<std::unique_ptr<Codec>> CreateCodec(const CodecConfig& c) {
   return MakeThresholdCodec(o);
 }
 
-}  // namespace sync
+}  // namespace codec
 }  // namespace tandem

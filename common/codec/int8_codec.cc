@@ -1,4 +1,4 @@
-#include "common/sync/int8_codec.h"
+#include "common/codec/int8_codec.h"
 
 #include <algorithm>
 #include <cfloat>
@@ -10,7 +10,7 @@
 #include "common/log/log.h"
 
 namespace tandem {
-namespace sync {
+namespace codec {
 namespace {
 
 // Vectorisable 32-bit mix (lowbias32): the dither must be cheap enough to
@@ -226,5 +226,5 @@ std::unique_ptr<Codec> MakeInt8Codec(const Int8CodecOptions& options) {
   return std::make_unique<Int8Codec>(options);
 }
 
-}  // namespace sync
+}  // namespace codec
 }  // namespace tandem

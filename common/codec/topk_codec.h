@@ -4,15 +4,15 @@
 // the k-th magnitude go to the lowest indices; NaN counts as largest.
 // Block: sparse_block.h's layout, at most 8 + 8k bytes.
 // See codec.h for thread-safety and failure.
-#ifndef TANDEM_COMMON_SYNC_TOPK_CODEC_H_
-#define TANDEM_COMMON_SYNC_TOPK_CODEC_H_
+#ifndef TANDEM_COMMON_CODEC_TOPK_CODEC_H_
+#define TANDEM_COMMON_CODEC_TOPK_CODEC_H_
 
 #include <memory>
 
-#include "common/sync/codec.h"
+#include "common/codec/codec.h"
 
 namespace tandem {
-namespace sync {
+namespace codec {
 
 struct TopkCodecOptions {
   double fraction = 0.01;  // (0, 1] (checked by codec_factory)
@@ -20,7 +20,7 @@ struct TopkCodecOptions {
 
 std::unique_ptr<Codec> MakeTopkCodec(const TopkCodecOptions& options);
 
-}  // namespace sync
+}  // namespace codec
 }  // namespace tandem
 
-#endif  // TANDEM_COMMON_SYNC_TOPK_CODEC_H_
+#endif  // TANDEM_COMMON_CODEC_TOPK_CODEC_H_
