@@ -12,7 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "common/plan/collective_cost.h"
 #include "common/status/status_macros.h"
-#include "common/sync/bucket_plan.h"
+#include "common/sync/bucket/bucket_plan.h"
 
 namespace tandem {
 namespace plan {

@@ -8,7 +8,7 @@
 //
 // Step model. Forward and backward take the model's FLOPs at the profile's
 // GEMM rate (shared by the ranks of one host when the cluster is simulated
-// there). Gradient buckets (common/sync/bucket_plan, the strategy's own
+// there). Gradient buckets (common/sync/bucket/bucket_plan, the strategy's own
 // plan) become ready as backward passes them and go through the strategy's
 // per-bucket collective one at a time, in order, overlapped with the rest of
 // backward; what is left when backward ends is exposed. The finish (the

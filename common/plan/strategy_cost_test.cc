@@ -8,8 +8,8 @@
 #include "common/nn/model_spec.h"
 #include "common/optim/sgd.h"
 #include "common/status/status_macros.h"
-#include "common/sync/allreduce_sync.h"
-#include "common/sync/zero_sync.h"
+#include "common/sync/allreduce/allreduce_sync.h"
+#include "common/sync/zero/zero_sync.h"
 #include "gtest/gtest.h"
 
 namespace tandem {

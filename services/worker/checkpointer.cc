@@ -14,7 +14,7 @@
 #include "common/io/file.h"
 #include "common/log/log.h"
 #include "common/status/status_macros.h"
-#include "common/sync/server_side_checkpoint.h"
+#include "common/sync/remote/server_side_checkpoint.h"
 #include "proto/dataserver.pb.h"
 
 namespace tandem {

@@ -25,7 +25,7 @@
 #include "common/optim/adamw.h"
 #include "common/optim/sgd.h"
 #include "common/status/status_macros.h"
-#include "common/sync/allreduce_sync.h"
+#include "common/sync/allreduce/allreduce_sync.h"
 #include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
 #include "services/dataserver/dataset.h"

@@ -30,7 +30,7 @@
 #include "common/kernels/cpu_backend.h"
 #include "common/nn/model.h"
 #include "common/optim/sgd.h"
-#include "common/sync/allreduce_sync.h"
+#include "common/sync/allreduce/allreduce_sync.h"
 #include "gloo/rendezvous/file_store.h"
 
 ABSL_FLAG(int, world, 2, "ranks (processes)");

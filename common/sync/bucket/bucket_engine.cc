@@ -1,0 +1,207 @@
+#include "common/sync/bucket/bucket_engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/status/status_macros.h"
+
+namespace tandem {
+namespace sync {
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<BucketEngine>> BucketEngine::Create(BucketEngineOptions options) {
+  if (!options.operation) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(options.label, ": the bucket engine needs a per-bucket operation"));
+  }
+  if (!(options.bucket_cap_mb > 0) || !std::isfinite(options.bucket_cap_mb)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        options.label, ": bucket_cap_mb must be positive, got ", options.bucket_cap_mb));
+  }
+  const double cap_bytes = options.bucket_cap_mb * 1024.0 * 1024.0;
+  ASSIGN_OR_RETURN(BucketPlan plan, PlanBuckets(options.ready_ranges, options.size,
+                                                static_cast<int64_t>(std::min(cap_bytes, 1e18))));
+  return std::unique_ptr<BucketEngine>(new BucketEngine(std::move(options), std::move(plan)));
+}
+
+BucketEngine::BucketEngine(BucketEngineOptions options, BucketPlan plan)
+    : ranges_(std::move(options.ready_ranges)),
+      operation_(std::move(options.operation)),
+      label_(std::move(options.label)),
+      operation_name_(std::move(options.operation_name)),
+      rank_(options.rank),
+      plan_(std::move(plan)) {
+  const int num_ranges = static_cast<int>(ranges_.size());
+  const int num_buckets = static_cast<int>(plan_.buckets.size());
+  ranges_by_lo_.reserve(num_ranges);
+  for (int i = 0; i < num_ranges; ++i) ranges_by_lo_.push_back({ranges_[i].first, i});
+  std::sort(ranges_by_lo_.begin(), ranges_by_lo_.end());
+  absl::MutexLock lock(&mu_);
+  range_reported_.assign(num_ranges, 0);
+  bucket_remaining_.assign(num_buckets, 0);
+  bucket_ready_.assign(num_buckets, 0);
+  thread_ = std::thread([this] { CommLoop(); });
+}
+
+BucketEngine::~BucketEngine() {
+  {
+    absl::MutexLock lock(&mu_);
+    shutdown_ = true;
+  }
+  thread_.join();
+}
+
+absl::Status BucketEngine::BeginStep() {
+  absl::MutexLock lock(&mu_);
+  if (!error_.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(label_, ": BeginStep after an earlier error (", error_.message(),
+                     "); destroy this sync and re-join"));
+  }
+  if (in_step_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(label_, ": BeginStep called twice without FinishStep in between"));
+  }
+  if (!range_error_.ok()) {  // ranges reported while no step was open
+    error_ = range_error_;
+    return error_;
+  }
+  std::fill(range_reported_.begin(), range_reported_.end(), 0);
+  std::fill(bucket_ready_.begin(), bucket_ready_.end(), 0);
+  for (size_t b = 0; b < plan_.buckets.size(); ++b) {
+    bucket_remaining_[b] = plan_.buckets[b].end_range - plan_.buckets[b].first_range;
+  }
+  ranges_reported_ = 0;
+  next_expected_range_ = 0;
+  next_bucket_ = 0;
+  in_step_ = true;
+  step_active_ = true;
+  return absl::OkStatus();
+}
+
+void BucketEngine::OnGradientsReady(int64_t lo, int64_t hi) {
+  absl::MutexLock lock(&mu_);
+  if (!in_step_ || !range_error_.ok()) {
+    if (!in_step_ && range_error_.ok() && error_.ok()) {
+      range_error_ = absl::FailedPreconditionError(absl::StrCat(
+          label_, ": gradients [", lo, ", ", hi,
+          ") reported outside BeginStep/FinishStep (call BeginStep before the last backward)"));
+    }
+    return;
+  }
+  const int range = FindRange(lo, hi);
+  if (range < 0 || range_reported_[range]) {
+    range_error_ = absl::InvalidArgumentError(
+        absl::StrCat(label_, ": gradients [", lo, ", ", hi, ") reported at step ", stats_.steps + 1,
+                     range < 0 ? " are not one of the ready ranges the sync was built with"
+                               : " were already reported this step"));
+    return;
+  }
+  range_reported_[range] = 1;
+  ++ranges_reported_;
+  next_expected_range_ = range + 1;
+  const int bucket = plan_.bucket_of_range[range];
+  if (--bucket_remaining_[bucket] == 0) bucket_ready_[bucket] = 1;
+  // The communication thread waits on a Condition over these members;
+  // absl::Mutex re-evaluates it when we unlock.
+}
+
+absl::Status BucketEngine::FinishStep() {
+  absl::MutexLock lock(&mu_);
+  if (!in_step_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(label_, ": FinishStep called without BeginStep"));
+  }
+  in_step_ = false;
+  absl::Status error = range_error_;
+  if (error.ok() && ranges_reported_ != static_cast<int>(ranges_.size())) {
+    error = absl::FailedPreconditionError(
+        absl::StrCat(label_, ": only ", ranges_reported_, " of ", ranges_.size(),
+                     " gradient ranges were reported before FinishStep at step ", stats_.steps + 1,
+                     " (pass the sync's OnGradientsReady as the last backward's callback)"));
+  }
+  if (!error.ok()) {
+    step_active_ = false;  // the communication thread stops after its current bucket
+    if (error_.ok()) error_ = error;
+    return error;
+  }
+  const int num_buckets = static_cast<int>(plan_.buckets.size());
+  const auto wait_start = std::chrono::steady_clock::now();
+  auto done = [this, num_buckets]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return next_bucket_ == num_buckets || !error_.ok();
+  };
+  mu_.Await(absl::Condition(&done));
+  stats_.exposed_wait_seconds += SecondsSince(wait_start);
+  step_active_ = false;
+  if (!error_.ok()) return error_;
+  ++stats_.steps;
+  return absl::OkStatus();
+}
+
+BucketEngineStats BucketEngine::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+// The index of range [lo, hi), or -1. Backward reports ranges in the order
+// given, so the expected one is checked first.
+int BucketEngine::FindRange(int64_t lo, int64_t hi) const {
+  const int n = static_cast<int>(ranges_.size());
+  if (next_expected_range_ < n && ranges_[next_expected_range_].first == lo &&
+      ranges_[next_expected_range_].second == hi) {
+    return next_expected_range_;
+  }
+  auto it =
+      std::lower_bound(ranges_by_lo_.begin(), ranges_by_lo_.end(), std::pair<int64_t, int>{lo, -1});
+  if (it == ranges_by_lo_.end() || it->first != lo || ranges_[it->second].second != hi) {
+    return -1;
+  }
+  return it->second;
+}
+
+bool BucketEngine::HasWork() const {
+  return shutdown_ ||
+         (step_active_ && error_.ok() && next_bucket_ < static_cast<int>(bucket_ready_.size()) &&
+          bucket_ready_[next_bucket_]);
+}
+
+// Issues the buckets strictly in plan order (the same on every rank), each
+// as soon as it is ready, with the lock released around the operation.
+void BucketEngine::CommLoop() {
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    mu_.Await(absl::Condition(this, &BucketEngine::HasWork));
+    if (shutdown_) return;
+    const int b = next_bucket_;
+    const Bucket& bucket = plan_.buckets[b];
+    const int64_t step = stats_.steps + 1;
+    mu_.Unlock();
+    const auto start = std::chrono::steady_clock::now();
+    absl::Status s = operation_(b, bucket.lo, bucket.hi);
+    const double seconds = SecondsSince(start);
+    mu_.Lock();
+    stats_.busy_seconds += seconds;
+    if (!s.ok()) {
+      error_ = absl::Status(
+          s.code(), absl::StrCat(label_, ": ", operation_name_, " of bucket ", b + 1, " of ",
+                                 plan_.buckets.size(), " (", bucket.size(), " floats) at step ",
+                                 step, " on rank ", rank_, " failed: ", s.message()));
+      step_active_ = false;
+      continue;
+    }
+    ++stats_.buckets;
+    stats_.elements += bucket.size();
+    ++next_bucket_;
+  }
+}
+
+}  // namespace sync
+}  // namespace tandem

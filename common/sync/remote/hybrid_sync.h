@@ -1,0 +1,80 @@
+// HybridSync: the `hybrid` strategy, tandem's parameter-server + ring shape.
+// Inside a node the K ranks reduce-scatter; each local rank exchanges only
+// its 1/K with the shard servers; the node allgathers the result.
+//
+// The ShardLayout's chunks (common/shard/shard_layout.h) are taken K at a
+// time: group g = chunks [gK, gK + K); local rank l owns chunk gK + l of
+// every group. Per step:
+//
+//   backward  -> a group is final: the communication thread reduce-scatters
+//                it over the intra-node group (chunks packed into K blocks of
+//                the group's largest chunk) in a fixed order (last group
+//                first, as backward produces them), and pushes its own chunk's
+//                node sum to the chunk's server with weight K (RemoteShards);
+//   FinishStep -> every push acknowledged, the servers apply the optimizer
+//                once every node's contribution is in (weights add up to the
+//                world size), each rank pulls its own chunks into the
+//                parameters, and every group is allgathered inside the node.
+//
+// Cross-node traffic per rank is about 2n/K floats (push + pull of its
+// slice) instead of a flat ring's 2n(N-1)/N, and the servers add their
+// bandwidth. Nodes may differ in size (each pushes with its own K).
+// First step of a generation, the step numbering, the learning rate, what
+// is refused (clipping, device memory, loss scaling) and failure: as
+// ps_sync.h. Workers keep no optimizer state; staging is a node-reduced
+// slice of about n/K floats plus two groups of K blocks.
+//
+// --sync_opt compress=int8 (default none) compresses both directions:
+//   - each push carries the rank's node-summed chunk as an int8 codec block
+//     (int8_codec.h, one fp32 scale per 1024 values, nearest rounding,
+//     about 1/4 of the fp32 bytes) encoded with error feedback: what
+//     quantization dropped is kept per rank, by flat offset, and added to
+//     the next step's push (error_feedback.h). The server dequantizes and
+//     sums in fp32;
+//   - each pull is the chunk's int8 parameter delta (ShardServer
+//     pull_int8_chunk, services/shardserver/range_store.h): the server
+//     keeps the reference (what the workers hold), encodes master -
+//     reference after every step and adds the decoded delta to the
+//     reference; the rank adds the same decoded delta to its parameters
+//     (the same DecodeAdd kernel, so every node holds the reference bit for
+//     bit) and the node allgathers as before. What a delta's rounding
+//     dropped stays in the next one (error feedback on the server), so the
+//     workers trail the fp32 master by at most one rounding, never drift.
+//     Before every checkpoint (SyncStateToHost) each rank pulls its chunks'
+//     fp32 master with reset_delta_reference and the node allgathers them:
+//     every rank then holds the master exactly, which is what the
+//     checkpoint saves and what a resume starts from, so an interrupted and
+//     an uninterrupted run continue identically.
+// The push residuals are strategy state: extra_state() "hybrid/meta" and
+// "hybrid/residuals" (every rank's, gathered onto rank 0 by SyncStateToHost
+// and sent back by StateLoaded, both collective over the world group, as
+// the compressed strategy does); at another world size, vector size or
+// int8 chunk they restart from zero with a log line. Residuals take n
+// floats per rank (zeros outside its chunks; rank 0 holds world * n around
+// checkpoints); the servers keep one more fp32 copy of their range (the
+// reference) and the encoded deltas. compress=none pushes and pulls fp32
+// exactly as before and has no extra state.
+#ifndef TANDEM_COMMON_SYNC_REMOTE_HYBRID_SYNC_H_
+#define TANDEM_COMMON_SYNC_REMOTE_HYBRID_SYNC_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/sync/gradient_sync.h"
+#include "common/sync/registry.h"
+
+namespace tandem {
+namespace sync {
+
+// hybrid's --sync_opt keys: ps's (shard_server_state.h) plus compress.
+std::vector<OptionInfo> HybridSyncOptionInfo();
+absl::Status ValidateHybridSyncOptions(const SyncOptions& options);
+
+absl::StatusOr<std::unique_ptr<GradientSync>> CreateHybridSync(const SyncOptions& options,
+                                                              SyncEnv env);
+
+}  // namespace sync
+}  // namespace tandem
+
+#endif  // TANDEM_COMMON_SYNC_REMOTE_HYBRID_SYNC_H_

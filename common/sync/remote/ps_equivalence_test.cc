@@ -1,0 +1,405 @@
+// Issue 12's equivalence: `ps` and `hybrid`, built through the registry on
+// ranks laid out as (nodes x workers per node) = 1x2, 2x2, 2x1 (a thread
+// each, CommGroups from CreateCommGroups: shm inside a node, Gloo across)
+// with 1, 2 and 3 shard servers running in this process on port 0, end
+// K = 5 steps within 1e-5 of the allreduce strategy on the same layout
+// (SGD with momentum and AdamW, a decaying learning rate, accumulation, MLP
+// and GPT; pushes overlapped with backward and, without a schedule in the
+// env, sent at FinishStep). The workers hold no optimizer state; every rank
+// ends with the same parameters; bad settings are refused with the reason.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/kernels/cpu_backend.h"
+#include "common/nn/model.h"
+#include "common/optim/adamw.h"
+#include "common/optim/sgd.h"
+#include "common/status/status_macros.h"
+#include "common/sync/registry.h"
+#include "common/sync/testing/hier_test_ranks.h"
+#include "common/sync/testing/synthetic_training.h"
+#include "gtest/gtest.h"
+#include "services/shardserver/shard_server.h"
+
+namespace tandem {
+namespace sync {
+namespace {
+
+using Data = sync_testing::SyntheticData;
+using sync_testing::MakeSyntheticData;
+using sync_testing::MakeTestOptimizer;
+using sync_testing::RelativeDifference;
+
+constexpr int kSteps = 5;
+constexpr int kPerRankBatch = 8;
+constexpr char kMlp[] = "mlp:20,32,16,5";
+constexpr char kGpt[] = "gpt:layers=1,heads=2,width=16,context=8,vocab=32";
+// ~260 floats per chunk: several chunks per server and per hybrid group.
+constexpr char kChunkOpt[] = "chunk_mb=0.001";
+
+struct Case {
+  std::string strategy;            // "ps" / "hybrid"
+  std::vector<std::string> nodes;  // node of every world rank
+  int servers;
+  bool adamw;
+  int accumulation = 1;
+  std::string spec = kMlp;
+  bool schedule_in_env = true;  // false: pushes wait for FinishStep
+  std::string extra_opt = "";   // more --sync_opt, e.g. apply=chunk
+};
+
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
+  const Case& c = info.param;
+  return absl::StrCat(c.strategy, "_", c.spec.rfind("gpt", 0) == 0 ? "gpt" : "mlp", "_",
+                      absl::StrJoin(c.nodes, ""), "_s", c.servers, c.adamw ? "_adamw" : "_sgd",
+                      "_k", c.accumulation, c.schedule_in_env ? "" : "_noschedule",
+                      c.extra_opt.empty() ? "" : "_" + c.extra_opt.substr(c.extra_opt.find('=') + 1));
+}
+
+std::string UniquePrefix(const std::string& extra) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = absl::StrCat(info->test_suite_name(), "_", info->name(), extra);
+  for (char& c : name) {
+    if (c == '/') c = '_';
+  }
+  return absl::StrCat("ps_equivalence_test_", getpid(), "/", name);
+}
+
+// A decaying schedule, so a wrong step's learning rate would show.
+float LearningRate(bool adamw, int64_t step) {
+  return (adamw ? 1e-2f : 0.1f) / static_cast<float>(step);
+}
+
+struct RankResult {
+  std::vector<float> params;
+  SyncMemory memory;
+  bool has_optimizer = true;
+};
+
+absl::Status TrainRank(const Case& c, const std::string& strategy,
+                       const std::vector<std::string>& servers, const Data& data, int rank,
+                       CommGroups& groups, RankResult* out) {
+  kernels::CpuBackend backend;
+  const int micro = kPerRankBatch / c.accumulation;
+  nn::ModelOptions mo;
+  mo.max_batch = micro;
+  mo.seed = 7;
+  ASSIGN_OR_RETURN(nn::ModelSpec spec, nn::ParseModelSpec(c.spec));
+  ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> model, nn::CreateModel(spec, &backend, mo));
+  ASSIGN_OR_RETURN(
+      SyncOptions options,
+      ParseSyncOptions(strategy, strategy == "allreduce"
+                                     ? ""
+                                     : absl::StrCat(kChunkOpt, c.extra_opt.empty() ? "" : ",",
+                                                    c.extra_opt)));
+  options.bucket_cap_mb = 0.002;
+  SyncEnv env;
+  env.comms = &groups;
+  env.params = model->storage().params();
+  env.grads = model->storage().grads();
+  env.size = model->storage().size();
+  for (const nn::GradRange& r : nn::GroupRanges(model->layout())) {
+    env.ready_ranges.push_back({r.lo, r.hi});
+  }
+  const bool adamw = c.adamw;
+  env.make_optimizer = [adamw](optim::ParamRange r) { return MakeTestOptimizer(adamw, r); };
+  env.shard_servers.addresses = servers;
+  env.shard_servers.job_id = "equivalence";
+  env.shard_servers.generation = 1;
+  if (c.schedule_in_env) {
+    env.shard_servers.learning_rate = [adamw](int64_t step) { return LearningRate(adamw, step); };
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<GradientSync> sync, CreateGradientSync(options, std::move(env)));
+  const nn::GradReadyCallback on_ready = [&sync](const nn::GradRange& r) {
+    sync->OnGradientsReady(r.lo, r.hi);
+  };
+  const int global_batch = static_cast<int>(c.nodes.size()) * kPerRankBatch;
+  for (int step = 1; step <= kSteps; ++step) {
+    RETURN_IF_ERROR(sync->BeforeForward());
+    const int first = (step - 1) * global_batch + rank * kPerRankBatch;
+    for (int m = 0; m < c.accumulation; ++m) {
+      RETURN_IF_ERROR(model->Forward(data.Slice(first + m * micro, micro)));
+      const float beta = m == 0 ? 0.f : 1.f;
+      if (m + 1 < c.accumulation) {
+        RETURN_IF_ERROR(model->Backward(beta, nullptr));
+      } else {
+        StepOptions so;
+        so.grad_scale = 1.f / c.accumulation;
+        RETURN_IF_ERROR(sync->BeginStep(so));
+        RETURN_IF_ERROR(model->Backward(beta, on_ready));
+      }
+    }
+    optim::StepContext ctx;
+    ctx.step = step;
+    ctx.lr = LearningRate(adamw, step);
+    RETURN_IF_ERROR(sync->FinishStep(ctx));
+  }
+  out->params.assign(model->storage().params(),
+                     model->storage().params() + model->storage().size());
+  out->memory = sync->memory();
+  out->has_optimizer = sync->optimizer() != nullptr;
+  return absl::OkStatus();
+}
+
+std::vector<RankResult> RunStrategy(const Case& c, const std::string& strategy, const Data& data,
+                            const std::vector<std::string>& servers) {
+  std::vector<RankResult> results(c.nodes.size());
+  const auto statuses = hier_testing::RunGroupRanks(
+      c.nodes, /*node_groups=*/true, UniquePrefix(strategy),
+      [&](int rank, CommGroups& g) {
+        return TrainRank(c, strategy, servers, data, rank, g, &results[rank]);
+      });
+  for (size_t r = 0; r < statuses.size(); ++r) {
+    EXPECT_TRUE(statuses[r].ok()) << strategy << " rank " << r << ": " << statuses[r];
+  }
+  return results;
+}
+
+class PsEquivalence : public ::testing::TestWithParam<Case> {};
+
+TEST_P(PsEquivalence, EndsEqualToAllreduce) {
+  const Case c = GetParam();
+  const nn::ModelSpec spec = *nn::ParseModelSpec(c.spec);
+  const Data data = MakeSyntheticData(spec, kSteps * static_cast<int>(c.nodes.size()) * kPerRankBatch);
+
+  std::vector<std::unique_ptr<shardserver::ShardServer>> servers;
+  std::vector<std::string> addresses;
+  for (int s = 0; s < c.servers; ++s) {
+    auto server = shardserver::ShardServer::Start({});
+    ASSERT_TRUE(server.ok()) << server.status();
+    addresses.push_back((*server)->address());
+    servers.push_back(std::move(*server));
+  }
+  const std::vector<RankResult> reference = RunStrategy(c, "allreduce", data, {});
+  const std::vector<RankResult> remote = RunStrategy(c, c.strategy, data, addresses);
+  ASSERT_FALSE(reference[0].params.empty());
+  ASSERT_FALSE(remote[0].params.empty());
+
+  std::vector<float> initial;
+  {
+    kernels::CpuBackend backend;
+    nn::ModelOptions mo;
+    mo.seed = 7;
+    auto m = nn::CreateModel(spec, &backend, mo);
+    ASSERT_TRUE(m.ok());
+    initial.assign((*m)->storage().params(), (*m)->storage().params() + (*m)->storage().size());
+  }
+  const double moved = RelativeDifference(reference[0].params, initial);
+  const double diff = RelativeDifference(remote[0].params, reference[0].params);
+  std::printf("%s: relative difference to allreduce %.3g (parameters moved %.3g)\n",
+              CaseName({c, 0}).c_str(), diff, moved);
+  ASSERT_GT(moved, 1e-4) << "training must move the parameters for the comparison to mean much";
+  EXPECT_LE(diff, 1e-5);
+  for (size_t r = 0; r < remote.size(); ++r) {
+    EXPECT_EQ(remote[r].params, remote[0].params) << "rank " << r;
+    // The worker's optimizer is the servers' mirror: it holds nothing
+    // outside checkpoints.
+    EXPECT_TRUE(remote[r].has_optimizer) << "rank " << r;
+    EXPECT_EQ(remote[r].memory.optimizer_bytes, 0) << "rank " << r;
+    EXPECT_GT(reference[r].memory.optimizer_bytes, 0);
+  }
+  // The servers applied exactly K steps.
+  for (auto& s : servers) EXPECT_EQ(s->store()->info().step, kSteps);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Ps, PsEquivalence,
+    ::testing::Values(Case{"ps", {"a", "a"}, 1, false}, Case{"ps", {"a", "a"}, 1, true},
+                      Case{"ps", {"a", "a", "b", "b"}, 2, false},
+                      Case{"ps", {"a", "a", "b", "b"}, 2, true},
+                      Case{"ps", {"a", "b"}, 3, false}, Case{"ps", {"a", "b"}, 3, true},
+                      Case{"ps", {"a", "a", "b", "b"}, 2, true, 2},
+                      Case{"ps", {"a", "b"}, 3, false, 1, kMlp, /*schedule_in_env=*/false},
+                      Case{"ps", {"a", "a", "b", "b"}, 2, true, 1, kGpt},
+                      Case{"ps", {"a", "a", "b", "b"}, 2, true, 1, kMlp, true, "apply=chunk"},
+                      Case{"ps", {"a", "b"}, 3, false, 2, kMlp, true, "apply=chunk"}),
+    CaseName);
+
+INSTANTIATE_TEST_SUITE_P(
+    Hybrid, PsEquivalence,
+    ::testing::Values(Case{"hybrid", {"a", "a"}, 1, false}, Case{"hybrid", {"a", "a"}, 1, true},
+                      Case{"hybrid", {"a", "a", "b", "b"}, 2, false},
+                      Case{"hybrid", {"a", "a", "b", "b"}, 2, true},
+                      Case{"hybrid", {"a", "b"}, 3, false}, Case{"hybrid", {"a", "b"}, 3, true},
+                      Case{"hybrid", {"a", "a", "b", "b"}, 2, false, 2},
+                      Case{"hybrid", {"a", "a", "b"}, 2, true},  // nodes of 2 and 1
+                      Case{"hybrid", {"a", "a", "b", "b"}, 2, false, 1, kMlp, false},
+                      Case{"hybrid", {"a", "a", "b", "b"}, 2, true, 1, kGpt},
+                      Case{"hybrid", {"a", "a", "b", "b"}, 2, true, 1, kMlp, true, "apply=chunk"},
+                      Case{"hybrid", {"a", "a"}, 1, false, 2, kMlp, false, "apply=chunk"}),
+    CaseName);
+
+TEST(PsRegistry, RefusesWhatItCannotDo) {
+  for (const char* name : {"ps", "hybrid"}) {
+    ASSERT_TRUE(FindStrategy(name).ok()) << name;
+    absl::StatusOr<SyncOptions> o = ParseSyncOptions(name, "max_grad_norm=1");
+    ASSERT_TRUE(o.ok());
+    absl::Status s = ValidateSyncOptions(*o);
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+    EXPECT_NE(s.message().find("max_grad_norm"), std::string::npos) << s;
+    o = ParseSyncOptions(name, "streams=0");
+    ASSERT_TRUE(o.ok());
+    EXPECT_EQ(ValidateSyncOptions(*o).code(), absl::StatusCode::kInvalidArgument);
+    o = ParseSyncOptions(name, "nonsense=1");
+    ASSERT_TRUE(o.ok());
+    s = ValidateSyncOptions(*o);
+    EXPECT_NE(s.message().find("chunk_mb"), std::string::npos) << s;
+  }
+  // No servers: the worker is told which flag to give.
+  const auto statuses = hier_testing::RunGroupRanks(
+      {"a"}, true, UniquePrefix(""), [](int, CommGroups& g) -> absl::Status {
+        std::vector<float> p(10), gr(10);
+        SyncEnv env;
+        env.comms = &g;
+        env.params = p.data();
+        env.grads = gr.data();
+        env.size = 10;
+        env.ready_ranges = {{0, 10}};
+        env.make_optimizer = [](optim::ParamRange r) { return MakeTestOptimizer(false, r); };
+        absl::StatusOr<std::unique_ptr<GradientSync>> s =
+            CreateGradientSync(*ParseSyncOptions("ps", ""), std::move(env));
+        if (s.ok()) return absl::InternalError("created without servers");
+        if (s.status().message().find("--shard_servers") == std::string::npos) {
+          return absl::InternalError(std::string(s.status().message()));
+        }
+        return absl::OkStatus();
+      });
+  EXPECT_TRUE(statuses[0].ok()) << statuses[0];
+}
+
+// ---- Moving between strategies through the checkpointed state ----------
+
+struct Carry {
+  std::vector<float> params;
+  std::vector<std::pair<std::string, std::vector<float>>> state;  // whole vectors
+};
+
+// Steps [first, last] of the schedule under `strategy`, starting from `in`
+// (params and optimizer state, as a checkpoint restore leaves them) when
+// given; rank 0 then fills `out` the way a checkpoint write reads them.
+absl::Status TrainSpan(const std::string& strategy, const std::vector<std::string>& servers,
+                       int64_t generation, const Data& data, int rank, int world,
+                       CommGroups& groups, int first, int last, const Carry* in, Carry* out) {
+  kernels::CpuBackend backend;
+  nn::ModelOptions mo;
+  mo.max_batch = kPerRankBatch;
+  mo.seed = 7;
+  ASSIGN_OR_RETURN(nn::ModelSpec spec, nn::ParseModelSpec(kMlp));
+  ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> model, nn::CreateModel(spec, &backend, mo));
+  ASSIGN_OR_RETURN(SyncOptions options,
+                   ParseSyncOptions(strategy, strategy == "allreduce" ? "" : kChunkOpt));
+  SyncEnv env;
+  env.comms = &groups;
+  env.params = model->storage().params();
+  env.grads = model->storage().grads();
+  env.size = model->storage().size();
+  for (const nn::GradRange& r : nn::GroupRanges(model->layout())) {
+    env.ready_ranges.push_back({r.lo, r.hi});
+  }
+  env.make_optimizer = [](optim::ParamRange r) { return MakeTestOptimizer(true, r); };
+  env.shard_servers.addresses = servers;
+  env.shard_servers.job_id = "equivalence";
+  env.shard_servers.generation = generation;
+  env.shard_servers.learning_rate = [](int64_t step) { return LearningRate(true, step); };
+  ASSIGN_OR_RETURN(std::unique_ptr<GradientSync> sync, CreateGradientSync(options, std::move(env)));
+  const int64_t n = model->storage().size();
+  if (in != nullptr) {
+    std::copy(in->params.begin(), in->params.end(), model->storage().params());
+    const optim::ParamRange owned = sync->owned_range();
+    for (optim::StateBuffer& b : sync->optimizer()->state()) {
+      bool found = false;
+      for (const auto& [name, values] : in->state) {
+        if (name != b.name) continue;
+        found = true;
+        std::copy(values.begin() + owned.lo, values.begin() + owned.hi, b.data.begin());
+      }
+      if (!found) return absl::NotFoundError(b.name);
+    }
+    RETURN_IF_ERROR(sync->StateLoaded());
+  }
+  const nn::GradReadyCallback on_ready = [&sync](const nn::GradRange& r) {
+    sync->OnGradientsReady(r.lo, r.hi);
+  };
+  for (int step = first; step <= last; ++step) {
+    RETURN_IF_ERROR(sync->BeforeForward());
+    RETURN_IF_ERROR(
+        model->Forward(data.Slice((step - 1) * world * kPerRankBatch + rank * kPerRankBatch,
+                                  kPerRankBatch)));
+    RETURN_IF_ERROR(sync->BeginStep(StepOptions{}));
+    RETURN_IF_ERROR(model->Backward(0.f, on_ready));
+    optim::StepContext ctx;
+    ctx.step = step;
+    ctx.lr = LearningRate(true, step);
+    RETURN_IF_ERROR(sync->FinishStep(ctx));
+  }
+  RETURN_IF_ERROR(sync->SyncStateToHost());
+  if (rank == 0 && out != nullptr) {
+    out->params.assign(model->storage().params(), model->storage().params() + n);
+    out->state.clear();
+    for (const optim::StateBuffer& b : sync->optimizer()->state()) {
+      if (static_cast<int64_t>(b.data.size()) != n) {
+        return absl::InternalError(absl::StrCat(b.name, " is not the whole vector on rank 0"));
+      }
+      out->state.push_back({b.name, std::vector<float>(b.data.begin(), b.data.end())});
+    }
+  }
+  return absl::OkStatus();
+}
+
+TEST(PsCheckpointState, AJobMovesBetweenPsHybridAndAllreduce) {
+  const std::vector<std::string> nodes = {"a", "a", "b", "b"};
+  const int world = 4;
+  const Data data = MakeSyntheticData(*nn::ParseModelSpec(kMlp), kSteps * world * kPerRankBatch);
+  std::vector<std::unique_ptr<shardserver::ShardServer>> servers;
+  std::vector<std::string> addresses;
+  for (int s = 0; s < 2; ++s) {
+    auto server = shardserver::ShardServer::Start({});
+    ASSERT_TRUE(server.ok()) << server.status();
+    addresses.push_back((*server)->address());
+    servers.push_back(std::move(*server));
+  }
+  auto span = [&](const std::string& strategy, int64_t generation, int first, int last,
+                  const Carry* in, Carry* out, const std::string& tag) {
+    const auto st = hier_testing::RunGroupRanks(nodes, true, UniquePrefix(tag),
+                                                [&](int rank, CommGroups& g) {
+      return TrainSpan(strategy, addresses, generation, data, rank, world, g, first, last, in,
+                       out);
+    });
+    for (const absl::Status& s : st) EXPECT_TRUE(s.ok()) << tag << ": " << s;
+  };
+  Carry reference, ps3, ps_then_ar, ar3, ar_then_hybrid;
+  span("allreduce", 0, 1, kSteps, nullptr, &reference, "ref");
+  span("ps", 1, 1, 3, nullptr, &ps3, "ps3");
+  ASSERT_EQ(ps3.state.size(), 2u);  // exp_avg, exp_avg_sq fetched from the servers
+  span("allreduce", 0, 4, kSteps, &ps3, &ps_then_ar, "ps_then_ar");
+  span("allreduce", 0, 1, 3, nullptr, &ar3, "ar3");
+  // The servers are at step 3 of generation 1 with ps's own state; the
+  // restored allreduce state replaces it (generation 2).
+  span("hybrid", 2, 4, kSteps, &ar3, &ar_then_hybrid, "ar_then_hybrid");
+  ASSERT_FALSE(reference.params.empty());
+  ASSERT_FALSE(ps_then_ar.params.empty());
+  ASSERT_FALSE(ar_then_hybrid.params.empty());
+  // The saved ps state is allreduce's at step 3.
+  for (size_t b = 0; b < ps3.state.size(); ++b) {
+    EXPECT_LE(RelativeDifference(ps3.state[b].second, ar3.state[b].second), 1e-5)
+        << ps3.state[b].first;
+  }
+  EXPECT_LE(RelativeDifference(ps_then_ar.params, reference.params), 1e-5);
+  EXPECT_LE(RelativeDifference(ar_then_hybrid.params, reference.params), 1e-5);
+  for (size_t b = 0; b < reference.state.size(); ++b) {
+    EXPECT_LE(RelativeDifference(ar_then_hybrid.state[b].second, reference.state[b].second), 1e-5)
+        << reference.state[b].first;
+  }
+}
+
+}  // namespace
+}  // namespace sync
+}  // namespace tandem

@@ -1,0 +1,247 @@
+#include "common/sync/remote/ps_sync.h"
+
+#include <chrono>
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/shard/remote_shards.h"
+#include "common/status/status_macros.h"
+#include "common/sync/remote/chunk_readiness.h"
+#include "common/sync/remote/shard_server_state.h"
+
+namespace tandem {
+namespace sync {
+
+namespace {
+
+class PsSyncImpl final : public GradientSync, public ServerSideCheckpoint {
+ public:
+  PsSyncImpl(SyncEnv env, std::unique_ptr<ShardServerState> servers)
+      : generation_(env.shard_servers.generation),
+        world_(env.comms->world.get()),
+        params_(env.params),
+        grads_(env.grads),
+        size_(env.size),
+        learning_rate_(std::move(env.shard_servers.learning_rate)),
+        servers_(std::move(servers)),
+        remote_(&servers_->remote()),
+        ready_(Units(remote_->layout())) {}
+
+  static std::vector<std::pair<int64_t, int64_t>> Units(const shard::ShardLayout& l) {
+    std::vector<std::pair<int64_t, int64_t>> u;
+    for (const shard::Chunk& c : l.chunks()) u.push_back({c.lo, c.hi});
+    return u;
+  }
+
+  std::string name() const override { return "ps"; }
+  // Every rank holds the whole (pulled) vector and none steps it: the
+  // checkpointer writes it once, from rank 0, with no optimizer state.
+  optim::ParamRange owned_range() const override { return {0, size_}; }
+  // The servers' optimizer state, visible to checkpoints (optimizer_mirror.h).
+  optim::Optimizer* optimizer() override { return servers_->mirror(); }
+
+  // Before a checkpoint: rank 0 (the one that writes the whole vector)
+  // fetches the servers' state of the last applied step.
+  absl::Status SyncStateToHost() override {
+    if (!initialised_) return absl::OkStatus();
+    absl::Status s = servers_->FetchForCheckpoint(world_->rank(), next_step_ - 1);
+    return s.ok() ? s : Fail(s);
+  }
+
+  // Checkpoints written by the servers (server_side_checkpoint.h).
+  bool CanSaveOnServers() const override { return initialised_ && broken_.ok(); }
+  void ExpectServerSave() override { servers_->ExpectServerSave(); }
+  absl::StatusOr<std::vector<SavedShard>> SaveOnServers(const ServerSaveRequest& r) override {
+    absl::StatusOr<std::vector<SavedShard>> s = servers_->SaveOnServers(r, next_step_ - 1);
+    if (!s.ok()) return Fail(s.status());
+    return s;
+  }
+
+  // After a restore: the parameters (and maybe state) changed, so the
+  // servers are initialised again at the next step.
+  absl::Status StateLoaded() override {
+    servers_->Loaded(world_->rank());
+    initialised_ = false;
+    return absl::OkStatus();
+  }
+
+  SyncMemory memory() const override {
+    SyncMemory m;
+    m.param_bytes = size_ * int64_t{sizeof(float)};
+    m.grad_bytes = 0;  // backward's buffer is the model's; nothing reduced is kept
+    m.optimizer_bytes = servers_->mirror()->held_bytes();  // only around checkpoints
+    m.staging_bytes = 0;  // pushes send from the gradient buffer, pulls land in params
+    return m;
+  }
+
+  absl::Status BeginStep(const StepOptions& options) override {
+    RETURN_IF_ERROR(CheckUsable("BeginStep"));
+    if (in_step_) {
+      return absl::FailedPreconditionError("ps sync: BeginStep called twice without FinishStep");
+    }
+    if (!std::isfinite(options.grad_scale)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ps sync: grad_scale must be finite, got ", options.grad_scale));
+    }
+    in_step_ = true;
+    grad_scale_ = options.grad_scale;
+    servers_->ReleaseAfterCheckpoint();
+    ready_.Reset();
+    overlapped_ = false;
+    if (initialised_ && learning_rate_ != nullptr) {
+      pushed_lr_ = learning_rate_(next_step_);
+      overlapped_ = std::isfinite(pushed_lr_);  // NaN: not known yet
+    }
+    if (overlapped_) {
+      absl::Status s = remote_->BeginPushes(Header(next_step_, pushed_lr_));
+      if (!s.ok()) return Fail(s);
+    }
+    return absl::OkStatus();
+  }
+
+  void OnGradientsReady(int64_t lo, int64_t hi) override {
+    ready_.Add(lo, hi, [this](int c) {
+      if (overlapped_) remote_->Push(c, grads_ + remote_->layout().chunk(c).lo);
+    });
+  }
+
+  absl::Status FinishStep(const optim::StepContext& ctx) override {
+    RETURN_IF_ERROR(CheckUsable("FinishStep"));
+    if (!in_step_) return absl::FailedPreconditionError("ps sync: FinishStep without BeginStep");
+    in_step_ = false;
+    const auto start = std::chrono::steady_clock::now();
+    if (ctx.step < 1 || !std::isfinite(ctx.lr)) {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("ps sync: bad step context (step ", ctx.step, ", lr ", ctx.lr, ")")));
+    }
+    if (ctx.grad_scale != 1.0f) {
+      return Fail(absl::UnimplementedError(
+          "ps sync: a step-context grad_scale (loss scaling) is not supported"));
+    }
+    if (!ready_.complete()) {
+      return Fail(absl::FailedPreconditionError(absl::StrCat(
+          "ps sync: backward reported ", ready_.ready(), " of ", ready_.size(),
+          " chunks completely at step ", ctx.step, " (ranges missing or repeated)")));
+    }
+    if (!initialised_) {
+      // The first step of the generation: rank 0 hands the servers the
+      // parameters every rank holds now; nobody pushes before they have them.
+      if (absl::Status s = servers_->InitServers(world_->rank(), ctx.step - 1, params_); !s.ok()) {
+        return Fail(s);
+      }
+      absl::Status s = world_->Barrier();
+      if (!s.ok()) return Fail(s);
+      initialised_ = true;
+      next_step_ = ctx.step;
+    }
+    if (ctx.step != next_step_) {
+      return Fail(absl::FailedPreconditionError(absl::StrCat(
+          "ps sync: FinishStep for step ", ctx.step, " but this generation's next step is ",
+          next_step_)));
+    }
+    if (overlapped_) {
+      if (ctx.lr != pushed_lr_) {
+        remote_->ClosePushes();
+        (void)remote_->WaitPushes();
+        return Fail(absl::FailedPreconditionError(absl::StrCat(
+            "ps sync: the learning rate of step ", ctx.step, " is ", ctx.lr,
+            " but the schedule in SyncEnv gave ", pushed_lr_, " (pushed with the gradients)")));
+      }
+    } else {
+      absl::Status s = remote_->BeginPushes(Header(ctx.step, ctx.lr));
+      if (!s.ok()) return Fail(s);
+      for (int c = 0; c < remote_->layout().num_chunks(); ++c) {
+        remote_->Push(c, grads_ + remote_->layout().chunk(c).lo);
+      }
+    }
+    remote_->ClosePushes();
+    for (int c = 0; c < remote_->layout().num_chunks(); ++c) remote_->Pull(c, ctx.step, params_);
+    absl::Status pushed = remote_->WaitPushes();
+    absl::Status pulled = remote_->WaitAllPulls();
+    if (!pushed.ok()) return Fail(pushed);
+    if (!pulled.ok()) return Fail(pulled);
+    ++next_step_;
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    absl::MutexLock lock(&mu_);
+    ++steps_;
+    wait_seconds_ += seconds;
+    return absl::OkStatus();
+  }
+
+  SyncStats stats() const override {
+    const shard::RemoteStats r = remote_->stats();
+    SyncStats s;
+    absl::MutexLock lock(&mu_);
+    s.steps = steps_;
+    s.buckets = steps_ * remote_->layout().num_chunks();
+    s.bytes_sent = r.pushed_bytes;
+    s.inter_node_bytes = r.pushed_bytes + r.pulled_bytes;  // servers are other machines
+    s.comm_seconds = wait_seconds_;
+    s.exposed_wait_seconds = wait_seconds_;
+    return s;
+  }
+
+ private:
+  shard::PushHeader Header(int64_t step, float lr) const {
+    shard::PushHeader h;
+    h.generation = generation_;
+    h.step = step;
+    h.rank = world_->rank();
+    h.weight = 1;
+    h.learning_rate = lr;
+    h.grad_scale = grad_scale_;
+    return h;
+  }
+
+  absl::Status CheckUsable(const char* call) const {
+    if (broken_.ok()) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ps sync: ", call, " after an earlier error (", broken_.message(),
+        "); destroy this sync and re-join"));
+  }
+  absl::Status Fail(absl::Status s) {
+    broken_ = absl::Status(s.code(), absl::StrCat("ps sync, rank ", world_->rank(), ": ",
+                                                  s.message()));
+    return broken_;
+  }
+
+  const int64_t generation_;
+  Communicator* const world_;
+  float* const params_;
+  float* const grads_;
+  const int64_t size_;
+  const std::function<float(int64_t)> learning_rate_;
+  const std::unique_ptr<ShardServerState> servers_;
+  shard::RemoteShards* const remote_;  // servers_'s connection
+  ChunkReadiness ready_;  // backward thread during a step, trainer otherwise
+
+  bool in_step_ = false;
+  bool initialised_ = false;
+  bool overlapped_ = false;
+  int64_t next_step_ = 0;
+  float pushed_lr_ = 0;
+  float grad_scale_ = 1;
+  absl::Status broken_;
+
+  mutable absl::Mutex mu_;
+  int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
+  double wait_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GradientSync>> CreatePsSync(const SyncOptions& options,
+                                                          SyncEnv env) {
+  RETURN_IF_ERROR(ValidateRemoteSyncOptions(options));
+  ASSIGN_OR_RETURN(std::unique_ptr<ShardServerState> servers,
+                   ShardServerState::Create(options, env, "ps"));
+  auto sync = std::make_unique<PsSyncImpl>(std::move(env), std::move(servers));
+  return std::unique_ptr<GradientSync>(std::move(sync));
+}
+
+}  // namespace sync
+}  // namespace tandem

@@ -1,0 +1,177 @@
+#include "common/sync/remote/shard_server_state.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/checkpoint/sharded_checkpoint.h"
+#include "common/shard/optimizer_config.h"
+#include "common/shard/shard_layout.h"
+#include "common/status/status_macros.h"
+#include "common/sync/device_stepper.h"
+
+namespace tandem {
+namespace sync {
+
+std::vector<OptionInfo> RemoteSyncOptionInfo() {
+  return {{"chunk_mb", "4", "MiB of fp32 per chunk pushed to / pulled from a shard server"},
+          {"streams", "2", "push/pull streams in flight per shard server (1..16)"},
+          {"timeout_s", "60", "seconds one push stream or pull may take"},
+          {"apply", "step",
+           "step: servers apply a step once all of it is in; chunk: each chunk as soon as it is "
+           "(pulls overlap pushes)"}};
+}
+
+absl::StatusOr<RemoteSyncKnobs> ParseRemoteSyncKnobs(const SyncOptions& o) {
+  RemoteSyncKnobs k;
+  ASSIGN_OR_RETURN(k.chunk_mb, GetSyncOptDouble(o, "chunk_mb", 4));
+  ASSIGN_OR_RETURN(int64_t streams, GetSyncOptInt(o, "streams", 2));
+  ASSIGN_OR_RETURN(double timeout_s, GetSyncOptDouble(o, "timeout_s", 60));
+  if (!(k.chunk_mb > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--sync_opt chunk_mb must be > 0, got ", k.chunk_mb));
+  }
+  if (streams < 1 || streams > 16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--sync_opt streams must be in 1..16, got ", streams));
+  }
+  if (!(timeout_s > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--sync_opt timeout_s must be > 0, got ", timeout_s));
+  }
+  k.streams = static_cast<int>(streams);
+  const auto apply = o.opts.find("apply");
+  if (apply != o.opts.end() && apply->second != "step" && apply->second != "chunk") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--sync_opt apply must be step or chunk, got '", apply->second, "'"));
+  }
+  k.apply_per_chunk = apply != o.opts.end() && apply->second == "chunk";
+  k.timeout = absl::Seconds(timeout_s);
+  return k;
+}
+
+absl::Status ValidateRemoteSyncOptions(const SyncOptions& o) {
+  if (o.max_grad_norm > 0) {
+    return absl::UnimplementedError(absl::StrCat(
+        "--sync ", o.strategy,
+        " does not support max_grad_norm yet (the global norm lives on the shard servers); "
+        "use --sync allreduce or zero1/zero2 for clipping"));
+  }
+  return ParseRemoteSyncKnobs(o).status();
+}
+
+
+absl::StatusOr<std::unique_ptr<ShardServerState>> ShardServerState::Create(
+    const SyncOptions& options, const SyncEnv& env, const std::string& name,
+    int pull_int8_chunk) {
+  ASSIGN_OR_RETURN(RemoteSyncKnobs knobs, ParseRemoteSyncKnobs(options));
+  const ShardServerEnv& servers = env.shard_servers;
+  if (servers.addresses.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--sync ", name, " needs shard servers: give the worker --shard_servers host:port,... "
+        "(or run tandem local --shard_servers N)"));
+  }
+  if (servers.generation < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " sync: SyncEnv.shard_servers.generation must be >= 1"));
+  }
+  if (env.size > 0 && (env.params == nullptr || env.grads == nullptr)) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " sync: params and grads are required"));
+  }
+  // The servers run the optimizer the trainer asked for: describe it.
+  ASSIGN_OR_RETURN(std::unique_ptr<optim::Optimizer> probe, env.make_optimizer({0, 0}));
+  ASSIGN_OR_RETURN(v1::OptimizerConfig config, shard::DescribeOptimizer(*probe));
+  if (env.make_device_stepper) {
+    ASSIGN_OR_RETURN(std::unique_ptr<DeviceStepper> d, env.make_device_stepper(probe.get()));
+    if (d != nullptr) {
+      return absl::UnimplementedError(absl::StrCat(name, " sync: device memory is not supported yet (",
+                                                   name, " runs on the CPU backend)"));
+    }
+  }
+  shard::RemoteShardsOptions ro;
+  ro.addresses = servers.addresses;
+  ro.job_id = servers.job_id;
+  ro.generation = servers.generation;
+  ro.rank = env.comms->world->rank();
+  ro.world_size = env.comms->world->world_size();
+  ro.size = env.size;
+  ro.chunk_elements = shard::ShardLayout::ChunkElementsForMb(knobs.chunk_mb);
+  ro.streams_per_server = knobs.streams;
+  ro.timeout = knobs.timeout;
+  ro.apply_per_chunk = knobs.apply_per_chunk;
+  ro.pull_int8_chunk = pull_int8_chunk;
+  ASSIGN_OR_RETURN(std::unique_ptr<shard::RemoteShards> remote, shard::RemoteShards::Create(ro));
+  auto mirror = std::make_unique<OptimizerMirror>(*probe, env.size);
+  return std::unique_ptr<ShardServerState>(
+      new ShardServerState(std::move(remote), std::move(config), std::move(mirror), env.size));
+}
+
+absl::Status ShardServerState::InitServers(int rank, int64_t applied_step, const float* params) {
+  if (rank != 0) return absl::OkStatus();
+  std::vector<std::pair<std::string, const float*>> state;
+  if (send_state_) {
+    for (size_t i = 0; i < mirror_->names().size(); ++i) {
+      state.push_back({mirror_->names()[i], mirror_->buffer(i)});
+    }
+  }
+  absl::Status s = remote_->InitServers(applied_step, config_, params, state);
+  send_state_ = false;
+  mirror_->Release();
+  return s;
+}
+
+absl::Status ShardServerState::FetchForCheckpoint(int rank, int64_t last_step) {
+  if (skip_next_fetch_) {
+    skip_next_fetch_ = false;
+    return absl::OkStatus();
+  }
+  if (rank != 0) return absl::OkStatus();
+  mirror_->Materialize();
+  for (size_t i = 0; i < mirror_->names().size(); ++i) {
+    RETURN_IF_ERROR(remote_->PullState(last_step, mirror_->names()[i], mirror_->buffer(i)));
+  }
+  release_mirror_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<SavedShard>> ShardServerState::SaveOnServers(
+    const ServerSaveRequest& r, int64_t last_step) {
+  if (r.step != last_step) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint of step ", r.step, " on the shard servers, but their last step is ",
+        last_step));
+  }
+  const int servers = remote_->layout().servers();
+  std::vector<std::string> files, paths;
+  for (int s = 0; s < servers; ++s) {
+    files.push_back(checkpoint::ShardFileName(r.step, s, servers));
+    paths.push_back(absl::StrCat(r.dir, "/", files.back()));
+  }
+  ASSIGN_OR_RETURN(std::vector<optim::ParamRange> ranges,
+                   remote_->SaveShards(r.step, r.model_fingerprint, paths, r.blobs));
+  std::vector<SavedShard> out;
+  for (int s = 0; s < servers; ++s) {
+    if (ranges[s].size() > 0) out.push_back({ranges[s].lo, ranges[s].hi, files[s]});
+  }
+  return out;
+}
+
+void ShardServerState::Loaded(int rank) {
+  send_state_ = false;
+  if (rank == 0 && mirror_->materialized()) {
+    for (size_t i = 0; i < mirror_->names().size() && !send_state_; ++i) {
+      const float* b = mirror_->buffer(i);
+      for (int64_t j = 0; j < size_ && !send_state_; ++j) send_state_ = b[j] != 0.f;
+    }
+  }
+  if (!send_state_) mirror_->Release();
+}
+
+void ShardServerState::ReleaseAfterCheckpoint() {
+  if (!release_mirror_) return;
+  mirror_->Release();
+  release_mirror_ = false;
+}
+
+}  // namespace sync
+}  // namespace tandem

@@ -1,0 +1,110 @@
+// ShardServerState: what the `ps` and `hybrid` strategies share about the
+// shard servers of one generation — the connection (RemoteShards), the
+// optimizer the servers run, and the servers' optimizer state as
+// checkpoints see it (an OptimizerMirror, filled on rank 0 only around a
+// checkpoint or a restore).
+//
+//   ASSIGN_OR_RETURN(auto servers, ShardServerState::Create(options, env, "ps"));
+//   servers->remote().Push(...);                              // the step's traffic
+//   RETURN_IF_ERROR(servers->InitServers(rank, step - 1, params));  // first step
+//   RETURN_IF_ERROR(servers->FetchForCheckpoint(rank, last_step));  // SyncStateToHost
+//   servers->Loaded(rank);                                    // StateLoaded
+//   servers->ReleaseAfterCheckpoint();                        // next BeginStep
+//
+// Create checks what both strategies need (shard-server addresses, a
+// generation, buffers, host memory) and fails with INVALID_ARGUMENT /
+// UNIMPLEMENTED naming `--sync <name>` and what to change. Not thread-safe:
+// the trainer thread calls it, as it calls the strategy; remote() follows
+// RemoteShards' own rules.
+#ifndef TANDEM_COMMON_SYNC_REMOTE_SHARD_SERVER_STATE_H_
+#define TANDEM_COMMON_SYNC_REMOTE_SHARD_SERVER_STATE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/shard/remote_shards.h"
+#include "common/sync/registry.h"
+#include "common/sync/remote/optimizer_mirror.h"
+#include "common/sync/remote/server_side_checkpoint.h"
+#include "proto/shardserver.pb.h"
+
+namespace tandem {
+namespace sync {
+
+// The --sync_opt keys ps and hybrid share.
+struct RemoteSyncKnobs {
+  double chunk_mb = 4;         // MiB per chunk pushed / pulled, > 0
+  int streams = 2;             // streams in flight per server, 1..16
+  absl::Duration timeout = absl::Seconds(60);  // per RPC
+  // apply=chunk: the servers apply each chunk once it has every
+  // contribution and serve its pull at once (pulls overlap pushes; a step
+  // interrupted by a lost worker is left partly applied on the servers and
+  // discarded by the next generation's InitShard). apply=step (default):
+  // the whole step at once.
+  bool apply_per_chunk = false;
+};
+std::vector<OptionInfo> RemoteSyncOptionInfo();
+absl::StatusOr<RemoteSyncKnobs> ParseRemoteSyncKnobs(const SyncOptions& options);
+absl::Status ValidateRemoteSyncOptions(const SyncOptions& options);
+
+
+class ShardServerState {
+ public:
+  // pull_int8_chunk > 0: the servers keep int8 deltas for PullDelta
+  // (hybrid's compress=int8; remote_shards.h).
+  static absl::StatusOr<std::unique_ptr<ShardServerState>> Create(const SyncOptions& options,
+                                                                  const SyncEnv& env,
+                                                                  const std::string& name,
+                                                                  int pull_int8_chunk = 0);
+
+  shard::RemoteShards& remote() { return *remote_; }
+  const shard::RemoteShards& remote() const { return *remote_; }
+  // The servers' optimizer state for checkpoints (optimizer() of the sync).
+  OptimizerMirror* mirror() { return mirror_.get(); }
+  const OptimizerMirror* mirror() const { return mirror_.get(); }
+
+  // First step of a generation, rank 0: hands every server its range of
+  // `params` (last applied step `applied_step`) with the optimizer and, when
+  // a restore left any, the restored optimizer state. Other ranks: nothing.
+  absl::Status InitServers(int rank, int64_t applied_step, const float* params);
+  // Before a checkpoint, rank 0: fetches the servers' state of `last_step`
+  // into the mirror. Other ranks: nothing.
+  absl::Status FetchForCheckpoint(int rank, int64_t last_step);
+  // After a restore: rank 0 keeps the restored state for the next
+  // InitServers unless it is all zeros (a fresh start).
+  void Loaded(int rank);
+  // At the next BeginStep: the checkpoint that needed the mirror is written.
+  void ReleaseAfterCheckpoint();
+  // The next FetchForCheckpoint does nothing: the servers write the
+  // checkpoint themselves (SaveOnServers).
+  void ExpectServerSave() { skip_next_fetch_ = true; }
+  // Rank 0: every server writes its range of `last_step` as
+  // r.dir/ShardFileName(step, server, servers) (server_side_checkpoint.h).
+  absl::StatusOr<std::vector<SavedShard>> SaveOnServers(const ServerSaveRequest& r,
+                                                        int64_t last_step);
+
+ private:
+  ShardServerState(std::unique_ptr<shard::RemoteShards> remote, v1::OptimizerConfig config,
+                   std::unique_ptr<OptimizerMirror> mirror, int64_t size)
+      : remote_(std::move(remote)),
+        config_(std::move(config)),
+        mirror_(std::move(mirror)),
+        size_(size) {}
+
+  const std::unique_ptr<shard::RemoteShards> remote_;
+  const v1::OptimizerConfig config_;
+  const std::unique_ptr<OptimizerMirror> mirror_;
+  const int64_t size_;
+  bool send_state_ = false;      // rank 0: the mirror holds restored state for the servers
+  bool release_mirror_ = false;  // rank 0: the mirror was filled for a checkpoint
+  bool skip_next_fetch_ = false;  // ExpectServerSave
+};
+
+}  // namespace sync
+}  // namespace tandem
+
+#endif  // TANDEM_COMMON_SYNC_REMOTE_SHARD_SERVER_STATE_H_

@@ -1,0 +1,560 @@
+#include "common/sync/zero/zero3_sync.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/status/status_macros.h"
+#include "common/sync/bucket/bucket_plan.h"
+#include "common/sync/grad_clip.h"
+#include "common/sync/step_guard.h"
+#include "common/sync/zero/zero_parts.h"
+
+namespace tandem {
+namespace sync {
+namespace {
+
+constexpr char kLabel[] = "zero3 sync";
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+int64_t PageBytes() {
+  static const int64_t page = std::max<long>(4096, sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+// Gives the pages wholly inside [p, p + count) back to the OS as `how`
+// says; their contents are undefined afterwards (zero or stale). Pages
+// shared with neighbours stay.
+void ReleaseInterior(PageRelease how, float* p, int64_t count) {
+  if (how == PageRelease::kKeep || count <= 0) return;
+  const uintptr_t page = static_cast<uintptr_t>(PageBytes());
+  const uintptr_t a = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t b = reinterpret_cast<uintptr_t>(p + count) / page * page;
+  if (b <= a) return;
+  (void)madvise(reinterpret_cast<void*>(a), b - a,
+                how == PageRelease::kLazy ? MADV_FREE : MADV_DONTNEED);
+}
+
+// One collective for the communication thread.
+struct Op {
+  enum Kind { kGather, kBucket } kind = kGather;
+  int64_t lo = 0;
+  int64_t hi = 0;
+  int bucket = 0;
+};
+
+class Zero3SyncImpl final : public Zero3Sync {
+ public:
+  Zero3SyncImpl(const Zero3SyncOptions& o, std::unique_ptr<optim::Optimizer> optimizer,
+                GradClip clip, BucketPlan plan)
+      : comm_(o.comm),
+        params_(o.params),
+        grads_(o.grads),
+        size_(o.size),
+        world_(o.comm->world_size()),
+        rank_(o.comm->rank()),
+        map_(o.size, o.comm->world_size()),
+        owned_(map_.owned(o.comm->rank())),
+        optimizer_(std::move(optimizer)),
+        clip_(std::move(clip)),
+        ready_ranges_(o.ready_ranges),
+        layers_(o.layer_ranges),
+        release_(o.release),
+        broadcast_(o.comm, o.groups),
+        plan_(std::move(plan)) {}
+
+  ~Zero3SyncImpl() override {
+    {
+      absl::MutexLock lock(&mu_);
+      shutdown_ = true;
+      work_cv_.SignalAll();
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // Sizes everything once, returns the non-owned parameter pages, starts
+  // the communication thread.
+  void Start() {
+    const int nb = static_cast<int>(plan_.buckets.size());
+    grad_shard_.assign(map_.shard_size(), 0.f);
+    shard_ = {kLabel, rank_, world_, &clip_, owned_, &ready_ranges_, grad_shard_.data(), params_,
+              optimizer_.get()};
+    owner_reduce_ = std::make_unique<OwnerReduce>(map_, rank_, plan_.buckets);
+    for (const Bucket& b : plan_.buckets) initial_remaining_.push_back(b.end_range - b.first_range);
+    remaining_ = initial_remaining_;
+    reported_.assign(ready_ranges_.size(), 0);
+    for (size_t i = 0; i < ready_ranges_.size(); ++i) {
+      ranges_by_lo_.push_back({ready_ranges_[i].first, static_cast<int>(i)});
+    }
+    std::sort(ranges_by_lo_.begin(), ranges_by_lo_.end());
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      layers_by_lo_.push_back({layers_[i].first, static_cast<int>(i)});
+      non_owned_.push_back(NonOwned(layers_[i].first, layers_[i].second));
+    }
+    std::sort(layers_by_lo_.begin(), layers_by_lo_.end());
+    layer_ticket_.assign(layers_.size(), -1);
+    // At most every bucket plus a gather and a prefetch are ever queued.
+    {
+      absl::MutexLock lock(&mu_);
+      ring_.assign(nb + 2 * layers_.size() + 8, Op());
+    }
+    ReleaseParams(0, size_);
+    thread_ = std::thread([this] { CommLoop(); });
+  }
+
+  std::string name() const override { return "zero3"; }
+  optim::ParamRange owned_range() const override { return owned_; }
+  optim::Optimizer* optimizer() override { return optimizer_.get(); }
+  const ZeroShardMap& shard_map() const override { return map_; }
+  tensor::ParamHook* param_hook() override { return this; }
+
+  int64_t held_param_floats() const override {
+    absl::MutexLock lock(&mu_);
+    return held_;
+  }
+  int64_t peak_held_param_floats() const override {
+    absl::MutexLock lock(&mu_);
+    return peak_;
+  }
+
+  int64_t resident_param_bytes() const override {
+    if (size_ == 0) return 0;
+    const uintptr_t page = static_cast<uintptr_t>(PageBytes());
+    const uintptr_t a = reinterpret_cast<uintptr_t>(params_) / page * page;
+    const uintptr_t b = (reinterpret_cast<uintptr_t>(params_ + size_) + page - 1) / page * page;
+    std::vector<unsigned char> v((b - a) / page);
+    if (mincore(reinterpret_cast<void*>(a), b - a, v.data()) != 0) return -1;
+    int64_t pages = 0;
+    for (unsigned char c : v) pages += c & 1;
+    return pages * static_cast<int64_t>(page);
+  }
+
+  SyncMemory memory() const override {
+    SyncMemory m;
+    {
+      absl::MutexLock lock(&mu_);
+      m.param_bytes = (owned_.size() + peak_) * int64_t{sizeof(float)};
+    }
+    m.grad_bytes = static_cast<int64_t>(grad_shard_.size()) * int64_t{sizeof(float)};
+    m.optimizer_bytes = optimizer_->state_bytes();
+    m.staging_bytes =
+        owner_reduce_->staging_floats() * int64_t{sizeof(float)};
+    return m;
+  }
+
+  // ---- The parameter hook (trainer thread) ----
+
+  absl::Status Gather(int64_t lo, int64_t hi, tensor::ParamPass pass) override {
+    RETURN_IF_ERROR(guard_.CheckUsable("Gather"));
+    if (lo < 0 || hi > size_ || lo > hi) {
+      return absl::InvalidArgumentError(absl::StrCat(kLabel, ": Gather of [", lo, ", ", hi,
+                                                     ") outside the parameters [0, ", size_,
+                                                     ")"));
+    }
+    const int i = FindLayer(lo, hi);
+    if (kept_ >= 0 && kept_ != i) {
+      FreeLayer(kept_);
+      kept_ = -1;
+    }
+    // Not a layer: synchronous, no prefetch. Layers held now are dropped
+    // first, since the caller's Release frees their pages too.
+    if (i < 0) {
+      RETURN_IF_ERROR(guard_.Record(Drain()));
+      FreeAll();
+      const int64_t t = Enqueue({Op::kGather, lo, hi, 0});
+      AddHeld(NonOwned(lo, hi));
+      return guard_.Record(Wait(t));
+    }
+    if (layer_ticket_[i] < 0) {
+      layer_ticket_[i] = Enqueue({Op::kGather, lo, hi, 0});
+      AddHeld(non_owned_[i]);
+    }
+    RETURN_IF_ERROR(guard_.Record(Wait(layer_ticket_[i])));
+    const int next = pass == tensor::ParamPass::kForward ? i + 1 : i - 1;
+    if (next >= 0 && next < static_cast<int>(layers_.size()) && layer_ticket_[next] < 0) {
+      layer_ticket_[next] = Enqueue({Op::kGather, layers_[next].first, layers_[next].second, 0});
+      AddHeld(non_owned_[next]);
+    }
+    return absl::OkStatus();
+  }
+
+  void Release(int64_t lo, int64_t hi, tensor::ParamPass pass) override {
+    if (lo < 0 || hi > size_ || lo > hi) return;
+    const int i = FindLayer(lo, hi);
+    if (i < 0) {
+      AddHeld(-NonOwned(lo, hi));
+      ReleaseParams(lo, hi);
+      return;
+    }
+    if (layer_ticket_[i] < 0) return;
+    // Backward starts with the layer forward ended with: keep it.
+    if (pass == tensor::ParamPass::kForward && i + 1 == static_cast<int>(layers_.size())) {
+      kept_ = i;
+      return;
+    }
+    if (kept_ == i) kept_ = -1;
+    FreeLayer(i);
+  }
+
+  // ---- The step (trainer thread) ----
+
+  absl::Status BeforeForward() override {
+    RETURN_IF_ERROR(guard_.CheckUsable("BeforeForward"));
+    RETURN_IF_ERROR(guard_.Record(Drain()));
+    FreeAll();
+    absl::MutexLock lock(&mu_);
+    peak_ = held_;
+    return absl::OkStatus();
+  }
+
+  absl::Status BeginStep(const StepOptions& options) override {
+    RETURN_IF_ERROR(guard_.CheckBegin(options));
+    report_ = StepReport{};
+    std::copy(initial_remaining_.begin(), initial_remaining_.end(), remaining_.begin());
+    std::fill(reported_.begin(), reported_.end(), 0);
+    next_bucket_ = 0;
+    range_error_ = absl::OkStatus();
+    in_step_ = true;
+    return guard_.Started(absl::OkStatus(), options);
+  }
+
+  void OnGradientsReady(int64_t lo, int64_t hi) override {
+    if (!range_error_.ok()) return;
+    const int64_t step = CurrentStep();
+    if (!in_step_) {
+      range_error_ = absl::FailedPreconditionError(absl::StrCat(
+          kLabel, ": gradients [", lo, ", ", hi, ") reported outside a step on rank ", rank_));
+      return;
+    }
+    const int r = FindRange(lo, hi);
+    if (r < 0 || reported_[r]) {
+      range_error_ = absl::InvalidArgumentError(absl::StrCat(
+          kLabel, ": gradients [", lo, ", ", hi, ") at step ", step, " on rank ", rank_,
+          r < 0 ? " are not one of the ready ranges" : " were reported twice"));
+      return;
+    }
+    reported_[r] = 1;
+    --remaining_[plan_.bucket_of_range[r]];
+    // Plan order on every rank, whatever order ranges come in.
+    while (next_bucket_ < static_cast<int>(plan_.buckets.size()) &&
+           remaining_[next_bucket_] == 0) {
+      const Bucket& b = plan_.buckets[next_bucket_];
+      Enqueue({Op::kBucket, b.lo, b.hi, next_bucket_});
+      ++next_bucket_;
+    }
+  }
+
+  absl::Status FinishStep(const optim::StepContext& context) override {
+    RETURN_IF_ERROR(guard_.CheckFinish());
+    in_step_ = false;
+    const int64_t step = CurrentStep();
+    absl::Status s = range_error_;
+    if (s.ok() && next_bucket_ < static_cast<int>(plan_.buckets.size())) {
+      s = absl::FailedPreconditionError(absl::StrCat(
+          kLabel, ": FinishStep at step ", step, " on rank ", rank_, " before bucket ",
+          next_bucket_, " of ", plan_.buckets.size(),
+          " was complete (backward did not report every range)"));
+    }
+    absl::Status drained = Drain();  // counted as exposed wait by Wait
+    if (s.ok()) s = drained;
+    FreeAll();
+    RETURN_IF_ERROR(guard_.Record(s));
+    RETURN_IF_ERROR(guard_.Record(Update(context, step)));
+    absl::MutexLock lock(&mu_);
+    ++steps_;
+    return absl::OkStatus();
+  }
+
+  StepReport last_step() const override { return report_; }
+
+  absl::Status SyncStateToHost() override { return guard_.Record(Drain()); }
+
+  // A restore wrote the whole vector: keep the owned slice only.
+  absl::Status StateLoaded() override {
+    RETURN_IF_ERROR(guard_.Record(Drain()));
+    FreeAll();
+    ReleaseParams(0, size_);
+    return absl::OkStatus();
+  }
+
+  SyncStats stats() const override {
+    absl::MutexLock lock(&mu_);
+    SyncStats s;
+    s.steps = steps_;
+    s.buckets = collectives_;
+    s.bytes_sent = bytes_sent_;
+    s.comm_seconds = busy_seconds_;
+    s.exposed_wait_seconds = exposed_seconds_;
+    s.optimizer_seconds = optimizer_seconds_;
+    return s;
+  }
+
+ private:
+  int64_t NonOwned(int64_t lo, int64_t hi) const {
+    return (hi - lo) - map_.piece(rank_, lo, hi).size();
+  }
+  int64_t CurrentStep() const {
+    absl::MutexLock lock(&mu_);
+    return steps_ + 1;
+  }
+
+  int FindLayer(int64_t lo, int64_t hi) const {
+    auto it = std::lower_bound(layers_by_lo_.begin(), layers_by_lo_.end(),
+                               std::make_pair(lo, -1));
+    for (; it != layers_by_lo_.end() && it->first == lo; ++it) {
+      if (layers_[it->second].second == hi) return it->second;
+    }
+    return -1;
+  }
+  int FindRange(int64_t lo, int64_t hi) const {
+    auto it = std::lower_bound(ranges_by_lo_.begin(), ranges_by_lo_.end(),
+                               std::make_pair(lo, -1));
+    for (; it != ranges_by_lo_.end() && it->first == lo; ++it) {
+      if (ready_ranges_[it->second].second == hi) return it->second;
+    }
+    return -1;
+  }
+
+  // The non-owned parts of params [lo, hi).
+  void ReleaseParams(int64_t lo, int64_t hi) {
+    const int64_t a = std::min(hi, std::max(lo, owned_.lo));
+    ReleaseInterior(release_, params_ + lo, a - lo);
+    const int64_t b = std::max(lo, std::min(hi, owned_.hi));
+    ReleaseInterior(release_, params_ + b, hi - b);
+  }
+
+  void AddHeld(int64_t floats) {
+    absl::MutexLock lock(&mu_);
+    held_ += floats;
+    peak_ = std::max(peak_, held_);
+  }
+
+  // Layer i's gather has completed (Wait or Drain came first).
+  void FreeLayer(int i) {
+    layer_ticket_[i] = -1;
+    AddHeld(-non_owned_[i]);
+    ReleaseParams(layers_[i].first, layers_[i].second);
+  }
+  // After Drain: nothing in flight.
+  void FreeAll() {
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      if (layer_ticket_[i] >= 0) FreeLayer(static_cast<int>(i));
+    }
+    kept_ = -1;
+  }
+
+  // ---- The queue ----
+
+  int64_t Enqueue(const Op& op) {
+    absl::MutexLock lock(&mu_);
+    const int64_t cap = static_cast<int64_t>(ring_.size());
+    while (issued_ - done_ >= cap) done_cv_.Wait(&mu_);  // sized so this never waits
+    ring_[issued_ % cap] = op;
+    ++issued_;
+    work_cv_.Signal();
+    return issued_ - 1;
+  }
+
+  // Waits until op `ticket` ran; the first op error (sticky) if any did.
+  absl::Status Wait(int64_t ticket) {
+    const auto start = std::chrono::steady_clock::now();
+    absl::MutexLock lock(&mu_);
+    while (done_ <= ticket) done_cv_.Wait(&mu_);
+    exposed_seconds_ += SecondsSince(start);
+    return error_;
+  }
+  absl::Status Drain() {
+    int64_t last;
+    {
+      absl::MutexLock lock(&mu_);
+      last = issued_ - 1;
+    }
+    return Wait(last);
+  }
+
+  void CommLoop() {
+    for (;;) {
+      Op op;
+      bool skip;
+      int64_t step;
+      {
+        absl::MutexLock lock(&mu_);
+        while (!shutdown_ && done_ >= issued_) work_cv_.Wait(&mu_);
+        if (shutdown_) return;
+        op = ring_[done_ % static_cast<int64_t>(ring_.size())];
+        skip = !error_.ok();  // after an error nothing more is issued
+        step = steps_ + 1;
+      }
+      absl::Status s;
+      const auto start = std::chrono::steady_clock::now();
+      if (!skip) {
+        s = op.kind == Op::kGather ? GatherRange(op.lo, op.hi, step)
+                                   : ReduceToOwners(op.bucket, op.lo, op.hi, step);
+      }
+      absl::MutexLock lock(&mu_);
+      if (!skip) {
+        busy_seconds_ += SecondsSince(start);
+        ++collectives_;
+      }
+      if (!s.ok() && error_.ok()) error_ = s;
+      ++done_;
+      done_cv_.SignalAll();
+    }
+  }
+
+  // Communication thread: every owner of a piece of [lo, hi) broadcasts it
+  // in place.
+  absl::Status GatherRange(int64_t lo, int64_t hi, int64_t step) {
+    int64_t bytes = 0;
+    absl::Status s = broadcast_.Run(map_, params_, lo, hi, &bytes);
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(kLabel, ": ", s.message(), " at step ", step,
+                                                 " on rank ", rank_));
+    }
+    absl::MutexLock lock(&mu_);
+    bytes_sent_ += bytes;
+    return absl::OkStatus();
+  }
+
+  // Communication thread: zero2's bucket reduction into grad_shard_, then
+  // the bucket's gradient pages go back to the OS (backward rewrites them).
+  absl::Status ReduceToOwners(int bucket, int64_t lo, int64_t hi, int64_t step) {
+    int64_t bytes = 0;
+    absl::Status s = owner_reduce_->Run(*comm_, grads_, bucket, lo, hi, grad_shard_.data(), &bytes);
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(kLabel, ": gradient reduction of bucket ",
+                                                 bucket, " of ", plan_.buckets.size(), " [", lo,
+                                                 ", ", hi, ") at step ", step, " on rank ",
+                                                 rank_, " failed: ", s.message()));
+    }
+    ReleaseInterior(release_, grads_ + lo, hi - lo);
+    absl::MutexLock lock(&mu_);
+    bytes_sent_ += bytes;
+    return absl::OkStatus();
+  }
+
+  // As zero2: every rank holds its shard's reduced gradients.
+  absl::Status Update(const optim::StepContext& context, int64_t step) {
+    const auto start = std::chrono::steady_clock::now();
+    const absl::Status s =
+        StepOwnedShard(shard_, context, step, guard_.grad_scale(), guard_.options(), &report_);
+    absl::MutexLock lock(&mu_);
+    optimizer_seconds_ += SecondsSince(start);
+    return s;
+  }
+
+  Communicator* const comm_;
+  float* const params_;
+  float* const grads_;
+  const int64_t size_;
+  const int world_;
+  const int rank_;
+  const ZeroShardMap map_;
+  const optim::ParamRange owned_;
+  const std::unique_ptr<optim::Optimizer> optimizer_;
+  GradClip clip_;
+  const std::vector<std::pair<int64_t, int64_t>> ready_ranges_;
+  const std::vector<std::pair<int64_t, int64_t>> layers_;  // forward order
+  const PageRelease release_;
+  PieceBroadcast broadcast_;  // communication thread only
+  OwnedShard shard_;          // set in Start
+  const BucketPlan plan_;
+
+  // Sized in Start, never resized.
+  std::vector<float> grad_shard_;  // S: the reduced gradients of owned_ (+ padding)
+  std::unique_ptr<OwnerReduce> owner_reduce_;  // communication thread only
+  std::vector<int> initial_remaining_;
+  std::vector<std::pair<int64_t, int>> ranges_by_lo_, layers_by_lo_;
+  std::vector<int64_t> non_owned_;  // per layer
+
+  // Trainer thread only.
+  StepGuard guard_{kLabel};
+  StepReport report_;
+  bool in_step_ = false;
+  std::vector<int> remaining_;    // per bucket: ranges not yet reported
+  std::vector<char> reported_;    // per ready range
+  int next_bucket_ = 0;           // buckets [0, next_bucket_) are queued
+  absl::Status range_error_;
+  std::vector<int64_t> layer_ticket_;  // per layer: its gather's ticket, -1 = not held
+  int kept_ = -1;  // forward's last layer, kept for backward
+
+  mutable absl::Mutex mu_;
+  absl::CondVar work_cv_;  // an op was queued, or shutdown
+  absl::CondVar done_cv_;  // an op ran
+  std::vector<Op> ring_ ABSL_GUARDED_BY(mu_);
+  int64_t issued_ ABSL_GUARDED_BY(mu_) = 0;  // tickets handed out
+  int64_t done_ ABSL_GUARDED_BY(mu_) = 0;    // ops [0, done_) have run (or been skipped)
+  absl::Status error_ ABSL_GUARDED_BY(mu_);  // the first op error
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t held_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t peak_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t collectives_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t bytes_sent_ ABSL_GUARDED_BY(mu_) = 0;
+  double busy_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  double exposed_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  double optimizer_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+
+  std::thread thread_;  // last: started in Start once the members above exist
+};
+
+}  // namespace
+
+absl::StatusOr<PageRelease> ParsePageRelease(const std::string& value) {
+  if (value == "lazy") return PageRelease::kLazy;
+  if (value == "now") return PageRelease::kNow;
+  if (value == "keep") return PageRelease::kKeep;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "release must be lazy (MADV_FREE: pages taken back when the OS needs them), now "
+      "(MADV_DONTNEED: resident memory drops at once, each gather re-faults) or keep, got '",
+      value, "'"));
+}
+
+absl::StatusOr<std::unique_ptr<Zero3Sync>> CreateZero3Sync(Zero3SyncOptions options) {
+  ZeroPartsOptions po;
+  po.label = kLabel;
+  po.comm = options.comm;
+  po.size = options.size;
+  po.params = options.params;
+  po.grads = options.grads;
+  po.max_grad_norm = options.max_grad_norm;
+  po.make_optimizer = options.make_optimizer;
+  po.make_device_stepper = options.make_device_stepper;
+  ASSIGN_OR_RETURN(ZeroParts parts, MakeZeroParts(po));
+  if (!(options.bucket_cap_mb > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kLabel, ": bucket_cap_mb must be > 0, got ", options.bucket_cap_mb));
+  }
+  for (const auto& [lo, hi] : options.layer_ranges) {
+    if (lo < 0 || hi > options.size || lo > hi) {
+      return absl::InvalidArgumentError(absl::StrCat(kLabel, ": layer range [", lo, ", ", hi,
+                                                     ") outside the parameters [0, ",
+                                                     options.size, ")"));
+    }
+  }
+  absl::StatusOr<BucketPlan> plan = PlanBuckets(
+      options.ready_ranges, options.size,
+      static_cast<int64_t>(std::min(options.bucket_cap_mb * 1024 * 1024, 4e15)));
+  if (!plan.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(kLabel, ": ", plan.status().message()));
+  }
+  auto sync = std::make_unique<Zero3SyncImpl>(options, std::move(parts.optimizer),
+                                              std::move(parts.clip),
+                                              std::move(*plan));
+  sync->Start();
+  return std::unique_ptr<Zero3Sync>(std::move(sync));
+}
+
+}  // namespace sync
+}  // namespace tandem

@@ -1,0 +1,510 @@
+#include "common/sync/zero/zero_sync.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <limits>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/log/log.h"
+#include "common/status/status_macros.h"
+#include "common/sync/bucket/bucket_engine.h"
+#include "common/sync/grad_clip.h"
+#include "common/sync/step_guard.h"
+#include "common/sync/zero/zero_parts.h"
+#include "common/tensor/param_hook.h"
+
+namespace tandem {
+namespace sync {
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+int64_t CapFloats(double bucket_cap_mb) {
+  return std::max<int64_t>(1, static_cast<int64_t>(std::min(bucket_cap_mb * 1024 * 1024 / 4, 1e15)));
+}
+
+class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
+ public:
+  ZeroSyncImpl(const ZeroSyncOptions& o, std::unique_ptr<optim::Optimizer> optimizer,
+               std::unique_ptr<DeviceStepper> stepper, GradClip clip)
+      : stage_(o.stage),
+        label_(o.stage == ZeroStage::kOptimizer ? "zero1 sync" : "zero2 sync"),
+        comm_(o.comm),
+        params_(o.params),
+        grads_(o.grads),
+        size_(o.size),
+        world_(o.comm->world_size()),
+        rank_(o.comm->rank()),
+        map_(o.size, o.comm->world_size()),
+        owned_(map_.owned(o.comm->rank())),
+        optimizer_(std::move(optimizer)),
+        stepper_(std::move(stepper)),
+        device_(stepper_ != nullptr),
+        in_place_(o.stage == ZeroStage::kOptimizer || device_),
+        host_comm_(o.host_comm),
+        clip_(std::move(clip)),
+        ready_ranges_(o.ready_ranges),
+        layer_ranges_(o.layer_ranges),
+        overlap_(!device_ && o.overlap_allgather && !o.layer_ranges.empty() &&
+                 o.comm->world_size() > 1),
+        broadcast_(o.comm, o.groups) {}
+
+  ~ZeroSyncImpl() override {
+    if (!gather_thread_.joinable()) return;
+    {
+      absl::MutexLock lock(&mu_);
+      shutdown_ = true;
+    }
+    gather_thread_.join();  // ends after the collective in flight, if any
+  }
+
+  absl::Status Start(const ZeroSyncOptions& o) {
+    if (device_ && rank_ == 0) {
+      LOG(INFO) << label_ << ": device memory: buckets allreduced in place"
+                << (stage_ == ZeroStage::kGradients
+                        ? " (zero2 takes zero1's path on device: no reduce-scatter, gradient "
+                          "memory not reduced)"
+                        : "")
+                << ", owned slice stepped on the device, slices gathered in place";
+      if (o.overlap_allgather && !o.layer_ranges.empty() && world_ > 1) {
+        LOG(INFO) << label_ << ": overlap=1 is host-only; gathering at the end of each step";
+      }
+    }
+    if (overlap_) {
+      // Forward order need not be address order; together they must tile
+      // [0, size) so that gathering every layer gathers everything.
+      std::vector<std::pair<int64_t, int64_t>> sorted = layer_ranges_;
+      std::sort(sorted.begin(), sorted.end());
+      int64_t next = 0;
+      for (const auto& [lo, hi] : sorted) {
+        if (lo != next || hi < lo) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              label_, ": layer_ranges must tile [0, ", size_, "); [", lo, ", ", hi,
+              ") leaves a gap or overlap at ", next));
+        }
+        next = hi;
+      }
+      if (next != size_) {
+        return absl::InvalidArgumentError(absl::StrCat(label_, ": layer_ranges end at ", next,
+                                                       ", not at the size ", size_));
+      }
+    }
+    // Allgather rounds: `chunk_` floats of every shard per round.
+    chunk_ = std::max<int64_t>(1, std::min(map_.shard_size(), CapFloats(o.bucket_cap_mb) / world_));
+    // Device: gathered in place; overlap: layer by layer, in place
+    // (PieceBroadcast). Neither needs the rounds' staging.
+    if (map_.shard_size() == 0 || device_ || overlap_) chunk_ = 0;
+    gather_in_.assign(chunk_, 0.f);
+    gather_out_.assign(chunk_ * world_, 0.f);
+    if (!in_place_) grad_shard_.assign(map_.shard_size(), 0.f);
+    shard_ = {label_, rank_, world_, &clip_, owned_, &ready_ranges_,
+              in_place_ ? grads_ + owned_.lo : grad_shard_.data(), params_,
+              optimizer_.get(), stepper_.get()};
+
+    BucketEngineOptions e;
+    e.ready_ranges = o.ready_ranges;
+    e.size = o.size;
+    e.bucket_cap_mb = o.bucket_cap_mb;
+    e.label = label_;
+    e.operation_name = in_place_ ? "allreduce" : "reduce to owners";
+    e.rank = rank_;
+    if (in_place_) {
+      e.operation = [this](int, int64_t lo, int64_t hi) {
+        RETURN_IF_ERROR(comm_->AllReduce(grads_ + lo, hi - lo, ReduceOp::kSum));
+        AddBytes((hi - lo) * int64_t{sizeof(float)});
+        return absl::OkStatus();
+      };
+    } else {
+      e.operation = [this](int b, int64_t lo, int64_t hi) { return ReduceToOwners(b, lo, hi); };
+    }
+    ASSIGN_OR_RETURN(engine_, BucketEngine::Create(std::move(e)));
+    if (overlap_) gather_thread_ = std::thread([this] { GatherLoop(); });
+    if (!in_place_) {
+      // Routes and staging, sized once from the plan; the communication
+      // thread uses them only once a step is open.
+      owner_reduce_ = std::make_unique<OwnerReduce>(map_, rank_, engine_->plan().buckets);
+    }
+    return absl::OkStatus();
+  }
+
+  std::string name() const override {
+    return stage_ == ZeroStage::kOptimizer ? "zero1" : "zero2";
+  }
+  optim::ParamRange owned_range() const override { return owned_; }
+  optim::Optimizer* optimizer() override { return optimizer_.get(); }
+  const ZeroShardMap& shard_map() const override { return map_; }
+
+  ZeroMemory memory() const override {
+    ZeroMemory m;
+    m.param_bytes = size_ * int64_t{sizeof(float)};
+    m.grad_bytes = (in_place_ ? size_ : static_cast<int64_t>(grad_shard_.size())) *
+                   int64_t{sizeof(float)};
+    m.optimizer_bytes = optimizer_->state_bytes();
+    m.staging_bytes = static_cast<int64_t>(gather_in_.size() + gather_out_.size() +
+                                           (owner_reduce_ ? owner_reduce_->staging_floats() : 0)) *
+                      int64_t{sizeof(float)};
+    return m;
+  }
+
+  tensor::ParamHook* param_hook() override { return overlap_ ? this : nullptr; }
+
+  // ParamHook (trainer thread): [lo, hi) holds the step's parameters once
+  // every layer it touches has been gathered.
+  absl::Status Gather(int64_t lo, int64_t hi, tensor::ParamPass) override {
+    if (!overlap_) return absl::OkStatus();
+    if (lo < 0 || hi > size_ || lo > hi) {
+      return absl::InvalidArgumentError(absl::StrCat(label_, ": parameter range [", lo, ", ", hi,
+                                                     ") is outside [0, ", size_, ")"));
+    }
+    // Layers arrive in forward order: wait for the last one [lo, hi) meets.
+    int64_t need = 0;
+    for (size_t k = 0; k < layer_ranges_.size(); ++k) {
+      if (layer_ranges_[k].first < hi && lo < layer_ranges_[k].second) need = k + 1;
+    }
+    return WaitForLayers(need);
+  }
+  void Release(int64_t, int64_t, tensor::ParamPass) override {}
+
+  absl::Status SyncStateToHost() override {
+    RETURN_IF_ERROR(WaitForLayers(kAllLayers));
+    return device_ ? stepper_->SaveState() : absl::OkStatus();
+  }
+  absl::Status StateLoaded() override {
+    RETURN_IF_ERROR(WaitForLayers(kAllLayers));
+    return device_ ? stepper_->LoadState() : absl::OkStatus();
+  }
+
+  absl::Status BeginStep(const StepOptions& options) override {
+    RETURN_IF_ERROR(WaitForLayers(kAllLayers));
+    RETURN_IF_ERROR(guard_.CheckBegin(options));
+    if (device_ && world_ > 1 && host_comm_ == nullptr &&
+        (options.skip_non_finite || options.measure_grad_norm)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          label_, ": skip_non_finite / measure_grad_norm in device memory need host_comm (a "
+                  "host-memory communicator over the same ranks)"));
+    }
+    report_ = StepReport{};
+    return guard_.Started(engine_->BeginStep(), options);
+  }
+
+  StepReport last_step() const override { return report_; }
+
+  void OnGradientsReady(int64_t lo, int64_t hi) override { engine_->OnGradientsReady(lo, hi); }
+
+  absl::Status FinishStep(const optim::StepContext& context) override {
+    RETURN_IF_ERROR(guard_.CheckFinish());
+    RETURN_IF_ERROR(guard_.Record(engine_->FinishStep()));
+    const int64_t step = engine_->stats().steps;
+    absl::Status s = Update(context, step);
+    if (s.ok() && report_.applied && !overlap_) {
+      s = device_ ? GatherOnDevice(step) : AllGatherParams(step);
+    }
+    RETURN_IF_ERROR(guard_.Record(s));
+    absl::MutexLock lock(&mu_);
+    ++steps_;
+    if (overlap_ && report_.applied) {
+      // The gather thread brings the other slices in while the trainer
+      // moves on to the next forward.
+      gather_step_ = step;
+      layers_done_ = 0;
+    }
+    return absl::OkStatus();
+  }
+
+  SyncStats stats() const override {
+    const BucketEngineStats e = engine_->stats();
+    SyncStats s;
+    s.buckets = e.buckets;
+    s.comm_seconds = e.busy_seconds;
+    s.exposed_wait_seconds = e.exposed_wait_seconds;
+    absl::MutexLock lock(&mu_);
+    s.steps = steps_;
+    s.bytes_sent = bytes_sent_;
+    s.buckets += gather_rounds_;
+    s.comm_seconds += gather_seconds_;
+    // Without overlap the allgather is all on the trainer thread; with it,
+    // only the time the trainer waited for a layer.
+    s.exposed_wait_seconds += overlap_ ? gather_wait_seconds_ : gather_seconds_;
+    s.optimizer_seconds = optimizer_seconds_;
+    return s;
+  }
+
+ private:
+  void AddBytes(int64_t bytes) {
+    absl::MutexLock lock(&mu_);
+    bytes_sent_ += bytes;
+  }
+
+  // zero2's bucket operation (communication thread).
+  absl::Status ReduceToOwners(int bucket, int64_t lo, int64_t hi) {
+    int64_t bytes = 0;
+    RETURN_IF_ERROR(
+        owner_reduce_->Run(*comm_, grads_, bucket, lo, hi, grad_shard_.data(), &bytes));
+    AddBytes(bytes);
+    return absl::OkStatus();
+  }
+
+  // Every rank holds the reduced gradients of its own shard; the clip
+  // factor is the same float everywhere (GradClip sums the shards' squares
+  // in rank order).
+  absl::Status Update(const optim::StepContext& context, int64_t step) {
+    const auto start = std::chrono::steady_clock::now();
+    const absl::Status s =
+        StepOwnedShard(shard_, context, step, guard_.grad_scale(), guard_.options(), &report_);
+    absl::MutexLock lock(&mu_);
+    optimizer_seconds_ += SecondsSince(start);
+    return s;
+  }
+
+  static constexpr int64_t kAllLayers = std::numeric_limits<int64_t>::max();
+
+  // Trainer thread: blocks until the pending gather has brought in its
+  // first `layers` layers (kAllLayers: until it is over). The gather's
+  // error, if it failed.
+  absl::Status WaitForLayers(int64_t layers) {
+    if (!overlap_) return absl::OkStatus();
+    const auto start = std::chrono::steady_clock::now();
+    absl::MutexLock lock(&mu_);
+    // kAllLayers waits for the gather thread to be done with the step
+    // (gather_step_ back to 0), not just for its last layer: only then may
+    // FinishStep hand it the next one.
+    bool waited = false;
+    while (gather_step_ != 0 && gather_error_.ok() &&
+           (layers == kAllLayers || layers_done_ < layers)) {
+      waited = true;
+      gather_cv_.Wait(&mu_);
+    }
+    if (waited) gather_wait_seconds_ += SecondsSince(start);
+    return gather_error_;
+  }
+
+  // The gather thread: for each step FinishStep hands it, every layer in
+  // forward order, each owner broadcasting its piece in place.
+  void GatherLoop() {
+    for (;;) {
+      int64_t step;
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(
+            +[](ZeroSyncImpl* z) ABSL_EXCLUSIVE_LOCKS_REQUIRED(z->mu_) {
+              return z->shutdown_ || (z->gather_step_ != 0 && z->gather_error_.ok());
+            },
+            this));
+        if (shutdown_) return;
+        step = gather_step_;
+      }
+      const auto start = std::chrono::steady_clock::now();
+      absl::Status s;
+      int64_t bytes = 0;
+      for (size_t k = 0; k < layer_ranges_.size() && s.ok(); ++k) {
+        s = GatherLayer(layer_ranges_[k].first, layer_ranges_[k].second, step, &bytes);
+        absl::MutexLock lock(&mu_);
+        if (s.ok()) layers_done_ = static_cast<int64_t>(k) + 1;
+        gather_cv_.SignalAll();
+      }
+      absl::MutexLock lock(&mu_);
+      if (!s.ok()) gather_error_ = s;
+      gather_seconds_ += SecondsSince(start);
+      gather_rounds_ += static_cast<int64_t>(layer_ranges_.size());
+      bytes_sent_ += bytes;
+      gather_step_ = 0;
+      gather_cv_.SignalAll();
+    }
+  }
+
+  // Gather thread: the owner j of each piece of [lo, hi) broadcasts it.
+  absl::Status GatherLayer(int64_t lo, int64_t hi, int64_t step, int64_t* bytes) {
+    absl::Status s = broadcast_.Run(map_, params_, lo, hi, bytes);
+    if (s.ok()) return s;
+    return absl::Status(s.code(), absl::StrCat(label_, ": ", s.message(), " for step ", step + 1,
+                                               " on rank ", rank_));
+  }
+
+  // Device memory: the slices in place over the world communicator.
+  absl::Status GatherOnDevice(int64_t step) {
+    if (world_ == 1) return absl::OkStatus();
+    const auto start = std::chrono::steady_clock::now();
+    int64_t bytes = 0;
+    absl::Status s = GatherOwnedSlices(*comm_, map_, params_, &bytes);
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(label_, ": parameter gather at step ", step,
+                                                 " on rank ", rank_, " failed: ", s.message()));
+    }
+    absl::MutexLock lock(&mu_);
+    gather_seconds_ += SecondsSince(start);
+    ++gather_rounds_;
+    bytes_sent_ += bytes;
+    return absl::OkStatus();
+  }
+
+  // Round i gathers floats [i*C, (i+1)*C) of every padded shard. A chunk
+  // that lies wholly in real elements is sent from the parameters
+  // themselves; one that reaches into the padding goes through gather_in_.
+  absl::Status AllGatherParams(int64_t step) {
+    if (world_ == 1 || chunk_ == 0) return absl::OkStatus();
+    const auto start = std::chrono::steady_clock::now();
+    const int64_t S = map_.shard_size();
+    int64_t rounds = 0;
+    for (int64_t off = 0; off < S; off += chunk_) {
+      const int64_t c = std::min(chunk_, S - off);
+      const int64_t first = int64_t{rank_} * S + off;
+      const float* in = params_ + first;
+      if (first + c > size_) {
+        const int64_t real = std::max<int64_t>(0, size_ - first);
+        if (real > 0) std::memcpy(gather_in_.data(), params_ + first, real * sizeof(float));
+        std::fill(gather_in_.begin() + real, gather_in_.begin() + c, 0.f);
+        in = gather_in_.data();
+      }
+      absl::Status s = comm_->AllGather(in, gather_out_.data(), c * int64_t{sizeof(float)});
+      if (!s.ok()) {
+        return absl::Status(s.code(), absl::StrCat(label_, ": parameter allgather (floats ", off,
+                                                   "..", off + c, " of each shard of ", S,
+                                                   ") at step ", step, " on rank ", rank_,
+                                                   " failed: ", s.message()));
+      }
+      for (int j = 0; j < world_; ++j) {
+        if (j == rank_) continue;
+        const int64_t dst = int64_t{j} * S + off;
+        const int64_t real = std::min<int64_t>(c, size_ - dst);
+        if (real > 0) {
+          std::memcpy(params_ + dst, gather_out_.data() + j * c, real * sizeof(float));
+        }
+      }
+      ++rounds;
+    }
+    absl::MutexLock lock(&mu_);
+    gather_seconds_ += SecondsSince(start);
+    gather_rounds_ += rounds;
+    bytes_sent_ += S * int64_t{sizeof(float)};
+    return absl::OkStatus();
+  }
+
+  const ZeroStage stage_;
+  const std::string label_;
+  Communicator* const comm_;
+  float* const params_;
+  float* const grads_;
+  const int64_t size_;
+  const int world_;
+  const int rank_;
+  const ZeroShardMap map_;
+  const optim::ParamRange owned_;
+  const std::unique_ptr<optim::Optimizer> optimizer_;
+  const std::unique_ptr<DeviceStepper> stepper_;  // device memory; else null
+  const bool device_;
+  const bool in_place_;  // buckets allreduced in place (zero1, or device)
+  Communicator* const host_comm_;  // device: may be null
+  GradClip clip_;
+  const std::vector<std::pair<int64_t, int64_t>> ready_ranges_;
+  const std::vector<std::pair<int64_t, int64_t>> layer_ranges_;
+  const bool overlap_;
+  PieceBroadcast broadcast_;  // gather thread only
+  OwnedShard shard_;          // set in Start
+
+  // Sized in Start, never resized.
+  int64_t chunk_ = 0;
+  std::vector<float> gather_in_;   // chunk_
+  std::vector<float> gather_out_;  // chunk_ * world
+  std::vector<float> grad_shard_;  // zero2: S, the reduced gradients of owned_ (+ padding)
+  std::unique_ptr<OwnerReduce> owner_reduce_;  // zero2
+
+  // Trainer thread only.
+  StepGuard guard_{label_};
+  StepReport report_;
+
+  mutable absl::Mutex mu_;
+  int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t bytes_sent_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t gather_rounds_ ABSL_GUARDED_BY(mu_) = 0;
+  double gather_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  double optimizer_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  // The overlapped gather: the step whose slices are being gathered (0 =
+  // none), how many layers are in, its error, the trainer's wait.
+  int64_t gather_step_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t layers_done_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status gather_error_ ABSL_GUARDED_BY(mu_);
+  double gather_wait_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  absl::CondVar gather_cv_;
+
+  std::unique_ptr<BucketEngine> engine_;  // its thread calls into the members above
+  std::thread gather_thread_;             // last: started in Start (overlap only)
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ZeroSync>> CreateZeroSync(ZeroSyncOptions options) {
+  const char* label = options.stage == ZeroStage::kOptimizer ? "zero1 sync" : "zero2 sync";
+  if (options.stage != ZeroStage::kOptimizer && options.stage != ZeroStage::kGradients) {
+    return absl::InvalidArgumentError("zero sync: stage must be 1 or 2");
+  }
+  ZeroPartsOptions po;
+  po.label = label;
+  po.comm = options.comm;
+  po.size = options.size;
+  po.params = options.params;
+  po.grads = options.grads;
+  po.max_grad_norm = options.max_grad_norm;
+  po.make_optimizer = options.make_optimizer;
+  po.make_device_stepper = options.make_device_stepper;
+  po.allow_device = true;
+  po.host_comm = options.host_comm;
+  ASSIGN_OR_RETURN(ZeroParts parts, MakeZeroParts(po));
+  auto sync = std::make_unique<ZeroSyncImpl>(options, std::move(parts.optimizer),
+                                             std::move(parts.stepper), std::move(parts.clip));
+  RETURN_IF_ERROR(sync->Start(options));
+  return std::unique_ptr<ZeroSync>(std::move(sync));
+}
+
+std::vector<OptionInfo> ZeroOptionInfo() {
+  return {{"bucket_cap_mb", "25", "MiB per gradient bucket and per allgather round"},
+          {"overlap", "1",
+           "1 = the updated slices are gathered layer by layer during the next forward (two "
+           "levels across nodes), 0 = one chunked allgather at the end of the step"}};
+}
+
+absl::Status ValidateZeroOptions(const SyncOptions& options) {
+  ASSIGN_OR_RETURN(const int64_t overlap, GetSyncOptInt(options, "overlap", 1));
+  if (overlap != 0 && overlap != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "overlap must be 1 (gather during the next forward) or 0 (allgather at the end of the "
+        "step), got ", overlap));
+  }
+  return absl::OkStatus();
+}
+
+bool ZeroUsesNodeGroups(const SyncOptions& options) {
+  absl::StatusOr<int64_t> overlap = GetSyncOptInt(options, "overlap", 1);
+  return overlap.ok() && *overlap == 1;
+}
+
+absl::StatusOr<std::unique_ptr<GradientSync>> CreateZeroSyncForRegistry(
+    ZeroStage stage, const SyncOptions& options, SyncEnv env) {
+  ZeroSyncOptions o;
+  o.stage = stage;
+  o.comm = env.comms->world.get();
+  o.groups = env.comms;
+  o.params = env.params;
+  o.grads = env.grads;
+  o.size = env.size;
+  o.ready_ranges = std::move(env.ready_ranges);
+  o.layer_ranges = std::move(env.layer_ranges);
+  o.bucket_cap_mb = options.bucket_cap_mb;
+  o.max_grad_norm = options.max_grad_norm;
+  ASSIGN_OR_RETURN(const int64_t overlap, GetSyncOptInt(options, "overlap", 1));
+  o.overlap_allgather = overlap == 1;
+  o.make_optimizer = std::move(env.make_optimizer);
+  o.make_device_stepper = std::move(env.make_device_stepper);
+  o.host_comm = env.host_comm;
+  absl::StatusOr<std::unique_ptr<ZeroSync>> s = CreateZeroSync(std::move(o));
+  if (!s.ok()) return s.status();
+  return std::unique_ptr<GradientSync>(std::move(*s));
+}
+
+}  // namespace sync
+}  // namespace tandem
