@@ -4,8 +4,8 @@
 #include <cmath>
 #include <string>
 
-#include "common/kernels/cpu_dispatch.h"
-#include "common/optim/precision.h"
+#include "common/numeric/cpu_dispatch.h"
+#include "common/numeric/precision.h"
 
 namespace tandem {
 namespace codec {
@@ -13,7 +13,7 @@ namespace {
 
 TANDEM_CPU_INLINE void Bf16EncodeBody(const float* __restrict x, int64_t n,
                                       uint16_t* __restrict out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = optim::FloatToBf16(x[i]);
+  for (int64_t i = 0; i < n; ++i) out[i] = numeric::FloatToBf16(x[i]);
 }
 TANDEM_CPU_DISPATCHED(Bf16Encode, (const float* __restrict x, int64_t n, uint16_t* __restrict out),
                       (x, n, out))
@@ -22,9 +22,9 @@ TANDEM_CPU_INLINE void Bf16EncodeFeedbackBody(const float* __restrict x, float* 
                                               int64_t n, uint16_t* __restrict out) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i] + r[i];
-    const uint16_t h = optim::FloatToBf16(v);
+    const uint16_t h = numeric::FloatToBf16(v);
     out[i] = h;
-    const float d = v - optim::Bf16ToFloat(h);
+    const float d = v - numeric::Bf16ToFloat(h);
     r[i] = std::fabs(d) <= FLT_MAX ? d : 0.f;
   }
 }
@@ -36,9 +36,9 @@ TANDEM_CPU_DISPATCHED(Bf16EncodeFeedback,
 TANDEM_CPU_INLINE void Bf16DecodeBody(const uint16_t* __restrict in, int64_t n, bool add,
                                       float* __restrict out) {
   if (add) {
-    for (int64_t i = 0; i < n; ++i) out[i] = out[i] + optim::Bf16ToFloat(in[i]);
+    for (int64_t i = 0; i < n; ++i) out[i] = out[i] + numeric::Bf16ToFloat(in[i]);
   } else {
-    for (int64_t i = 0; i < n; ++i) out[i] = optim::Bf16ToFloat(in[i]);
+    for (int64_t i = 0; i < n; ++i) out[i] = numeric::Bf16ToFloat(in[i]);
   }
 }
 TANDEM_CPU_DISPATCHED(Bf16Decode,

@@ -1,5 +1,5 @@
 // Bf16Codec: each value as bfloat16 (the top 16 bits of fp32, round to
-// nearest even; common/optim/precision.h's conversion). Same range as fp32.
+// nearest even; common/numeric/precision.h's conversion). Same range as fp32.
 // Block: n little-endian bf16 values. See codec.h for thread-safety and
 // failure.
 #ifndef TANDEM_COMMON_CODEC_BF16_CODEC_H_

@@ -1,6 +1,6 @@
 // The codecs' contracts: int8 round trip within scale/2 (nearest) and
 // unbiased stochastic rounding; fp16 / bf16 bit-identical to
-// common/optim/precision; top-k keeps exactly the k largest magnitudes;
+// common/numeric/precision; top-k keeps exactly the k largest magnitudes;
 // threshold keeps what passes up to its capacity; the fused
 // error-feedback encode equals encode-then-decode; decode-add adds; the
 // wide and baseline vector builds give the same bytes; ragged sizes (0, 1,
@@ -16,8 +16,8 @@
 #include "common/codec/codec_factory.h"
 #include "common/codec/int8_codec.h"
 #include "common/codec/sparse_block.h"
-#include "common/kernels/cpu_dispatch.h"
-#include "common/optim/precision.h"
+#include "common/numeric/cpu_dispatch.h"
+#include "common/numeric/precision.h"
 #include "gtest/gtest.h"
 
 namespace tandem {
@@ -174,18 +174,18 @@ TEST(HalfCodecs, BitIdenticalToPrecisionConversions) {
     }
     // Saturated, then converted exactly as precision.h does.
     const float sat = std::isinf(x[i]) ? x[i] : std::min(std::max(x[i], -65504.f), 65504.f);
-    ASSERT_EQ(h[i], optim::FloatToHalf(sat)) << x[i];
+    ASSERT_EQ(h[i], numeric::FloatToHalf(sat)) << x[i];
   }
   std::vector<float> y(n);
   fp16->Decode(block.data(), n, y.data());
   for (int64_t i = 0; i < n; ++i) {
     if (!std::isnan(x[i])) {
-      ASSERT_EQ(y[i], optim::HalfToFloat(h[i]));
+      ASSERT_EQ(y[i], numeric::HalfToFloat(h[i]));
     }
   }
   bf16->Encode(x.data(), n, {}, block.data());
   std::memcpy(h.data(), block.data(), 2 * n);
-  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(h[i], optim::FloatToBf16(x[i])) << x[i];
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(h[i], numeric::FloatToBf16(x[i])) << x[i];
 }
 
 // Indices and values of a sparse block.
@@ -355,11 +355,11 @@ TEST(AllCodecs, BaselineAndWideBuildsGiveTheSameBytes) {
     EncodeParams p;
     p.seed = 9;
     codec->Encode(x.data(), n, p, wide.data());
-    kernels::ForceBaselineVectorWidth(true);
+    numeric::ForceBaselineVectorWidth(true);
     codec->Encode(x.data(), n, p, base.data());
     std::vector<float> yb(n), yw(n);
     codec->Decode(base.data(), n, yb.data());
-    kernels::ForceBaselineVectorWidth(false);
+    numeric::ForceBaselineVectorWidth(false);
     codec->Decode(wide.data(), n, yw.data());
     EXPECT_EQ(wide, base) << name;
     EXPECT_EQ(yw, yb) << name;

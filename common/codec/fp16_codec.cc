@@ -7,7 +7,7 @@
 
 #include <immintrin.h>
 
-#include "common/kernels/cpu_dispatch.h"
+#include "common/numeric/cpu_dispatch.h"
 
 namespace tandem {
 namespace codec {
@@ -24,9 +24,9 @@ TANDEM_CPU_INLINE float FromBits(uint32_t u) {
   return f;
 }
 
-// The branch-free conversions of common/optim/precision.cc (private there),
+// The branch-free conversions of common/numeric/precision.cc (private there),
 // repeated so they inline into the fused loops below; fp16_codec_test
-// checks them bit for bit against optim::FloatToHalf / HalfToFloat.
+// checks them bit for bit against numeric::FloatToHalf / HalfToFloat.
 TANDEM_CPU_INLINE uint16_t ToHalf(float f) {
   const uint32_t u = Bits(f);
   const uint32_t sign = (u >> 16) & 0x8000u;
@@ -108,7 +108,7 @@ TANDEM_CPU_DISPATCHED(Fp16Decode,
 // so a sender's choice of path never makes ranks disagree.
 bool CpuHasF16c() {
   static const bool f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
-  return f16c && kernels::CpuHasAvx2Fma();  // honours ForceBaselineVectorWidth
+  return f16c && numeric::CpuHasAvx2Fma();  // honours ForceBaselineVectorWidth
 }
 
 __attribute__((target("avx2,f16c"))) inline __m256 SaturateVec(__m256 v) {

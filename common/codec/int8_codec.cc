@@ -6,8 +6,8 @@
 #include <cstring>
 #include <string>
 
-#include "common/kernels/cpu_dispatch.h"
 #include "common/log/log.h"
+#include "common/numeric/cpu_dispatch.h"
 
 namespace tandem {
 namespace codec {

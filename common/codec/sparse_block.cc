@@ -7,7 +7,7 @@
 #include <functional>
 #include <limits>
 
-#include "common/kernels/cpu_dispatch.h"
+#include "common/numeric/cpu_dispatch.h"
 
 namespace tandem {
 namespace codec {
@@ -52,7 +52,7 @@ __attribute__((target("avx2,fma"))) int64_t CountAtLeastAvx2(const float* v, int
   return CountAtLeastBody(v, n, t);
 }
 int64_t CountAtLeast(const float* v, int64_t n, float t) {
-  return kernels::CpuHasAvx2Fma() ? CountAtLeastAvx2(v, n, t) : CountAtLeastBody(v, n, t);
+  return numeric::CpuHasAvx2Fma() ? CountAtLeastAvx2(v, n, t) : CountAtLeastBody(v, n, t);
 }
 
 void WriteHeader(int64_t count, float min_kept, uint8_t* out) {

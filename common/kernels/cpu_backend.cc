@@ -10,8 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
-#include "common/kernels/cpu_dispatch.h"
-#include "common/optim/precision.h"
+#include "common/numeric/cpu_dispatch.h"
+#include "common/numeric/precision.h"
 
 namespace tandem {
 namespace kernels {
@@ -533,28 +533,28 @@ void CpuBackend::SumSquares(int64_t n, const float* x, float* result) {
 void CpuBackend::CountNonFinite(int64_t n, const float* x, float* result) {
   int64_t count = 0;
   for (int64_t i = 0; i < n; ++i) {
-    count += (optim::FloatBits(x[i]) & 0x7f800000u) == 0x7f800000u ? 1 : 0;
+    count += (numeric::FloatBits(x[i]) & 0x7f800000u) == 0x7f800000u ? 1 : 0;
   }
   *result = static_cast<float>(count);
 }
 
-// The conversions are common/optim/precision's (round to nearest even,
+// The conversions are common/numeric/precision's (round to nearest even,
 // exhaustively tested there); sizes match by construction, so the span
 // checks cannot fail.
 void CpuBackend::CastF32ToBf16(int64_t n, const float* x, uint16_t* y) {
-  (void)optim::FloatToBf16(absl::MakeConstSpan(x, n), absl::MakeSpan(y, n));
+  (void)numeric::FloatToBf16(absl::MakeConstSpan(x, n), absl::MakeSpan(y, n));
 }
 
 void CpuBackend::CastBf16ToF32(int64_t n, const uint16_t* x, float* y) {
-  (void)optim::Bf16ToFloat(absl::MakeConstSpan(x, n), absl::MakeSpan(y, n));
+  (void)numeric::Bf16ToFloat(absl::MakeConstSpan(x, n), absl::MakeSpan(y, n));
 }
 
 void CpuBackend::CastF32ToF16(int64_t n, const float* x, uint16_t* y) {
-  (void)optim::FloatToHalf(absl::MakeConstSpan(x, n), absl::MakeSpan(y, n));
+  (void)numeric::FloatToHalf(absl::MakeConstSpan(x, n), absl::MakeSpan(y, n));
 }
 
 void CpuBackend::CastF16ToF32(int64_t n, const uint16_t* x, float* y) {
-  (void)optim::HalfToFloat(absl::MakeConstSpan(x, n), absl::MakeSpan(y, n));
+  (void)numeric::HalfToFloat(absl::MakeConstSpan(x, n), absl::MakeSpan(y, n));
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(

@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "common/kernels/cpu_dispatch.h"
+#include "common/numeric/cpu_dispatch.h"
 #include "gtest/gtest.h"
 
 namespace tandem {
@@ -152,9 +152,9 @@ TEST(CpuBackendTest, WideAndBaselineVectorWidthsAgree) {
     std::vector<float> z0 = Random(rows * cols, 31), dy = Random(rows * cols, 32);
     std::vector<float> bias = Random(cols, 33);
     std::vector<float> y[3], dz[3], db[3], zf[3];
-    const std::vector<kernels::VectorWidth> widths = kernels::SupportedVectorWidths();
+    const std::vector<numeric::VectorWidth> widths = numeric::SupportedVectorWidths();
       for (size_t wide = 0; wide < widths.size(); ++wide) {
-      ForceVectorWidth(widths[wide]);
+      numeric::ForceVectorWidth(widths[wide]);
       zf[wide] = z0;
       y[wide].assign(rows * cols, 0.f);
       be.BiasActivationForward(Activation::kRelu, rows, cols, bias.data(), zf[wide].data(),
@@ -164,9 +164,9 @@ TEST(CpuBackendTest, WideAndBaselineVectorWidthsAgree) {
       be.BiasActivationBackward(Activation::kRelu, rows, cols, zf[wide].data(), dy.data(),
                                 dz[wide].data(), db[wide].data(), 1.f);
     }
-    ForceBaselineVectorWidth(false);
+    numeric::ForceBaselineVectorWidth(false);
     for (size_t w = 1; w < widths.size(); ++w) {
-      const char* name = VectorWidthName(widths[w]);
+      const char* name = numeric::VectorWidthName(widths[w]);
       EXPECT_EQ(zf[0], zf[w]) << cols << " at " << name;
       EXPECT_EQ(y[0], y[w]) << cols << " at " << name;
       EXPECT_EQ(dz[0], dz[w]) << cols << " at " << name;

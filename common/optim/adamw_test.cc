@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "common/kernels/cpu_dispatch.h"
+#include "common/numeric/cpu_dispatch.h"
 #include "gtest/gtest.h"
 
 namespace tandem {
@@ -83,9 +83,9 @@ TEST(AdamWTest, WideAndBaselineVectorWidthsAgreeBitForBit) {
   for (int64_t n : {1, 7, 8, 33, 1001}) {
     std::vector<float> params[3], grads = RandomVector(n, 12);
     std::vector<std::vector<float>> state[3];
-    const std::vector<kernels::VectorWidth> widths = kernels::SupportedVectorWidths();
+    const std::vector<numeric::VectorWidth> widths = numeric::SupportedVectorWidths();
       for (size_t wide = 0; wide < widths.size(); ++wide) {
-      kernels::ForceVectorWidth(widths[wide]);
+      numeric::ForceVectorWidth(widths[wide]);
       params[wide] = RandomVector(n, 11);
       auto opt = MakeAdamW({0, n}, o);
       StepContext ctx;
@@ -97,11 +97,11 @@ TEST(AdamWTest, WideAndBaselineVectorWidthsAgreeBitForBit) {
       }
       for (const StateBuffer& b : opt->state()) state[wide].emplace_back(b.data.begin(), b.data.end());
     }
-    kernels::ForceBaselineVectorWidth(false);
+    numeric::ForceBaselineVectorWidth(false);
     for (size_t w = 1; w < widths.size(); ++w) {
       EXPECT_EQ(std::memcmp(params[0].data(), params[w].data(), n * sizeof(float)), 0)
-          << n << " at " << kernels::VectorWidthName(widths[w]);
-      EXPECT_EQ(state[0], state[w]) << n << " at " << kernels::VectorWidthName(widths[w]);
+          << n << " at " << numeric::VectorWidthName(widths[w]);
+      EXPECT_EQ(state[0], state[w]) << n << " at " << numeric::VectorWidthName(widths[w]);
     }
   }
 }

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "common/kernels/cpu_dispatch.h"
+#include "common/numeric/cpu_dispatch.h"
 
 namespace tandem {
 namespace optim {

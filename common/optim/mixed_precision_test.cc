@@ -9,10 +9,10 @@
 #include <random>
 #include <vector>
 
+#include "common/numeric/precision.h"
 #include "common/optim/adamw.h"
 #include "common/optim/clip.h"
 #include "common/optim/loss_scaler.h"
-#include "common/optim/precision.h"
 #include "gtest/gtest.h"
 
 namespace tandem {
@@ -34,15 +34,15 @@ struct Shards {
 };
 
 // One step; returns whether it was applied.
-bool TrainStep(const std::vector<fp16_t>& half_grads, DynamicLossScaler* scaler,
+bool TrainStep(const std::vector<numeric::fp16_t>& half_grads, DynamicLossScaler* scaler,
                Shards* shards, int64_t* applied, std::vector<float>* master,
                std::vector<float>* grads) {
-  EXPECT_TRUE(HalfToFloat(half_grads, absl::MakeSpan(*grads)).ok());
+  EXPECT_TRUE(numeric::HalfToFloat(half_grads, absl::MakeSpan(*grads)).ok());
   bool bad = false;  // OR over ranks (an allreduce in the real system)
   double sum_sq = 0;  // sum over ranks (an allreduce)
   for (size_t s = 0; s + 1 < kCuts.size(); ++s) {
     auto mine = absl::MakeConstSpan(*grads).subspan(kCuts[s], kCuts[s + 1] - kCuts[s]);
-    bad = bad || HasNonFinite(mine);
+    bad = bad || numeric::HasNonFinite(mine);
     if (!bad) sum_sq += PartialSumOfSquares(mine);
   }
   auto decision = scaler->Update(bad);
@@ -70,8 +70,8 @@ TEST(MixedPrecisionTest, OverflowSkipsStepThenTrainingResumes) {
   std::normal_distribution<float> dist(0.0f, 1.0f);
   std::vector<float> master(kN), grads(kN);
   for (float& x : master) x = dist(rng);
-  std::vector<fp16_t> half_params(kN), half_grads(kN);
-  ASSERT_TRUE(FloatToHalf(master, absl::MakeSpan(half_params)).ok());
+  std::vector<numeric::fp16_t> half_params(kN), half_grads(kN);
+  ASSERT_TRUE(numeric::FloatToHalf(master, absl::MakeSpan(half_params)).ok());
 
   LossScalerOptions lo;
   lo.initial_scale = 1024;
@@ -84,7 +84,7 @@ TEST(MixedPrecisionTest, OverflowSkipsStepThenTrainingResumes) {
     std::vector<float> g(kN);
     for (float& x : g) x = dist(rng) * 0.01f * scaler.scale();
     if (overflow_at >= 0) g[static_cast<size_t>(overflow_at)] = 1e6f;  // > 65504
-    EXPECT_TRUE(FloatToHalf(g, absl::MakeSpan(half_grads)).ok());
+    EXPECT_TRUE(numeric::FloatToHalf(g, absl::MakeSpan(half_grads)).ok());
   };
 
   make_grads(-1);
@@ -117,9 +117,9 @@ TEST(MixedPrecisionTest, OverflowSkipsStepThenTrainingResumes) {
   EXPECT_EQ(scaler.scale(), 1024.0f);  // grew back after 2 good steps
 
   // The fp16 compute copy follows the fp32 master weights.
-  ASSERT_TRUE(FloatToHalf(master, absl::MakeSpan(half_params)).ok());
+  ASSERT_TRUE(numeric::FloatToHalf(master, absl::MakeSpan(half_params)).ok());
   for (int64_t i = 0; i < kN; ++i) {
-    ASSERT_NEAR(HalfToFloat(half_params[i]), master[i],
+    ASSERT_NEAR(numeric::HalfToFloat(half_params[i]), master[i],
                 std::abs(master[i]) * 1e-3f + 1e-7f);
   }
 }

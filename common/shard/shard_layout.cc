@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "common/sync/zero_shard_map.h"
+#include "common/shard/zero_shard_map.h"
 
 namespace tandem {
 namespace shard {
@@ -43,7 +43,7 @@ absl::StatusOr<ShardLayout> ShardLayout::Create(int64_t size, int servers,
   ShardLayout l;
   l.size_ = size;
   l.chunk_elements_ = chunk_elements;
-  const sync::ZeroShardMap map(size, servers);
+  const shard::ZeroShardMap map(size, servers);
   l.first_.push_back(0);
   for (int s = 0; s < servers; ++s) {
     const optim::ParamRange r = map.owned(s);

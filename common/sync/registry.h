@@ -28,8 +28,8 @@
 
 #include "absl/status/statusor.h"
 #include "common/comm/groups.h"
+#include "common/optim/device_stepper.h"
 #include "common/optim/optimizer.h"
-#include "common/sync/device_stepper.h"
 #include "common/sync/gradient_sync.h"
 
 namespace tandem {
@@ -74,7 +74,7 @@ struct SyncEnv {
   // Device backends: builds the device finish (DeviceStepperFactoryFor in
   // device_stepper_registry.h); empty for host memory. The strategy calls it
   // with its optimizer and owns the result.
-  DeviceStepperFactory make_device_stepper;
+  optim::DeviceStepperFactory make_device_stepper;
   // A host-memory communicator over the same ranks as comms->world (the
   // worker's control mesh); may be null. zero1 / zero2 in device memory
   // combine the shards' gradient norms over it.

@@ -7,9 +7,9 @@
 #include "common/comm/factory.h"
 #include "common/log/log.h"
 #include "common/optim/adamw.h"
+#include "common/optim/device_stepper_registry.h"
 #include "common/optim/sgd.h"
 #include "common/status/status_macros.h"
-#include "common/sync/device_stepper_registry.h"
 #include "common/sync/registry.h"
 
 namespace tandem {
@@ -103,7 +103,7 @@ absl::Status SetUpGeneration(const GenerationEnv& env, Generation* g) {
     plain.momentum = 0;
     return MakeOptimizer(plain, range);
   };
-  se.make_device_stepper = sync::DeviceStepperFactoryFor(env.backend);
+  se.make_device_stepper = optim::DeviceStepperFactoryFor(env.backend);
   se.host_comm = g->ctl.get();  // device ZeRO: gradient norms over host memory
   se.shard_servers.addresses = o.shard_servers;
   se.shard_servers.job_id = o.job_id;

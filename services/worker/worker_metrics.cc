@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/kernels/blas_core.h"
-#include "common/kernels/cpu_dispatch.h"
+#include "common/numeric/cpu_dispatch.h"
 #include "common/status/status_macros.h"
 
 namespace tandem {
@@ -61,7 +61,7 @@ absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(
   ASSIGN_OR_RETURN(prometheus::Gauge * kernels,
                    m->Gauge("tandem_cpu_kernels",
                             "1; the labels name the BLAS kernel set and tandem's vector width.",
-                            {{"blas_core", core}, {"vector_width", kernels::VectorWidthName()}}));
+                            {{"blas_core", core}, {"vector_width", numeric::VectorWidthName()}}));
   kernels->Set(1);
   const char* kinds[4] = {"params", "grads", "optimizer", "staging"};
   for (int i = 0; i < 4; ++i) {
@@ -120,7 +120,7 @@ void WorkerMetrics::RecordStep(const StepTimes& t, int64_t samples, double loss,
 std::string WorkerMetrics::CpuKernelsDescription() {
   const std::string core = kernels::OpenblasCoreName();
   return absl::StrCat("BLAS core ", core.empty() ? "unknown" : core, ", vector width ",
-                      kernels::VectorWidthName());
+                      numeric::VectorWidthName());
 }
 
 void WorkerMetrics::RecordNumerics(bool skipped, float loss_scale, double grad_sum_sq) {

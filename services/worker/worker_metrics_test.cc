@@ -2,7 +2,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/kernels/cpu_dispatch.h"
+#include "common/numeric/cpu_dispatch.h"
 #include "gtest/gtest.h"
 
 namespace tandem {
@@ -19,11 +19,11 @@ TEST(WorkerMetricsTest, ReportsTheBlasCoreAndVectorWidthInUse) {
   ASSERT_TRUE(w.ok()) << w.status();
   const std::string text = (*m)->Scrape();
   EXPECT_TRUE(absl::StrContains(text, "blas_core=\"Sandybridge\"")) << text;
-  EXPECT_TRUE(absl::StrContains(text, absl::StrCat("vector_width=\"", kernels::VectorWidthName(),
+  EXPECT_TRUE(absl::StrContains(text, absl::StrCat("vector_width=\"", numeric::VectorWidthName(),
                                                    "\"")))
       << text;
   EXPECT_EQ(WorkerMetrics::CpuKernelsDescription(),
-            absl::StrCat("BLAS core Sandybridge, vector width ", kernels::VectorWidthName()));
+            absl::StrCat("BLAS core Sandybridge, vector width ", numeric::VectorWidthName()));
 }
 
 // A strategy that only reports fixed stats and memory.

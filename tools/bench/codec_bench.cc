@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "common/codec/codec_factory.h"
-#include "common/kernels/cpu_dispatch.h"
+#include "common/numeric/cpu_dispatch.h"
 
 namespace tandem {
 namespace {
@@ -53,7 +53,7 @@ int Main(int argc, char** argv) {
       BestSeconds(reps, [&] { std::memcpy(copy.data(), x.data(), n * sizeof(float)); });
   const double memcpy_gbs = bytes / memcpy_s / 1e9;
   std::printf("codec_bench: %lld fp32 values (%.0f MiB), best of %d, vector width %s\n",
-              static_cast<long long>(n), bytes / (1 << 20), reps, kernels::VectorWidthName());
+              static_cast<long long>(n), bytes / (1 << 20), reps, numeric::VectorWidthName());
   std::printf("memcpy: %.2f GB/s\n", memcpy_gbs);
   std::printf("%-22s %12s %12s %12s %12s   (GB/s of fp32 input; x memcpy)\n", "codec", "encode",
               "encode+EF", "decode", "decode-add");

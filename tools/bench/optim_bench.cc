@@ -22,10 +22,10 @@
 #include <string>
 #include <vector>
 
-#include "common/kernels/cpu_dispatch.h"
+#include "common/numeric/cpu_dispatch.h"
+#include "common/numeric/precision.h"
 #include "common/optim/adamw.h"
 #include "common/optim/clip.h"
-#include "common/optim/precision.h"
 #include "common/optim/sgd.h"
 
 namespace {
@@ -111,9 +111,9 @@ int main(int argc, char** argv) {
   // one row per width this CPU runs, side by side.
   std::vector<std::string> names;
   names.reserve(16);
-  for (tandem::kernels::VectorWidth w : tandem::kernels::SupportedVectorWidths()) {
-    tandem::kernels::ForceVectorWidth(w);
-    const std::string at = std::string("@") + tandem::kernels::VectorWidthName(w);
+  for (tandem::numeric::VectorWidth w : tandem::numeric::SupportedVectorWidths()) {
+    tandem::numeric::ForceVectorWidth(w);
+    const std::string at = std::string("@") + tandem::numeric::VectorWidthName(w);
     names.push_back("adamw" + at);
     rows.push_back({names.back().c_str(), 28, MedianSeconds(reps, [&] { step_with(adamw->get()); })});
     names.push_back("sgd_momentum" + at);
@@ -121,18 +121,18 @@ int main(int argc, char** argv) {
     names.push_back("sgd" + at);
     rows.push_back({names.back().c_str(), 12, MedianSeconds(reps, [&] { step_with(sgd->get()); })});
   }
-  tandem::kernels::ForceBaselineVectorWidth(false);  // back to the default
+  tandem::numeric::ForceBaselineVectorWidth(false);  // back to the default
   rows.push_back({"sum_of_squares", 4, MedianSeconds(reps, [&] {
                     sink = sink + PartialSumOfSquares(grads);
                   })});
   rows.push_back({"has_non_finite", 4, MedianSeconds(reps, [&] {
-                    sink = sink + HasNonFinite(grads);
+                    sink = sink + tandem::numeric::HasNonFinite(grads);
                   })});
   rows.push_back({"fp32_to_bf16", 6, MedianSeconds(reps, [&] {
-                    (void)FloatToBf16(params, absl::MakeSpan(half));
+                    (void)tandem::numeric::FloatToBf16(params, absl::MakeSpan(half));
                   })});
   rows.push_back({"fp32_to_fp16", 6, MedianSeconds(reps, [&] {
-                    (void)FloatToHalf(params, absl::MakeSpan(half));
+                    (void)tandem::numeric::FloatToHalf(params, absl::MakeSpan(half));
                   })});
 
   const double memcpy_gbs = 8.0 * n / rows[0].seconds / 1e9;

@@ -20,7 +20,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "common/kernels/cpu_dispatch.h"
+#include "common/numeric/cpu_dispatch.h"
 
 namespace tandem {
 
@@ -135,11 +135,11 @@ TANDEM_CPU_TARGET_AVX2 void ReduceSlotsAvx2(float* dst, const float* const* src,
 template <typename Op>
 void ReduceSlots(float* dst, const float* const* src, int n, int64_t count,
                  float* copy = nullptr) {
-  switch (kernels::ActiveVectorWidth()) {
-    case kernels::VectorWidth::kAvx512:
+  switch (numeric::ActiveVectorWidth()) {
+    case numeric::VectorWidth::kAvx512:
       ReduceSlotsAvx512<Op>(dst, src, n, count, copy);
       break;
-    case kernels::VectorWidth::kAvx2:
+    case numeric::VectorWidth::kAvx2:
       ReduceSlotsAvx2<Op>(dst, src, n, count, copy);
       break;
     default:

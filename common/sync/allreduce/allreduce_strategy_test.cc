@@ -175,7 +175,7 @@ TEST(AllreduceStrategy, DeviceStepperFactoryComesFromTheEnv) {
     return std::unique_ptr<optim::Optimizer>(std::move(*sgd));
   };
   env.make_device_stepper =
-      [](optim::Optimizer*) -> absl::StatusOr<std::unique_ptr<DeviceStepper>> {
+      [](optim::Optimizer*) -> absl::StatusOr<std::unique_ptr<optim::DeviceStepper>> {
     return absl::UnimplementedError("no device stepper for backend 'tpu'");
   };
   SyncOptions o;

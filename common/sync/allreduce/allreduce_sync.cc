@@ -31,7 +31,7 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 class AllreduceSync final : public GradientSync {
  public:
   AllreduceSync(const AllreduceSyncOptions& options, std::unique_ptr<optim::Optimizer> optimizer,
-                std::unique_ptr<DeviceStepper> owned_stepper, GradClip clip)
+                std::unique_ptr<optim::DeviceStepper> owned_stepper, GradClip clip)
       : comm_(options.comm),
         params_(options.params),
         grads_(options.grads),
@@ -210,8 +210,8 @@ class AllreduceSync final : public GradientSync {
   float* const grads_;
   const int64_t size_;
   const std::unique_ptr<optim::Optimizer> optimizer_;
-  const std::unique_ptr<DeviceStepper> owned_stepper_;  // may be null
-  DeviceStepper* const device_stepper_;                 // owned or borrowed, may be null
+  const std::unique_ptr<optim::DeviceStepper> owned_stepper_;  // may be null
+  optim::DeviceStepper* const device_stepper_;                 // owned or borrowed, may be null
   GradClip clip_;
   const int world_size_;
   const int rank_;
@@ -274,9 +274,9 @@ absl::StatusOr<std::unique_ptr<GradientSync>> CreateAllreduceSync(AllreduceSyncO
   if (!clip.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("allreduce sync: ", clip.status().message()));
   }
-  std::unique_ptr<DeviceStepper> stepper;
+  std::unique_ptr<optim::DeviceStepper> stepper;
   if (options.make_device_stepper) {
-    absl::StatusOr<std::unique_ptr<DeviceStepper>> s =
+    absl::StatusOr<std::unique_ptr<optim::DeviceStepper>> s =
         options.make_device_stepper(options.optimizer.get());
     if (!s.ok()) {
       return absl::Status(s.status().code(),

@@ -53,8 +53,8 @@
 #include "absl/status/statusor.h"
 #include "common/comm/communicator.h"
 #include "common/comm/groups.h"
+#include "common/optim/device_stepper.h"
 #include "common/optim/optimizer.h"
-#include "common/sync/device_stepper.h"
 #include "common/sync/gradient_sync.h"
 
 namespace tandem {
@@ -77,10 +77,10 @@ struct AllreduceSyncOptions {
   // `optimizer` is still required (same range) but is not stepped: it is
   // the host mirror of the state for checkpoints (SyncStateToHost /
   // StateLoaded copy state between them).
-  DeviceStepper* device_stepper = nullptr;
+  optim::DeviceStepper* device_stepper = nullptr;
   // Alternative to device_stepper (at most one of the two): called once in
   // CreateAllreduceSync with the owned optimizer; the sync owns the result.
-  DeviceStepperFactory make_device_stepper;
+  optim::DeviceStepperFactory make_device_stepper;
   // Borrowed, optional: this generation's groups, whose `world` must be
   // `comm`. Gives the node layout, for stats().inter_node_bytes (without
   // it the world is assumed to span nodes) and for `hierarchical`.

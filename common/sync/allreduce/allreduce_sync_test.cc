@@ -320,7 +320,7 @@ TEST(AllreduceSync, DestroyingMidStepDoesNotHangOrIssueMore) {
 }
 
 // A DeviceStepper over host memory: counts calls and mirrors a host SGD.
-class HostStepper final : public DeviceStepper {
+class HostStepper final : public optim::DeviceStepper {
  public:
   explicit HostStepper(optim::Optimizer* host) : host_(host) {}
   absl::StatusOr<double> SumOfSquares(const float* grads, int64_t n) override {
@@ -362,11 +362,11 @@ TEST(AllreduceSync, OwnsTheStepperItsFactoryBuildsAndForwardsState) {
   optim::Optimizer* host = o.optimizer.get();
   HostStepper* stepper = nullptr;
   o.make_device_stepper =
-      [&](optim::Optimizer* opt) -> absl::StatusOr<std::unique_ptr<DeviceStepper>> {
+      [&](optim::Optimizer* opt) -> absl::StatusOr<std::unique_ptr<optim::DeviceStepper>> {
     EXPECT_EQ(opt, host);
     auto s = std::make_unique<HostStepper>(opt);
     stepper = s.get();
-    return std::unique_ptr<DeviceStepper>(std::move(s));
+    return std::unique_ptr<optim::DeviceStepper>(std::move(s));
   };
   auto sync = CreateAllreduceSync(std::move(o));
   ASSERT_TRUE(sync.ok()) << sync.status();
@@ -396,7 +396,7 @@ TEST(AllreduceSync, DeviceStepperFactoryErrorIsReturned) {
   o.size = kSize;
   o.ready_ranges = kRanges;
   o.optimizer = *optim::Sgd::Create({0, kSize}, optim::SgdOptions());
-  o.make_device_stepper = [](optim::Optimizer*) -> absl::StatusOr<std::unique_ptr<DeviceStepper>> {
+  o.make_device_stepper = [](optim::Optimizer*) -> absl::StatusOr<std::unique_ptr<optim::DeviceStepper>> {
     return absl::UnimplementedError("no stepper for backend 'tpu'");
   };
   auto sync = CreateAllreduceSync(std::move(o));

@@ -21,9 +21,9 @@
 #include "common/kernels/cuda/gpu_test_util.h"
 #include "common/nn/model.h"
 #include "common/optim/adamw.h"
+#include "common/optim/cuda/cuda_device_stepper.h"
 #include "common/optim/sgd.h"
 #include "common/sync/allreduce/allreduce_sync.h"
-#include "common/sync/cuda_device_stepper.h"
 #include "common/sync/grad_clip.h"
 #include "gtest/gtest.h"
 
@@ -173,7 +173,7 @@ void RunCase(bool adamw) {
 
   std::unique_ptr<optim::Optimizer> host_opt = MakeOptimizer(adamw, n);
   optim::Optimizer* host = host_opt.get();
-  auto stepper = std::move(CudaDeviceStepper::Create(backend.get(), host)).value();
+  auto stepper = std::move(optim::CudaDeviceStepper::Create(backend.get(), host)).value();
   TANDEM_ASSERT_OK(stepper->LoadState());
   AllreduceSyncOptions o;
   o.comm = comm.get();
@@ -248,7 +248,7 @@ TEST(CudaAllreduceSyncTest, TwoRanksAgreeOnTheGradientNormBitForBit) {
       return;
     }
     std::unique_ptr<optim::Optimizer> host = MakeOptimizer(false, n);
-    auto stepper = CudaDeviceStepper::Create(be->get(), host.get());
+    auto stepper = optim::CudaDeviceStepper::Create(be->get(), host.get());
     auto clip = GradClip::Create({0.5, nullptr});
     auto dev = (*be)->Allocate(n * sizeof(float));
     if (!stepper.ok() || !clip.ok() || !dev.ok()) {

@@ -751,7 +751,7 @@ absl::StatusOr<std::unique_ptr<GradientSync>> CreateCompressedSync(CompressedSyn
         absl::StrCat("compressed sync: ", codec.status().message()));
   }
   if (o.make_device_stepper) {
-    absl::StatusOr<std::unique_ptr<DeviceStepper>> s = o.make_device_stepper(o.optimizer.get());
+    absl::StatusOr<std::unique_ptr<optim::DeviceStepper>> s = o.make_device_stepper(o.optimizer.get());
     if (!s.ok()) {
       return absl::Status(s.status().code(),
                           absl::StrCat("compressed sync: device stepper: ", s.status().message()));

@@ -69,8 +69,8 @@
 #include "common/codec/codec_factory.h"
 #include "common/comm/communicator.h"
 #include "common/comm/groups.h"
+#include "common/optim/device_stepper.h"
 #include "common/optim/optimizer.h"
-#include "common/sync/device_stepper.h"
 #include "common/sync/gradient_sync.h"
 
 namespace tandem {
@@ -87,7 +87,7 @@ struct CompressedSyncOptions {
   std::unique_ptr<optim::Optimizer> optimizer;  // over [0, size)
   double max_grad_norm = 0;                     // 0 = no clipping
   // Optional: builds a device finish; refused if it builds one (host only).
-  DeviceStepperFactory make_device_stepper;
+  optim::DeviceStepperFactory make_device_stepper;
   // Borrowed, optional: `world` must be `comm`; gives the node layout for
   // stats().inter_node_bytes (without it the world is assumed to span nodes).
   const CommGroups* groups = nullptr;

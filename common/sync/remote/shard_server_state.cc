@@ -5,10 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint/sharded_checkpoint.h"
+#include "common/optim/device_stepper.h"
 #include "common/shard/optimizer_config.h"
 #include "common/shard/shard_layout.h"
 #include "common/status/status_macros.h"
-#include "common/sync/device_stepper.h"
 
 namespace tandem {
 namespace sync {
@@ -82,7 +82,7 @@ absl::StatusOr<std::unique_ptr<ShardServerState>> ShardServerState::Create(
   ASSIGN_OR_RETURN(std::unique_ptr<optim::Optimizer> probe, env.make_optimizer({0, 0}));
   ASSIGN_OR_RETURN(v1::OptimizerConfig config, shard::DescribeOptimizer(*probe));
   if (env.make_device_stepper) {
-    ASSIGN_OR_RETURN(std::unique_ptr<DeviceStepper> d, env.make_device_stepper(probe.get()));
+    ASSIGN_OR_RETURN(std::unique_ptr<optim::DeviceStepper> d, env.make_device_stepper(probe.get()));
     if (d != nullptr) {
       return absl::UnimplementedError(absl::StrCat(name, " sync: device memory is not supported yet (",
                                                    name, " runs on the CPU backend)"));

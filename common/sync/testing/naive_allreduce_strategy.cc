@@ -36,7 +36,7 @@ class NaiveAllreduceSync final : public GradientSync {
  public:
   NaiveAllreduceSync(Communicator* comm, float* params, float* grads, int64_t size, int64_t chunks,
                      std::unique_ptr<optim::Optimizer> optimizer,
-                     std::unique_ptr<DeviceStepper> stepper, GradClip clip)
+                     std::unique_ptr<optim::DeviceStepper> stepper, GradClip clip)
       : comm_(comm),
         params_(params),
         grads_(grads),
@@ -157,7 +157,7 @@ class NaiveAllreduceSync final : public GradientSync {
   const int64_t size_;
   const int64_t chunks_;
   const std::unique_ptr<optim::Optimizer> optimizer_;
-  const std::unique_ptr<DeviceStepper> stepper_;  // may be null
+  const std::unique_ptr<optim::DeviceStepper> stepper_;  // may be null
   GradClip clip_;
 
   bool in_step_ = false;  // trainer thread
@@ -195,7 +195,7 @@ absl::StatusOr<std::unique_ptr<GradientSync>> CreateNaive(const SyncOptions& opt
         absl::StrCat(kName, ": make_optimizer must return an optimizer over [0, ", env.size, ")"));
   }
   ASSIGN_OR_RETURN(GradClip clip, GradClip::Create({options.max_grad_norm, nullptr}));
-  std::unique_ptr<DeviceStepper> stepper;
+  std::unique_ptr<optim::DeviceStepper> stepper;
   if (env.make_device_stepper) {
     ASSIGN_OR_RETURN(stepper, env.make_device_stepper(optimizer.get()));
   }

@@ -220,7 +220,7 @@ TEST_P(Zero3Equivalence, EndsEqualToAllreduceHoldingAtMostTwoLayers) {
   // of neighbours in forward order, minus what the rank owns: the current
   // layer and the prefetched next one); gradients and optimizer state 1/N.
   const int64_t n = initial.size();
-  const ZeroShardMap map(n, c.world);
+  const shard::ZeroShardMap map(n, c.world);
   const int64_t shard = map.shard_size();
   std::vector<int64_t> sizes;
   for (const auto& [lo, hi] : layers) sizes.push_back(hi - lo);

@@ -116,7 +116,7 @@ class Zero3SyncImpl final : public Zero3Sync {
   std::string name() const override { return "zero3"; }
   optim::ParamRange owned_range() const override { return owned_; }
   optim::Optimizer* optimizer() override { return optimizer_.get(); }
-  const ZeroShardMap& shard_map() const override { return map_; }
+  const shard::ZeroShardMap& shard_map() const override { return map_; }
   tensor::ParamHook* param_hook() override { return this; }
 
   int64_t held_param_floats() const override {
@@ -460,7 +460,7 @@ class Zero3SyncImpl final : public Zero3Sync {
   const int64_t size_;
   const int world_;
   const int rank_;
-  const ZeroShardMap map_;
+  const shard::ZeroShardMap map_;
   const optim::ParamRange owned_;
   const std::unique_ptr<optim::Optimizer> optimizer_;
   GradClip clip_;

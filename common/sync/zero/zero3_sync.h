@@ -77,11 +77,11 @@
 #include "absl/status/statusor.h"
 #include "common/comm/communicator.h"
 #include "common/comm/groups.h"
+#include "common/optim/device_stepper.h"
 #include "common/optim/optimizer.h"
-#include "common/sync/device_stepper.h"
+#include "common/shard/zero_shard_map.h"
 #include "common/sync/gradient_sync.h"
 #include "common/sync/registry.h"
-#include "common/sync/zero_shard_map.h"
 #include "common/tensor/param_hook.h"
 
 namespace tandem {
@@ -123,12 +123,12 @@ struct Zero3SyncOptions {
   const CommGroups* groups = nullptr;
   std::function<absl::StatusOr<std::unique_ptr<optim::Optimizer>>(optim::ParamRange)>
       make_optimizer;
-  DeviceStepperFactory make_device_stepper;  // one that builds a stepper: UNIMPLEMENTED
+  optim::DeviceStepperFactory make_device_stepper;  // one that builds a stepper: UNIMPLEMENTED
 };
 
 class Zero3Sync : public GradientSync, public tensor::ParamHook {
  public:
-  virtual const ZeroShardMap& shard_map() const = 0;
+  virtual const shard::ZeroShardMap& shard_map() const = 0;
   // Non-owned parameter floats materialised now / at most since the last
   // BeforeForward.
   virtual int64_t held_param_floats() const = 0;

@@ -26,7 +26,7 @@ absl::StatusOr<ZeroParts> MakeZeroParts(const ZeroPartsOptions& o) {
   if (!o.make_optimizer) {
     return absl::InvalidArgumentError(absl::StrCat(label, ": make_optimizer is required"));
   }
-  const ZeroShardMap map(o.size, o.comm->world_size());
+  const shard::ZeroShardMap map(o.size, o.comm->world_size());
   const optim::ParamRange owned = map.owned(o.comm->rank());
   absl::StatusOr<std::unique_ptr<optim::Optimizer>> opt = o.make_optimizer(owned);
   if (!opt.ok()) return opt.status();
@@ -35,9 +35,9 @@ absl::StatusOr<ZeroParts> MakeZeroParts(const ZeroPartsOptions& o) {
         label, ": make_optimizer must return an optimizer over the owned range [", owned.lo, ", ",
         owned.hi, ")"));
   }
-  std::unique_ptr<DeviceStepper> stepper;
+  std::unique_ptr<optim::DeviceStepper> stepper;
   if (o.make_device_stepper) {
-    absl::StatusOr<std::unique_ptr<DeviceStepper>> s = o.make_device_stepper(opt->get());
+    absl::StatusOr<std::unique_ptr<optim::DeviceStepper>> s = o.make_device_stepper(opt->get());
     if (!s.ok()) return s.status();
     if (*s != nullptr && !o.allow_device) {
       return absl::UnimplementedError(absl::StrCat(
@@ -64,7 +64,7 @@ absl::StatusOr<ZeroParts> MakeZeroParts(const ZeroPartsOptions& o) {
   return ZeroParts{std::move(*opt), std::move(stepper), std::move(*clip)};
 }
 
-OwnerReduce::OwnerReduce(const ZeroShardMap& map, int rank, const std::vector<Bucket>& buckets)
+OwnerReduce::OwnerReduce(const shard::ZeroShardMap& map, int rank, const std::vector<Bucket>& buckets)
     : map_(map), rank_(rank) {
   const int world = map.world();
   int64_t stage = 0, out = 0;
@@ -113,7 +113,7 @@ absl::Status OwnerReduce::Run(Communicator& comm, float* grads, int bucket, int6
   return absl::OkStatus();
 }
 
-absl::Status GatherOwnedSlices(Communicator& comm, const ZeroShardMap& map, float* params,
+absl::Status GatherOwnedSlices(Communicator& comm, const shard::ZeroShardMap& map, float* params,
                                int64_t* bytes) {
   const int world = map.world();
   if (world == 1 || map.size() == 0) return absl::OkStatus();
@@ -155,7 +155,7 @@ PieceBroadcast::PieceBroadcast(Communicator* world, const CommGroups* groups) : 
   two_level_ = true;
 }
 
-absl::Status PieceBroadcast::Run(const ZeroShardMap& map, float* params, int64_t lo, int64_t hi,
+absl::Status PieceBroadcast::Run(const shard::ZeroShardMap& map, float* params, int64_t lo, int64_t hi,
                                  int64_t* bytes) {
   if (map.world() == 1 || hi <= lo) return absl::OkStatus();
   for (int j = map.owner(lo); j < map.world() && j <= map.owner(hi - 1); ++j) {

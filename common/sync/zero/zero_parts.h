@@ -35,12 +35,12 @@
 #include "absl/strings/string_view.h"
 #include "common/comm/communicator.h"
 #include "common/comm/groups.h"
+#include "common/optim/device_stepper.h"
 #include "common/optim/optimizer.h"
+#include "common/shard/zero_shard_map.h"
 #include "common/sync/bucket/bucket_plan.h"
-#include "common/sync/device_stepper.h"
 #include "common/sync/grad_clip.h"
 #include "common/sync/gradient_sync.h"
-#include "common/sync/zero_shard_map.h"
 
 namespace tandem {
 namespace sync {
@@ -54,7 +54,7 @@ struct ZeroPartsOptions {
   double max_grad_norm = 0;
   std::function<absl::StatusOr<std::unique_ptr<optim::Optimizer>>(optim::ParamRange)>
       make_optimizer;
-  DeviceStepperFactory make_device_stepper;
+  optim::DeviceStepperFactory make_device_stepper;
   // zero1 / zero2: a stepper the factory builds is kept (device memory);
   // false (zero3): it is UNIMPLEMENTED.
   bool allow_device = false;
@@ -67,7 +67,7 @@ struct ZeroPartsOptions {
 struct ZeroParts {
   std::unique_ptr<optim::Optimizer> optimizer;  // over map.owned(rank)
   // Device memory: the stepper over `optimizer` (owned range); else null.
-  std::unique_ptr<DeviceStepper> stepper;
+  std::unique_ptr<optim::DeviceStepper> stepper;
   GradClip clip;  // combines over comm (host) or host_comm (device)
 };
 
@@ -78,7 +78,7 @@ absl::StatusOr<ZeroParts> MakeZeroParts(const ZeroPartsOptions& options);
 
 class OwnerReduce {
  public:
-  OwnerReduce(const ZeroShardMap& map, int rank, const std::vector<Bucket>& buckets);
+  OwnerReduce(const shard::ZeroShardMap& map, int rank, const std::vector<Bucket>& buckets);
 
   // Reduces grads[lo, hi) (bucket `bucket` of the plan) over `comm`; this
   // rank's piece of the sum lands at shard + (piece.lo - owned.lo), where
@@ -94,7 +94,7 @@ class OwnerReduce {
     bool reduce_scatter = false;
     int64_t block = 0;  // floats per rank block (the largest piece) when reduce_scatter
   };
-  const ZeroShardMap map_;
+  const shard::ZeroShardMap map_;
   const int rank_;
   std::vector<Route> routes_;
   std::vector<float> in_;   // N blocks of the largest reduce-scattered piece
@@ -112,7 +112,7 @@ class OwnerReduce {
 // padding) one allgather over the parameters themselves; otherwise each
 // owner broadcasts its slice in place (N collectives) since an allgather
 // needs N equal pieces and the last slices are short. Nothing allocated.
-absl::Status GatherOwnedSlices(Communicator& comm, const ZeroShardMap& map, float* params,
+absl::Status GatherOwnedSlices(Communicator& comm, const shard::ZeroShardMap& map, float* params,
                                int64_t* bytes);
 
 class PieceBroadcast {
@@ -123,7 +123,7 @@ class PieceBroadcast {
   // Every owner j of a piece of params[lo, hi), in rank order; *bytes +=
   // the bytes this rank sent as the piece's owner. The failed broadcast's
   // error names the range and the owner.
-  absl::Status Run(const ZeroShardMap& map, float* params, int64_t lo, int64_t hi,
+  absl::Status Run(const shard::ZeroShardMap& map, float* params, int64_t lo, int64_t hi,
                    int64_t* bytes);
 
   bool two_level() const { return two_level_; }
@@ -151,7 +151,7 @@ struct OwnedShard {
   optim::Optimizer* optimizer = nullptr;  // over `owned`
   // Device memory: the norm and the step go through it (grads / params are
   // device pointers); null: the host optimizer on host memory.
-  DeviceStepper* stepper = nullptr;
+  optim::DeviceStepper* stepper = nullptr;
 };
 
 // One step of `shard` with FinishStep's `context` (`step` = the strategy's

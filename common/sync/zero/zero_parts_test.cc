@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/shard/zero_shard_map.h"
 #include "common/sync/testing/hier_test_ranks.h"
 #include "common/sync/zero/zero_parts.h"
-#include "common/sync/zero_shard_map.h"
 #include "gtest/gtest.h"
 
 namespace tandem {
@@ -37,7 +37,7 @@ TEST_P(PieceBroadcastTest, EveryRankEndsWithEveryOwnersValues) {
   const std::string prefix = absl::StrCat("pb", ++run, "_", getpid());
   auto results = hier_testing::RunGroupRanks(
       l.nodes, l.node_groups, prefix, [&](int rank, CommGroups& g) -> absl::Status {
-        const ZeroShardMap map(kSize, g.world->world_size());
+        const shard::ZeroShardMap map(kSize, g.world->world_size());
         std::vector<float> params(kSize, std::numeric_limits<float>::quiet_NaN());
         const optim::ParamRange mine = map.owned(rank);
         for (int64_t i = mine.lo; i < mine.hi; ++i) params[i] = Value(i);

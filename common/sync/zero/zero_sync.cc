@@ -31,7 +31,7 @@ int64_t CapFloats(double bucket_cap_mb) {
 class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
  public:
   ZeroSyncImpl(const ZeroSyncOptions& o, std::unique_ptr<optim::Optimizer> optimizer,
-               std::unique_ptr<DeviceStepper> stepper, GradClip clip)
+               std::unique_ptr<optim::DeviceStepper> stepper, GradClip clip)
       : stage_(o.stage),
         label_(o.stage == ZeroStage::kOptimizer ? "zero1 sync" : "zero2 sync"),
         comm_(o.comm),
@@ -137,7 +137,7 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
   }
   optim::ParamRange owned_range() const override { return owned_; }
   optim::Optimizer* optimizer() override { return optimizer_.get(); }
-  const ZeroShardMap& shard_map() const override { return map_; }
+  const shard::ZeroShardMap& shard_map() const override { return map_; }
 
   ZeroMemory memory() const override {
     ZeroMemory m;
@@ -392,10 +392,10 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
   const int64_t size_;
   const int world_;
   const int rank_;
-  const ZeroShardMap map_;
+  const shard::ZeroShardMap map_;
   const optim::ParamRange owned_;
   const std::unique_ptr<optim::Optimizer> optimizer_;
-  const std::unique_ptr<DeviceStepper> stepper_;  // device memory; else null
+  const std::unique_ptr<optim::DeviceStepper> stepper_;  // device memory; else null
   const bool device_;
   const bool in_place_;  // buckets allreduced in place (zero1, or device)
   Communicator* const host_comm_;  // device: may be null

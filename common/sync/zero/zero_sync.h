@@ -87,11 +87,11 @@
 #include "absl/status/statusor.h"
 #include "common/comm/communicator.h"
 #include "common/comm/groups.h"
+#include "common/optim/device_stepper.h"
 #include "common/optim/optimizer.h"
-#include "common/sync/device_stepper.h"
+#include "common/shard/zero_shard_map.h"
 #include "common/sync/gradient_sync.h"
 #include "common/sync/registry.h"
-#include "common/sync/zero_shard_map.h"
 
 namespace tandem {
 namespace sync {
@@ -123,7 +123,7 @@ struct ZeroSyncOptions {
       make_optimizer;
   // Device backends: a factory that returns a stepper selects the device
   // path (above); one that returns null (host memory) the host path.
-  DeviceStepperFactory make_device_stepper;
+  optim::DeviceStepperFactory make_device_stepper;
   // Device path only (borrowed; may be null): a host-memory communicator
   // over the same ranks for the gradient norm; required when
   // max_grad_norm > 0 with more than one rank (else InvalidArgument).
@@ -135,7 +135,7 @@ using ZeroMemory = SyncMemory;
 
 class ZeroSync : public GradientSync {
  public:
-  virtual const ZeroShardMap& shard_map() const = 0;
+  virtual const shard::ZeroShardMap& shard_map() const = 0;
 };
 
 // InvalidArgument for bad options (naming the field); the optimizer

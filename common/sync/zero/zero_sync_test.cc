@@ -44,7 +44,7 @@ absl::Status OneStep(GradientSync& sync, int64_t size) {
   return sync.FinishStep(ctx);
 }
 
-class NoopStepper final : public DeviceStepper {
+class NoopStepper final : public optim::DeviceStepper {
  public:
   absl::StatusOr<double> SumOfSquares(const float*, int64_t) override { return 0.0; }
   absl::Status Step(float*, const float*, int64_t, const optim::StepContext&) override {
@@ -86,8 +86,8 @@ TEST(ZeroSyncTest, BadOptionsAreInvalidArgument) {
 TEST(ZeroSyncTest, DeviceMemoryNeedsHostCommForClipping) {
   std::vector<float> params(10, 1.f), grads(10, 1.f);
   auto results = comm_testing::RunGlooRanks(2, absl::Seconds(30), [&](int, Communicator& comm) -> absl::Status {
-    auto noop = [](optim::Optimizer*) -> absl::StatusOr<std::unique_ptr<DeviceStepper>> {
-      return std::unique_ptr<DeviceStepper>(new NoopStepper());
+    auto noop = [](optim::Optimizer*) -> absl::StatusOr<std::unique_ptr<optim::DeviceStepper>> {
+      return std::unique_ptr<optim::DeviceStepper>(new NoopStepper());
     };
     ZeroSyncOptions o = VectorOptions(ZeroStage::kGradients, &comm, params, grads);
     o.make_device_stepper = noop;
@@ -108,7 +108,7 @@ TEST(ZeroSyncTest, DeviceMemoryNeedsHostCommForClipping) {
 // A DeviceStepper over host memory: records what it was asked to step and
 // delegates to the host optimizer it mirrors, so the device path (in-place
 // allreduce, stepper norm and step, in-place gather) runs on Gloo.
-class HostStepper final : public DeviceStepper {
+class HostStepper final : public optim::DeviceStepper {
  public:
   HostStepper(optim::Optimizer* host, const float* base) : host_(host), base_(base) {}
   absl::StatusOr<double> SumOfSquares(const float* grads, int64_t n) override {
@@ -165,10 +165,10 @@ TEST(ZeroSyncTest, DevicePathEqualsTheHostPath) {
             o.host_comm = &comm;
             const float* base = params.data();
             o.make_device_stepper = [&steppers, rank, base](optim::Optimizer* opt)
-                -> absl::StatusOr<std::unique_ptr<DeviceStepper>> {
+                -> absl::StatusOr<std::unique_ptr<optim::DeviceStepper>> {
               auto s = std::make_unique<HostStepper>(opt, base);
               steppers[rank] = s.get();
-              return std::unique_ptr<DeviceStepper>(std::move(s));
+              return std::unique_ptr<optim::DeviceStepper>(std::move(s));
             };
           }
           ASSIGN_OR_RETURN(auto sync, CreateZeroSync(std::move(o)));

@@ -1,7 +1,7 @@
 // DeviceStepperFactoryFor: empty for host memory, the registered stepper
 // for a device backend, an UNIMPLEMENTED factory for a device backend with
 // none. The device backends here are fakes that only have a name.
-#include "common/sync/device_stepper_registry.h"
+#include "common/optim/device_stepper_registry.h"
 
 #include <cstdlib>
 #include <memory>
@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 
 namespace tandem {
-namespace sync {
+namespace optim {
 namespace {
 
 using kernels::Activation;
@@ -175,5 +175,5 @@ TEST(DeviceStepperRegistryDeathTest, RegisteringABackendTwiceAborts) {
 }
 
 }  // namespace
-}  // namespace sync
+}  // namespace optim
 }  // namespace tandem

@@ -14,8 +14,8 @@
 // the strategy is built rather than as a crash on device pointers.
 // Thread-safety: registration during static initialisation; lookups are
 // safe concurrently afterwards. A second registration of a name aborts.
-#ifndef TANDEM_COMMON_SYNC_DEVICE_STEPPER_REGISTRY_H_
-#define TANDEM_COMMON_SYNC_DEVICE_STEPPER_REGISTRY_H_
+#ifndef TANDEM_COMMON_OPTIM_DEVICE_STEPPER_REGISTRY_H_
+#define TANDEM_COMMON_OPTIM_DEVICE_STEPPER_REGISTRY_H_
 
 #include <functional>
 #include <memory>
@@ -24,11 +24,11 @@
 
 #include "absl/status/statusor.h"
 #include "common/kernels/backend.h"
+#include "common/optim/device_stepper.h"
 #include "common/optim/optimizer.h"
-#include "common/sync/device_stepper.h"
 
 namespace tandem {
-namespace sync {
+namespace optim {
 
 // Builds the stepper for `backend` (borrowed, outlives the stepper)
 // mirroring `host_optimizer` (borrowed).
@@ -46,7 +46,7 @@ std::vector<std::string> RegisteredDeviceSteppers();
 // it builds). Empty when backend is null or host_accessible().
 DeviceStepperFactory DeviceStepperFactoryFor(kernels::Backend* backend);
 
-}  // namespace sync
+}  // namespace optim
 }  // namespace tandem
 
-#endif  // TANDEM_COMMON_SYNC_DEVICE_STEPPER_REGISTRY_H_
+#endif  // TANDEM_COMMON_OPTIM_DEVICE_STEPPER_REGISTRY_H_

@@ -1,9 +1,9 @@
-#include "common/sync/zero_shard_map.h"
+#include "common/shard/zero_shard_map.h"
 
 #include "gtest/gtest.h"
 
 namespace tandem {
-namespace sync {
+namespace shard {
 namespace {
 
 // Every (n, N) pair: the real ranges tile [0, n) in rank order, each shard
@@ -46,5 +46,5 @@ TEST(ZeroShardMapTest, PaddingIsAtTheEnd) {
 }
 
 }  // namespace
-}  // namespace sync
+}  // namespace shard
 }  // namespace tandem

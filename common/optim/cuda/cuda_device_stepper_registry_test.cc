@@ -6,11 +6,11 @@
 #include <vector>
 
 #include "common/kernels/cuda/cuda_backend.h"
-#include "common/sync/device_stepper_registry.h"
+#include "common/optim/device_stepper_registry.h"
 #include "gtest/gtest.h"
 
 namespace tandem {
-namespace sync {
+namespace optim {
 namespace {
 
 TEST(CudaDeviceStepperRegistry, CudaIsRegistered) {
@@ -19,5 +19,5 @@ TEST(CudaDeviceStepperRegistry, CudaIsRegistered) {
 }
 
 }  // namespace
-}  // namespace sync
+}  // namespace optim
 }  // namespace tandem

@@ -25,8 +25,8 @@
 // not Sgd / AdamW, ResourceExhausted when device memory runs out; Step and
 // SumOfSquares return the launch / copy error (the backend keeps the first
 // asynchronous error and reports it on the next copy).
-#ifndef TANDEM_COMMON_SYNC_CUDA_DEVICE_STEPPER_H_
-#define TANDEM_COMMON_SYNC_CUDA_DEVICE_STEPPER_H_
+#ifndef TANDEM_COMMON_OPTIM_CUDA_CUDA_DEVICE_STEPPER_H_
+#define TANDEM_COMMON_OPTIM_CUDA_CUDA_DEVICE_STEPPER_H_
 
 #include <cstdint>
 #include <memory>
@@ -34,11 +34,11 @@
 
 #include "absl/status/statusor.h"
 #include "common/kernels/cuda/cuda_backend.h"
+#include "common/optim/device_stepper.h"
 #include "common/optim/optimizer.h"
-#include "common/sync/device_stepper.h"
 
 namespace tandem {
-namespace sync {
+namespace optim {
 
 class CudaDeviceStepper final : public DeviceStepper {
  public:
@@ -68,7 +68,7 @@ class CudaDeviceStepper final : public DeviceStepper {
   float* scratch_ = nullptr;   // one device float for the norm
 };
 
-}  // namespace sync
+}  // namespace optim
 }  // namespace tandem
 
-#endif  // TANDEM_COMMON_SYNC_CUDA_DEVICE_STEPPER_H_
+#endif  // TANDEM_COMMON_OPTIM_CUDA_CUDA_DEVICE_STEPPER_H_

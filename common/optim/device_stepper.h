@@ -1,5 +1,5 @@
 // DeviceStepper: the device-side finish of a step for params / grads in
-// accelerator memory (CudaDeviceStepper in common/sync/cuda_device_stepper.h).
+// accelerator memory (CudaDeviceStepper in common/optim/cuda/cuda_device_stepper.h).
 // A strategy given one computes the gradient norm and applies the update
 // through it instead of reading the buffers on the host and calling the host
 // optimizer; the scale and clip arithmetic (common/sync/grad_clip.h) stays on
@@ -9,8 +9,8 @@
 //
 // Thread-compatible: called only from the trainer thread, after every bucket
 // is reduced. Errors: the launch or copy error as a Status.
-#ifndef TANDEM_COMMON_SYNC_DEVICE_STEPPER_H_
-#define TANDEM_COMMON_SYNC_DEVICE_STEPPER_H_
+#ifndef TANDEM_COMMON_OPTIM_DEVICE_STEPPER_H_
+#define TANDEM_COMMON_OPTIM_DEVICE_STEPPER_H_
 
 #include <cstdint>
 #include <functional>
@@ -20,7 +20,7 @@
 #include "common/optim/optimizer.h"
 
 namespace tandem {
-namespace sync {
+namespace optim {
 
 class DeviceStepper {
  public:
@@ -43,7 +43,7 @@ class DeviceStepper {
 using DeviceStepperFactory = std::function<absl::StatusOr<std::unique_ptr<DeviceStepper>>(
     optim::Optimizer* host_optimizer)>;
 
-}  // namespace sync
+}  // namespace optim
 }  // namespace tandem
 
-#endif  // TANDEM_COMMON_SYNC_DEVICE_STEPPER_H_
+#endif  // TANDEM_COMMON_OPTIM_DEVICE_STEPPER_H_

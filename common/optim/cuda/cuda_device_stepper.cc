@@ -1,16 +1,16 @@
-#include "common/sync/cuda_device_stepper.h"
+#include "common/optim/cuda/cuda_device_stepper.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "common/kernels/cuda/optimizer_kernels.h"
 #include "common/optim/adamw.h"
+#include "common/optim/device_stepper_registry.h"
 #include "common/optim/sgd.h"
 #include "common/status/status_macros.h"
-#include "common/sync/device_stepper_registry.h"
 
 namespace tandem {
-namespace sync {
+namespace optim {
 
 CudaDeviceStepper::CudaDeviceStepper(cuda::CudaBackend* backend,
                                      optim::Optimizer* host_optimizer)
@@ -129,5 +129,5 @@ const bool kRegistered = RegisterDeviceStepper(
 
 }  // namespace
 
-}  // namespace sync
+}  // namespace optim
 }  // namespace tandem

@@ -1,4 +1,4 @@
-#include "common/optim/precision.h"
+#include "common/numeric/precision.h"
 
 #include <cmath>
 #include <limits>
@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 
 namespace tandem {
-namespace optim {
+namespace numeric {
 namespace {
 
 bool IsNanBits16(uint16_t h, int exp_bits) {
@@ -147,5 +147,5 @@ TEST(PrecisionTest, HasNonFiniteFindsInfAndNanAnywhere) {
 }
 
 }  // namespace
-}  // namespace optim
+}  // namespace numeric
 }  // namespace tandem

@@ -1,9 +1,9 @@
-#include "common/optim/precision.h"
+#include "common/numeric/precision.h"
 
 #include "absl/strings/str_cat.h"
 
 namespace tandem {
-namespace optim {
+namespace numeric {
 namespace {
 
 absl::Status CheckSizes(const char* what, size_t in, size_t out) {
@@ -100,5 +100,5 @@ bool HasNonFinite(absl::Span<const float> values) {
   return any != 0;
 }
 
-}  // namespace optim
+}  // namespace numeric
 }  // namespace tandem

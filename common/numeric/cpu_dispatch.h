@@ -23,14 +23,14 @@
 // Tests cap the width with ForceVectorWidth() to compare every width the
 // CPU has with the baseline (SupportedVectorWidths()). Thread-safe (the
 // feature check is a function-local static, the cap an atomic).
-#ifndef TANDEM_COMMON_KERNELS_CPU_DISPATCH_H_
-#define TANDEM_COMMON_KERNELS_CPU_DISPATCH_H_
+#ifndef TANDEM_COMMON_NUMERIC_CPU_DISPATCH_H_
+#define TANDEM_COMMON_NUMERIC_CPU_DISPATCH_H_
 
 #include <atomic>
 #include <vector>
 
 namespace tandem {
-namespace kernels {
+namespace numeric {
 
 enum class VectorWidth : int { kSse42 = 0, kAvx2 = 1, kAvx512 = 2 };
 
@@ -95,7 +95,7 @@ inline const char* VectorWidthName(VectorWidth w) {
 // "avx512", "avx2" or "sse4.2": the width dispatched loops run at.
 inline const char* VectorWidthName() { return VectorWidthName(ActiveVectorWidth()); }
 
-}  // namespace kernels
+}  // namespace numeric
 }  // namespace tandem
 
 #define TANDEM_CPU_INLINE inline __attribute__((always_inline))
@@ -114,11 +114,11 @@ inline const char* VectorWidthName() { return VectorWidthName(ActiveVectorWidth(
   TANDEM_CPU_TARGET_AVX2 void name##Avx2 params { name##Body args; }     \
   void name##Base params { name##Body args; }                           \
   void name params {                                                    \
-    switch (::tandem::kernels::ActiveVectorWidth()) {                   \
-      case ::tandem::kernels::VectorWidth::kAvx512:                     \
+    switch (::tandem::numeric::ActiveVectorWidth()) {                   \
+      case ::tandem::numeric::VectorWidth::kAvx512:                     \
         name##Avx512 args;                                              \
         break;                                                          \
-      case ::tandem::kernels::VectorWidth::kAvx2:                       \
+      case ::tandem::numeric::VectorWidth::kAvx2:                       \
         name##Avx2 args;                                                \
         break;                                                          \
       default:                                                          \
@@ -126,4 +126,4 @@ inline const char* VectorWidthName() { return VectorWidthName(ActiveVectorWidth(
     }                                                                   \
   }
 
-#endif  // TANDEM_COMMON_KERNELS_CPU_DISPATCH_H_
+#endif  // TANDEM_COMMON_NUMERIC_CPU_DISPATCH_H_

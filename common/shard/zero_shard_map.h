@@ -14,8 +14,8 @@
 //   optim::ParamRange mine = map.owned(rank);   // what this rank's optimizer steps
 //
 // Thread-safe (immutable value). N < 1 or n < 0 is the caller's bug (DCHECK).
-#ifndef TANDEM_COMMON_SYNC_ZERO_SHARD_MAP_H_
-#define TANDEM_COMMON_SYNC_ZERO_SHARD_MAP_H_
+#ifndef TANDEM_COMMON_SHARD_ZERO_SHARD_MAP_H_
+#define TANDEM_COMMON_SHARD_ZERO_SHARD_MAP_H_
 
 #include <algorithm>
 #include <cstdint>
@@ -23,7 +23,7 @@
 #include "common/optim/optimizer.h"
 
 namespace tandem {
-namespace sync {
+namespace shard {
 
 class ZeroShardMap {
  public:
@@ -56,7 +56,7 @@ class ZeroShardMap {
   int64_t shard_size_;
 };
 
-}  // namespace sync
+}  // namespace shard
 }  // namespace tandem
 
-#endif  // TANDEM_COMMON_SYNC_ZERO_SHARD_MAP_H_
+#endif  // TANDEM_COMMON_SHARD_ZERO_SHARD_MAP_H_

@@ -18,8 +18,8 @@
 // canonical quiet NaN 0x7E00 with the sign kept). Widening is exact.
 // Thread-safe: pure functions. Bulk conversions return InvalidArgument if
 // the spans' sizes differ.
-#ifndef TANDEM_COMMON_OPTIM_PRECISION_H_
-#define TANDEM_COMMON_OPTIM_PRECISION_H_
+#ifndef TANDEM_COMMON_NUMERIC_PRECISION_H_
+#define TANDEM_COMMON_NUMERIC_PRECISION_H_
 
 #include <cstdint>
 #include <cstring>
@@ -28,7 +28,7 @@
 #include "absl/types/span.h"
 
 namespace tandem {
-namespace optim {
+namespace numeric {
 
 // Raw bit patterns of the 16-bit formats.
 using bf16_t = uint16_t;
@@ -71,7 +71,7 @@ absl::Status HalfToFloat(absl::Span<const fp16_t> in, absl::Span<float> out);
 // DynamicLossScaler::Update().
 bool HasNonFinite(absl::Span<const float> values);
 
-}  // namespace optim
+}  // namespace numeric
 }  // namespace tandem
 
-#endif  // TANDEM_COMMON_OPTIM_PRECISION_H_
+#endif  // TANDEM_COMMON_NUMERIC_PRECISION_H_

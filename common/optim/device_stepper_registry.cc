@@ -1,4 +1,4 @@
-#include "common/sync/device_stepper_registry.h"
+#include "common/optim/device_stepper_registry.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -10,7 +10,7 @@
 #include "absl/synchronization/mutex.h"
 
 namespace tandem {
-namespace sync {
+namespace optim {
 namespace {
 
 absl::Mutex& Mu() {
@@ -68,5 +68,5 @@ DeviceStepperFactory DeviceStepperFactoryFor(kernels::Backend* backend) {
   return [creator, backend](optim::Optimizer* host) { return creator(backend, host); };
 }
 
-}  // namespace sync
+}  // namespace optim
 }  // namespace tandem

@@ -1,4 +1,4 @@
-#include "common/kernels/cpu_dispatch.h"
+#include "common/numeric/cpu_dispatch.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 
 namespace tandem {
-namespace kernels {
+namespace numeric {
 namespace {
 
 // A dispatched body that reports which build ran it, so the test can see
@@ -84,5 +84,5 @@ TEST(CpuDispatchTest, EveryWidthComputesTheSameOnRaggedSizes) {
 }
 
 }  // namespace
-}  // namespace kernels
+}  // namespace numeric
 }  // namespace tandem
