@@ -3,6 +3,7 @@
 // without error feedback, ragged sizes). Skips without a device.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -17,22 +18,32 @@ namespace tandem {
 namespace codec {
 namespace {
 
+// A device array whose every CUDA call's result is returned to the test.
 template <typename T>
 class DeviceArray {
  public:
-  explicit DeviceArray(size_t n) : n_(n) { cudaMalloc(&p_, std::max<size_t>(n, 1) * sizeof(T)); }
-  ~DeviceArray() { cudaFree(p_); }
+  explicit DeviceArray(size_t n)
+      : n_(n), alloc_(cudaMalloc(&p_, std::max<size_t>(n, 1) * sizeof(T))) {}
+  ~DeviceArray() {
+    if (p_ != nullptr) cudaFree(p_);
+  }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+
+  cudaError_t alloc_status() const { return alloc_; }
   T* get() { return p_; }
-  void Put(const std::vector<T>& v) { cudaMemcpy(p_, v.data(), n_ * sizeof(T), cudaMemcpyHostToDevice); }
-  std::vector<T> Get() {
-    std::vector<T> v(n_);
-    cudaMemcpy(v.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost);
-    return v;
+  cudaError_t Put(const std::vector<T>& v) {
+    return cudaMemcpy(p_, v.data(), n_ * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  cudaError_t Get(std::vector<T>* v) {
+    v->resize(n_);
+    return cudaMemcpy(v->data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost);
   }
 
  private:
   size_t n_;
   T* p_ = nullptr;
+  cudaError_t alloc_;
 };
 
 TEST(CudaInt8Kernels, MatchTheCpuCodecBitForBit) {
@@ -63,21 +74,31 @@ TEST(CudaInt8Kernels, MatchTheCpuCodecBitForBit) {
         }
         DeviceArray<float> dx(n), dr(n), dy(n);
         DeviceArray<uint8_t> dout(bytes);
-        dx.Put(x);
-        dr.Put(r);
+        ASSERT_EQ(dx.alloc_status(), cudaSuccess);
+        ASSERT_EQ(dr.alloc_status(), cudaSuccess);
+        ASSERT_EQ(dy.alloc_status(), cudaSuccess);
+        ASSERT_EQ(dout.alloc_status(), cudaSuccess);
+        ASSERT_EQ(dx.Put(x), cudaSuccess);
+        ASSERT_EQ(dr.Put(r), cudaSuccess);
         ASSERT_EQ(cuda::LaunchInt8Encode(n, 256, std::string(rounding) == "stochastic", 77,
                                          dx.get(), feedback ? dr.get() : nullptr, dout.get(), 0),
                   cudaSuccess);
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        EXPECT_EQ(dout.Get(), cpu) << rounding << " ef " << feedback << " n " << n;
+        std::vector<uint8_t> gpu;
+        ASSERT_EQ(dout.Get(&gpu), cudaSuccess);
+        EXPECT_EQ(gpu, cpu) << rounding << " ef " << feedback << " n " << n;
         if (feedback) {
-          EXPECT_EQ(dr.Get(), cpu_r) << rounding << " n " << n;
+          std::vector<float> gpu_r;
+          ASSERT_EQ(dr.Get(&gpu_r), cudaSuccess);
+          EXPECT_EQ(gpu_r, cpu_r) << rounding << " n " << n;
         }
-        std::vector<float> y(n, 0.5f), cpu_y(n, 0.5f);
-        dy.Put(y);
+        std::vector<float> y(n, 0.5f), cpu_y(n, 0.5f), gpu_y;
+        ASSERT_EQ(dy.Put(y), cudaSuccess);
         ASSERT_EQ(cuda::LaunchInt8Decode(n, 256, true, dout.get(), dy.get(), 0), cudaSuccess);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         codec->DecodeAdd(cpu.data(), n, cpu_y.data());
-        EXPECT_EQ(dy.Get(), cpu_y) << "n " << n;
+        ASSERT_EQ(dy.Get(&gpu_y), cudaSuccess);
+        EXPECT_EQ(gpu_y, cpu_y) << "n " << n;
       }
     }
   }

@@ -60,7 +60,7 @@ DeviceStepperFactory DeviceStepperFactoryFor(kernels::Backend* backend) {
                      "' keeps parameters in device memory but this binary has no device "
                      "stepper for it (registered: ",
                      have.empty() ? std::string("none") : absl::StrJoin(have, ", "),
-                     "); link its stepper library, e.g. //common/sync:cuda_device_stepper");
+                     "); link its stepper library, e.g. //common/optim/cuda:cuda_device_stepper");
     return [message](optim::Optimizer*) -> absl::StatusOr<std::unique_ptr<DeviceStepper>> {
       return absl::UnimplementedError(message);
     };

@@ -64,7 +64,7 @@ absl::StatusOr<Entry> FindEntry(const std::string& name) {
     return absl::InvalidArgumentError(
         absl::StrCat("--sync '", name,
                      "' is unknown: this binary registers no gradient sync strategy "
-                     "(link a strategy library such as //common/sync:allreduce_strategy)"));
+                     "(link a strategy library such as //common/sync/allreduce:allreduce_strategy)"));
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "--sync '", name, "' is unknown: registered strategies are ", RegisteredNames()));

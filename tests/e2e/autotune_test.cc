@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
@@ -22,8 +24,11 @@ TEST(AutotuneTest, TimesEveryConfigurationAndTrainsWithTheFastest) {
                            "--model=mlp:784,64,10", "--epochs=1", "--max_steps=12",
                            "--run-dir=" + run_dir});
   ASSERT_EQ(r.exit_code, 0) << r.stdout_text << r.stderr_text;
-  int rows = 0, chosen = 0;
-  std::string choice;
+  // Rows: "autotune: NAME [(default)]  MS  SAMPLES  VS [<- chosen]".
+  int rows = 0;
+  std::string choice, chosen_name;
+  double chosen_ms = -1, fastest_ms = -1;
+  int chosen = 0;
   for (absl::string_view line : absl::StrSplit(r.stdout_text, '\n')) {
     if (!absl::StartsWith(line, "autotune: ")) continue;
     if (absl::StrContains(line, " ms/step") || absl::StrContains(line, "configurations")) continue;
@@ -33,11 +38,28 @@ TEST(AutotuneTest, TimesEveryConfigurationAndTrainsWithTheFastest) {
     }
     ++rows;
     EXPECT_FALSE(absl::StrContains(line, "failed")) << line;
-    if (absl::StrContains(line, "<- chosen")) ++chosen;
+    const bool is_chosen = absl::EndsWith(line, "  <- chosen");
+    if (is_chosen) line.remove_suffix(strlen("  <- chosen"));
+    std::vector<std::string> words = absl::StrSplit(line.substr(strlen("autotune: ")), ' ',
+                                                    absl::SkipEmpty());
+    ASSERT_GE(words.size(), 4u) << line;
+    double ms = 0;
+    ASSERT_TRUE(absl::SimpleAtod(words[words.size() - 3], &ms)) << line;
+    if (fastest_ms < 0 || ms < fastest_ms) fastest_ms = ms;
+    if (!is_chosen) continue;
+    ++chosen;
+    chosen_ms = ms;
+    words.resize(words.size() - 3);
+    if (words.back() == "(default)") words.pop_back();
+    chosen_name = absl::StrJoin(words, " ");
   }
   EXPECT_EQ(rows, 6) << r.stdout_text;
   EXPECT_EQ(chosen, 1) << r.stdout_text;
+  // The chosen row is the fastest (ms/step printed to 0.01; rounding keeps the order).
+  EXPECT_EQ(chosen_ms, fastest_ms) << r.stdout_text;
   ASSERT_FALSE(choice.empty()) << r.stdout_text;
+  // The run trains with the chosen row's configuration.
+  EXPECT_EQ(absl::StrReplaceAll(choice, {{" --sync_opt", ""}}), chosen_name) << r.stdout_text;
   // "allreduce --sync_opt bucket_cap_mb=4" -> the job header "sync allreduce bucket_cap_mb=4".
   const std::string header = "sync " + absl::StrReplaceAll(choice, {{" --sync_opt", ""}});
   EXPECT_TRUE(absl::StrContains(r.stdout_text, header)) << header << "\n" << r.stdout_text;

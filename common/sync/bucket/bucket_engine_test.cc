@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -204,14 +205,49 @@ TEST(BucketEngine, RangeErrorsAreErrorsNotHangs) {
   }
 }
 
-TEST(BucketEngine, DestroyingMidStepIssuesNothingMore) {
-  Recorder rec;
-  auto engine = MakeEngine(&rec, 10);
-  ASSERT_TRUE(engine->BeginStep().ok());
-  engine->OnGradientsReady(30, 40);
-  ASSERT_TRUE(rec.WaitForCalls(1));
-  engine.reset();  // joins the communication thread without waiting for the step
-  EXPECT_EQ(rec.calls().size(), 1u);
+// Destroying the engine mid-step (ranges still missing) neither hangs nor
+// abandons the operation in flight: the destructor returns only after that
+// operation has returned, and nothing is issued after it.
+TEST(BucketEngine, DestroyingMidStepWaitsForTheOperationInFlightAndIssuesNothingMore) {
+  absl::Mutex mu;
+  bool release = false, returned = false;
+  int calls = 0;
+  BucketEngineOptions o;
+  o.ready_ranges = kRanges;
+  o.size = kSize;
+  o.bucket_cap_mb = 10 * sizeof(float) / (1024.0 * 1024.0);  // one range per bucket
+  o.operation = [&](int, int64_t, int64_t) {
+    absl::MutexLock lock(&mu);
+    ++calls;
+    mu.Await(absl::Condition(&release));
+    returned = true;
+    return absl::OkStatus();
+  };
+  absl::StatusOr<std::unique_ptr<BucketEngine>> engine = BucketEngine::Create(std::move(o));
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  ASSERT_TRUE((*engine)->BeginStep().ok());
+  (*engine)->OnGradientsReady(30, 40);  // bucket 1 of 4 is ready; its operation blocks
+  {
+    absl::MutexLock lock(&mu);
+    ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(
+                                        +[](int* c) { return *c >= 1; }, &calls),
+                                    absl::Seconds(60)));
+  }
+  bool returned_before_destructor_ended = false;
+  std::thread destroyer([&] {
+    engine->reset();
+    absl::MutexLock lock(&mu);
+    returned_before_destructor_ended = returned;
+  });
+  {
+    absl::MutexLock lock(&mu);
+    release = true;
+  }
+  destroyer.join();
+  EXPECT_TRUE(returned_before_destructor_ended)
+      << "the destructor returned while the operation was still running";
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(calls, 1);
 }
 
 TEST(BucketEngine, RejectsBadOptions) {
