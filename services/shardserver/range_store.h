@@ -118,6 +118,8 @@ struct StoreInfo {
   v1::OptimizerConfig optimizer;
 };
 
+struct ChunkSlot;  // one chunk's accumulator and optimizer (range_store.cc)
+
 class RangeStore {
  public:
   // `metrics` may be null; it must outlive the store.
@@ -189,6 +191,15 @@ class RangeStore {
 
  private:
   absl::StatusOr<std::shared_ptr<State>> Current(int64_t generation, const char* what) const;
+  // Push's steps: admit the step (false: a repeat of the step just
+  // applied), sum into the chunk's slot, apply when complete.
+  enum class SlotSum { kSummed, kComplete, kDuplicate };
+  absl::StatusOr<bool> AdmitStep(State& st, const PushHeader& h, const std::string& where);
+  absl::StatusOr<SlotSum> SumIntoSlot(State& st, ChunkSlot& slot, const PushHeader& h,
+                                      const float* data, int64_t n, const std::string& where);
+  // The whole step once every chunk is complete (this push completed one).
+  void ApplyStepIfComplete(State& st, int64_t step);
+  // apply_per_chunk: chunk `chunk`'s step as soon as it is complete.
   void ApplyChunk(State& st, int chunk, int64_t step);
 
   const ShardMetrics* const metrics_;

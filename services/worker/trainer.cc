@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -18,9 +20,11 @@
 #include "services/worker/dataset_probe.h"
 #include "services/worker/evaluator.h"
 #include "services/worker/generation.h"
+#include "services/worker/progress.h"
 #include "services/worker/sample_log.h"
 #include "services/worker/step_precision.h"
 #include "services/worker/step_runner.h"
+#include "services/worker/step_vote.h"
 #include "services/worker/training_plan.h"
 #include "services/worker/worker_metrics.h"
 
@@ -46,7 +50,32 @@ class Trainer::Loop {
 
  private:
   enum class Outcome { kDone, kStopped, kRejoin };
+  // One generation's plan and the --batch auto gradient-noise window (sums
+  // of the per-rank and synced gradient norms since the last report).
+  struct GenerationRun {
+    PlanInputs inputs;
+    TrainingPlan plan;
+    double noise_local = 0, noise_global = 0;
+    int noise_n = 0;
+  };
+  // Set up, restore, train to the end of the plan, a stop or a re-join.
   absl::StatusOr<Outcome> RunGeneration(Generation& g);
+  // The checkpoint (if any) and the loss scale; says so on rank 0.
+  absl::Status RestoreState(Generation& g);
+  // The learning-rate schedule, the batch metric and the data stream of `plan`.
+  absl::Status StartStream(Generation& g, const TrainingPlan& plan);
+  // One optimizer step, the vote after it and what the vote decides; an
+  // outcome ends the generation.
+  absl::StatusOr<std::optional<Outcome>> TrainStep(Generation& g, GenerationRun& run,
+                                                   StepRunner& runner, ProgressReporter& progress);
+  // Loss, metrics, the skipped-step line and the progress window.
+  void ReportStep(Generation& g, GenerationRun& run, const optim::StepContext& ctx,
+                  const StepOutput& out, const StepVote& vote, ProgressReporter& progress);
+  // The coordinator's STOP: checkpoint, wait for rank 0's commit, leave.
+  absl::Status Stop(Generation& g, const Command& c);
+  absl::Status EvaluateAndCheckpoint(Generation& g, const TrainingPlan& plan, bool epoch_ended);
+  absl::Status MaybeResizeBatch(Generation& g, GenerationRun& run, int64_t agreed,
+                                const Command& c);
   void ReportFailure(Generation& g, const absl::Status& s);
   void Print(const std::string& line) { progress_sink_(line); }
   // The global batch the options ask for now (0 = batch_size x world): the
@@ -221,6 +250,31 @@ absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& 
   } disarm{&abort_};
   result_.transport = g.grad.world->backend();
   result_.strategy = g.sync->name();
+  RETURN_IF_ERROR(RestoreState(g));
+  const PlanInputs inputs{o_, probe_.train_samples, g.world(),
+                          WantedGlobalBatch(g.join.global_batch_size())};
+  ASSIGN_OR_RETURN(TrainingPlan plan, PlanGeneration(inputs, &state_));
+  GenerationRun run{inputs, std::move(plan)};
+  RETURN_IF_ERROR(StartStream(g, run.plan));
+  const bool tokens = probe_.inputs.kind == InputSpec::Kind::kTokens;
+  ProgressReporter progress(ProgressOptions{o_.log_every, o_.profile, g.rank() == 0,
+                                            tokens ? probe_.inputs.width : 0, progress_sink_});
+  StepRunner runner(t_->model_.get(), t_->backend_.get(), stager_.get(), o_.accumulation);
+  runner.set_sample_log(sample_log_.get(), g.join.generation());
+  runner.set_precision(precision_.get());
+  runner.set_measure_noise(o_.batch_auto && g.world() > 1);
+  while (state_.step < run.plan.total_steps) {
+    ASSIGN_OR_RETURN(std::optional<Outcome> end, TrainStep(g, run, runner, progress));
+    if (end.has_value()) return *end;
+  }
+  state_.loss_scaler = precision_->SerializeState();
+  ASSIGN_OR_RETURN(std::string path, checkpointer_->Write(g, &state_));
+  if (!path.empty()) result_.last_checkpoint = path;
+  RETURN_IF_ERROR(LeaveParametersWhole(g));
+  return Outcome::kDone;
+}
+
+absl::Status Trainer::Loop::RestoreState(Generation& g) {
   ASSIGN_OR_RETURN(bool resumed, checkpointer_->Restore(g, &state_));
   if (absl::Status s = precision_->RestoreState(state_.loss_scaler); !s.ok()) {
     return absl::DataLossError(absl::StrCat(checkpointer_->restored_path(),
@@ -234,165 +288,168 @@ absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& 
                        ") in generation ", g.join.generation(), " with ", g.world(),
                        " worker(s)"));
   }
-  PlanInputs pi{o_, probe_.train_samples, g.world(), WantedGlobalBatch(g.join.global_batch_size())};
-  ASSIGN_OR_RETURN(TrainingPlan plan, PlanGeneration(pi, &state_));
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::Loop::StartStream(Generation& g, const TrainingPlan& plan) {
   g.lr_schedule = plan.schedule;
   metrics_->SetGlobalBatch(plan.global_batch * o_.accumulation);
-  if (plan.steps_left > 0) {
-    ASSIGN_OR_RETURN(g.data, data::PrefetchClient::Start(
-                                 TrainStream(o_, plan, state_, g.rank(), g.world(),
-                                             probe_.inputs.normalize_to_f32,
-                                             client_metrics_.get())));
-  }
+  if (plan.steps_left <= 0) return absl::OkStatus();
+  ASSIGN_OR_RETURN(g.data, data::PrefetchClient::Start(
+                               TrainStream(o_, plan, state_, g.rank(), g.world(),
+                                           probe_.inputs.normalize_to_f32,
+                                           client_metrics_.get())));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<Trainer::Loop::Outcome>> Trainer::Loop::TrainStep(
+    Generation& g, GenerationRun& run, StepRunner& runner, ProgressReporter& progress) {
+  const absl::Time step_start = absl::Now();
+  optim::StepContext ctx;
+  ctx.step = state_.step + 1;
+  ctx.lr = run.plan.schedule.LearningRate(ctx.step);
+  ASSIGN_OR_RETURN(StepOutput out, runner.Run(*g.data, *g.sync, ctx));
+  ++state_.step;
+  state_.cursor = out.cursor;
+  state_.samples_in_epoch =
+      state_.cursor.offset + state_.cursor.step_in_epoch * run.plan.global_batch;
+
+  // Every rank acts on the coordinator's command at the same step.
+  const Command c = client_->command();
+  StepVote mine;
+  mine.stop = c.kind == Command::kStop;
+  mine.rejoin = c.kind == Command::kRejoin;
+  mine.coordinator_lost = c.kind == Command::kCoordinatorLost;
+  mine.loss = out.mean_loss;
   const bool dynamic = o_.batch_auto || !o_.batch_schedule.empty();
-  // Window sums of the gradient norms at the two batch sizes.
-  double noise_local = 0, noise_global = 0;
-  int noise_n = 0;
-  const bool tokens = probe_.inputs.kind == InputSpec::Kind::kTokens;
-  ProgressReporter progress(ProgressOptions{o_.log_every, o_.profile, g.rank() == 0,
-                                            tokens ? probe_.inputs.width : 0, progress_sink_});
+  mine.wanted_global_batch = g.rank() == 0 && dynamic ? WantedGlobalBatch(c.global_batch) : 0;
+  mine.local_grad_sum_sq = static_cast<float>(std::max(0.0, out.local_grad_sum_sq));
+  ASSIGN_OR_RETURN(const StepVote vote, AgreeOnStep(*g.ctl, mine));
+  out.times.total = absl::ToDoubleSeconds(absl::Now() - step_start);
+  ReportStep(g, run, ctx, out, vote, progress);
 
-  StepRunner runner(t_->model_.get(), t_->backend_.get(), stager_.get(), o_.accumulation);
-  runner.set_sample_log(sample_log_.get(), g.join.generation());
-  runner.set_precision(precision_.get());
-  runner.set_measure_noise(o_.batch_auto && g.world() > 1);
-  while (state_.step < plan.total_steps) {
-    const absl::Time step_start = absl::Now();
-    optim::StepContext ctx;
-    ctx.step = state_.step + 1;
-    ctx.lr = plan.schedule.LearningRate(ctx.step);
-    ASSIGN_OR_RETURN(StepOutput out, runner.Run(*g.data, *g.sync, ctx));
-    StepTimes& times = out.times;
-    ++state_.step;
-    state_.cursor = out.cursor;
-    state_.samples_in_epoch =
-        state_.cursor.offset + state_.cursor.step_in_epoch * plan.global_batch;
-
-    // Agree on the coordinator's command (every rank acts at the same step),
-    // sum the loss and this rank's pre-sync gradient norm, and take rank
-    // 0's wanted global batch, in one small collective.
-    const Command c = client_->command();
-    const int64_t wanted =
-        g.rank() == 0 && dynamic ? WantedGlobalBatch(c.global_batch) : 0;
-    float agree[6] = {c.kind == Command::kStop ? 1.f : 0.f,
-                      c.kind == Command::kRejoin ? 1.f : 0.f,
-                      c.kind == Command::kCoordinatorLost ? 1.f : 0.f,
-                      out.mean_loss,
-                      static_cast<float>(wanted),
-                      static_cast<float>(std::max(0.0, out.local_grad_sum_sq))};
-    RETURN_IF_ERROR(g.ctl->AllReduce(agree, 6, ReduceOp::kSum));
-    const double mean_loss = agree[3] / g.world();
-    if (out.local_grad_sum_sq >= 0 && out.global_grad_sum_sq >= 0 &&
-        std::isfinite(agree[5]) && std::isfinite(out.global_grad_sum_sq)) {
-      // Mean gradients: a rank's is its sum over k micro-batches / k, the
-      // synced one the sum over ranks / (world k); both loss-scaled.
-      const double k = o_.accumulation * std::max(1.0, static_cast<double>(precision_->loss_scale()));
-      noise_local += agree[5] / g.world() / (k * k);
-      noise_global += out.global_grad_sum_sq / (k * k * g.world() * g.world());
-      ++noise_n;
-    }
-    result_.final_loss = mean_loss;
-    times.total = absl::ToDoubleSeconds(absl::Now() - step_start);
-    metrics_->RecordStep(times, out.samples, mean_loss, *g.sync, &g.last_stats);
-    metrics_->RecordNumerics(!out.verdict.applied, precision_->loss_scale(),
-                             g.sync->last_step().grad_sum_sq);
-    if (!out.verdict.applied && g.rank() == 0) {
-      Print(absl::StrCat("step ", state_.step, " skipped: ", out.verdict.skipped_because));
-    }
-    progress.AddStep(mean_loss, out.samples * g.world(), times);
-    ProgressPoint pp;
-    pp.step = state_.step;
-    pp.total_steps = plan.total_steps;
-    // The epoch the step trained in (1-based).
-    pp.epoch = state_.cursor.step_in_epoch == 0 ? state_.cursor.epoch : state_.cursor.epoch + 1;
-    pp.samples_in_epoch = state_.samples_in_epoch;
-    pp.lr = ctx.lr;
-    pp.world = g.world();
-    pp.global_batch = plan.global_batch * o_.accumulation;
-    if (noise_n > 0) {
-      pp.local_grad_sq = noise_local / noise_n;
-      pp.global_grad_sq = noise_global / noise_n;
-    }
-    if (auto report = progress.MaybeReport(pp)) {
-      client_->SetProgress(*report);
-      noise_local = noise_global = 0;
-      noise_n = 0;
-    }
-
-    if (agree[2] > 0) return absl::UnavailableError(absl::StrCat("lost the coordinator: ", c.reason));
-    if (agree[1] > 0) {
-      failure_ = absl::StrCat("generation ", g.join.generation(), " ended",
-                              c.reason.empty() ? "" : ": ", c.reason);
-      if (g.rank() == 0) Print(failure_ + "; re-joining and resuming from the last checkpoint");
-      return Outcome::kRejoin;
-    }
-    if (agree[0] > 0) {
-      state_.loss_scaler = precision_->SerializeState();
-      RETURN_IF_ERROR(checkpointer_->Write(g, &state_).status());
-      // A rank that leaves ends the generation: wait until rank 0 has
-      // committed the checkpoint before anyone does.
-      RETURN_IF_ERROR(g.ctl->Barrier());
-      RETURN_IF_ERROR(LeaveParametersWhole(g));
-      if (g.rank() == 0) {  // another rank may have heard the STOP first
-        Print(absl::StrCat("stopping at step ", state_.step, ": ",
-                           c.reason.empty() ? "the coordinator asked to stop" : c.reason));
-      }
-      return Outcome::kStopped;
-    }
-    const absl::Time aside = absl::Now();
-    if (out.epoch_ended) {
-      ASSIGN_OR_RETURN(EvalResult ev, evaluator_->Run(g));
-      if (ev.samples > 0) {
-        result_.test_accuracy = ev.accuracy;
-        result_.eval_loss = ev.loss;
-        // The epoch that just ended: the cursor already points into the next.
-        if (g.rank() == 0) Print(FormatEvalLine(ev, state_.cursor.epoch, probe_.inputs.kind));
-      }
-    }
-    if (o_.checkpoint_every > 0 && state_.step % o_.checkpoint_every == 0 &&
-        state_.step < plan.total_steps) {
-      state_.loss_scaler = precision_->SerializeState();
-      ASSIGN_OR_RETURN(std::string path, checkpointer_->Write(g, &state_));
-      if (!path.empty()) result_.last_checkpoint = path;
-    }
-    // Dynamic batch sizing: every rank switches here, at this step
-    // boundary, to rank 0's wanted global batch. The stream restarts at the
-    // exact sample reached (the cursor is a sample position), the plan and
-    // the learning rate are recomputed for the new batch.
-    const int64_t agreed = static_cast<int64_t>(std::llround(agree[4]));
-    if (agreed > 0 && agreed != plan.global_batch && state_.step < plan.total_steps) {
-      const int64_t before = plan.global_batch;
-      g.data.reset();
-      pi.global_batch = agreed;
-      ASSIGN_OR_RETURN(plan, PlanGeneration(pi, &state_));
-      g.lr_schedule = plan.schedule;
-      if (plan.steps_left > 0) {
-        ASSIGN_OR_RETURN(g.data, data::PrefetchClient::Start(
-                                     TrainStream(o_, plan, state_, g.rank(), g.world(),
-                                                 probe_.inputs.normalize_to_f32,
-                                                 client_metrics_.get())));
-      }
-      metrics_->SetGlobalBatch(plan.global_batch * o_.accumulation);
-      if (g.rank() == 0) {
-        const std::string why = !o_.batch_schedule.empty()
-                                    ? std::string("--batch_schedule")
-                                    : (c.batch_reason.empty() ? std::string("coordinator")
-                                                              : "coordinator: " + c.batch_reason);
-        Print(absl::StrFormat("batch %d -> %d at step %d (epoch %d, sample %d), lr %.4f (%s)",
-                              static_cast<long long>(before), static_cast<long long>(agreed),
-                              static_cast<long long>(state_.step),
-                              static_cast<long long>(state_.cursor.epoch + 1),
-                              static_cast<long long>(state_.samples_in_epoch),
-                              plan.schedule.LearningRate(state_.step + 1), why));
-      }
-    }
-    progress.Exclude(absl::Now() - aside);  // rates count training only
+  if (vote.coordinator_lost) {
+    return absl::UnavailableError(absl::StrCat("lost the coordinator: ", c.reason));
   }
+  if (vote.rejoin) {
+    failure_ = absl::StrCat("generation ", g.join.generation(), " ended",
+                            c.reason.empty() ? "" : ": ", c.reason);
+    if (g.rank() == 0) Print(failure_ + "; re-joining and resuming from the last checkpoint");
+    return Outcome::kRejoin;
+  }
+  if (vote.stop) {
+    RETURN_IF_ERROR(Stop(g, c));
+    return Outcome::kStopped;
+  }
+  const absl::Time aside = absl::Now();
+  RETURN_IF_ERROR(EvaluateAndCheckpoint(g, run.plan, out.epoch_ended));
+  RETURN_IF_ERROR(MaybeResizeBatch(g, run, vote.wanted_global_batch, c));
+  progress.Exclude(absl::Now() - aside);  // rates count training only
+  return std::nullopt;
+}
+
+void Trainer::Loop::ReportStep(Generation& g, GenerationRun& run, const optim::StepContext& ctx,
+                               const StepOutput& out, const StepVote& vote,
+                               ProgressReporter& progress) {
+  const double mean_loss = vote.loss / g.world();
+  if (out.local_grad_sum_sq >= 0 && out.global_grad_sum_sq >= 0 &&
+      std::isfinite(vote.local_grad_sum_sq) && std::isfinite(out.global_grad_sum_sq)) {
+    // Mean gradients: a rank's is its sum over k micro-batches / k, the
+    // synced one the sum over ranks / (world k); both loss-scaled.
+    const double k = o_.accumulation * std::max(1.0, static_cast<double>(precision_->loss_scale()));
+    run.noise_local += vote.local_grad_sum_sq / g.world() / (k * k);
+    run.noise_global += out.global_grad_sum_sq / (k * k * g.world() * g.world());
+    ++run.noise_n;
+  }
+  result_.final_loss = mean_loss;
+  metrics_->RecordStep(out.times, out.samples, mean_loss, *g.sync, &g.last_stats);
+  metrics_->RecordNumerics(!out.verdict.applied, precision_->loss_scale(),
+                           g.sync->last_step().grad_sum_sq);
+  if (!out.verdict.applied && g.rank() == 0) {
+    Print(absl::StrCat("step ", state_.step, " skipped: ", out.verdict.skipped_because));
+  }
+  progress.AddStep(mean_loss, out.samples * g.world(), out.times);
+  ProgressPoint pp;
+  pp.step = state_.step;
+  pp.total_steps = run.plan.total_steps;
+  // The epoch the step trained in (1-based).
+  pp.epoch = state_.cursor.step_in_epoch == 0 ? state_.cursor.epoch : state_.cursor.epoch + 1;
+  pp.samples_in_epoch = state_.samples_in_epoch;
+  pp.lr = ctx.lr;
+  pp.world = g.world();
+  pp.global_batch = run.plan.global_batch * o_.accumulation;
+  if (run.noise_n > 0) {
+    pp.local_grad_sq = run.noise_local / run.noise_n;
+    pp.global_grad_sq = run.noise_global / run.noise_n;
+  }
+  if (auto report = progress.MaybeReport(pp)) {
+    client_->SetProgress(*report);
+    run.noise_local = run.noise_global = 0;
+    run.noise_n = 0;
+  }
+}
+
+absl::Status Trainer::Loop::Stop(Generation& g, const Command& c) {
   state_.loss_scaler = precision_->SerializeState();
-  ASSIGN_OR_RETURN(std::string path, checkpointer_->Write(g, &state_));
-  if (!path.empty()) result_.last_checkpoint = path;
+  RETURN_IF_ERROR(checkpointer_->Write(g, &state_).status());
+  // A rank that leaves ends the generation: wait until rank 0 has
+  // committed the checkpoint before anyone does.
+  RETURN_IF_ERROR(g.ctl->Barrier());
   RETURN_IF_ERROR(LeaveParametersWhole(g));
-  return Outcome::kDone;
+  if (g.rank() == 0) {  // another rank may have heard the STOP first
+    Print(absl::StrCat("stopping at step ", state_.step, ": ",
+                       c.reason.empty() ? "the coordinator asked to stop" : c.reason));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::Loop::EvaluateAndCheckpoint(Generation& g, const TrainingPlan& plan,
+                                                  bool epoch_ended) {
+  if (epoch_ended) {
+    ASSIGN_OR_RETURN(EvalResult ev, evaluator_->Run(g));
+    if (ev.samples > 0) {
+      result_.test_accuracy = ev.accuracy;
+      result_.eval_loss = ev.loss;
+      // The epoch that just ended: the cursor already points into the next.
+      if (g.rank() == 0) Print(FormatEvalLine(ev, state_.cursor.epoch, probe_.inputs.kind));
+    }
+  }
+  if (o_.checkpoint_every > 0 && state_.step % o_.checkpoint_every == 0 &&
+      state_.step < plan.total_steps) {
+    state_.loss_scaler = precision_->SerializeState();
+    ASSIGN_OR_RETURN(std::string path, checkpointer_->Write(g, &state_));
+    if (!path.empty()) result_.last_checkpoint = path;
+  }
+  return absl::OkStatus();
+}
+
+// Dynamic batch sizing: every rank switches here, at this step boundary, to
+// rank 0's wanted global batch. The stream restarts at the exact sample
+// reached (the cursor is a sample position), the plan and the learning rate
+// are recomputed for the new batch.
+absl::Status Trainer::Loop::MaybeResizeBatch(Generation& g, GenerationRun& run, int64_t agreed,
+                                             const Command& c) {
+  if (agreed <= 0 || agreed == run.plan.global_batch || state_.step >= run.plan.total_steps) {
+    return absl::OkStatus();
+  }
+  const int64_t before = run.plan.global_batch;
+  g.data.reset();
+  run.inputs.global_batch = agreed;
+  ASSIGN_OR_RETURN(run.plan, PlanGeneration(run.inputs, &state_));
+  RETURN_IF_ERROR(StartStream(g, run.plan));
+  if (g.rank() == 0) {
+    const std::string why = !o_.batch_schedule.empty()
+                                ? std::string("--batch_schedule")
+                                : (c.batch_reason.empty() ? std::string("coordinator")
+                                                          : "coordinator: " + c.batch_reason);
+    Print(absl::StrFormat("batch %d -> %d at step %d (epoch %d, sample %d), lr %.4f (%s)",
+                          static_cast<long long>(before), static_cast<long long>(agreed),
+                          static_cast<long long>(state_.step),
+                          static_cast<long long>(state_.cursor.epoch + 1),
+                          static_cast<long long>(state_.samples_in_epoch),
+                          run.plan.schedule.LearningRate(state_.step + 1), why));
+  }
+  return absl::OkStatus();
 }
 
 Trainer::Trainer(TrainerOptions options) : options_(std::move(options)) {}
