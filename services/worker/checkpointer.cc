@@ -68,14 +68,29 @@ absl::StatusOr<float*> Checkpointer::HostParams() {
   return host_params_.data();
 }
 
+namespace {
+
+// The checkpoint's fit to this run, before anything is copied: size,
+// optimizer state, data cursor (into *dc).
+absl::Status CheckFits(const checkpoint::Checkpoint& read, const std::string& path, int64_t n,
+                       optim::Optimizer* opt, v1::DataCursor* dc) {
+  if (read.total_params != n) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " holds ", read.total_params, " parameters but this model has ", n));
+  }
+  if (opt != nullptr) RETURN_IF_ERROR(CheckOptimizerState(read, path, opt));
+  const std::string* cursor = read.FindBlob("data_cursor");
+  if (cursor == nullptr || !dc->ParseFromString(*cursor)) {
+    return absl::DataLossError(absl::StrCat(path, " has no readable data cursor"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<bool> Checkpointer::Restore(Generation& g, TrainingState* state) {
-  tensor::FlatStorage& storage = model_->storage();
-  const int64_t n = storage.size();
-  optim::Optimizer* opt = g.sync->optimizer();
-  const optim::ParamRange owned = g.sync->owned_range();
-  std::vector<optim::StateBuffer> extra = g.sync->extra_state();
-  // Rank 0 may fall back to an earlier commit (below); the others only
-  // need to know whether there is a checkpoint at all.
+  // Rank 0 may fall back to an earlier commit; the others only need to
+  // know whether there is a checkpoint at all.
   std::string path = g.join.resume_from().path();
   restored_path_.clear();
   // header: ok, step, epoch, samples_in_epoch
@@ -83,62 +98,7 @@ absl::StatusOr<bool> Checkpointer::Restore(Generation& g, TrainingState* state) 
   absl::Status load;
   std::optional<checkpoint::Checkpoint> c;  // rank 0: the whole vector
   if (g.rank() == 0) {
-    if (path.empty()) {
-      load = model_->Initialize(o_.seed);
-    } else {
-      // A manifest (any strategy, any world size) or a single whole file.
-      // Everything is checked before anything is copied. A committed
-      // checkpoint that cannot be read (bad checksum, truncated, gone) is
-      // never loaded: the previous commit is tried instead, with a warning
-      // naming the file. A readable one that does not fit this run (another
-      // model or optimizer) is an error, not a reason to fall back.
-      std::vector<const v1::CheckpointRecord*> candidates = {&g.join.resume_from()};
-      for (const v1::CheckpointRecord& e : g.join.earlier_checkpoints()) {
-        if (!e.path().empty()) candidates.push_back(&e);
-      }
-      checkpoint::ReadOptions ro;
-      ro.expected_model_fingerprint = o_.fingerprint;
-      absl::StatusOr<checkpoint::Checkpoint> read = absl::UnknownError("not read");
-      v1::DataCursor dc;
-      for (size_t i = 0; i < candidates.size(); ++i) {
-        path = candidates[i]->path();
-        read = checkpoint::ReadWholeCheckpoint(path, ro);
-        load = [&]() -> absl::Status {
-          if (!read.ok()) return read.status();
-          if (read->total_params != n) {
-            return absl::FailedPreconditionError(absl::StrCat(
-                path, " holds ", read->total_params, " parameters but this model has ", n));
-          }
-          if (opt != nullptr) RETURN_IF_ERROR(CheckOptimizerState(*read, path, opt));
-          const std::string* cursor = read->FindBlob("data_cursor");
-          if (cursor == nullptr || !dc.ParseFromString(*cursor)) {
-            return absl::DataLossError(absl::StrCat(path, " has no readable data cursor"));
-          }
-          return absl::OkStatus();
-        }();
-        const bool unreadable = absl::IsDataLoss(load) || absl::IsNotFound(load) ||
-                                absl::IsOutOfRange(load);
-        if (load.ok() || !unreadable) break;
-        std::string warning = absl::StrCat("checkpoint ", path, " (step ", candidates[i]->step(),
-                                           ") is unreadable and was not loaded: ", load.message());
-        if (i + 1 < candidates.size()) {
-          absl::StrAppend(&warning, "; falling back to the previous committed checkpoint ",
-                          candidates[i + 1]->path(), " (step ", candidates[i + 1]->step(), ")");
-        } else {
-          absl::StrAppend(&warning, "; no earlier committed checkpoint to fall back to");
-        }
-        LOG(WARNING) << warning;
-        warnings_.push_back(warning);
-      }
-      if (load.ok()) {
-        load = backend_->CopyToDevice(storage.params(), read->params.data(), n * sizeof(float));
-        header[1] = read->step;
-        header[2] = dc.epoch();
-        header[3] = dc.samples_in_epoch();
-        c = std::move(*read);
-        restored_path_ = path;
-      }
-    }
+    load = LoadOnRank0(g, &path, header, &c);
     if (!load.ok()) {
       header[0] = 0;
       load = Annotate(load, absl::StrCat("rank 0 could not restore ",
@@ -150,67 +110,13 @@ absl::StatusOr<bool> Checkpointer::Restore(Generation& g, TrainingState* state) 
     if (!load.ok()) return absl::InternalError(std::string(load.message()));
     return absl::InternalError("rank 0 could not restore the last checkpoint (see its log)");
   }
-  // Broadcast host-side over the control mesh: device parameters are
-  // staged through host_params_.
-  if (!backend_->host_accessible()) {
-    ASSIGN_OR_RETURN(float* host, HostParams());
-    RETURN_IF_ERROR(g.ctl->Broadcast(host, n * sizeof(float), 0));
-    RETURN_IF_ERROR(backend_->CopyToDevice(storage.params(), host, n * sizeof(float)));
-  } else {
-    RETURN_IF_ERROR(g.ctl->Broadcast(storage.params(), n * sizeof(float), 0));
+  RETURN_IF_ERROR(BroadcastParams(g));
+  if (g.sync->optimizer() != nullptr) {
+    RETURN_IF_ERROR(ReshardOptimizerState(g, c.has_value() ? &*c : nullptr, !path.empty()));
   }
-  if (opt != nullptr) {
-    // Resharding: rank 0 sends each whole buffer in pieces; every rank
-    // keeps the part of each piece that falls in its owned range (the
-    // whole vector for allreduce, its ZeRO shard otherwise).
-    std::vector<float> piece;
-    if (!path.empty() && g.rank() != 0) piece.resize(std::min(n, kBroadcastFloats));
-    for (optim::StateBuffer& b : opt->state()) {
-      if (path.empty()) {
-        std::fill(b.data.begin(), b.data.end(), 0.f);
-        continue;
-      }
-      float* whole = nullptr;  // rank 0: checked present in CheckOptimizerState
-      if (g.rank() == 0) {
-        for (auto& [name, values] : c->optimizer_state) {
-          if (name == b.name) whole = values.data();
-        }
-      }
-      for (int64_t lo = 0; lo < n; lo += kBroadcastFloats) {
-        const int64_t count = std::min(kBroadcastFloats, n - lo);
-        float* buf = g.rank() == 0 ? whole + lo : piece.data();
-        RETURN_IF_ERROR(g.ctl->Broadcast(buf, count * sizeof(float), 0));
-        const int64_t a = std::max(lo, owned.lo), z = std::min(lo + count, owned.hi);
-        if (z > a) std::memcpy(b.data.data() + (a - owned.lo), buf + (a - lo), (z - a) * sizeof(float));
-      }
-    }
-  }
-  // Extra strategy state is rank 0's and reloads only where it still fits
-  // (same strategy and layout); otherwise it starts from zero.
-  for (optim::StateBuffer& b : extra) {
-    const std::string* blob = g.rank() == 0 && c.has_value() ? c->FindBlob(BlobName(b)) : nullptr;
-    if (blob != nullptr && blob->size() == b.data.size() * sizeof(float)) {
-      std::memcpy(b.data.data(), blob->data(), blob->size());
-    } else {
-      if (g.rank() == 0 && c.has_value()) {
-        LOG(WARNING) << path << " has no " << BlobName(b) << " of " << b.data.size()
-                     << " floats (another strategy or world size): it starts from zero";
-      }
-      std::fill(b.data.begin(), b.data.end(), 0.f);
-    }
-  }
+  LoadExtraState(g, c.has_value() ? &*c : nullptr, path);
   RETURN_IF_ERROR(g.sync->StateLoaded());
-  // fp16's loss-scaler record (a few dozen bytes; none in other modes).
-  char scaler[kMaxScalerBytes + 1] = {0};
-  if (g.rank() == 0 && c.has_value()) {
-    const std::string* blob = c->FindBlob("loss_scaler");
-    if (blob != nullptr && blob->size() <= kMaxScalerBytes) {
-      scaler[0] = static_cast<char>(blob->size());
-      std::memcpy(scaler + 1, blob->data(), blob->size());
-    }
-  }
-  RETURN_IF_ERROR(g.ctl->Broadcast(scaler, sizeof(scaler), 0));
-  state->loss_scaler.assign(scaler + 1, static_cast<unsigned char>(scaler[0]));
+  RETURN_IF_ERROR(BroadcastLossScaler(g, c.has_value() ? &*c : nullptr, &state->loss_scaler));
   state->step = header[1];
   state->cursor = data::Cursor{header[2], 0};
   state->samples_in_epoch = header[3];
@@ -218,160 +124,164 @@ absl::StatusOr<bool> Checkpointer::Restore(Generation& g, TrainingState* state) 
   return !path.empty();
 }
 
+absl::Status Checkpointer::LoadOnRank0(Generation& g, std::string* path, int64_t header[4],
+                                       std::optional<checkpoint::Checkpoint>* c) {
+  if (path->empty()) return model_->Initialize(o_.seed);
+  v1::DataCursor dc;
+  ASSIGN_OR_RETURN(checkpoint::Checkpoint read, ReadNewestReadable(g, path, &dc));
+  tensor::FlatStorage& storage = model_->storage();
+  RETURN_IF_ERROR(backend_->CopyToDevice(storage.params(), read.params.data(),
+                                         storage.size() * sizeof(float)));
+  header[1] = read.step;
+  header[2] = dc.epoch();
+  header[3] = dc.samples_in_epoch();
+  *c = std::move(read);
+  restored_path_ = *path;
+  return absl::OkStatus();
+}
+
+// A manifest (any strategy, any world size) or a single whole file.
+// Everything is checked before anything is copied. A committed checkpoint
+// that cannot be read (bad checksum, truncated, gone) is never loaded: the
+// previous commit is tried instead, with a warning naming the file. A
+// readable one that does not fit this run (another model or optimizer) is
+// an error, not a reason to fall back.
+absl::StatusOr<checkpoint::Checkpoint> Checkpointer::ReadNewestReadable(Generation& g,
+                                                                        std::string* path,
+                                                                        v1::DataCursor* dc) {
+  std::vector<const v1::CheckpointRecord*> candidates = {&g.join.resume_from()};
+  for (const v1::CheckpointRecord& e : g.join.earlier_checkpoints()) {
+    if (!e.path().empty()) candidates.push_back(&e);
+  }
+  checkpoint::ReadOptions ro;
+  ro.expected_model_fingerprint = o_.fingerprint;
+  absl::Status load;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    *path = candidates[i]->path();
+    absl::StatusOr<checkpoint::Checkpoint> read = checkpoint::ReadWholeCheckpoint(*path, ro);
+    load = read.ok() ? CheckFits(*read, *path, model_->storage().size(), g.sync->optimizer(), dc)
+                     : read.status();
+    if (load.ok()) return read;
+    const bool unreadable =
+        absl::IsDataLoss(load) || absl::IsNotFound(load) || absl::IsOutOfRange(load);
+    if (!unreadable) return load;
+    std::string warning = absl::StrCat("checkpoint ", *path, " (step ", candidates[i]->step(),
+                                       ") is unreadable and was not loaded: ", load.message());
+    if (i + 1 < candidates.size()) {
+      absl::StrAppend(&warning, "; falling back to the previous committed checkpoint ",
+                      candidates[i + 1]->path(), " (step ", candidates[i + 1]->step(), ")");
+    } else {
+      absl::StrAppend(&warning, "; no earlier committed checkpoint to fall back to");
+    }
+    LOG(WARNING) << warning;
+    warnings_.push_back(warning);
+  }
+  return load;
+}
+
+// Broadcast host-side over the control mesh: device parameters are staged
+// through host_params_.
+absl::Status Checkpointer::BroadcastParams(Generation& g) {
+  tensor::FlatStorage& storage = model_->storage();
+  const int64_t bytes = storage.size() * sizeof(float);
+  if (backend_->host_accessible()) return g.ctl->Broadcast(storage.params(), bytes, 0);
+  ASSIGN_OR_RETURN(float* host, HostParams());
+  RETURN_IF_ERROR(g.ctl->Broadcast(host, bytes, 0));
+  return backend_->CopyToDevice(storage.params(), host, bytes);
+}
+
+// Resharding: rank 0 sends each whole buffer in pieces; every rank keeps
+// the part of each piece that falls in its owned range (the whole vector
+// for allreduce, its ZeRO shard otherwise). Without a checkpoint the state
+// starts from zero.
+absl::Status Checkpointer::ReshardOptimizerState(Generation& g, checkpoint::Checkpoint* c,
+                                                 bool from_checkpoint) {
+  const int64_t n = model_->storage().size();
+  const optim::ParamRange owned = g.sync->owned_range();
+  std::vector<float> piece;
+  if (from_checkpoint && g.rank() != 0) piece.resize(std::min(n, kBroadcastFloats));
+  for (optim::StateBuffer& b : g.sync->optimizer()->state()) {
+    if (!from_checkpoint) {
+      std::fill(b.data.begin(), b.data.end(), 0.f);
+      continue;
+    }
+    float* whole = nullptr;  // rank 0: checked present in CheckOptimizerState
+    if (g.rank() == 0) {
+      for (auto& [name, values] : c->optimizer_state) {
+        if (name == b.name) whole = values.data();
+      }
+    }
+    for (int64_t lo = 0; lo < n; lo += kBroadcastFloats) {
+      const int64_t count = std::min(kBroadcastFloats, n - lo);
+      float* buf = g.rank() == 0 ? whole + lo : piece.data();
+      RETURN_IF_ERROR(g.ctl->Broadcast(buf, count * sizeof(float), 0));
+      const int64_t a = std::max(lo, owned.lo), z = std::min(lo + count, owned.hi);
+      if (z > a) std::memcpy(b.data.data() + (a - owned.lo), buf + (a - lo), (z - a) * sizeof(float));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Extra strategy state is rank 0's and reloads only where it still fits
+// (same strategy and layout); otherwise it starts from zero.
+void Checkpointer::LoadExtraState(Generation& g, const checkpoint::Checkpoint* c,
+                                  const std::string& path) {
+  for (optim::StateBuffer& b : g.sync->extra_state()) {
+    const std::string* blob = g.rank() == 0 && c != nullptr ? c->FindBlob(BlobName(b)) : nullptr;
+    if (blob != nullptr && blob->size() == b.data.size() * sizeof(float)) {
+      std::memcpy(b.data.data(), blob->data(), blob->size());
+      continue;
+    }
+    if (g.rank() == 0 && c != nullptr) {
+      LOG(WARNING) << path << " has no " << BlobName(b) << " of " << b.data.size()
+                   << " floats (another strategy or world size): it starts from zero";
+    }
+    std::fill(b.data.begin(), b.data.end(), 0.f);
+  }
+}
+
+// fp16's loss-scaler record (a few dozen bytes; none in other modes).
+absl::Status Checkpointer::BroadcastLossScaler(Generation& g, const checkpoint::Checkpoint* c,
+                                               std::string* out) {
+  char scaler[kMaxScalerBytes + 1] = {0};
+  if (g.rank() == 0 && c != nullptr) {
+    const std::string* blob = c->FindBlob("loss_scaler");
+    if (blob != nullptr && blob->size() <= kMaxScalerBytes) {
+      scaler[0] = static_cast<char>(blob->size());
+      std::memcpy(scaler + 1, blob->data(), blob->size());
+    }
+  }
+  RETURN_IF_ERROR(g.ctl->Broadcast(scaler, sizeof(scaler), 0));
+  out->assign(scaler + 1, static_cast<unsigned char>(scaler[0]));
+  return absl::OkStatus();
+}
+
+// Who writes what for one step's checkpoint, and where it is committed.
+struct Checkpointer::WritePlan {
+  optim::ParamRange owned;
+  std::vector<checkpoint::ShardWriter> writers;
+  bool single = false;      // one whole shard (allreduce): the single-file layout
+  std::string manifest;     // several shards: written last by rank 0
+  std::string single_path;
+  std::string path;         // what is committed
+  bool i_write = false;     // this rank writes a shard file
+  sync::ServerSideCheckpoint* on_servers = nullptr;  // ps / hybrid: the servers write
+  v1::DataCursor cursor;
+};
+
 absl::StatusOr<std::string> Checkpointer::Write(Generation& g, TrainingState* state) {
   if (o_.dir.empty()) return std::string();
   if (state->step == state->checkpoint_step) return std::string();  // already on disk
-  tensor::FlatStorage& storage = model_->storage();
-  const int64_t n = storage.size();
-  const int rank = g.rank(), world = g.world();
-
-  // Who writes what: every rank's owned range, then one shard per distinct
-  // range, written by the lowest rank owning it.
-  const optim::ParamRange owned = g.sync->owned_range();
-  const int64_t mine[2] = {owned.lo, owned.hi};
-  std::vector<int64_t> all(2 * world);
-  RETURN_IF_ERROR(g.ctl->AllGather(mine, all.data(), sizeof(mine)));
-  std::vector<optim::ParamRange> ranges;
-  for (int r = 0; r < world; ++r) ranges.push_back({all[2 * r], all[2 * r + 1]});
-  absl::StatusOr<std::vector<checkpoint::ShardWriter>> writers =
-      checkpoint::PlanShardWriters(ranges, n);
-  if (!writers.ok()) {
-    return absl::InternalError(absl::StrCat("strategy '", g.sync->name(),
-                                            "' cannot be checkpointed: ",
-                                            writers.status().message()));
-  }
-  // One whole shard (allreduce): the single-file layout, committed as is.
-  // Several: shard files, then the manifest, written last by rank 0.
-  const bool single = writers->size() == 1;
-  const std::string manifest = checkpoint::ManifestPath(o_.dir, state->step);
-  const std::string single_path =
-      absl::StrFormat("%s/step-%08d.tckpt", o_.dir, static_cast<long long>(state->step));
-  bool i_write = false;
-  for (const checkpoint::ShardWriter& w : *writers) i_write = i_write || w.rank == rank;
-  // ps / hybrid: the shard servers write their ranges (parameters and
-  // optimizer state) themselves, rank 0 the manifest naming them.
-  auto* on_servers = dynamic_cast<sync::ServerSideCheckpoint*>(g.sync.get());
-  if (on_servers != nullptr && !on_servers->CanSaveOnServers()) on_servers = nullptr;
-  if (on_servers != nullptr) {
-    on_servers->ExpectServerSave();
-    i_write = false;
-  }
-
-  v1::DataCursor dc;
-  dc.set_epoch(state->cursor.epoch);
-  dc.set_step_in_epoch(state->cursor.step_in_epoch);
-  // The exact position: a generation of any world or batch size resumes there.
-  dc.set_samples_in_epoch(state->samples_in_epoch);
+  ASSIGN_OR_RETURN(WritePlan plan, PlanWrite(g, *state));
   absl::Status wrote = g.sync->SyncStateToHost();
-  if (i_write && wrote.ok()) {
-    wrote = [&]() -> absl::Status {
-      RETURN_IF_ERROR(MakeDirectories(o_.dir));
-      const float* params = storage.params();
-      if (!backend_->host_accessible()) {
-        ASSIGN_OR_RETURN(params, HostParams());
-      }
-      checkpoint::CheckpointView v;
-      v.model_fingerprint = o_.fingerprint;
-      v.step = state->step;
-      v.total_params = n;
-      v.range_lo = owned.lo;
-      v.range_hi = owned.hi;
-      v.params = absl::MakeConstSpan(params + owned.lo, owned.size());
-      if (g.sync->optimizer() != nullptr) checkpoint::AddOptimizerState(*g.sync->optimizer(), &v);
-      const std::vector<optim::StateBuffer> extra = g.sync->extra_state();
-      std::vector<std::string> names;
-      names.reserve(extra.size());
-      for (const optim::StateBuffer& b : extra) {
-        names.push_back(BlobName(b));
-        v.blobs.push_back({names.back(),
-                           absl::string_view(reinterpret_cast<const char*>(b.data.data()),
-                                             b.data.size() * sizeof(float))});
-      }
-      const std::string cursor_bytes = dc.SerializeAsString();
-      if (owned.lo == 0) {  // the shard whose blobs a restore reads
-        v.blobs.push_back({"data_cursor", cursor_bytes});
-        v.blobs.push_back({"model_spec", o_.model_text});
-        if (!state->loss_scaler.empty()) v.blobs.push_back({"loss_scaler", state->loss_scaler});
-      }
-      return checkpoint::WriteCheckpoint(
-          single ? single_path
-                 : absl::StrCat(o_.dir, "/", checkpoint::ShardFileName(state->step, rank, world)),
-          v);
-    }();
-  }
+  if (plan.i_write && wrote.ok()) wrote = WriteShard(g, *state, plan);
   // Every shard must be on disk before the manifest names it.
-  std::vector<int64_t> ok(world);
-  const int64_t my_ok = wrote.ok() ? 1 : 0;
-  RETURN_IF_ERROR(g.ctl->AllGather(&my_ok, ok.data(), sizeof(my_ok)));
-  for (int r = 0; r < world; ++r) {
-    if (ok[r] == 1) continue;
-    if (r == rank) return wrote;
-    return absl::InternalError(absl::StrCat("rank ", r, " could not write its shard of the step ",
-                                            state->step, " checkpoint (see its log); "
-                                            "nothing was committed"));
-  }
+  RETURN_IF_ERROR(AllWrote(g, wrote, state->step));
   int64_t committed = 1;
   absl::Status commit;
-  const std::string path = single && on_servers == nullptr ? single_path : manifest;
-  // Rank 0's commit: the manifest's header and the record sent to the
-  // coordinator, the same whoever wrote the shards.
-  auto manifest_header = [&] {
-    checkpoint::Manifest m;
-    m.model_fingerprint = o_.fingerprint;
-    m.step = state->step;
-    m.total_params = n;
-    m.world_size = world;
-    m.strategy = g.sync->name();
-    m.optimizer_name = g.sync->optimizer() != nullptr ? g.sync->optimizer()->name() : "";
-    return m;
-  };
-  auto commit_at = [&](const std::string& committed_path) {
-    v1::CheckpointRecord record;
-    record.set_step(state->step);
-    record.set_path(committed_path);
-    *record.mutable_cursor() = dc;
-    record.set_world_size(world);
-    record.set_unix_millis(absl::ToUnixMillis(absl::Now()));
-    return client_->CommitCheckpoint(record);
-  };
-  if (rank == 0 && on_servers != nullptr) {
-    commit = [&]() -> absl::Status {
-      RETURN_IF_ERROR(MakeDirectories(o_.dir));
-      sync::ServerSaveRequest req;
-      // The servers run elsewhere (another working directory, maybe another
-      // machine with the same mount): give them an absolute path.
-      req.dir = o_.dir;
-      if (!req.dir.empty() && req.dir[0] != '/') {
-        char cwd[4096];
-        if (getcwd(cwd, sizeof(cwd)) != nullptr) req.dir = absl::StrCat(cwd, "/", o_.dir);
-      }
-      req.step = state->step;
-      req.model_fingerprint = o_.fingerprint;
-      for (const optim::StateBuffer& b : g.sync->extra_state()) {
-        req.blobs.push_back({BlobName(b), std::string(reinterpret_cast<const char*>(b.data.data()),
-                                                      b.data.size() * sizeof(float))});
-      }
-      req.blobs.push_back({"data_cursor", dc.SerializeAsString()});
-      req.blobs.push_back({"model_spec", o_.model_text});
-      if (!state->loss_scaler.empty()) req.blobs.push_back({"loss_scaler", state->loss_scaler});
-      ASSIGN_OR_RETURN(std::vector<sync::SavedShard> shards, on_servers->SaveOnServers(req));
-      checkpoint::Manifest m = manifest_header();
-      for (const sync::SavedShard& sh : shards) m.shards.push_back({sh.lo, sh.hi, sh.file});
-      RETURN_IF_ERROR(checkpoint::WriteManifest(manifest, m));
-      return commit_at(manifest);
-    }();
-    committed = commit.ok() ? 1 : -static_cast<int64_t>(commit.code());
-  } else if (rank == 0) {
-    commit = [&]() -> absl::Status {
-      if (!single) {
-        checkpoint::Manifest m = manifest_header();
-        for (const checkpoint::ShardWriter& w : *writers) {
-          m.shards.push_back({w.lo, w.hi, checkpoint::ShardFileName(state->step, w.rank, world)});
-        }
-        RETURN_IF_ERROR(checkpoint::WriteManifest(manifest, m));
-      }
-      return commit_at(path);
-    }();
+  if (g.rank() == 0) {
+    commit = plan.on_servers != nullptr ? CommitOnServers(g, *state, plan)
+                                        : CommitShards(g, *state, plan);
     // 1, or the negated status code: the other ranks fail with the same
     // kind of error (a refused commit because the generation ended is a
     // membership change for them too, not a reason to exit).
@@ -386,7 +296,169 @@ absl::StatusOr<std::string> Checkpointer::Write(Generation& g, TrainingState* st
                                            "step ", state->step, " checkpoint (see its log)"));
   }
   state->checkpoint_step = state->step;
-  return rank == 0 ? path : std::string();
+  return g.rank() == 0 ? plan.path : std::string();
+}
+
+// Who writes what: every rank's owned range, then one shard per distinct
+// range, written by the lowest rank owning it.
+absl::StatusOr<Checkpointer::WritePlan> Checkpointer::PlanWrite(Generation& g,
+                                                                const TrainingState& state) {
+  const int world = g.world();
+  WritePlan plan;
+  plan.owned = g.sync->owned_range();
+  const int64_t mine[2] = {plan.owned.lo, plan.owned.hi};
+  std::vector<int64_t> all(2 * world);
+  RETURN_IF_ERROR(g.ctl->AllGather(mine, all.data(), sizeof(mine)));
+  std::vector<optim::ParamRange> ranges;
+  for (int r = 0; r < world; ++r) ranges.push_back({all[2 * r], all[2 * r + 1]});
+  absl::StatusOr<std::vector<checkpoint::ShardWriter>> writers =
+      checkpoint::PlanShardWriters(ranges, model_->storage().size());
+  if (!writers.ok()) {
+    return absl::InternalError(absl::StrCat("strategy '", g.sync->name(),
+                                            "' cannot be checkpointed: ",
+                                            writers.status().message()));
+  }
+  plan.writers = std::move(*writers);
+  // One whole shard (allreduce): the single-file layout, committed as is.
+  // Several: shard files, then the manifest, written last by rank 0.
+  plan.single = plan.writers.size() == 1;
+  plan.manifest = checkpoint::ManifestPath(o_.dir, state.step);
+  plan.single_path =
+      absl::StrFormat("%s/step-%08d.tckpt", o_.dir, static_cast<long long>(state.step));
+  for (const checkpoint::ShardWriter& w : plan.writers) {
+    plan.i_write = plan.i_write || w.rank == g.rank();
+  }
+  // ps / hybrid: the shard servers write their ranges (parameters and
+  // optimizer state) themselves, rank 0 the manifest naming them.
+  plan.on_servers = dynamic_cast<sync::ServerSideCheckpoint*>(g.sync.get());
+  if (plan.on_servers != nullptr && !plan.on_servers->CanSaveOnServers()) plan.on_servers = nullptr;
+  if (plan.on_servers != nullptr) {
+    plan.on_servers->ExpectServerSave();
+    plan.i_write = false;
+  }
+  plan.path = plan.single && plan.on_servers == nullptr ? plan.single_path : plan.manifest;
+  plan.cursor.set_epoch(state.cursor.epoch);
+  plan.cursor.set_step_in_epoch(state.cursor.step_in_epoch);
+  // The exact position: a generation of any world or batch size resumes there.
+  plan.cursor.set_samples_in_epoch(state.samples_in_epoch);
+  return plan;
+}
+
+absl::Status Checkpointer::WriteShard(Generation& g, const TrainingState& state,
+                                      const WritePlan& plan) {
+  RETURN_IF_ERROR(MakeDirectories(o_.dir));
+  tensor::FlatStorage& storage = model_->storage();
+  const float* params = storage.params();
+  if (!backend_->host_accessible()) {
+    ASSIGN_OR_RETURN(params, HostParams());
+  }
+  const optim::ParamRange owned = plan.owned;
+  checkpoint::CheckpointView v;
+  v.model_fingerprint = o_.fingerprint;
+  v.step = state.step;
+  v.total_params = storage.size();
+  v.range_lo = owned.lo;
+  v.range_hi = owned.hi;
+  v.params = absl::MakeConstSpan(params + owned.lo, owned.size());
+  if (g.sync->optimizer() != nullptr) checkpoint::AddOptimizerState(*g.sync->optimizer(), &v);
+  const std::vector<optim::StateBuffer> extra = g.sync->extra_state();
+  std::vector<std::string> names;
+  names.reserve(extra.size());
+  for (const optim::StateBuffer& b : extra) {
+    names.push_back(BlobName(b));
+    v.blobs.push_back({names.back(),
+                       absl::string_view(reinterpret_cast<const char*>(b.data.data()),
+                                         b.data.size() * sizeof(float))});
+  }
+  const std::string cursor_bytes = plan.cursor.SerializeAsString();
+  if (owned.lo == 0) {  // the shard whose blobs a restore reads
+    v.blobs.push_back({"data_cursor", cursor_bytes});
+    v.blobs.push_back({"model_spec", o_.model_text});
+    if (!state.loss_scaler.empty()) v.blobs.push_back({"loss_scaler", state.loss_scaler});
+  }
+  return checkpoint::WriteCheckpoint(
+      plan.single
+          ? plan.single_path
+          : absl::StrCat(o_.dir, "/", checkpoint::ShardFileName(state.step, g.rank(), g.world())),
+      v);
+}
+
+absl::Status Checkpointer::AllWrote(Generation& g, const absl::Status& wrote, int64_t step) {
+  const int world = g.world();
+  std::vector<int64_t> ok(world);
+  const int64_t my_ok = wrote.ok() ? 1 : 0;
+  RETURN_IF_ERROR(g.ctl->AllGather(&my_ok, ok.data(), sizeof(my_ok)));
+  for (int r = 0; r < world; ++r) {
+    if (ok[r] == 1) continue;
+    if (r == g.rank()) return wrote;
+    return absl::InternalError(absl::StrCat("rank ", r, " could not write its shard of the step ",
+                                            step, " checkpoint (see its log); "
+                                            "nothing was committed"));
+  }
+  return absl::OkStatus();
+}
+
+// Rank 0's commit: the manifest's header and the record sent to the
+// coordinator, the same whoever wrote the shards.
+checkpoint::Manifest Checkpointer::ManifestHeader(Generation& g, int64_t step) const {
+  checkpoint::Manifest m;
+  m.model_fingerprint = o_.fingerprint;
+  m.step = step;
+  m.total_params = model_->storage().size();
+  m.world_size = g.world();
+  m.strategy = g.sync->name();
+  m.optimizer_name = g.sync->optimizer() != nullptr ? g.sync->optimizer()->name() : "";
+  return m;
+}
+
+absl::Status Checkpointer::CommitAt(Generation& g, int64_t step, const v1::DataCursor& cursor,
+                                    const std::string& committed_path) {
+  v1::CheckpointRecord record;
+  record.set_step(step);
+  record.set_path(committed_path);
+  *record.mutable_cursor() = cursor;
+  record.set_world_size(g.world());
+  record.set_unix_millis(absl::ToUnixMillis(absl::Now()));
+  return client_->CommitCheckpoint(record);
+}
+
+absl::Status Checkpointer::CommitShards(Generation& g, const TrainingState& state,
+                                        const WritePlan& plan) {
+  if (!plan.single) {
+    checkpoint::Manifest m = ManifestHeader(g, state.step);
+    for (const checkpoint::ShardWriter& w : plan.writers) {
+      m.shards.push_back({w.lo, w.hi, checkpoint::ShardFileName(state.step, w.rank, g.world())});
+    }
+    RETURN_IF_ERROR(checkpoint::WriteManifest(plan.manifest, m));
+  }
+  return CommitAt(g, state.step, plan.cursor, plan.path);
+}
+
+absl::Status Checkpointer::CommitOnServers(Generation& g, const TrainingState& state,
+                                           const WritePlan& plan) {
+  RETURN_IF_ERROR(MakeDirectories(o_.dir));
+  sync::ServerSaveRequest req;
+  // The servers run elsewhere (another working directory, maybe another
+  // machine with the same mount): give them an absolute path.
+  req.dir = o_.dir;
+  if (!req.dir.empty() && req.dir[0] != '/') {
+    char cwd[4096];
+    if (getcwd(cwd, sizeof(cwd)) != nullptr) req.dir = absl::StrCat(cwd, "/", o_.dir);
+  }
+  req.step = state.step;
+  req.model_fingerprint = o_.fingerprint;
+  for (const optim::StateBuffer& b : g.sync->extra_state()) {
+    req.blobs.push_back({BlobName(b), std::string(reinterpret_cast<const char*>(b.data.data()),
+                                                  b.data.size() * sizeof(float))});
+  }
+  req.blobs.push_back({"data_cursor", plan.cursor.SerializeAsString()});
+  req.blobs.push_back({"model_spec", o_.model_text});
+  if (!state.loss_scaler.empty()) req.blobs.push_back({"loss_scaler", state.loss_scaler});
+  ASSIGN_OR_RETURN(std::vector<sync::SavedShard> shards, plan.on_servers->SaveOnServers(req));
+  checkpoint::Manifest m = ManifestHeader(g, state.step);
+  for (const sync::SavedShard& sh : shards) m.shards.push_back({sh.lo, sh.hi, sh.file});
+  RETURN_IF_ERROR(checkpoint::WriteManifest(plan.manifest, m));
+  return CommitAt(g, state.step, plan.cursor, plan.manifest);
 }
 
 }  // namespace worker

@@ -46,13 +46,17 @@
 #define TANDEM_SERVICES_WORKER_CHECKPOINTER_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/checkpoint/checkpoint.h"
+#include "common/checkpoint/sharded_checkpoint.h"
 #include "common/data/sampler.h"
 #include "common/kernels/backend.h"
 #include "common/nn/model.h"
+#include "proto/dataserver.pb.h"
 #include "services/worker/coordinator_client.h"
 #include "services/worker/generation.h"
 
@@ -100,8 +104,36 @@ class Checkpointer {
   absl::StatusOr<std::string> Write(Generation& g, TrainingState* state);
 
  private:
+  struct WritePlan;  // who writes which shard, and what is committed
+
   // Device backends: a host copy of the parameters, staged in host_params_.
   absl::StatusOr<float*> HostParams();
+
+  // Restore's steps. Rank 0: the initial state, or the newest committed
+  // checkpoint that reads (header: step, epoch, samples; *c the whole
+  // vector). Then every rank: parameters, optimizer state resharded to the
+  // owned range, the strategy's extra state, the loss-scaler record.
+  absl::Status LoadOnRank0(Generation& g, std::string* path, int64_t header[4],
+                           std::optional<checkpoint::Checkpoint>* c);
+  absl::StatusOr<checkpoint::Checkpoint> ReadNewestReadable(Generation& g, std::string* path,
+                                                            v1::DataCursor* dc);
+  absl::Status BroadcastParams(Generation& g);
+  absl::Status ReshardOptimizerState(Generation& g, checkpoint::Checkpoint* c,
+                                     bool from_checkpoint);
+  void LoadExtraState(Generation& g, const checkpoint::Checkpoint* c, const std::string& path);
+  absl::Status BroadcastLossScaler(Generation& g, const checkpoint::Checkpoint* c,
+                                   std::string* out);
+
+  // Write's steps: plan the shards, write mine, agree every rank wrote,
+  // rank 0 commits (shard manifest, or the shard servers save).
+  absl::StatusOr<WritePlan> PlanWrite(Generation& g, const TrainingState& state);
+  absl::Status WriteShard(Generation& g, const TrainingState& state, const WritePlan& plan);
+  absl::Status AllWrote(Generation& g, const absl::Status& wrote, int64_t step);
+  checkpoint::Manifest ManifestHeader(Generation& g, int64_t step) const;
+  absl::Status CommitAt(Generation& g, int64_t step, const v1::DataCursor& cursor,
+                        const std::string& committed_path);
+  absl::Status CommitShards(Generation& g, const TrainingState& state, const WritePlan& plan);
+  absl::Status CommitOnServers(Generation& g, const TrainingState& state, const WritePlan& plan);
 
   const CheckpointerOptions o_;
   kernels::Backend* const backend_;
