@@ -267,9 +267,11 @@ class FdCloser {
   int fd_;
 };
 
-absl::StatusOr<Checkpoint> ReadAndVerify(int fd, const std::string& path,
-                                         uint64_t size,
-                                         const ReadOptions& options) {
+// The header and footer: magic, CRC, version, end marker, the fields into
+// *c (params and sections not yet), the model fingerprint. Returns the
+// number of sections.
+absl::StatusOr<uint32_t> ReadHeaderAndFooter(int fd, const std::string& path, uint64_t size,
+                                             const ReadOptions& options, Checkpoint* out) {
   if (size < kHeaderSize + kFooterSize) {
     return Corrupt(path, absl::StrCat("file has ", size,
                                       " bytes, fewer than the ",
@@ -310,7 +312,7 @@ absl::StatusOr<Checkpoint> ReadAndVerify(int fd, const std::string& path,
         "): the write did not complete or the file was cut"));
   }
 
-  Checkpoint c;
+  Checkpoint& c = *out;
   c.model_fingerprint = GetAt<uint64_t>(header + 16);
   c.step = GetAt<int64_t>(header + 24);
   c.total_params = GetAt<int64_t>(header + 32);
@@ -334,89 +336,121 @@ absl::StatusOr<Checkpoint> ReadAndVerify(int fd, const std::string& path,
         "checkpoint of this model or start from scratch"));
   }
 
-  const uint64_t expected_floats =
-      static_cast<uint64_t>(c.range_hi - c.range_lo);
+  return sections;
+}
+
+// One section read whole and checked against its CRC32C.
+struct Section {
+  uint32_t type = 0;
+  std::string name;
+  uint64_t offset = 0;       // of its header
+  uint64_t next_offset = 0;  // where the next section starts
+  std::vector<float> floats;  // kTypeF32
+  std::string bytes;          // kTypeBytes
+};
+
+absl::StatusOr<Section> ReadSection(int fd, const std::string& path, uint64_t offset,
+                                    uint64_t end, uint32_t s, uint32_t sections) {
+  if (end - offset < kSectionHeaderSize + 4) {
+    return Corrupt(path, absl::StrCat("section ", s, " of ", sections,
+                                      " would start at offset ", offset,
+                                      " but the sections end at ", end));
+  }
+  char sh[kSectionHeaderSize];
+  RETURN_IF_ERROR(ReadAt(fd, path, offset, sh, kSectionHeaderSize));
+  Section sec;
+  sec.offset = offset;
+  sec.type = GetAt<uint32_t>(sh);
+  const uint32_t type = sec.type;
+  const uint32_t name_len = GetAt<uint32_t>(sh + 4);
+  const uint64_t payload = GetAt<uint64_t>(sh + 8);
+  const uint64_t room = end - offset - kSectionHeaderSize - 4;
+  if ((type != kTypeF32 && type != kTypeBytes) || name_len == 0 ||
+      name_len > kMaxNameLength || name_len > room ||
+      payload > room - name_len ||
+      (type == kTypeF32 && payload % sizeof(float) != 0)) {
+    return Corrupt(path, absl::StrCat(
+        "section ", s, " at offset ", offset, " has an invalid header (type ",
+        type, ", name length ", name_len, ", payload ", payload,
+        " bytes, ", room, " bytes left)"));
+  }
+  sec.name.assign(name_len, '\0');
+  RETURN_IF_ERROR(ReadAt(fd, path, offset + kSectionHeaderSize, sec.name.data(),
+                         name_len));
+  const uint64_t data_offset = offset + kSectionHeaderSize + name_len;
+  void* dst;
+  if (type == kTypeF32) {
+    sec.floats.resize(payload / sizeof(float));
+    dst = sec.floats.data();
+  } else {
+    sec.bytes.resize(payload);
+    dst = sec.bytes.data();
+  }
+  RETURN_IF_ERROR(ReadAt(fd, path, data_offset, dst, payload));
+  char crc_bytes[4];
+  RETURN_IF_ERROR(ReadAt(fd, path, data_offset + payload, crc_bytes, 4));
+  uint32_t crc = Crc32c(sh, kSectionHeaderSize);
+  crc = Crc32cExtend(crc, sec.name.data(), sec.name.size());
+  crc = Crc32cExtend(crc, dst, payload);
+  const uint32_t stored = GetAt<uint32_t>(crc_bytes);
+  if (crc != stored) {
+    return Corrupt(path, absl::StrCat(
+        "section '", sec.name, "' at offset ", offset, " (", payload,
+        " bytes) fails its CRC32C (stored ", stored, ", computed ", crc, ")"));
+  }
+  sec.next_offset = data_offset + payload + 4;
+  return sec;
+}
+
+// Files a verified section into *c by its name and type.
+absl::Status StoreSection(Section sec, const std::string& path, Checkpoint* c,
+                          bool* have_params) {
+  const uint64_t expected_floats = static_cast<uint64_t>(c->range_hi - c->range_lo);
+  const std::string& name = sec.name;
+  auto wrong_type = [&]() {
+    return Corrupt(path, absl::StrCat("section '", name, "' at offset ",
+                                      sec.offset, " has the wrong type ", sec.type));
+  };
+  auto wrong_size = [&]() {
+    return Corrupt(path, absl::StrCat(
+        "section '", name, "' at offset ", sec.offset, " holds ", sec.floats.size(),
+        " values but the range [", c->range_lo, ", ", c->range_hi, ") needs ",
+        expected_floats));
+  };
+  if (name == kParamsSection) {
+    if (sec.type != kTypeF32) return wrong_type();
+    if (sec.floats.size() != expected_floats) return wrong_size();
+    c->params = std::move(sec.floats);
+    *have_params = true;
+  } else if (name == kOptimizerSection) {
+    if (sec.type != kTypeBytes) return wrong_type();
+    c->optimizer_name = std::move(sec.bytes);
+  } else if (absl::StartsWith(name, kOptimPrefix)) {
+    if (sec.type != kTypeF32) return wrong_type();
+    if (sec.floats.size() != expected_floats) return wrong_size();
+    c->optimizer_state.emplace_back(name.substr(kOptimPrefix.size()), std::move(sec.floats));
+  } else if (absl::StartsWith(name, kBlobPrefix)) {
+    if (sec.type != kTypeBytes) return wrong_type();
+    c->blobs.emplace_back(name.substr(kBlobPrefix.size()), std::move(sec.bytes));
+  } else {
+    return Corrupt(path, absl::StrCat("unknown section '", name,
+                                      "' at offset ", sec.offset));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Checkpoint> ReadAndVerify(int fd, const std::string& path,
+                                         uint64_t size,
+                                         const ReadOptions& options) {
+  Checkpoint c;
+  ASSIGN_OR_RETURN(const uint32_t sections, ReadHeaderAndFooter(fd, path, size, options, &c));
   const uint64_t end = size - kFooterSize;
   uint64_t offset = kHeaderSize;
   bool have_params = false;
   for (uint32_t s = 0; s < sections; ++s) {
-    if (end - offset < kSectionHeaderSize + 4) {
-      return Corrupt(path, absl::StrCat("section ", s, " of ", sections,
-                                        " would start at offset ", offset,
-                                        " but the sections end at ", end));
-    }
-    char sh[kSectionHeaderSize];
-    RETURN_IF_ERROR(ReadAt(fd, path, offset, sh, kSectionHeaderSize));
-    const uint32_t type = GetAt<uint32_t>(sh);
-    const uint32_t name_len = GetAt<uint32_t>(sh + 4);
-    const uint64_t payload = GetAt<uint64_t>(sh + 8);
-    const uint64_t room = end - offset - kSectionHeaderSize - 4;
-    if ((type != kTypeF32 && type != kTypeBytes) || name_len == 0 ||
-        name_len > kMaxNameLength || name_len > room ||
-        payload > room - name_len ||
-        (type == kTypeF32 && payload % sizeof(float) != 0)) {
-      return Corrupt(path, absl::StrCat(
-          "section ", s, " at offset ", offset, " has an invalid header (type ",
-          type, ", name length ", name_len, ", payload ", payload,
-          " bytes, ", room, " bytes left)"));
-    }
-    std::string name(name_len, '\0');
-    RETURN_IF_ERROR(ReadAt(fd, path, offset + kSectionHeaderSize, name.data(),
-                           name_len));
-    const uint64_t data_offset = offset + kSectionHeaderSize + name_len;
-    std::vector<float> floats;
-    std::string bytes;
-    void* dst;
-    if (type == kTypeF32) {
-      floats.resize(payload / sizeof(float));
-      dst = floats.data();
-    } else {
-      bytes.resize(payload);
-      dst = bytes.data();
-    }
-    RETURN_IF_ERROR(ReadAt(fd, path, data_offset, dst, payload));
-    char crc_bytes[4];
-    RETURN_IF_ERROR(ReadAt(fd, path, data_offset + payload, crc_bytes, 4));
-    uint32_t crc = Crc32c(sh, kSectionHeaderSize);
-    crc = Crc32cExtend(crc, name.data(), name.size());
-    crc = Crc32cExtend(crc, dst, payload);
-    const uint32_t stored = GetAt<uint32_t>(crc_bytes);
-    if (crc != stored) {
-      return Corrupt(path, absl::StrCat(
-          "section '", name, "' at offset ", offset, " (", payload,
-          " bytes) fails its CRC32C (stored ", stored, ", computed ", crc, ")"));
-    }
-    auto wrong_type = [&]() {
-      return Corrupt(path, absl::StrCat("section '", name, "' at offset ",
-                                        offset, " has the wrong type ", type));
-    };
-    auto wrong_size = [&]() {
-      return Corrupt(path, absl::StrCat(
-          "section '", name, "' at offset ", offset, " holds ", floats.size(),
-          " values but the range [", c.range_lo, ", ", c.range_hi, ") needs ",
-          expected_floats));
-    };
-    if (name == kParamsSection) {
-      if (type != kTypeF32) return wrong_type();
-      if (floats.size() != expected_floats) return wrong_size();
-      c.params = std::move(floats);
-      have_params = true;
-    } else if (name == kOptimizerSection) {
-      if (type != kTypeBytes) return wrong_type();
-      c.optimizer_name = std::move(bytes);
-    } else if (absl::StartsWith(name, kOptimPrefix)) {
-      if (type != kTypeF32) return wrong_type();
-      if (floats.size() != expected_floats) return wrong_size();
-      c.optimizer_state.emplace_back(name.substr(kOptimPrefix.size()),
-                                     std::move(floats));
-    } else if (absl::StartsWith(name, kBlobPrefix)) {
-      if (type != kTypeBytes) return wrong_type();
-      c.blobs.emplace_back(name.substr(kBlobPrefix.size()), std::move(bytes));
-    } else {
-      return Corrupt(path, absl::StrCat("unknown section '", name,
-                                        "' at offset ", offset));
-    }
-    offset = data_offset + payload + 4;
+    ASSIGN_OR_RETURN(Section sec, ReadSection(fd, path, offset, end, s, sections));
+    offset = sec.next_offset;
+    RETURN_IF_ERROR(StoreSection(std::move(sec), path, &c, &have_params));
   }
   if (offset != end) {
     return Corrupt(path, absl::StrCat(sections, " sections end at offset ",

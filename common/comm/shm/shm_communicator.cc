@@ -17,10 +17,11 @@
 #include <new>
 #include <csignal>
 #include <cstdio>
-#include <random>
 
 #include "absl/strings/str_cat.h"
+#include "common/comm/shm/shm_segment.h"
 #include "common/numeric/cpu_dispatch.h"
+#include "common/status/status_macros.h"
 
 namespace tandem {
 
@@ -48,17 +49,6 @@ void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, absl::Duration d)
 
 void FutexWakeAll(std::atomic<uint32_t>* word) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
-}
-
-std::string SegmentName(absl::string_view prefix) {
-  std::string clean;
-  for (char ch : prefix.substr(0, 160)) {
-    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                    (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-';
-    clean.push_back(ok ? ch : '_');
-  }
-  std::random_device rd;
-  return absl::StrCat("/tandem-", clean, "-", getpid(), "-", absl::Hex(rd(), absl::kZeroPad8));
 }
 
 std::string Errno(int err) { return std::strerror(err); }
@@ -191,8 +181,9 @@ ShmCommunicator::~ShmCommunicator() {
   if (base_ != nullptr) munmap(base_, map_bytes_);
 }
 
-absl::StatusOr<std::unique_ptr<ShmCommunicator>> ShmCommunicator::Create(
-    const ShmOptions& options) {
+namespace {
+
+absl::Status CheckShmOptions(const ShmOptions& options) {
   if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
     return absl::InvalidArgumentError(absl::StrCat(
         "shm: rank ", options.rank, " is not in a world of ", options.world_size,
@@ -208,6 +199,14 @@ absl::StatusOr<std::unique_ptr<ShmCommunicator>> ShmCommunicator::Create(
   if (options.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("shm: timeout must be positive");
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ShmCommunicator>> ShmCommunicator::Create(
+    const ShmOptions& options) {
+  RETURN_IF_ERROR(CheckShmOptions(options));
   const absl::Time deadline = absl::Now() + options.timeout;
   std::unique_ptr<ShmCommunicator> comm(
       new ShmCommunicator(options.rank, options.world_size, options));
@@ -216,108 +215,85 @@ absl::StatusOr<std::unique_ptr<ShmCommunicator>> ShmCommunicator::Create(
   comm->map_bytes_ =
       control_bytes + static_cast<size_t>(options.world_size + 1) * comm->chunk_bytes_;
   const std::string key = absl::StrCat(options.prefix, "/shm_name");
-  const auto wait_ms = absl::ToChronoMilliseconds(options.timeout);
-
   int fd = -1;
   if (options.rank == 0) {
-    comm->name_ = SegmentName(options.prefix);
-    fd = shm_open(comm->name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd < 0) {
-      return absl::UnavailableError(absl::StrCat("shm: rank 0 could not create ", comm->name_,
-                                                 ": ", Errno(errno)));
-    }
-    // Reserve the pages now: a full /dev/shm is an error here, not a SIGBUS
-    // in the middle of a collective.
-    if (int err = posix_fallocate(fd, 0, static_cast<off_t>(comm->map_bytes_)); err != 0) {
-      close(fd);
-      shm_unlink(comm->name_.c_str());
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "shm: could not reserve ", comm->map_bytes_, " bytes for ", comm->name_, ": ",
-          Errno(err), " (is /dev/shm full? lower chunk_bytes or use the gloo transport)"));
-    }
+    comm->name_ = ShmSegmentName(options.prefix);
+    ASSIGN_OR_RETURN(fd, CreateShmSegment(comm->name_, comm->map_bytes_));
   } else {
-    try {
-      options.store->wait({key}, wait_ms);
-      const std::vector<char> v = options.store->get(key);
-      comm->name_.assign(v.begin(), v.end());
-    } catch (const std::exception& e) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "shm connect on rank ", options.rank, ": no segment name from rank 0 under '", key,
-          "': ", e.what()));
-    }
-    fd = shm_open(comm->name_.c_str(), O_RDWR, 0600);
-    if (fd < 0) {
-      return absl::UnavailableError(absl::StrCat("shm connect on rank ", options.rank,
-                                                 ": could not open ", comm->name_, ": ",
-                                                 Errno(errno)));
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != comm->map_bytes_) {
-      close(fd);
-      return absl::FailedPreconditionError(absl::StrCat(
-          "shm connect on rank ", options.rank, ": segment ", comm->name_,
-          " has the wrong size (ranks disagree on world_size or chunk_bytes)"));
-    }
+    ASSIGN_OR_RETURN(fd, OpenShmSegment(*options.store, key, options.rank, options.timeout,
+                                         comm->map_bytes_, &comm->name_));
   }
-  void* base = mmap(nullptr, comm->map_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const int map_errno = errno;
-  close(fd);
-  auto unlink_if_owner = [&] {
-    if (options.rank == 0) shm_unlink(comm->name_.c_str());
-  };
-  if (base == MAP_FAILED) {
-    unlink_if_owner();
-    return absl::ResourceExhaustedError(absl::StrCat("shm: rank ", options.rank,
-                                                     " could not map ", comm->name_, ": ",
-                                                     Errno(map_errno)));
-  }
-  comm->base_ = base;
-  comm->control_ = static_cast<Control*>(base);
-  comm->ranks_ = reinterpret_cast<RankInfo*>(static_cast<char*>(base) + sizeof(Control));
-  comm->data_ = static_cast<char*>(base) + control_bytes;
-  Control& c = *comm->control_;
-  if (options.rank == 0) {
-    Control* fresh = new (base) Control;
-    fresh->world_size = options.world_size;
-    fresh->chunk_bytes = comm->chunk_bytes_;
-    fresh->arrived.store(0, std::memory_order_relaxed);
-    fresh->generation.store(0, std::memory_order_relaxed);
-    fresh->sleepers.store(0, std::memory_order_relaxed);
-    fresh->aborted.store(0, std::memory_order_relaxed);
-    fresh->reason_claimed.store(0, std::memory_order_relaxed);
-    fresh->reason_ready.store(0, std::memory_order_relaxed);
-    fresh->abort_reason[0] = '\0';
-    fresh->magic.store(kMagic, std::memory_order_release);
-    try {
-      options.store->set(key, std::vector<char>(comm->name_.begin(), comm->name_.end()));
-    } catch (const std::exception& e) {
-      unlink_if_owner();
-      return absl::UnavailableError(absl::StrCat("shm connect on rank 0: could not publish '",
-                                                 key, "': ", e.what()));
-    }
-  } else if (c.magic.load(std::memory_order_acquire) != kMagic ||
-             c.world_size != options.world_size || c.chunk_bytes != comm->chunk_bytes_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "shm connect on rank ", options.rank, ": segment ", comm->name_,
-        " was made for another group (world_size or chunk_bytes differ)"));
-  }
+  RETURN_IF_ERROR(comm->MapAndPublish(fd, options, control_bytes, key));
   comm->ranks_[options.rank].pid = static_cast<int32_t>(getpid());
   comm->ranks_[options.rank].pid_namespace = PidNamespace();
   // Every rank has mapped the segment once this passes; the name is no
   // longer needed, and unlinking it now means no leak if a rank crashes.
   absl::Status attached = comm->WaitAll(deadline, "connect");
-  unlink_if_owner();
+  if (options.rank == 0) shm_unlink(comm->name_.c_str());
   if (!attached.ok()) return attached;
-  comm->watch_.clear();
+  comm->WatchLocalPeers();
+  return comm;
+}
+
+absl::Status ShmCommunicator::MapAndPublish(int fd, const ShmOptions& options,
+                                            size_t control_bytes, const std::string& key) {
+  void* base = mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int map_errno = errno;
+  close(fd);
+  auto unlink_if_owner = [&] {
+    if (options.rank == 0) shm_unlink(name_.c_str());
+  };
+  if (base == MAP_FAILED) {
+    unlink_if_owner();
+    return absl::ResourceExhaustedError(absl::StrCat("shm: rank ", options.rank,
+                                                     " could not map ", name_, ": ",
+                                                     Errno(map_errno)));
+  }
+  base_ = base;
+  control_ = static_cast<Control*>(base);
+  ranks_ = reinterpret_cast<RankInfo*>(static_cast<char*>(base) + sizeof(Control));
+  data_ = static_cast<char*>(base) + control_bytes;
+  if (options.rank != 0) {
+    const Control& c = *control_;
+    if (c.magic.load(std::memory_order_acquire) != kMagic ||
+        c.world_size != options.world_size || c.chunk_bytes != chunk_bytes_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "shm connect on rank ", options.rank, ": segment ", name_,
+          " was made for another group (world_size or chunk_bytes differ)"));
+    }
+    return absl::OkStatus();
+  }
+  Control* fresh = new (base) Control;
+  fresh->world_size = options.world_size;
+  fresh->chunk_bytes = chunk_bytes_;
+  fresh->arrived.store(0, std::memory_order_relaxed);
+  fresh->generation.store(0, std::memory_order_relaxed);
+  fresh->sleepers.store(0, std::memory_order_relaxed);
+  fresh->aborted.store(0, std::memory_order_relaxed);
+  fresh->reason_claimed.store(0, std::memory_order_relaxed);
+  fresh->reason_ready.store(0, std::memory_order_relaxed);
+  fresh->abort_reason[0] = '\0';
+  fresh->magic.store(kMagic, std::memory_order_release);
+  try {
+    options.store->set(key, std::vector<char>(name_.begin(), name_.end()));
+  } catch (const std::exception& e) {
+    unlink_if_owner();
+    return absl::UnavailableError(absl::StrCat("shm connect on rank 0: could not publish '", key,
+                                               "': ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+void ShmCommunicator::WatchLocalPeers() {
+  watch_.clear();
   const int32_t self = static_cast<int32_t>(getpid());
-  for (int r = 0; r < options.world_size; ++r) {
-    const RankInfo& info = comm->ranks_[r];
-    if (info.pid != self && info.pid_namespace == comm->ranks_[options.rank].pid_namespace &&
+  for (int r = 0; r < world_size_; ++r) {
+    const RankInfo& info = ranks_[r];
+    if (info.pid != self && info.pid_namespace == ranks_[rank_].pid_namespace &&
         info.pid_namespace != 0) {
-      comm->watch_.push_back(r);
+      watch_.push_back(r);
     }
   }
-  return comm;
 }
 
 absl::Status ShmCommunicator::CheckUsable(absl::string_view op) const {

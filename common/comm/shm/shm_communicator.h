@@ -103,6 +103,14 @@ class ShmCommunicator final : public Communicator {
   struct RankInfo;
   ShmCommunicator(int rank, int world_size, const ShmOptions& options);
 
+  // Create's steps after the segment is open (fd, closed here): map it;
+  // rank 0 initialises the control block and publishes the name under
+  // `key`, the others check it was made for their group.
+  absl::Status MapAndPublish(int fd, const ShmOptions& options, size_t control_bytes,
+                             const std::string& key);
+  // Peers in other processes of this pid namespace, watched while waiting.
+  void WatchLocalPeers();
+
   // Waits for every rank to arrive. `op` names the operation in errors (only
   // formatted on failure). On failure marks this instance broken.
   absl::Status WaitAll(absl::Time deadline, absl::string_view op);
