@@ -17,6 +17,7 @@
 #include "common/rpc/tls_flags.h"
 #include "services/coordinator/coordinator_server.h"
 
+TANDEM_TLS_FLAGS();  // --tls_cert, --tls_key, --tls_ca, --tls_mutual, --tls_server_name
 ABSL_FLAG(std::string, job_id, "tandem", "Name of the job this coordinator runs.");
 ABSL_FLAG(std::string, host, "127.0.0.1", "Interface for gRPC (0.0.0.0 for remote workers).");
 ABSL_FLAG(int, port, 0, "gRPC port; 0 picks a free one (see --port_file).");
@@ -83,7 +84,7 @@ int main(int argc, char** argv) {
   }
   tandem::SetDefaultAuthToken(*token);
   // TLS on the gRPC plane when --tls_* are given (common/rpc/tls.h).
-  if (absl::Status tls = tandem::InstallTlsFromFlags(); !tls.ok()) {
+  if (absl::Status tls = tandem::InstallTls(tandem::TlsOptionsFromFlags()); !tls.ok()) {
     std::fprintf(stderr, "coordinator: %s\n", std::string(tls.message()).c_str());
     return 1;
   }

@@ -19,6 +19,7 @@
 #include "common/rpc/tls_flags.h"
 #include "services/dataserver/data_server.h"
 
+TANDEM_TLS_FLAGS();  // --tls_cert, --tls_key, --tls_ca, --tls_mutual, --tls_server_name
 ABSL_FLAG(std::vector<std::string>, dataset, {},
           "name=path[,name=path...]; path is a directory of .tshard files, a "
           ".tshard file, or an IDX prefix (.../fashion-mnist/train)");
@@ -70,7 +71,7 @@ int main(int argc, char** argv) {
   }
   tandem::SetDefaultAuthToken(*token);
   // TLS on the gRPC plane when --tls_* are given (common/rpc/tls.h).
-  if (absl::Status tls = tandem::InstallTlsFromFlags(); !tls.ok()) {
+  if (absl::Status tls = tandem::InstallTls(tandem::TlsOptionsFromFlags()); !tls.ok()) {
     std::fprintf(stderr, "dataserver: %s\n", std::string(tls.message()).c_str());
     return 1;
   }

@@ -20,6 +20,7 @@
 #include "common/rpc/tls_flags.h"
 #include "services/shardserver/shard_server.h"
 
+TANDEM_TLS_FLAGS();  // --tls_cert, --tls_key, --tls_ca, --tls_mutual, --tls_server_name
 ABSL_FLAG(std::string, bind, "127.0.0.1", "interface to bind (0.0.0.0 for all)");
 ABSL_FLAG(int, port, 0, "gRPC port; 0 picks a free one");
 ABSL_FLAG(int, metrics_port, -1, "Prometheus /metrics port; 0 = free, -1 = off");
@@ -60,7 +61,7 @@ int main(int argc, char** argv) {
   }
   tandem::SetDefaultAuthToken(*token);
   // TLS on the gRPC plane when --tls_* are given (common/rpc/tls.h).
-  if (absl::Status tls = tandem::InstallTlsFromFlags(); !tls.ok()) {
+  if (absl::Status tls = tandem::InstallTls(tandem::TlsOptionsFromFlags()); !tls.ok()) {
     std::fprintf(stderr, "shardserver: %s\n", std::string(tls.message()).c_str());
     return 2;
   }

@@ -30,6 +30,7 @@
 #include "services/worker/trainer.h"
 #include "services/worker/worker_metrics.h"
 
+TANDEM_TLS_FLAGS();  // --tls_cert, --tls_key, --tls_ca, --tls_mutual, --tls_server_name
 ABSL_FLAG(std::string, coordinator, "", "Coordinator host:port (required).");
 ABSL_FLAG(std::string, data_servers, "", "Data servers, host:port[,host:port] (required).");
 ABSL_FLAG(std::string, shard_servers, "",
@@ -213,7 +214,7 @@ int main(int argc, char** argv) {
     }
     tandem::SetDefaultAuthToken(*token);
     // TLS on the gRPC plane when --tls_* are given (common/rpc/tls.h).
-    if (absl::Status tls = tandem::InstallTlsFromFlags(); !tls.ok()) {
+    if (absl::Status tls = tandem::InstallTls(tandem::TlsOptionsFromFlags()); !tls.ok()) {
       std::fprintf(stderr, "worker: %s\n", std::string(tls.message()).c_str());
       return 1;
     }

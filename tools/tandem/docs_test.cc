@@ -1,12 +1,15 @@
-// The documentation against the CLI: every flag `tandem local` and `tandem
+// The documentation against the code: every flag `tandem local` and `tandem
 // status` parse is in docs/user-guide.md, the user guide's local-flag table
-// lists exactly those flags, every flag README.md names exists, and every
-// link in README.md and docs/ points at a file in the repository.
+// lists exactly those flags, its worker-flag table exactly the flags the
+// worker's main.cc defines, its metrics table (the only one) exactly the
+// metrics the binaries register, every flag README.md names exists, and
+// every link in README.md and docs/ points at a file in the repository.
 #include <cstdlib>
 #include <fstream>
 #include <regex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_replace.h"
@@ -74,6 +77,83 @@ TEST(DocsTest, UserGuideLocalTableHasNoFlagTandemLocalLacks) {
     EXPECT_EQ(real.count((*it)[1].str()), 1u) << "--" << (*it)[1].str();
   }
   EXPECT_EQ(rows, static_cast<int>(real.size()));
+}
+
+// The user guide's section that starts with `heading` (up to the next "## ").
+std::string Section(const std::string& doc, const std::string& heading) {
+  const size_t begin = doc.find("\n" + heading + "\n");
+  EXPECT_NE(begin, std::string::npos) << heading;
+  if (begin == std::string::npos) return "";
+  const size_t end = doc.find("\n## ", begin + 1);
+  return doc.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
+// Every `pattern` match's group 1 in the first cell of each table row
+// ("| `--a`, `--b` | ..." gives a and b).
+std::set<std::string> FirstCellNames(const std::string& section, const std::string& pattern) {
+  std::set<std::string> out;
+  const std::regex row("\n\\| ([^|]*) \\|");
+  const std::regex name(pattern);
+  for (std::sregex_iterator it(section.begin(), section.end(), row), e; it != e; ++it) {
+    const std::string cell = (*it)[1].str();
+    for (std::sregex_iterator n(cell.begin(), cell.end(), name), ne; n != ne; ++n) {
+      out.insert((*n)[1].str());
+    }
+  }
+  return out;
+}
+
+// Group 1 of every `pattern` match in the given source files.
+std::set<std::string> NamesInSources(const std::vector<std::string>& files,
+                                     const std::string& pattern) {
+  std::set<std::string> out;
+  const std::regex re(pattern);
+  for (const std::string& f : files) {
+    const std::string text = Read(f);
+    int found = 0;
+    for (std::sregex_iterator it(text.begin(), text.end(), re), e; it != e; ++it, ++found) {
+      out.insert((*it)[1].str());
+    }
+    EXPECT_GT(found, 0) << f << " defines none: has the pattern changed?";
+  }
+  return out;
+}
+
+TEST(DocsTest, WorkerFlagTableListsExactlyTheWorkersFlags) {
+  const std::set<std::string> defined = NamesInSources(
+      {"services/worker/main.cc", "common/rpc/tls_flags.h"},
+      "ABSL_FLAG\\(\\s*[^,]+,\\s*([a-z0-9_]+)\\s*,");
+  const std::set<std::string> documented =
+      FirstCellNames(Section(Read("docs/user-guide.md"), "## Worker flags"), "`--([a-z0-9_]+)`");
+  for (const std::string& f : defined) {
+    EXPECT_EQ(documented.count(f), 1u) << "worker --" << f << " is not in the worker flag table";
+  }
+  for (const std::string& f : documented) {
+    EXPECT_EQ(defined.count(f), 1u) << "the worker flag table lists --" << f
+                                    << ", which the worker does not define";
+  }
+}
+
+// The metrics every binary registers (common/metrics' Counter / Gauge /
+// Histogram with a literal name: the only way tandem registers one).
+TEST(DocsTest, MetricsTableListsExactlyTheRegisteredMetrics) {
+  const std::set<std::string> registered = NamesInSources(
+      {"services/worker/worker_metrics.cc", "common/data/prefetch_client.cc",
+       "services/dataserver/server_metrics.cc", "services/coordinator/coordinator_server.cc",
+       "services/shardserver/shard_metrics.cc"},
+      "(?:Counter|Gauge|Histogram)\\(\\s*\"(tandem_[a-z0-9_]+)\"");
+  const std::set<std::string> documented =
+      FirstCellNames(Section(Read("docs/user-guide.md"), "## Metrics"), "`(tandem_[a-z0-9_]+)");
+  EXPECT_GT(registered.size(), 40u);
+  for (const std::string& m : registered) {
+    EXPECT_EQ(documented.count(m), 1u) << m << " is not in the user guide's metrics table";
+  }
+  for (const std::string& m : documented) {
+    EXPECT_EQ(registered.count(m), 1u) << "the metrics table lists " << m
+                                       << ", which no binary registers";
+  }
+  // One table: architecture.md points at it instead of keeping a copy.
+  EXPECT_FALSE(absl::StrContains(Read("docs/architecture.md"), "| `tandem_step_seconds`"));
 }
 
 TEST(DocsTest, EveryFlagTheReadmeNamesExists) {
