@@ -9,15 +9,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
-#include "common/comm/gloo/gloo_communicator.h"
-#include "common/comm/shm/shm_communicator.h"
 #include "common/status/status_macros.h"
 
 namespace tandem {
 namespace {
 
 // Function-local so registrations from other translation units' static
-// initialisers (nccl_transport) never see it unconstructed.
+// initialisers (gloo_transport, shm_transport, nccl_transport) never see it
+// unconstructed.
 struct Registry {
   absl::Mutex mu;
   std::map<std::string, TransportCreator> creators ABSL_GUARDED_BY(mu);
@@ -27,38 +26,6 @@ Registry& GetRegistry() {
   static Registry* registry = new Registry;  // never destroyed: used at exit
   return *registry;
 }
-
-absl::StatusOr<std::unique_ptr<Communicator>> CreateGloo(const CommOptions& o) {
-  GlooOptions g;
-  g.rank = o.rank;
-  g.world_size = o.world_size;
-  g.store = o.store;
-  g.prefix = o.prefix;
-  g.hostname = o.hostname;
-  g.timeout = o.timeout;
-  absl::StatusOr<std::unique_ptr<GlooCommunicator>> c = GlooCommunicator::Create(g);
-  if (!c.ok()) return c.status();
-  return std::unique_ptr<Communicator>(std::move(*c));
-}
-
-absl::StatusOr<std::unique_ptr<Communicator>> CreateShm(const CommOptions& o) {
-  ShmOptions s;
-  s.rank = o.rank;
-  s.world_size = o.world_size;
-  s.store = o.store;
-  s.prefix = o.prefix;
-  s.chunk_bytes = o.shm_chunk_bytes;
-  s.timeout = o.timeout;
-  absl::StatusOr<std::unique_ptr<ShmCommunicator>> c = ShmCommunicator::Create(s);
-  if (!c.ok()) return c.status();
-  return std::unique_ptr<Communicator>(std::move(*c));
-}
-
-// gloo and shm need nothing beyond the host, so this library carries them:
-// every binary that can call CreateCommunicator has them, with no
-// alwayslink target to forget.
-[[maybe_unused]] const bool kGlooRegistered = RegisterTransport("gloo", CreateGloo);
-[[maybe_unused]] const bool kShmRegistered = RegisterTransport("shm", CreateShm);
 
 // Every transport tandem has, linked into this binary or not.
 constexpr const char* kKnown[] = {"gloo", "shm", "nccl"};

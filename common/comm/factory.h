@@ -9,8 +9,11 @@
 //   o.store = store;  o.prefix = "gen3/grad";
 //   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> c, CreateCommunicator(o));
 //
-// gloo and shm are registered by this library itself (factory.cc links
-// both), so every caller has them; nccl registers from its alwayslink target.
+// Every transport registers itself the same way, from its own alwayslink
+// target: //common/comm/gloo:gloo_transport, //common/comm/shm:shm_transport,
+// //common/comm/nccl:nccl_transport. //common/comm:factory links the first
+// two, so every caller has gloo and shm; //common/comm:transports adds nccl
+// in CUDA builds. (//common/comm:transport_registry is the registry alone.)
 //
 // Thread-safety: every function is thread-safe. CreateCommunicator is as
 // collective as the transport's own Create: every rank of the group calls it
