@@ -10,6 +10,7 @@
 #include "common/log/log.h"
 #include "common/shard/optimizer_config.h"
 #include "common/status/status_macros.h"
+#include "common/timing/seconds_since.h"
 
 namespace tandem {
 namespace shardserver {
@@ -121,10 +122,6 @@ void EncodeDelta(const codec::Codec& codec, const float* params, float* referenc
   codec.Encode(delta, n, codec::EncodeParams{}, slot.encoded.data());
   codec.DecodeAdd(slot.encoded.data(), n, reference);
   slot.encoded_step = step;
-}
-
-double SecondsSince(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
 void Add(prometheus::Counter* c, double v) {

@@ -14,16 +14,13 @@
 #include "common/rpc/grpc_status.h"
 #include "common/shard/optimizer_config.h"
 #include "common/status/status_macros.h"
+#include "common/timing/seconds_since.h"
 
 namespace tandem {
 namespace shardserver {
 namespace {
 
 constexpr int64_t kDefaultPullBytes = int64_t{4} << 20;
-
-double SecondsSince(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 const float* Floats(const v1::Tensor& t) { return reinterpret_cast<const float*>(t.data().data()); }
 

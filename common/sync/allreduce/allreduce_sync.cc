@@ -17,16 +17,14 @@
 #include "common/sync/grad_check.h"
 #include "common/sync/grad_clip.h"
 #include "common/sync/step_guard.h"
+#include "common/sync/step_owned_shard.h"
+#include "common/timing/seconds_since.h"
 
 namespace tandem {
 namespace sync {
 namespace {
 
 constexpr char kLabel[] = "allreduce sync";
-
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 class AllreduceSync final : public GradientSync {
  public:
@@ -176,33 +174,9 @@ class AllreduceSync final : public GradientSync {
   // Every rank now holds the same summed gradients, so every rank computes
   // the same scale, the same clip factor and the same update.
   absl::Status Update(const optim::StepContext& context, int64_t step) {
-    double scale = static_cast<double>(context.grad_scale) * guard_.grad_scale() / world_size_;
-    absl::StatusOr<GradCheck> check = CheckGradients(
-        clip_, guard_.options(), scale, {0, size_}, ready_ranges_,
-        [this](int64_t lo, int64_t hi) -> absl::StatusOr<double> {
-          if (device_stepper_ == nullptr) {
-            return optim::PartialSumOfSquares(absl::MakeConstSpan(grads_ + lo, hi - lo));
-          }
-          return device_stepper_->SumOfSquares(grads_ + lo, hi - lo);
-        });
-    if (!check.ok()) {
-      return absl::Status(check.status().code(),
-                          absl::StrCat(kLabel, ": gradient norm at step ", step, " on rank ",
-                                       rank_, ": ", check.status().message()));
-    }
-    report_ = check->report;
-    if (!report_.applied) return absl::OkStatus();  // every rank skips this step
-    scale *= check->clip_scale;
-    if (size_ == 0) return absl::OkStatus();
-    optim::StepContext ctx = context;
-    ctx.grad_scale = static_cast<float>(scale);
-    absl::Status s = device_stepper_ != nullptr ? device_stepper_->Step(params_, grads_, size_, ctx)
-                                                : optimizer_->Step(params_, grads_, size_, ctx);
-    if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrCat(kLabel, ": optimizer ", optimizer_->name(),
-                                                 " at step ", step, ": ", s.message()));
-    }
-    return absl::OkStatus();
+    const OwnedShard whole{kLabel, rank_, world_size_, &clip_, {0, size_}, &ready_ranges_,
+                           grads_, params_, optimizer_.get(), device_stepper_};
+    return StepOwnedShard(whole, context, step, guard_.grad_scale(), guard_.options(), &report_);
   }
 
   Communicator* const comm_;

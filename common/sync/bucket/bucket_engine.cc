@@ -6,17 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
+#include "common/timing/seconds_since.h"
 
 namespace tandem {
 namespace sync {
-namespace {
-
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<BucketEngine>> BucketEngine::Create(BucketEngineOptions options) {
   if (!options.operation) {
     return absl::InvalidArgumentError(

@@ -20,6 +20,8 @@
 #include "common/sync/grad_check.h"
 #include "common/sync/grad_clip.h"
 #include "common/sync/step_guard.h"
+#include "common/sync/step_owned_shard.h"
+#include "common/timing/seconds_since.h"
 
 namespace tandem {
 namespace sync {
@@ -48,10 +50,6 @@ constexpr int64_t kVelocityTag = 2;  // floats
 enum Meta { kMagicField, kWorld, kSize, kLocal, kBuckets, kSteps, kExchange, kMetaFields };
 // State moves to and from rank 0 in pieces of this many floats per rank.
 constexpr int64_t kStatePiece = int64_t{1} << 16;
-
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 int64_t Align8(int64_t bytes) { return (bytes + 7) / 8 * 8; }
 
@@ -556,29 +554,9 @@ absl::Status CompressedSync::RunSparse(int b, const BucketLayout& L) {
 // As AllreduceSync: every rank holds the same summed gradients, so every
 // rank computes the same scale, clip factor and update.
 absl::Status CompressedSync::Update(const optim::StepContext& context, int64_t step) {
-  double scale = static_cast<double>(context.grad_scale) * guard_.grad_scale() / world_size_;
-  absl::StatusOr<GradCheck> check = CheckGradients(
-      clip_, guard_.options(), scale, {0, size_}, ready_ranges_,
-      [this](int64_t lo, int64_t hi) -> absl::StatusOr<double> {
-        return optim::PartialSumOfSquares(absl::MakeConstSpan(grads_ + lo, hi - lo));
-      });
-  if (!check.ok()) {
-    return absl::Status(check.status().code(),
-                        absl::StrCat(kLabel, ": gradient norm at step ", step, " on rank ", rank_,
-                                     ": ", check.status().message()));
-  }
-  report_ = check->report;
-  if (!report_.applied) return absl::OkStatus();  // every rank skips this step
-  scale *= check->clip_scale;
-  if (size_ == 0) return absl::OkStatus();
-  optim::StepContext ctx = context;
-  ctx.grad_scale = static_cast<float>(scale);
-  absl::Status s = optimizer_->Step(params_, grads_, size_, ctx);
-  if (!s.ok()) {
-    return absl::Status(s.code(), absl::StrCat(kLabel, ": optimizer ", optimizer_->name(),
-                                               " at step ", step, ": ", s.message()));
-  }
-  return absl::OkStatus();
+  const OwnedShard whole{kLabel, rank_, world_size_, &clip_, {0, size_}, &ready_ranges_,
+                         grads_, params_, optimizer_.get(), nullptr};
+  return StepOwnedShard(whole, context, step, guard_.grad_scale(), guard_.options(), &report_);
 }
 
 absl::Status CompressedSync::GatherOntoRank0(const float* local, int64_t n, float* gathered,

@@ -21,16 +21,13 @@
 #include "common/status/status_macros.h"
 #include "common/sync/grad_clip.h"
 #include "common/sync/registry.h"
+#include "common/timing/seconds_since.h"
 
 namespace tandem {
 namespace sync {
 namespace {
 
 constexpr char kName[] = "naive_allreduce";
-
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 class NaiveAllreduceSync final : public GradientSync {
  public:

@@ -17,16 +17,13 @@
 #include "common/sync/grad_clip.h"
 #include "common/sync/step_guard.h"
 #include "common/sync/zero/zero_parts.h"
+#include "common/timing/seconds_since.h"
 
 namespace tandem {
 namespace sync {
 namespace {
 
 constexpr char kLabel[] = "zero3 sync";
-
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 int64_t PageBytes() {
   static const int64_t page = std::max<long>(4096, sysconf(_SC_PAGESIZE));

@@ -15,10 +15,9 @@
 //   PieceBroadcast  each owner of a piece of a parameter range sends it to
 //                   every rank, in place (a layer gathered for its forward):
 //                   over the world, or in two levels across nodes.
-//   StepOwnedShard  the sharded step they all end with: check the step
-//                   context, CheckGradients over the owned slice (non-finite
-//                   skip, norm, one clip factor on every rank), the
-//                   optimizer step of the owned parameters.
+// and the sharded step they all end with, StepOwnedShard, is the
+// framework's (common/sync/step_owned_shard.h: allreduce and compressed end
+// with it too, over the whole vector).
 //
 // Thread-compatible: an OwnerReduce is used by one thread at a time (the
 // strategy's communication thread); the functions hold no state.
@@ -41,6 +40,7 @@
 #include "common/sync/bucket/bucket_plan.h"
 #include "common/sync/grad_clip.h"
 #include "common/sync/gradient_sync.h"
+#include "common/sync/step_owned_shard.h"
 
 namespace tandem {
 namespace sync {
@@ -136,33 +136,6 @@ class PieceBroadcast {
   std::vector<int> node_of_rank_, local_of_rank_;
   bool two_level_ = false;
 };
-
-// What a strategy's sharded step works on, fixed at creation (everything
-// borrowed from the strategy, which outlives it).
-struct OwnedShard {
-  absl::string_view label;
-  int rank = 0;
-  int world = 1;
-  GradClip* clip = nullptr;
-  optim::ParamRange owned;
-  const std::vector<std::pair<int64_t, int64_t>>* ready_ranges = nullptr;
-  const float* grads = nullptr;           // the reduced gradients of `owned`
-  float* params = nullptr;                // the model's flat parameters
-  optim::Optimizer* optimizer = nullptr;  // over `owned`
-  // Device memory: the norm and the step go through it (grads / params are
-  // device pointers); null: the host optimizer on host memory.
-  optim::DeviceStepper* stepper = nullptr;
-};
-
-// One step of `shard` with FinishStep's `context` (`step` = the strategy's
-// count, for messages), the gradients summed over ranks and scaled by
-// context.grad_scale * extra_scale / world before clipping. The context is
-// checked on every rank, even one that owns nothing, so a bad one fails
-// everywhere instead of leaving the others in a collective. *report gets
-// the verdict (applied or skipped); a skipped step touches nothing.
-absl::Status StepOwnedShard(const OwnedShard& shard, const optim::StepContext& context,
-                            int64_t step, double extra_scale, const StepOptions& options,
-                            StepReport* report);
 
 }  // namespace sync
 }  // namespace tandem

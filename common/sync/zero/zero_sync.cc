@@ -15,14 +15,11 @@
 #include "common/sync/step_guard.h"
 #include "common/sync/zero/zero_parts.h"
 #include "common/tensor/param_hook.h"
+#include "common/timing/seconds_since.h"
 
 namespace tandem {
 namespace sync {
 namespace {
-
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 int64_t CapFloats(double bucket_cap_mb) {
   return std::max<int64_t>(1, static_cast<int64_t>(std::min(bucket_cap_mb * 1024 * 1024 / 4, 1e15)));
