@@ -86,6 +86,8 @@ class StepGuard {
   // BeginStep's options for the step in progress (or the last one).
   const StepOptions& options() const { return options_; }
   const std::string& label() const { return label_; }
+  // No error recorded yet.
+  bool ok() const { return broken_.ok(); }
 
  private:
   std::string label_;

@@ -18,6 +18,7 @@
 #include "common/status/status_macros.h"
 #include "common/sync/remote/chunk_readiness.h"
 #include "common/sync/remote/shard_server_state.h"
+#include "common/sync/step_guard.h"
 
 namespace tandem {
 namespace sync {
@@ -158,7 +159,7 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   }
 
   // Checkpoints written by the servers (server_side_checkpoint.h).
-  bool CanSaveOnServers() const override { return initialised_ && broken_.ok(); }
+  bool CanSaveOnServers() const override { return initialised_ && guard_.ok(); }
   void ExpectServerSave() override { servers_->ExpectServerSave(); }
   absl::StatusOr<std::vector<SavedShard>> SaveOnServers(const ServerSaveRequest& r) override {
     absl::StatusOr<std::vector<SavedShard>> s = servers_->SaveOnServers(r, next_step_ - 1);
@@ -199,19 +200,11 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   }
 
   absl::Status BeginStep(const StepOptions& options) override {
-    RETURN_IF_ERROR(CheckUsable("BeginStep"));
-    if (in_step_) {
-      return absl::FailedPreconditionError("hybrid sync: BeginStep called twice without FinishStep");
-    }
+    RETURN_IF_ERROR(guard_.CheckBegin(options));
     // Rank 0's copy of every rank's state served the checkpoint just written
     // or loaded: give its world x state floats back until the next one.
     if (!gathered_.empty()) std::vector<float>().swap(gathered_);
-    if (!std::isfinite(options.grad_scale)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("hybrid sync: grad_scale must be finite, got ", options.grad_scale));
-    }
-    in_step_ = true;
-    grad_scale_ = options.grad_scale;
+    RETURN_IF_ERROR(guard_.Started(absl::OkStatus(), options));
     servers_->ReleaseAfterCheckpoint();
     ready_.Reset();
     bool overlapped = false;
@@ -241,9 +234,7 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   }
 
   absl::Status FinishStep(const optim::StepContext& ctx) override {
-    RETURN_IF_ERROR(CheckUsable("FinishStep"));
-    if (!in_step_) return absl::FailedPreconditionError("hybrid sync: FinishStep without BeginStep");
-    in_step_ = false;
+    RETURN_IF_ERROR(guard_.CheckFinish());
     const auto start = std::chrono::steady_clock::now();
     bool pushed_early = false;
     {
@@ -369,7 +360,7 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
     h.rank = world_->rank();
     h.weight = local_size_;
     h.learning_rate = lr;
-    h.grad_scale = grad_scale_;
+    h.grad_scale = guard_.grad_scale();
     h.int8_chunk = int8_chunk_;
     return h;
   }
@@ -628,16 +619,10 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
     }
   }
 
-  absl::Status CheckUsable(const char* call) const {
-    if (broken_.ok()) return absl::OkStatus();
-    return absl::FailedPreconditionError(absl::StrCat(
-        "hybrid sync: ", call, " after an earlier error (", broken_.message(),
-        "); destroy this sync and re-join"));
-  }
+  // Every error of a step, prefixed with this rank, kept by the guard.
   absl::Status Fail(absl::Status s) {
-    broken_ = absl::Status(s.code(), absl::StrCat("hybrid sync, rank ", world_->rank(), ": ",
-                                                  s.message()));
-    return broken_;
+    return guard_.Record(absl::Status(
+        s.code(), absl::StrCat("hybrid sync, rank ", world_->rank(), ": ", s.message())));
   }
 
   const int int8_chunk_;                 // 0: fp32 pushes
@@ -671,12 +656,10 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   std::vector<float> piece_;     // world * kStatePiece (or less)
 
   // Trainer thread.
-  bool in_step_ = false;
   bool initialised_ = false;
   int64_t next_step_ = 0;
   float pushed_lr_ = 0;
-  float grad_scale_ = 1;
-  absl::Status broken_;
+  StepGuard guard_{"hybrid sync"};  // the step protocol; keeps the first error
 
   mutable absl::Mutex mu_;
   absl::CondVar cv_;

@@ -11,6 +11,7 @@
 #include "common/status/status_macros.h"
 #include "common/sync/remote/chunk_readiness.h"
 #include "common/sync/remote/shard_server_state.h"
+#include "common/sync/step_guard.h"
 
 namespace tandem {
 namespace sync {
@@ -52,7 +53,7 @@ class PsSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   }
 
   // Checkpoints written by the servers (server_side_checkpoint.h).
-  bool CanSaveOnServers() const override { return initialised_ && broken_.ok(); }
+  bool CanSaveOnServers() const override { return initialised_ && guard_.ok(); }
   void ExpectServerSave() override { servers_->ExpectServerSave(); }
   absl::StatusOr<std::vector<SavedShard>> SaveOnServers(const ServerSaveRequest& r) override {
     absl::StatusOr<std::vector<SavedShard>> s = servers_->SaveOnServers(r, next_step_ - 1);
@@ -78,16 +79,8 @@ class PsSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   }
 
   absl::Status BeginStep(const StepOptions& options) override {
-    RETURN_IF_ERROR(CheckUsable("BeginStep"));
-    if (in_step_) {
-      return absl::FailedPreconditionError("ps sync: BeginStep called twice without FinishStep");
-    }
-    if (!std::isfinite(options.grad_scale)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("ps sync: grad_scale must be finite, got ", options.grad_scale));
-    }
-    in_step_ = true;
-    grad_scale_ = options.grad_scale;
+    RETURN_IF_ERROR(guard_.CheckBegin(options));
+    RETURN_IF_ERROR(guard_.Started(absl::OkStatus(), options));
     servers_->ReleaseAfterCheckpoint();
     ready_.Reset();
     overlapped_ = false;
@@ -109,9 +102,7 @@ class PsSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   }
 
   absl::Status FinishStep(const optim::StepContext& ctx) override {
-    RETURN_IF_ERROR(CheckUsable("FinishStep"));
-    if (!in_step_) return absl::FailedPreconditionError("ps sync: FinishStep without BeginStep");
-    in_step_ = false;
+    RETURN_IF_ERROR(guard_.CheckFinish());
     const auto start = std::chrono::steady_clock::now();
     if (ctx.step < 1 || !std::isfinite(ctx.lr)) {
       return Fail(absl::InvalidArgumentError(
@@ -193,20 +184,14 @@ class PsSyncImpl final : public GradientSync, public ServerSideCheckpoint {
     h.rank = world_->rank();
     h.weight = 1;
     h.learning_rate = lr;
-    h.grad_scale = grad_scale_;
+    h.grad_scale = guard_.grad_scale();
     return h;
   }
 
-  absl::Status CheckUsable(const char* call) const {
-    if (broken_.ok()) return absl::OkStatus();
-    return absl::FailedPreconditionError(absl::StrCat(
-        "ps sync: ", call, " after an earlier error (", broken_.message(),
-        "); destroy this sync and re-join"));
-  }
+  // Every error of a step, prefixed with this rank, kept by the guard.
   absl::Status Fail(absl::Status s) {
-    broken_ = absl::Status(s.code(), absl::StrCat("ps sync, rank ", world_->rank(), ": ",
-                                                  s.message()));
-    return broken_;
+    return guard_.Record(absl::Status(
+        s.code(), absl::StrCat("ps sync, rank ", world_->rank(), ": ", s.message())));
   }
 
   const int64_t generation_;
@@ -219,13 +204,11 @@ class PsSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   shard::RemoteShards* const remote_;  // servers_'s connection
   ChunkReadiness ready_;  // backward thread during a step, trainer otherwise
 
-  bool in_step_ = false;
   bool initialised_ = false;
   bool overlapped_ = false;
   int64_t next_step_ = 0;
   float pushed_lr_ = 0;
-  float grad_scale_ = 1;
-  absl::Status broken_;
+  StepGuard guard_{"ps sync"};  // the step protocol; keeps the first error
 
   mutable absl::Mutex mu_;
   int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
