@@ -1,9 +1,7 @@
 #include "common/data/dataset_inputs.h"
 
 #include "absl/strings/match.h"
-#include "common/rpc/server.h"
 #include "gtest/gtest.h"
-#include "proto/dataserver.grpc.pb.h"
 
 namespace tandem {
 namespace data {
@@ -26,12 +24,6 @@ const v1::DatasetInfo kImages =  // what the server reports for fashion-mnist
     Info("fashion-mnist/train", v1::DTYPE_U8, {28, 28}, v1::DTYPE_I32, {}, 10);
 const v1::DatasetInfo kText =  // what tools/convert --mode=text writes
     Info("fortunes/train", v1::DTYPE_I32, {128}, v1::DTYPE_I32, {128}, 256);
-
-nn::ModelSpec Spec(const std::string& s) {
-  auto spec = nn::ParseModelSpec(s);
-  EXPECT_TRUE(spec.ok()) << spec.status();
-  return *spec;
-}
 
 TEST(DatasetInputsTest, ImagesAreDenseAndNormalized) {
   auto in = ClassifyDataset(kImages);
@@ -71,87 +63,28 @@ TEST(DatasetInputsTest, OtherLayoutsAreRejectedWithTheirSpecs) {
         << in.status();
   }
   auto c = ClassifyDataset(Info("c", v1::DTYPE_I32, {4, 4}, v1::DTYPE_I32, {4, 4}, 256));
-  EXPECT_TRUE(absl::StrContains(c.status().message(), "DTYPE_I32 [4,4]")) << c.status();
+  EXPECT_TRUE(absl::StrContains(c.status().message(), "i32 [4,4]")) << c.status();
 }
 
-TEST(DatasetInputsTest, ModelMustFitTheDataset) {
-  const DatasetInputs images = *ClassifyDataset(kImages);
-  const DatasetInputs text = *ClassifyDataset(kText);
-  EXPECT_TRUE(CheckModelFitsDataset(Spec("mlp:784,64,10"), images).ok());
-  EXPECT_TRUE(CheckModelFitsDataset(
-                  Spec("gpt:layers=4,heads=4,width=256,context=128,vocab=256"), text)
-                  .ok());
-  EXPECT_TRUE(CheckModelFitsDataset(
-                  Spec("gpt:layers=1,heads=1,width=8,context=128,vocab=300"), text)
-                  .ok());  // a larger vocab is fine
-
-  auto expect_bad = [](const absl::Status& s, const std::string& needle) {
-    EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
-    EXPECT_TRUE(absl::StrContains(s.message(), needle)) << s;
-  };
-  expect_bad(CheckModelFitsDataset(Spec("mlp:100,10"), images), "use mlp:784,...,10");
-  expect_bad(CheckModelFitsDataset(Spec("mlp:784,7"), images), "gives 7 classes");
-  expect_bad(CheckModelFitsDataset(Spec("mlp:128,256"), text), "context=128,vocab=256");
-  expect_bad(CheckModelFitsDataset(Spec("gpt:layers=1,heads=1,width=8,context=64,vocab=256"),
-                                   text),
-             "use context=128");
-  expect_bad(CheckModelFitsDataset(Spec("gpt:layers=1,heads=1,width=8,context=128,vocab=100"),
-                                   text),
-             "vocab >= 256");
-  expect_bad(CheckModelFitsDataset(Spec("gpt:layers=1,heads=1,width=8,context=128,vocab=256"),
-                                   images),
-             "is a GPT");
-}
-
-class FakeLister final : public v1::DataServer::Service {
- public:
-  grpc::Status ListDatasets(grpc::ServerContext*, const v1::ListDatasetsRequest*,
-                            v1::ListDatasetsResponse* response) override {
-    *response->add_datasets() = kImages;
-    *response->add_datasets() = kText;
-    return grpc::Status::OK;
+TEST(DatasetInputsTest, TypedDenseSamplesCarryTheirDescription) {
+  for (v1::DType t : {v1::DTYPE_F32, v1::DTYPE_U8, v1::DTYPE_I32, v1::DTYPE_I64}) {
+    auto in = ClassifyDataset(Info("n", t, {1, 28, 28}, v1::DTYPE_I32, {}, 10));
+    ASSERT_TRUE(in.ok()) << in.status();
+    EXPECT_EQ(in->kind, InputKind::kDense);
+    EXPECT_EQ(in->feature_dtype, t);
+    EXPECT_EQ(in->sample_shape, (std::vector<int64_t>{1, 28, 28}));
+    EXPECT_TRUE(in->label_shape.empty());
+    EXPECT_EQ(in->sample_elements, 784);
+    EXPECT_EQ(in->normalize_to_f32, t == v1::DTYPE_U8);
   }
-};
-
-RetryOptions Quick() {
-  RetryOptions r;
-  r.max_attempts = 2;
-  r.call_timeout = absl::Seconds(5);
-  r.initial_backoff = absl::Milliseconds(1);
-  r.wait_for_ready = false;
-  return r;
-}
-
-TEST(FetchDatasetInfoTest, FindsByNameAndFailsOver) {
-  FakeLister fake;
-  auto server = RpcServer::Start({}, {&fake});
-  ASSERT_TRUE(server.ok()) << server.status();
-  std::string dead;
-  {
-    FakeLister other;
-    auto gone = RpcServer::Start({}, {&other});
-    ASSERT_TRUE(gone.ok());
-    dead = (*gone)->address();
-  }  // nothing listens there now
-
-  auto info = FetchDatasetInfo({(*server)->address()}, "fortunes/train", Quick());
-  ASSERT_TRUE(info.ok()) << info.status();
-  EXPECT_EQ(info->SerializeAsString(), kText.SerializeAsString());
-
-  auto over = FetchDatasetInfo({dead, (*server)->address()}, "fashion-mnist/train", Quick());
-  ASSERT_TRUE(over.ok()) << over.status();
-  EXPECT_EQ(over->feature_spec().dtype(), v1::DTYPE_U8);
-
-  auto missing = FetchDatasetInfo({(*server)->address()}, "imagenet", Quick());
-  EXPECT_TRUE(absl::IsNotFound(missing.status())) << missing.status();
-  EXPECT_TRUE(absl::StrContains(missing.status().message(),
-                                "fashion-mnist/train, fortunes/train"))
-      << missing.status();
-
-  auto none = FetchDatasetInfo({dead}, "fortunes/train", Quick());
-  EXPECT_TRUE(absl::IsUnavailable(none.status())) << none.status();
-  EXPECT_TRUE(absl::StrContains(none.status().message(), dead)) << none.status();
-  EXPECT_TRUE(absl::IsInvalidArgument(FetchDatasetInfo({}, "x", Quick()).status()));
+  auto text = ClassifyDataset(kText);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(text->label_shape, (std::vector<int64_t>{128}));
+  auto deep = ClassifyDataset(Info("deep", v1::DTYPE_F32, {1, 1, 1, 1, 1, 1, 1, 2},
+                                   v1::DTYPE_I32, {}, 2));
+  EXPECT_TRUE(absl::IsInvalidArgument(deep.status())) << deep.status();
+  EXPECT_TRUE(absl::StrContains(deep.status().message(), "at most 7 dimensions"))
+      << deep.status();
 }
 
 }  // namespace
