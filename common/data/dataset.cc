@@ -244,6 +244,17 @@ absl::StatusOr<std::vector<std::string>> ShardFilesIn(const std::string& path) {
   return files;
 }
 
+// A path that is no directory or shard must be an IDX prefix; when not even
+// its images file exists, say what a dataset path may be.
+absl::Status CheckIdxPrefix(const std::string& path) {
+  struct stat st;
+  const std::string images = path + "-images-idx3-ubyte.gz";
+  if (stat(images.c_str(), &st) == 0 || stat(path.c_str(), &st) == 0) return absl::OkStatus();
+  return absl::NotFoundError(absl::StrCat(
+      path, ": no such dataset: expected a directory of *.tshard files (tandem convert "
+      "writes one), a .tshard file, or an IDX prefix with ", images));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const std::string& name,
@@ -253,6 +264,7 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const std::string& name,
     return OpenShardDataset(name, files);
   }
   if (absl::EndsWith(path, ".tshard")) return OpenShardDataset(name, {path});
+  RETURN_IF_ERROR(CheckIdxPrefix(path));
   return OpenIdxDataset(name, path + "-images-idx3-ubyte.gz",
                         path + "-labels-idx1-ubyte.gz");
 }
@@ -264,6 +276,7 @@ absl::StatusOr<v1::DatasetInfo> DescribeDataset(const std::string& name,
     ASSIGN_OR_RETURN(auto ds, OpenDataset(name, path));
     return ds->info();
   }
+  RETURN_IF_ERROR(CheckIdxPrefix(path));
   const std::string images_path = path + "-images-idx3-ubyte.gz";
   const std::string labels_path = path + "-labels-idx1-ubyte.gz";
   ASSIGN_OR_RETURN(std::vector<int64_t> dims, ReadIdxDims(images_path));

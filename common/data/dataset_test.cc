@@ -137,6 +137,25 @@ TEST(DatasetTest, MismatchedShardSpecsRejected) {
   EXPECT_TRUE(absl::IsInvalidArgument(ds.status())) << ds.status();
 }
 
+TEST(DatasetTest, DescribeReadsTheDescriptionOpenWouldGive) {
+  const std::string prefix = WriteIdxPair("described", 9);
+  auto opened = OpenDataset("d", prefix);
+  auto described = DescribeDataset("d", prefix);
+  ASSERT_TRUE(opened.ok() && described.ok()) << opened.status() << described.status();
+  EXPECT_EQ(described->SerializeAsString(), (*opened)->info().SerializeAsString());
+  const std::string dir = TmpPath("described-shards");
+  mkdir(dir.c_str(), 0755);
+  WriteShard(dir + "/a.tshard", 4, 10, 6);
+  auto shards = DescribeDataset("s", dir);
+  ASSERT_TRUE(shards.ok()) << shards.status();
+  EXPECT_EQ(shards->num_samples(), 4);
+  EXPECT_EQ(shards->feature_spec().shape(0), 6);
+  EXPECT_EQ(shards->num_classes(), 3);
+  auto missing = DescribeDataset("m", TmpPath("nothing-here"));
+  EXPECT_TRUE(absl::IsNotFound(missing.status())) << missing.status();
+  EXPECT_TRUE(absl::StrContains(missing.status().message(), "no such dataset")) << missing.status();
+}
+
 TEST(DatasetTest, MissingPathsAreNotFound) {
   EXPECT_TRUE(absl::IsNotFound(OpenDataset("x", TmpPath("nope")).status()));
   EXPECT_TRUE(

@@ -285,7 +285,12 @@ TEST_F(ServerRestartTest, BinaryStartupErrorsAreOneLine) {
   }
   {
     ServerProcess p;
-    EXPECT_FALSE(p.Start({"--dataset=nonsense"}));
+    EXPECT_FALSE(p.Start({"--dataset=nonsense"}));  // a bare path that does not exist
+    expect_one_line(p, "nonsense: no such dataset");
+  }
+  {
+    ServerProcess p;
+    EXPECT_FALSE(p.Start({"--dataset==nonsense"}));
     expect_one_line(p, "name=path");
   }
 }

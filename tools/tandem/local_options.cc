@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 
@@ -126,11 +127,21 @@ bool IsDir(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+// The shard directory of a converted dataset DIR for `role` ("train" or
+// "eval"): DIR itself when it holds shards, else DIR/role, else DIR/other
+// role; absolute, so every process opens the same files.
+std::string ShardDir(const std::string& dir, const std::string& role) {
+  char resolved[PATH_MAX];
+  std::string abs = realpath(dir.c_str(), resolved) != nullptr ? resolved : dir;
+  const std::string other = role == "train" ? "eval" : "train";
+  if (IsDir(abs + "/" + role)) return abs + "/" + role;
+  if (!IsDir(abs + "/" + other)) return abs;
+  return abs + "/" + other;
+}
+
 // --dataset=DIR: a directory `tandem convert` wrote.
 absl::StatusOr<DatasetFiles> ResolveDirectoryDataset(const LocalOptions& o) {
-  std::string dir = o.dataset;
-  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  if (!IsDir(dir)) {
+  if (!IsDir(o.dataset)) {
     return absl::NotFoundError(absl::StrCat(
         "unknown --dataset '", o.dataset, "': neither a known dataset (",
         absl::StrJoin(KnownDatasets(), ", "), ") nor a directory; convert your arrays with "
@@ -138,8 +149,9 @@ absl::StatusOr<DatasetFiles> ResolveDirectoryDataset(const LocalOptions& o) {
         "--dataset=DIR"));
   }
   DatasetFiles f;
-  f.train_path = IsDir(dir + "/train") ? dir + "/train" : dir;
-  if (f.train_path != dir && IsDir(dir + "/eval")) f.eval_path = dir + "/eval";
+  f.train_path = ShardDir(o.dataset, "train");
+  const std::string eval = ShardDir(o.dataset, "eval");
+  if (eval != f.train_path) f.eval_path = eval;
   f.train_name = f.train_path;
   f.eval_name = f.eval_path;
   return f;
@@ -207,7 +219,7 @@ absl::StatusOr<DatasetFiles> ResolveDataset(const LocalOptions& o) {
                                               "' is not a directory of shards written by "
                                               "`tandem convert`"));
     }
-    f->eval_name = f->eval_path = o.eval_dataset;
+    f->eval_name = f->eval_path = ShardDir(o.eval_dataset, "eval");
   }
   RETURN_IF_ERROR(DescribeFiles(&*f));
   return f;

@@ -55,7 +55,7 @@ struct LocalOptions {
   // A name under data_root (fashion-mnist, fortunes) or a directory that
   // `tandem convert` wrote: DIR/train (+ DIR/eval) or DIR itself of shards.
   std::string dataset = "fashion-mnist";
-  std::string eval_dataset;    // a shard directory to evaluate on; "" = the dataset's own
+  std::string eval_dataset;    // a converted directory to evaluate on; "" = the dataset's own
   std::string data_root = "/usr/share/datasets";
   int epochs = 2;
   int batch_size = 64;         // per worker
@@ -149,7 +149,8 @@ std::vector<std::string> KnownDatasets();
 // features = context, classes = 256. InvalidArgument for a non-GPT model.
 // Any other --dataset is a directory `tandem convert` wrote (DIR/train and,
 // if present, DIR/eval; or DIR itself holding *.tshard files), served under
-// the directories' paths as names; --eval_dataset replaces the eval set.
+// the directories' absolute paths as names; --eval_dataset replaces the
+// eval set (DIR2 itself, DIR2/eval, else DIR2/train).
 // The description (shape, dtype, classes) is read from the files, as the
 // data server will; an eval set whose samples differ is InvalidArgument.
 absl::StatusOr<DatasetFiles> ResolveDataset(const LocalOptions& o);

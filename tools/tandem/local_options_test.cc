@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstdlib>
 #include <fstream>
 
@@ -323,10 +324,12 @@ void ConvertArrays(const std::string& out, std::vector<int64_t> sample_shape, in
 }
 
 TEST(LocalOptionsTest, ResolvesAConvertedDirectoryFromItsFiles) {
-  const std::string dir = TmpPath("converted");
-  ConvertArrays(dir, {1, 2, 3}, 6);
+  ConvertArrays(TmpPath("converted"), {1, 2, 3}, 6);
+  char real[PATH_MAX];
+  ASSERT_NE(realpath(TmpPath("converted").c_str(), real), nullptr);
+  const std::string dir = real;  // names and paths are absolute
   LocalOptions o;
-  o.dataset = dir + "/";
+  o.dataset = TmpPath("converted") + "/";
   o.model = "mlp:6,8,3";
   auto d = ResolveDataset(o);
   ASSERT_TRUE(d.ok()) << d.status();
@@ -353,6 +356,16 @@ TEST(LocalOptionsTest, ResolvesAConvertedDirectoryFromItsFiles) {
   d = ResolveDataset(o);
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->eval_path, dir + "/eval");
+  // A converted directory as the eval set: its eval/ (else its train/).
+  o.eval_dataset = dir;
+  d = ResolveDataset(o);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->eval_path, dir + "/eval");
+  ConvertArrays(TmpPath("eval-only"), {1, 2, 3}, 0);
+  o.eval_dataset = TmpPath("eval-only");
+  d = ResolveDataset(o);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE(absl::EndsWith(d->eval_path, "/eval-only/train")) << d->eval_path;
 }
 
 TEST(LocalOptionsTest, AnEvalSetOfOtherSamplesIsRefused) {
