@@ -2,6 +2,7 @@
 
 #include "absl/strings/match.h"
 #include "common/rpc/server.h"
+#include "common/data/dataset_info_testutil.h"
 #include "gtest/gtest.h"
 #include "proto/dataserver.grpc.pb.h"
 
@@ -9,23 +10,8 @@ namespace tandem {
 namespace data {
 namespace {
 
-v1::DatasetInfo Info(const std::string& name, v1::DType fdtype, std::vector<int64_t> fshape,
-                     v1::DType ldtype, std::vector<int64_t> lshape, int classes) {
-  v1::DatasetInfo info;
-  info.set_name(name);
-  info.set_num_samples(100);
-  info.mutable_feature_spec()->set_dtype(fdtype);
-  for (int64_t d : fshape) info.mutable_feature_spec()->add_shape(d);
-  info.mutable_label_spec()->set_dtype(ldtype);
-  for (int64_t d : lshape) info.mutable_label_spec()->add_shape(d);
-  info.set_num_classes(classes);
-  return info;
-}
-
-const v1::DatasetInfo kImages =  // what the server reports for fashion-mnist
-    Info("fashion-mnist/train", v1::DTYPE_U8, {28, 28}, v1::DTYPE_I32, {}, 10);
-const v1::DatasetInfo kText =  // what tools/convert --mode=text writes
-    Info("fortunes/train", v1::DTYPE_I32, {128}, v1::DTYPE_I32, {128}, 256);
+const v1::DatasetInfo kImages = FashionMnistInfo();
+const v1::DatasetInfo kText = FortunesInfo();
 
 class FakeLister final : public v1::DataServer::Service {
  public:

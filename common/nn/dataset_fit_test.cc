@@ -1,29 +1,15 @@
 #include "common/nn/dataset_fit.h"
 
 #include "absl/strings/match.h"
+#include "common/data/dataset_info_testutil.h"
 #include "gtest/gtest.h"
 
 namespace tandem {
 namespace nn {
 namespace {
 
-v1::DatasetInfo Info(const std::string& name, v1::DType fdtype, std::vector<int64_t> fshape,
-                     v1::DType ldtype, std::vector<int64_t> lshape, int classes) {
-  v1::DatasetInfo info;
-  info.set_name(name);
-  info.set_num_samples(100);
-  info.mutable_feature_spec()->set_dtype(fdtype);
-  for (int64_t d : fshape) info.mutable_feature_spec()->add_shape(d);
-  info.mutable_label_spec()->set_dtype(ldtype);
-  for (int64_t d : lshape) info.mutable_label_spec()->add_shape(d);
-  info.set_num_classes(classes);
-  return info;
-}
-
-const v1::DatasetInfo kImages =  // what the server reports for fashion-mnist
-    Info("fashion-mnist/train", v1::DTYPE_U8, {28, 28}, v1::DTYPE_I32, {}, 10);
-const v1::DatasetInfo kText =  // what tools/convert --mode=text writes
-    Info("fortunes/train", v1::DTYPE_I32, {128}, v1::DTYPE_I32, {128}, 256);
+const v1::DatasetInfo kImages = data::FashionMnistInfo();
+const v1::DatasetInfo kText = data::FortunesInfo();
 
 ModelSpec Spec(const std::string& s) {
   auto spec = ParseModelSpec(s);
@@ -62,13 +48,13 @@ TEST(DatasetFitTest, ModelMustFitTheDataset) {
 
 TEST(DatasetFitTest, MlpRefusesIntegerFeaturesByName) {
   const data::DatasetInputs ints = *data::ClassifyDataset(
-      Info("ints", v1::DTYPE_I64, {3, 5}, v1::DTYPE_I32, {}, 4));
+      data::TestDatasetInfo("ints", v1::DTYPE_I64, {3, 5}, v1::DTYPE_I32, {}, 4));
   const absl::Status s = CheckModelFitsDataset(Spec("mlp:15,4"), ints);
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "takes float32 or uint8 features")) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "i64 [3,5]")) << s;
   const data::DatasetInputs floats = *data::ClassifyDataset(
-      Info("floats", v1::DTYPE_F32, {3, 5}, v1::DTYPE_I32, {}, 4));
+      data::TestDatasetInfo("floats", v1::DTYPE_F32, {3, 5}, v1::DTYPE_I32, {}, 4));
   EXPECT_TRUE(CheckModelFitsDataset(Spec("mlp:15,4"), floats).ok());
 }
 

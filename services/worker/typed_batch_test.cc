@@ -97,25 +97,37 @@ class TypedBatchTest : public ::testing::Test {
     info_ = *info;
   }
 
+  // The first batch, streamed and staged for `spec` (valid while the
+  // fixture's client and stager live).
+  nn::Batch StageFirst(const InputSpec& spec) {
+    auto stager = BatchStager::Create(&cpu_, spec, kBatch);
+    EXPECT_TRUE(stager.ok()) << stager.status();
+    if (!stager.ok()) return {};
+    stager_ = *std::move(stager);
+    client_ = Stream(server_->address(), images_.train_dir, spec.normalize_to_f32);
+    if (client_ == nullptr) return {};
+    auto host = client_->Next();
+    EXPECT_TRUE(host.ok()) << host.status();
+    if (!host.ok()) return {};
+    auto b = stager_->Stage(**host);
+    EXPECT_TRUE(b.ok()) << b.status();
+    return b.ok() ? *b : nn::Batch{};
+  }
+
   Images images_;
   std::unique_ptr<dataserver::DataServer> server_;
   v1::DatasetInfo info_;
   kernels::CpuBackend cpu_;
+  std::unique_ptr<BatchStager> stager_;
+  std::unique_ptr<data::PrefetchClient> client_;
 };
 
 TEST_F(TypedBatchTest, Uint8ImagesArriveAsUint8BatchOfTheirShape) {
   auto in = data::ClassifyDataset(info_);
   ASSERT_TRUE(in.ok()) << in.status();
-  const InputSpec spec = InputSpecFor(*in, /*normalize_to_f32=*/false);
-  auto stager = BatchStager::Create(&cpu_, spec, kBatch);
-  ASSERT_TRUE(stager.ok()) << stager.status();
-  auto client = Stream(server_->address(), images_.train_dir, false);
-  ASSERT_NE(client, nullptr);
-  auto host = client->Next();
-  ASSERT_TRUE(host.ok()) << host.status();
-  auto b = (*stager)->Stage(**host);
-  ASSERT_TRUE(b.ok()) << b.status();
-  EXPECT_EQ(b->size, kBatch);
+  const nn::Batch staged = StageFirst(InputSpecFor(*in, /*normalize_to_f32=*/false));
+  const nn::Batch* b = &staged;
+  ASSERT_EQ(b->size, kBatch);
   EXPECT_EQ(b->inputs_dtype, nn::InputDType::kUInt8);
   ASSERT_EQ(b->sample_shape.rank, 3);
   EXPECT_EQ(b->sample_shape.dims[0], 1);
@@ -133,14 +145,9 @@ TEST_F(TypedBatchTest, AnMlpGetsTheSameImagesAsF32InTheUnitRange) {
   auto spec = MatchDataset(info_, *nn::ParseModelSpec("mlp:784,16,10"));
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_TRUE(spec->normalize_to_f32);
-  auto stager = BatchStager::Create(&cpu_, *spec, kBatch);
-  ASSERT_TRUE(stager.ok()) << stager.status();
-  auto client = Stream(server_->address(), images_.train_dir, true);
-  ASSERT_NE(client, nullptr);
-  auto host = client->Next();
-  ASSERT_TRUE(host.ok()) << host.status();
-  auto b = (*stager)->Stage(**host);
-  ASSERT_TRUE(b.ok()) << b.status();
+  const nn::Batch staged = StageFirst(*spec);
+  const nn::Batch* b = &staged;
+  ASSERT_EQ(b->size, kBatch);
   EXPECT_EQ(b->inputs_dtype, nn::InputDType::kFloat32);
   EXPECT_EQ(b->sample_shape.rank, 3);
   ASSERT_NE(b->features, nullptr);
