@@ -128,8 +128,8 @@ bool IsDir(const std::string& path) {
 }
 
 // The shard directory of a converted dataset DIR for `role` ("train" or
-// "eval"): DIR itself when it holds shards, else DIR/role, else DIR/other
-// role; absolute, so every process opens the same files.
+// "eval"): DIR/role, else DIR/<the other role>, else DIR itself (a
+// directory of shards); absolute, so every process opens the same files.
 std::string ShardDir(const std::string& dir, const std::string& role) {
   char resolved[PATH_MAX];
   std::string abs = realpath(dir.c_str(), resolved) != nullptr ? resolved : dir;
