@@ -108,6 +108,7 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
   co.target = o_.coordinator;
   co.job_id = o_.job_id;
   co.worker_id = o_.worker_id;
+  co.incarnation = o_.incarnation;
   co.endpoint.set_host(o_.hostname);
   co.endpoint.set_metrics_port(std::max(t_->metrics_->port(), 0));
   co.node = o_.node_id.empty() ? o_.hostname : o_.node_id;

@@ -37,6 +37,7 @@
 #include "tools/tandem/job_status.h"
 #include "tools/tandem/link_rate.h"
 #include "tools/tandem/process.h"
+#include "tools/tandem/run_dir.h"
 #include "tools/tandem/sim_network.h"
 
 namespace tandem {
@@ -135,6 +136,12 @@ class Runner {
   // --token_file and, with --tls, the --tls_* flags every child gets.
   std::vector<std::string> security_args_;
   std::string status_tls_args_;  // what `tandem status` needs to reach a --tls run
+  // This start of the job (--incarnation of every worker): after the whole
+  // job was interrupted, the coordinator tells the new workers from live
+  // duplicates of the stored generation by it.
+  const std::string incarnation_ =
+      absl::StrCat(getpid(), "-", absl::ToUnixMillis(absl::Now()));
+  std::string last_accuracy_;  // rank 0's latest accuracy line, for <run_dir>/result
   int restarts_used_ = 0;
 };
 
@@ -297,6 +304,7 @@ void Runner::DrainLines(Child& c, bool eof) {
   while ((nl = c.stdout_partial.find('\n', start)) != std::string::npos) {
     const std::string line = c.stdout_partial.substr(start, nl - start);
     Print(line);
+    if (absl::StrContains(line, " accuracy ")) last_accuracy_ = line;
     if (c.log_fd >= 0) {
       const std::string copy = line + "\n";
       ssize_t ignored = write(c.log_fd, copy.data(), copy.size());
@@ -591,6 +599,7 @@ absl::Status Runner::Run() {
     *argv = WorkerArgv(o_, data, worker_bin, coordinator_address_, data_address, i, run_dir_);
     argv->push_back("--metrics_port=0");
     argv->push_back(absl::StrCat("--metrics_file=", run_dir_, "/metrics/", name, ".prom"));
+    argv->push_back("--incarnation=" + incarnation_);
     if (!shard_addresses.empty()) {
       argv->push_back("--shard_servers=" + absl::StrJoin(shard_addresses, ","));
     }
@@ -748,6 +757,14 @@ absl::Status Runner::Run() {
                        finished < o_.workers ? absl::StrCat(" (", o_.workers - finished, " lost)")
                                              : "",
                        "; logs in ", run_dir_));
+    // What a later `tandem local` on this run directory reports (run_dir.h).
+    if (absl::Status s = WriteFileAtomically(
+            ResultPath(run_dir_),
+            (last_accuracy_.empty() ? std::string("no accuracy was measured") : last_accuracy_) +
+                "\n");
+        !s.ok()) {
+      Print(absl::StrCat("tandem local: the result was not kept: ", s.message()));
+    }
     if (o_.doctor) {
       DoctorCliOptions d;
       d.run_dir = run_dir_;

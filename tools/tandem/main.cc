@@ -37,6 +37,7 @@
 #include "tools/tandem/local_options.h"
 #include "tools/tandem/local_run.h"
 #include "tools/tandem/plan_command.h"
+#include "tools/tandem/run_dir.h"
 
 namespace {
 
@@ -64,6 +65,27 @@ int Local(const tandem::cli::LocalOptions& o, const char* argv0) {
   sigaction(SIGHUP, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  // One run per run directory, and what an earlier run left there: before
+  // anything in it is touched (and before --autotune's trials).
+  std::unique_ptr<tandem::cli::RunDirLock> lock;
+  if (!o.run_dir.empty()) {
+    auto locked = tandem::cli::RunDirLock::Acquire(o.run_dir);
+    auto prior = locked.ok() ? tandem::cli::InspectRunDir(o.run_dir, o.job_id)
+                             : absl::StatusOr<tandem::cli::PriorRun>(locked.status());
+    if (!prior.ok()) {
+      std::fprintf(stderr, "tandem local: %s\n", std::string(prior.status().message()).c_str());
+      return 2;
+    }
+    lock = std::move(*locked);
+    if (prior->kind == tandem::cli::PriorRun::kFinished) {
+      std::printf("%s\n", tandem::cli::FinishedMessage(*prior).c_str());
+      return 0;
+    }
+    if (prior->kind == tandem::cli::PriorRun::kInterrupted) {
+      std::printf("%s\n", tandem::cli::ResumeMessage(*prior).c_str());
+      std::fflush(stdout);
+    }
+  }
   tandem::cli::LocalEnv env;
   env.self_exe = SelfExe(argv0);
   env.out = stdout;
