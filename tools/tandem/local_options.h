@@ -32,7 +32,11 @@ struct LocalOptions {
   std::string host = "127.0.0.1";
   int port = 0;                // coordinator gRPC port; 0 = a free one
   std::string job_id = "local";
-  int heartbeat_ms = 500;      // short: a lost worker is noticed in ~1.5 s
+  // A worker silent for heartbeat_ms x heartbeat_misses (3 s), or 5 x its
+  // step time when longer, is lost: a hang is named within seconds, while a
+  // second-long stall of a loaded machine is not. A stall of the
+  // coordinator itself blames nobody (services/coordinator/coordinator_core.h).
+  int heartbeat_ms = 1000;
   int heartbeat_misses = 3;
   double settle_seconds = 0.2;  // all workers are local: they join at once
   // --- simulated nodes (tools/tandem/sim_network.h) ---
