@@ -407,7 +407,16 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(TrainerOptions options)
   bo.cuda_device = t->options_.cuda_device;
   // bf16 GEMMs where the backend has them (the CPU backend computes in fp32).
   if (t->options_.precision == "bf16") bo.math_mode = kernels::MathMode::kBf16;
-  ASSIGN_OR_RETURN(t->backend_, kernels::CreateBackend(bo));
+  // --backend cuda means a GPU: training on the CPU instead (the factory's
+  // fallback) would pass for success at a fraction of the speed.
+  bo.allow_cpu_fallback = false;
+  absl::StatusOr<std::unique_ptr<kernels::Backend>> backend = kernels::CreateBackend(bo);
+  if (!backend.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "backend \"", bo.device, "\" unavailable (", backend.status().message(),
+        "); use --backend cpu, or run where a GPU and its driver are"));
+  }
+  t->backend_ = std::move(*backend);
   if (!t->backend_->host_accessible() && !TransportAvailable("nccl")) {
     // Gloo / shm reduce host memory; device memory needs NCCL (CUDA builds).
     return absl::UnimplementedError(absl::StrCat(

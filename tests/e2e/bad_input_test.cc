@@ -69,6 +69,19 @@ TEST(BadInputTest, OccupiedPort) {
   close(fd);
 }
 
+// Accepted before and then ignored (the whole job ran): refused now.
+TEST(BadInputTest, NegativeValuesAreRefusedNotDropped) {
+  ExpectRejected({{"--max-steps", "-5"}, "--max_steps must not be negative (got -5)"});
+  ExpectRejected({{"--checkpoint-every=-3"}, "--checkpoint_every must not be negative"});
+  ExpectRejected({{"--momentum=-0.5"}, "--momentum must not be negative"});
+}
+
+// Trained on the CPU with rc 0 before (one line in worker-0.log).
+TEST(BadInputTest, CudaWithoutAGpuIsRefused) {
+  if (access("/dev/nvidia0", F_OK) == 0) GTEST_SKIP() << "this machine has a GPU";
+  ExpectRejected({{"--backend=cuda", "--workers=1"}, "--backend cuda: this machine has no GPU"});
+}
+
 TEST(BadInputTest, UnknownCommandAndStatusWithoutCoordinator) {
   TandemRun r = RunTandem({"train"});
   EXPECT_EQ(r.exit_code, 2);

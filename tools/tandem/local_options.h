@@ -146,10 +146,17 @@ absl::StatusOr<DatasetFiles> ResolveDataset(const LocalOptions& o);
 // Every check that can fail before a process starts: counts and ranges, the
 // model spec (common/nn parsing, and its input/output widths against the
 // dataset), the dataset, the optimizer, backend and transport names, the
-// --sync strategy and its --sync_opt keys (the sync registry), and a fixed
-// --port being free. InvalidArgument / NotFound / AlreadyExists with one line
+// --sync strategy and its --sync_opt keys (the sync registry), negative
+// values (refused, never dropped for the default), --backend cuda without
+// a GPU per worker (CheckBackendDevices), and a fixed --port being free. InvalidArgument / NotFound / AlreadyExists with one line
 // saying what to fix.
 absl::Status ValidateLocalOptions(const LocalOptions& o);
+
+// GPUs this machine shows (<dev_dir>/nvidia0, nvidia1, ...).
+int CountGpuDevices(const std::string& dev_dir);
+// --backend cuda needs a GPU per worker (worker i drives GPU i):
+// FAILED_PRECONDITION saying so, instead of workers that fail one by one.
+absl::Status CheckBackendDevices(const LocalOptions& o, const std::string& dev_dir);
 
 // --batch's global range {MIN, MAX}; {0, 0} when not auto. InvalidArgument
 // for anything but "", "fixed", "auto" or "auto:MIN,MAX" with 1 <= MIN <= MAX.

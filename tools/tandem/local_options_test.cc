@@ -305,6 +305,48 @@ TEST(LocalOptionsTest, OtherFieldsChecked) {
   EXPECT_TRUE(absl::StrContains(Problem(o), "--backend")) << Problem(o);
 }
 
+// A negative value was dropped for the worker's default before (a
+// --max_steps -5 run trained every epoch).
+TEST(LocalOptionsTest, NegativeValuesRefused) {
+  LocalOptions o;
+  o.max_steps = -5;
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--max_steps must not be negative (got -5)"))
+      << Problem(o);
+  o = LocalOptions{};
+  o.warmup_steps = -2;
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--warmup_steps must not be negative")) << Problem(o);
+  o = LocalOptions{};
+  o.weight_decay = -0.1;
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--weight_decay must not be negative")) << Problem(o);
+  o = LocalOptions{};
+  o.accumulation = -1;
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--accumulation")) << Problem(o);
+  o = LocalOptions{};
+  o.heartbeat_misses = 0;
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--heartbeat_misses")) << Problem(o);
+}
+
+TEST(LocalOptionsTest, CudaNeedsAGpuPerWorker) {
+  const std::string dev = TmpPath("dev");
+  ASSERT_EQ(mkdir(dev.c_str(), 0755), 0);
+  LocalOptions o;
+  o.backend = "cuda";
+  o.workers = 2;
+  absl::Status s = CheckBackendDevices(o, dev);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(s.message(), "this machine has no GPU")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "--backend cpu")) << s;
+  std::ofstream(dev + "/nvidia0").put('\n');
+  EXPECT_EQ(CountGpuDevices(dev), 1);
+  s = CheckBackendDevices(o, dev);
+  EXPECT_TRUE(absl::StrContains(s.message(), "2 workers need 2 GPUs")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "has 1; use --workers 1")) << s;
+  std::ofstream(dev + "/nvidia1").put('\n');
+  EXPECT_TRUE(CheckBackendDevices(o, dev).ok());
+  o.backend = "cpu";
+  EXPECT_TRUE(CheckBackendDevices(o, TmpPath("no-such-dev")).ok());
+}
+
 TEST(LocalOptionsTest, AutotuneRefusesTheFlagsItChooses) {
   LocalOptions o;
   o.autotune = true;

@@ -232,6 +232,10 @@ absl::StatusOr<Child*> Runner::Spawn(const std::string& name, std::vector<std::s
   // Every child talks gRPC: the job's token (and TLS files) go to each.
   so.argv.insert(so.argv.end(), security_args_.begin(), security_args_.end());
   so.log_path = absl::StrCat(run_dir_, "/", name, ".log");
+  // A resumed run directory: the previous run's log is kept beside (one
+  // back), so what this run reads from the log (metrics port, last lines)
+  // is its own.
+  std::rename(so.log_path.c_str(), (so.log_path + ".prev").c_str());
   so.pipe_stdout = is_worker;
   so.env = std::move(env);
   // N workers share the cores: one BLAS thread each unless the user says.
@@ -760,7 +764,7 @@ absl::Status Runner::Run() {
     // What a later `tandem local` on this run directory reports (run_dir.h).
     if (absl::Status s = WriteFileAtomically(
             ResultPath(run_dir_),
-            (last_accuracy_.empty() ? std::string("no accuracy was measured") : last_accuracy_) +
+            (last_accuracy_.empty() ? std::string("no test accuracy was measured (it is measured at the end of each epoch)") : last_accuracy_) +
                 "\n");
         !s.ok()) {
       Print(absl::StrCat("tandem local: the result was not kept: ", s.message()));

@@ -18,7 +18,12 @@
 // 0 prints progress and accuracy); at the end one line per worker that did
 // not exit cleanly (how it ended and its last log line) and a one-line
 // summary. Each process's stderr goes to <run_dir>/<name>.log, never to
-// the console.
+// the console (a previous run's log there moves to <name>.log.prev).
+// Resume: every worker gets --incarnation, one id per RunLocal; a run
+// directory whose coordinator state holds an interrupted run is resumed
+// from its last committed checkpoint (the coordinator tells the new
+// workers from the stored generation's by the incarnation). A clean end
+// writes rank 0's last accuracy line to <run_dir>/result (run_dir.h).
 // Restarts: a coordinator or data server that exits before the job ends is
 // started again on the same port (the coordinator from its state directory,
 // so the running generation carries on), at most LocalOptions::max_restarts
