@@ -168,7 +168,7 @@ absl::StatusOr<Shape> ShapeOf(const std::string& strategy, const Terms& t, int64
   } else if (strategy == "ps" || strategy == "hybrid") {
     if (t.servers < 1) {
       return absl::InvalidArgumentError(
-          absl::StrCat(strategy, " needs shard servers: give --servers S (S >= 1)"));
+          absl::StrCat(strategy, " needs shard servers: give --shard_servers S (S >= 1)"));
     }
     s.owned_elements = 0;
     s.server_elements = static_cast<double>(ShardElements(flat, t.servers));

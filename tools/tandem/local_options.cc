@@ -152,9 +152,11 @@ absl::StatusOr<DatasetFiles> ResolveDataset(const LocalOptions& o) {
 
 absl::Status ResolveNodeLayout(LocalOptions* o, bool nodes_given, bool workers_given) {
   auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
-  if (nodes_given && o->nodes < 1) {
-    return bad("--nodes must be at least 1 (got ", o->nodes,
-               "); leave it out to run every process on one host");
+  // --nodes 0 is what --help shows as the default: every process on one
+  // host, as when the flag is left out.
+  if (nodes_given && o->nodes < 0) {
+    return bad("--nodes must not be negative (got ", o->nodes,
+               "); 0 (the default) runs every process on one host");
   }
   if (o->nodes == 0) return absl::OkStatus();  // ValidateLocalOptions names stray node flags
   if (o->workers_per_node < 0) {

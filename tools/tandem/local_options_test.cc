@@ -108,10 +108,12 @@ TEST(LocalOptionsTest, NodeLayoutFromTheFlagsAsGiven) {
   EXPECT_TRUE(absl::StrContains(s.message(), "--workers=3 disagrees with --nodes=2")) << s;
 
   o = LocalOptions{};
-  o.nodes = 0;
+  o.nodes = -1;
   s = ResolveNodeLayout(&o, true, false);
-  EXPECT_TRUE(absl::StrContains(s.message(), "--nodes must be at least 1 (got 0)")) << s;
-  EXPECT_TRUE(ResolveNodeLayout(&o, false, false).ok());  // not given: no nodes
+  EXPECT_TRUE(absl::StrContains(s.message(), "--nodes must not be negative (got -1)")) << s;
+  o.nodes = 0;  // the default --help shows: no simulated nodes, given or not
+  EXPECT_TRUE(ResolveNodeLayout(&o, true, false).ok());
+  EXPECT_TRUE(ResolveNodeLayout(&o, false, false).ok());
 
   o = LocalOptions{};
   o.nodes = 3;

@@ -6,7 +6,7 @@
 //   tandem exec -- worker --coordinator=...   (the right OPENBLAS_CORETYPE, then exec)
 //   tandem doctor --run_dir /tmp/tandem-local-XXXXXX
 //   tandem add-worker --run_dir /tmp/tandem-local-XXXXXX   (scale up, to --max_workers)
-//   tandem plan --model mlp:784,1024,1024,10 --nodes 2 --per_node 2 --link 1gbit
+//   tandem plan --model mlp:784,1024,1024,10 --nodes 2 --workers_per_node 2 --link 1gbit
 //   tandem --help | tandem local --help | tandem status --help
 //
 // Every flag, its default and its meaning are in one table per command
