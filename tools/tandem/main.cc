@@ -169,7 +169,13 @@ int Status(const tandem::cli::StatusOptions& o) {
   tandem::SetDefaultTls(*tls);
   auto s = tandem::cli::FetchJobStatus(o.coordinator, o.job_id, o.timeout);
   if (!s.ok()) {
-    std::fprintf(stderr, "tandem status: %s\n", std::string(s.status().message()).c_str());
+    // tandem local's token lives in its run directory, which says whether
+    // a job whose coordinator is gone finished.
+    const size_t slash = o.token_file.rfind('/');
+    const std::string run_dir = slash == std::string::npos ? "" : o.token_file.substr(0, slash);
+    std::fprintf(stderr, "tandem status: %s\n",
+                 tandem::cli::ExplainStatusFailure(o.coordinator, s.status(), tls->enabled, run_dir)
+                     .c_str());
     return 1;
   }
   std::fputs(tandem::cli::FormatJobStatus(*s).c_str(), stdout);

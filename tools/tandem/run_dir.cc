@@ -83,7 +83,7 @@ absl::StatusOr<PriorRun> InspectRunDir(const std::string& run_dir, const std::st
         path, " is unreadable: pass another --run_dir to start a new run (or delete ", run_dir,
         ")"));
   }
-  if (state.job_id() != job_id) {
+  if (!job_id.empty() && state.job_id() != job_id) {
     return absl::FailedPreconditionError(absl::StrCat(
         "run directory ", run_dir, " holds job '", state.job_id(), "', not '", job_id,
         "': pass --job_id ", state.job_id(), " to resume it, or another --run_dir"));

@@ -56,7 +56,8 @@ struct PriorRun {
 };
 
 // Reads <run_dir>/coordinator-state. FAILED_PRECONDITION when it holds
-// another job id (saying which --job_id resumes it), DATA_LOSS when it is
+// another job id than a non-empty `job_id` (saying which --job_id resumes
+// it), DATA_LOSS when it is
 // unreadable (saying to use another --run_dir).
 absl::StatusOr<PriorRun> InspectRunDir(const std::string& run_dir, const std::string& job_id);
 
