@@ -755,11 +755,23 @@ absl::Status Runner::Run() {
     // nobody finished.
     if (first_error != nullptr) return Failure(*first_error, "failed");
     if (!any_finished) return Failure(*first_failed, "failed");
+    // Workers `tandem add-worker` started count as the job's too.
+    // Their add-worker writes how each ended a moment after it exits.
+    AddedWorkers added = CountAddedWorkers(run_dir_, o_.workers, max);
+    for (const absl::Time until = absl::Now() + absl::Seconds(2);
+         added.exited < added.started && absl::Now() < until;
+         added = CountAddedWorkers(run_dir_, o_.workers, max)) {
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    const int all = o_.workers + added.started;
+    finished += added.clean;
     Print(absl::StrCat("tandem local: job finished in ",
                        absl::StrFormat("%.1f", absl::ToDoubleSeconds(absl::Now() - started)),
-                       " s; ", finished, " of ", o_.workers, " workers exited cleanly",
-                       finished < o_.workers ? absl::StrCat(" (", o_.workers - finished, " lost)")
-                                             : "",
+                       " s; ", finished, " of ", all, " workers exited cleanly",
+                       added.started > 0
+                           ? absl::StrCat(" (", added.started, " added with tandem add-worker)")
+                           : "",
+                       finished < all ? absl::StrCat(" (", all - finished, " lost)") : "",
                        "; logs in ", run_dir_));
     // What a later `tandem local` on this run directory reports (run_dir.h).
     if (absl::Status s = WriteFileAtomically(
