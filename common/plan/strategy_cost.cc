@@ -241,6 +241,20 @@ absl::Status Validate(const PlanRequest& r) {
 
 }  // namespace
 
+absl::StatusOr<int> BucketCount(const ModelCost& model, double bucket_cap_mb) {
+  if (!(bucket_cap_mb > 0)) return absl::InvalidArgumentError("bucket_cap_mb must be positive");
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  int64_t lo = 0;
+  for (int64_t g : model.groups_backward) {
+    ranges.push_back({lo, lo + g});
+    lo += g;
+  }
+  ASSIGN_OR_RETURN(sync::BucketPlan plan,
+                   sync::PlanBuckets(ranges, model.flat_size,
+                                     static_cast<int64_t>(bucket_cap_mb * (1 << 20))));
+  return static_cast<int>(plan.buckets.size());
+}
+
 std::vector<std::string> PlannedStrategies(const Cluster& cluster) {
   std::vector<std::string> s = {"allreduce"};
   if (cluster.nodes > 1) s.push_back("hier");
