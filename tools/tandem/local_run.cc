@@ -393,9 +393,11 @@ void Runner::PrintLinkBytes() {
                                  : absl::StrCat("shard-", n - o_.nodes, " ", (*sent)[i]));
   }
   // One line, parsed by tools/bench/strategies.sh: bytes that left each
-  // node for another node (tc class counters, IP headers included).
+  // node for another node (tc class counters, IP headers included); the
+  // total also in MiB for a reader.
   Print(absl::StrCat("links: bytes sent to other nodes: ", absl::StrJoin(parts, ", "),
-                     "; total ", total));
+                     "; total ", total,
+                     absl::StrFormat(" (%.1f MiB)", static_cast<double>(total) / (1 << 20))));
 }
 
 void Runner::SaveServiceMetrics() {
@@ -494,14 +496,7 @@ absl::Status Runner::Run() {
   }
   // Restarts replace a child's process in place (RestartServer).
   children_.reserve(2 + o_.shard_servers + o_.workers);
-  Print(absl::StrCat("tandem local: ", o_.workers, " workers",
-                     o_.nodes > 0 ? absl::StrCat(" (", o_.nodes, " nodes x ", o_.workers_per_node,
-                                                 ")")
-                                  : std::string(),
-                     ", model ", o_.model, ", dataset ",
-                     o_.dataset, ", ", o_.epochs, " epoch(s), batch ", o_.batch_size,
-                     " per worker, ", o_.optimizer, " lr ", o_.lr, ", sync ", o_.sync,
-                     o_.sync_opt.empty() ? "" : " " + o_.sync_opt));
+  Print(JobHeader(o_));
   Print(absl::StrCat("run directory: ", run_dir_, " (one log per process)"));
   {
     const std::string core = kernels::OpenblasCoreName();
@@ -793,6 +788,23 @@ absl::Status Runner::Run() {
 }
 
 }  // namespace
+
+std::string JobHeader(const LocalOptions& o) {
+  const auto range = ResolveBatchRange(o);
+  const bool batch_auto = range.ok() && range->second > 0;
+  return absl::StrCat(
+      "tandem local: ", o.workers, " workers",
+      o.nodes > 0 ? absl::StrCat(" (", o.nodes, " nodes x ", o.workers_per_node, ")")
+                  : std::string(),
+      ", model ", o.model, ", dataset ", o.dataset, ", ",
+      o.max_steps > 0 ? absl::StrCat(o.max_steps, " steps (--max_steps)")
+                      : absl::StrCat(o.epochs, " epoch(s)"),
+      ", batch ",
+      batch_auto ? absl::StrCat("auto ", range->first, "..", range->second, " global")
+                 : absl::StrCat(o.batch_size, " per worker"),
+      ", ", o.optimizer, " lr ", o.lr, ", precision ", o.precision.empty() ? "fp32" : o.precision,
+      ", sync ", o.sync, o.sync_opt.empty() ? "" : " " + o.sync_opt);
+}
 
 int ParseMetricsPort(const std::string& text) {
   for (const char* key : {"metrics_port=", "metrics port ", "metrics port=", "metrics on port "}) {

@@ -75,6 +75,11 @@ struct LocalEnv {
 
 absl::Status RunLocal(const LocalOptions& options, const LocalEnv& env);
 
+// The first line of a run: workers, model, dataset, how long (epochs, or
+// --max_steps steps), the batch (per worker, or the --batch auto range),
+// optimizer and lr, precision, sync strategy and options.
+std::string JobHeader(const LocalOptions& o);
+
 // The port in a log line such as "metrics port 9100" or "metrics_port=9100";
 // -1 when `text` has none (or only "metrics_port=-1"/0, i.e. disabled).
 int ParseMetricsPort(const std::string& text);
