@@ -144,8 +144,12 @@ absl::StatusOr<DatasetFiles> ResolveDataset(const LocalOptions& o) {
   if (!IdxPresent(f.train_path) || !IdxPresent(f.eval_path)) {
     return absl::NotFoundError(absl::StrCat(
         "dataset '", o.dataset, "' not found under ", dir,
-        " (expected train-/t10k-{images-idx3,labels-idx1}-ubyte[.gz]); run tools/setup.sh "
-        "(Debian package dataset-", o.dataset, ") or pass --data_root"));
+        " (expected train-/t10k-{images-idx3,labels-idx1}-ubyte[.gz]); ",
+        o.data_root == LocalOptions().data_root
+            ? absl::StrCat("run tools/setup.sh (Debian package dataset-", o.dataset,
+                           ") or pass --data_root DIR")
+            : absl::StrCat("check --data_root ", o.data_root, ": it needs a ", o.dataset,
+                           "/ folder with those files")));
   }
   return f;
 }

@@ -169,6 +169,9 @@ TEST(LocalOptionsTest, UnknownOrMissingDataset) {
   o = LocalOptions{};
   o.data_root = TmpPath("empty-root");
   EXPECT_TRUE(absl::StrContains(Problem(o), "not found under")) << Problem(o);
+  // The user passed --data_root: no "pass --data_root" back at them.
+  EXPECT_FALSE(absl::StrContains(Problem(o), "pass --data_root")) << Problem(o);
+  EXPECT_TRUE(absl::StrContains(Problem(o), "check --data_root " + o.data_root)) << Problem(o);
 }
 
 TEST(LocalOptionsTest, SyncStrategyAndOptionsCheckedAgainstTheRegistry) {
