@@ -11,26 +11,11 @@
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
+#include "services/coordinator/manual_clock.h"
 #include "services/coordinator/coordinator_core.h"
 
 namespace tandem {
 namespace {
-
-class ManualClock {
- public:
-  absl::Time Now() {
-    absl::MutexLock l(&mu_);
-    return now_;
-  }
-  void Advance(absl::Duration d) {
-    absl::MutexLock l(&mu_);
-    now_ += d;
-  }
-
- private:
-  absl::Mutex mu_;
-  absl::Time now_ = absl::FromUnixSeconds(1000000);
-};
 
 CoordinatorOptions Options(ManualClock* clock, const std::string& state = "") {
   CoordinatorOptions o;

@@ -7,16 +7,14 @@
 // directory in use is refused (exit 2) naming the first's pid, and the
 // first run's files are untouched.
 #include <signal.h>
-#include <sys/stat.h>
 
-#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "services/worker/sample_log.h"
+#include "tests/e2e/small_job.h"
 #include "tests/e2e/tandem_harness.h"
 #include "tools/tandem/run_dir.h"
 
@@ -24,26 +22,10 @@ namespace tandem {
 namespace e2e {
 namespace {
 
-constexpr int kSteps = 200;           // 200 x (2 x 50) = 20,000 samples of one epoch
-constexpr int kSamples = kSteps * 100;
+constexpr int kSteps = 200;  // 20,000 samples of one epoch
 
 std::vector<std::string> Args(const std::string& run_dir, const std::string& samples) {
-  return {"local",
-          "--workers=2",
-          "--model=mlp:784,64,10",
-          "--epochs=1",
-          "--batch-size=50",
-          absl::StrCat("--max-steps=", kSteps),
-          "--log-every=10",
-          "--checkpoint-every=20",
-          "--worker-arg=--sample_log_dir=" + samples,
-          "--run-dir=" + run_dir};
-}
-
-std::string MakeDir(const std::string& name) {
-  const std::string dir = TmpPath(name);
-  EXPECT_EQ(mkdir(dir.c_str(), 0755), 0) << dir;
-  return dir;
+  return SmallJobArgs(run_dir, samples, kSteps, /*checkpoint_every=*/20);
 }
 
 // The committed checkpoint step recorded in `run_dir` (0: none yet).
@@ -52,17 +34,10 @@ int64_t CommittedStep(const std::string& run_dir) {
   return prior.ok() ? prior->step : 0;
 }
 
-void ReadSamples(const std::string& dir, std::vector<worker::SampleRecord>* records) {
-  for (int w = 0; w < 2; ++w) {
-    absl::Status s = worker::ReadSampleLog(absl::StrCat(dir, "/worker-", w, ".samples"), records);
-    ASSERT_TRUE(s.ok()) << s;
-  }
-}
-
 TEST(ResumeTest, InterruptedRunResumesFromItsCheckpointAndAFinishedOneSaysSo) {
   const std::string run_dir = TmpPath("resumed");
-  const std::string first_samples = MakeDir("samples-1");
-  const std::string second_samples = MakeDir("samples-2");
+  const std::string first_samples = MakeTmpDir("samples-1");
+  const std::string second_samples = MakeTmpDir("samples-2");
 
   // 1. Ctrl-C (SIGINT to tandem local) once a checkpoint is committed.
   bool interrupted = false;
@@ -93,16 +68,9 @@ TEST(ResumeTest, InterruptedRunResumesFromItsCheckpointAndAFinishedOneSaysSo) {
   EXPECT_FALSE(absl::StrContains(second.stdout_text + second.stderr_text, "join refused"))
       << second.stdout_text << second.stderr_text;
   // What the final model trained on, over both runs: each sample once.
-  std::vector<worker::SampleRecord> records;
-  ReadSamples(first_samples, &records);
-  ReadSamples(second_samples, &records);
-  const auto counts = worker::EffectiveSampleCounts(records);
-  ASSERT_EQ(counts.size(), 1u);
-  const std::map<int64_t, int>& epoch = counts.begin()->second;
-  int repeated = 0;
-  for (const auto& [id, n] : epoch) repeated += n - 1;
-  EXPECT_EQ(epoch.size(), static_cast<size_t>(kSamples)) << "samples lost";
-  EXPECT_EQ(repeated, 0);
+  const SampleCoverage c = CountSamples({first_samples, second_samples});
+  EXPECT_EQ(c.distinct, kSteps * kSmallJobSamplesPerStep) << "samples lost";
+  EXPECT_EQ(c.repeated, 0);
 
   // 3. Once more on the finished run: nothing starts.
   TandemRun third = RunTandem(Args(run_dir, second_samples));
@@ -114,7 +82,7 @@ TEST(ResumeTest, InterruptedRunResumesFromItsCheckpointAndAFinishedOneSaysSo) {
 
 TEST(RunDirLockTest, ASecondRunOnTheSameDirectoryIsRefusedAndTouchesNothing) {
   const std::string run_dir = TmpPath("shared");
-  const std::string samples = MakeDir("samples-shared");
+  const std::string samples = MakeTmpDir("samples-shared");
   std::string token_before, token_after;
   TandemRun refused;
   int holder = -1;

@@ -6,9 +6,7 @@
 //  - a worker stopped for good is still named, within 10 s.
 // The 12 s stop is the fault being injected, not a wait for something.
 #include <signal.h>
-#include <sys/stat.h>
 
-#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,32 +15,22 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "services/worker/sample_log.h"
+#include "tests/e2e/small_job.h"
 #include "tests/e2e/tandem_harness.h"
 
 namespace tandem {
 namespace e2e {
 namespace {
 
-constexpr int kSteps = 100;  // x (2 x 50): 10,000 samples of one epoch
+constexpr int kSteps = 100;  // 10,000 samples of one epoch
 
 std::vector<std::string> Args(const std::string& run_dir, const std::string& samples) {
-  return {"local",
-          "--workers=2",
-          "--model=mlp:784,64,10",
-          "--epochs=1",
-          "--batch-size=50",
-          absl::StrCat("--max-steps=", kSteps),
-          "--log-every=10",
-          "--checkpoint-every=10",
-          "--worker-arg=--sample_log_dir=" + samples,
-          "--run-dir=" + run_dir};
+  return SmallJobArgs(run_dir, samples, kSteps, /*checkpoint_every=*/10);
 }
 
 TEST(StallTest, ACoordinatorStoppedFor12SecondsExpelsNobody) {
   const std::string run_dir = TmpPath("coordinator-stall");
-  const std::string samples = TmpPath("coordinator-stall-samples");
-  ASSERT_EQ(mkdir(samples.c_str(), 0755), 0);
+  const std::string samples = MakeTmpDir("coordinator-stall-samples");
   std::thread fault;
   int stopped = -1;
   absl::Time continued = absl::InfiniteFuture();
@@ -74,24 +62,14 @@ TEST(StallTest, ACoordinatorStoppedFor12SecondsExpelsNobody) {
         "first_step_line_after_sigcont_ms",
         std::to_string(absl::ToInt64Milliseconds(first_step_after - continued)));
   }
-  std::vector<worker::SampleRecord> records;
-  for (int w = 0; w < 2; ++w) {
-    absl::Status s =
-        worker::ReadSampleLog(absl::StrCat(samples, "/worker-", w, ".samples"), &records);
-    ASSERT_TRUE(s.ok()) << s;
-  }
-  const auto counts = worker::EffectiveSampleCounts(records);
-  ASSERT_EQ(counts.size(), 1u);
-  int repeated = 0;
-  for (const auto& [id, n] : counts.begin()->second) repeated += n - 1;
-  EXPECT_EQ(counts.begin()->second.size(), static_cast<size_t>(kSteps * 100)) << "samples lost";
-  EXPECT_EQ(repeated, 0);
+  const SampleCoverage c = CountSamples({samples});
+  EXPECT_EQ(c.distinct, kSteps * kSmallJobSamplesPerStep) << "samples lost";
+  EXPECT_EQ(c.repeated, 0);
 }
 
 TEST(StallTest, AStoppedWorkerIsStillNamedWithin10Seconds) {
   const std::string run_dir = TmpPath("worker-stall");
-  const std::string samples = TmpPath("worker-stall-samples");
-  ASSERT_EQ(mkdir(samples.c_str(), 0755), 0);
+  const std::string samples = MakeTmpDir("worker-stall-samples");
   int stopped = -1;
   absl::Time stopped_at, named_at = absl::InfiniteFuture();
   TandemRun r = RunTandem(Args(run_dir, samples), [&](const std::string& line) {
