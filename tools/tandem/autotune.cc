@@ -196,6 +196,9 @@ absl::StatusOr<AutotuneResult> RunAutotune(const LocalOptions& o, const LocalEnv
     t.max_steps = steps;
     t.checkpoint_every = 0;
     t.run_dir = absl::StrCat(parent, "/autotune-", i);
+    // A trial always starts from step 0: an earlier --autotune in this run
+    // directory (before an interrupt) left its trial's job state there.
+    std::remove(absl::StrCat(t.run_dir, "/coordinator-state/coordinator_state.pb").c_str());
     AutotuneTrial trial;
     trial.candidate = candidates[i];
     // The trial's console goes to a file next to its run directory.
