@@ -25,7 +25,11 @@ namespace {
 constexpr int kSteps = 200;  // 20,000 samples of one epoch
 
 std::vector<std::string> Args(const std::string& run_dir, const std::string& samples) {
-  return SmallJobArgs(run_dir, samples, kSteps, /*checkpoint_every=*/20);
+  std::vector<std::string> args = SmallJobArgs(run_dir, samples, kSteps, /*checkpoint_every=*/20);
+  // At least 10 ms a batch (2 s for the job): the interrupt lands long
+  // before the last step, however fast this machine steps the model.
+  args.push_back("--simulate_slow_data_ms=10");
+  return args;
 }
 
 // The committed checkpoint step recorded in `run_dir` (0: none yet).
