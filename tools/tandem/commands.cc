@@ -134,7 +134,8 @@ FlagTable LocalFlags(LocalOptions* o) {
   t.String("bin_dir", &o->bin_dir,
            "Where the coordinator, dataserver and worker binaries are (\"\" = next to tandem).");
   t.String("run_dir", &o->run_dir,
-           "Logs, port files, checkpoints (\"\" = a fresh /tmp/tandem-local-XXXXXX).");
+           "Logs, port files, checkpoints (\"\" = a fresh /tmp/tandem-local-XXXXXX); one run at a "
+           "time; the same command again resumes an interrupted run there.");
   t.Bool("keep_going", &o->keep_going,
          "Leave a dead worker to the coordinator (survivors re-join) instead of stopping all.");
   t.Bool("tls", &o->tls,
