@@ -192,6 +192,11 @@ void Trainer::Loop::ReportFailure(Generation& g, const absl::Status& s) {
     absl::SleepFor(std::min(period / 4, absl::Milliseconds(100)));
   }
   Command c = client_->command();
+  // A planned end (a worker joined: no failure signalled, so nothing was
+  // aborted) refuses what this rank sent after it with ABORTED: that is the
+  // membership changing, not a step failing.
+  const bool planned = c.kind == Command::kRejoin && absl::IsAborted(s) && !c.reason.empty() &&
+                       abort_.reason(g.join.generation()).empty();
   // Report even when the generation has ended already (a planned resize):
   // the coordinator then counts it as failed, so the peers still waiting
   // in its collectives for this rank abort them too.
@@ -200,9 +205,11 @@ void Trainer::Loop::ReportFailure(Generation& g, const absl::Status& s) {
     (void)client_->HeartbeatOnce();
     c = client_->command();
   }
-  failure_ = absl::StrCat("generation ", g.join.generation(), ", rank ", g.rank(),
-                          ": training step failed: ", s.message());
-  if (!c.reason.empty() && !absl::StrContains(s.message(), c.reason)) {
+  failure_ = planned ? absl::StrCat("generation ", g.join.generation(), " ended: ", c.reason,
+                                    " (rank ", g.rank(), ": ", s.message(), ")")
+                     : absl::StrCat("generation ", g.join.generation(), ", rank ", g.rank(),
+                                    ": training step failed: ", s.message());
+  if (!planned && !c.reason.empty() && !absl::StrContains(s.message(), c.reason)) {
     absl::StrAppend(&failure_, " (coordinator: ", c.reason, ")");
   }
   LOG(WARNING) << "worker " << o_.worker_id << ": " << failure_ << "; re-joining";
