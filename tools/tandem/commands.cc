@@ -34,6 +34,7 @@ std::vector<CommandInfo> Commands() {
       {"status", "Show a running job: state, generation, world size, each worker's progress."},
       {"plan", "Predict step time, memory and link bytes of every strategy on a cluster."},
       {"doctor", "Say where a job's step time goes and which flags would help."},
+      {"convert", "Turn .npy arrays, IDX, token or text files into a dataset: tandem convert --help."},
       {"add-worker", "Start one more worker for a running tandem local job (up to --max_workers)."},
       {"exec", "Run a program with the OpenBLAS kernel this CPU needs: tandem exec -- PROG ARGS."},
   };
@@ -74,7 +75,10 @@ FlagTable LocalFlags(LocalOptions* o) {
 
   t.Section("model and data");
   t.String("model", &o->model, "Model spec: mlp:IN,HIDDEN,...,OUT (input and output fit the dataset).");
-  t.String("dataset", &o->dataset, "Dataset name under --data_root (fashion-mnist).");
+  t.String("dataset", &o->dataset,
+           "fashion-mnist or fortunes (under --data_root), or a directory `tandem convert` wrote.");
+  t.String("eval_dataset", &o->eval_dataset,
+           "A converted directory to evaluate on (\"\" = the dataset's own eval set, if any).");
   t.String("data_root", &o->data_root, "Directory holding the datasets.");
   t.Int("epochs", &o->epochs, "Epochs to train.");
   t.Int("batch_size", &o->batch_size, "Samples per worker per micro-batch.");
@@ -134,7 +138,8 @@ FlagTable LocalFlags(LocalOptions* o) {
   t.String("bin_dir", &o->bin_dir,
            "Where the coordinator, dataserver and worker binaries are (\"\" = next to tandem).");
   t.String("run_dir", &o->run_dir,
-           "Logs, port files, checkpoints (\"\" = a fresh /tmp/tandem-local-XXXXXX).");
+           "Logs, port files, checkpoints (\"\" = a fresh /tmp/tandem-local-XXXXXX); one run at a "
+           "time; the same command again resumes an interrupted run there.");
   t.Bool("keep_going", &o->keep_going,
          "Leave a dead worker to the coordinator (survivors re-join) instead of stopping all.");
   t.Bool("tls", &o->tls,
@@ -167,13 +172,17 @@ FlagTable StatusFlags(StatusOptions* o) {
 FlagTable PlanFlags(PlanOptions* o) {
   FlagTable t("tandem plan",
               "Predicts, for every sync strategy, the step time, samples/s, memory per worker\n"
-              "and bytes per node link of --model on a cluster of --nodes x --per_node workers,\n"
+              "and bytes per node link of --model on a cluster of --nodes x --workers_per_node\n"
+              "workers,\n"
               "from this machine's measured rates (--calibrate measures them and saves the\n"
               "profile), and recommends the fastest with the term that dominates it.");
   t.String("model", &o->model, "Model spec (mlp:... or gpt:...), as tandem local --model.");
   t.Int("nodes", &o->nodes, "Nodes (hosts) in the cluster.");
-  t.Int("per_node", &o->per_node, "Workers per node.");
-  t.Int("servers", &o->servers, "Shard servers (0 = no ps / hybrid rows).");
+  t.Int("workers_per_node", &o->per_node, "Workers per node, as tandem local --workers_per_node.");
+  t.Alias("per_node", "workers_per_node");
+  t.Int("shard_servers", &o->servers,
+        "Shard servers (0 = no ps / hybrid rows), as tandem local --shard_servers.");
+  t.Alias("servers", "shard_servers");
   t.String("link", &o->link, "Each node's link, e.g. 1gbit, 100mbit (\"\" = unshaped loopback).");
   t.String("server_link", &o->server_link, "Each shard server's link (\"\" = --link).");
   t.Int("batch_size", &o->batch_size, "Samples per worker per step.");
@@ -307,6 +316,19 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
     FlagTable t = AddWorkerFlags(&c.add_worker);
     ASSIGN_OR_RETURN(c.help, ParseInto(t, rest));
     if (c.help) c.help_text = t.Help();
+    return c;
+  }
+  if (command == "convert") {
+    FlagTable t = ConvertFlags(&c.convert);
+    ASSIGN_OR_RETURN(FlagTable::Parsed p, t.Parse(rest));
+    if (!p.help && !p.positionals.empty()) {
+      return Usage(absl::StrCat("unexpected argument '", p.positionals.front(),
+                                "' for `tandem convert` (flags are --name=value)"),
+                   t.command());
+    }
+    c.help = p.help;
+    if (c.help) c.help_text = t.Help();
+    c.convert.given = p.given;
     return c;
   }
   if (command == "plan") {

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 
@@ -16,7 +17,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "common/nn/model_spec.h"
+#include "common/data/dataset.h"
 #include "common/data/dataset_inputs.h"
+#include "common/nn/dataset_fit.h"
+#include "common/status/status_macros.h"
 #include "common/sync/registry.h"
 #include "tools/convert/convert.h"
 #include "tools/convert/text_cache.h"
@@ -115,9 +119,86 @@ absl::StatusOr<DatasetFiles> ResolveTextDataset(const LocalOptions& o) {
   f.train_path = cached->train_dir;
   f.eval_name = o.dataset + "/eval";
   f.eval_path = cached->eval_dir;
-  f.features = spec->gpt.context;    // tokens per sample
-  f.classes = convert::kByteVocab;   // the model's vocab must be >= this
-  f.tokens = true;
+  return f;  // features, classes: DescribeFiles reads them from the shards
+}
+
+bool IsDir(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// The shard directory of a converted dataset DIR for `role` ("train" or
+// "eval"): DIR/role, else DIR/<the other role>, else DIR itself (a
+// directory of shards); absolute, so every process opens the same files.
+std::string ShardDir(const std::string& dir, const std::string& role) {
+  char resolved[PATH_MAX];
+  std::string abs = realpath(dir.c_str(), resolved) != nullptr ? resolved : dir;
+  const std::string other = role == "train" ? "eval" : "train";
+  if (IsDir(abs + "/" + role)) return abs + "/" + role;
+  if (!IsDir(abs + "/" + other)) return abs;
+  return abs + "/" + other;
+}
+
+// --dataset=DIR: a directory `tandem convert` wrote.
+absl::StatusOr<DatasetFiles> ResolveDirectoryDataset(const LocalOptions& o) {
+  if (!IsDir(o.dataset)) {
+    return absl::NotFoundError(absl::StrCat(
+        "unknown --dataset '", o.dataset, "': neither a known dataset (",
+        absl::StrJoin(KnownDatasets(), ", "), ") nor a directory; convert your arrays with "
+        "`tandem convert --mode=npy --features=X.npy --labels=Y.npy --out_dir=DIR` and pass "
+        "--dataset=DIR"));
+  }
+  DatasetFiles f;
+  f.train_path = ShardDir(o.dataset, "train");
+  const std::string eval = ShardDir(o.dataset, "eval");
+  if (eval != f.train_path) f.eval_path = eval;
+  f.train_name = f.train_path;
+  f.eval_name = f.eval_path;
+  return f;
+}
+
+// Reads the train (and eval) description from the files, checks that the
+// two hold the same samples, and fills features / classes / tokens.
+absl::Status DescribeFiles(DatasetFiles* f) {
+  ASSIGN_OR_RETURN(v1::DatasetInfo train, data::DescribeDataset(f->train_name, f->train_path));
+  ASSIGN_OR_RETURN(f->inputs, data::ClassifyDataset(train));
+  if (!f->eval_path.empty()) {
+    ASSIGN_OR_RETURN(v1::DatasetInfo eval, data::DescribeDataset(f->eval_name, f->eval_path));
+    if (eval.feature_spec().SerializeAsString() != train.feature_spec().SerializeAsString() ||
+        eval.label_spec().SerializeAsString() != train.label_spec().SerializeAsString()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the eval set ", f->eval_path, " holds features ",
+          data::DescribeSpec(eval.feature_spec()), " and labels ",
+          data::DescribeSpec(eval.label_spec()), " but the train set ", f->train_path,
+          " holds ", data::DescribeSpec(train.feature_spec()), " and ",
+          data::DescribeSpec(train.label_spec()), "; convert both with the same shape and dtype"));
+    }
+  }
+  const bool tokens = f->inputs.kind == data::InputKind::kTokens;
+  f->tokens = tokens;
+  f->features = static_cast<int>(tokens ? f->inputs.context : f->inputs.sample_elements);
+  f->classes = f->inputs.num_classes;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DatasetFiles> ResolveNamedDataset(const LocalOptions& o) {
+  if (o.dataset == "fortunes") return ResolveTextDataset(o);
+  DatasetFiles f;
+  const std::string dir = absl::StrCat(o.data_root, "/", o.dataset);
+  f.train_name = o.dataset + "/train";
+  f.train_path = dir + "/train";
+  f.eval_name = o.dataset + "/t10k";
+  f.eval_path = dir + "/t10k";
+  if (!IdxPresent(f.train_path) || !IdxPresent(f.eval_path)) {
+    return absl::NotFoundError(absl::StrCat(
+        "dataset '", o.dataset, "' not found under ", dir,
+        " (expected train-/t10k-{images-idx3,labels-idx1}-ubyte[.gz]); ",
+        o.data_root == LocalOptions().data_root
+            ? absl::StrCat("run tools/setup.sh (Debian package dataset-", o.dataset,
+                           ") or pass --data_root DIR")
+            : absl::StrCat("check --data_root ", o.data_root, ": it needs a ", o.dataset,
+                           "/ folder with those files")));
+  }
   return f;
 }
 
@@ -125,36 +206,36 @@ absl::StatusOr<DatasetFiles> ResolveTextDataset(const LocalOptions& o) {
 
 std::vector<std::string> KnownDatasets() { return {"fashion-mnist", "fortunes"}; }
 
+std::string DataServerDatasets(const DatasetFiles& d) {
+  std::string spec = absl::StrCat(d.train_name, "=", d.train_path);
+  if (!d.eval_name.empty()) absl::StrAppend(&spec, ",", d.eval_name, "=", d.eval_path);
+  return spec;
+}
+
 absl::StatusOr<DatasetFiles> ResolveDataset(const LocalOptions& o) {
-  if (o.dataset == "fortunes") return ResolveTextDataset(o);
   bool known = false;
   for (const std::string& d : KnownDatasets()) known = known || d == o.dataset;
-  if (!known) {
-    return absl::NotFoundError(absl::StrCat("unknown --dataset '", o.dataset, "'; known: ",
-                                            absl::StrJoin(KnownDatasets(), ", ")));
+  absl::StatusOr<DatasetFiles> f = known ? ResolveNamedDataset(o) : ResolveDirectoryDataset(o);
+  if (!f.ok()) return f.status();
+  if (!o.eval_dataset.empty()) {
+    if (!IsDir(o.eval_dataset)) {
+      return absl::NotFoundError(absl::StrCat("--eval_dataset '", o.eval_dataset,
+                                              "' is not a directory of shards written by "
+                                              "`tandem convert`"));
+    }
+    f->eval_name = f->eval_path = ShardDir(o.eval_dataset, "eval");
   }
-  DatasetFiles f;
-  const std::string dir = absl::StrCat(o.data_root, "/", o.dataset);
-  f.train_name = o.dataset + "/train";
-  f.train_path = dir + "/train";
-  f.eval_name = o.dataset + "/t10k";
-  f.eval_path = dir + "/t10k";
-  f.features = 784;
-  f.classes = 10;
-  if (!IdxPresent(f.train_path) || !IdxPresent(f.eval_path)) {
-    return absl::NotFoundError(absl::StrCat(
-        "dataset '", o.dataset, "' not found under ", dir,
-        " (expected train-/t10k-{images-idx3,labels-idx1}-ubyte[.gz]); run tools/setup.sh "
-        "(Debian package dataset-", o.dataset, ") or pass --data_root"));
-  }
+  RETURN_IF_ERROR(DescribeFiles(&*f));
   return f;
 }
 
 absl::Status ResolveNodeLayout(LocalOptions* o, bool nodes_given, bool workers_given) {
   auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
-  if (nodes_given && o->nodes < 1) {
-    return bad("--nodes must be at least 1 (got ", o->nodes,
-               "); leave it out to run every process on one host");
+  // --nodes 0 is what --help shows as the default: every process on one
+  // host, as when the flag is left out.
+  if (nodes_given && o->nodes < 0) {
+    return bad("--nodes must not be negative (got ", o->nodes,
+               "); 0 (the default) runs every process on one host");
   }
   if (o->nodes == 0) return absl::OkStatus();  // ValidateLocalOptions names stray node flags
   if (o->workers_per_node < 0) {
@@ -195,9 +276,71 @@ absl::StatusOr<std::pair<int64_t, int64_t>> ResolveBatchRange(const LocalOptions
       "step, 1 <= MIN <= MAX, e.g. auto:128,2048)"));
 }
 
+namespace {
+
+// Values whose default is a "not given" sentinel (-1, or 0 = all epochs):
+// a negative one the user typed would otherwise be dropped silently and
+// the run would use the worker's default instead.
+absl::Status ValidateNonNegative(const LocalOptions& o) {
+  const LocalOptions d;
+  auto bad = [](const char* flag, auto value, const char* meaning) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, " must not be negative (got ",
+                                                   value, "); ", meaning));
+  };
+  if (o.max_steps < 0) return bad("max_steps", o.max_steps, "0 (the default) trains every epoch");
+  if (o.checkpoint_every < 0 && o.checkpoint_every != d.checkpoint_every) {
+    return bad("checkpoint_every", o.checkpoint_every, "0 turns checkpoints off");
+  }
+  if (o.warmup_steps < 0 && o.warmup_steps != d.warmup_steps) {
+    return bad("warmup_steps", o.warmup_steps, "0 turns warm-up off");
+  }
+  if (o.accumulation < 0) return bad("accumulation", o.accumulation, "1 syncs every micro-batch");
+  if (o.momentum < 0 && o.momentum != d.momentum) {
+    return bad("momentum", o.momentum, "0 turns momentum off");
+  }
+  if (o.weight_decay < 0 && o.weight_decay != d.weight_decay) {
+    return bad("weight_decay", o.weight_decay, "0 turns weight decay off");
+  }
+  if (o.bucket_cap_mb < 0 && o.bucket_cap_mb != d.bucket_cap_mb) {
+    return bad("bucket_cap_mb", o.bucket_cap_mb, "give a size in MiB");
+  }
+  if (o.heartbeat_misses < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--heartbeat_misses must be at least 1 (got ", o.heartbeat_misses, ")"));
+  }
+  if (o.settle_seconds < 0) return bad("settle_seconds", o.settle_seconds, "0 forms at once");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int CountGpuDevices(const std::string& dev_dir) {
+  int n = 0;
+  struct stat st;
+  while (stat(absl::StrCat(dev_dir, "/nvidia", n).c_str(), &st) == 0) ++n;
+  return n;
+}
+
+absl::Status CheckBackendDevices(const LocalOptions& o, const std::string& dev_dir) {
+  if (o.backend != "cuda") return absl::OkStatus();
+  const int gpus = CountGpuDevices(dev_dir);
+  if (gpus == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--backend cuda: this machine has no GPU (no ", dev_dir,
+        "/nvidia0 device); use --backend cpu, or run on a machine with a GPU and its driver"));
+  }
+  if (o.workers > gpus) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--backend cuda: ", o.workers, " workers need ", o.workers, " GPUs (worker i drives GPU "
+        "i), but this machine has ", gpus, "; use --workers ", gpus, " or fewer"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateLocalOptions(const LocalOptions& o) {
   auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
   if (absl::Status s = ResolveBatchRange(o).status(); !s.ok()) return s;
+  if (absl::Status s = ValidateNonNegative(o); !s.ok()) return s;
   if (!o.batch_schedule.empty()) {
     int64_t last = 0;
     for (absl::string_view item : absl::StrSplit(o.batch_schedule, ',')) {
@@ -305,14 +448,10 @@ absl::Status ValidateLocalOptions(const LocalOptions& o) {
   if (!spec.ok()) return bad("bad --model: ", spec.status().message());
   auto data = ResolveDataset(o);
   if (!data.ok()) return data.status();
-  data::DatasetInputs in;
-  in.kind = data->tokens ? data::InputKind::kTokens : data::InputKind::kDense;
-  in.sample_elements = data->features;
-  in.context = data->tokens ? data->features : 0;
-  in.num_classes = data->classes;
-  if (absl::Status fit = data::CheckModelFitsDataset(*spec, in); !fit.ok()) {
+  if (absl::Status fit = nn::CheckModelFitsDataset(*spec, data->inputs); !fit.ok()) {
     return bad("--model ", o.model, " does not fit dataset '", o.dataset, "': ", fit.message());
   }
+  if (absl::Status s = CheckBackendDevices(o, "/dev"); !s.ok()) return s;
   if (o.port != 0) return CheckPortFree(o.host, o.port);
   return absl::OkStatus();
 }

@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/data/dataset_inputs.h"
 
 namespace tandem {
 namespace cli {
@@ -32,7 +33,11 @@ struct LocalOptions {
   std::string host = "127.0.0.1";
   int port = 0;                // coordinator gRPC port; 0 = a free one
   std::string job_id = "local";
-  int heartbeat_ms = 500;      // short: a lost worker is noticed in ~1.5 s
+  // A worker silent for heartbeat_ms x heartbeat_misses (3 s), or 5 x its
+  // step time when longer, is lost: a hang is named within seconds, while a
+  // second-long stall of a loaded machine is not. A stall of the
+  // coordinator itself blames nobody (services/coordinator/coordinator_core.h).
+  int heartbeat_ms = 1000;
   int heartbeat_misses = 3;
   double settle_seconds = 0.2;  // all workers are local: they join at once
   // --- simulated nodes (tools/tandem/sim_network.h) ---
@@ -51,7 +56,10 @@ struct LocalOptions {
   int shard_servers = 0;
   // --- training (passed to every worker) ---
   std::string model = "mlp:784,1024,1024,10";
-  std::string dataset = "fashion-mnist";  // a name under data_root
+  // A name under data_root (fashion-mnist, fortunes) or a directory that
+  // `tandem convert` wrote: DIR/train (+ DIR/eval) or DIR itself of shards.
+  std::string dataset = "fashion-mnist";
+  std::string eval_dataset;    // a converted directory to evaluate on; "" = the dataset's own
   std::string data_root = "/usr/share/datasets";
   int epochs = 2;
   int batch_size = 64;         // per worker
@@ -113,10 +121,16 @@ struct DatasetFiles {
   std::string train_path;  // IDX prefix, e.g. /usr/share/datasets/fashion-mnist/train
   std::string eval_name;   // e.g. "fashion-mnist/t10k"
   std::string eval_path;
-  int features = 0;        // input width a model must have (tokens: the context)
+  // "" eval_name: no evaluation (a converted directory without eval/).
+  // From the description read from the files (the one the workers get):
+  int features = 0;        // input elements per sample (tokens: the context)
   int classes = 0;         // classes (tokens: the vocabulary)
   bool tokens = false;     // token windows for a GPT, not dense samples
+  data::DatasetInputs inputs;  // the whole description (dtype, shapes)
 };
+
+// The data server's --dataset value for `d`: "name=path[,name=path]".
+std::string DataServerDatasets(const DatasetFiles& d);
 
 // Fills in the node layout from the flags as given: --nodes N with
 // --workers_per_node K sets workers = N*K; --nodes N alone splits --workers
@@ -137,15 +151,28 @@ std::vector<std::string> KnownDatasets();
 // $XDG_CACHE_HOME/tandem or ~/.cache/tandem; see tools/convert/text_cache.h)
 // and served as fortunes/train and fortunes/eval, two shard directories;
 // features = context, classes = 256. InvalidArgument for a non-GPT model.
+// Any other --dataset is a directory `tandem convert` wrote (DIR/train and,
+// if present, DIR/eval; or DIR itself holding *.tshard files), served under
+// the directories' absolute paths as names; --eval_dataset replaces the
+// eval set (DIR2 itself, DIR2/eval, else DIR2/train).
+// The description (shape, dtype, classes) is read from the files, as the
+// data server will; an eval set whose samples differ is InvalidArgument.
 absl::StatusOr<DatasetFiles> ResolveDataset(const LocalOptions& o);
 
 // Every check that can fail before a process starts: counts and ranges, the
 // model spec (common/nn parsing, and its input/output widths against the
 // dataset), the dataset, the optimizer, backend and transport names, the
-// --sync strategy and its --sync_opt keys (the sync registry), and a fixed
-// --port being free. InvalidArgument / NotFound / AlreadyExists with one line
+// --sync strategy and its --sync_opt keys (the sync registry), negative
+// values (refused, never dropped for the default), --backend cuda without
+// a GPU per worker (CheckBackendDevices), and a fixed --port being free. InvalidArgument / NotFound / AlreadyExists with one line
 // saying what to fix.
 absl::Status ValidateLocalOptions(const LocalOptions& o);
+
+// GPUs this machine shows (<dev_dir>/nvidia0, nvidia1, ...).
+int CountGpuDevices(const std::string& dev_dir);
+// --backend cuda needs a GPU per worker (worker i drives GPU i):
+// FAILED_PRECONDITION saying so, instead of workers that fail one by one.
+absl::Status CheckBackendDevices(const LocalOptions& o, const std::string& dev_dir);
 
 // --batch's global range {MIN, MAX}; {0, 0} when not auto. InvalidArgument
 // for anything but "", "fixed", "auto" or "auto:MIN,MAX" with 1 <= MIN <= MAX.
