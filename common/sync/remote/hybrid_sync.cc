@@ -18,7 +18,7 @@
 #include "common/status/status_macros.h"
 #include "common/sync/remote/chunk_readiness.h"
 #include "common/sync/remote/shard_server_state.h"
-#include "common/sync/step_guard.h"
+#include "common/sync/remote/remote_step.h"
 
 namespace tandem {
 namespace sync {
@@ -75,11 +75,13 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
         params_(env.params),
         grads_(env.grads),
         size_(env.size),
-        learning_rate_(std::move(env.shard_servers.learning_rate)),
         servers_(std::move(servers)),
         remote_(&servers_->remote()),
         groups_(MakeGroups(remote_->layout(), local_size_)),
-        ready_(Units(groups_)) {
+        ready_(Units(groups_)),
+        step_(RemoteStepOptions{"hybrid sync", generation_, world_, servers_.get(), params_,
+                                std::move(env.shard_servers.learning_rate), local_size_,
+                                int8_chunk_}) {
     int64_t max_block = 0, slice = 0;
     for (const Group& g : groups_) {
       max_block = std::max(max_block, g.block);
@@ -149,20 +151,20 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
       absl::Status s = GatherResiduals();
       if (!s.ok()) return Fail(s);
     }
-    if (!initialised_) return absl::OkStatus();
+    if (!step_.initialised()) return absl::OkStatus();
     if (codec_ != nullptr) {
       absl::Status s = ResyncToMaster();
       if (!s.ok()) return Fail(s);
     }
-    absl::Status s = servers_->FetchForCheckpoint(world_->rank(), next_step_ - 1);
+    absl::Status s = servers_->FetchForCheckpoint(world_->rank(), step_.next_step() - 1);
     return s.ok() ? s : Fail(s);
   }
 
   // Checkpoints written by the servers (server_side_checkpoint.h).
-  bool CanSaveOnServers() const override { return initialised_ && guard_.ok(); }
+  bool CanSaveOnServers() const override { return step_.initialised() && step_.ok(); }
   void ExpectServerSave() override { servers_->ExpectServerSave(); }
   absl::StatusOr<std::vector<SavedShard>> SaveOnServers(const ServerSaveRequest& r) override {
-    absl::StatusOr<std::vector<SavedShard>> s = servers_->SaveOnServers(r, next_step_ - 1);
+    absl::StatusOr<std::vector<SavedShard>> s = servers_->SaveOnServers(r, step_.next_step() - 1);
     if (!s.ok()) return Fail(s.status());
     return s;
   }
@@ -171,7 +173,7 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   // servers are initialised again at the next step.
   absl::Status StateLoaded() override {
     servers_->Loaded(world_->rank());
-    initialised_ = false;
+    step_.Loaded();
     if (feedback_ != nullptr) {
       absl::Status s = ScatterResiduals();
       if (!s.ok()) return Fail(s);
@@ -200,20 +202,14 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   }
 
   absl::Status BeginStep(const StepOptions& options) override {
-    RETURN_IF_ERROR(guard_.CheckBegin(options));
+    ASSIGN_OR_RETURN(const bool overlapped, step_.Begin(options));
     // Rank 0's copy of every rank's state served the checkpoint just written
     // or loaded: give its world x state floats back until the next one.
     if (!gathered_.empty()) std::vector<float>().swap(gathered_);
-    RETURN_IF_ERROR(guard_.Started(absl::OkStatus(), options));
     servers_->ReleaseAfterCheckpoint();
     ready_.Reset();
-    bool overlapped = false;
-    if (initialised_ && learning_rate_ != nullptr) {
-      pushed_lr_ = learning_rate_(next_step_);
-      overlapped = std::isfinite(pushed_lr_);  // NaN: not known yet
-    }
     if (overlapped) {
-      absl::Status s = remote_->BeginPushes(Header(next_step_, pushed_lr_));
+      absl::Status s = remote_->BeginPushes(step_.Header(step_.next_step(), step_.pushed_lr()));
       if (!s.ok()) return Fail(s);
     }
     absl::MutexLock lock(&mu_);
@@ -234,7 +230,7 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   }
 
   absl::Status FinishStep(const optim::StepContext& ctx) override {
-    RETURN_IF_ERROR(guard_.CheckFinish());
+    RETURN_IF_ERROR(step_.CheckFinish());
     const auto start = std::chrono::steady_clock::now();
     bool pushed_early = false;
     {
@@ -262,35 +258,12 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
           "hybrid sync: backward reported ", ready_.ready(), " of ", ready_.size(),
           " chunk groups completely at step ", ctx.step, " (ranges missing or repeated)")));
     }
-    if (ctx.step < 1 || !std::isfinite(ctx.lr)) {
-      return abandon(absl::InvalidArgumentError(
-          absl::StrCat("hybrid sync: bad step context (step ", ctx.step, ", lr ", ctx.lr, ")")));
-    }
-    if (ctx.grad_scale != 1.0f) {
-      return abandon(absl::UnimplementedError(
-          "hybrid sync: a step-context grad_scale (loss scaling) is not supported"));
-    }
-    if (!initialised_) {
-      if (absl::Status s = servers_->InitServers(world_->rank(), ctx.step - 1, params_); !s.ok()) {
-        return abandon(s);
-      }
-      absl::Status s = world_->Barrier();
-      if (!s.ok()) return abandon(s);
-      initialised_ = true;
-      next_step_ = ctx.step;
-    }
-    if (ctx.step != next_step_) {
-      return abandon(absl::FailedPreconditionError(absl::StrCat(
-          "hybrid sync: FinishStep for step ", ctx.step, " but this generation's next step is ",
-          next_step_)));
-    }
-    if (pushed_early && ctx.lr != pushed_lr_) {
-      return abandon(absl::FailedPreconditionError(absl::StrCat(
-          "hybrid sync: the learning rate of step ", ctx.step, " is ", ctx.lr,
-          " but the schedule in SyncEnv gave ", pushed_lr_, " (pushed with the gradients)")));
+    if (absl::Status s = step_.Prepare(ctx); !s.ok()) return abandon(s);
+    if (pushed_early) {
+      if (absl::Status s = step_.CheckPushedLr(ctx); !s.ok()) return abandon(s);
     }
     if (!pushed_early) {
-      absl::Status s = remote_->BeginPushes(Header(ctx.step, ctx.lr));
+      absl::Status s = remote_->BeginPushes(step_.Header(ctx.step, ctx.lr));
       if (!s.ok()) return Fail(s);
       for (size_t g = 0; g < groups_.size(); ++g) PushMine(static_cast<int>(g));
       remote_->ClosePushes();
@@ -327,7 +300,7 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
     }
     s = remote_->WaitAllPulls();
     if (!s.ok()) return Fail(s);
-    ++next_step_;
+    step_.Done();
     absl::MutexLock lock(&mu_);
     ++steps_;
     residual_norm_ = std::sqrt(residual_sq);
@@ -353,18 +326,6 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   }
 
  private:
-  shard::PushHeader Header(int64_t step, float lr) const {
-    shard::PushHeader h;
-    h.generation = generation_;
-    h.step = step;
-    h.rank = world_->rank();
-    h.weight = local_size_;
-    h.learning_rate = lr;
-    h.grad_scale = guard_.grad_scale();
-    h.int8_chunk = int8_chunk_;
-    return h;
-  }
-
   // Pushes this rank's chunk of group g; with compress=int8 encoded first
   // (its residual added and updated). One thread at a time (the
   // communication thread, or the trainer thread when pushes wait for
@@ -407,7 +368,7 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   // the checkpoint saves, and what a resume from it starts from: the
   // continuation is the same either way).
   absl::Status ResyncToMaster() {
-    const int64_t step = next_step_ - 1;
+    const int64_t step = step_.next_step() - 1;
     for (size_t g = 0; g < groups_.size(); ++g) {
       const int mine = groups_[g].first + local_rank_;
       if (mine < groups_[g].end) remote_->Pull(mine, step, params_, /*reset_delta_reference=*/true);
@@ -619,11 +580,7 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
     }
   }
 
-  // Every error of a step, prefixed with this rank, kept by the guard.
-  absl::Status Fail(absl::Status s) {
-    return guard_.Record(absl::Status(
-        s.code(), absl::StrCat("hybrid sync, rank ", world_->rank(), ": ", s.message())));
-  }
+  absl::Status Fail(absl::Status s) { return step_.Fail(std::move(s)); }
 
   const int int8_chunk_;                 // 0: fp32 pushes
   const std::unique_ptr<Codec> codec_;   // compress=int8, else null
@@ -635,11 +592,11 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   float* const params_;
   float* const grads_;
   const int64_t size_;
-  const std::function<float(int64_t)> learning_rate_;
   const std::unique_ptr<ShardServerState> servers_;
   shard::RemoteShards* const remote_;  // servers_'s connection
   const std::vector<Group> groups_;
   ChunkReadiness ready_;  // backward thread during a step
+  RemoteStep step_;       // trainer thread: protocol, server init, step count, header
 
   // Sized once.
   std::vector<int64_t> slice_offset_;  // per group: where this rank's chunk sits in slice_
@@ -655,11 +612,6 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   std::vector<float> gathered_;  // rank 0, around a checkpoint: world * size_
   std::vector<float> piece_;     // world * kStatePiece (or less)
 
-  // Trainer thread.
-  bool initialised_ = false;
-  int64_t next_step_ = 0;
-  float pushed_lr_ = 0;
-  StepGuard guard_{"hybrid sync"};  // the step protocol; keeps the first error
 
   mutable absl::Mutex mu_;
   absl::CondVar cv_;

@@ -11,7 +11,8 @@
 #include "common/status/status_macros.h"
 #include "common/sync/remote/chunk_readiness.h"
 #include "common/sync/remote/shard_server_state.h"
-#include "common/sync/step_guard.h"
+#include "common/sync/remote/remote_step.h"
+#include "common/timing/seconds_since.h"
 
 namespace tandem {
 namespace sync {
@@ -21,15 +22,15 @@ namespace {
 class PsSyncImpl final : public GradientSync, public ServerSideCheckpoint {
  public:
   PsSyncImpl(SyncEnv env, std::unique_ptr<ShardServerState> servers)
-      : generation_(env.shard_servers.generation),
-        world_(env.comms->world.get()),
+      : world_(env.comms->world.get()),
         params_(env.params),
         grads_(env.grads),
         size_(env.size),
-        learning_rate_(std::move(env.shard_servers.learning_rate)),
         servers_(std::move(servers)),
         remote_(&servers_->remote()),
-        ready_(Units(remote_->layout())) {}
+        ready_(Units(remote_->layout())),
+        step_(RemoteStepOptions{"ps sync", env.shard_servers.generation, world_, servers_.get(),
+                                params_, std::move(env.shard_servers.learning_rate)}) {}
 
   static std::vector<std::pair<int64_t, int64_t>> Units(const shard::ShardLayout& l) {
     std::vector<std::pair<int64_t, int64_t>> u;
@@ -47,16 +48,16 @@ class PsSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   // Before a checkpoint: rank 0 (the one that writes the whole vector)
   // fetches the servers' state of the last applied step.
   absl::Status SyncStateToHost() override {
-    if (!initialised_) return absl::OkStatus();
-    absl::Status s = servers_->FetchForCheckpoint(world_->rank(), next_step_ - 1);
+    if (!step_.initialised()) return absl::OkStatus();
+    absl::Status s = servers_->FetchForCheckpoint(world_->rank(), step_.next_step() - 1);
     return s.ok() ? s : Fail(s);
   }
 
   // Checkpoints written by the servers (server_side_checkpoint.h).
-  bool CanSaveOnServers() const override { return initialised_ && guard_.ok(); }
+  bool CanSaveOnServers() const override { return step_.initialised() && step_.ok(); }
   void ExpectServerSave() override { servers_->ExpectServerSave(); }
   absl::StatusOr<std::vector<SavedShard>> SaveOnServers(const ServerSaveRequest& r) override {
-    absl::StatusOr<std::vector<SavedShard>> s = servers_->SaveOnServers(r, next_step_ - 1);
+    absl::StatusOr<std::vector<SavedShard>> s = servers_->SaveOnServers(r, step_.next_step() - 1);
     if (!s.ok()) return Fail(s.status());
     return s;
   }
@@ -65,7 +66,7 @@ class PsSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   // servers are initialised again at the next step.
   absl::Status StateLoaded() override {
     servers_->Loaded(world_->rank());
-    initialised_ = false;
+    step_.Loaded();
     return absl::OkStatus();
   }
 
@@ -79,17 +80,11 @@ class PsSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   }
 
   absl::Status BeginStep(const StepOptions& options) override {
-    RETURN_IF_ERROR(guard_.CheckBegin(options));
-    RETURN_IF_ERROR(guard_.Started(absl::OkStatus(), options));
+    ASSIGN_OR_RETURN(overlapped_, step_.Begin(options));
     servers_->ReleaseAfterCheckpoint();
     ready_.Reset();
-    overlapped_ = false;
-    if (initialised_ && learning_rate_ != nullptr) {
-      pushed_lr_ = learning_rate_(next_step_);
-      overlapped_ = std::isfinite(pushed_lr_);  // NaN: not known yet
-    }
     if (overlapped_) {
-      absl::Status s = remote_->BeginPushes(Header(next_step_, pushed_lr_));
+      absl::Status s = remote_->BeginPushes(step_.Header(step_.next_step(), step_.pushed_lr()));
       if (!s.ok()) return Fail(s);
     }
     return absl::OkStatus();
@@ -102,47 +97,22 @@ class PsSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   }
 
   absl::Status FinishStep(const optim::StepContext& ctx) override {
-    RETURN_IF_ERROR(guard_.CheckFinish());
+    RETURN_IF_ERROR(step_.CheckFinish());
     const auto start = std::chrono::steady_clock::now();
-    if (ctx.step < 1 || !std::isfinite(ctx.lr)) {
-      return Fail(absl::InvalidArgumentError(
-          absl::StrCat("ps sync: bad step context (step ", ctx.step, ", lr ", ctx.lr, ")")));
-    }
-    if (ctx.grad_scale != 1.0f) {
-      return Fail(absl::UnimplementedError(
-          "ps sync: a step-context grad_scale (loss scaling) is not supported"));
-    }
     if (!ready_.complete()) {
       return Fail(absl::FailedPreconditionError(absl::StrCat(
           "ps sync: backward reported ", ready_.ready(), " of ", ready_.size(),
           " chunks completely at step ", ctx.step, " (ranges missing or repeated)")));
     }
-    if (!initialised_) {
-      // The first step of the generation: rank 0 hands the servers the
-      // parameters every rank holds now; nobody pushes before they have them.
-      if (absl::Status s = servers_->InitServers(world_->rank(), ctx.step - 1, params_); !s.ok()) {
-        return Fail(s);
-      }
-      absl::Status s = world_->Barrier();
-      if (!s.ok()) return Fail(s);
-      initialised_ = true;
-      next_step_ = ctx.step;
-    }
-    if (ctx.step != next_step_) {
-      return Fail(absl::FailedPreconditionError(absl::StrCat(
-          "ps sync: FinishStep for step ", ctx.step, " but this generation's next step is ",
-          next_step_)));
-    }
+    if (absl::Status s = step_.Prepare(ctx); !s.ok()) return Fail(s);
     if (overlapped_) {
-      if (ctx.lr != pushed_lr_) {
+      if (absl::Status s = step_.CheckPushedLr(ctx); !s.ok()) {
         remote_->ClosePushes();
         (void)remote_->WaitPushes();
-        return Fail(absl::FailedPreconditionError(absl::StrCat(
-            "ps sync: the learning rate of step ", ctx.step, " is ", ctx.lr,
-            " but the schedule in SyncEnv gave ", pushed_lr_, " (pushed with the gradients)")));
+        return Fail(s);
       }
     } else {
-      absl::Status s = remote_->BeginPushes(Header(ctx.step, ctx.lr));
+      absl::Status s = remote_->BeginPushes(step_.Header(ctx.step, ctx.lr));
       if (!s.ok()) return Fail(s);
       for (int c = 0; c < remote_->layout().num_chunks(); ++c) {
         remote_->Push(c, grads_ + remote_->layout().chunk(c).lo);
@@ -154,9 +124,8 @@ class PsSyncImpl final : public GradientSync, public ServerSideCheckpoint {
     absl::Status pulled = remote_->WaitAllPulls();
     if (!pushed.ok()) return Fail(pushed);
     if (!pulled.ok()) return Fail(pulled);
-    ++next_step_;
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    step_.Done();
+    const double seconds = SecondsSince(start);
     absl::MutexLock lock(&mu_);
     ++steps_;
     wait_seconds_ += seconds;
@@ -177,38 +146,18 @@ class PsSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   }
 
  private:
-  shard::PushHeader Header(int64_t step, float lr) const {
-    shard::PushHeader h;
-    h.generation = generation_;
-    h.step = step;
-    h.rank = world_->rank();
-    h.weight = 1;
-    h.learning_rate = lr;
-    h.grad_scale = guard_.grad_scale();
-    return h;
-  }
+  absl::Status Fail(absl::Status s) { return step_.Fail(std::move(s)); }
 
-  // Every error of a step, prefixed with this rank, kept by the guard.
-  absl::Status Fail(absl::Status s) {
-    return guard_.Record(absl::Status(
-        s.code(), absl::StrCat("ps sync, rank ", world_->rank(), ": ", s.message())));
-  }
-
-  const int64_t generation_;
   Communicator* const world_;
   float* const params_;
   float* const grads_;
   const int64_t size_;
-  const std::function<float(int64_t)> learning_rate_;
   const std::unique_ptr<ShardServerState> servers_;
   shard::RemoteShards* const remote_;  // servers_'s connection
   ChunkReadiness ready_;  // backward thread during a step, trainer otherwise
 
-  bool initialised_ = false;
-  bool overlapped_ = false;
-  int64_t next_step_ = 0;
-  float pushed_lr_ = 0;
-  StepGuard guard_{"ps sync"};  // the step protocol; keeps the first error
+  RemoteStep step_;          // the step protocol, server init, step count, header
+  bool overlapped_ = false;  // this step's pushes started during backward
 
   mutable absl::Mutex mu_;
   int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
