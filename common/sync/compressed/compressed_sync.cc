@@ -18,6 +18,7 @@
 #include "common/sync/allreduce/hier_allreduce.h"
 #include "common/sync/bucket/bucket_engine.h"
 #include "common/sync/grad_check.h"
+#include "common/sync/rank0_state.h"
 #include "common/sync/grad_clip.h"
 #include "common/sync/step_guard.h"
 #include "common/sync/step_owned_shard.h"
@@ -49,7 +50,7 @@ constexpr int64_t kVelocityTag = 2;  // floats
 // residuals of one do not fit another).
 enum Meta { kMagicField, kWorld, kSize, kLocal, kBuckets, kSteps, kExchange, kMetaFields };
 // State moves to and from rank 0 in pieces of this many floats per rank.
-constexpr int64_t kStatePiece = int64_t{1} << 16;
+constexpr int64_t kStatePiece = kRank0StatePiece;
 
 int64_t Align8(int64_t bytes) { return (bytes + 7) / 8 * 8; }
 
@@ -254,11 +255,13 @@ class CompressedSync final : public GradientSync {
   absl::Status GatherShares(int b, const BucketLayout& L);
   absl::Status RunSparse(int b, const BucketLayout& L);
   absl::Status Update(const optim::StepContext& context, int64_t step);
-  // Checkpoint state moves in pieces of kStatePiece floats per rank:
-  // every rank's local[0, n) into rank 0's gathered[r * n, (r + 1) * n),
-  // and back. Collective over comm_; `what` names it in errors.
-  absl::Status GatherOntoRank0(const float* local, int64_t n, float* gathered, const char* what);
-  absl::Status SendBackFromRank0(float* gathered, int64_t n, float* local, const char* what);
+  // Checkpoint state moves through rank 0 in pieces (rank0_state.h).
+  absl::Status GatherOntoRank0(const float* local, int64_t n, float* gathered, const char* what) {
+    return sync::GatherOntoRank0(*comm_, kLabel, what, local, n, gathered, piece_.data());
+  }
+  absl::Status SendBackFromRank0(float* gathered, int64_t n, float* local, const char* what) {
+    return sync::SendBackFromRank0(*comm_, kLabel, what, gathered, n, local, piece_.data());
+  }
   // Rank 0's copy of every rank's state, made the first time checkpoints
   // need it (not per step): a run that never checkpoints does not hold it.
   // The residuals (and thresholds) are in the units of the gradients as
@@ -557,42 +560,6 @@ absl::Status CompressedSync::Update(const optim::StepContext& context, int64_t s
   const OwnedShard whole{kLabel, rank_, world_size_, &clip_, {0, size_}, &ready_ranges_,
                          grads_, params_, optimizer_.get(), nullptr};
   return StepOwnedShard(whole, context, step, guard_.grad_scale(), guard_.options(), &report_);
-}
-
-absl::Status CompressedSync::GatherOntoRank0(const float* local, int64_t n, float* gathered,
-                                             const char* what) {
-  for (int64_t off = 0; off < n; off += kStatePiece) {
-    const int64_t c = std::min(kStatePiece, n - off);
-    absl::Status s = comm_->AllGather(local + off, piece_.data(), c * sizeof(float));
-    if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrCat(kLabel, ": gathering the ", what,
-                                                 " onto rank 0 for a checkpoint: ", s.message()));
-    }
-    if (rank_ != 0) continue;
-    for (int r = 0; r < world_size_; ++r) {
-      std::memcpy(gathered + r * n + off, piece_.data() + r * c, c * sizeof(float));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CompressedSync::SendBackFromRank0(float* gathered, int64_t n, float* local,
-                                               const char* what) {
-  if (rank_ == 0) std::copy(gathered, gathered + n, local);
-  absl::Status s;
-  for (int r = 1; r < world_size_ && s.ok(); ++r) {
-    for (int64_t off = 0; off < n && s.ok(); off += kStatePiece) {
-      const int64_t c = std::min(kStatePiece, n - off);
-      float* buf = rank_ == 0 ? gathered + r * n + off : piece_.data();
-      s = comm_->Broadcast(buf, c * sizeof(float), 0);
-      if (s.ok() && rank_ == r) std::memcpy(local + off, buf, c * sizeof(float));
-    }
-  }
-  if (!s.ok()) {
-    return absl::Status(s.code(), absl::StrCat(kLabel, ": sending the checkpoint's ", what,
-                                               " from rank 0: ", s.message()));
-  }
-  return absl::OkStatus();
 }
 
 // Every rank's local state, piece by piece, onto rank 0.

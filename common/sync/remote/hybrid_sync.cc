@@ -18,6 +18,7 @@
 #include "common/status/status_macros.h"
 #include "common/sync/remote/chunk_readiness.h"
 #include "common/sync/remote/shard_server_state.h"
+#include "common/sync/rank0_state.h"
 #include "common/sync/remote/remote_step.h"
 
 namespace tandem {
@@ -37,7 +38,7 @@ constexpr int64_t kMagic = 0x54444d48'00000001;
 // Meta fields (int64, stored in a float buffer bit for bit).
 enum Meta { kMagicField, kWorld, kSize, kInt8ChunkField, kMetaFields };
 // Residuals move to and from rank 0 in pieces of this many floats per rank.
-constexpr int64_t kStatePiece = int64_t{1} << 16;
+constexpr int64_t kStatePiece = kRank0StatePiece;
 // Values per int8 scale (the compressed strategy's default).
 constexpr int kDefaultInt8Chunk = 1024;
 
@@ -388,18 +389,8 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
     AllocateGathered();
     const int world = world_->world_size();
     const absl::Span<float> mine = feedback_->residuals();
-    for (int64_t off = 0; off < size_; off += kStatePiece) {
-      const int64_t c = std::min(kStatePiece, size_ - off);
-      absl::Status s = world_->AllGather(mine.data() + off, piece_.data(), c * sizeof(float));
-      if (!s.ok()) {
-        return absl::Status(s.code(), absl::StrCat(kLabel, ": gathering the residuals onto rank 0 "
-                                                   "for a checkpoint: ", s.message()));
-      }
-      if (world_->rank() != 0) continue;
-      for (int r = 0; r < world; ++r) {
-        std::memcpy(gathered_.data() + r * size_ + off, piece_.data() + r * c, c * sizeof(float));
-      }
-    }
+    RETURN_IF_ERROR(GatherOntoRank0(*world_, kLabel, "residuals", mine.data(), size_,
+                                    gathered_.data(), piece_.data()));
     if (world_->rank() == 0) {
       PutMeta(kMagicField, kMagic);
       PutMeta(kWorld, world);
@@ -432,25 +423,16 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
       }
     }
     absl::Status s = world_->Broadcast(&fits, sizeof(fits), 0);
-    const absl::Span<float> mine = feedback_->residuals();
-    if (s.ok() && fits == 1) {
-      if (rank == 0) std::copy(gathered_.begin(), gathered_.begin() + size_, mine.begin());
-      for (int r = 1; r < world && s.ok(); ++r) {
-        for (int64_t off = 0; off < size_ && s.ok(); off += kStatePiece) {
-          const int64_t c = std::min(kStatePiece, size_ - off);
-          float* buf = rank == 0 ? gathered_.data() + r * size_ + off : piece_.data();
-          s = world_->Broadcast(buf, c * sizeof(float), 0);
-          if (s.ok() && rank == r) std::memcpy(mine.data() + off, buf, c * sizeof(float));
-        }
-      }
-    } else if (s.ok()) {
-      feedback_->Reset();
-    }
     if (!s.ok()) {
       return absl::Status(s.code(), absl::StrCat(kLabel, ": sending the checkpoint's residuals "
                                                  "from rank 0: ", s.message()));
     }
-    return absl::OkStatus();
+    if (fits != 1) {
+      feedback_->Reset();
+      return absl::OkStatus();
+    }
+    return SendBackFromRank0(*world_, kLabel, "residuals", gathered_.data(), size_,
+                             feedback_->residuals().data(), piece_.data());
   }
 
   // Communication thread: reduce-scatter group g inside the node; this
