@@ -1,0 +1,108 @@
+// Internal to the range store (range_store.cc, range_store_push.cc): one
+// generation's state (RangeStore::State) and one chunk's accumulator
+// (ChunkSlot), with the small helpers both files use. Locking is documented
+// on the members (ABSL_GUARDED_BY); lock order: State::params_mu, then
+// State::mu, then a ChunkSlot::mu.
+#ifndef TANDEM_SERVICES_SHARDSERVER_RANGE_STATE_H_
+#define TANDEM_SERVICES_SHARDSERVER_RANGE_STATE_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/codec/codec.h"
+#include "common/optim/optimizer.h"
+#include "prometheus/counter.h"
+#include "prometheus/gauge.h"
+#include "services/shardserver/range_store.h"
+
+namespace tandem {
+namespace shardserver {
+
+// One chunk's accumulator: the sum of the contributions of the step it
+// collects, which ranks gave them, and the optimizer over its elements.
+struct ChunkSlot {
+  shard::Chunk range;
+  std::unique_ptr<optim::Optimizer> optimizer;  // over [range.lo, range.hi)
+  absl::Mutex mu;
+  int64_t step ABSL_GUARDED_BY(mu) = 0;  // the step being collected
+  int64_t applied ABSL_GUARDED_BY(mu) = 0;  // apply_per_chunk: last step applied here
+  std::vector<float> sum ABSL_GUARDED_BY(mu);
+  std::vector<char> contributed ABSL_GUARDED_BY(mu);  // per rank
+  int weight ABSL_GUARDED_BY(mu) = 0;
+  // Int8 delta pulls: the block of the delta of step `encoded_step`
+  // (-1: none, e.g. dropped by a reset), sized once.
+  std::vector<uint8_t> encoded ABSL_GUARDED_BY(mu);
+  int64_t encoded_step ABSL_GUARDED_BY(mu) = -1;
+};
+
+struct RangeStore::State {
+  InitConfig config;
+  std::vector<std::unique_ptr<ChunkSlot>> chunks;
+  std::vector<int64_t> chunk_lo;  // for lookup
+  std::vector<float> params;      // config.range
+  // Int8 delta pulls (config.pull_int8_chunk > 0): what the workers hold,
+  // over config.range; each chunk's part under its ChunkSlot::mu.
+  std::unique_ptr<codec::Codec> codec;
+  std::vector<float> reference;
+
+  // Held for writing while the optimizer runs, for reading while a pull
+  // copies parameters out (order: params_mu, then mu).
+  absl::Mutex params_mu;
+  absl::Mutex mu;
+  absl::CondVar applied_cv;
+  int64_t applied ABSL_GUARDED_BY(mu) = 0;  // last applied step
+  int complete ABSL_GUARDED_BY(mu) = 0;     // chunks complete for applied + 1
+  std::vector<int64_t> chunk_applied ABSL_GUARDED_BY(mu);  // per chunk (apply_per_chunk)
+  bool have_scalars ABSL_GUARDED_BY(mu) = false;
+  double lr ABSL_GUARDED_BY(mu) = 0;
+  double grad_scale ABSL_GUARDED_BY(mu) = 1;
+  bool retired ABSL_GUARDED_BY(mu) = false;
+
+  int FindChunk(int64_t lo) const {
+    auto it = std::upper_bound(chunk_lo.begin(), chunk_lo.end(), lo);
+    if (it == chunk_lo.begin()) return -1;
+    return static_cast<int>(it - chunk_lo.begin()) - 1;
+  }
+
+  std::string Describe() const {
+    return absl::StrCat("[", config.range.lo, ", ", config.range.hi, ") in ", chunks.size(),
+                        " chunk(s) of <= ", config.chunk_elements, " elements");
+  }
+};
+
+// sum[i] += data[i]; the buffers never overlap (the chunk's accumulator and
+// a received message).
+inline void AddInto(float* __restrict sum, const float* __restrict data, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) sum[i] += data[i];
+}
+
+// Int8 delta pulls: after chunk `slot`'s optimizer step, its delta
+// (master - reference, staged in the slot's free accumulator) is encoded
+// and the decoded delta added to the reference. Caller holds slot.mu.
+inline void EncodeDelta(const codec::Codec& codec, const float* params, float* reference, ChunkSlot& slot,
+                 int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(slot.mu) {
+  const int64_t n = slot.range.size();
+  float* delta = slot.sum.data();
+  for (int64_t i = 0; i < n; ++i) delta[i] = params[i] - reference[i];
+  codec.Encode(delta, n, codec::EncodeParams{}, slot.encoded.data());
+  codec.DecodeAdd(slot.encoded.data(), n, reference);
+  slot.encoded_step = step;
+}
+
+inline void Add(prometheus::Counter* c, double v) {
+  if (c != nullptr) c->Increment(v);
+}
+inline void GaugeAdd(prometheus::Gauge* g, double v) {
+  if (g != nullptr) g->Increment(v);
+}
+
+}  // namespace shardserver
+}  // namespace tandem
+
+#endif  // TANDEM_SERVICES_SHARDSERVER_RANGE_STATE_H_
