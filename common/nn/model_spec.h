@@ -5,6 +5,9 @@
 //   "gpt:layers=2,heads=4,width=64,context=32,vocab=256"
 //                               a GPT-style decoder LM (all five keys needed;
 //                               width must be a multiple of heads)
+//   "torchscript:PATH"          the user's own module, saved with
+//                               torch.jit.save (common/torchscript; the
+//                               path is not opened here)
 //
 // ParseModelSpec returns InvalidArgument naming the problem and the expected
 // form for anything malformed. Thread-safe (pure functions).
@@ -32,11 +35,16 @@ struct GptConfig {
   int vocab = 0;
 };
 
+struct TorchScriptConfig {
+  std::string path;  // a TorchScript archive (torch.jit.save)
+};
+
 struct ModelSpec {
-  enum class Kind { kMlp, kGpt };
+  enum class Kind { kMlp, kGpt, kTorchScript };
   Kind kind = Kind::kMlp;
   MlpConfig mlp;
   GptConfig gpt;
+  TorchScriptConfig torchscript;
   // Canonical spec string (round-trips through ParseModelSpec).
   std::string ToString() const;
 };
