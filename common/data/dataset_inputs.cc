@@ -52,6 +52,9 @@ absl::StatusOr<DatasetInputs> ClassifyDataset(const v1::DatasetInfo& info) {
 }
 
 absl::Status CheckModelFitsDataset(const nn::ModelSpec& spec, const DatasetInputs& in) {
+  // A TorchScript module is checked by running it on the samples when it is
+  // built (common/torchscript).
+  if (spec.kind == nn::ModelSpec::Kind::kTorchScript) return absl::OkStatus();
   if (spec.kind == nn::ModelSpec::Kind::kMlp) {
     if (in.kind != InputKind::kDense) {
       return absl::InvalidArgumentError(absl::StrCat(

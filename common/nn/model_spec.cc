@@ -105,5 +105,16 @@ absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view spec) {
   return Bad(spec, "unknown model kind");
 }
 
+absl::Status CheckModelSupportsStrategy(const ModelSpec& spec, absl::string_view strategy) {
+  if (spec.kind == ModelSpec::Kind::kTorchScript && strategy == "zero3") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--sync zero3 cannot train --model ", spec.ToString(), ": zero3 gathers each layer's "
+        "parameters just before the layer runs, and a TorchScript module's layers run inside "
+        "TorchScript where tandem cannot hook them; use allreduce (hier=1 too), compressed, "
+        "zero1, zero2, ps or hybrid"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace nn
 }  // namespace tandem

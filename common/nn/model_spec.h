@@ -51,6 +51,12 @@ struct ModelSpec {
 
 absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view spec);
 
+// InvalidArgument, naming the strategies that work, for a pairing that
+// cannot train: zero3 gathers each layer through Model::param_hook_ranges,
+// which a torchscript: module (whose layers run inside TorchScript, where no
+// C++ hook reaches) does not call.
+absl::Status CheckModelSupportsStrategy(const ModelSpec& spec, absl::string_view strategy);
+
 }  // namespace nn
 }  // namespace tandem
 

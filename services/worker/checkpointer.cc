@@ -27,6 +27,9 @@ constexpr int64_t kBroadcastFloats = int64_t{1} << 20;
 // The largest loss-scaler record a restore carries (its format is 48 bytes).
 constexpr size_t kMaxScalerBytes = 120;
 
+// The model's registered buffers (BatchNorm statistics; nn::Model::SaveBuffers).
+constexpr char kBuffersBlob[] = "model_buffers";
+
 std::string BlobName(const optim::StateBuffer& b) { return absl::StrCat("sync/", b.name); }
 
 // Checks that `c` (the whole vector) can fill `opt`'s state, before anything
@@ -66,6 +69,23 @@ absl::StatusOr<float*> Checkpointer::HostParams() {
   RETURN_IF_ERROR(backend_->CopyToHost(host_params_.data(), storage.params(),
                                        storage.size() * sizeof(float)));
   return host_params_.data();
+}
+
+absl::Status Checkpointer::BroadcastBuffers(Generation& g, const std::string* saved) {
+  std::string bytes = model_->SaveBuffers();
+  // Every rank runs the same model: all have buffers or none do.
+  if (bytes.empty()) return absl::OkStatus();
+  if (g.rank() == 0 && saved != nullptr) bytes = *saved;
+  int64_t size = static_cast<int64_t>(bytes.size());
+  RETURN_IF_ERROR(g.ctl->Broadcast(&size, sizeof(size), 0));
+  bytes.resize(size);
+  RETURN_IF_ERROR(g.ctl->Broadcast(bytes.data(), size, 0));
+  if (absl::Status s = model_->LoadBuffers(bytes); !s.ok()) {
+    return absl::DataLossError(absl::StrCat("the model's buffers from rank 0",
+                                            saved != nullptr ? " (the checkpoint's)" : "", ": ",
+                                            s.message()));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<bool> Checkpointer::Restore(Generation& g, TrainingState* state) {
@@ -200,6 +220,7 @@ absl::StatusOr<bool> Checkpointer::Restore(Generation& g, TrainingState* state) 
     }
   }
   RETURN_IF_ERROR(g.sync->StateLoaded());
+  RETURN_IF_ERROR(BroadcastBuffers(g, c.has_value() ? c->FindBlob(kBuffersBlob) : nullptr));
   // fp16's loss-scaler record (a few dozen bytes; none in other modes).
   char scaler[kMaxScalerBytes + 1] = {0};
   if (g.rank() == 0 && c.has_value()) {
@@ -288,7 +309,9 @@ absl::StatusOr<std::string> Checkpointer::Write(Generation& g, TrainingState* st
                                              b.data.size() * sizeof(float))});
       }
       const std::string cursor_bytes = dc.SerializeAsString();
+      const std::string buffers = model_->SaveBuffers();
       if (owned.lo == 0) {  // the shard whose blobs a restore reads
+        if (!buffers.empty()) v.blobs.push_back({kBuffersBlob, buffers});
         v.blobs.push_back({"data_cursor", cursor_bytes});
         v.blobs.push_back({"model_spec", o_.model_text});
         if (!state->loss_scaler.empty()) v.blobs.push_back({"loss_scaler", state->loss_scaler});
@@ -351,6 +374,7 @@ absl::StatusOr<std::string> Checkpointer::Write(Generation& g, TrainingState* st
         req.blobs.push_back({BlobName(b), std::string(reinterpret_cast<const char*>(b.data.data()),
                                                       b.data.size() * sizeof(float))});
       }
+      if (std::string b = model_->SaveBuffers(); !b.empty()) req.blobs.push_back({kBuffersBlob, b});
       req.blobs.push_back({"data_cursor", dc.SerializeAsString()});
       req.blobs.push_back({"model_spec", o_.model_text});
       if (!state->loss_scaler.empty()) req.blobs.push_back({"loss_scaler", state->loss_scaler});

@@ -13,6 +13,7 @@ absl::StatusOr<InputSpec> MatchDataset(const v1::DatasetInfo& info, const nn::Mo
   RETURN_IF_ERROR(data::CheckModelFitsDataset(spec, in));
   InputSpec s;
   s.normalize_to_f32 = in.normalize_to_f32;
+  s.num_classes = in.num_classes;
   if (in.kind == data::InputKind::kTokens) {
     s.kind = InputSpec::Kind::kTokens;
     s.width = in.context;

@@ -33,6 +33,7 @@ struct InputSpec {
   int64_t width = 0;              // f32 features per sample, or tokens per sample
   int64_t labels_per_sample = 1;  // 1 (a class) or the context length
   bool normalize_to_f32 = false;  // ask the data server to turn u8 into f32
+  int num_classes = 0;            // classes (dense) or vocabulary (tokens)
 };
 
 struct ProbeOptions {

@@ -37,7 +37,12 @@ ABSL_FLAG(std::string, shard_servers, "",
 ABSL_FLAG(std::string, job_id, "tandem", "Job this worker belongs to.");
 ABSL_FLAG(std::string, worker_id, "", "Stable id of this worker (default host:pid).");
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address peers reach this worker at.");
-ABSL_FLAG(std::string, model, "mlp:784,256,10", "Model spec, e.g. mlp:784,1024,1024,10.");
+ABSL_FLAG(std::string, model, "mlp:784,256,10",
+          "Model spec, e.g. mlp:784,1024,1024,10, gpt:layers=2,heads=4,width=64,context=32 or "
+          "torchscript:PATH (a module saved with torch.jit.save; docs/user-guide.md).");
+ABSL_FLAG(int, torch_threads, 1,
+          "--model torchscript: torch's intra-op threads in this worker (one per worker is "
+          "what data parallelism on one machine wants).");
 ABSL_FLAG(std::string, dataset, "fashion-mnist/train", "Training dataset on the data servers.");
 ABSL_FLAG(std::string, eval_dataset, "fashion-mnist/t10k",
           "Dataset for the epoch-end test accuracy (empty: none).");
@@ -142,6 +147,7 @@ int main(int argc, char** argv) {
   }
   o.hostname = absl::GetFlag(FLAGS_host);
   o.model = absl::GetFlag(FLAGS_model);
+  o.torch_threads = absl::GetFlag(FLAGS_torch_threads);
   o.dataset = absl::GetFlag(FLAGS_dataset);
   o.eval_dataset = absl::GetFlag(FLAGS_eval_dataset);
   o.epochs = absl::GetFlag(FLAGS_epochs);

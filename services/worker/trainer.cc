@@ -23,6 +23,7 @@
 #include "services/worker/step_runner.h"
 #include "services/worker/training_plan.h"
 #include "services/worker/worker_metrics.h"
+#include "services/worker/worker_model.h"
 
 namespace tandem {
 namespace worker {
@@ -82,8 +83,7 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
     std::fprintf(stdout, "%s\n", line.c_str());
     std::fflush(stdout);
   };
-  nn::Model& model = *t_->model_;
-  const std::string spec_text = model.spec().ToString();
+  ASSIGN_OR_RETURN(nn::ModelSpec spec, nn::ParseModelSpec(o_.model));
   MetricsOptions mo;
   mo.port = o_.metrics_port;
   mo.labels = {{"job", o_.job_id}, {"service", "worker"}};
@@ -98,7 +98,12 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
   po.dataset = o_.dataset;
   po.eval_dataset = o_.eval_dataset;
   po.connect_attempts = o_.connect_attempts;
-  ASSIGN_OR_RETURN(probe_, ProbeDatasets(po, model.spec()));
+  ASSIGN_OR_RETURN(probe_, ProbeDatasets(po, spec));
+  if (t_->model_ == nullptr) {  // torchscript: checked against the samples
+    ASSIGN_OR_RETURN(t_->model_, CreateWorkerModel(o_, t_->backend_.get(), &probe_.inputs));
+  }
+  nn::Model& model = *t_->model_;
+  const std::string spec_text = model.spec().ToString();
   // Sized once for the largest per-rank batch --batch auto / --batch_schedule
   // may ask for.
   ASSIGN_OR_RETURN(stager_, BatchStager::Create(t_->backend_.get(), probe_.inputs,
@@ -414,10 +419,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(TrainerOptions options)
         "', but this worker has no gradient path for device memory (NCCL needs a build with "
         "CUDA); use --backend=cpu"));
   }
-  nn::ModelOptions mo;
-  mo.max_batch = static_cast<int>(LocalBatchCapacity(t->options_));
-  mo.seed = t->options_.seed;
-  ASSIGN_OR_RETURN(t->model_, nn::CreateModel(t->options_.model, t->backend_.get(), mo));
+  if (!ModelNeedsDataset(t->options_)) {  // else built once the dataset is known (Run)
+    ASSIGN_OR_RETURN(t->model_, CreateWorkerModel(t->options_, t->backend_.get(), nullptr));
+  }
   t->loop_ = std::make_unique<Loop>(t.get());
   return t;
 }

@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "common/nn/model_spec.h"
+#include "tools/tandem/model_check.h"
 #include "common/data/dataset_inputs.h"
 #include "common/sync/registry.h"
 #include "tools/convert/convert.h"
@@ -80,7 +81,9 @@ absl::StatusOr<DatasetFiles> ResolveTextDataset(const LocalOptions& o) {
   if (!spec.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("bad --model: ", spec.status().message()));
   }
-  if (spec->kind != nn::ModelSpec::Kind::kGpt) {
+  const bool torchscript = spec->kind == nn::ModelSpec::Kind::kTorchScript;
+  const int context = torchscript ? kTorchScriptTextContext : spec->gpt.context;
+  if (spec->kind != nn::ModelSpec::Kind::kGpt && !torchscript) {
     return absl::InvalidArgumentError(absl::StrCat(
         "dataset '", o.dataset, "' is byte-level text for a GPT model, not for --model ",
         o.model, "; use e.g. --model gpt:layers=4,heads=4,width=256,context=128,vocab=256"));
@@ -103,7 +106,7 @@ absl::StatusOr<DatasetFiles> ResolveTextDataset(const LocalOptions& o) {
   c.sources = *std::move(files);
   c.cache_root = TextCacheRoot(o);
   c.name = o.dataset;
-  c.text.seq_len = spec->gpt.context;
+  c.text.seq_len = context;
   auto cached = convert::EnsureTextDataset(c);
   if (!cached.ok()) {
     return absl::Status(cached.status().code(),
@@ -115,7 +118,7 @@ absl::StatusOr<DatasetFiles> ResolveTextDataset(const LocalOptions& o) {
   f.train_path = cached->train_dir;
   f.eval_name = o.dataset + "/eval";
   f.eval_path = cached->eval_dir;
-  f.features = spec->gpt.context;    // tokens per sample
+  f.features = context;              // tokens per sample
   f.classes = convert::kByteVocab;   // the model's vocab must be >= this
   f.tokens = true;
   return f;
@@ -312,6 +315,11 @@ absl::Status ValidateLocalOptions(const LocalOptions& o) {
   in.num_classes = data->classes;
   if (absl::Status fit = data::CheckModelFitsDataset(*spec, in); !fit.ok()) {
     return bad("--model ", o.model, " does not fit dataset '", o.dataset, "': ", fit.message());
+  }
+  if (absl::Status s = CheckModelOnDataset(*spec, data->tokens, data->features, data->classes,
+                                          o.sync);
+      !s.ok()) {
+    return bad("--model ", o.model, ": ", s.message());
   }
   if (o.port != 0) return CheckPortFree(o.host, o.port);
   return absl::OkStatus();
