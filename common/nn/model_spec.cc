@@ -108,7 +108,7 @@ absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view spec) {
 absl::Status CheckModelSupportsStrategy(const ModelSpec& spec, absl::string_view strategy) {
   if (spec.kind == ModelSpec::Kind::kTorchScript && strategy == "zero3") {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--sync zero3 cannot train --model ", spec.ToString(), ": zero3 gathers each layer's "
+        "--sync zero3 cannot train a torchscript: model: zero3 gathers each layer's "
         "parameters just before the layer runs, and a TorchScript module's layers run inside "
         "TorchScript where tandem cannot hook them; use allreduce (hier=1 too), compressed, "
         "zero1, zero2, ps or hybrid"));

@@ -17,19 +17,26 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/status/status_macros.h"
 
 namespace tandem {
 namespace torchscript {
 namespace {
 
-// The first line of a libtorch exception (the rest is a C++ backtrace).
+// A libtorch exception in one line: without the C++ backtrace, and of a
+// TorchScript interpreter traceback only its last line (the error itself,
+// e.g. "RuntimeError: shape '[-1, 3, 32, 32]' is invalid ...").
 std::string FirstLines(const std::exception& e) {
   std::string what = e.what();
   const size_t cut = what.find("\nException raised from");
   if (cut != std::string::npos) what.resize(cut);
-  while (!what.empty() && (what.back() == '\n' || what.back() == ' ')) what.pop_back();
-  return what;
+  std::string last;
+  for (absl::string_view line : absl::StrSplit(what, '\n', absl::SkipWhitespace())) {
+    last = std::string(absl::StripAsciiWhitespace(line));
+  }
+  return last;
 }
 
 std::string ShapeText(const std::vector<int64_t>& shape) {

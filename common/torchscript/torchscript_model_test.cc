@@ -1,6 +1,8 @@
 #include "common/torchscript/torchscript_model.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <random>
@@ -9,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "common/kernels/cpu_backend.h"
+#include "common/optim/sgd.h"
 #include "gtest/gtest.h"
 
 namespace tandem {
@@ -157,6 +160,64 @@ std::string TextFile() {
   const std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/not_a_module.txt";
   std::ofstream(path) << "import torch\n";
   return path;
+}
+
+// Trains `m` for `steps` SGD-momentum steps on `s`.
+void Train(TorchScriptModel& m, optim::Optimizer& opt, const Samples& s, int first, int steps) {
+  tensor::FlatStorage& st = m.storage();
+  for (int step = first; step < first + steps; ++step) {
+    ASSERT_TRUE(m.Forward(s.batch()).ok());
+    ASSERT_TRUE(m.Backward(0.f, nullptr).ok());
+    optim::StepContext c;
+    c.step = step;
+    c.lr = 0.05f;
+    ASSERT_TRUE(opt.Step(st.params(), st.grads(), st.size(), c).ok());
+  }
+}
+
+// What a checkpoint holds for a torchscript: module (parameters, optimizer
+// state, SaveBuffers) is all of its state: a model resumed from it trains on
+// bit for bit. Without the buffers (BatchNorm's running statistics) the
+// evaluation diverges, so the test would catch a buffer left out.
+TEST(TorchScriptModelTest, ResumeWithBuffersIsBitIdentical) {
+  kernels::CpuBackend be;
+  auto a = Load(kCnn, &be);
+  ASSERT_TRUE(a.ok()) << a.status();
+  const int64_t n = (*a)->storage().size();
+  optim::SgdOptions so;
+  so.momentum = 0.9f;
+  auto opt_a = *optim::Sgd::Create({0, n}, so);
+  const Samples s(8);
+  Train(**a, *opt_a, s, 1, 5);
+  // The checkpoint: parameters, momentum, buffers.
+  const std::vector<float> params((*a)->storage().params(), (*a)->storage().params() + n);
+  const std::vector<float> momentum(opt_a->state()[0].data.begin(), opt_a->state()[0].data.end());
+  const std::string buffers = (*a)->SaveBuffers();
+
+  for (bool with_buffers : {true, false}) {
+    auto b = Load(kCnn, &be);
+    ASSERT_TRUE(b.ok());
+    std::copy(params.begin(), params.end(), (*b)->storage().params());
+    auto opt_b = *optim::Sgd::Create({0, n}, so);
+    std::copy(momentum.begin(), momentum.end(), opt_b->state()[0].data.begin());
+    if (with_buffers) ASSERT_TRUE((*b)->LoadBuffers(buffers).ok());
+    Train(**b, *opt_b, s, 6, 5);
+    if (with_buffers) Train(**a, *opt_a, s, 6, 5);
+    (*a)->SetTraining(false);
+    (*b)->SetTraining(false);
+    ASSERT_TRUE((*a)->Forward(s.batch()).ok());
+    ASSERT_TRUE((*b)->Forward(s.batch()).ok());
+    const float loss_a = *(*a)->loss(), loss_b = *(*b)->loss();
+    (*a)->SetTraining(true);
+    if (with_buffers) {
+      EXPECT_EQ(0, std::memcmp((*a)->storage().params(), (*b)->storage().params(), n * 4));
+      EXPECT_EQ((*a)->SaveBuffers(), (*b)->SaveBuffers());
+      EXPECT_EQ(loss_a, loss_b);
+    } else {
+      EXPECT_NE((*a)->SaveBuffers(), (*b)->SaveBuffers());
+      EXPECT_NE(loss_a, loss_b) << "evaluation does not depend on the buffers?";
+    }
+  }
 }
 
 struct BadCase {
