@@ -16,6 +16,7 @@
 #include "common/status/status_macros.h"
 #include "common/sync/server_side_checkpoint.h"
 #include "proto/dataserver.pb.h"
+#include "services/worker/model_buffers.h"
 
 namespace tandem {
 namespace worker {
@@ -69,23 +70,6 @@ absl::StatusOr<float*> Checkpointer::HostParams() {
   RETURN_IF_ERROR(backend_->CopyToHost(host_params_.data(), storage.params(),
                                        storage.size() * sizeof(float)));
   return host_params_.data();
-}
-
-absl::Status Checkpointer::BroadcastBuffers(Generation& g, const std::string* saved) {
-  std::string bytes = model_->SaveBuffers();
-  // Every rank runs the same model: all have buffers or none do.
-  if (bytes.empty()) return absl::OkStatus();
-  if (g.rank() == 0 && saved != nullptr) bytes = *saved;
-  int64_t size = static_cast<int64_t>(bytes.size());
-  RETURN_IF_ERROR(g.ctl->Broadcast(&size, sizeof(size), 0));
-  bytes.resize(size);
-  RETURN_IF_ERROR(g.ctl->Broadcast(bytes.data(), size, 0));
-  if (absl::Status s = model_->LoadBuffers(bytes); !s.ok()) {
-    return absl::DataLossError(absl::StrCat("the model's buffers from rank 0",
-                                            saved != nullptr ? " (the checkpoint's)" : "", ": ",
-                                            s.message()));
-  }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<bool> Checkpointer::Restore(Generation& g, TrainingState* state) {
@@ -220,7 +204,8 @@ absl::StatusOr<bool> Checkpointer::Restore(Generation& g, TrainingState* state) 
     }
   }
   RETURN_IF_ERROR(g.sync->StateLoaded());
-  RETURN_IF_ERROR(BroadcastBuffers(g, c.has_value() ? c->FindBlob(kBuffersBlob) : nullptr));
+  RETURN_IF_ERROR(BroadcastModelBuffers(*g.ctl, g.rank(), *model_,
+                                        c.has_value() ? c->FindBlob(kBuffersBlob) : nullptr));
   // fp16's loss-scaler record (a few dozen bytes; none in other modes).
   char scaler[kMaxScalerBytes + 1] = {0};
   if (g.rank() == 0 && c.has_value()) {

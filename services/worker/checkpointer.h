@@ -107,10 +107,6 @@ class Checkpointer {
  private:
   // Device backends: a host copy of the parameters, staged in host_params_.
   absl::StatusOr<float*> HostParams();
-  // The model's buffers (nn::Model::SaveBuffers: BatchNorm statistics) from
-  // rank 0 to every rank: the checkpoint's (`saved`, rank 0) or rank 0's
-  // own. No collective for a model without buffers.
-  absl::Status BroadcastBuffers(Generation& g, const std::string* saved);
 
   const CheckpointerOptions o_;
   kernels::Backend* const backend_;

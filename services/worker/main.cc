@@ -43,6 +43,10 @@ ABSL_FLAG(std::string, model, "mlp:784,256,10",
 ABSL_FLAG(int, torch_threads, 1,
           "--model torchscript: torch's intra-op threads in this worker (one per worker is "
           "what data parallelism on one machine wants).");
+ABSL_FLAG(bool, broadcast_buffers, true,
+          "Broadcast the model's buffers (a torchscript: module's BatchNorm statistics) from rank "
+          "0 after every step, as PyTorch DDP does by default; false: only when a generation "
+          "starts and on every restore (each rank keeps its own statistics in between).");
 ABSL_FLAG(std::string, dataset, "fashion-mnist/train", "Training dataset on the data servers.");
 ABSL_FLAG(std::string, eval_dataset, "fashion-mnist/t10k",
           "Dataset for the epoch-end test accuracy (empty: none).");
@@ -148,6 +152,7 @@ int main(int argc, char** argv) {
   o.hostname = absl::GetFlag(FLAGS_host);
   o.model = absl::GetFlag(FLAGS_model);
   o.torch_threads = absl::GetFlag(FLAGS_torch_threads);
+  o.broadcast_buffers = absl::GetFlag(FLAGS_broadcast_buffers);
   o.dataset = absl::GetFlag(FLAGS_dataset);
   o.eval_dataset = absl::GetFlag(FLAGS_eval_dataset);
   o.epochs = absl::GetFlag(FLAGS_epochs);

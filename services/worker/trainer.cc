@@ -17,6 +17,7 @@
 #include "services/worker/coordinator_client.h"
 #include "services/worker/dataset_probe.h"
 #include "services/worker/evaluator.h"
+#include "services/worker/model_buffers.h"
 #include "services/worker/generation.h"
 #include "services/worker/sample_log.h"
 #include "services/worker/step_precision.h"
@@ -267,6 +268,10 @@ absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& 
     ctx.step = state_.step + 1;
     ctx.lr = plan.schedule.LearningRate(ctx.step);
     ASSIGN_OR_RETURN(StepOutput out, runner.Run(*g.data, *g.sync, ctx));
+    // Rank 0's BatchNorm statistics everywhere, as PyTorch DDP's default.
+    if (o_.broadcast_buffers) {
+      RETURN_IF_ERROR(BroadcastModelBuffers(*g.ctl, g.rank(), *t_->model_, nullptr));
+    }
     StepTimes& times = out.times;
     ++state_.step;
     state_.cursor = out.cursor;
