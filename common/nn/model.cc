@@ -46,7 +46,7 @@ absl::StatusOr<std::unique_ptr<Model>> CreateModel(
   if (spec.kind == ModelSpec::Kind::kTorchScript) {
     if (!TorchScriptFactory()) {
       return absl::UnimplementedError(absl::StrCat(
-          "--model ", spec.ToString(), ": this build has no TorchScript support (libtorch was "
+          "this build has no TorchScript support for ", spec.ToString(), " (libtorch was "
           "not found when it was built); install libtorch-dev and python3-torch "
           "(tools/setup.sh does) and rebuild, or set TANDEM_LIBTORCH_PATH to a libtorch "
           "folder"));
