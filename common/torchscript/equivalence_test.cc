@@ -21,19 +21,17 @@
 #include <random>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/comm/gloo/gloo_communicator.h"
+#include "common/comm/testing/gloo_ranks.h"
 #include "common/kernels/cpu_backend.h"
 #include "common/optim/adamw.h"
 #include "common/optim/sgd.h"
 #include "common/status/status_macros.h"
 #include "common/sync/allreduce_sync.h"
 #include "common/torchscript/torchscript_model.h"
-#include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
 
 namespace tandem {
@@ -168,26 +166,6 @@ absl::Status TrainRank(const Case& c, const Data& d, int steps, int batch, int r
   return absl::OkStatus();
 }
 
-std::vector<absl::Status> RunRanks(int world,
-                                   const std::function<absl::Status(int, Communicator&)>& body) {
-  gloo::rendezvous::HashStore store;
-  std::vector<absl::Status> results(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      GlooOptions o;
-      o.rank = r;
-      o.world_size = world;
-      o.store = &store;
-      o.timeout = absl::Seconds(120);
-      auto comm = GlooCommunicator::Create(o);
-      results[r] = comm.ok() ? body(r, **comm) : comm.status();
-    });
-  }
-  for (auto& t : threads) t.join();
-  return results;
-}
-
 double MaxAbs(const std::vector<float>& a, const std::vector<float>& b) {
   double m = 0;
   for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
@@ -222,7 +200,7 @@ TEST_P(Equivalence, RanksEqualOneProcessAtNTimesTheBatch) {
     const double moved = MaxAbs(*alone, initial);
     ASSERT_GT(moved, 5e-4) << "training barely moved the parameters";
     std::vector<std::vector<float>> params(world);
-    auto results = RunRanks(world, [&](int rank, Communicator& comm) {
+    auto results = comm_testing::RunGlooRanks(world, absl::Seconds(120), [&](int rank, Communicator& comm) {
       return TrainRank(c, d, kSteps, kBatch, rank, world, comm, &params[rank]);
     });
     for (int r = 0; r < world; ++r) ASSERT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
