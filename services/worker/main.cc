@@ -6,7 +6,8 @@
 // Rank 0 prints one progress line every --log_every steps and the test
 // accuracy at each epoch end to stdout. Bad flags, an unknown model or
 // dataset, an unreachable coordinator: one line on stderr, exit status 1
-// (2 for unparsable arguments); never a hang (every wait is bounded).
+// (2 for unparsable arguments, and for a torchscript: module refused before
+// training starts); never a hang (every wait is bounded).
 #include <malloc.h>
 #include <unistd.h>
 
@@ -262,7 +263,9 @@ int main(int argc, char** argv) {
   if (!result.ok()) {
     std::fprintf(stderr, "worker %s: %s\n", o.worker_id.c_str(),
                  std::string(result.status().message()).c_str());
-    return 1;
+    // A torchscript: module refused against the dataset, before training
+    // started (its model is built only then): bad input, like bad flags.
+    return absl::IsInvalidArgument(result.status()) && !(*trainer)->has_model() ? 2 : 1;
   }
   return 0;
 }
