@@ -9,7 +9,9 @@ forward(x) takes the samples as tandem's data server sends them (float
 features [B, 784] today, or [B, 1, 28, 28] / [B, 28, 28]) and returns logits
 [B, 10]; tandem computes the mean cross-entropy. --norm none replaces
 BatchNorm by nothing (a model whose N-worker training equals one process at
-N x the batch exactly: BatchNorm normalises per worker's batch).
+N x the batch exactly: BatchNorm normalises per worker's batch). --smooth
+uses GELU and average pooling instead of ReLU and max-pooling: no ties for
+rounding-level differences to flip (tandem's tests compare it with PyTorch).
 """
 import argparse
 
@@ -18,21 +20,22 @@ from torch import nn
 
 
 class FashionCnn(nn.Module):
-    def __init__(self, norm: str = "batch"):
+    def __init__(self, norm: str = "batch", smooth: bool = False):
         super().__init__()
+        self.act = nn.GELU() if smooth else nn.ReLU()
         self.conv1 = nn.Conv2d(1, 16, 3, padding=1)
         self.bn1 = nn.BatchNorm2d(16) if norm == "batch" else nn.Identity()
         self.conv2 = nn.Conv2d(16, 32, 3, padding=1)
         self.bn2 = nn.BatchNorm2d(32) if norm == "batch" else nn.Identity()
-        self.pool = nn.MaxPool2d(2)
+        self.pool = nn.AvgPool2d(2) if smooth else nn.MaxPool2d(2)
         self.fc1 = nn.Linear(32 * 7 * 7, 128)
         self.fc2 = nn.Linear(128, 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.reshape(-1, 1, 28, 28).float()
-        x = self.pool(torch.relu(self.bn1(self.conv1(x))))
-        x = self.pool(torch.relu(self.bn2(self.conv2(x))))
-        x = torch.relu(self.fc1(x.flatten(1)))
+        x = self.pool(self.act(self.bn1(self.conv1(x))))
+        x = self.pool(self.act(self.bn2(self.conv2(x))))
+        x = self.act(self.fc1(x.flatten(1)))
         return self.fc2(x)
 
 
@@ -41,9 +44,10 @@ def main():
     p.add_argument("--out", required=True, help="where to write the TorchScript archive")
     p.add_argument("--seed", type=int, default=1, help="initial weights")
     p.add_argument("--norm", choices=["batch", "none"], default="batch")
+    p.add_argument("--smooth", action="store_true", help="GELU and average pooling")
     a = p.parse_args()
     torch.manual_seed(a.seed)
-    torch.jit.save(torch.jit.script(FashionCnn(a.norm)), a.out)
+    torch.jit.save(torch.jit.script(FashionCnn(a.norm, a.smooth)), a.out)
 
 
 if __name__ == "__main__":
