@@ -31,6 +31,7 @@
 #include "common/optim/sgd.h"
 #include "common/status/status_macros.h"
 #include "common/sync/allreduce_sync.h"
+#include "common/torchscript/pytorch_reference_testutil.h"
 #include "common/torchscript/torchscript_model.h"
 #include "gtest/gtest.h"
 
@@ -174,14 +175,7 @@ double MaxAbs(const std::vector<float>& a, const std::vector<float>& b) {
   return m;
 }
 
-double Relative(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0, n = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    d += (double{a[i]} - b[i]) * (double{a[i]} - b[i]);
-    n += double{b[i]} * b[i];
-  }
-  return std::sqrt(d / std::max(n, 1e-30));
-}
+using torchscript_testing::RelativeDistance;
 
 const Case kCnn{"cnn", "common/torchscript/cnn_nonorm.pt", false, 784, 10, false};
 const Case kLm{"lm", "common/torchscript/lm.pt", true, 16, 256, false};
@@ -207,8 +201,8 @@ TEST_P(Equivalence, RanksEqualOneProcessAtNTimesTheBatch) {
     const double max_abs = MaxAbs(params[0], *alone);
     std::printf("%s %s N=%d: max |N ranks - 1 process| %.3g, relative %.3g (moved %.3g)\n",
                 c.name.c_str(), c.adamw ? "adamw" : "sgd", world, max_abs,
-                Relative(params[0], *alone), moved);
-    EXPECT_LE(Relative(params[0], *alone), 1e-5) << "N=" << world;
+                RelativeDistance(params[0], *alone), moved);
+    EXPECT_LE(RelativeDistance(params[0], *alone), 1e-5) << "N=" << world;
     // AdamW's m / sqrt(v) turns rounding-level differences of near-zero
     // gradients (summed in another order) into steps of up to lr's size.
     EXPECT_LE(max_abs, c.adamw ? 1e-4 : 1e-5) << "N=" << world;
@@ -249,19 +243,7 @@ std::vector<float> PyTorchReference(const Case& c, const Data& d, int steps, int
       " --out ", out);
   const int rc = std::system(cmd.c_str());
   EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0) << cmd;
-  std::ifstream names_file(out + ".names");
-  std::ifstream values(out, std::ios::binary);
-  std::vector<float> flat(model.layout().total_size(), 0.f);
-  std::string name;
-  while (std::getline(names_file, name)) {
-    auto index = model.layout().Find(name);
-    EXPECT_TRUE(index.ok()) << name;
-    if (!index.ok()) return {};
-    const tensor::ParameterInfo& p = model.layout().param(*index);
-    values.read(reinterpret_cast<char*>(flat.data() + p.offset),
-                static_cast<std::streamsize>(p.size * sizeof(float)));
-  }
-  return flat;
+  return torchscript_testing::ReadPyTorchParams(out, model.layout());
 }
 
 class PyTorchLoop : public ::testing::TestWithParam<Case> {};
@@ -278,7 +260,7 @@ TEST_P(PyTorchLoop, OneModelEqualsAPlainPyTorchLoopAfter20Steps) {
   ASSERT_TRUE(layout_only.ok()) << layout_only.status();
   const std::vector<float> reference = PyTorchReference(c, d, kSteps, kBatch, **layout_only);
   ASSERT_EQ(reference.size(), ours->size());
-  const double rel = Relative(*ours, reference);
+  const double rel = RelativeDistance(*ours, reference);
   std::printf("%s: tandem vs PyTorch after %d steps: relative %.3g, max abs %.3g (moved %.3g)\n",
               c.name.c_str(), kSteps, rel, MaxAbs(*ours, reference), MaxAbs(reference, initial));
   EXPECT_GT(MaxAbs(reference, initial), 1e-3);

@@ -21,6 +21,7 @@
 #include "common/checkpoint/sharded_checkpoint.h"
 #include "common/data/idx.h"
 #include "common/kernels/cpu_backend.h"
+#include "common/torchscript/pytorch_reference_testutil.h"
 #include "common/torchscript/torchscript_model.h"
 #include "gtest/gtest.h"
 #include "services/worker/sample_log.h"
@@ -97,24 +98,13 @@ TEST(PyTorchLoopTest, OneWorkerEqualsAPlainPyTorchLoopAfter20Steps) {
   ASSERT_EQ(c->params.size(), static_cast<size_t>(layout.total_size()));
   const std::vector<float> initial((*model)->storage().params(),
                                    (*model)->storage().params() + layout.total_size());
-  std::vector<float> reference(layout.total_size(), 0.f);
-  std::ifstream names(out + ".names");
-  std::ifstream values(out, std::ios::binary);
-  std::string name;
-  while (std::getline(names, name)) {
-    auto index = layout.Find(name);
-    ASSERT_TRUE(index.ok()) << name;
-    const tensor::ParameterInfo& p = layout.param(*index);
-    values.read(reinterpret_cast<char*>(reference.data() + p.offset),
-                static_cast<std::streamsize>(p.size * sizeof(float)));
-  }
-  double d = 0, n = 0, moved = 0;
+  const std::vector<float> reference = torchscript_testing::ReadPyTorchParams(out, layout);
+  ASSERT_EQ(reference.size(), initial.size());
+  double moved = 0;
   for (size_t i = 0; i < reference.size(); ++i) {
-    d += (double{c->params[i]} - reference[i]) * (double{c->params[i]} - reference[i]);
-    n += double{reference[i]} * reference[i];
     moved = std::max(moved, std::fabs(double{reference[i]} - initial[i]));
   }
-  const double relative = std::sqrt(d / n);
+  const double relative = torchscript_testing::RelativeDistance(c->params, reference);
   std::printf("worker vs PyTorch after %d steps: relative %.3g (training moved up to %.3g)\n",
               kSteps, relative, moved);
   EXPECT_GT(moved, 1e-2);
