@@ -1,23 +1,25 @@
 // What a worker feeds its model from a served dataset, decided from the
-// dataset's tandem.v1.DatasetInfo (DataServer.ListDatasets): dense samples
-// for an MLP, or token windows for a GPT.
+// dataset's tandem.v1.DatasetInfo (its description): dense samples with a
+// class label each, or token windows with next-token labels. The fit of a
+// particular model is checked by common/nn/dataset_fit.h.
 //
 //   ASSIGN_OR_RETURN(v1::DatasetInfo info,
 //                    FetchDatasetInfo(servers, "fortunes/train", RetryOptions{}));
 //   ASSIGN_OR_RETURN(DatasetInputs in, ClassifyDataset(info));
-//   RETURN_IF_ERROR(CheckModelFitsDataset(spec, in));
 //   request.set_normalize_to_f32(in.normalize_to_f32);
-//   // kDense: nn::Batch{.features = f32 [n, in.sample_elements], .labels = i32 [n]}
-//   // kTokens: nn::Batch{.tokens = i32 [n, in.context], .labels = i32 [n, in.context]}
 //
 // The forms (anything else is INVALID_ARGUMENT naming the dtypes/shapes):
-//   dense:  features u8 or f32 of any per-sample shape, labels i32 [] (a
-//           class index); num_classes > 0. u8 features are requested as f32
-//           in [0, 1] (normalize_to_f32); f32 features as they are.
+//   dense:  features f32, u8, i32 or i64 of any per-sample shape (at most
+//           kMaxSampleRank dimensions), labels i32 [] (a class index);
+//           num_classes > 0. normalize_to_f32 is set for u8 features (what a
+//           model that takes f32 asks the server for: f32 in [0, 1]).
 //   tokens: features i32 [ctx], labels i32 [ctx] (next-token targets, as
-//           tools/convert --mode=tokens|text writes); num_classes = vocab.
+//           `tandem convert --mode=tokens|text` writes); num_classes = vocab.
+// Every form also carries the typed description (feature dtype, per-sample
+// feature and label shapes) that nn::Batch hands to models taking any
+// dtype and shape.
 //
-// Thread-safe (pure functions; FetchDatasetInfo makes its own channels).
+// Thread-safe (pure functions).
 #ifndef TANDEM_COMMON_DATA_DATASET_INPUTS_H_
 #define TANDEM_COMMON_DATA_DATASET_INPUTS_H_
 
@@ -26,8 +28,6 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/nn/model_spec.h"
-#include "common/rpc/channel.h"
 #include "proto/dataserver.pb.h"
 
 namespace tandem {
@@ -40,23 +40,18 @@ struct DatasetInputs {
   int64_t sample_elements = 0;  // dense: product of the feature shape
   int64_t context = 0;          // tokens: ctx
   int num_classes = 0;          // dense: classes; tokens: vocabulary
-  bool normalize_to_f32 = false;  // what StreamBatchesRequest should ask
+  bool normalize_to_f32 = false;  // what a model taking f32 should ask for
+  // The description as stored: feature dtype, per-sample feature shape
+  // (e.g. {1, 28, 28}) and per-sample label shape ({} or {ctx}).
+  v1::DType feature_dtype = v1::DTYPE_UNSPECIFIED;
+  std::vector<int64_t> sample_shape;
+  std::vector<int64_t> label_shape;
 };
 
 absl::StatusOr<DatasetInputs> ClassifyDataset(const v1::DatasetInfo& info);
 
-// INVALID_ARGUMENT, saying which spec would fit, when an MLP's input width
-// or class count differs from a dense set's, or a GPT's context differs
-// from a token set's or its vocab is smaller than the set's.
-absl::Status CheckModelFitsDataset(const nn::ModelSpec& spec, const DatasetInputs& inputs);
-
-// The DatasetInfo named `dataset` from the first of `servers` ("host:port")
-// that answers ListDatasets (each tried with `retry`). NOT_FOUND listing
-// the server's datasets when it has no such one; the last server's error
-// when none answers; INVALID_ARGUMENT for an empty server list.
-absl::StatusOr<v1::DatasetInfo> FetchDatasetInfo(const std::vector<std::string>& servers,
-                                                 const std::string& dataset,
-                                                 const RetryOptions& retry);
+// "f32 [1,28,28]": a spec's dtype and shape as messages show them.
+std::string DescribeSpec(const v1::Tensor& spec);
 
 }  // namespace data
 }  // namespace tandem

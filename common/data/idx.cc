@@ -66,9 +66,14 @@ int64_t IdxArray::item_bytes() const {
   return n;
 }
 
-absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path) {
-  GzFile f(gzopen(path.c_str(), "rb"));
-  if (f == nullptr) {
+namespace {
+
+// Opens `path` and reads its header into out->dims; `f` is left at the
+// first element, `*offset` counts the bytes read.
+absl::Status OpenAndReadHeader(const std::string& path, GzFile* f, int64_t* offset,
+                               IdxArray* out) {
+  f->reset(gzopen(path.c_str(), "rb"));
+  if (*f == nullptr) {
     const int err = errno;
     if (err == ENOENT) {
       return absl::NotFoundError(
@@ -77,10 +82,9 @@ absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path) {
     return absl::UnavailableError(
         absl::StrCat(path, ": cannot open: ", std::strerror(err)));
   }
-  gzbuffer(f.get(), 1 << 20);
-  int64_t offset = 0;
+  gzbuffer(f->get(), 1 << 20);
   uint8_t magic[4];
-  RETURN_IF_ERROR(ReadExact(f.get(), path, &offset, magic, 4, "the header"));
+  RETURN_IF_ERROR(ReadExact(f->get(), path, offset, magic, 4, "the header"));
   if (magic[0] != 0 || magic[1] != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         path, ": not an IDX file (offset 0: magic must start with two zero "
@@ -97,21 +101,39 @@ absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path) {
         path, ": bad IDX dimension count ", ndims, " at offset 3 (1..",
         kMaxDims, " allowed)"));
   }
-  IdxArray out;
   int64_t total = 1;
   for (int i = 0; i < ndims; ++i) {
-    const int64_t at = offset;
+    const int64_t at = *offset;
     uint8_t b[4];
     RETURN_IF_ERROR(
-        ReadExact(f.get(), path, &offset, b, 4, "the dimension sizes"));
+        ReadExact(f->get(), path, offset, b, 4, "the dimension sizes"));
     const int64_t d = BigEndian32(b);
     if (d > (int64_t{1} << 40) / std::max<int64_t>(total, 1)) {
       return absl::InvalidArgumentError(absl::StrCat(
           path, ": implausible dimension ", d, " at offset ", at));
     }
-    out.dims.push_back(d);
+    out->dims.push_back(d);
     total *= d;
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<int64_t>> ReadIdxDims(const std::string& path) {
+  GzFile f;
+  int64_t offset = 0;
+  IdxArray out;
+  RETURN_IF_ERROR(OpenAndReadHeader(path, &f, &offset, &out));
+  return out.dims;
+}
+
+absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path) {
+  GzFile f;
+  int64_t offset = 0;
+  IdxArray out;
+  RETURN_IF_ERROR(OpenAndReadHeader(path, &f, &offset, &out));
+  const int64_t total = out.num_items() * out.item_bytes();
   out.data.resize(total);
   RETURN_IF_ERROR(ReadExact(f.get(), path, &offset, out.data.data(), total,
                             "the elements"));

@@ -39,6 +39,10 @@ struct IdxArray {
 // Reads a whole IDX file; gzip is detected by zlib (plain files also work).
 absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path);
 
+// The dimensions in the header of an IDX file, without reading its
+// elements (same header errors as ReadIdxFile).
+absl::StatusOr<std::vector<int64_t>> ReadIdxDims(const std::string& path);
+
 // Writes `array` as a gzipped IDX file of type u8 (used by tests and tools).
 absl::Status WriteIdxFile(const std::string& path, const IdxArray& array);
 

@@ -40,19 +40,51 @@
 namespace tandem {
 namespace nn {
 
+// Element type of a batch's inputs (the dataset's feature dtype, or f32
+// when the data server normalised u8 features).
+enum class InputDType { kFloat32, kUInt8, kInt32, kInt64 };
+
+// Most dimensions of one sample (matches common/data/dataset.h).
+inline constexpr int kMaxSampleRank = 7;
+
+// A per-sample shape in a fixed array, so a Batch is built per step without
+// allocating. rank 0 = a scalar per sample (a class label).
+struct SampleShape {
+  int rank = 0;
+  int64_t dims[kMaxSampleRank] = {};
+  int64_t elements() const {
+    int64_t n = 1;
+    for (int i = 0; i < rank; ++i) n *= dims[i];
+    return n;
+  }
+};
+
+// One step's inputs, as device pointers (see the file comment). The worker
+// fills every field for every dataset: the built-in models read `features`
+// (MLP) or `tokens` (GPT) and `labels`; a model that takes any dtype and
+// shape (e.g. a TorchScript module) reads the typed view `inputs`, which
+// points at the same bytes: [size, *sample_shape] of inputs_dtype,
+// row-major, with labels int32 [size, *label_shape]. Pointers are borrowed
+// and valid until the next batch is staged.
 struct Batch {
   int size = 0;                       // samples (sequences for GPT)
-  const float* features = nullptr;    // MLP: [size, in]
-  const int32_t* tokens = nullptr;    // GPT: [size, context]
+  const float* features = nullptr;    // MLP: [size, in]; null unless inputs are f32
+  const int32_t* tokens = nullptr;    // GPT: [size, context]; null unless token windows
   const int32_t* labels = nullptr;    // MLP: [size]; GPT: [size, context]
+  const void* inputs = nullptr;       // typed view: [size, *sample_shape]
+  InputDType inputs_dtype = InputDType::kFloat32;
+  SampleShape sample_shape;           // e.g. {1, 28, 28}; tokens: {context}
+  SampleShape label_shape;            // {} (a class) or {context}
 };
 
 // What one sample of the training data is, as Forward receives it. The
 // built-in models know it from their spec; a torchscript: module is checked
 // against it (one forward and backward on zeros when it is created).
 struct SampleSpec {
-  bool tokens = false;          // Batch::tokens (int32) rather than Batch::features (f32)
-  std::vector<int64_t> shape;   // per sample: {width} features, {context} tokens
+  bool tokens = false;          // token windows (int32, handed on as int64)
+  InputDType dtype = InputDType::kFloat32;  // of Batch::inputs
+  std::vector<int64_t> shape;   // per sample, e.g. {1, 28, 28}; tokens {context}
+  std::vector<int64_t> label_shape;  // per sample: {} (a class) or {context}
   int num_classes = 0;          // the last dimension the logits must have
 };
 

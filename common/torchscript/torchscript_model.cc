@@ -39,6 +39,16 @@ std::string FirstLines(const std::exception& e) {
   return last;
 }
 
+torch::ScalarType TorchType(nn::InputDType t) {
+  switch (t) {
+    case nn::InputDType::kUInt8: return torch::kUInt8;
+    case nn::InputDType::kInt32: return torch::kInt32;
+    case nn::InputDType::kInt64: return torch::kInt64;
+    case nn::InputDType::kFloat32: break;
+  }
+  return torch::kFloat32;
+}
+
 std::string ShapeText(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
@@ -117,20 +127,25 @@ void TorchScriptModel::Impl::OnAccumulated(int module_index) {
   if (on_ready != nullptr && *on_ready) (*on_ready)(ranges[i]);
 }
 
-// The one place a Batch becomes the module's input: [B, *sample shape],
-// f32 features or int64 tokens, on the module's device (no copy for f32).
+// The one place a Batch becomes the module's input: [B, *sample shape] in
+// the dataset's dtype (token windows as int64), on the module's device,
+// without a copy unless tokens are widened.
 absl::StatusOr<torch::Tensor> TorchScriptModel::Impl::InputTensor(const nn::Batch& b) const {
-  std::vector<int64_t> dims = {b.size};
-  dims.insert(dims.end(), sample.shape.begin(), sample.shape.end());
   if (b.size < 1) return absl::InvalidArgumentError("empty batch");
-  const auto on = torch::TensorOptions().device(device);
-  if (sample.tokens) {
-    if (b.tokens == nullptr) return absl::InvalidArgumentError("batch has no tokens");
-    return torch::from_blob(const_cast<int32_t*>(b.tokens), dims, on.dtype(torch::kInt32))
-        .to(torch::kInt64);
+  std::vector<int64_t> dims = {b.size};
+  const void* data = b.inputs;
+  nn::InputDType dtype = b.inputs_dtype;
+  if (data != nullptr) {
+    dims.insert(dims.end(), b.sample_shape.dims, b.sample_shape.dims + b.sample_shape.rank);
+  } else {  // a Batch without the typed view (tests, older callers)
+    data = sample.tokens ? static_cast<const void*>(b.tokens) : b.features;
+    dtype = sample.tokens ? nn::InputDType::kInt32 : nn::InputDType::kFloat32;
+    dims.insert(dims.end(), sample.shape.begin(), sample.shape.end());
   }
-  if (b.features == nullptr) return absl::InvalidArgumentError("batch has no features");
-  return torch::from_blob(const_cast<float*>(b.features), dims, on.dtype(torch::kFloat32));
+  if (data == nullptr) return absl::InvalidArgumentError("batch has no inputs");
+  torch::Tensor x = torch::from_blob(const_cast<void*>(data), dims,
+                                     torch::TensorOptions().device(device).dtype(TorchType(dtype)));
+  return sample.tokens ? x.to(torch::kInt64) : x;
 }
 
 absl::StatusOr<torch::Tensor> TorchScriptModel::Impl::LabelTensor(const nn::Batch& b,
@@ -318,7 +333,11 @@ absl::StatusOr<std::unique_ptr<TorchScriptModel>> TorchScriptModel::Create(
   Impl& m = *t->impl_;
   m.path = spec.torchscript.path;
   m.sample = options.sample;
-  m.labels_per_sample = options.sample.tokens ? options.sample.shape[0] : 1;
+  m.labels_per_sample = 1;
+  for (int64_t d : options.sample.label_shape) m.labels_per_sample *= d;
+  if (options.sample.tokens && options.sample.label_shape.empty()) {
+    m.labels_per_sample = options.sample.shape[0];  // next-token labels
+  }
   t->num_classes_ = options.sample.num_classes;
   if (!backend->host_accessible()) {
     if (!torch::cuda::is_available()) {
@@ -351,8 +370,8 @@ absl::Status TorchScriptModel::ProbeReadiness() {
   std::vector<int64_t> dims = {2};
   dims.insert(dims.end(), m.sample.shape.begin(), m.sample.shape.end());
   const auto on = torch::TensorOptions().device(m.device);
-  const torch::Tensor x = torch::zeros(dims, on.dtype(m.sample.tokens ? torch::kInt64
-                                                                       : torch::kFloat32));
+  const torch::Tensor x = torch::zeros(
+      dims, on.dtype(m.sample.tokens ? torch::kInt64 : TorchType(m.sample.dtype)));
   const torch::Tensor labels = torch::zeros({2 * m.labels_per_sample}, on.dtype(torch::kInt64));
   // Dropout draws from the default generator: the probe must not move it.
   at::Generator gen = at::detail::getDefaultCPUGenerator();

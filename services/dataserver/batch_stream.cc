@@ -10,7 +10,7 @@
 namespace tandem {
 namespace dataserver {
 
-data::SamplerConfig SamplerConfigFor(const Dataset& ds,
+data::SamplerConfig SamplerConfigFor(const data::Dataset& ds,
                                      const v1::StreamBatchesRequest& r) {
   data::SamplerConfig c;
   c.num_samples = ds.num_samples();
@@ -24,7 +24,7 @@ data::SamplerConfig SamplerConfigFor(const Dataset& ds,
 }
 
 absl::StatusOr<std::unique_ptr<BatchStream>> BatchStream::Create(
-    const Dataset* dataset, const v1::StreamBatchesRequest& request,
+    const data::Dataset* dataset, const v1::StreamBatchesRequest& request,
     ThreadPool* pool, BatchStreamOptions options) {
   const data::SamplerConfig config = SamplerConfigFor(*dataset, request);
   const std::string what = absl::StrCat("StreamBatches(", request.dataset(), "): ");
@@ -52,7 +52,7 @@ absl::StatusOr<std::unique_ptr<BatchStream>> BatchStream::Create(
   return stream;
 }
 
-BatchStream::BatchStream(const Dataset* dataset,
+BatchStream::BatchStream(const data::Dataset* dataset,
                          const v1::StreamBatchesRequest& request,
                          ThreadPool* pool, BatchStreamOptions options)
     : dataset_(dataset),
@@ -63,7 +63,7 @@ BatchStream::BatchStream(const Dataset* dataset,
       max_batches_(request.max_batches()),
       normalize_(request.normalize_to_f32()),
       feature_elems_(dataset->feature_bytes() /
-                     DTypeSize(dataset->info().feature_spec().dtype())),
+                     data::DTypeSize(dataset->info().feature_spec().dtype())),
       label_bytes_(dataset->label_bytes()),
       slots_(options.prefetch_depth),
       next_cursor_{request.epoch(), request.step_in_epoch(), request.start_position()} {
@@ -74,7 +74,7 @@ BatchStream::BatchStream(const Dataset* dataset,
     v1::Tensor* f = slot.batch.mutable_features();
     f->set_dtype(normalize_ ? v1::DTYPE_F32 : info.feature_spec().dtype());
     f->mutable_data()->reserve(max_local * feature_elems_ *
-                               (normalize_ ? 4 : DTypeSize(f->dtype())));
+                               (normalize_ ? 4 : data::DTypeSize(f->dtype())));
     v1::Tensor* l = slot.batch.mutable_labels();
     l->set_dtype(info.label_spec().dtype());
     l->mutable_data()->reserve(max_local * label_bytes_);

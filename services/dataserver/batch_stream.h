@@ -40,7 +40,7 @@
 #include "absl/time/time.h"
 #include "common/data/sampler.h"
 #include "proto/dataserver.pb.h"
-#include "services/dataserver/dataset.h"
+#include "common/data/dataset.h"
 #include "services/dataserver/server_metrics.h"
 #include "services/dataserver/thread_pool.h"
 
@@ -57,13 +57,13 @@ struct BatchStreamOptions {
 };
 
 // The sampler configuration a request describes (dataset size from `ds`).
-data::SamplerConfig SamplerConfigFor(const Dataset& ds,
+data::SamplerConfig SamplerConfigFor(const data::Dataset& ds,
                                      const v1::StreamBatchesRequest& request);
 
 class BatchStream {
  public:
   static absl::StatusOr<std::unique_ptr<BatchStream>> Create(
-      const Dataset* dataset, const v1::StreamBatchesRequest& request,
+      const data::Dataset* dataset, const v1::StreamBatchesRequest& request,
       ThreadPool* pool, BatchStreamOptions options);
 
   ~BatchStream();
@@ -85,12 +85,12 @@ class BatchStream {
     std::vector<uint8_t> scratch;  // one sample's u8 features (normalize)
   };
 
-  BatchStream(const Dataset* dataset, const v1::StreamBatchesRequest& request,
+  BatchStream(const data::Dataset* dataset, const v1::StreamBatchesRequest& request,
               ThreadPool* pool, BatchStreamOptions options);
   void ScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Pack(int slot_index);
 
-  const Dataset* const dataset_;
+  const data::Dataset* const dataset_;
   ThreadPool* const pool_;
   const BatchStreamOptions options_;
   const data::SamplerConfig config_;

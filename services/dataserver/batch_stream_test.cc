@@ -16,7 +16,7 @@ namespace {
 
 // Sample i: 3 feature bytes (i, i>>8, 7) and an i32 label i; optionally a
 // read error at one index. Counts reads.
-class FakeDataset final : public Dataset {
+class FakeDataset final : public data::Dataset {
  public:
   explicit FakeDataset(int64_t n, int64_t fail_at = -1) : fail_at_(fail_at) {
     info_.set_name("fake");
@@ -64,7 +64,7 @@ struct Received {
 };
 
 // Pulls `count` batches, checking each batch's payload matches its ids.
-std::vector<Received> Pull(const Dataset& ds, const v1::StreamBatchesRequest& req,
+std::vector<Received> Pull(const data::Dataset& ds, const v1::StreamBatchesRequest& req,
                            ThreadPool* pool, int64_t count, int depth = 3) {
   auto stream = BatchStream::Create(&ds, req, pool, {.prefetch_depth = depth});
   EXPECT_TRUE(stream.ok()) << stream.status();
@@ -181,7 +181,7 @@ TEST(BatchStreamTest, ResumeFromCursorEqualsUninterrupted) {
 // Generation 1 streams `steps0` global batches of gbs0 at world0; generation
 // 2 resumes at the end_position the last batch reported, with gbs1 at world1,
 // until the epoch ends. Returns every sample id of epoch 0 received.
-std::multiset<int64_t> ChangeMidEpoch(const Dataset& ds, ThreadPool* pool, int64_t gbs0,
+std::multiset<int64_t> ChangeMidEpoch(const data::Dataset& ds, ThreadPool* pool, int64_t gbs0,
                                       int world0, int64_t steps0, int64_t gbs1, int world1,
                                       v1::RemainderPolicy policy) {
   std::multiset<int64_t> seen;

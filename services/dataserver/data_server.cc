@@ -9,10 +9,14 @@ namespace dataserver {
 absl::StatusOr<std::pair<std::string, std::string>> ParseDatasetSpec(
     const std::string& spec) {
   const size_t eq = spec.find('=');
+  if (eq == std::string::npos && !spec.empty()) {
+    return std::make_pair(spec, spec);  // a bare path names itself
+  }
   if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--dataset '", spec, "' must look like name=path (e.g. "
-        "fashion-mnist/train=/usr/share/datasets/fashion-mnist/train)"));
+        "fashion-mnist/train=/usr/share/datasets/fashion-mnist/train) or be a "
+        "path, served under its own name"));
   }
   return std::make_pair(spec.substr(0, eq), spec.substr(eq + 1));
 }
@@ -23,9 +27,9 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(
     return absl::InvalidArgumentError(
         "no datasets: give at least one --dataset name=path");
   }
-  std::vector<std::unique_ptr<Dataset>> datasets;
+  std::vector<std::unique_ptr<data::Dataset>> datasets;
   for (const auto& [name, path] : options.datasets) {
-    ASSIGN_OR_RETURN(auto ds, OpenDataset(name, path));
+    ASSIGN_OR_RETURN(auto ds, data::OpenDataset(name, path));
     datasets.push_back(std::move(ds));
   }
   std::unique_ptr<DataServer> server(new DataServer());

@@ -37,7 +37,9 @@ struct DataServerOptions {
   DataServiceOptions service;
 };
 
-// Parses "name=path" (the --dataset flag); INVALID_ARGUMENT otherwise.
+// Parses "name=path" (the --dataset flag), or a bare "path" served under
+// the name "path" (what `tandem local --dataset=DIR` and workers given a
+// directory ask for); INVALID_ARGUMENT for "", "=path" or "name=".
 absl::StatusOr<std::pair<std::string, std::string>> ParseDatasetSpec(
     const std::string& spec);
 

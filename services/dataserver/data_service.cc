@@ -12,7 +12,7 @@ namespace dataserver {
 
 absl::StatusOr<std::unique_ptr<DataService>> DataService::Create(
     const DataServiceOptions& options,
-    std::vector<std::unique_ptr<Dataset>> datasets, Metrics* metrics) {
+    std::vector<std::unique_ptr<data::Dataset>> datasets, Metrics* metrics) {
   if (options.prefetch_depth < 1 || options.decode_threads < 1 ||
       options.max_streams < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -20,7 +20,7 @@ absl::StatusOr<std::unique_ptr<DataService>> DataService::Create(
         options.decode_threads, ") and max_streams (", options.max_streams,
         ") must all be >= 1"));
   }
-  std::map<std::string, std::unique_ptr<Dataset>> by_name;
+  std::map<std::string, std::unique_ptr<data::Dataset>> by_name;
   for (auto& ds : datasets) {
     const std::string name = ds->info().name();
     if (!by_name.emplace(name, std::move(ds)).second) {
@@ -37,7 +37,7 @@ absl::StatusOr<std::unique_ptr<DataService>> DataService::Create(
 }
 
 DataService::DataService(const DataServiceOptions& options,
-                         std::map<std::string, std::unique_ptr<Dataset>> datasets,
+                         std::map<std::string, std::unique_ptr<data::Dataset>> datasets,
                          std::optional<ServerMetrics> metrics)
     : options_(options),
       datasets_(std::move(datasets)),

@@ -25,7 +25,7 @@
 #include "absl/status/statusor.h"
 #include "common/metrics/metrics.h"
 #include "proto/dataserver.grpc.pb.h"
-#include "services/dataserver/dataset.h"
+#include "common/data/dataset.h"
 #include "services/dataserver/server_metrics.h"
 #include "services/dataserver/thread_pool.h"
 
@@ -47,7 +47,7 @@ class DataService final : public v1::DataServer::Service {
   // INVALID_ARGUMENT for duplicate dataset names or bad options.
   static absl::StatusOr<std::unique_ptr<DataService>> Create(
       const DataServiceOptions& options,
-      std::vector<std::unique_ptr<Dataset>> datasets, Metrics* metrics);
+      std::vector<std::unique_ptr<data::Dataset>> datasets, Metrics* metrics);
 
   grpc::Status ListDatasets(grpc::ServerContext* context,
                             const v1::ListDatasetsRequest* request,
@@ -58,14 +58,14 @@ class DataService final : public v1::DataServer::Service {
 
  private:
   DataService(const DataServiceOptions& options,
-              std::map<std::string, std::unique_ptr<Dataset>> datasets,
+              std::map<std::string, std::unique_ptr<data::Dataset>> datasets,
               std::optional<ServerMetrics> metrics);
   absl::Status Stream(grpc::ServerContext* context,
                       const v1::StreamBatchesRequest& request,
                       grpc::ServerWriter<v1::Batch>* writer);
 
   const DataServiceOptions options_;
-  const std::map<std::string, std::unique_ptr<Dataset>> datasets_;
+  const std::map<std::string, std::unique_ptr<data::Dataset>> datasets_;
   const std::optional<ServerMetrics> metrics_;
   std::atomic<int> open_streams_{0};
   ThreadPool pool_;  // last: joined before the datasets go away

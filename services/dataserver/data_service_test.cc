@@ -30,7 +30,7 @@ std::string WriteShard(const std::string& name, int n) {
   info.mutable_feature_spec()->add_shape(8);
   info.mutable_label_spec()->set_dtype(v1::DTYPE_I32);
   const std::string path = TmpPath(name);
-  auto w = data::RecordShardWriter::Create(path, EncodeShardMetadata(info));
+  auto w = data::RecordShardWriter::Create(path, data::EncodeShardMetadata(info));
   EXPECT_TRUE(w.ok());
   for (int64_t i = 0; i < n; ++i) {
     std::string rec(reinterpret_cast<const char*>(&i), 8);
@@ -48,7 +48,7 @@ class DataServiceTest : public ::testing::Test {
     good_ = WriteShard("good.tshard", 500);
     const std::string bad = WriteShard("bad.tshard", 500);
     // Corrupt record 300's payload (header 64 + metadata + 300 * 12).
-    const std::string meta = EncodeShardMetadata([] {
+    const std::string meta = data::EncodeShardMetadata([] {
       v1::DatasetInfo info;
       info.mutable_feature_spec()->set_dtype(v1::DTYPE_U8);
       info.mutable_feature_spec()->add_shape(8);
@@ -205,7 +205,7 @@ std::string WriteLmShard(const std::string& name, int n, int ctx) {
   info.mutable_label_spec()->add_shape(ctx);
   info.set_num_classes(256);
   const std::string path = TmpPath(name);
-  auto w = data::RecordShardWriter::Create(path, EncodeShardMetadata(info));
+  auto w = data::RecordShardWriter::Create(path, data::EncodeShardMetadata(info));
   EXPECT_TRUE(w.ok());
   for (int i = 0; i < n; ++i) {
     std::vector<int32_t> rec(2 * ctx);
@@ -303,8 +303,13 @@ TEST(DataServerTest, StartErrors) {
   DataServerOptions missing;
   missing.datasets = {{"x", TmpPath("missing-dir/nothing")}};
   EXPECT_TRUE(absl::IsNotFound(DataServer::Start(missing).status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(ParseDatasetSpec("noequals").status()));
+  auto bare = ParseDatasetSpec("/data/mine/train");  // a path names itself
+  ASSERT_TRUE(bare.ok()) << bare.status();
+  EXPECT_EQ(bare->first, "/data/mine/train");
+  EXPECT_EQ(bare->second, "/data/mine/train");
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseDatasetSpec("").status()));
   EXPECT_TRUE(absl::IsInvalidArgument(ParseDatasetSpec("=path").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseDatasetSpec("name=").status()));
   auto ok = ParseDatasetSpec("a/b=/x=y");
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ(ok->first, "a/b");

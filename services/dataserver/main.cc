@@ -21,7 +21,8 @@
 
 ABSL_FLAG(std::vector<std::string>, dataset, {},
           "name=path[,name=path...]; path is a directory of .tshard files, a "
-          ".tshard file, or an IDX prefix (.../fashion-mnist/train)");
+          ".tshard file, or an IDX prefix (.../fashion-mnist/train); a bare path "
+          "is served under its own path as the name");
 ABSL_FLAG(std::string, host, "127.0.0.1", "interface to bind (0.0.0.0 for all)");
 ABSL_FLAG(int, port, 0, "gRPC port; 0 picks a free one");
 ABSL_FLAG(int, metrics_port, -1, "Prometheus /metrics port; 0 = free, -1 = off");

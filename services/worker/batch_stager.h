@@ -14,6 +14,11 @@
 //   ASSIGN_OR_RETURN(nn::Batch b, stager->Stage(*host_batch));
 //   model->Forward(b);
 //
+// Every Batch carries the typed view (nn::Batch::inputs, inputs_dtype,
+// sample_shape, label_shape) of the dataset's description; `features` is set
+// for f32 inputs and `tokens` for token windows, as the built-in models read
+// them.
+//
 // The returned Batch points into `host_batch` (CPU) or the stager's device
 // buffers (device): valid until the next Stage or until `host_batch` is
 // reused. Thread-compatible (one thread: the trainer's). Owns its device
@@ -57,6 +62,8 @@ class BatchStager {
   kernels::Backend* const backend_;
   const InputSpec inputs_;
   const int max_batch_;
+  nn::Batch typed_;                 // the typed description every Batch carries
+  int64_t input_element_bytes_ = 4;
   void* device_inputs_ = nullptr;   // device backends only, sized for max_batch
   int32_t* device_labels_ = nullptr;
   const int32_t* host_labels_ = nullptr;

@@ -1,18 +1,21 @@
 #include "services/worker/dataset_probe.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/data/dataset_info_client.h"
 #include "common/data/dataset_inputs.h"
+#include "common/nn/dataset_fit.h"
 #include "common/rpc/channel.h"
 #include "common/status/status_macros.h"
 
 namespace tandem {
 namespace worker {
 
-absl::StatusOr<InputSpec> MatchDataset(const v1::DatasetInfo& info, const nn::ModelSpec& spec) {
-  ASSIGN_OR_RETURN(data::DatasetInputs in, data::ClassifyDataset(info));
-  RETURN_IF_ERROR(data::CheckModelFitsDataset(spec, in));
+InputSpec InputSpecFor(const data::DatasetInputs& in, bool normalize_to_f32) {
   InputSpec s;
-  s.normalize_to_f32 = in.normalize_to_f32;
+  s.normalize_to_f32 = normalize_to_f32 && in.feature_dtype == v1::DTYPE_U8;
+  s.dtype = s.normalize_to_f32 ? v1::DTYPE_F32 : in.feature_dtype;
+  s.sample_shape = in.sample_shape;
+  s.label_shape = in.label_shape;
   s.num_classes = in.num_classes;
   if (in.kind == data::InputKind::kTokens) {
     s.kind = InputSpec::Kind::kTokens;
@@ -24,6 +27,12 @@ absl::StatusOr<InputSpec> MatchDataset(const v1::DatasetInfo& info, const nn::Mo
     s.labels_per_sample = 1;
   }
   return s;
+}
+
+absl::StatusOr<InputSpec> MatchDataset(const v1::DatasetInfo& info, const nn::ModelSpec& spec) {
+  ASSIGN_OR_RETURN(data::DatasetInputs in, data::ClassifyDataset(info));
+  RETURN_IF_ERROR(nn::CheckModelFitsDataset(spec, in));
+  return InputSpecFor(in, in.normalize_to_f32);
 }
 
 absl::StatusOr<DatasetProbe> ProbeDatasets(const ProbeOptions& o, const nn::ModelSpec& spec) {
@@ -44,9 +53,13 @@ absl::StatusOr<DatasetProbe> ProbeDatasets(const ProbeOptions& o, const nn::Mode
     ASSIGN_OR_RETURN(v1::DatasetInfo eval,
                      data::FetchDatasetInfo(o.data_servers, o.eval_dataset, retry));
     ASSIGN_OR_RETURN(InputSpec e, MatchDataset(eval, spec));
-    if (e.kind != p.inputs.kind || e.width != p.inputs.width) {
+    if (e.kind != p.inputs.kind || e.dtype != p.inputs.dtype ||
+        e.sample_shape != p.inputs.sample_shape || e.label_shape != p.inputs.label_shape) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "eval dataset '", o.eval_dataset, "' has other samples than '", o.dataset, "'"));
+          "eval dataset '", o.eval_dataset, "' has other samples than '", o.dataset,
+          "' (features ", data::DescribeSpec(eval.feature_spec()), " vs ",
+          data::DescribeSpec(train->feature_spec()), "); convert both with the same shape "
+          "and dtype"));
     }
     p.eval_samples = eval.num_samples();
   }

@@ -102,6 +102,42 @@ TEST(BatchStagerTest, TokensGoToTheTokenInput) {
   EXPECT_EQ(static_cast<const void*>(b->tokens), static_cast<const void*>(hb.features.data()));
 }
 
+TEST(BatchStagerTest, EveryBatchCarriesTheTypedView) {
+  kernels::CpuBackend cpu;
+  // i64 samples [2, 3]: a typed view only (no f32 features for an MLP).
+  InputSpec ints{InputSpec::Kind::kFeatures, 6, 1};
+  ints.dtype = v1::DTYPE_I64;
+  ints.sample_shape = {2, 3};
+  auto s = BatchStager::Create(&cpu, ints, 4);
+  ASSERT_TRUE(s.ok()) << s.status();
+  data::HostBatch hb = Batch(3, 12, v1::DTYPE_I64, 1);  // 12 four-byte units = 6 i64
+  auto b = (*s)->Stage(hb);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->inputs, static_cast<const void*>(hb.features.data()));
+  EXPECT_EQ(b->inputs_dtype, nn::InputDType::kInt64);
+  ASSERT_EQ(b->sample_shape.rank, 2);
+  EXPECT_EQ(b->sample_shape.dims[0], 2);
+  EXPECT_EQ(b->sample_shape.dims[1], 3);
+  EXPECT_EQ(b->sample_shape.elements(), 6);
+  EXPECT_EQ(b->label_shape.rank, 0);
+  EXPECT_EQ(b->features, nullptr);
+  EXPECT_TRUE(absl::IsInvalidArgument((*s)->Stage(Batch(3, 6, v1::DTYPE_F32, 1)).status()));
+  // Without a typed description: f32 features / i32 tokens of shape {width}.
+  auto t = BatchStager::Create(&cpu, InputSpec{InputSpec::Kind::kTokens, 16, 16}, 4);
+  ASSERT_TRUE(t.ok());
+  auto tb = (*t)->Stage(Batch(2, 16, v1::DTYPE_I32, 16));
+  ASSERT_TRUE(tb.ok()) << tb.status();
+  EXPECT_EQ(tb->inputs_dtype, nn::InputDType::kInt32);
+  EXPECT_EQ(tb->sample_shape.rank, 1);
+  EXPECT_EQ(tb->sample_shape.dims[0], 16);
+  ASSERT_EQ(tb->label_shape.rank, 1);
+  EXPECT_EQ(tb->label_shape.dims[0], 16);
+  // A shape that does not hold the width is a programming error, refused.
+  InputSpec wrong{InputSpec::Kind::kFeatures, 6, 1};
+  wrong.sample_shape = {5};
+  EXPECT_TRUE(absl::IsInvalidArgument(BatchStager::Create(&cpu, wrong, 4).status()));
+}
+
 TEST(BatchStagerTest, RefusesWrongDtypesSizesAndOversizedBatches) {
   kernels::CpuBackend cpu;
   auto s = BatchStager::Create(&cpu, InputSpec{InputSpec::Kind::kFeatures, 4, 1}, 8);

@@ -21,7 +21,7 @@
 #include "common/data/record_shard.h"
 #include "common/data/sampler.h"
 #include "gtest/gtest.h"
-#include "services/dataserver/dataset.h"
+#include "common/data/dataset.h"
 
 namespace tandem {
 namespace {
@@ -48,7 +48,7 @@ std::string WriteDataset() {
   info.mutable_feature_spec()->set_dtype(v1::DTYPE_U8);
   info.mutable_feature_spec()->add_shape(kFeatureBytes);
   info.mutable_label_spec()->set_dtype(v1::DTYPE_I32);
-  auto w = data::RecordShardWriter::Create(path, dataserver::EncodeShardMetadata(info));
+  auto w = data::RecordShardWriter::Create(path, data::EncodeShardMetadata(info));
   EXPECT_TRUE(w.ok());
   for (int64_t i = 0; i < kSamples; ++i) {
     std::string rec(reinterpret_cast<const char*>(&i), 8);
@@ -285,7 +285,12 @@ TEST_F(ServerRestartTest, BinaryStartupErrorsAreOneLine) {
   }
   {
     ServerProcess p;
-    EXPECT_FALSE(p.Start({"--dataset=nonsense"}));
+    EXPECT_FALSE(p.Start({"--dataset=nonsense"}));  // a bare path that does not exist
+    expect_one_line(p, "nonsense: no such dataset");
+  }
+  {
+    ServerProcess p;
+    EXPECT_FALSE(p.Start({"--dataset==nonsense"}));
     expect_one_line(p, "name=path");
   }
 }

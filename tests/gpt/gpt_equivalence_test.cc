@@ -28,7 +28,7 @@
 #include "common/sync/allreduce_sync.h"
 #include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
-#include "services/dataserver/dataset.h"
+#include "common/data/dataset.h"
 #include "tests/gpt/text_batches.h"
 #include "tools/convert/convert.h"
 
@@ -53,8 +53,8 @@ std::string TmpDir(const std::string& name) {
 }
 
 // Converts generated text into a train dataset of ctx-16 windows, once.
-const dataserver::Dataset& TrainSet() {
-  static const dataserver::Dataset* ds = [] {
+const data::Dataset& TrainSet() {
+  static const data::Dataset* ds = [] {
     const std::string dir = TmpDir("gpt_eq");
     const std::string text =
         gpt_testing::WriteSyntheticText(dir + "/text.txt", 40000, /*seed=*/3);
@@ -63,7 +63,7 @@ const dataserver::Dataset& TrainSet() {
     auto r = convert::TextToShards({text}, o, {.out_dir = TmpDir("gpt_eq_train"), .name = "t"},
                                    {.out_dir = TmpDir("gpt_eq_eval"), .name = "t"});
     EXPECT_TRUE(r.ok()) << r.status();
-    auto opened = dataserver::OpenDataset("text/train", TmpDir("gpt_eq_train"));
+    auto opened = data::OpenDataset("text/train", TmpDir("gpt_eq_train"));
     EXPECT_TRUE(opened.ok()) << opened.status();
     return opened.ok() ? opened->release() : nullptr;
   }();
@@ -196,7 +196,7 @@ class GptEquivalence : public ::testing::TestWithParam<bool> {};  // adamw?
 
 TEST_P(GptEquivalence, TwoRanksMatchOneProcessAtTwiceTheBatch) {
   const bool adamw = GetParam();
-  const dataserver::Dataset& ds = TrainSet();
+  const data::Dataset& ds = TrainSet();
   ASSERT_GT(ds.num_samples(), kSteps * kWorld * kPerRankBatch);
 
   auto single = gpt_testing::DrawBatches(ds, Request(0, 1), kSteps);

@@ -21,7 +21,7 @@
 #include "common/nn/model.h"
 #include "common/optim/adamw.h"
 #include "gtest/gtest.h"
-#include "services/dataserver/dataset.h"
+#include "common/data/dataset.h"
 #include "tests/gpt/text_batches.h"
 #include "tools/convert/convert.h"
 
@@ -63,8 +63,8 @@ TEST(GptFortunes, LossFallsOnTheTextSet) {
       *files, o, {.out_dir = TmpDir("train"), .name = "fortunes"},
       {.out_dir = TmpDir("eval"), .name = "fortunes"});
   ASSERT_TRUE(converted.ok()) << converted.status();
-  auto train = dataserver::OpenDataset("fortunes/train", TmpDir("train"));
-  auto eval = dataserver::OpenDataset("fortunes/eval", TmpDir("eval"));
+  auto train = data::OpenDataset("fortunes/train", TmpDir("train"));
+  auto eval = data::OpenDataset("fortunes/eval", TmpDir("eval"));
   ASSERT_TRUE(train.ok() && eval.ok()) << train.status() << eval.status();
   ASSERT_GE((*eval)->num_samples(), kEvalBatches * kBatch);
 

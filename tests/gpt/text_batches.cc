@@ -20,7 +20,7 @@ nn::Batch TokenBatch::view() const {
   return b;
 }
 
-absl::StatusOr<std::vector<TokenBatch>> DrawBatches(const dataserver::Dataset& ds,
+absl::StatusOr<std::vector<TokenBatch>> DrawBatches(const data::Dataset& ds,
                                                     const v1::StreamBatchesRequest& request,
                                                     int64_t count) {
   const v1::DatasetInfo& info = ds.info();

@@ -3,7 +3,7 @@
 // packing a worker receives over gRPC) and copied into host token / label
 // arrays an nn::Batch can point at (CPU backend: host = device memory).
 //
-//   ASSIGN_OR_RETURN(auto ds, dataserver::OpenDataset("t", shard_dir));
+//   ASSIGN_OR_RETURN(auto ds, data::OpenDataset("t", shard_dir));
 //   ASSIGN_OR_RETURN(std::vector<TokenBatch> b, DrawBatches(*ds, request, 5));
 //   model->Forward(b[0].view());
 //
@@ -19,7 +19,7 @@
 #include "absl/status/statusor.h"
 #include "common/nn/model.h"
 #include "proto/dataserver.pb.h"
-#include "services/dataserver/dataset.h"
+#include "common/data/dataset.h"
 
 namespace tandem {
 namespace gpt_testing {
@@ -34,7 +34,7 @@ struct TokenBatch {
 };
 
 // The first `count` batches of `request` (dataset name ignored: `ds`).
-absl::StatusOr<std::vector<TokenBatch>> DrawBatches(const dataserver::Dataset& ds,
+absl::StatusOr<std::vector<TokenBatch>> DrawBatches(const data::Dataset& ds,
                                                     const v1::StreamBatchesRequest& request,
                                                     int64_t count);
 

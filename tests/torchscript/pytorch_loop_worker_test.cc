@@ -91,7 +91,8 @@ TEST(PyTorchLoopTest, OneWorkerEqualsAPlainPyTorchLoopAfter20Steps) {
   spec.kind = nn::ModelSpec::Kind::kTorchScript;
   spec.torchscript.path = kModule;
   nn::ModelOptions mo;
-  mo.sample = {false, {784}, 10};
+  mo.sample.shape = {784};
+  mo.sample.num_classes = 10;
   auto model = torchscript::TorchScriptModel::Create(spec, &be, mo);
   ASSERT_TRUE(model.ok()) << model.status();
   const tensor::ParameterLayout& layout = (*model)->layout();

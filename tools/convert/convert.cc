@@ -19,13 +19,11 @@
 #include "common/io/file.h"
 #include "common/status/status_macros.h"
 #include "proto/dataserver.pb.h"
-#include "services/dataserver/dataset.h"
+#include "common/data/dataset.h"
 
 namespace tandem {
 namespace convert {
-namespace {
 
-// Writes `n` records produced by `fill(i, &record)` into shards.
 absl::StatusOr<ConvertResult> WriteShards(
     const ShardOutput& out, const v1::DatasetInfo& info, int64_t n,
     const std::function<absl::Status(int64_t, std::string*)>& fill) {
@@ -36,7 +34,7 @@ absl::StatusOr<ConvertResult> WriteShards(
   if (n <= 0) {
     return absl::InvalidArgumentError("nothing to convert: 0 records");
   }
-  const std::string metadata = dataserver::EncodeShardMetadata(info);
+  const std::string metadata = data::EncodeShardMetadata(info);
   const int64_t num_shards = (n + out.records_per_shard - 1) / out.records_per_shard;
   ConvertResult result;
   std::string record;
@@ -55,6 +53,8 @@ absl::StatusOr<ConvertResult> WriteShards(
   result.records = n;
   return result;
 }
+
+namespace {
 
 // Language-model records from `count` consecutive non-overlapping windows of
 // seq_len + 1 tokens starting at window `first`: features are a window's
@@ -86,7 +86,7 @@ absl::StatusOr<ConvertResult> WindowsToShards(const std::vector<int32_t>& tokens
 absl::StatusOr<ConvertResult> IdxToShards(const std::string& images_path,
                                           const std::string& labels_path,
                                           const ShardOutput& out) {
-  ASSIGN_OR_RETURN(auto ds, dataserver::OpenIdxDataset(out.name, images_path,
+  ASSIGN_OR_RETURN(auto ds, data::OpenIdxDataset(out.name, images_path,
                                                        labels_path));
   const int64_t fb = ds->feature_bytes();
   const int64_t lb = ds->label_bytes();

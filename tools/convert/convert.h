@@ -24,10 +24,12 @@
 #define TANDEM_TOOLS_CONVERT_CONVERT_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "proto/dataserver.pb.h"
 
 namespace tandem {
 namespace convert {
@@ -43,6 +45,14 @@ struct ConvertResult {
   int64_t records = 0;
   int64_t dropped_tokens = 0;  // tokens: the tail shorter than a window
 };
+
+// Writes `n` records, record i produced by `fill(i, &record)` (features
+// bytes then label bytes, as `info`'s specs say), into shards of `out`
+// whose metadata is `info`. INVALID_ARGUMENT for n <= 0 or a bad
+// records_per_shard; the writer's or fill's error otherwise.
+absl::StatusOr<ConvertResult> WriteShards(
+    const ShardOutput& out, const v1::DatasetInfo& info, int64_t n,
+    const std::function<absl::Status(int64_t, std::string*)>& fill);
 
 absl::StatusOr<ConvertResult> IdxToShards(const std::string& images_path,
                                           const std::string& labels_path,

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# convert --mode=text end to end: flags, the two dataset directories it
-# writes, and one-line errors for bad flags.
+# The standalone convert binary (the same command as `tandem convert`):
+# --mode=text end to end, the two dataset directories it writes, --help,
+# and one-line errors for bad flags.
 set -u
 BIN="${TEST_SRCDIR}/${TEST_WORKSPACE}/tools/convert/convert"
 T="${TEST_TMPDIR}"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-mkdir -p "$T/texts" "$T/out"
+mkdir -p "$T/texts" "$T/out"  # an empty --out_dir is fine
 for i in $(seq 1 200); do echo "line $i of some text"; done > "$T/texts/a"
 printf 'index' > "$T/texts/a.dat"
 ln -s a "$T/texts/a.u8"
@@ -29,16 +30,24 @@ mkdir -p "$T/out2"
 cmp -s "$T/out/train/fortunes-00000-of-00001.tshard" "$T/out2/train/fortunes-00000-of-00001.tshard" \
   || fail "--text and --text_dir shards differ"
 
-expect_error() {  # expect_error NEEDLE ARGS...: exit != 0 and NEEDLE on stderr
+"$BIN" --help > "$T/help" || fail "--help exited $?"
+for flag in --mode --text_dir --features --images --num_records; do
+  grep -q -- "^  $flag=" "$T/help" || fail "--help lacks $flag: $(cat "$T/help")"
+done
+
+expect_error() {  # expect_error NEEDLE ARGS...: exit 2, NEEDLE on stderr, no output
   local needle="$1"; shift
-  if "$BIN" "$@" > /dev/null 2> "$T/err"; then fail "'$*' succeeded"; fi
+  "$BIN" "$@" --out_dir="$T/never" > /dev/null 2> "$T/err"
+  local rc=$?
+  [ "$rc" = 2 ] || fail "'$*' exited $rc, want 2"
   grep -q -- "$needle" "$T/err" || fail "'$*': stderr lacks '$needle': $(cat "$T/err")"
+  [ ! -e "$T/never" ] || fail "'$*' wrote $T/never"
 }
-expect_error "exactly one of --text or --text_dir" --mode=text --out_dir="$T/out"
+expect_error "exactly one of --text or --text_dir" --mode=text
 expect_error "exactly one of --text or --text_dir" --mode=text --text="$T/texts/a" \
-    --text_dir="$T/texts" --out_dir="$T/out"
-expect_error "no such directory" --mode=text --text_dir="$T/none" --out_dir="$T/out"
-expect_error "eval_fraction" --mode=text --text="$T/texts/a" --eval_fraction=1 --out_dir="$T/out"
-expect_error "shorter seq_len" --mode=text --text="$T/texts/a" --seq_len=100000 --out_dir="$T/out"
-expect_error "--mode must be idx, tokens, text or synthetic" --mode=nope --out_dir="$T/out"
+    --text_dir="$T/texts"
+expect_error "no such directory" --mode=text --text_dir="$T/none"
+expect_error "eval_fraction" --mode=text --text="$T/texts/a" --eval_fraction=1
+expect_error "shorter seq_len" --mode=text --text="$T/texts/a" --seq_len=100000
+expect_error "--mode must be npy, idx, tokens, text or synthetic" --mode=nope
 echo PASS

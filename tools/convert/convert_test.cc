@@ -11,7 +11,7 @@
 #include "absl/strings/match.h"
 #include "common/data/idx.h"
 #include "gtest/gtest.h"
-#include "services/dataserver/dataset.h"
+#include "common/data/dataset.h"
 
 namespace tandem {
 namespace convert {
@@ -24,7 +24,7 @@ std::string TmpDir(const std::string& name) {
   return p;
 }
 
-void ExpectSameSamples(const dataserver::Dataset& a, const dataserver::Dataset& b) {
+void ExpectSameSamples(const data::Dataset& a, const data::Dataset& b) {
   ASSERT_EQ(a.num_samples(), b.num_samples());
   ASSERT_EQ(a.feature_bytes(), b.feature_bytes());
   ASSERT_EQ(a.label_bytes(), b.label_bytes());
@@ -58,15 +58,15 @@ TEST(ConvertTest, IdxToShardsServesTheSameSamples) {
   EXPECT_EQ(r->records, 25);
   ASSERT_EQ(r->files.size(), 3u);
   EXPECT_TRUE(absl::EndsWith(r->files[2], "/x-00002-of-00003.tshard"));
-  auto idx = dataserver::OpenDataset("x", dir + "/x");
-  auto shards = dataserver::OpenDataset("x", out);
+  auto idx = data::OpenDataset("x", dir + "/x");
+  auto shards = data::OpenDataset("x", out);
   ASSERT_TRUE(idx.ok() && shards.ok()) << shards.status();
   ExpectSameSamples(**idx, **shards);
 }
 
 TEST(ConvertTest, FashionMnistTestSetWhenInstalled) {
   const std::string fm = "/usr/share/datasets/fashion-mnist/t10k";
-  auto idx = dataserver::OpenDataset("fm", fm);
+  auto idx = data::OpenDataset("fm", fm);
   if (absl::IsNotFound(idx.status())) GTEST_SKIP() << idx.status();
   ASSERT_TRUE(idx.ok()) << idx.status();
   const std::string out = TmpDir("fm_out");
@@ -74,7 +74,7 @@ TEST(ConvertTest, FashionMnistTestSetWhenInstalled) {
                        {.out_dir = out, .name = "t10k", .records_per_shard = 4000});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->files.size(), 3u);
-  auto shards = dataserver::OpenDataset("fm", out);
+  auto shards = data::OpenDataset("fm", out);
   ASSERT_TRUE(shards.ok()) << shards.status();
   EXPECT_EQ((*shards)->num_samples(), 10000);
   ExpectSameSamples(**idx, **shards);
@@ -93,7 +93,7 @@ TEST(ConvertTest, TokensBecomeShiftedWindows) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->records, 4);
   EXPECT_EQ(r->dropped_tokens, 3);
-  auto ds = dataserver::OpenDataset("lm", out);
+  auto ds = data::OpenDataset("lm", out);
   ASSERT_TRUE(ds.ok()) << ds.status();
   EXPECT_EQ((*ds)->info().feature_spec().dtype(), v1::DTYPE_I32);
   EXPECT_EQ((*ds)->info().label_spec().shape(0), 4);
@@ -121,7 +121,7 @@ TEST(ConvertTest, BadTokenInputs) {
 
 // Reads every record of a text dataset back as one byte string per window
 // (features) and checks labels are the features shifted by one.
-std::vector<std::string> ReadWindows(const dataserver::Dataset& ds, int seq_len) {
+std::vector<std::string> ReadWindows(const data::Dataset& ds, int seq_len) {
   std::vector<std::string> out;
   std::vector<int32_t> f(seq_len), l(seq_len);
   for (int64_t i = 0; i < ds.num_samples(); ++i) {
@@ -162,8 +162,8 @@ TEST(ConvertTest, TextBecomesByteWindowsSplitIntoTrainAndEval) {
   EXPECT_EQ(r->train.files.size(), 2u);
   EXPECT_EQ(r->eval.records, 2);
   EXPECT_EQ(r->train.dropped_tokens, 3);
-  auto train = dataserver::OpenDataset("t/train", TmpDir("text_train"));
-  auto eval = dataserver::OpenDataset("t/eval", TmpDir("text_eval"));
+  auto train = data::OpenDataset("t/train", TmpDir("text_train"));
+  auto eval = data::OpenDataset("t/eval", TmpDir("text_eval"));
   ASSERT_TRUE(train.ok() && eval.ok()) << train.status() << eval.status();
   for (const auto* ds : {&**train, &**eval}) {
     EXPECT_EQ(ds->info().feature_spec().dtype(), v1::DTYPE_I32);
@@ -252,7 +252,7 @@ TEST(ConvertTest, Synthetic) {
   auto r = SyntheticShards(20, 1000, 3, {.out_dir = out, .name = "s",
                                          .records_per_shard = 8});
   ASSERT_TRUE(r.ok()) << r.status();
-  auto ds = dataserver::OpenDataset("s", out);
+  auto ds = data::OpenDataset("s", out);
   ASSERT_TRUE(ds.ok()) << ds.status();
   EXPECT_EQ((*ds)->num_samples(), 20);
   EXPECT_EQ((*ds)->feature_bytes(), 1000);

@@ -12,7 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
-#include "services/dataserver/dataset.h"
+#include "common/data/dataset.h"
 
 namespace tandem {
 namespace convert {
@@ -59,8 +59,8 @@ TEST(TextCacheTest, ConvertsOnceThenReuses) {
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_TRUE(first->converted);
   EXPECT_TRUE(absl::StartsWith(first->dir, root + "/fortunes-ctx16-")) << first->dir;
-  auto train = dataserver::OpenDataset("fortunes/train", first->train_dir);
-  auto eval = dataserver::OpenDataset("fortunes/eval", first->eval_dir);
+  auto train = data::OpenDataset("fortunes/train", first->train_dir);
+  auto eval = data::OpenDataset("fortunes/eval", first->eval_dir);
   ASSERT_TRUE(train.ok() && eval.ok()) << train.status() << eval.status();
   EXPECT_EQ((*train)->num_samples() + (*eval)->num_samples(), 2000 / 17);
   EXPECT_EQ((*train)->info().feature_spec().shape(0), 16);
@@ -82,7 +82,7 @@ TEST(TextCacheTest, ContextAndSourceChangesMakeNewEntries) {
   ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
   EXPECT_NE(a->dir, b->dir);
   EXPECT_TRUE(b->converted);
-  auto b_train = dataserver::OpenDataset("t", b->train_dir);
+  auto b_train = data::OpenDataset("t", b->train_dir);
   ASSERT_TRUE(b_train.ok());
   EXPECT_EQ((*b_train)->info().feature_spec().shape(0), 32);
 
@@ -98,8 +98,8 @@ TEST(TextCacheTest, ContextAndSourceChangesMakeNewEntries) {
   auto d = EnsureTextDataset(Options(src, root, 16));
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_NE(d->dir, c->dir);
-  auto d_train = dataserver::OpenDataset("t", d->train_dir);
-  auto d_eval = dataserver::OpenDataset("t", d->eval_dir);
+  auto d_train = data::OpenDataset("t", d->train_dir);
+  auto d_eval = data::OpenDataset("t", d->eval_dir);
   ASSERT_TRUE(d_train.ok() && d_eval.ok());
   EXPECT_EQ((*d_train)->num_samples() + (*d_eval)->num_samples(), 3000 / 17);
 }
@@ -120,7 +120,7 @@ TEST(TextCacheTest, ConcurrentCallersAgreeOnOneCompleteEntry) {
     EXPECT_EQ(r->dir, results[0]->dir);
   }
   EXPECT_EQ(Entries(root), std::vector<std::string>{results[0]->dir.substr(root.size() + 1)});
-  auto train = dataserver::OpenDataset("t", results[0]->train_dir);
+  auto train = data::OpenDataset("t", results[0]->train_dir);
   ASSERT_TRUE(train.ok()) << train.status();
   EXPECT_GT((*train)->num_samples(), 1000);
 }

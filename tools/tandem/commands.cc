@@ -34,6 +34,7 @@ std::vector<CommandInfo> Commands() {
       {"status", "Show a running job: state, generation, world size, each worker's progress."},
       {"plan", "Predict step time, memory and link bytes of every strategy on a cluster."},
       {"doctor", "Say where a job's step time goes and which flags would help."},
+      {"convert", "Turn .npy arrays, IDX, token or text files into a dataset: tandem convert --help."},
       {"add-worker", "Start one more worker for a running tandem local job (up to --max_workers)."},
       {"exec", "Run a program with the OpenBLAS kernel this CPU needs: tandem exec -- PROG ARGS."},
   };
@@ -74,7 +75,10 @@ FlagTable LocalFlags(LocalOptions* o) {
 
   t.Section("model and data");
   t.String("model", &o->model, "Model spec: mlp:IN,HIDDEN,...,OUT (input and output fit the dataset).");
-  t.String("dataset", &o->dataset, "Dataset name under --data_root (fashion-mnist).");
+  t.String("dataset", &o->dataset,
+           "fashion-mnist or fortunes (under --data_root), or a directory `tandem convert` wrote.");
+  t.String("eval_dataset", &o->eval_dataset,
+           "A converted directory to evaluate on (\"\" = the dataset's own eval set, if any).");
   t.String("data_root", &o->data_root, "Directory holding the datasets.");
   t.Int("epochs", &o->epochs, "Epochs to train.");
   t.Int("batch_size", &o->batch_size, "Samples per worker per micro-batch.");
@@ -307,6 +311,19 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
     FlagTable t = AddWorkerFlags(&c.add_worker);
     ASSIGN_OR_RETURN(c.help, ParseInto(t, rest));
     if (c.help) c.help_text = t.Help();
+    return c;
+  }
+  if (command == "convert") {
+    FlagTable t = ConvertFlags(&c.convert);
+    ASSIGN_OR_RETURN(FlagTable::Parsed p, t.Parse(rest));
+    if (!p.help && !p.positionals.empty()) {
+      return Usage(absl::StrCat("unexpected argument '", p.positionals.front(),
+                                "' for `tandem convert` (flags are --name=value)"),
+                   t.command());
+    }
+    c.help = p.help;
+    if (c.help) c.help_text = t.Help();
+    c.convert.given = p.given;
     return c;
   }
   if (command == "plan") {

@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/rpc/tls.h"
+#include "tools/tandem/convert_command.h"
 #include "tools/tandem/flag_table.h"
 #include "tools/tandem/local_options.h"
 
@@ -93,6 +94,7 @@ struct CommandLine {
   PlanOptions plan;
   DoctorCliOptions doctor;
   AddWorkerCliOptions add_worker;
+  ConvertCliOptions convert;
 };
 
 // `args` are the words after the program name: the command first, then its

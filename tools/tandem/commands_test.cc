@@ -92,6 +92,28 @@ TEST(CommandsTest, StatusHelpListsItsOwnFlags) {
   EXPECT_FALSE(absl::StrContains(help, "--workers")) << help;
 }
 
+TEST(CommandsTest, ConvertHelpListsEveryModesFlagsAndParsesIntoItsOptions) {
+  for (const Args& ask : {Args{"convert", "--help"}, Args{"help", "convert"}}) {
+    const std::string help = HelpOf(ask);
+    EXPECT_TRUE(absl::StartsWith(help, "usage: tandem convert")) << help;
+    for (const char* named : {"  --mode=\"\" ", "  --features=", "  --eval_labels=", "  --images=",
+                              "  --token_type=u16 ", "  --text_dir=", "  --num_records=1024 "}) {
+      EXPECT_TRUE(absl::StrContains(help, named)) << named << " in\n" << help;
+    }
+  }
+  auto c = ParseCommandLine({"convert", "--mode=npy", "--features=x.npy", "--labels", "y.npy",
+                             "--out-dir=/o"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->command, "convert");
+  EXPECT_EQ(c->convert.mode, "npy");
+  EXPECT_EQ(c->convert.features, "x.npy");
+  EXPECT_EQ(c->convert.labels, "y.npy");
+  EXPECT_EQ(c->convert.out_dir, "/o");
+  EXPECT_EQ(c->convert.given, (Args{"mode", "features", "labels", "out_dir"}));
+  auto stray = ParseCommandLine({"convert", "x.npy"});
+  EXPECT_TRUE(absl::IsInvalidArgument(stray.status())) << stray.status();
+}
+
 // Every row of the local table writes the field it is named after: one
 // non-default value per flag, then the whole struct is compared.
 TEST(CommandsTest, EveryLocalFlagSetsItsField) {
@@ -99,7 +121,7 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
       "local", "--workers=3", "--min-workers=2", "--max_workers=5", "--host", "0.0.0.0",
       "--port=7000", "--job_id=j", "--heartbeat_ms=250", "--heartbeat_misses=4",
       "--settle_seconds=1.5", "--nodes=3", "--workers_per_node=1", "--link=1gbit",
-      "--link_delay_ms=2", "--shard_servers=2", "--model=mlp:784,32,10", "--dataset=other", "--data_root=/d",
+      "--link_delay_ms=2", "--shard_servers=2", "--model=mlp:784,32,10", "--dataset=other", "--eval_dataset=/e", "--data_root=/d",
       "--epochs=3", "--batch-size", "16", "--batch=auto:64,512", "--batch_schedule=10:128",
       "--accumulation=2", "--max_steps=99", "--seed=7",
       "--lr=0.1", "--optimizer=adamw", "--lr_scaling=sqrt", "--schedule=constant",
@@ -130,6 +152,7 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
   EXPECT_EQ(o.shard_servers, 2);
   EXPECT_EQ(o.model, "mlp:784,32,10");
   EXPECT_EQ(o.dataset, "other");
+  EXPECT_EQ(o.eval_dataset, "/e");
   EXPECT_EQ(o.data_root, "/d");
   EXPECT_EQ(o.epochs, 3);
   EXPECT_EQ(o.batch_size, 16);
@@ -220,7 +243,7 @@ TEST(CommandsTest, OtherUsageErrors) {
   EXPECT_TRUE(absl::StrContains(e, "no command given")) << e;
   EXPECT_TRUE(absl::StrContains(e, "`tandem --help`")) << e;
   e = ErrorOf({"train"});
-  EXPECT_TRUE(absl::StrContains(e, "unknown command 'train' (commands: local, status, plan, doctor, add-worker, exec)")) << e;
+  EXPECT_TRUE(absl::StrContains(e, "unknown command 'train' (commands: local, status, plan, doctor, convert, add-worker, exec)")) << e;
   e = ErrorOf({"--workers=2", "local"});
   EXPECT_TRUE(absl::StrContains(e, "put the command first")) << e;
   e = ErrorOf({"local", "extra"});

@@ -50,8 +50,10 @@ TEST(DocsTest, UserGuideListsEveryLocalStatusAndPlanFlag) {
   PlanOptions plan;
   DoctorCliOptions doctor;
   AddWorkerCliOptions add_worker;
+  ConvertCliOptions convert;
   for (const FlagTable& t : {LocalFlags(&local), StatusFlags(&status), PlanFlags(&plan),
-                             DoctorFlags(&doctor), AddWorkerFlags(&add_worker)}) {
+                             DoctorFlags(&doctor), AddWorkerFlags(&add_worker),
+                             ConvertFlags(&convert)}) {
     for (const std::string& name : FlagNames(t)) {
       EXPECT_TRUE(absl::StrContains(guide, "| `--" + name + "` |"))
           << t.command() << " --" << name << " is not in docs/user-guide.md";

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 
@@ -16,11 +17,14 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "common/nn/model_spec.h"
-#include "tools/tandem/model_check.h"
+#include "common/data/dataset.h"
 #include "common/data/dataset_inputs.h"
+#include "common/nn/dataset_fit.h"
+#include "common/status/status_macros.h"
 #include "common/sync/registry.h"
 #include "tools/convert/convert.h"
 #include "tools/convert/text_cache.h"
+#include "tools/tandem/model_check.h"
 #include "tools/tandem/link_rate.h"
 #include "tools/tandem/sim_network.h"
 
@@ -118,9 +122,82 @@ absl::StatusOr<DatasetFiles> ResolveTextDataset(const LocalOptions& o) {
   f.train_path = cached->train_dir;
   f.eval_name = o.dataset + "/eval";
   f.eval_path = cached->eval_dir;
-  f.features = context;              // tokens per sample
-  f.classes = convert::kByteVocab;   // the model's vocab must be >= this
-  f.tokens = true;
+  return f;  // features, classes: DescribeFiles reads them from the shards
+}
+
+bool IsDir(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// The shard directory of a converted dataset DIR for `role` ("train" or
+// "eval"): DIR/role, else DIR/<the other role>, else DIR itself (a
+// directory of shards); absolute, so every process opens the same files.
+std::string ShardDir(const std::string& dir, const std::string& role) {
+  char resolved[PATH_MAX];
+  std::string abs = realpath(dir.c_str(), resolved) != nullptr ? resolved : dir;
+  const std::string other = role == "train" ? "eval" : "train";
+  if (IsDir(abs + "/" + role)) return abs + "/" + role;
+  if (!IsDir(abs + "/" + other)) return abs;
+  return abs + "/" + other;
+}
+
+// --dataset=DIR: a directory `tandem convert` wrote.
+absl::StatusOr<DatasetFiles> ResolveDirectoryDataset(const LocalOptions& o) {
+  if (!IsDir(o.dataset)) {
+    return absl::NotFoundError(absl::StrCat(
+        "unknown --dataset '", o.dataset, "': neither a known dataset (",
+        absl::StrJoin(KnownDatasets(), ", "), ") nor a directory; convert your arrays with "
+        "`tandem convert --mode=npy --features=X.npy --labels=Y.npy --out_dir=DIR` and pass "
+        "--dataset=DIR"));
+  }
+  DatasetFiles f;
+  f.train_path = ShardDir(o.dataset, "train");
+  const std::string eval = ShardDir(o.dataset, "eval");
+  if (eval != f.train_path) f.eval_path = eval;
+  f.train_name = f.train_path;
+  f.eval_name = f.eval_path;
+  return f;
+}
+
+// Reads the train (and eval) description from the files, checks that the
+// two hold the same samples, and fills features / classes / tokens.
+absl::Status DescribeFiles(DatasetFiles* f) {
+  ASSIGN_OR_RETURN(v1::DatasetInfo train, data::DescribeDataset(f->train_name, f->train_path));
+  ASSIGN_OR_RETURN(f->inputs, data::ClassifyDataset(train));
+  if (!f->eval_path.empty()) {
+    ASSIGN_OR_RETURN(v1::DatasetInfo eval, data::DescribeDataset(f->eval_name, f->eval_path));
+    if (eval.feature_spec().SerializeAsString() != train.feature_spec().SerializeAsString() ||
+        eval.label_spec().SerializeAsString() != train.label_spec().SerializeAsString()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the eval set ", f->eval_path, " holds features ",
+          data::DescribeSpec(eval.feature_spec()), " and labels ",
+          data::DescribeSpec(eval.label_spec()), " but the train set ", f->train_path,
+          " holds ", data::DescribeSpec(train.feature_spec()), " and ",
+          data::DescribeSpec(train.label_spec()), "; convert both with the same shape and dtype"));
+    }
+  }
+  const bool tokens = f->inputs.kind == data::InputKind::kTokens;
+  f->tokens = tokens;
+  f->features = static_cast<int>(tokens ? f->inputs.context : f->inputs.sample_elements);
+  f->classes = f->inputs.num_classes;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DatasetFiles> ResolveNamedDataset(const LocalOptions& o) {
+  if (o.dataset == "fortunes") return ResolveTextDataset(o);
+  DatasetFiles f;
+  const std::string dir = absl::StrCat(o.data_root, "/", o.dataset);
+  f.train_name = o.dataset + "/train";
+  f.train_path = dir + "/train";
+  f.eval_name = o.dataset + "/t10k";
+  f.eval_path = dir + "/t10k";
+  if (!IdxPresent(f.train_path) || !IdxPresent(f.eval_path)) {
+    return absl::NotFoundError(absl::StrCat(
+        "dataset '", o.dataset, "' not found under ", dir,
+        " (expected train-/t10k-{images-idx3,labels-idx1}-ubyte[.gz]); run tools/setup.sh "
+        "(Debian package dataset-", o.dataset, ") or pass --data_root"));
+  }
   return f;
 }
 
@@ -128,28 +205,26 @@ absl::StatusOr<DatasetFiles> ResolveTextDataset(const LocalOptions& o) {
 
 std::vector<std::string> KnownDatasets() { return {"fashion-mnist", "fortunes"}; }
 
+std::string DataServerDatasets(const DatasetFiles& d) {
+  std::string spec = absl::StrCat(d.train_name, "=", d.train_path);
+  if (!d.eval_name.empty()) absl::StrAppend(&spec, ",", d.eval_name, "=", d.eval_path);
+  return spec;
+}
+
 absl::StatusOr<DatasetFiles> ResolveDataset(const LocalOptions& o) {
-  if (o.dataset == "fortunes") return ResolveTextDataset(o);
   bool known = false;
   for (const std::string& d : KnownDatasets()) known = known || d == o.dataset;
-  if (!known) {
-    return absl::NotFoundError(absl::StrCat("unknown --dataset '", o.dataset, "'; known: ",
-                                            absl::StrJoin(KnownDatasets(), ", ")));
+  absl::StatusOr<DatasetFiles> f = known ? ResolveNamedDataset(o) : ResolveDirectoryDataset(o);
+  if (!f.ok()) return f.status();
+  if (!o.eval_dataset.empty()) {
+    if (!IsDir(o.eval_dataset)) {
+      return absl::NotFoundError(absl::StrCat("--eval_dataset '", o.eval_dataset,
+                                              "' is not a directory of shards written by "
+                                              "`tandem convert`"));
+    }
+    f->eval_name = f->eval_path = ShardDir(o.eval_dataset, "eval");
   }
-  DatasetFiles f;
-  const std::string dir = absl::StrCat(o.data_root, "/", o.dataset);
-  f.train_name = o.dataset + "/train";
-  f.train_path = dir + "/train";
-  f.eval_name = o.dataset + "/t10k";
-  f.eval_path = dir + "/t10k";
-  f.features = 784;
-  f.classes = 10;
-  if (!IdxPresent(f.train_path) || !IdxPresent(f.eval_path)) {
-    return absl::NotFoundError(absl::StrCat(
-        "dataset '", o.dataset, "' not found under ", dir,
-        " (expected train-/t10k-{images-idx3,labels-idx1}-ubyte[.gz]); run tools/setup.sh "
-        "(Debian package dataset-", o.dataset, ") or pass --data_root"));
-  }
+  RETURN_IF_ERROR(DescribeFiles(&*f));
   return f;
 }
 
@@ -308,17 +383,10 @@ absl::Status ValidateLocalOptions(const LocalOptions& o) {
   if (!spec.ok()) return bad("bad --model: ", spec.status().message());
   auto data = ResolveDataset(o);
   if (!data.ok()) return data.status();
-  data::DatasetInputs in;
-  in.kind = data->tokens ? data::InputKind::kTokens : data::InputKind::kDense;
-  in.sample_elements = data->features;
-  in.context = data->tokens ? data->features : 0;
-  in.num_classes = data->classes;
-  if (absl::Status fit = data::CheckModelFitsDataset(*spec, in); !fit.ok()) {
+  if (absl::Status fit = nn::CheckModelFitsDataset(*spec, data->inputs); !fit.ok()) {
     return bad("--model ", o.model, " does not fit dataset '", o.dataset, "': ", fit.message());
   }
-  if (absl::Status s = CheckModelOnDataset(*spec, data->tokens, data->features, data->classes,
-                                          o.sync);
-      !s.ok()) {
+  if (absl::Status s = CheckModelOnDataset(*spec, data->inputs, o.sync); !s.ok()) {
     return bad("--model ", o.model, ": ", s.message());
   }
   if (o.port != 0) return CheckPortFree(o.host, o.port);

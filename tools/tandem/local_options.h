@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/data/dataset_inputs.h"
 
 namespace tandem {
 namespace cli {
@@ -51,7 +52,10 @@ struct LocalOptions {
   int shard_servers = 0;
   // --- training (passed to every worker) ---
   std::string model = "mlp:784,1024,1024,10";
-  std::string dataset = "fashion-mnist";  // a name under data_root
+  // A name under data_root (fashion-mnist, fortunes) or a directory that
+  // `tandem convert` wrote: DIR/train (+ DIR/eval) or DIR itself of shards.
+  std::string dataset = "fashion-mnist";
+  std::string eval_dataset;    // a converted directory to evaluate on; "" = the dataset's own
   std::string data_root = "/usr/share/datasets";
   int epochs = 2;
   int batch_size = 64;         // per worker
@@ -113,10 +117,16 @@ struct DatasetFiles {
   std::string train_path;  // IDX prefix, e.g. /usr/share/datasets/fashion-mnist/train
   std::string eval_name;   // e.g. "fashion-mnist/t10k"
   std::string eval_path;
-  int features = 0;        // input width a model must have (tokens: the context)
+  // "" eval_name: no evaluation (a converted directory without eval/).
+  // From the description read from the files (the one the workers get):
+  int features = 0;        // input elements per sample (tokens: the context)
   int classes = 0;         // classes (tokens: the vocabulary)
   bool tokens = false;     // token windows for a GPT, not dense samples
+  data::DatasetInputs inputs;  // the whole description (dtype, shapes)
 };
+
+// The data server's --dataset value for `d`: "name=path[,name=path]".
+std::string DataServerDatasets(const DatasetFiles& d);
 
 // Fills in the node layout from the flags as given: --nodes N with
 // --workers_per_node K sets workers = N*K; --nodes N alone splits --workers
@@ -137,6 +147,12 @@ std::vector<std::string> KnownDatasets();
 // $XDG_CACHE_HOME/tandem or ~/.cache/tandem; see tools/convert/text_cache.h)
 // and served as fortunes/train and fortunes/eval, two shard directories;
 // features = context, classes = 256. InvalidArgument for a non-GPT model.
+// Any other --dataset is a directory `tandem convert` wrote (DIR/train and,
+// if present, DIR/eval; or DIR itself holding *.tshard files), served under
+// the directories' absolute paths as names; --eval_dataset replaces the
+// eval set (DIR2 itself, DIR2/eval, else DIR2/train).
+// The description (shape, dtype, classes) is read from the files, as the
+// data server will; an eval set whose samples differ is InvalidArgument.
 absl::StatusOr<DatasetFiles> ResolveDataset(const LocalOptions& o);
 
 // Every check that can fail before a process starts: counts and ranges, the

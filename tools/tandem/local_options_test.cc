@@ -6,13 +6,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstdlib>
 #include <fstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "services/dataserver/dataset.h"
+#include "common/data/dataset.h"
+#include "common/data/npy.h"
+#include "tools/convert/npy_convert.h"
 
 namespace tandem {
 namespace cli {
@@ -164,6 +167,7 @@ TEST(LocalOptionsTest, UnknownOrMissingDataset) {
   o.dataset = "imagenet";
   EXPECT_TRUE(absl::StrContains(Problem(o), "unknown --dataset 'imagenet'")) << Problem(o);
   EXPECT_TRUE(absl::StrContains(Problem(o), "fashion-mnist")) << Problem(o);
+  EXPECT_TRUE(absl::StrContains(Problem(o), "tandem convert --mode=npy")) << Problem(o);
   o = LocalOptions{};
   o.data_root = TmpPath("empty-root");
   EXPECT_TRUE(absl::StrContains(Problem(o), "not found under")) << Problem(o);
@@ -195,6 +199,10 @@ TEST(LocalOptionsTest, SyncStrategyAndOptionsCheckedAgainstTheRegistry) {
 TEST(LocalOptionsTest, ResolvesFashionMnist) {
   auto d = ResolveDataset(LocalOptions{});
   ASSERT_TRUE(d.ok()) << d.status();
+  // Read from the IDX files, not built in: what the workers will see.
+  EXPECT_EQ(d->features, 784);
+  EXPECT_EQ(d->classes, 10);
+  EXPECT_EQ(d->inputs.sample_shape, (std::vector<int64_t>{28, 28}));
   EXPECT_EQ(d->train_name, "fashion-mnist/train");
   EXPECT_EQ(d->eval_name, "fashion-mnist/t10k");
   EXPECT_EQ(d->train_path, "/usr/share/datasets/fashion-mnist/train");
@@ -234,8 +242,8 @@ TEST(LocalOptionsTest, ResolvesFortunesIntoConvertedShardsOnce) {
   EXPECT_EQ(d->features, 16);
   EXPECT_EQ(d->classes, 256);
   // The paths are what the data server opens: i32 windows of the context.
-  auto train = dataserver::OpenDataset(d->train_name, d->train_path);
-  auto eval = dataserver::OpenDataset(d->eval_name, d->eval_path);
+  auto train = data::OpenDataset(d->train_name, d->train_path);
+  auto eval = data::OpenDataset(d->eval_name, d->eval_path);
   ASSERT_TRUE(train.ok() && eval.ok()) << train.status() << eval.status();
   EXPECT_EQ((*train)->info().feature_spec().dtype(), v1::DTYPE_I32);
   EXPECT_EQ((*train)->info().feature_spec().shape(0), 16);
@@ -281,10 +289,100 @@ TEST(LocalOptionsTest, FortunesFromTheDebianPackage) {
   o.run_dir = TmpPath("fortunes-package-run");
   auto d = ResolveDataset(o);
   ASSERT_TRUE(d.ok()) << d.status();
-  auto train = dataserver::OpenDataset(d->train_name, d->train_path);
+  auto train = data::OpenDataset(d->train_name, d->train_path);
   ASSERT_TRUE(train.ok()) << train.status();
   EXPECT_GT((*train)->num_samples(), 10000);  // ~2.5 MB of text / 129
   EXPECT_EQ((*train)->info().num_classes(), 256);
+}
+
+// Arrays of `n` samples shaped `sample_shape` (f32) with labels 0..2,
+// converted into `out` (train, and eval when eval_n > 0).
+void ConvertArrays(const std::string& out, std::vector<int64_t> sample_shape, int eval_n) {
+  const std::string src = TmpPath(out.substr(out.rfind('/') + 1) + "-src");
+  mkdir(src.c_str(), 0755);
+  auto save = [&](const std::string& stem, int n) {
+    data::NpyArray x, y;
+    x.shape = {n};
+    x.shape.insert(x.shape.end(), sample_shape.begin(), sample_shape.end());
+    x.data.assign(x.elements() * 4, '\0');
+    y.dtype = data::NpyDType::kInt32;
+    y.shape = {n};
+    for (int32_t i = 0; i < n; ++i) {
+      const int32_t label = i % 3;
+      y.data.append(reinterpret_cast<const char*>(&label), 4);
+    }
+    EXPECT_TRUE(data::WriteNpyFile(src + "/" + stem + "x.npy", x).ok());
+    EXPECT_TRUE(data::WriteNpyFile(src + "/" + stem + "y.npy", y).ok());
+    return convert::NpyPair{src + "/" + stem + "x.npy", src + "/" + stem + "y.npy"};
+  };
+  convert::NpySources s;
+  s.train = save("train", 12);
+  if (eval_n > 0) s.eval = save("eval", eval_n);
+  mkdir(out.c_str(), 0755);
+  auto r = convert::NpyToShards(s, {.out_dir = out});
+  ASSERT_TRUE(r.ok()) << r.status();
+}
+
+TEST(LocalOptionsTest, ResolvesAConvertedDirectoryFromItsFiles) {
+  ConvertArrays(TmpPath("converted"), {1, 2, 3}, 6);
+  char real[PATH_MAX];
+  ASSERT_NE(realpath(TmpPath("converted").c_str(), real), nullptr);
+  const std::string dir = real;  // names and paths are absolute
+  LocalOptions o;
+  o.dataset = TmpPath("converted") + "/";
+  o.model = "mlp:6,8,3";
+  auto d = ResolveDataset(o);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->train_path, dir + "/train");
+  EXPECT_EQ(d->train_name, d->train_path);  // served under its path
+  EXPECT_EQ(d->eval_path, dir + "/eval");
+  EXPECT_EQ(d->features, 6);
+  EXPECT_EQ(d->classes, 3);
+  EXPECT_EQ(d->inputs.sample_shape, (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(DataServerDatasets(*d),
+            dir + "/train=" + dir + "/train," + dir + "/eval=" + dir + "/eval");
+  EXPECT_EQ(Problem(o), "");
+  o.model = "mlp:784,8,10";
+  EXPECT_TRUE(absl::StrContains(Problem(o), "use mlp:6,...,3")) << Problem(o);
+
+  // A directory of shards alone: no evaluation unless --eval_dataset.
+  o.dataset = dir + "/train";
+  o.model = "mlp:6,8,3";
+  d = ResolveDataset(o);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->eval_name, "");
+  EXPECT_EQ(DataServerDatasets(*d), dir + "/train=" + dir + "/train");
+  o.eval_dataset = dir + "/eval";
+  d = ResolveDataset(o);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->eval_path, dir + "/eval");
+  // A converted directory as the eval set: its eval/ (else its train/).
+  o.eval_dataset = dir;
+  d = ResolveDataset(o);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->eval_path, dir + "/eval");
+  ConvertArrays(TmpPath("eval-only"), {1, 2, 3}, 0);
+  o.eval_dataset = TmpPath("eval-only");
+  d = ResolveDataset(o);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE(absl::EndsWith(d->eval_path, "/eval-only/train")) << d->eval_path;
+}
+
+TEST(LocalOptionsTest, AnEvalSetOfOtherSamplesIsRefused) {
+  const std::string a = TmpPath("shape-a"), b = TmpPath("shape-b");
+  ConvertArrays(a, {6}, 0);
+  ConvertArrays(b, {2, 3}, 0);
+  LocalOptions o;
+  o.dataset = a;
+  o.eval_dataset = b + "/train";
+  o.model = "mlp:6,8,3";
+  EXPECT_TRUE(absl::StrContains(Problem(o), "holds features f32 [2,3]")) << Problem(o);
+  o.eval_dataset = TmpPath("nowhere");
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--eval_dataset")) << Problem(o);
+  o.eval_dataset = "";
+  o.dataset = TmpPath("empty-dataset-dir");
+  mkdir(o.dataset.c_str(), 0755);
+  EXPECT_TRUE(absl::StrContains(Problem(o), "no *.tshard files")) << Problem(o);
 }
 
 TEST(LocalOptionsTest, OtherFieldsChecked) {

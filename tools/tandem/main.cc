@@ -6,6 +6,7 @@
 //   tandem exec -- worker --coordinator=...   (the right OPENBLAS_CORETYPE, then exec)
 //   tandem doctor --run_dir /tmp/tandem-local-XXXXXX
 //   tandem add-worker --run_dir /tmp/tandem-local-XXXXXX   (scale up, to --max_workers)
+//   tandem convert --mode=npy --features=X.npy --labels=Y.npy --out_dir=DIR
 //   tandem plan --model mlp:784,1024,1024,10 --nodes 2 --per_node 2 --link 1gbit
 //   tandem --help | tandem local --help | tandem status --help
 //
@@ -199,5 +200,6 @@ int main(int argc, char** argv) {
   if (c->command == "plan") return Plan(c->plan);
   if (c->command == "doctor") return Doctor(c->doctor);
   if (c->command == "add-worker") return AddWorker(c->add_worker);
+  if (c->command == "convert") return tandem::cli::RunConvertCommand(c->convert, stdout, stderr);
   return Status(c->status);
 }

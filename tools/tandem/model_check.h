@@ -4,7 +4,7 @@
 // status 2 with nothing written. Built-in specs pass (their fit is checked
 // by data::CheckModelFitsDataset).
 //
-//   RETURN_IF_ERROR(CheckModelOnDataset(spec, files, o.sync));
+//   RETURN_IF_ERROR(CheckModelOnDataset(spec, files.inputs, o.sync));
 //
 // Thread-safe (no shared state). Failure: INVALID_ARGUMENT naming the file
 // and the problem, or the strategy that cannot train it; UNIMPLEMENTED
@@ -15,6 +15,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "common/data/dataset_inputs.h"
 #include "common/nn/model_spec.h"
 
 namespace tandem {
@@ -24,8 +25,8 @@ namespace cli {
 // a torchscript: language model (examples/transformer_lm.py's default).
 constexpr int kTorchScriptTextContext = 64;
 
-absl::Status CheckModelOnDataset(const nn::ModelSpec& spec, bool tokens, int features,
-                                 int classes, const std::string& strategy);
+absl::Status CheckModelOnDataset(const nn::ModelSpec& spec, const data::DatasetInputs& inputs,
+                                 const std::string& strategy);
 
 }  // namespace cli
 }  // namespace tandem

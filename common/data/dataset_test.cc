@@ -1,4 +1,4 @@
-#include "services/dataserver/dataset.h"
+#include "common/data/dataset.h"
 
 #include <sys/stat.h>
 
@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 
 namespace tandem {
-namespace dataserver {
+namespace data {
 namespace {
 
 std::string TmpPath(const std::string& name) {
@@ -24,7 +24,7 @@ std::string TmpPath(const std::string& name) {
 // Writes a tiny IDX pair <prefix>-{images-idx3,labels-idx1}-ubyte.gz with n
 // 2x3 images whose bytes encode the index and labels i % 4.
 std::string WriteIdxPair(const std::string& prefix, int n) {
-  data::IdxArray images, labels;
+  IdxArray images, labels;
   images.dims = {n, 2, 3};
   labels.dims = {n};
   for (int i = 0; i < n; ++i) {
@@ -32,8 +32,8 @@ std::string WriteIdxPair(const std::string& prefix, int n) {
     labels.data.push_back(static_cast<uint8_t>(i % 4));
   }
   const std::string p = TmpPath(prefix);
-  EXPECT_TRUE(data::WriteIdxFile(p + "-images-idx3-ubyte.gz", images).ok());
-  EXPECT_TRUE(data::WriteIdxFile(p + "-labels-idx1-ubyte.gz", labels).ok());
+  EXPECT_TRUE(WriteIdxFile(p + "-images-idx3-ubyte.gz", images).ok());
+  EXPECT_TRUE(WriteIdxFile(p + "-labels-idx1-ubyte.gz", labels).ok());
   return p;
 }
 
@@ -49,7 +49,7 @@ v1::DatasetInfo Spec(int feature_len) {
 // A shard of `n` records (feature bytes = first + i, label = i).
 std::string WriteShard(const std::string& path, int n, int first,
                        int feature_len = 5) {
-  auto w = data::RecordShardWriter::Create(path, EncodeShardMetadata(Spec(feature_len)));
+  auto w = RecordShardWriter::Create(path, EncodeShardMetadata(Spec(feature_len)));
   EXPECT_TRUE(w.ok());
   for (int i = 0; i < n; ++i) {
     std::string rec(feature_len, static_cast<char>(first + i));
@@ -112,7 +112,7 @@ TEST(DatasetTest, CorruptRecordFailsReadSampleWithFileAndOffset) {
   const std::string path = WriteShard(TmpPath("c.tshard"), 4, 0);
   const std::string meta = EncodeShardMetadata(Spec(5));
   // Record 2 starts at header + metadata + 2 records of 9 bytes.
-  const long off = data::kRecordShardHeaderBytes + meta.size() + 2 * 9;
+  const long off = kRecordShardHeaderBytes + meta.size() + 2 * 9;
   {
     std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(off);
@@ -137,6 +137,25 @@ TEST(DatasetTest, MismatchedShardSpecsRejected) {
   EXPECT_TRUE(absl::IsInvalidArgument(ds.status())) << ds.status();
 }
 
+TEST(DatasetTest, DescribeReadsTheDescriptionOpenWouldGive) {
+  const std::string prefix = WriteIdxPair("described", 9);
+  auto opened = OpenDataset("d", prefix);
+  auto described = DescribeDataset("d", prefix);
+  ASSERT_TRUE(opened.ok() && described.ok()) << opened.status() << described.status();
+  EXPECT_EQ(described->SerializeAsString(), (*opened)->info().SerializeAsString());
+  const std::string dir = TmpPath("described-shards");
+  mkdir(dir.c_str(), 0755);
+  WriteShard(dir + "/a.tshard", 4, 10, 6);
+  auto shards = DescribeDataset("s", dir);
+  ASSERT_TRUE(shards.ok()) << shards.status();
+  EXPECT_EQ(shards->num_samples(), 4);
+  EXPECT_EQ(shards->feature_spec().shape(0), 6);
+  EXPECT_EQ(shards->num_classes(), 3);
+  auto missing = DescribeDataset("m", TmpPath("nothing-here"));
+  EXPECT_TRUE(absl::IsNotFound(missing.status())) << missing.status();
+  EXPECT_TRUE(absl::StrContains(missing.status().message(), "no such dataset")) << missing.status();
+}
+
 TEST(DatasetTest, MissingPathsAreNotFound) {
   EXPECT_TRUE(absl::IsNotFound(OpenDataset("x", TmpPath("nope")).status()));
   EXPECT_TRUE(
@@ -148,7 +167,7 @@ TEST(DatasetTest, MissingPathsAreNotFound) {
 
 TEST(DatasetTest, ShardWithoutDatasetMetadataRejected) {
   const std::string path = TmpPath("raw.tshard");
-  auto w = data::RecordShardWriter::Create(path, "\xff\xff not a proto");
+  auto w = RecordShardWriter::Create(path, "\xff\xff not a proto");
   ASSERT_TRUE(w.ok());
   ASSERT_TRUE((*w)->Add("x").ok());
   ASSERT_TRUE((*w)->Finish().ok());
@@ -158,5 +177,5 @@ TEST(DatasetTest, ShardWithoutDatasetMetadataRejected) {
 }
 
 }  // namespace
-}  // namespace dataserver
+}  // namespace data
 }  // namespace tandem

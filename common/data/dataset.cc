@@ -1,4 +1,4 @@
-#include "services/dataserver/dataset.h"
+#include "common/data/dataset.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -13,12 +13,12 @@
 #include "common/status/status_macros.h"
 
 namespace tandem {
-namespace dataserver {
+namespace data {
 namespace {
 
 class IdxDataset final : public Dataset {
  public:
-  IdxDataset(v1::DatasetInfo info, data::IdxArray images,
+  IdxDataset(v1::DatasetInfo info, IdxArray images,
              std::vector<int32_t> labels)
       : info_(std::move(info)),
         images_(std::move(images)),
@@ -37,7 +37,7 @@ class IdxDataset final : public Dataset {
 
  private:
   v1::DatasetInfo info_;
-  data::IdxArray images_;
+  IdxArray images_;
   std::vector<int32_t> labels_;
   int64_t item_bytes_;
 };
@@ -45,7 +45,7 @@ class IdxDataset final : public Dataset {
 class ShardDataset final : public Dataset {
  public:
   ShardDataset(v1::DatasetInfo info,
-               std::vector<std::unique_ptr<data::RecordShardReader>> shards)
+               std::vector<std::unique_ptr<RecordShardReader>> shards)
       : info_(std::move(info)), shards_(std::move(shards)) {
     int64_t total = 0;
     for (const auto& s : shards_) {
@@ -64,7 +64,7 @@ class ShardDataset final : public Dataset {
     const size_t shard =
         std::upper_bound(starts_.begin(), starts_.end(), index) -
         starts_.begin() - 1;
-    const data::RecordShardReader& r = *shards_[shard];
+    const RecordShardReader& r = *shards_[shard];
     const int64_t local = index - starts_[shard];
     ASSIGN_OR_RETURN(absl::string_view rec, r.Read(local));
     if (static_cast<int64_t>(rec.size()) != feature_bytes_ + label_bytes_) {
@@ -79,7 +79,7 @@ class ShardDataset final : public Dataset {
 
  private:
   v1::DatasetInfo info_;
-  std::vector<std::unique_ptr<data::RecordShardReader>> shards_;
+  std::vector<std::unique_ptr<RecordShardReader>> shards_;
   std::vector<int64_t> starts_;
   int64_t feature_bytes_ = 0;
   int64_t label_bytes_ = 0;
@@ -116,34 +116,50 @@ int64_t SpecBytes(const v1::Tensor& spec) {
   return n;
 }
 
-absl::StatusOr<std::unique_ptr<Dataset>> OpenIdxDataset(
-    const std::string& name, const std::string& images_path,
-    const std::string& labels_path) {
-  ASSIGN_OR_RETURN(data::IdxArray images, data::ReadIdxFile(images_path));
-  ASSIGN_OR_RETURN(data::IdxArray labels, data::ReadIdxFile(labels_path));
-  if (images.dims.size() < 2) {
+namespace {
+
+// The description of an IDX pair with `images_dims` (read from its header)
+// and `labels`; INVALID_ARGUMENT when they do not belong together.
+absl::StatusOr<v1::DatasetInfo> IdxInfo(const std::string& name,
+                                        const std::string& images_path,
+                                        const std::vector<int64_t>& images_dims,
+                                        const std::string& labels_path,
+                                        const IdxArray& labels) {
+  if (images_dims.size() < 2 || images_dims.size() > kMaxSampleRank + 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        images_path, ": images need at least 2 dimensions, got ",
-        images.dims.size()));
+        images_path, ": images need 2..", kMaxSampleRank + 1,
+        " dimensions, got ", images_dims.size()));
   }
-  if (labels.dims.size() != 1 || labels.dims[0] != images.dims[0]) {
+  if (labels.dims.size() != 1 || labels.dims[0] != images_dims[0]) {
     return absl::InvalidArgumentError(absl::StrCat(
-        labels_path, ": expected ", images.dims[0],
+        labels_path, ": expected ", images_dims[0],
         " labels (one per image of ", images_path, "), got shape with ",
         labels.num_items(), " items"));
   }
   v1::DatasetInfo info;
   info.set_name(name);
-  info.set_num_samples(images.dims[0]);
+  info.set_num_samples(images_dims[0]);
   info.mutable_feature_spec()->set_dtype(v1::DTYPE_U8);
-  for (size_t i = 1; i < images.dims.size(); ++i) {
-    info.mutable_feature_spec()->add_shape(images.dims[i]);
+  for (size_t i = 1; i < images_dims.size(); ++i) {
+    info.mutable_feature_spec()->add_shape(images_dims[i]);
   }
   info.mutable_label_spec()->set_dtype(v1::DTYPE_I32);
   int max_label = 0;
-  std::vector<int32_t> wide(labels.data.begin(), labels.data.end());
-  for (int32_t l : wide) max_label = std::max(max_label, l);
+  for (uint8_t l : labels.data) max_label = std::max<int>(max_label, l);
   info.set_num_classes(max_label + 1);
+  return info;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Dataset>> OpenIdxDataset(
+    const std::string& name, const std::string& images_path,
+    const std::string& labels_path) {
+  ASSIGN_OR_RETURN(IdxArray images, ReadIdxFile(images_path));
+  ASSIGN_OR_RETURN(IdxArray labels, ReadIdxFile(labels_path));
+  ASSIGN_OR_RETURN(v1::DatasetInfo info,
+                   IdxInfo(name, images_path, images.dims, labels_path, labels));
+  std::vector<int32_t> wide(labels.data.begin(), labels.data.end());
   return std::unique_ptr<Dataset>(
       new IdxDataset(std::move(info), std::move(images), std::move(wide)));
 }
@@ -162,18 +178,24 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenShardDataset(
     return absl::NotFoundError(
         absl::StrCat("dataset ", name, ": no shard files given"));
   }
-  std::vector<std::unique_ptr<data::RecordShardReader>> shards;
+  std::vector<std::unique_ptr<RecordShardReader>> shards;
   v1::DatasetInfo info;
   for (size_t i = 0; i < shard_paths.size(); ++i) {
-    ASSIGN_OR_RETURN(auto reader, data::RecordShardReader::Open(shard_paths[i]));
+    ASSIGN_OR_RETURN(auto reader, RecordShardReader::Open(shard_paths[i]));
     v1::DatasetInfo meta;
     if (!meta.ParseFromArray(reader->metadata().data(),
                              reader->metadata().size()) ||
         SpecBytes(meta.feature_spec()) <= 0 || DTypeSize(meta.label_spec().dtype()) <= 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          shard_paths[i], ": metadata (offset ", data::kRecordShardHeaderBytes,
+          shard_paths[i], ": metadata (offset ", kRecordShardHeaderBytes,
           ") is not a tandem DatasetInfo with feature and label specs; write "
-          "shards with tools/convert"));
+          "shards with tandem convert"));
+    }
+    if (meta.feature_spec().shape_size() > kMaxSampleRank ||
+        meta.label_spec().shape_size() > kMaxSampleRank) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          shard_paths[i], ": samples of ", meta.feature_spec().shape_size(),
+          " dimensions; at most ", kMaxSampleRank, " are supported"));
     }
     if (i == 0) {
       info = meta;
@@ -197,33 +219,70 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenShardDataset(
   return ds;
 }
 
+namespace {
+
+// The .tshard files of directory `path`, sorted; NOT_FOUND when none.
+absl::StatusOr<std::vector<std::string>> ShardFilesIn(const std::string& path) {
+  std::vector<std::string> files;
+  DIR* dir = opendir(path.c_str());
+  if (dir == nullptr) {
+    return absl::UnavailableError(absl::StrCat(path, ": cannot list: ",
+                                               std::strerror(errno)));
+  }
+  while (struct dirent* e = readdir(dir)) {
+    if (absl::EndsWith(e->d_name, ".tshard")) {
+      files.push_back(absl::StrCat(path, "/", e->d_name));
+    }
+  }
+  closedir(dir);
+  std::sort(files.begin(), files.end());
+  if (files.empty()) {
+    return absl::NotFoundError(absl::StrCat(
+        path, ": no *.tshard files in this directory; convert data with "
+        "`tandem convert` first"));
+  }
+  return files;
+}
+
+// A path that is no directory or shard must be an IDX prefix; when not even
+// its images file exists, say what a dataset path may be.
+absl::Status CheckIdxPrefix(const std::string& path) {
+  struct stat st;
+  const std::string images = path + "-images-idx3-ubyte.gz";
+  if (stat(images.c_str(), &st) == 0 || stat(path.c_str(), &st) == 0) return absl::OkStatus();
+  return absl::NotFoundError(absl::StrCat(
+      path, ": no such dataset: expected a directory of *.tshard files (tandem convert "
+      "writes one), a .tshard file, or an IDX prefix with ", images));
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const std::string& name,
                                                      const std::string& path) {
   if (IsDirectory(path)) {
-    std::vector<std::string> files;
-    DIR* dir = opendir(path.c_str());
-    if (dir == nullptr) {
-      return absl::UnavailableError(absl::StrCat(path, ": cannot list: ",
-                                                 std::strerror(errno)));
-    }
-    while (struct dirent* e = readdir(dir)) {
-      if (absl::EndsWith(e->d_name, ".tshard")) {
-        files.push_back(absl::StrCat(path, "/", e->d_name));
-      }
-    }
-    closedir(dir);
-    std::sort(files.begin(), files.end());
-    if (files.empty()) {
-      return absl::NotFoundError(absl::StrCat(
-          path, ": no *.tshard files in this directory; convert data with "
-          "tools/convert first"));
-    }
+    ASSIGN_OR_RETURN(std::vector<std::string> files, ShardFilesIn(path));
     return OpenShardDataset(name, files);
   }
   if (absl::EndsWith(path, ".tshard")) return OpenShardDataset(name, {path});
+  RETURN_IF_ERROR(CheckIdxPrefix(path));
   return OpenIdxDataset(name, path + "-images-idx3-ubyte.gz",
                         path + "-labels-idx1-ubyte.gz");
 }
 
-}  // namespace dataserver
+absl::StatusOr<v1::DatasetInfo> DescribeDataset(const std::string& name,
+                                                const std::string& path) {
+  if (IsDirectory(path) || absl::EndsWith(path, ".tshard")) {
+    // Opening shards maps them and checks their indexes: no sample is read.
+    ASSIGN_OR_RETURN(auto ds, OpenDataset(name, path));
+    return ds->info();
+  }
+  RETURN_IF_ERROR(CheckIdxPrefix(path));
+  const std::string images_path = path + "-images-idx3-ubyte.gz";
+  const std::string labels_path = path + "-labels-idx1-ubyte.gz";
+  ASSIGN_OR_RETURN(std::vector<int64_t> dims, ReadIdxDims(images_path));
+  ASSIGN_OR_RETURN(IdxArray labels, ReadIdxFile(labels_path));
+  return IdxInfo(name, images_path, dims, labels_path, labels);
+}
+
+}  // namespace data
 }  // namespace tandem

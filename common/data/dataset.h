@@ -1,6 +1,7 @@
-// Datasets the data-shard server can serve: fixed-size samples, each a
-// features block and a label block of a dtype and per-sample shape given by
-// a tandem.v1.DatasetInfo.
+// Datasets the data-shard server serves (and tools read): fixed-size
+// samples, each a features block and a label block of a dtype and per-sample
+// shape given by a tandem.v1.DatasetInfo, the dataset's description (feature
+// dtype and shape, label dtype and shape, number of classes).
 //
 // Two backings:
 //  - IDX (MNIST / Fashion-MNIST): "<prefix>-images-idx3-ubyte.gz" and
@@ -10,6 +11,8 @@
 //  - record shards (common/data/record_shard.h): one or more files whose
 //    metadata is the serialized DatasetInfo (EncodeShardMetadata) and whose
 //    records are features bytes followed by label bytes. Memory-mapped.
+//    Feature dtypes: f32, u8, i32, i64 (tandem convert writes these); the
+//    per-sample shape has at most kMaxSampleRank dimensions.
 //
 //   ASSIGN_OR_RETURN(auto ds, OpenDataset("fashion-mnist/train",
 //       "/usr/share/datasets/fashion-mnist/train"));
@@ -20,8 +23,8 @@
 // threads. Failures: NOT_FOUND for missing files, DATA_LOSS / INVALID_ARGUMENT
 // naming the file and offset for corrupt ones, DATA_LOSS from ReadSample for
 // a record whose checksum or size is wrong.
-#ifndef TANDEM_SERVICES_DATASERVER_DATASET_H_
-#define TANDEM_SERVICES_DATASERVER_DATASET_H_
+#ifndef TANDEM_COMMON_DATA_DATASET_H_
+#define TANDEM_COMMON_DATA_DATASET_H_
 
 #include <cstdint>
 #include <memory>
@@ -32,7 +35,11 @@
 #include "proto/dataserver.pb.h"
 
 namespace tandem {
-namespace dataserver {
+namespace data {
+
+// Most dimensions a sample's features may have (nn::Batch carries the
+// per-sample shape in a fixed array of this size).
+inline constexpr int kMaxSampleRank = 7;
 
 // Bytes per element of `dtype`, 0 for DTYPE_UNSPECIFIED.
 int64_t DTypeSize(v1::DType dtype);
@@ -67,11 +74,18 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenShardDataset(
 absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const std::string& name,
                                                      const std::string& path);
 
+// The description of the dataset OpenDataset(name, path) would open,
+// without loading its samples: shards are mapped and their indexes checked;
+// of an IDX pair only the image header and the labels are read. Same errors
+// as OpenDataset.
+absl::StatusOr<v1::DatasetInfo> DescribeDataset(const std::string& name,
+                                                const std::string& path);
+
 // The metadata stored in each shard of a dataset: `info` with num_samples
 // cleared and name kept (the server names datasets by its flags).
 std::string EncodeShardMetadata(const v1::DatasetInfo& info);
 
-}  // namespace dataserver
+}  // namespace data
 }  // namespace tandem
 
-#endif  // TANDEM_SERVICES_DATASERVER_DATASET_H_
+#endif  // TANDEM_COMMON_DATA_DATASET_H_
