@@ -5,9 +5,9 @@
     tandem local --workers 4 --model torchscript:cnn.pt --dataset fashion-mnist \
         --epochs 2 --batch-size 64 --lr 0.05
 
-forward(x) takes the samples as tandem's data server sends them (float
-features [B, 784] today, or [B, 1, 28, 28] / [B, 28, 28]) and returns logits
-[B, 10]; tandem computes the mean cross-entropy. --norm none replaces
+forward(x) takes the samples as tandem's worker hands them (float32
+[B, 28, 28] for Fashion-MNIST; [B, 784] or [B, 1, 28, 28] work too) and
+returns logits [B, 10]; tandem computes the mean cross-entropy. --norm none replaces
 BatchNorm by nothing (a model whose N-worker training equals one process at
 N x the batch exactly: BatchNorm normalises per worker's batch). --smooth
 uses GELU and average pooling instead of ReLU and max-pooling: no ties for

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -110,7 +111,10 @@ TEST(TorchScriptTransformer, TrainsOnFortunesThroughTheWorkers) {
 void ExpectRejected(const std::vector<std::string>& flags, const std::vector<std::string>& expected) {
   static int n = 0;
   const std::string run_dir = TmpPath(absl::StrCat("bad-", n++));
-  std::vector<std::string> args = {"local", "--run-dir=" + run_dir, "--dataset=fashion-mnist"};
+  std::vector<std::string> args = {"local", "--run-dir=" + run_dir};
+  bool dataset = false;
+  for (const std::string& f : flags) dataset = dataset || absl::StartsWith(f, "--dataset=");
+  if (!dataset) args.push_back("--dataset=fashion-mnist");
   args.insert(args.end(), flags.begin(), flags.end());
   TandemRun r = RunTandem(args);
   EXPECT_EQ(r.exit_code, 2) << r.stderr_text;
@@ -138,6 +142,34 @@ TEST(TorchScriptBadInput, EachBadModuleExits2BeforeAnythingStarts) {
                  {"wants_images.pt", "forward failed on a batch of the dataset's samples",
                   "[-1, 3, 32, 32]"});
   ExpectRejected({kCnn, "--sync=zero3"}, {"zero3", "use allreduce", "zero2, ps or hybrid"});
+}
+
+// A dataset converted from .npy (tandem convert): the module receives the
+// samples in their own shape and dtype, [B, 3, 8, 8] float32; the same
+// images as int64 are rejected by the module's convolution before training,
+// in tandem's words with the module's message attached.
+TEST(TorchScriptTypedData, TheModuleGetsTheDatasetsShapeAndDtype) {
+  const std::string dir = TmpPath("npy");
+  const std::string py = absl::StrCat(
+      "/usr/bin/python3 -c \"import numpy as np; r = np.random.default_rng(1); "
+      "x = r.random((64, 3, 8, 8), dtype=np.float32); y = r.integers(0, 5, 64); "
+      "np.save('", dir, "-x.npy', x); np.save('", dir, "-xl.npy', (x * 9).astype(np.int64)); "
+      "np.save('", dir, "-y.npy', y)\"");
+  ASSERT_EQ(std::system(py.c_str()), 0) << py;
+  for (const char* x : {"x", "xl"}) {
+    TandemRun c = RunTandem({"convert", "--mode=npy", absl::StrCat("--features=", dir, "-", x, ".npy"),
+                             absl::StrCat("--labels=", dir, "-y.npy"),
+                             absl::StrCat("--out_dir=", dir, "-", x)});
+    ASSERT_EQ(c.exit_code, 0) << c.stdout_text << c.stderr_text;
+  }
+  TandemRun r = RunTandem({"local", "--workers=2", Bad("images_4d"), "--dataset=" + dir + "-x",
+                           "--max-steps=4", "--batch-size=8", "--log-every=2",
+                           "--run-dir=" + TmpPath("npy-run")});
+  ASSERT_EQ(r.exit_code, 0) << r.stdout_text << r.stderr_text;
+  EXPECT_TRUE(absl::StrContains(r.stdout_text, "step 4/4")) << r.stdout_text;
+  ExpectRejected({Bad("images_4d"), "--dataset=" + dir + "-xl"},
+                 {"images_4d.pt", "forward failed on a batch of the dataset's samples",
+                  "[2, 3, 8, 8] Long"});
 }
 
 TEST(TorchScriptWorkerFailure, AKilledWorkerIsSurvivedAndTheCheckpointCarriesTheBuffers) {

@@ -41,7 +41,7 @@ class SevenClasses(nn.Module):
         self.fc = nn.Linear(784, 7)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(x)
+        return self.fc(x.flatten(1))  # [B, 784] or [B, 28, 28]
 
 
 class WantsImages(nn.Module):
@@ -57,6 +57,19 @@ class WantsImages(nn.Module):
         return self.fc(self.conv(x).flatten(1))
 
 
+class Images4d(nn.Module):
+    """Takes float images [B, 3, 8, 8] as they are (no reshape), 5 classes."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.fc = nn.Linear(4 * 6 * 6, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        assert x.dim() == 4, "expected a batch of images [B, 3, 8, 8]"
+        return self.fc(torch.relu(self.conv(x)).flatten(1))
+
+
 class WithLoss(nn.Module):
     """Exports loss(): a label-smoothed cross-entropy tandem must use."""
 
@@ -65,11 +78,11 @@ class WithLoss(nn.Module):
         self.fc = nn.Linear(784, 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(x)
+        return self.fc(x.flatten(1))
 
     @torch.jit.export
     def loss(self, x: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        return nn.functional.cross_entropy(self.fc(x), labels, label_smoothing=0.1)
+        return nn.functional.cross_entropy(self.forward(x), labels, label_smoothing=0.1)
 
 
 def main():
@@ -78,7 +91,8 @@ def main():
     torch.manual_seed(5)
     for name, module in [("two_inputs", TwoInputs()), ("no_params", NoParams()),
                          ("int_params", IntParams()), ("seven_classes", SevenClasses()),
-                         ("wants_images", WantsImages()), ("with_loss", WithLoss())]:
+                         ("wants_images", WantsImages()), ("with_loss", WithLoss()),
+                         ("images_4d", Images4d())]:
         torch.jit.save(torch.jit.script(module), os.path.join(out, name + ".pt"))
     torch.save(SevenClasses().state_dict(), os.path.join(out, "pickle.pt"))
 
