@@ -50,11 +50,11 @@ absl::Status ValidateCluster(const Cluster& c) {
   }
   if (c.per_node < 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--per_node (workers per node) must be at least 1, got ", c.per_node));
+        absl::StrCat("--workers_per_node must be at least 1, got ", c.per_node));
   }
   if (c.servers < 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--servers must be 0 or more, got ", c.servers));
+        absl::StrCat("--shard_servers must be 0 or more, got ", c.servers));
   }
   if (!(c.link_bits_per_s >= 0) || !std::isfinite(c.link_bits_per_s)) {
     return absl::InvalidArgumentError("--link must be a positive rate such as 1gbit or 100mbit");

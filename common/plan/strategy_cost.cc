@@ -96,6 +96,7 @@ struct Shape {
   double server_elements = 0;     // stepped by each server
   double node_link_bytes = 0;
   int64_t grad_bytes = 0;
+  int64_t param_bytes = -1;       // parameters held per rank; -1 = all of them
   double codec_s_per_byte = 0;    // codec time per bucket byte (compressed)
 };
 
@@ -122,6 +123,16 @@ absl::StatusOr<Shape> ShapeOf(const std::string& strategy, const Terms& t, int64
              ShmAllGather(t, b);
     };
     s.node_link_bytes = t.k * RingAllReduceBytes(t.m, p / t.k);
+  } else if (strategy == "zero3") {
+    // zero2's reduce-scatter of the gradients; the parameters stay sharded
+    // and each layer's are gathered before its forward and again before its
+    // backward (counted as not hidden: the prefetch of the next layer
+    // overlaps only part of it), so a rank holds 1/N of them (plus the
+    // layers in flight, left out here).
+    ASSIGN_OR_RETURN(s, ShapeOf("zero2", t, flat));
+    s.finish_comm_s = 2 * WorldAllGather(t, p);
+    s.node_link_bytes = t.m > 1 ? 3 * RingReduceScatterBytes(t.n, p) : 0;
+    s.param_bytes = static_cast<int64_t>(std::min(ShardElements(flat, t.n), flat) * kFloat);
   } else if (strategy == "zero1" || strategy == "zero2") {
     const bool stage2 = strategy == "zero2";
     const int64_t shard = ShardElements(flat, t.n);
@@ -157,7 +168,7 @@ absl::StatusOr<Shape> ShapeOf(const std::string& strategy, const Terms& t, int64
   } else if (strategy == "ps" || strategy == "hybrid") {
     if (t.servers < 1) {
       return absl::InvalidArgumentError(
-          absl::StrCat(strategy, " needs shard servers: give --servers S (S >= 1)"));
+          absl::StrCat(strategy, " needs shard servers: give --shard_servers S (S >= 1)"));
     }
     s.owned_elements = 0;
     s.server_elements = static_cast<double>(ShardElements(flat, t.servers));
@@ -197,7 +208,7 @@ absl::StatusOr<Shape> ShapeOf(const std::string& strategy, const Terms& t, int64
     }
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
-        "unknown strategy '", strategy, "' (known: allreduce, hier, zero1, zero2, ps, hybrid, ",
+        "unknown strategy '", strategy, "' (known: allreduce, hier, zero1, zero2, zero3, ps, hybrid, ",
         "compressed:int8, compressed:fp16, compressed:bf16, compressed:topk=F)"));
   }
   return s;
@@ -230,12 +241,27 @@ absl::Status Validate(const PlanRequest& r) {
 
 }  // namespace
 
+absl::StatusOr<int> BucketCount(const ModelCost& model, double bucket_cap_mb) {
+  if (!(bucket_cap_mb > 0)) return absl::InvalidArgumentError("bucket_cap_mb must be positive");
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  int64_t lo = 0;
+  for (int64_t g : model.groups_backward) {
+    ranges.push_back({lo, lo + g});
+    lo += g;
+  }
+  ASSIGN_OR_RETURN(sync::BucketPlan plan,
+                   sync::PlanBuckets(ranges, model.flat_size,
+                                     static_cast<int64_t>(bucket_cap_mb * (1 << 20))));
+  return static_cast<int>(plan.buckets.size());
+}
+
 std::vector<std::string> PlannedStrategies(const Cluster& cluster) {
   std::vector<std::string> s = {"allreduce"};
   if (cluster.nodes > 1) s.push_back("hier");
   if (cluster.ranks() > 1) {
     s.push_back("zero1");
     s.push_back("zero2");
+    s.push_back("zero3");
   }
   if (cluster.servers > 0) {
     s.push_back("ps");
@@ -315,7 +341,7 @@ absl::StatusOr<Prediction> Predict(const PlanRequest& r, const std::string& stra
   p.samples_per_s = t.n * r.batch / p.step_s;
   p.node_link_bytes = shape.node_link_bytes;
 
-  p.param_bytes = static_cast<int64_t>(t.p_bytes);
+  p.param_bytes = shape.param_bytes >= 0 ? shape.param_bytes : static_cast<int64_t>(t.p_bytes);
   p.grad_bytes = shape.grad_bytes;
   p.optimizer_bytes = static_cast<int64_t>(state_floats * shape.owned_elements * kFloat);
   p.activation_bytes = static_cast<int64_t>(r.model.activation_floats * r.batch * kFloat);

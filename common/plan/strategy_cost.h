@@ -83,6 +83,10 @@ std::vector<std::string> PlannedStrategies(const Cluster& cluster);
 
 absl::StatusOr<Prediction> Predict(const PlanRequest& request, const std::string& strategy);
 
+// Gradient buckets the strategies make of `model` with `bucket_cap_mb`
+// (the same bucket plan Predict uses).
+absl::StatusOr<int> BucketCount(const ModelCost& model, double bucket_cap_mb);
+
 // Every PlannedStrategies entry, fastest first.
 absl::StatusOr<std::vector<Prediction>> PredictAll(const PlanRequest& request);
 

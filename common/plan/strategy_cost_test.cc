@@ -106,7 +106,7 @@ TEST(StrategyCostTest, BadInputIsAClearError) {
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(unknown.status().message().find("known: allreduce"), std::string::npos);
   auto no_servers = Predict(r, "ps");
-  EXPECT_NE(no_servers.status().message().find("--servers"), std::string::npos) << no_servers.status();
+  EXPECT_NE(no_servers.status().message().find("--shard_servers"), std::string::npos) << no_servers.status();
   PlanRequest zero_k = r;
   zero_k.cluster.per_node = 0;
   EXPECT_NE(Predict(zero_k, "allreduce").status().message().find("at least 1"), std::string::npos);

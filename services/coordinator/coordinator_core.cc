@@ -28,6 +28,10 @@ absl::Status ValidateCoordinatorOptions(const CoordinatorOptions& o) {
     return absl::InvalidArgumentError(
         "heartbeat period must be positive and heartbeat misses at least 1");
   }
+  if (o.step_time_factor < 0 || o.stall_gap < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "step_time_factor and stall_gap must not be negative (0 turns each off)");
+  }
   if (o.settle_time < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("settle time must not be negative");
   }
@@ -93,6 +97,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorCore>> CoordinatorCore::Create(
         m.finished = r.finished();
         m.left = r.finished();
         m.instance = r.instance();
+        m.incarnation = r.incarnation();
+        m.confirmed = false;  // until it heartbeats this coordinator
         m.last_heartbeat = now;
         core->members_[m.worker_id] = m;
       }
@@ -146,8 +152,10 @@ absl::Status CoordinatorCore::CheckCollision(const v1::JoinRequest& request) con
   if (phase_ == Phase::kRunning && it != members_.end()) {
     const Member& m = it->second;
     const absl::Duration silent = options_.clock() - m.last_heartbeat;
-    if (!m.left && !m.instance.empty() && m.instance != request.instance() &&
-        silent <= options_.heartbeat_period * options_.heartbeat_misses) {
+    // A restored member that has not heartbeated since is no evidence of a
+    // live process: the job was most likely started again.
+    if (m.confirmed && !m.left && !m.instance.empty() && m.instance != request.instance() &&
+        silent <= Tolerance(m)) {
       return refuse(absl::StrCat("rank ", m.rank),
                     absl::StrCat(", last heartbeat ",
                                  absl::FormatDuration(std::max(silent, absl::ZeroDuration())),
@@ -155,6 +163,25 @@ absl::Status CoordinatorCore::CheckCollision(const v1::JoinRequest& request) con
     }
   }
   return absl::OkStatus();
+}
+
+bool CoordinatorCore::IsNewIncarnation(const v1::JoinRequest& request) const {
+  if (phase_ != Phase::kRunning || request.incarnation().empty() || members_.empty()) {
+    return false;
+  }
+  for (const auto& [id, m] : members_) {
+    if (m.confirmed || m.incarnation.empty() || m.incarnation == request.incarnation()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+absl::Duration CoordinatorCore::Tolerance(const Member& m) const {
+  const absl::Duration beats = options_.heartbeat_period * options_.heartbeat_misses;
+  const double step = m.progress.step_seconds();
+  if (options_.step_time_factor <= 0 || !(step > 0)) return beats;
+  return std::max(beats, absl::Seconds(options_.step_time_factor * std::min(step, 3600.0)));
 }
 
 bool CoordinatorCore::RendezvousReady(absl::Time now) const {
@@ -188,6 +215,7 @@ void CoordinatorCore::FormGeneration() {
     m.endpoint = req.endpoint();
     m.node = req.node();
     m.instance = req.instance();
+    m.incarnation = req.incarnation();
     m.last_heartbeat = now;
     members_[m.worker_id] = m;
     v1::JoinResponse& r = results_[m.worker_id];
@@ -233,6 +261,15 @@ absl::StatusOr<v1::JoinResponse> CoordinatorCore::Join(const v1::JoinRequest& re
     absl::MutexLock lock(&mu_);
     if (phase_ == Phase::kFinished) {
       return absl::FailedPreconditionError("join refused: the job has finished");
+    }
+    if (IsNewIncarnation(request)) {
+      // The stored generation's processes belonged to the previous run of
+      // the job (interrupted, then started again): not a failure.
+      EndGeneration(absl::StrCat("a new run of job '", options_.job_id, "' started (worker ", id,
+                                 "); the generation restored from the state directory "
+                                 "belonged to the previous run"),
+                    false);
+      ended = true;
     }
     RETURN_IF_ERROR(CheckCollision(request));
     if (phase_ == Phase::kRunning) {
@@ -368,6 +405,7 @@ absl::StatusOr<v1::HeartbeatResponse> CoordinatorCore::Heartbeat(
   }
   Member& m = it->second;
   m.last_heartbeat = options_.clock();
+  m.confirmed = true;
   m.progress = request.progress();
   if (options_.batch_auto.max_global_batch > 0) {
     if (m.rank == 0) ObserveBatch(m.progress);
@@ -574,15 +612,35 @@ bool CoordinatorCore::CheckLiveness() {
   bool ended = false;
   {
     absl::MutexLock lock(&mu_);
-    if (phase_ != Phase::kRunning) return false;
     const absl::Time now = options_.clock();
-    const absl::Duration limit = options_.heartbeat_period * options_.heartbeat_misses;
+    const absl::Time previous = last_liveness_check_;
+    last_liveness_check_ = now;
+    if (phase_ != Phase::kRunning) return false;
+    if (options_.stall_gap > absl::ZeroDuration() && previous != absl::InfinitePast() &&
+        now - previous >= options_.stall_gap) {
+      // This loop was not scheduled: whatever silence it sees now is (at
+      // least partly) its own. Nobody is blamed; every member's silence
+      // counts again from now.
+      for (auto& [id, m] : members_) m.last_heartbeat = std::max(m.last_heartbeat, now);
+      ++stalls_;
+      LOG(WARNING) << "coordinator: no liveness check for "
+                   << absl::FormatDuration(now - previous)
+                   << " (this process was stopped or starved); every worker gets a fresh "
+                      "heartbeat tolerance";
+      return false;
+    }
     for (const auto& [id, m] : members_) {
       if (m.left) continue;
+      const absl::Duration limit = Tolerance(m);
       if (now - m.last_heartbeat > limit) {
+        const absl::Duration beats = options_.heartbeat_period * options_.heartbeat_misses;
         const std::string reason = absl::StrCat(
             "rank ", m.rank, " (", id, ") missed ", options_.heartbeat_misses,
-            " heartbeats (silent for ", absl::FormatDuration(now - m.last_heartbeat), ")");
+            " heartbeats (silent for ", absl::FormatDuration(now - m.last_heartbeat),
+            limit > beats ? absl::StrCat("; tolerance ", absl::FormatDuration(limit),
+                                         " for its step time")
+                          : std::string(),
+            ")");
         v1::LostWorker lost;
         lost.set_worker_id(id);
         lost.set_rank(m.rank);
@@ -621,6 +679,11 @@ int CoordinatorCore::live_workers() {
   return n;
 }
 
+int64_t CoordinatorCore::stalls() {
+  absl::MutexLock lock(&mu_);
+  return stalls_;
+}
+
 int64_t CoordinatorCore::restarts() {
   absl::MutexLock lock(&mu_);
   return restarts_;
@@ -645,6 +708,7 @@ v1::CoordinatorState CoordinatorCore::StateLocked() const {
       r->set_node(m.node);
       r->set_finished(m.finished);
       r->set_instance(m.instance);
+      r->set_incarnation(m.incarnation);
     }
   }
   return state;

@@ -9,7 +9,19 @@
 // (generation counter, last checkpoint, restarts, and the running
 // generation's members) to `state_dir` atomically: a coordinator restarted
 // from it resumes the running generation, so its workers train on through
-// the restart (their heartbeats count from the restart).
+// the restart (their heartbeats count from the restart). A restored member
+// counts as live only once it has heartbeated this coordinator: until then
+// a new process of its worker id is the job started again, not a duplicate.
+// A worker that joins with another job incarnation (JoinRequest.incarnation)
+// than the restored members' ends the restored generation as "a new run of
+// the job" (not a failure); the new generation resumes from the last
+// committed checkpoint.
+//
+// Failure detection blames the right process: a member is silent when no
+// heartbeat came for its tolerance, max(heartbeat_period x heartbeat_misses,
+// step_time_factor x its reported step time). When CheckLiveness itself was
+// not called for `stall_gap` (this process was stopped or starved: the
+// silence was its own), every member gets a fresh tolerance instead.
 //
 // Workers expelled for missing heartbeats are listed in GetJobStatus
 // (`lost`), for a supervisor that kills them; a REJOIN after a failure says
@@ -53,6 +65,14 @@ struct CoordinatorOptions {
   // ends the generation.
   absl::Duration heartbeat_period = absl::Seconds(1);
   int heartbeat_misses = 3;
+  // A member's tolerance grows to this many times the step time it reports
+  // (a loaded machine slows its heartbeats as much as its steps); 0 = off.
+  double step_time_factor = 5;
+  // Two CheckLiveness calls this far apart mean the coordinator itself was
+  // not running: nobody is blamed, every member's silence restarts from
+  // now. 0 = off (tests that call CheckLiveness by hand); CoordinatorServer
+  // sets it to the heartbeat period (four of its liveness ticks).
+  absl::Duration stall_gap = absl::ZeroDuration();
   // Where the durable state lives; empty = nothing persisted.
   std::string state_dir;
   // Global batch size handed to each generation (0 = workers decide).
@@ -105,6 +125,8 @@ class CoordinatorCore {
   int64_t generation();
   int live_workers();
   int64_t restarts();
+  // How often CheckLiveness found a gap of stall_gap in its own calls.
+  int64_t stalls();
   // Dynamic batch sizing: the last decision and its inputs (zeros when off
   // or before rank 0's first report).
   BatchDecision batch_decision();
@@ -117,7 +139,11 @@ class CoordinatorCore {
     int rank = 0;
     v1::Endpoint endpoint;
     std::string node;
-    std::string instance;  // JoinRequest.instance of the process
+    std::string instance;     // JoinRequest.instance of the process
+    std::string incarnation;  // JoinRequest.incarnation of the job
+    // False for a member restored from the state directory until it
+    // heartbeats this coordinator (CheckCollision ignores it until then).
+    bool confirmed = true;
     absl::Time last_heartbeat;
     v1::WorkerProgress progress;
     bool left = false;
@@ -139,6 +165,11 @@ class CoordinatorCore {
   void FormGeneration() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndGeneration(const std::string& reason, bool failure) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool RendezvousReady(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True when the running generation was restored from disk, no member has
+  // heartbeated since, and `request` is of another (known) incarnation.
+  bool IsNewIncarnation(const v1::JoinRequest& request) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How long `m` may be silent (see the header comment).
+  absl::Duration Tolerance(const Member& m) const;
   // Snapshot under mu_, write outside it (locks are released around I/O).
   void Persist() ABSL_LOCKS_EXCLUDED(mu_);
   v1::CoordinatorState StateLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -167,6 +198,9 @@ class CoordinatorCore {
   int64_t last_failed_generation_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<v1::LostWorker> lost_ ABSL_GUARDED_BY(mu_);  // newest last, <= kMaxLost
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
+  // The previous CheckLiveness call (InfinitePast: none yet).
+  absl::Time last_liveness_check_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  int64_t stalls_ ABSL_GUARDED_BY(mu_) = 0;
   // Rendezvous in progress: worker_id -> request, and when the last came.
   std::map<std::string, v1::JoinRequest> pending_ ABSL_GUARDED_BY(mu_);
   absl::Time last_join_ ABSL_GUARDED_BY(mu_);

@@ -10,26 +10,10 @@
 #include "absl/synchronization/mutex.h"
 #include "common/io/file.h"
 #include "gtest/gtest.h"
+#include "services/coordinator/manual_clock.h"
 
 namespace tandem {
 namespace {
-
-// A clock tests move by hand (liveness only).
-class ManualClock {
- public:
-  absl::Time Now() {
-    absl::MutexLock l(&mu_);
-    return now_;
-  }
-  void Advance(absl::Duration d) {
-    absl::MutexLock l(&mu_);
-    now_ += d;
-  }
-
- private:
-  absl::Mutex mu_;
-  absl::Time now_ = absl::FromUnixSeconds(1000000);
-};
 
 CoordinatorOptions Options(int min, int max, ManualClock* clock = nullptr) {
   CoordinatorOptions o;

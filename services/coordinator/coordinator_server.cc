@@ -7,7 +7,13 @@ namespace tandem {
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     const CoordinatorServerOptions& options) {
   std::unique_ptr<CoordinatorServer> s(new CoordinatorServer());
-  ASSIGN_OR_RETURN(s->core_, CoordinatorCore::Create(options.coordinator));
+  CoordinatorOptions core_options = options.coordinator;
+  if (options.run_liveness_thread && core_options.stall_gap == absl::ZeroDuration()) {
+    // The loop below ticks four times per period: a whole period without a
+    // tick means this process, not its workers, was silent.
+    core_options.stall_gap = core_options.heartbeat_period;
+  }
+  ASSIGN_OR_RETURN(s->core_, CoordinatorCore::Create(core_options));
   MetricsOptions metrics = options.metrics;
   metrics.labels.emplace("service", "coordinator");
   metrics.labels.emplace("job", options.coordinator.job_id);

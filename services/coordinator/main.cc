@@ -27,6 +27,9 @@ ABSL_FLAG(int, max_workers, 1, "Most workers a generation takes.");
 ABSL_FLAG(double, settle_seconds, 1.0, "Wait this long after the last join (once min is met).");
 ABSL_FLAG(int, heartbeat_ms, 1000, "Heartbeat period workers must keep.");
 ABSL_FLAG(int, heartbeat_misses, 3, "Missed heartbeats that end a generation.");
+ABSL_FLAG(double, step_time_factor, 5,
+          "A worker's heartbeat tolerance grows to this many times its reported step time "
+          "(a loaded machine slows heartbeats as much as steps); 0: heartbeats only.");
 ABSL_FLAG(std::string, state_dir, "", "Directory for durable job state (empty: none).");
 ABSL_FLAG(std::string, token_file, "",
           "File with the job's token every RPC must carry (empty: $TANDEM_TOKEN, else none).");
@@ -59,6 +62,7 @@ int main(int argc, char** argv) {
   o.coordinator.settle_time = absl::Seconds(absl::GetFlag(FLAGS_settle_seconds));
   o.coordinator.heartbeat_period = absl::Milliseconds(absl::GetFlag(FLAGS_heartbeat_ms));
   o.coordinator.heartbeat_misses = absl::GetFlag(FLAGS_heartbeat_misses);
+  o.coordinator.step_time_factor = absl::GetFlag(FLAGS_step_time_factor);
   o.coordinator.state_dir = absl::GetFlag(FLAGS_state_dir);
   o.coordinator.global_batch_size = absl::GetFlag(FLAGS_global_batch_size);
   if (const std::string b = absl::GetFlag(FLAGS_batch_auto); !b.empty()) {

@@ -66,6 +66,7 @@ absl::StatusOr<v1::JoinResponse> CoordinatorClient::Join(absl::Duration timeout)
   request.set_local_devices(1);
   request.set_node(options_.node);
   request.set_instance(instance_);
+  request.set_incarnation(options_.incarnation);
   absl::Duration backoff = absl::Milliseconds(100);
   absl::Status status;
   v1::JoinResponse response;

@@ -48,6 +48,7 @@ struct CoordinatorClientOptions {
   std::string target;            // coordinator "host:port" (required)
   std::string job_id = "tandem";
   std::string worker_id;         // stable for the process (required)
+  std::string incarnation;       // JoinRequest.incarnation; "" = unknown
   v1::Endpoint endpoint;         // reported for status listings
   std::string node = "localhost";  // groups ranks into nodes
   // How long one Join may wait for the rendezvous to complete.

@@ -96,6 +96,10 @@ ABSL_FLAG(std::string, sync_opt, "",
           "Strategy options key=value[,key=value]; an unknown key lists the valid ones. "
           "compressed momentum_correction=1 (topk/threshold, ef=1) applies --momentum in the "
           "strategy (DGC) and steps plain SGD: needs --optimizer sgd, no --nesterov.");
+ABSL_FLAG(std::string, incarnation, "",
+          "Id of this start of the whole job (tandem local makes one per run): after a "
+          "restart from its state, the coordinator resumes a stored generation only for workers "
+          "of the same incarnation (empty: unknown).");
 ABSL_FLAG(std::string, node_id, "",
           "Node this worker belongs to, for intra-/inter-node groups (default: --host).");
 ABSL_FLAG(bool, profile, false,
@@ -150,6 +154,7 @@ int main(int argc, char** argv) {
     gethostname(host, sizeof(host) - 1);
     o.worker_id = absl::StrCat(host, ":", getpid());
   }
+  o.incarnation = absl::GetFlag(FLAGS_incarnation);
   o.hostname = absl::GetFlag(FLAGS_host);
   o.model = absl::GetFlag(FLAGS_model);
   o.torch_threads = absl::GetFlag(FLAGS_torch_threads);

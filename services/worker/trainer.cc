@@ -114,6 +114,7 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
   co.target = o_.coordinator;
   co.job_id = o_.job_id;
   co.worker_id = o_.worker_id;
+  co.incarnation = o_.incarnation;
   co.endpoint.set_host(o_.hostname);
   co.endpoint.set_metrics_port(std::max(t_->metrics_->port(), 0));
   co.node = o_.node_id.empty() ? o_.hostname : o_.node_id;
@@ -197,6 +198,11 @@ void Trainer::Loop::ReportFailure(Generation& g, const absl::Status& s) {
     absl::SleepFor(std::min(period / 4, absl::Milliseconds(100)));
   }
   Command c = client_->command();
+  // A planned end (a worker joined: no failure signalled, so nothing was
+  // aborted) refuses what this rank sent after it with ABORTED: that is the
+  // membership changing, not a step failing.
+  const bool planned = c.kind == Command::kRejoin && absl::IsAborted(s) && !c.reason.empty() &&
+                       abort_.reason(g.join.generation()).empty();
   // Report even when the generation has ended already (a planned resize):
   // the coordinator then counts it as failed, so the peers still waiting
   // in its collectives for this rank abort them too.
@@ -205,9 +211,11 @@ void Trainer::Loop::ReportFailure(Generation& g, const absl::Status& s) {
     (void)client_->HeartbeatOnce();
     c = client_->command();
   }
-  failure_ = absl::StrCat("generation ", g.join.generation(), ", rank ", g.rank(),
-                          ": training step failed: ", s.message());
-  if (!c.reason.empty() && !absl::StrContains(s.message(), c.reason)) {
+  failure_ = planned ? absl::StrCat("generation ", g.join.generation(), " ended: ", c.reason,
+                                    " (rank ", g.rank(), ": ", s.message(), ")")
+                     : absl::StrCat("generation ", g.join.generation(), ", rank ", g.rank(),
+                                    ": training step failed: ", s.message());
+  if (!planned && !c.reason.empty() && !absl::StrContains(s.message(), c.reason)) {
     absl::StrAppend(&failure_, " (coordinator: ", c.reason, ")");
   }
   LOG(WARNING) << "worker " << o_.worker_id << ": " << failure_ << "; re-joining";
@@ -416,7 +424,16 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(TrainerOptions options)
   bo.cuda_device = t->options_.cuda_device;
   // bf16 GEMMs where the backend has them (the CPU backend computes in fp32).
   if (t->options_.precision == "bf16") bo.math_mode = kernels::MathMode::kBf16;
-  ASSIGN_OR_RETURN(t->backend_, kernels::CreateBackend(bo));
+  // --backend cuda means a GPU: training on the CPU instead (the factory's
+  // fallback) would pass for success at a fraction of the speed.
+  bo.allow_cpu_fallback = false;
+  absl::StatusOr<std::unique_ptr<kernels::Backend>> backend = kernels::CreateBackend(bo);
+  if (!backend.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "backend \"", bo.device, "\" unavailable (", backend.status().message(),
+        "); use --backend cpu, or run where a GPU and its driver are"));
+  }
+  t->backend_ = std::move(*backend);
   if (!t->backend_->host_accessible() && !TransportAvailable("nccl")) {
     // Gloo / shm reduce host memory; device memory needs NCCL (CUDA builds).
     return absl::UnimplementedError(absl::StrCat(

@@ -36,6 +36,9 @@ struct TrainerOptions {
   std::vector<std::string> shard_servers;
   std::string job_id = "tandem";
   std::string worker_id;                  // required; stable per process
+  // The job incarnation sent with every join (JoinRequest.incarnation): one
+  // id per start of the whole job; empty = unknown.
+  std::string incarnation;
   std::string hostname = "127.0.0.1";     // address peers reach this worker at
   // Node this worker belongs to, for the intra-/inter-node communicator
   // groups; empty = `hostname`.

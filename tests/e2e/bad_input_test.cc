@@ -5,12 +5,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/tandem_harness.h"
+#include "tools/tandem/process.h"
 
 namespace tandem {
 namespace e2e {
@@ -67,6 +69,33 @@ TEST(BadInputTest, OccupiedPort) {
   const int port = ntohs(addr.sin_port);
   ExpectRejected({{absl::StrCat("--port=", port)}, absl::StrCat("port ", port, " on 127.0.0.1 is not free")});
   close(fd);
+}
+
+// Accepted before and then ignored (the whole job ran): refused now.
+TEST(BadInputTest, NegativeValuesAreRefusedNotDropped) {
+  ExpectRejected({{"--max-steps", "-5"}, "--max_steps must not be negative (got -5)"});
+  ExpectRejected({{"--checkpoint-every=-3"}, "--checkpoint_every must not be negative"});
+  ExpectRejected({{"--momentum=-0.5"}, "--momentum must not be negative"});
+}
+
+// Trained on the CPU with rc 0 before (one line in worker-0.log).
+TEST(BadInputTest, CudaWithoutAGpuIsRefused) {
+  if (access("/dev/nvidia0", F_OK) == 0) GTEST_SKIP() << "this machine has a GPU";
+  ExpectRejected({{"--backend=cuda", "--workers=1"}, "--backend cuda: this machine has no GPU"});
+  // The worker itself refuses too (it trained on the CPU with rc 0 before).
+  cli::SubprocessOptions o;
+  o.name = "worker";
+  o.argv = {std::string(std::getenv("TEST_SRCDIR")) + "/tandem/services/worker/worker",
+            "--backend=cuda", "--coordinator=127.0.0.1:1", "--data_servers=127.0.0.1:2",
+            "--join_timeout_seconds=1"};
+  o.log_path = TmpPath("cuda-worker.log");
+  auto p = cli::Subprocess::Start(o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_TRUE((*p)->WaitFor(absl::Seconds(60)));
+  EXPECT_FALSE((*p)->succeeded()) << (*p)->DescribeExit();
+  const std::string log = ReadFile(o.log_path);
+  EXPECT_TRUE(absl::StrContains(log, "backend \"cuda\" unavailable")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "use --backend cpu")) << log;
 }
 
 TEST(BadInputTest, UnknownCommandAndStatusWithoutCoordinator) {

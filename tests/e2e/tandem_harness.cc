@@ -25,12 +25,20 @@ std::string ReadFile(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-int ReadPid(const std::string& run_dir, const std::string& name) {
-  std::string text = ReadFile(run_dir + "/" + name + ".pid");
+namespace {
+int ReadPidFile(const std::string& path) {
+  std::string text = ReadFile(path);
   while (!text.empty() && text.back() == '\n') text.pop_back();
   int pid = -1;
   return absl::SimpleAtoi(text, &pid) ? pid : -1;
 }
+}  // namespace
+
+int ReadPid(const std::string& run_dir, const std::string& name) {
+  return ReadPidFile(run_dir + "/" + name + ".pid");
+}
+
+int ReadLockHolder(const std::string& run_dir) { return ReadPidFile(run_dir + "/tandem.lock"); }
 
 TandemRun RunTandem(const std::vector<std::string>& args,
                     const std::function<void(const std::string&)>& on_line) {

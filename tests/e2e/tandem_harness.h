@@ -30,6 +30,8 @@ std::string TmpPath(const std::string& name);
 std::string ReadFile(const std::string& path);
 // The pid recorded in <run_dir>/<name>.pid, or -1.
 int ReadPid(const std::string& run_dir, const std::string& name);
+// The pid of the `tandem local` holding <run_dir> (its tandem.lock), or -1.
+int ReadLockHolder(const std::string& run_dir);
 
 // Runs `tandem <args> --bin_dir=<runfiles>`; calls on_line for each stdout line.
 TandemRun RunTandem(const std::vector<std::string>& args,

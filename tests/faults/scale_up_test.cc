@@ -77,6 +77,10 @@ TEST(ScaleUpTest, AThirdWorkerJoinsMidEpochAndEverySampleIsSeenOnce) {
   EXPECT_TRUE(lr2 && lr3) << "LR not rescaled for the new world:\n" << r.stdout_text;
   EXPECT_TRUE(absl::StrContains(ReadFile(run_dir + "/coordinator.log"),
                                 "worker-2 joined; growing the job"));
+  // The summary counts the added worker (it said "2 of 2" for a world of 3).
+  EXPECT_TRUE(absl::StrContains(
+      r.stdout_text, "3 of 3 workers exited cleanly (1 added with tandem add-worker)"))
+      << r.stdout_text;
 
   std::vector<worker::SampleRecord> records;
   for (int w = 0; w < 3; ++w) {

@@ -115,6 +115,19 @@ std::vector<int> RunningAddedWorkers(const std::string& run_dir, int first_index
   return pids;
 }
 
+AddedWorkers CountAddedWorkers(const std::string& run_dir, int first_index, int end_index) {
+  AddedWorkers n;
+  for (int i = first_index; i < end_index; ++i) {
+    if (!Exists(absl::StrCat(run_dir, "/worker-", i, ".claim"))) continue;
+    ++n.started;
+    auto exit = ReadFileToString(absl::StrCat(run_dir, "/worker-", i, ".exit"));
+    if (!exit.ok()) continue;
+    ++n.exited;
+    if (absl::StartsWith(*exit, "exited with status 0")) ++n.clean;
+  }
+  return n;
+}
+
 absl::Status RunAddWorker(const AddWorkerOptions& o, std::FILE* out,
                           const std::function<bool()>& stop_requested) {
   if (o.run_dir.empty()) {
@@ -141,6 +154,9 @@ absl::Status RunAddWorker(const AddWorkerOptions& o, std::FILE* out,
       return absl::CancelledError(absl::StrCat("interrupted; stopped ", name));
     }
   }
+  // How it ended, for tandem local's summary (CountAddedWorkers).
+  (void)WriteFileAtomically(absl::StrCat(o.run_dir, "/", name, ".exit"),
+                            absl::StrCat(p->DescribeExit(), "\n"));
   if (!p->succeeded()) {
     return absl::AbortedError(absl::StrCat(name, " (pid ", p->pid(), ") ", p->DescribeExit(),
                                            "; last lines of ", so.log_path, ":\n",

@@ -55,6 +55,16 @@ absl::StatusOr<WorkerSlot> ClaimWorkerSlot(const std::string& run_dir);
 // still running (for tandem local's supervision).
 std::vector<int> RunningAddedWorkers(const std::string& run_dir, int first_index, int end_index);
 
+// Workers add-worker started in `run_dir` (claimed slots in [first_index,
+// end_index)) that have exited, and how many of them cleanly (from the
+// worker-<i>.exit file RunAddWorker writes), for tandem local's summary.
+struct AddedWorkers {
+  int started = 0;
+  int exited = 0;  // with an exit file
+  int clean = 0;
+};
+AddedWorkers CountAddedWorkers(const std::string& run_dir, int first_index, int end_index);
+
 absl::Status RunAddWorker(const AddWorkerOptions& options, std::FILE* out,
                           const std::function<bool()>& stop_requested);
 

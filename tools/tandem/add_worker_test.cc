@@ -71,6 +71,18 @@ TEST(AddWorkerTest, RunsTheSlotsCommandAndReportsItsExit) {
   EXPECT_TRUE(absl::StrContains(Read(dir + "/worker-1.log"), "got hello"));
   EXPECT_GT(std::stoi(Read(dir + "/worker-1.pid")), 0);
   EXPECT_TRUE(RunningAddedWorkers(dir, 0, 4).empty());
+  // tandem local's summary counts it: started, exited, not cleanly.
+  AddedWorkers n = CountAddedWorkers(dir, 0, 4);
+  EXPECT_EQ(n.started, 1);
+  EXPECT_EQ(n.exited, 1);
+  EXPECT_EQ(n.clean, 0);
+  ASSERT_TRUE(WriteWorkerSlot(dir, 2, {}, {"/bin/sh", "-c", "exit 0"}).ok());
+  out = std::tmpfile();
+  EXPECT_TRUE(RunAddWorker({dir}, out, [] { return false; }).ok());
+  std::fclose(out);
+  n = CountAddedWorkers(dir, 0, 4);
+  EXPECT_EQ(n.started, 2);
+  EXPECT_EQ(n.clean, 1);
 }
 
 }  // namespace

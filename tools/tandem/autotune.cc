@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -10,20 +11,55 @@
 #include "absl/strings/str_format.h"
 #include "common/io/file.h"
 #include "common/status/status_macros.h"
+#include "common/nn/model_spec.h"
+#include "common/plan/model_cost.h"
+#include "common/plan/strategy_cost.h"
+#include "common/data/dataset.h"
 #include "tools/tandem/doctor_command.h"
 
 namespace tandem {
 namespace cli {
 
-std::vector<AutotuneCandidate> AutotuneCandidates(const LocalOptions& o) {
-  std::vector<AutotuneCandidate> c = {{"allreduce", "bucket_cap_mb=25", true},
-                                      {"allreduce", "bucket_cap_mb=1"},
-                                      {"allreduce", "bucket_cap_mb=4"},
-                                      {"allreduce", "bucket_cap_mb=100"}};
+std::vector<AutotuneCandidate> AutotuneCandidates(const LocalOptions& o,
+                                                  const std::function<int(double)>& buckets,
+                                                  std::vector<std::string>* skipped) {
+  std::vector<AutotuneCandidate> c = {{"allreduce", "bucket_cap_mb=25", true}};
+  std::vector<int> seen;
+  if (buckets) seen.push_back(buckets(25));
+  for (double cap : {1.0, 4.0, 100.0}) {
+    const std::string opt = absl::StrCat("bucket_cap_mb=", cap);
+    if (buckets) {
+      const int n = buckets(cap);
+      if (std::find(seen.begin(), seen.end(), n) != seen.end()) {
+        if (skipped != nullptr) {
+          skipped->push_back(absl::StrCat("allreduce ", opt, " (", n,
+                                          " bucket(s), as a bucket size already tried)"));
+        }
+        continue;
+      }
+      seen.push_back(n);
+    }
+    c.push_back({"allreduce", opt});
+  }
   if (o.nodes > 1 && o.workers_per_node > 1) c.push_back({"allreduce", "hier=1,bucket_cap_mb=25"});
   c.push_back({"zero1", ""});
   c.push_back({"zero2", "bucket_cap_mb=25"});
   return c;
+}
+
+int64_t JobSteps(const LocalOptions& o, int64_t train_samples) {
+  if (o.max_steps > 0) return o.max_steps;
+  const int64_t global =
+      int64_t{o.batch_size} * std::max(1, o.workers) * std::max(1, o.accumulation);
+  return global > 0 ? int64_t{o.epochs} * (train_samples / global) : 0;
+}
+
+int AutotuneStepsPerTrial(int requested, int64_t job_steps, int trials) {
+  if (trials <= 0) return 0;
+  const int64_t budget =
+      static_cast<int64_t>(kAutotuneJobFraction * static_cast<double>(job_steps)) / trials;
+  const int64_t steps = std::min<int64_t>(requested, budget);
+  return steps < kMinAutotuneSteps ? 0 : static_cast<int>(steps);
 }
 
 absl::StatusOr<double> MeanStepSeconds(const std::vector<ProcessMetrics>& metrics) {
@@ -50,6 +86,28 @@ int FastestTrial(const std::vector<AutotuneTrial>& trials) {
 
 namespace {
 
+// What autotune needs to know of the job before it runs anything.
+struct JobShape {
+  std::function<int(double)> buckets;  // bucket count at a cap (MiB)
+  int64_t job_steps = 0;
+};
+
+absl::StatusOr<JobShape> ShapeOf(const LocalOptions& o) {
+  JobShape s;
+  auto spec = nn::ParseModelSpec(o.model);
+  if (!spec.ok()) return spec.status();
+  ASSIGN_OR_RETURN(plan::ModelCost cost, plan::ModelCostOf(*spec));
+  s.buckets = [cost](double cap_mb) {
+    absl::StatusOr<int> n = plan::BucketCount(cost, cap_mb);
+    return n.ok() ? *n : -1;
+  };
+  ASSIGN_OR_RETURN(DatasetFiles data, ResolveDataset(o));
+  ASSIGN_OR_RETURN(std::unique_ptr<data::Dataset> train,
+                   data::OpenDataset(data.train_name, data.train_path));
+  s.job_steps = JobSteps(o, train->num_samples());
+  return s;
+}
+
 std::string Describe(const AutotuneCandidate& c) {
   return c.sync_opt.empty() ? c.sync : absl::StrCat(c.sync, " ", c.sync_opt);
 }
@@ -57,6 +115,7 @@ std::string Describe(const AutotuneCandidate& c) {
 }  // namespace
 
 std::string FormatAutotune(const AutotuneResult& r) {
+  if (r.trials.empty()) return "";
   double base = 0;
   for (const AutotuneTrial& t : r.trials) {
     if (t.candidate.is_default && t.error.empty()) base = t.step_seconds;
@@ -97,19 +156,49 @@ absl::StatusOr<AutotuneResult> RunAutotune(const LocalOptions& o, const LocalEnv
   }
   RETURN_IF_ERROR(MakeDirectories(parent));
   AutotuneResult r;
-  const std::vector<AutotuneCandidate> candidates = AutotuneCandidates(o);
-  std::fprintf(env.out, "autotune: %zu configurations, %d steps each (trials under %s/autotune-N)\n",
-               candidates.size(), o.autotune_steps, parent.c_str());
-  std::fflush(env.out);
+  ASSIGN_OR_RETURN(const JobShape shape, ShapeOf(o));
+  std::vector<std::string> skipped;
+  const std::vector<AutotuneCandidate> candidates =
+      AutotuneCandidates(o, shape.buckets, &skipped);
+  // Printed as they are known (before the trials' minutes), kept for tests.
+  auto note = [&](std::string line) {
+    std::fprintf(env.out, "autotune: %s\n", line.c_str());
+    std::fflush(env.out);
+    r.notes.push_back(std::move(line));
+  };
+  for (const std::string& s : skipped) {
+    note(absl::StrCat("skipped ", s, ": it cannot change the step for this model"));
+  }
+  const int steps = AutotuneStepsPerTrial(o.autotune_steps, shape.job_steps,
+                                          static_cast<int>(candidates.size()));
+  r.chosen_options = o;
+  r.chosen_options.autotune = false;
+  if (steps == 0) {
+    note(absl::StrFormat(
+        "skipped: the job's %d steps leave fewer than %d steps for each of %d trials within "
+        "%.0f%% of the job; training with --sync %s",
+        static_cast<long long>(shape.job_steps), kMinAutotuneSteps,
+        static_cast<int>(candidates.size()), 100 * kAutotuneJobFraction, o.sync));
+    return r;
+  }
+  note(absl::StrFormat(
+      "%d configurations x %d steps = %d steps, %.0f%% of the job's %d (trials under "
+      "%s/autotune-N)",
+      static_cast<int>(candidates.size()), steps, steps * static_cast<int>(candidates.size()),
+      100.0 * steps * candidates.size() / std::max<int64_t>(1, shape.job_steps),
+      static_cast<long long>(shape.job_steps), parent));
   for (size_t i = 0; i < candidates.size(); ++i) {
     LocalOptions t = o;
     t.autotune = false;
     t.doctor = false;
     t.sync = candidates[i].sync;
     t.sync_opt = candidates[i].sync_opt;
-    t.max_steps = o.autotune_steps;
+    t.max_steps = steps;
     t.checkpoint_every = 0;
     t.run_dir = absl::StrCat(parent, "/autotune-", i);
+    // A trial always starts from step 0: an earlier --autotune in this run
+    // directory (before an interrupt) left its trial's job state there.
+    std::remove(absl::StrCat(t.run_dir, "/coordinator-state/coordinator_state.pb").c_str());
     AutotuneTrial trial;
     trial.candidate = candidates[i];
     // The trial's console goes to a file next to its run directory.
@@ -145,8 +234,6 @@ absl::StatusOr<AutotuneResult> RunAutotune(const LocalOptions& o, const LocalEnv
     }
     return absl::FailedPreconditionError(absl::StrCat("autotune: no trial ran", why));
   }
-  r.chosen_options = o;
-  r.chosen_options.autotune = false;
   r.chosen_options.sync = r.trials[r.chosen].candidate.sync;
   r.chosen_options.sync_opt = r.trials[r.chosen].candidate.sync_opt;
   return r;

@@ -14,10 +14,19 @@
 // write at exit. Lossy codecs (`--sync compressed`) are never tried: they
 // change the numbers, not just the speed (`tandem plan` ranks them).
 //
+// Trials that cannot change anything are not run: a bucket size that gives
+// this model the same buckets as one already tried (a 0.8 MiB gradient is
+// one bucket under 1, 4, 25 and 100 MiB). The trials' budget is bounded by
+// kAutotuneJobFraction of the job's own steps: fewer steps per trial for a
+// short job, and none (autotune skipped, the default trained) when that
+// leaves under kMinAutotuneSteps per trial.
+//
 // Not thread-safe (starts processes; call from the thread that owns them).
 #ifndef TANDEM_TOOLS_TANDEM_AUTOTUNE_H_
 #define TANDEM_TOOLS_TANDEM_AUTOTUNE_H_
 
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -46,12 +55,30 @@ struct AutotuneResult {
   std::vector<AutotuneTrial> trials;
   int chosen = -1;    // index into trials
   LocalOptions chosen_options;
+  // What was skipped and the budget (RunAutotune prints each at once).
+  std::vector<std::string> notes;
 };
+
+constexpr double kAutotuneJobFraction = 0.1;
+constexpr int kMinAutotuneSteps = 5;
 
 // The configurations tried for `o`: allreduce with 1, 4, 25 (the default)
 // and 100 MiB buckets, allreduce hier=1 when there are several nodes of
-// several workers, zero1 and zero2.
-std::vector<AutotuneCandidate> AutotuneCandidates(const LocalOptions& o);
+// several workers, zero1 and zero2. With `buckets` (the bucket count the
+// model gets at a cap in MiB), an allreduce bucket size that gives as many
+// buckets as an earlier candidate is left out and described in *skipped.
+std::vector<AutotuneCandidate> AutotuneCandidates(
+    const LocalOptions& o, const std::function<int(double cap_mb)>& buckets = nullptr,
+    std::vector<std::string>* skipped = nullptr);
+
+// Optimizer steps of the whole job: --max_steps, else epochs x the global
+// batches in `train_samples`.
+int64_t JobSteps(const LocalOptions& o, int64_t train_samples);
+
+// Steps per trial: o.autotune_steps, lowered so that `trials` of them stay
+// within kAutotuneJobFraction of `job_steps`; 0 when that leaves fewer than
+// kMinAutotuneSteps (autotune is not worth its cost for this job).
+int AutotuneStepsPerTrial(int requested, int64_t job_steps, int trials);
 
 // Mean step time over every worker snapshot in `metrics` (tandem_step_seconds
 // sum / count); NOT_FOUND when no snapshot has a step.

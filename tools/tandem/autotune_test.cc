@@ -37,6 +37,44 @@ TEST(AutotuneTest, CandidatesAreLosslessAndStartWithTheDefault) {
   EXPECT_TRUE(Has(AutotuneCandidates(o), "allreduce", "hier=1,bucket_cap_mb=25"));
 }
 
+// A 0.8 MiB gradient is one bucket under every cap: only the default is
+// timed of the allreduce bucket sizes (the others were picked by noise).
+TEST(AutotuneTest, BucketSizesThatChangeNothingAreSkipped) {
+  LocalOptions o;
+  std::vector<std::string> skipped;
+  auto one_bucket = [](double) { return 1; };
+  std::vector<AutotuneCandidate> c = AutotuneCandidates(o, one_bucket, &skipped);
+  EXPECT_TRUE(Has(c, "allreduce", "bucket_cap_mb=25"));
+  EXPECT_FALSE(Has(c, "allreduce", "bucket_cap_mb=1"));
+  EXPECT_FALSE(Has(c, "allreduce", "bucket_cap_mb=100"));
+  EXPECT_TRUE(Has(c, "zero1", ""));
+  ASSERT_EQ(skipped.size(), 3u);
+  EXPECT_TRUE(absl::StrContains(skipped[0], "allreduce bucket_cap_mb=1 (1 bucket(s)")) << skipped[0];
+  // 12 MiB of gradients: 1 MiB -> 12 buckets, 4 -> 3, 25 and 100 -> 1.
+  auto twelve = [](double cap) { return cap >= 12 ? 1 : static_cast<int>(12 / cap); };
+  skipped.clear();
+  c = AutotuneCandidates(o, twelve, &skipped);
+  EXPECT_TRUE(Has(c, "allreduce", "bucket_cap_mb=1"));
+  EXPECT_TRUE(Has(c, "allreduce", "bucket_cap_mb=4"));
+  EXPECT_FALSE(Has(c, "allreduce", "bucket_cap_mb=100"));
+  EXPECT_EQ(skipped.size(), 1u);
+}
+
+// The trials stay within a tenth of the job: fewer steps each for a short
+// job, none when fewer than 5 would be left.
+TEST(AutotuneTest, TrialBudgetIsAFractionOfTheJob) {
+  EXPECT_EQ(AutotuneStepsPerTrial(30, 10000, 6), 30);
+  EXPECT_EQ(AutotuneStepsPerTrial(30, 1200, 6), 20);  // 120 steps over 6 trials
+  EXPECT_EQ(AutotuneStepsPerTrial(30, 200, 6), 0);    // 3 each: not worth it
+  LocalOptions o;
+  o.workers = 2;
+  o.batch_size = 64;
+  o.epochs = 2;
+  EXPECT_EQ(JobSteps(o, 60000), 2 * (60000 / 128));
+  o.max_steps = 300;
+  EXPECT_EQ(JobSteps(o, 60000), 300);
+}
+
 ProcessMetrics Snapshot(const std::string& name, const std::string& text) {
   auto s = ParsePromText(text);
   EXPECT_TRUE(s.ok()) << s.status();

@@ -138,7 +138,8 @@ FlagTable LocalFlags(LocalOptions* o) {
   t.String("bin_dir", &o->bin_dir,
            "Where the coordinator, dataserver and worker binaries are (\"\" = next to tandem).");
   t.String("run_dir", &o->run_dir,
-           "Logs, port files, checkpoints (\"\" = a fresh /tmp/tandem-local-XXXXXX).");
+           "Logs, port files, checkpoints (\"\" = a fresh /tmp/tandem-local-XXXXXX); one run at a "
+           "time; the same command again resumes an interrupted run there.");
   t.Bool("keep_going", &o->keep_going,
          "Leave a dead worker to the coordinator (survivors re-join) instead of stopping all.");
   t.Bool("tls", &o->tls,
@@ -171,13 +172,17 @@ FlagTable StatusFlags(StatusOptions* o) {
 FlagTable PlanFlags(PlanOptions* o) {
   FlagTable t("tandem plan",
               "Predicts, for every sync strategy, the step time, samples/s, memory per worker\n"
-              "and bytes per node link of --model on a cluster of --nodes x --per_node workers,\n"
+              "and bytes per node link of --model on a cluster of --nodes x --workers_per_node\n"
+              "workers,\n"
               "from this machine's measured rates (--calibrate measures them and saves the\n"
               "profile), and recommends the fastest with the term that dominates it.");
   t.String("model", &o->model, "Model spec (mlp:... or gpt:...), as tandem local --model.");
   t.Int("nodes", &o->nodes, "Nodes (hosts) in the cluster.");
-  t.Int("per_node", &o->per_node, "Workers per node.");
-  t.Int("servers", &o->servers, "Shard servers (0 = no ps / hybrid rows).");
+  t.Int("workers_per_node", &o->per_node, "Workers per node, as tandem local --workers_per_node.");
+  t.Alias("per_node", "workers_per_node");
+  t.Int("shard_servers", &o->servers,
+        "Shard servers (0 = no ps / hybrid rows), as tandem local --shard_servers.");
+  t.Alias("servers", "shard_servers");
   t.String("link", &o->link, "Each node's link, e.g. 1gbit, 100mbit (\"\" = unshaped loopback).");
   t.String("server_link", &o->server_link, "Each shard server's link (\"\" = --link).");
   t.Int("batch_size", &o->batch_size, "Samples per worker per step.");

@@ -235,6 +235,11 @@ TEST(CommandsTest, PlanFlagsSetTheirFields) {
   EXPECT_EQ(c->plan.link, "100mbit");
   EXPECT_TRUE(c->plan.one_host);
   EXPECT_TRUE(c->plan.json);
+  // tandem local's names for the same things (the old ones above still work).
+  c = ParseCommandLine({"plan", "--workers_per_node=3", "--shard_servers=1"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->plan.per_node, 3);
+  EXPECT_EQ(c->plan.servers, 1);
   EXPECT_TRUE(absl::StrContains(ErrorOf({"plan", "--workers=2"}), "unknown flag --workers"));
 }
 

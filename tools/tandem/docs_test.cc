@@ -7,9 +7,12 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "tools/tandem/commands.h"
 
@@ -96,6 +99,74 @@ TEST(DocsTest, EveryFlagTheReadmeNamesExists) {
   for (const std::string& name : mentioned) {
     EXPECT_EQ(known.count(name), 1u) << "README.md names --" << name << ", which nothing parses";
   }
+}
+
+// One spelling per flag: help and errors use underscores, so does the
+// README (the parser takes dashes too, but a reader should see one form).
+TEST(DocsTest, TheReadmeSpellsEveryFlagWithUnderscores) {
+  const std::string readme = Read("README.md");
+  const std::regex flag("(^|[^-\\w])--([a-z][a-z0-9_-]*)");
+  int flags = 0;
+  for (std::sregex_iterator it(readme.begin(), readme.end(), flag), end; it != end; ++it) {
+    ++flags;
+    EXPECT_FALSE(absl::StrContains((*it)[2].str(), "-"))
+        << "README.md spells --" << (*it)[2].str() << "; write --"
+        << absl::StrReplaceAll((*it)[2].str(), {{"-", "_"}});
+  }
+  EXPECT_GT(flags, 8);
+}
+
+// The words of every `tandem plan ...` example in `text`: inline code up to
+// its closing backtick (across a line break), a code block's line with its
+// backslash continuations.
+std::vector<std::vector<std::string>> PlanExamples(const std::string& text) {
+  std::vector<std::vector<std::string>> out;
+  const std::string start = "tandem plan";
+  for (size_t at = text.find(start); at != std::string::npos; at = text.find(start, at + 1)) {
+    const size_t after = at + start.size();
+    if (after >= text.size() || (text[after] != ' ' && text[after] != '\n')) continue;
+    const bool inline_code = at > 0 && text[at - 1] == '`';
+    const size_t line = text.rfind('\n', at) + 1;  // npos + 1 = 0
+    const bool block = text.find_first_not_of(' ', line) == at && at - line >= 4;
+    if (!inline_code && !block) continue;  // prose that names the command
+    size_t end = inline_code ? text.find('`', at) : at;
+    while (!inline_code) {
+      end = text.find('\n', end);
+      if (end == std::string::npos || end == 0 || text[end - 1] != '\\') break;
+      ++end;
+    }
+    std::string example = text.substr(at + start.size(), end - at - start.size());
+    example = absl::StrReplaceAll(example, {{"\\\n", " "}, {"\n", " "}});
+    if (const size_t hash = example.find(" #"); hash != std::string::npos) example.resize(hash);
+    std::vector<std::string> words = {"plan"};
+    for (absl::string_view w : absl::StrSplit(example, ' ', absl::SkipEmpty())) {
+      words.emplace_back(w);
+    }
+    out.push_back(words);
+  }
+  return out;
+}
+
+TEST(DocsTest, EveryTandemPlanExampleParsesWithItsFlagsSpelledOneWay) {
+  int examples = 0;
+  for (const std::string doc : {"README.md", "docs/user-guide.md"}) {
+    for (const std::vector<std::string>& words : PlanExamples(Read(doc))) {
+      ++examples;
+      auto parsed = ParseCommandLine(words);
+      EXPECT_TRUE(parsed.ok()) << doc << ": tandem plan example " << absl::StrJoin(words, " ")
+                               << ": " << parsed.status();
+      PlanOptions plan;
+      const FlagTable table = PlanFlags(&plan);
+      for (const std::string& w : words) {
+        if (!absl::StartsWith(w, "--")) continue;
+        const std::string name = w.substr(2, w.find('=') - 2);
+        const FlagTable::Flag* f = table.Find(name);
+        ASSERT_NE(f, nullptr) << doc << ": " << w;
+        EXPECT_EQ(f->name, name) << doc << ": write --" << f->name << ", not " << w;
+      }
+    }
+  }
+  EXPECT_GE(examples, 4);
 }
 
 TEST(DocsTest, LinksStayInsideTheRepository) {

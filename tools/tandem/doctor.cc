@@ -196,13 +196,19 @@ absl::StatusOr<Diagnosis> Diagnose(const std::vector<ProcessMetrics>& job,
       }
     }
     std::vector<std::string> advice;
-    if (w0.buckets <= 1) {
-      advice.push_back(absl::StrFormat(
-          "one bucket per step leaves nothing to overlap with backward: --sync_opt "
-          "bucket_cap_mb=%.0f",
-          std::max(1.0, per_step / kMiB / 4)));
+    // A cap that splits the gradient (its size: the grads memory the
+    // strategy reports, else the bytes per step) into about 4 buckets; a
+    // cap at or above the gradient would leave it one bucket, and a gradient
+    // under a quarter MiB has nothing worth overlapping.
+    const double grad_mib = (w0.memory[1] > 0 ? w0.memory[1] : per_step) / kMiB;
+    if (w0.buckets <= 1 && grad_mib >= 0.25) {
+      const double cap = grad_mib / 4;
+      advice.push_back(absl::StrCat(
+          "one bucket per step leaves nothing to overlap with backward: --sync_opt bucket_cap_mb=",
+          cap >= 1 ? absl::StrFormat("%.0f", cap) : absl::StrFormat("%.2g", cap),
+          absl::StrFormat(" (about 4 buckets of the %.2g MiB gradient)", grad_mib)));
     }
-    if (inter > 0 && w0.strategy == "allreduce") {
+    if (inter > 0 && w0.strategy == "allreduce" && !o.hier) {
       advice.push_back(
           "with several workers per node, --sync_opt hier=1 (reduce inside each node first, "
           "cross nodes once)");

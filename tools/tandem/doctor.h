@@ -47,6 +47,8 @@ struct DoctorOptions {
   // Strategies the workers could switch to (registered names), for advice.
   std::vector<std::string> strategies;
   double memory_bytes_per_worker = 0;  // RAM a worker may use; 0 = unknown
+  // The job already runs --sync_opt hier=1 (no advice to turn it on).
+  bool hier = false;
 };
 
 struct Finding {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <regex>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -70,6 +71,12 @@ absl::StatusOr<std::string> RunDoctor(const DoctorCliOptions& o) {
     d.link_bits_per_s = static_cast<double>(*bps);
   }
   for (const sync::StrategyInfo& s : sync::RegisteredStrategies()) d.strategies.push_back(s.name);
+  if (!o.run_dir.empty()) {
+    // How the workers ran: what tandem local started them with.
+    auto cmd = ReadFileToString(o.run_dir + "/worker-0.cmd");
+    d.hier = cmd.ok() && absl::StrContains(*cmd, "--sync_opt=") &&
+             std::regex_search(*cmd, std::regex("--sync_opt=\\S*\\bhier=1\\b"));
+  }
   if (const char* core = getenv("OPENBLAS_CORETYPE"); core != nullptr) d.user_coretype = core;
   // Memory per worker: this host's RAM shared by the workers of the job
   // (tandem local runs them all here).

@@ -104,6 +104,43 @@ TEST(DoctorTest, CommunicationBoundJobGetsBucketAndHierarchyAdvice) {
   EXPECT_NE(f->advice.find("codec=int8"), std::string::npos);
 }
 
+// Advice that cannot change anything is not given: hier=1 to a job that
+// runs it, a bucket cap to a gradient too small to split usefully (it said
+// bucket_cap_mb=1 to a 0.8 MiB gradient: still one bucket).
+TEST(DoctorTest, AdviceThatChangesNothingIsLeftOut) {
+  DoctorOptions o = Avx2Machine();
+  o.link_bits_per_s = 100e6;
+  o.hier = true;
+  auto d = Diagnose({Worker("worker-0", {0.5, 1, 20, 0.2, 0.1}, 20, 7.1, 3.6, 1)}, o);
+  ASSERT_TRUE(d.ok()) << d.status();
+  const Finding* f = FindKind(*d, "communication");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->advice.find("hier=1"), std::string::npos) << f->advice;
+  EXPECT_NE(f->advice.find("bucket_cap_mb=2 (about 4 buckets of the 7.1 MiB gradient)"),
+            std::string::npos)
+      << f->advice;
+  // A 0.8 MiB gradient in one bucket: a cap of a fifth of a MiB splits it.
+  std::vector<PromSample> small = Worker("worker-0", {0.5, 1, 20, 0.2, 0.1}, 20, 0.8, 0.4, 1).samples;
+  for (PromSample& s : small) {
+    if (s.name == "tandem_sync_memory_bytes" && s.labels["kind"] == "grads") s.value = 0.8 * (1 << 20);
+  }
+  d = Diagnose({{"worker-0", small}}, o);
+  ASSERT_TRUE(d.ok()) << d.status();
+  f = FindKind(*d, "communication");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->advice.find("bucket_cap_mb=0.2 "), std::string::npos) << f->advice;
+  EXPECT_EQ(f->advice.find("bucket_cap_mb=1 "), std::string::npos) << f->advice;
+  // A 0.1 MiB gradient: nothing worth overlapping, no bucket advice.
+  for (PromSample& s : small) {
+    if (s.name == "tandem_sync_memory_bytes" && s.labels["kind"] == "grads") s.value = 0.1 * (1 << 20);
+  }
+  d = Diagnose({{"worker-0", small}}, o);
+  ASSERT_TRUE(d.ok()) << d.status();
+  f = FindKind(*d, "communication");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->advice.find("bucket_cap_mb"), std::string::npos) << f->advice;
+}
+
 TEST(DoctorTest, ComputeBoundOnAFallbackKernelNamesTheRightOne) {
   auto d = Diagnose({Worker("worker-0", {3, 6, 0.3, 0.2, 0.1}, 50, 8, 0, 3, "Sandybridge")},
                     Avx2Machine());

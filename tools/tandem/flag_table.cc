@@ -138,8 +138,20 @@ void FlagTable::Seconds(const std::string& name, absl::Duration* field, std::str
       });
 }
 
+void FlagTable::Alias(const std::string& old_name, const std::string& name) {
+  for (Flag& f : flags_) {
+    if (f.name != name) continue;
+    aliases_.push_back({old_name, name});
+    absl::StrAppend(&f.meaning, " (also --", old_name, ")");
+    return;
+  }
+}
+
 const FlagTable::Flag* FlagTable::Find(const std::string& name) const {
-  const std::string key = Underscores(name);
+  std::string key = Underscores(name);
+  for (const auto& [old_name, canonical] : aliases_) {
+    if (key == old_name) key = canonical;
+  }
   for (const Flag& f : flags_) {
     if (f.name == key) return &f;
   }

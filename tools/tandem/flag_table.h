@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -66,6 +67,9 @@ class FlagTable {
   void StringList(const std::string& name, std::vector<std::string>* field, std::string meaning);
   // A number of seconds (may be fractional).
   void Seconds(const std::string& name, absl::Duration* field, std::string meaning);
+  // Accepts --old_name for the flag `name` (added before): a renamed flag
+  // keeps working. Help lists `name` only, with "(also --old_name)".
+  void Alias(const std::string& old_name, const std::string& name);
 
   // Parses `args` (the words after the command) into the fields.
   absl::StatusOr<Parsed> Parse(const std::vector<std::string>& args) const;
@@ -87,6 +91,7 @@ class FlagTable {
   std::string summary_;
   std::string section_;
   std::vector<Flag> flags_;
+  std::vector<std::pair<std::string, std::string>> aliases_;  // old -> name
 };
 
 }  // namespace cli

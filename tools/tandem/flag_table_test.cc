@@ -48,6 +48,25 @@ TEST(FlagTableTest, ParsesEverySpelling) {
   EXPECT_EQ(p->positionals, (std::vector<std::string>{"pos", "--n=1"}));
 }
 
+// A renamed flag keeps its old name as an alias: both set the field, help
+// lists the new name only (saying the old one still works).
+TEST(FlagTableTest, AnAliasSetsTheSameFlag) {
+  Opts o;
+  FlagTable t = Table(&o);
+  t.Alias("count", "n");
+  auto p = t.Parse({"--count=9"});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(o.n, 9);
+  EXPECT_TRUE(p->Given("n"));
+  ASSERT_TRUE(t.Parse({"--n", "3"}).ok());
+  EXPECT_EQ(o.n, 3);
+  EXPECT_NE(t.Find("count"), nullptr);
+  EXPECT_EQ(t.Find("count")->name, "n");
+  const std::string help = t.Help();
+  EXPECT_TRUE(absl::StrContains(help, "A count. (also --count)")) << help;
+  EXPECT_FALSE(absl::StrContains(help, "--count=")) << help;
+}
+
 TEST(FlagTableTest, RecordsWhichFlagsWereGivenEvenAtTheirDefault) {
   Opts o;
   FlagTable t = Table(&o);

@@ -5,9 +5,11 @@
 //                    FetchJobStatus("127.0.0.1:7000", "local", absl::Seconds(5)));
 //   std::cout << FormatJobStatus(s);
 //
-// Thread-safe. FetchJobStatus fails with UNAVAILABLE / DEADLINE_EXCEEDED
-// naming the address when no coordinator answers within `timeout` (bounded
-// retries, never a hang).
+// Thread-safe. FetchJobStatus fails with UNAVAILABLE / DEADLINE_EXCEEDED /
+// UNAUTHENTICATED naming the address when no coordinator answers within
+// `timeout` (bounded retries, never a hang); ExplainStatusFailure says
+// which of "nothing listens", "TLS refused", "token refused", "job
+// finished" (or "no answer") it was.
 #ifndef TANDEM_TOOLS_TANDEM_JOB_STATUS_H_
 #define TANDEM_TOOLS_TANDEM_JOB_STATUS_H_
 
@@ -19,15 +21,38 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/rpc/channel.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "proto/coordinator.pb.h"
 
 namespace tandem {
 namespace cli {
 
+// `channel`'s token and TLS settings are used (its target is ignored);
+// unset = the process defaults. A closed port fails at once (UNAVAILABLE),
+// not after `timeout`.
 absl::StatusOr<v1::GetJobStatusResponse> FetchJobStatus(const std::string& target,
                                                         const std::string& job_id,
-                                                        absl::Duration timeout);
+                                                        absl::Duration timeout,
+                                                        ChannelOptions channel = {});
+
+// Why FetchJobStatus failed, as the user can act on it.
+enum class StatusFailure {
+  kNothingListens,  // connection refused: the coordinator has exited, or a wrong address
+  kTlsRefused,      // a connection, but no gRPC over it: TLS on one side only, or another CA
+  kTokenRefused,    // UNAUTHENTICATED: the wrong job's token, or none
+  kNoAnswer,        // connected, no answer in time: stopped or overloaded
+  kOther,
+};
+StatusFailure ClassifyStatusFailure(const std::string& target, const absl::Status& error);
+
+// One message for the user: what was met and what to do. `run_dir` (""
+// when unknown; the directory of --token_file for a tandem local job) turns
+// "nothing listens" into "the job has finished" (with its result) or "the
+// job stopped at step S" when its coordinator state says so; `tls` says
+// whether --tls_* flags were given.
+std::string ExplainStatusFailure(const std::string& target, const absl::Status& error,
+                                 bool tls, const std::string& run_dir);
 
 // Several lines: state, generation, world size, restarts, the last committed
 // checkpoint, the coordinator's message, then one line per worker (rank, id,

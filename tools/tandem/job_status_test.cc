@@ -5,10 +5,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "common/io/file.h"
+#include "common/rpc/tls.h"
+#include "common/rpc/tls_certs.h"
 #include "services/coordinator/coordinator_server.h"
+#include "tools/tandem/run_dir.h"
 #include "services/shardserver/shard_server.h"
 
 namespace tandem {
@@ -126,21 +132,111 @@ TEST(JobStatusTest, ListsShardServersThatReported) {
   (*coordinator)->Shutdown();
 }
 
-TEST(JobStatusTest, NoCoordinatorIsAnErrorNamingTheAddress) {
-  // A port bound but never listened on: connections are refused.
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  const std::string target = absl::StrCat("127.0.0.1:", ntohs(addr.sin_port));
-  auto s = FetchJobStatus(target, "x", absl::Seconds(1));
-  close(fd);
+// A port bound but never listened on: connections to it are refused.
+class ClosedPort {
+ public:
+  ClosedPort() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (fd_ >= 0 && bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+      target_ = absl::StrCat("127.0.0.1:", ntohs(addr.sin_port));
+    }
+  }
+  ~ClosedPort() { close(fd_); }
+  const std::string& target() const { return target_; }
+
+ private:
+  int fd_ = -1;
+  std::string target_;
+};
+
+TEST(JobStatusTest, NothingListensIsSaidAtOnceAndAFinishedRunSaysSo) {
+  ClosedPort port;
+  ASSERT_FALSE(port.target().empty());
+  const absl::Time start = absl::Now();
+  auto s = FetchJobStatus(port.target(), "x", absl::Seconds(30));
   ASSERT_FALSE(s.ok());
-  EXPECT_TRUE(absl::StrContains(s.status().message(), target)) << s.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20)) << "waited for a port nothing listens on";
+  EXPECT_TRUE(absl::StrContains(s.status().message(), port.target())) << s.status();
+  EXPECT_EQ(ClassifyStatusFailure(port.target(), s.status()), StatusFailure::kNothingListens);
+  std::string why = ExplainStatusFailure(port.target(), s.status(), false, "");
+  EXPECT_TRUE(absl::StartsWith(why, "nothing listens at " + port.target())) << why;
+  // tandem local's run directory (where --token_file lives) knows the end.
+  const std::string run_dir = std::string(std::getenv("TEST_TMPDIR")) + "/finished-run";
+  v1::CoordinatorState state;
+  state.set_job_id("local");
+  state.set_finished(true);
+  ASSERT_TRUE(MakeDirectories(run_dir + "/coordinator-state").ok());
+  ASSERT_TRUE(WriteFileAtomically(run_dir + "/coordinator-state/coordinator_state.pb",
+                                  state.SerializeAsString())
+                  .ok());
+  ASSERT_TRUE(WriteFileAtomically(ResultPath(run_dir), "epoch 1 test accuracy 0.8538\n").ok());
+  why = ExplainStatusFailure(port.target(), s.status(), false, run_dir);
+  EXPECT_TRUE(absl::StartsWith(why, "job finished: ")) << why;
+  EXPECT_TRUE(absl::StrContains(why, "test accuracy 0.8538")) << why;
+}
+
+TEST(JobStatusTest, TokenRefusedIsNamed) {
+  CoordinatorServerOptions o;
+  o.coordinator.job_id = "status-test";
+  o.run_liveness_thread = false;
+  o.auth_token = "the-right-token";
+  auto server = CoordinatorServer::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string target = absl::StrCat("127.0.0.1:", (*server)->port());
+  auto s = FetchJobStatus(target, "status-test", absl::Seconds(10), {.auth_token = "wrong"});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(ClassifyStatusFailure(target, s.status()), StatusFailure::kTokenRefused) << s.status();
+  const std::string why = ExplainStatusFailure(target, s.status(), false, "");
+  EXPECT_TRUE(absl::StartsWith(why, "token refused")) << why;
+  EXPECT_TRUE(absl::StrContains(why, "--token_file")) << why;
+  EXPECT_TRUE(
+      FetchJobStatus(target, "status-test", absl::Seconds(10), {.auth_token = "the-right-token"})
+          .ok());
+  (*server)->Shutdown();
+}
+
+TEST(JobStatusTest, TlsRefusedIsNamed) {
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/tls";
+  auto certs = MakeJobCertificates(dir, {});
+  ASSERT_TRUE(certs.ok()) << certs.status();
+  TlsOptions t;
+  t.cert_file = certs->cert_file;
+  t.key_file = certs->key_file;
+  t.ca_file = certs->ca_file;
+  t.server_name = certs->server_name;
+  auto tls = LoadTls(t);
+  ASSERT_TRUE(tls.ok()) << tls.status();
+  CoordinatorServerOptions o;
+  o.coordinator.job_id = "status-test";
+  o.run_liveness_thread = false;
+  o.rpc.tls = *tls;
+  auto server = CoordinatorServer::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string target = absl::StrCat("127.0.0.1:", (*server)->port());
+  // Plain text to a TLS coordinator.
+  auto s = FetchJobStatus(target, "status-test", absl::Seconds(10), {.tls = TlsConfig{}});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(ClassifyStatusFailure(target, s.status()), StatusFailure::kTlsRefused) << s.status();
+  const std::string why = ExplainStatusFailure(target, s.status(), false, "");
+  EXPECT_TRUE(absl::StartsWith(why, "TLS refused: ")) << why;
+  EXPECT_TRUE(absl::StrContains(why, "--tls_ca")) << why;
+  EXPECT_TRUE(FetchJobStatus(target, "status-test", absl::Seconds(10), {.tls = *tls}).ok());
+  (*server)->Shutdown();
+}
+
+// The coordinator has a global batch only under --batch auto: the status
+// line then shows what the workers report, not 0.
+TEST(JobStatusTest, GlobalBatchComesFromTheWorkersReports) {
+  v1::GetJobStatusResponse s;
+  s.set_state(v1::GetJobStatusResponse::RUNNING);
+  EXPECT_TRUE(absl::StrContains(FormatJobStatus(s), "global batch (not reported yet)"));
+  s.add_workers()->mutable_progress()->set_global_batch(256);
+  EXPECT_TRUE(absl::StrContains(FormatJobStatus(s), "  global batch 256\n")) << FormatJobStatus(s);
 }
 
 }  // namespace

@@ -195,8 +195,12 @@ absl::StatusOr<DatasetFiles> ResolveNamedDataset(const LocalOptions& o) {
   if (!IdxPresent(f.train_path) || !IdxPresent(f.eval_path)) {
     return absl::NotFoundError(absl::StrCat(
         "dataset '", o.dataset, "' not found under ", dir,
-        " (expected train-/t10k-{images-idx3,labels-idx1}-ubyte[.gz]); run tools/setup.sh "
-        "(Debian package dataset-", o.dataset, ") or pass --data_root"));
+        " (expected train-/t10k-{images-idx3,labels-idx1}-ubyte[.gz]); ",
+        o.data_root == LocalOptions().data_root
+            ? absl::StrCat("run tools/setup.sh (Debian package dataset-", o.dataset,
+                           ") or pass --data_root DIR")
+            : absl::StrCat("check --data_root ", o.data_root, ": it needs a ", o.dataset,
+                           "/ folder with those files")));
   }
   return f;
 }
@@ -230,9 +234,11 @@ absl::StatusOr<DatasetFiles> ResolveDataset(const LocalOptions& o) {
 
 absl::Status ResolveNodeLayout(LocalOptions* o, bool nodes_given, bool workers_given) {
   auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
-  if (nodes_given && o->nodes < 1) {
-    return bad("--nodes must be at least 1 (got ", o->nodes,
-               "); leave it out to run every process on one host");
+  // --nodes 0 is what --help shows as the default: every process on one
+  // host, as when the flag is left out.
+  if (nodes_given && o->nodes < 0) {
+    return bad("--nodes must not be negative (got ", o->nodes,
+               "); 0 (the default) runs every process on one host");
   }
   if (o->nodes == 0) return absl::OkStatus();  // ValidateLocalOptions names stray node flags
   if (o->workers_per_node < 0) {
@@ -273,9 +279,71 @@ absl::StatusOr<std::pair<int64_t, int64_t>> ResolveBatchRange(const LocalOptions
       "step, 1 <= MIN <= MAX, e.g. auto:128,2048)"));
 }
 
+namespace {
+
+// Values whose default is a "not given" sentinel (-1, or 0 = all epochs):
+// a negative one the user typed would otherwise be dropped silently and
+// the run would use the worker's default instead.
+absl::Status ValidateNonNegative(const LocalOptions& o) {
+  const LocalOptions d;
+  auto bad = [](const char* flag, auto value, const char* meaning) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, " must not be negative (got ",
+                                                   value, "); ", meaning));
+  };
+  if (o.max_steps < 0) return bad("max_steps", o.max_steps, "0 (the default) trains every epoch");
+  if (o.checkpoint_every < 0 && o.checkpoint_every != d.checkpoint_every) {
+    return bad("checkpoint_every", o.checkpoint_every, "0 turns checkpoints off");
+  }
+  if (o.warmup_steps < 0 && o.warmup_steps != d.warmup_steps) {
+    return bad("warmup_steps", o.warmup_steps, "0 turns warm-up off");
+  }
+  if (o.accumulation < 0) return bad("accumulation", o.accumulation, "1 syncs every micro-batch");
+  if (o.momentum < 0 && o.momentum != d.momentum) {
+    return bad("momentum", o.momentum, "0 turns momentum off");
+  }
+  if (o.weight_decay < 0 && o.weight_decay != d.weight_decay) {
+    return bad("weight_decay", o.weight_decay, "0 turns weight decay off");
+  }
+  if (o.bucket_cap_mb < 0 && o.bucket_cap_mb != d.bucket_cap_mb) {
+    return bad("bucket_cap_mb", o.bucket_cap_mb, "give a size in MiB");
+  }
+  if (o.heartbeat_misses < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--heartbeat_misses must be at least 1 (got ", o.heartbeat_misses, ")"));
+  }
+  if (o.settle_seconds < 0) return bad("settle_seconds", o.settle_seconds, "0 forms at once");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int CountGpuDevices(const std::string& dev_dir) {
+  int n = 0;
+  struct stat st;
+  while (stat(absl::StrCat(dev_dir, "/nvidia", n).c_str(), &st) == 0) ++n;
+  return n;
+}
+
+absl::Status CheckBackendDevices(const LocalOptions& o, const std::string& dev_dir) {
+  if (o.backend != "cuda") return absl::OkStatus();
+  const int gpus = CountGpuDevices(dev_dir);
+  if (gpus == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--backend cuda: this machine has no GPU (no ", dev_dir,
+        "/nvidia0 device); use --backend cpu, or run on a machine with a GPU and its driver"));
+  }
+  if (o.workers > gpus) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--backend cuda: ", o.workers, " workers need ", o.workers, " GPUs (worker i drives GPU "
+        "i), but this machine has ", gpus, "; use --workers ", gpus, " or fewer"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateLocalOptions(const LocalOptions& o) {
   auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
   if (absl::Status s = ResolveBatchRange(o).status(); !s.ok()) return s;
+  if (absl::Status s = ValidateNonNegative(o); !s.ok()) return s;
   if (!o.batch_schedule.empty()) {
     int64_t last = 0;
     for (absl::string_view item : absl::StrSplit(o.batch_schedule, ',')) {
@@ -389,6 +457,7 @@ absl::Status ValidateLocalOptions(const LocalOptions& o) {
   if (absl::Status s = CheckModelOnDataset(*spec, data->inputs, o.sync); !s.ok()) {
     return bad("--model ", o.model, ": ", s.message());
   }
+  if (absl::Status s = CheckBackendDevices(o, "/dev"); !s.ok()) return s;
   if (o.port != 0) return CheckPortFree(o.host, o.port);
   return absl::OkStatus();
 }

@@ -33,7 +33,11 @@ struct LocalOptions {
   std::string host = "127.0.0.1";
   int port = 0;                // coordinator gRPC port; 0 = a free one
   std::string job_id = "local";
-  int heartbeat_ms = 500;      // short: a lost worker is noticed in ~1.5 s
+  // A worker silent for heartbeat_ms x heartbeat_misses (3 s), or 5 x its
+  // step time when longer, is lost: a hang is named within seconds, while a
+  // second-long stall of a loaded machine is not. A stall of the
+  // coordinator itself blames nobody (services/coordinator/coordinator_core.h).
+  int heartbeat_ms = 1000;
   int heartbeat_misses = 3;
   double settle_seconds = 0.2;  // all workers are local: they join at once
   // --- simulated nodes (tools/tandem/sim_network.h) ---
@@ -158,10 +162,17 @@ absl::StatusOr<DatasetFiles> ResolveDataset(const LocalOptions& o);
 // Every check that can fail before a process starts: counts and ranges, the
 // model spec (common/nn parsing, and its input/output widths against the
 // dataset), the dataset, the optimizer, backend and transport names, the
-// --sync strategy and its --sync_opt keys (the sync registry), and a fixed
-// --port being free. InvalidArgument / NotFound / AlreadyExists with one line
+// --sync strategy and its --sync_opt keys (the sync registry), negative
+// values (refused, never dropped for the default), --backend cuda without
+// a GPU per worker (CheckBackendDevices), and a fixed --port being free. InvalidArgument / NotFound / AlreadyExists with one line
 // saying what to fix.
 absl::Status ValidateLocalOptions(const LocalOptions& o);
+
+// GPUs this machine shows (<dev_dir>/nvidia0, nvidia1, ...).
+int CountGpuDevices(const std::string& dev_dir);
+// --backend cuda needs a GPU per worker (worker i drives GPU i):
+// FAILED_PRECONDITION saying so, instead of workers that fail one by one.
+absl::Status CheckBackendDevices(const LocalOptions& o, const std::string& dev_dir);
 
 // --batch's global range {MIN, MAX}; {0, 0} when not auto. InvalidArgument
 // for anything but "", "fixed", "auto" or "auto:MIN,MAX" with 1 <= MIN <= MAX.

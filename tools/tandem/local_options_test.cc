@@ -111,10 +111,12 @@ TEST(LocalOptionsTest, NodeLayoutFromTheFlagsAsGiven) {
   EXPECT_TRUE(absl::StrContains(s.message(), "--workers=3 disagrees with --nodes=2")) << s;
 
   o = LocalOptions{};
-  o.nodes = 0;
+  o.nodes = -1;
   s = ResolveNodeLayout(&o, true, false);
-  EXPECT_TRUE(absl::StrContains(s.message(), "--nodes must be at least 1 (got 0)")) << s;
-  EXPECT_TRUE(ResolveNodeLayout(&o, false, false).ok());  // not given: no nodes
+  EXPECT_TRUE(absl::StrContains(s.message(), "--nodes must not be negative (got -1)")) << s;
+  o.nodes = 0;  // the default --help shows: no simulated nodes, given or not
+  EXPECT_TRUE(ResolveNodeLayout(&o, true, false).ok());
+  EXPECT_TRUE(ResolveNodeLayout(&o, false, false).ok());
 
   o = LocalOptions{};
   o.nodes = 3;
@@ -171,6 +173,9 @@ TEST(LocalOptionsTest, UnknownOrMissingDataset) {
   o = LocalOptions{};
   o.data_root = TmpPath("empty-root");
   EXPECT_TRUE(absl::StrContains(Problem(o), "not found under")) << Problem(o);
+  // The user passed --data_root: no "pass --data_root" back at them.
+  EXPECT_FALSE(absl::StrContains(Problem(o), "pass --data_root")) << Problem(o);
+  EXPECT_TRUE(absl::StrContains(Problem(o), "check --data_root " + o.data_root)) << Problem(o);
 }
 
 TEST(LocalOptionsTest, SyncStrategyAndOptionsCheckedAgainstTheRegistry) {
@@ -401,6 +406,48 @@ TEST(LocalOptionsTest, OtherFieldsChecked) {
   o = LocalOptions{};
   o.backend = "tpu";
   EXPECT_TRUE(absl::StrContains(Problem(o), "--backend")) << Problem(o);
+}
+
+// A negative value was dropped for the worker's default before (a
+// --max_steps -5 run trained every epoch).
+TEST(LocalOptionsTest, NegativeValuesRefused) {
+  LocalOptions o;
+  o.max_steps = -5;
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--max_steps must not be negative (got -5)"))
+      << Problem(o);
+  o = LocalOptions{};
+  o.warmup_steps = -2;
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--warmup_steps must not be negative")) << Problem(o);
+  o = LocalOptions{};
+  o.weight_decay = -0.1;
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--weight_decay must not be negative")) << Problem(o);
+  o = LocalOptions{};
+  o.accumulation = -1;
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--accumulation")) << Problem(o);
+  o = LocalOptions{};
+  o.heartbeat_misses = 0;
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--heartbeat_misses")) << Problem(o);
+}
+
+TEST(LocalOptionsTest, CudaNeedsAGpuPerWorker) {
+  const std::string dev = TmpPath("dev");
+  ASSERT_EQ(mkdir(dev.c_str(), 0755), 0);
+  LocalOptions o;
+  o.backend = "cuda";
+  o.workers = 2;
+  absl::Status s = CheckBackendDevices(o, dev);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(s.message(), "this machine has no GPU")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "--backend cpu")) << s;
+  std::ofstream(dev + "/nvidia0").put('\n');
+  EXPECT_EQ(CountGpuDevices(dev), 1);
+  s = CheckBackendDevices(o, dev);
+  EXPECT_TRUE(absl::StrContains(s.message(), "2 workers need 2 GPUs")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "has 1; use --workers 1")) << s;
+  std::ofstream(dev + "/nvidia1").put('\n');
+  EXPECT_TRUE(CheckBackendDevices(o, dev).ok());
+  o.backend = "cpu";
+  EXPECT_TRUE(CheckBackendDevices(o, TmpPath("no-such-dev")).ok());
 }
 
 TEST(LocalOptionsTest, AutotuneRefusesTheFlagsItChooses) {

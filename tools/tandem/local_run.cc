@@ -37,6 +37,7 @@
 #include "tools/tandem/job_status.h"
 #include "tools/tandem/link_rate.h"
 #include "tools/tandem/process.h"
+#include "tools/tandem/run_dir.h"
 #include "tools/tandem/sim_network.h"
 
 namespace tandem {
@@ -116,6 +117,27 @@ class Runner {
   // wrote theirs as they exited); a failed scrape is only a line of output.
   void SaveServiceMetrics();
 
+  // Run's steps, in order.
+  absl::Status PrepareRunDirectory();  // run_dir_ (a fresh /tmp one by default)
+  absl::Status SetUpSecurity();        // the job token; with --tls, a CA and certificates
+  absl::Status SetUpHosts();           // service_host_; with --nodes, the bind-source library
+  void PrintHeader();
+  absl::Status StartServices(const DatasetFiles& data);  // coordinator and data server
+  absl::Status StartShardServers();                      // --shard_servers
+  void PrintServiceMetrics();
+  // Worker i's command line and environment (also for add-worker slots).
+  void WorkerCommand(const DatasetFiles& data, const std::string& worker_bin, int i,
+                     std::vector<std::string>* argv, std::vector<std::string>* env) const;
+  absl::Status StartWorkers(const DatasetFiles& data, const std::string& worker_bin);
+  // Supervision until every worker has exited (OK) or the run must stop (the
+  // error: a failure, the restarts used up, an interrupt).
+  absl::Status Supervise();
+  absl::Status RestartDeadServers();
+  // After every worker exited: failures, metrics, the summary, the result.
+  absl::Status FinishRun(absl::Time started);
+  void PrintSummary(absl::Time started, int finished);
+  int max_workers() const { return o_.max_workers == 0 ? o_.workers : o_.max_workers; }
+
   const LocalOptions& o_;
   const LocalEnv& env_;
   std::string run_dir_;
@@ -135,7 +157,23 @@ class Runner {
   // --token_file and, with --tls, the --tls_* flags every child gets.
   std::vector<std::string> security_args_;
   std::string status_tls_args_;  // what `tandem status` needs to reach a --tls run
+  // This start of the job (--incarnation of every worker): after the whole
+  // job was interrupted, the coordinator tells the new workers from live
+  // duplicates of the stored generation by it.
+  const std::string incarnation_ =
+      absl::StrCat(getpid(), "-", absl::ToUnixMillis(absl::Now()));
+  std::string last_accuracy_;  // rank 0's latest accuracy line, for <run_dir>/result
   int restarts_used_ = 0;
+  // The services (children_ owns them) and where they listen.
+  Child* coordinator_ = nullptr;
+  Child* dataserver_ = nullptr;
+  std::vector<Child*> servers_;  // coordinator, data server, then shard servers
+  int coordinator_port_ = 0;
+  int data_port_ = 0;
+  std::string coord_port_file_, data_port_file_;
+  std::string data_address_;
+  std::vector<std::string> shard_addresses_;
+  std::vector<int> shard_ports_;  // to restart one on its port
 };
 
 absl::Status Runner::RestartServer(Child& c, int port, const std::string& port_file) {
@@ -225,6 +263,10 @@ absl::StatusOr<Child*> Runner::Spawn(const std::string& name, std::vector<std::s
   // Every child talks gRPC: the job's token (and TLS files) go to each.
   so.argv.insert(so.argv.end(), security_args_.begin(), security_args_.end());
   so.log_path = absl::StrCat(run_dir_, "/", name, ".log");
+  // A resumed run directory: the previous run's log is kept beside (one
+  // back), so what this run reads from the log (metrics port, last lines)
+  // is its own.
+  std::rename(so.log_path.c_str(), (so.log_path + ".prev").c_str());
   so.pipe_stdout = is_worker;
   so.env = std::move(env);
   // N workers share the cores: one BLAS thread each unless the user says.
@@ -297,6 +339,7 @@ void Runner::DrainLines(Child& c, bool eof) {
   while ((nl = c.stdout_partial.find('\n', start)) != std::string::npos) {
     const std::string line = c.stdout_partial.substr(start, nl - start);
     Print(line);
+    if (absl::StrContains(line, " accuracy ")) last_accuracy_ = line;
     if (c.log_fd >= 0) {
       const std::string copy = line + "\n";
       ssize_t ignored = write(c.log_fd, copy.data(), copy.size());
@@ -381,9 +424,11 @@ void Runner::PrintLinkBytes() {
                                  : absl::StrCat("shard-", n - o_.nodes, " ", (*sent)[i]));
   }
   // One line, parsed by tools/bench/strategies.sh: bytes that left each
-  // node for another node (tc class counters, IP headers included).
+  // node for another node (tc class counters, IP headers included); the
+  // total also in MiB for a reader.
   Print(absl::StrCat("links: bytes sent to other nodes: ", absl::StrJoin(parts, ", "),
-                     "; total ", total));
+                     "; total ", total,
+                     absl::StrFormat(" (%.1f MiB)", static_cast<double>(total) / (1 << 20))));
 }
 
 void Runner::SaveServiceMetrics() {
@@ -417,13 +462,30 @@ void Runner::StopEverything() {
 absl::Status Runner::Run() {
   const absl::Time started = absl::Now();
   RETURN_IF_ERROR(ValidateLocalOptions(o_));
-  ASSIGN_OR_RETURN(DatasetFiles data, ResolveDataset(o_));
-  ASSIGN_OR_RETURN(std::string coordinator_bin,
-                   FindServiceBinary("coordinator", o_.bin_dir, env_.self_exe));
-  ASSIGN_OR_RETURN(std::string dataserver_bin,
-                   FindServiceBinary("dataserver", o_.bin_dir, env_.self_exe));
-  ASSIGN_OR_RETURN(std::string worker_bin, FindServiceBinary("worker", o_.bin_dir, env_.self_exe));
+  ASSIGN_OR_RETURN(const DatasetFiles data, ResolveDataset(o_));
+  ASSIGN_OR_RETURN(const std::string worker_bin,
+                   FindServiceBinary("worker", o_.bin_dir, env_.self_exe));
+  RETURN_IF_ERROR(PrepareRunDirectory());
+  RETURN_IF_ERROR(SetUpSecurity());
+  RETURN_IF_ERROR(SetUpHosts());
+  // Restarts replace a child's process in place (RestartServer).
+  children_.reserve(2 + o_.shard_servers + o_.workers);
+  PrintHeader();
+  if (o_.nodes > 0) RETURN_IF_ERROR(StartNetwork());
+  RETURN_IF_ERROR(StartServices(data));
+  RETURN_IF_ERROR(StartShardServers());
+  watch_ = JobWatch::Create(coordinator_address_, o_.job_id, token_);
+  PrintServiceMetrics();
+  RETURN_IF_ERROR(StartWorkers(data, worker_bin));
+  absl::Status supervised = Supervise();
+  if (!supervised.ok()) {
+    StopEverything();
+    return supervised;
+  }
+  return FinishRun(started);
+}
 
+absl::Status Runner::PrepareRunDirectory() {
   if (o_.run_dir.empty()) {
     std::string tmpl = "/tmp/tandem-local-XXXXXX";
     if (mkdtemp(tmpl.data()) == nullptr) {
@@ -436,7 +498,10 @@ absl::Status Runner::Run() {
     RETURN_IF_ERROR(MakeDirectories(run_dir_));
   }
   // Each process's last metrics land here for `tandem doctor --run_dir`.
-  RETURN_IF_ERROR(MakeDirectories(run_dir_ + "/metrics"));
+  return MakeDirectories(run_dir_ + "/metrics");
+}
+
+absl::Status Runner::SetUpSecurity() {
   // One token per run: every process gets the file, every RPC carries it,
   // and no process of another job (or none at all) can join this one.
   token_ = NewAuthToken();
@@ -452,64 +517,63 @@ absl::Status Runner::Run() {
     }
   }
   security_args_ = {"--token_file=" + token_file_};
-  if (o_.tls) {
-    // A CA of the run's own: every process presents the one node
-    // certificate and requires a peer's (mutual TLS).
-    ASSIGN_OR_RETURN(JobCertificates certs, MakeJobCertificates(run_dir_ + "/tls", {}));
-    TlsOptions tls;
-    tls.cert_file = certs.cert_file;
-    tls.key_file = certs.key_file;
-    tls.ca_file = certs.ca_file;
-    tls.mutual = true;
-    tls.server_name = certs.server_name;
-    ASSIGN_OR_RETURN(TlsConfig config, LoadTls(tls));
-    status_tls_args_ = absl::StrCat(" --tls_ca ", tls.ca_file, " --tls_cert ", tls.cert_file,
-                                    " --tls_key ", tls.key_file, " --tls_server_name ",
-                                    tls.server_name);
-    SetDefaultTls(config);  // this process's own channels (the job watch)
-    for (const std::string& a :
-         {"--tls_cert=" + tls.cert_file, "--tls_key=" + tls.key_file, "--tls_ca=" + tls.ca_file,
-          std::string("--tls_mutual"), "--tls_server_name=" + tls.server_name}) {
-      security_args_.push_back(a);
-    }
+  if (!o_.tls) return absl::OkStatus();
+  // A CA of the run's own: every process presents the one node
+  // certificate and requires a peer's (mutual TLS).
+  ASSIGN_OR_RETURN(JobCertificates certs, MakeJobCertificates(run_dir_ + "/tls", {}));
+  TlsOptions tls;
+  tls.cert_file = certs.cert_file;
+  tls.key_file = certs.key_file;
+  tls.ca_file = certs.ca_file;
+  tls.mutual = true;
+  tls.server_name = certs.server_name;
+  ASSIGN_OR_RETURN(TlsConfig config, LoadTls(tls));
+  status_tls_args_ = absl::StrCat(" --tls_ca ", tls.ca_file, " --tls_cert ", tls.cert_file,
+                                  " --tls_key ", tls.key_file, " --tls_server_name ",
+                                  tls.server_name);
+  SetDefaultTls(config);  // this process's own channels (the job watch)
+  for (const std::string& a :
+       {"--tls_cert=" + tls.cert_file, "--tls_key=" + tls.key_file, "--tls_ca=" + tls.ca_file,
+        std::string("--tls_mutual"), "--tls_server_name=" + tls.server_name}) {
+    security_args_.push_back(a);
   }
-  service_host_ = o_.host;
-  if (o_.nodes > 0) {
-    ASSIGN_OR_RETURN(std::string lib, FindBindSourceLibrary(o_.bin_dir, env_.self_exe));
-    char resolved[PATH_MAX];
-    bind_source_library_ = realpath(lib.c_str(), resolved) != nullptr ? resolved : lib;
-    service_host_ = SimulatedNetwork::ServiceAddress();
-  }
-  // Restarts replace a child's process in place (RestartServer).
-  children_.reserve(2 + o_.shard_servers + o_.workers);
-  Print(absl::StrCat("tandem local: ", o_.workers, " workers",
-                     o_.nodes > 0 ? absl::StrCat(" (", o_.nodes, " nodes x ", o_.workers_per_node,
-                                                 ")")
-                                  : std::string(),
-                     ", model ", o_.model, ", dataset ",
-                     o_.dataset, ", ", o_.epochs, " epoch(s), batch ", o_.batch_size,
-                     " per worker, ", o_.optimizer, " lr ", o_.lr, ", sync ", o_.sync,
-                     o_.sync_opt.empty() ? "" : " " + o_.sync_opt));
-  Print(absl::StrCat("run directory: ", run_dir_, " (one log per process)"));
-  {
-    const std::string core = kernels::OpenblasCoreName();
-    Print(absl::StrCat("kernels: OpenBLAS core ", core.empty() ? "unknown" : core,
-                       blas_coretype_.empty() ? "" : absl::StrCat("; children run with ", blas_coretype_),
-                       getenv("OPENBLAS_CORETYPE") != nullptr ? " (OPENBLAS_CORETYPE set by you)" : ""));
-  }
-  if (o_.nodes > 0) RETURN_IF_ERROR(StartNetwork());
+  return absl::OkStatus();
+}
 
+absl::Status Runner::SetUpHosts() {
+  service_host_ = o_.host;
+  if (o_.nodes <= 0) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::string lib, FindBindSourceLibrary(o_.bin_dir, env_.self_exe));
+  char resolved[PATH_MAX];
+  bind_source_library_ = realpath(lib.c_str(), resolved) != nullptr ? resolved : lib;
+  service_host_ = SimulatedNetwork::ServiceAddress();
+  return absl::OkStatus();
+}
+
+void Runner::PrintHeader() {
+  Print(JobHeader(o_));
+  Print(absl::StrCat("run directory: ", run_dir_, " (one log per process)"));
+  const std::string core = kernels::OpenblasCoreName();
+  Print(absl::StrCat("kernels: OpenBLAS core ", core.empty() ? "unknown" : core,
+                     blas_coretype_.empty() ? "" : absl::StrCat("; children run with ", blas_coretype_),
+                     getenv("OPENBLAS_CORETYPE") != nullptr ? " (OPENBLAS_CORETYPE set by you)" : ""));
+}
+
+absl::Status Runner::StartServices(const DatasetFiles& data) {
+  ASSIGN_OR_RETURN(std::string coordinator_bin,
+                   FindServiceBinary("coordinator", o_.bin_dir, env_.self_exe));
+  ASSIGN_OR_RETURN(std::string dataserver_bin,
+                   FindServiceBinary("dataserver", o_.bin_dir, env_.self_exe));
   ASSIGN_OR_RETURN(const auto batch_range, ResolveBatchRange(o_));
   const int min = o_.min_workers == 0 ? o_.workers : o_.min_workers;
-  const int max = o_.max_workers == 0 ? o_.workers : o_.max_workers;
-  const std::string coord_port_file = run_dir_ + "/coordinator.port";
-  const std::string data_port_file = run_dir_ + "/dataserver.port";
-  std::remove(coord_port_file.c_str());
-  std::remove(data_port_file.c_str());
+  coord_port_file_ = run_dir_ + "/coordinator.port";
+  data_port_file_ = run_dir_ + "/dataserver.port";
+  std::remove(coord_port_file_.c_str());
+  std::remove(data_port_file_.c_str());
   std::vector<std::string> coordinator_argv = {
       coordinator_bin, "--job_id=" + o_.job_id, "--host=" + service_host_,
-      absl::StrCat("--port=", o_.port), "--port_file=" + coord_port_file, "--metrics_port=0",
-      absl::StrCat("--min_workers=", min), absl::StrCat("--max_workers=", max),
+      absl::StrCat("--port=", o_.port), "--port_file=" + coord_port_file_, "--metrics_port=0",
+      absl::StrCat("--min_workers=", min), absl::StrCat("--max_workers=", max_workers()),
       absl::StrCat("--settle_seconds=", o_.settle_seconds),
       absl::StrCat("--heartbeat_ms=", o_.heartbeat_ms),
       absl::StrCat("--heartbeat_misses=", o_.heartbeat_misses),
@@ -518,97 +582,104 @@ absl::Status Runner::Run() {
     coordinator_argv.push_back(
         absl::StrCat("--batch_auto=", batch_range.first, ",", batch_range.second));
   }
-  ASSIGN_OR_RETURN(Child * coordinator, Spawn("coordinator", std::move(coordinator_argv), false));
+  ASSIGN_OR_RETURN(coordinator_, Spawn("coordinator", std::move(coordinator_argv), false));
   ASSIGN_OR_RETURN(
-      Child * dataserver,
+      dataserver_,
       Spawn("dataserver",
             {dataserver_bin,
              "--dataset=" + DataServerDatasets(data),
-             "--host=" + service_host_, "--port=0", "--port_file=" + data_port_file,
+             "--host=" + service_host_, "--port=0", "--port_file=" + data_port_file_,
              "--metrics_port=0", absl::StrCat("--decode_threads=", o_.decode_threads),
              absl::StrCat("--simulate_slow_data_ms=", o_.simulate_slow_data_ms)},
             false));
-  ASSIGN_OR_RETURN(int coordinator_port, WaitForPortFile(*coordinator, coord_port_file));
-  ASSIGN_OR_RETURN(int data_port, WaitForPortFile(*dataserver, data_port_file));
-  coordinator_address_ = absl::StrCat(service_host_, ":", coordinator_port);
-  const std::string data_address = absl::StrCat(service_host_, ":", data_port);
+  ASSIGN_OR_RETURN(coordinator_port_, WaitForPortFile(*coordinator_, coord_port_file_));
+  ASSIGN_OR_RETURN(data_port_, WaitForPortFile(*dataserver_, data_port_file_));
+  coordinator_address_ = absl::StrCat(service_host_, ":", coordinator_port_);
+  data_address_ = absl::StrCat(service_host_, ":", data_port_);
   // With --nodes the coordinator is only reachable inside the run's namespace.
   const std::string enter =
       network_ == nullptr
           ? std::string()
-          : absl::StrCat("nsenter --net=/proc/", coordinator->process->pid(), "/ns/net ");
+          : absl::StrCat("nsenter --net=/proc/", coordinator_->process->pid(), "/ns/net ");
   Print(absl::StrCat("coordinator: ", coordinator_address_, "  (", enter,
                      "tandem status --coordinator ", coordinator_address_, " --job_id ",
-                     o_.job_id, " --token_file ", token_file_,
-                     status_tls_args_,
-                     ")"));
-  Print(absl::StrCat("data server: ", data_address));
-  // Shard servers (--sync ps / hybrid): before the workers, which need them.
-  std::vector<Child*> servers = {coordinator, dataserver};
-  std::vector<std::string> shard_addresses;
-  std::vector<int> shard_ports;  // to restart one on its port
-  if (o_.shard_servers > 0) {
-    ASSIGN_OR_RETURN(std::string shard_bin,
-                     FindServiceBinary("shardserver", o_.bin_dir, env_.self_exe));
-    std::vector<std::pair<Child*, std::string>> started;
-    for (int s = 0; s < o_.shard_servers; ++s) {
-      const std::string host =
-          network_ != nullptr ? SimulatedNetwork::NodeAddress(o_.nodes + 1 + s) : o_.host;
-      const std::string port_file = absl::StrCat(run_dir_, "/shard-", s, ".port");
-      std::remove(port_file.c_str());
-      ASSIGN_OR_RETURN(Child * c,
-                       Spawn(absl::StrCat("shard-", s),
-                             {shard_bin, "--bind=" + host, "--port=0", "--port_file=" + port_file,
-                              "--metrics_port=0", absl::StrCat("--server_id=shard-", s),
-                              // Reports its ranges and bytes for `tandem status`.
-                              "--coordinator=" + coordinator_address_, "--job_id=" + o_.job_id},
-                             false));
-      servers.push_back(c);
-      started.push_back({c, host});
-    }
-    for (int s = 0; s < o_.shard_servers; ++s) {
-      ASSIGN_OR_RETURN(int port, WaitForPortFile(*started[s].first,
-                                                 absl::StrCat(run_dir_, "/shard-", s, ".port")));
-      shard_addresses.push_back(absl::StrCat(started[s].second, ":", port));
-      shard_ports.push_back(port);
-    }
-    Print(absl::StrCat("shard servers: ", absl::StrJoin(shard_addresses, ",")));
+                     o_.job_id, " --token_file ", token_file_, status_tls_args_, ")"));
+  Print(absl::StrCat("data server: ", data_address_));
+  servers_ = {coordinator_, dataserver_};
+  return absl::OkStatus();
+}
+
+absl::Status Runner::StartShardServers() {
+  // --sync ps / hybrid: before the workers, which need them.
+  if (o_.shard_servers <= 0) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::string shard_bin,
+                   FindServiceBinary("shardserver", o_.bin_dir, env_.self_exe));
+  std::vector<std::pair<Child*, std::string>> started;
+  for (int s = 0; s < o_.shard_servers; ++s) {
+    const std::string host =
+        network_ != nullptr ? SimulatedNetwork::NodeAddress(o_.nodes + 1 + s) : o_.host;
+    const std::string port_file = absl::StrCat(run_dir_, "/shard-", s, ".port");
+    std::remove(port_file.c_str());
+    ASSIGN_OR_RETURN(Child * c,
+                     Spawn(absl::StrCat("shard-", s),
+                           {shard_bin, "--bind=" + host, "--port=0", "--port_file=" + port_file,
+                            "--metrics_port=0", absl::StrCat("--server_id=shard-", s),
+                            // Reports its ranges and bytes for `tandem status`.
+                            "--coordinator=" + coordinator_address_, "--job_id=" + o_.job_id},
+                           false));
+    servers_.push_back(c);
+    started.push_back({c, host});
   }
-  watch_ = JobWatch::Create(coordinator_address_, o_.job_id, token_);
-  WaitForMetricsLine(*coordinator);
-  WaitForMetricsLine(*dataserver);
-  for (Child* c : {coordinator, dataserver}) {
+  for (int s = 0; s < o_.shard_servers; ++s) {
+    ASSIGN_OR_RETURN(int port, WaitForPortFile(*started[s].first,
+                                               absl::StrCat(run_dir_, "/shard-", s, ".port")));
+    shard_addresses_.push_back(absl::StrCat(started[s].second, ":", port));
+    shard_ports_.push_back(port);
+  }
+  Print(absl::StrCat("shard servers: ", absl::StrJoin(shard_addresses_, ",")));
+  return absl::OkStatus();
+}
+
+void Runner::PrintServiceMetrics() {
+  WaitForMetricsLine(*coordinator_);
+  WaitForMetricsLine(*dataserver_);
+  for (Child* c : {coordinator_, dataserver_}) {
     if (c->metrics_port > 0) {
       Print(absl::StrCat("metrics: ", c->process->name(), " http://", service_host_, ":",
                          c->metrics_port, "/metrics"));
     }
   }
+}
 
+void Runner::WorkerCommand(const DatasetFiles& data, const std::string& worker_bin, int i,
+                           std::vector<std::string>* argv, std::vector<std::string>* env) const {
   // Workers bind /metrics on port 0 before joining and log the port.
-  auto worker_command = [&](int i, std::vector<std::string>* argv, std::vector<std::string>* env) {
-    const std::string name = absl::StrCat("worker-", i);
-    *argv = WorkerArgv(o_, data, worker_bin, coordinator_address_, data_address, i, run_dir_);
-    argv->push_back("--metrics_port=0");
-    argv->push_back(absl::StrCat("--metrics_file=", run_dir_, "/metrics/", name, ".prom"));
-    if (!shard_addresses.empty()) {
-      argv->push_back("--shard_servers=" + absl::StrJoin(shard_addresses, ","));
-    }
-    env->clear();
-    if (network_ != nullptr) {
-      // Gloo and gRPC connect without binding: pin the source to the node's
-      // address so the node's tc class sees (shapes, counts) what it sends.
-      const char* preload = getenv("LD_PRELOAD");
-      env->push_back(absl::StrCat("LD_PRELOAD=", bind_source_library_,
-                                  preload != nullptr && *preload != '\0'
-                                      ? absl::StrCat(":", preload)
-                                      : std::string()));
-      env->push_back("TANDEM_BIND_SOURCE=" + WorkerHost(o_, i));
-    }
-  };
+  const std::string name = absl::StrCat("worker-", i);
+  *argv = WorkerArgv(o_, data, worker_bin, coordinator_address_, data_address_, i, run_dir_);
+  argv->push_back("--metrics_port=0");
+  argv->push_back(absl::StrCat("--metrics_file=", run_dir_, "/metrics/", name, ".prom"));
+  argv->push_back("--incarnation=" + incarnation_);
+  if (!shard_addresses_.empty()) {
+    argv->push_back("--shard_servers=" + absl::StrJoin(shard_addresses_, ","));
+  }
+  env->clear();
+  if (network_ != nullptr) {
+    // Gloo and gRPC connect without binding: pin the source to the node's
+    // address so the node's tc class sees (shapes, counts) what it sends.
+    const char* preload = getenv("LD_PRELOAD");
+    env->push_back(absl::StrCat("LD_PRELOAD=", bind_source_library_,
+                                preload != nullptr && *preload != '\0'
+                                    ? absl::StrCat(":", preload)
+                                    : std::string()));
+    env->push_back("TANDEM_BIND_SOURCE=" + WorkerHost(o_, i));
+  }
+}
+
+absl::Status Runner::StartWorkers(const DatasetFiles& data, const std::string& worker_bin) {
   std::vector<Child*> workers;
   for (int i = 0; i < o_.workers; ++i) {
     std::vector<std::string> argv, env;
-    worker_command(i, &argv, &env);
+    WorkerCommand(data, worker_bin, i, &argv, &env);
     ASSIGN_OR_RETURN(Child * w,
                      Spawn(absl::StrCat("worker-", i), std::move(argv), true, std::move(env)));
     workers.push_back(w);
@@ -617,9 +688,9 @@ absl::Status Runner::Run() {
   // for `tandem add-worker --run_dir` (tools/tandem/add_worker.h). Not with
   // --nodes: an added process would be outside the run's network namespace.
   if (network_ == nullptr) {
-    for (int i = o_.workers; i < max; ++i) {
+    for (int i = o_.workers; i < max_workers(); ++i) {
       std::vector<std::string> argv, env;
-      worker_command(i, &argv, &env);
+      WorkerCommand(data, worker_bin, i, &argv, &env);
       if (getenv("OPENBLAS_NUM_THREADS") == nullptr) env.push_back("OPENBLAS_NUM_THREADS=1");
       if (!blas_coretype_.empty()) env.push_back(blas_coretype_);
       // Spawn adds these to the workers it starts; a slot is started by
@@ -627,9 +698,9 @@ absl::Status Runner::Run() {
       argv.insert(argv.end(), security_args_.begin(), security_args_.end());
       RETURN_IF_ERROR(WriteWorkerSlot(run_dir_, i, env, argv));
     }
-    if (max > o_.workers) {
-      Print(absl::StrCat("room for ", max - o_.workers, " more worker(s): tandem add-worker --run_dir ",
-                         run_dir_));
+    if (max_workers() > o_.workers) {
+      Print(absl::StrCat("room for ", max_workers() - o_.workers,
+                         " more worker(s): tandem add-worker --run_dir ", run_dir_));
     }
   }
   for (int i = 0; i < static_cast<int>(workers.size()); ++i) {
@@ -640,44 +711,46 @@ absl::Status Runner::Run() {
                          w->metrics_port, "/metrics"));
     }
   }
+  return absl::OkStatus();
+}
 
-  // Supervise until every worker has exited, something fails, or a signal.
-  // The coordinator's verdicts are read a few times per heartbeat period.
+absl::Status Runner::RestartDeadServers() {
+  // A dead coordinator or data server is restarted on its port (the
+  // workers ride out the gap); a dead shard server too under --keep_going
+  // (empty: the workers' steps fail, they re-join, and rank 0 hands every
+  // server the last checkpoint's parameters and optimizer state). All
+  // count against --max_restarts.
+  for (size_t i = 0; i < servers_.size(); ++i) {
+    Child* server = servers_[i];
+    if (!server->process->Poll()) continue;
+    if (server == coordinator_) {
+      RETURN_IF_ERROR(RestartServer(*server, coordinator_port_, coord_port_file_));
+    } else if (server == dataserver_) {
+      RETURN_IF_ERROR(RestartServer(*server, data_port_, data_port_file_));
+    } else if (!o_.keep_going) {
+      return Failure(*server, "exited while workers were running (--keep_going restarts it)");
+    } else {
+      const int shard = static_cast<int>(i) - 2;
+      RETURN_IF_ERROR(RestartServer(*server, shard_ports_[shard],
+                                    absl::StrCat(run_dir_, "/shard-", shard, ".port")));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Runner::Supervise() {
+  // Until every worker has exited, something fails, or a signal. The
+  // coordinator's verdicts are read a few times per heartbeat period.
   const absl::Duration watch_every =
       std::max(absl::Milliseconds(50), absl::Milliseconds(o_.heartbeat_ms) / 4);
   absl::Time next_watch = absl::Now();
   while (true) {
     PumpStdout(100);
     if (env_.stop_requested()) {
-      StopEverything();
       return absl::CancelledError(absl::StrCat("interrupted; stopped every process (logs in ",
                                                run_dir_, ")"));
     }
-    // A dead coordinator or data server is restarted on its port (the
-    // workers ride out the gap); a dead shard server too under --keep_going
-    // (empty: the workers' steps fail, they re-join, and rank 0 hands every
-    // server the last checkpoint's parameters and optimizer state). All
-    // count against --max_restarts.
-    for (size_t i = 0; i < servers.size(); ++i) {
-      Child* server = servers[i];
-      if (!server->process->Poll()) continue;
-      absl::Status s;
-      if (server == coordinator) {
-        s = RestartServer(*server, coordinator_port, coord_port_file);
-      } else if (server == dataserver) {
-        s = RestartServer(*server, data_port, data_port_file);
-      } else if (!o_.keep_going) {
-        s = Failure(*server, "exited while workers were running (--keep_going restarts it)");
-      } else {
-        const int shard = static_cast<int>(i) - 2;
-        s = RestartServer(*server, shard_ports[shard],
-                          absl::StrCat(run_dir_, "/shard-", shard, ".port"));
-      }
-      if (!s.ok()) {
-        StopEverything();
-        return s;
-      }
-    }
+    RETURN_IF_ERROR(RestartDeadServers());
     if (absl::Now() >= next_watch) {
       KillLostWorkers();
       next_watch = absl::Now() + watch_every;
@@ -685,80 +758,123 @@ absl::Status Runner::Run() {
     KillExpelledWorkers();
     bool running = false;
     const Child* first_failed = nullptr;  // exited non-zero or died
-    const Child* first_error = nullptr;   // exited with a non-zero status
-    bool any_finished = false;
     for (Child& c : children_) {
       if (!c.is_worker) continue;
       const bool exited = c.process->Poll();
       // Keep reading a worker's stdout until EOF, even after it exits.
       if (!exited || c.process->stdout_fd() >= 0) running = true;
-      if (!exited) continue;
-      any_finished = any_finished || c.process->succeeded();
-      if (!c.process->succeeded() && first_failed == nullptr) first_failed = &c;
-      if (c.process->term_signal() == 0 && c.process->exit_code() != 0 && first_error == nullptr) {
-        first_error = &c;
-      }
+      if (exited && !c.process->succeeded() && first_failed == nullptr) first_failed = &c;
     }
     if (first_failed != nullptr && !o_.keep_going) {
-      absl::Status s = Failure(
-          *first_failed, first_failed->lost_reason.empty()
-                             ? std::string("failed")
-                             : absl::StrCat("was lost: ", first_failed->lost_reason,
-                                            "; tandem local killed it (the coordinator had "
-                                            "expelled it; --keep_going lets the others go on)"));
-      StopEverything();
-      return s;
+      return Failure(*first_failed,
+                     first_failed->lost_reason.empty()
+                         ? std::string("failed")
+                         : absl::StrCat("was lost: ", first_failed->lost_reason,
+                                        "; tandem local killed it (the coordinator had "
+                                        "expelled it; --keep_going lets the others go on)"));
     }
     // Workers added with `tandem add-worker` are not children; the services
     // stay up until they have left too.
-    if (!running && max > o_.workers && !RunningAddedWorkers(run_dir_, o_.workers, max).empty()) {
+    if (!running && max_workers() > o_.workers &&
+        !RunningAddedWorkers(run_dir_, o_.workers, max_workers()).empty()) {
       running = true;
     }
-    if (running) continue;
-    // Every worker has exited. Only one that did not finish cleanly gets a
-    // line of its own (with its last log line); a clean run ends with the
-    // workers' own final lines and one summary.
-    int finished = 0;
-    for (Child& c : children_) {
-      if (!c.is_worker) continue;
-      if (c.process->succeeded()) {
-        ++finished;
-        continue;
-      }
-      std::string last = LastLine(c.process->log_path());
-      if (last.size() > 240) last = last.substr(0, 240) + "...";
-      Print(absl::StrCat(c.process->name(), " ",
-                         c.lost_reason.empty()
-                             ? c.process->DescribeExit()
-                             : absl::StrCat("was lost (", c.lost_reason, ") and killed"),
-                         last.empty() ? "" : ": ", last));
-    }
-    SaveServiceMetrics();
-    StopEverything();
-    PrintLinkBytes();
-    // keep_going: workers killed by a signal were lost and the job went on
-    // without them; the run fails only if a worker reported an error or
-    // nobody finished.
-    if (first_error != nullptr) return Failure(*first_error, "failed");
-    if (!any_finished) return Failure(*first_failed, "failed");
-    Print(absl::StrCat("tandem local: job finished in ",
-                       absl::StrFormat("%.1f", absl::ToDoubleSeconds(absl::Now() - started)),
-                       " s; ", finished, " of ", o_.workers, " workers exited cleanly",
-                       finished < o_.workers ? absl::StrCat(" (", o_.workers - finished, " lost)")
-                                             : "",
-                       "; logs in ", run_dir_));
-    if (o_.doctor) {
-      DoctorCliOptions d;
-      d.run_dir = run_dir_;
-      d.link = o_.link;
-      auto report = RunDoctor(d);
-      Print(report.ok() ? *report : absl::StrCat("tandem doctor: ", report.status().message()));
-    }
-    return absl::OkStatus();
+    if (!running) return absl::OkStatus();
   }
 }
 
+absl::Status Runner::FinishRun(absl::Time started) {
+  // Every worker has exited. Only one that did not finish cleanly gets a
+  // line of its own (with its last log line); a clean run ends with the
+  // workers' own final lines and one summary.
+  int finished = 0;
+  const Child* first_failed = nullptr;  // exited non-zero or died
+  const Child* first_error = nullptr;   // exited with a non-zero status
+  for (Child& c : children_) {
+    if (!c.is_worker) continue;
+    if (c.process->succeeded()) {
+      ++finished;
+      continue;
+    }
+    if (first_failed == nullptr) first_failed = &c;
+    if (c.process->term_signal() == 0 && first_error == nullptr) first_error = &c;
+    std::string last = LastLine(c.process->log_path());
+    if (last.size() > 240) last = last.substr(0, 240) + "...";
+    Print(absl::StrCat(c.process->name(), " ",
+                       c.lost_reason.empty()
+                           ? c.process->DescribeExit()
+                           : absl::StrCat("was lost (", c.lost_reason, ") and killed"),
+                       last.empty() ? "" : ": ", last));
+  }
+  SaveServiceMetrics();
+  StopEverything();
+  PrintLinkBytes();
+  // keep_going: workers killed by a signal were lost and the job went on
+  // without them; the run fails only if a worker reported an error or
+  // nobody finished.
+  if (first_error != nullptr) return Failure(*first_error, "failed");
+  if (finished == 0) return Failure(*first_failed, "failed");
+  PrintSummary(started, finished);
+  // What a later `tandem local` on this run directory reports (run_dir.h).
+  if (absl::Status s = WriteFileAtomically(
+          ResultPath(run_dir_),
+          (last_accuracy_.empty()
+               ? std::string("no test accuracy was measured (it is measured at the end of each "
+                             "epoch)")
+               : last_accuracy_) +
+              "\n");
+      !s.ok()) {
+    Print(absl::StrCat("tandem local: the result was not kept: ", s.message()));
+  }
+  if (o_.doctor) {
+    DoctorCliOptions d;
+    d.run_dir = run_dir_;
+    d.link = o_.link;
+    auto report = RunDoctor(d);
+    Print(report.ok() ? *report : absl::StrCat("tandem doctor: ", report.status().message()));
+  }
+  return absl::OkStatus();
+}
+
+void Runner::PrintSummary(absl::Time started, int finished) {
+  // Workers `tandem add-worker` started count as the job's too; their
+  // add-worker writes how each ended a moment after it exits.
+  AddedWorkers added = CountAddedWorkers(run_dir_, o_.workers, max_workers());
+  for (const absl::Time until = absl::Now() + absl::Seconds(2);
+       added.exited < added.started && absl::Now() < until;
+       added = CountAddedWorkers(run_dir_, o_.workers, max_workers())) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  const int all = o_.workers + added.started;
+  finished += added.clean;
+  Print(absl::StrCat("tandem local: job finished in ",
+                     absl::StrFormat("%.1f", absl::ToDoubleSeconds(absl::Now() - started)),
+                     " s; ", finished, " of ", all, " workers exited cleanly",
+                     added.started > 0
+                         ? absl::StrCat(" (", added.started, " added with tandem add-worker)")
+                         : "",
+                     finished < all ? absl::StrCat(" (", all - finished, " lost)") : "",
+                     "; logs in ", run_dir_));
+}
+
 }  // namespace
+
+std::string JobHeader(const LocalOptions& o) {
+  const auto range = ResolveBatchRange(o);
+  const bool batch_auto = range.ok() && range->second > 0;
+  return absl::StrCat(
+      "tandem local: ", o.workers, " workers",
+      o.nodes > 0 ? absl::StrCat(" (", o.nodes, " nodes x ", o.workers_per_node, ")")
+                  : std::string(),
+      ", model ", o.model, ", dataset ", o.dataset, ", ",
+      o.max_steps > 0 ? absl::StrCat(o.max_steps, " steps (--max_steps)")
+                      : absl::StrCat(o.epochs, " epoch(s)"),
+      ", batch ",
+      batch_auto ? absl::StrCat("auto ", range->first, "..", range->second, " global")
+                 : absl::StrCat(o.batch_size, " per worker"),
+      ", ", o.optimizer, " lr ", o.lr, ", precision ", o.precision.empty() ? "fp32" : o.precision,
+      ", sync ", o.sync, o.sync_opt.empty() ? "" : " " + o.sync_opt);
+}
 
 int ParseMetricsPort(const std::string& text) {
   for (const char* key : {"metrics_port=", "metrics port ", "metrics port=", "metrics on port "}) {

@@ -18,7 +18,12 @@
 // 0 prints progress and accuracy); at the end one line per worker that did
 // not exit cleanly (how it ended and its last log line) and a one-line
 // summary. Each process's stderr goes to <run_dir>/<name>.log, never to
-// the console.
+// the console (a previous run's log there moves to <name>.log.prev).
+// Resume: every worker gets --incarnation, one id per RunLocal; a run
+// directory whose coordinator state holds an interrupted run is resumed
+// from its last committed checkpoint (the coordinator tells the new
+// workers from the stored generation's by the incarnation). A clean end
+// writes rank 0's last accuracy line to <run_dir>/result (run_dir.h).
 // Restarts: a coordinator or data server that exits before the job ends is
 // started again on the same port (the coordinator from its state directory,
 // so the running generation carries on), at most LocalOptions::max_restarts
@@ -69,6 +74,11 @@ struct LocalEnv {
 };
 
 absl::Status RunLocal(const LocalOptions& options, const LocalEnv& env);
+
+// The first line of a run: workers, model, dataset, how long (epochs, or
+// --max_steps steps), the batch (per worker, or the --batch auto range),
+// optimizer and lr, precision, sync strategy and options.
+std::string JobHeader(const LocalOptions& o);
 
 // The port in a log line such as "metrics port 9100" or "metrics_port=9100";
 // -1 when `text` has none (or only "metrics_port=-1"/0, i.e. disabled).

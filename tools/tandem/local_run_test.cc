@@ -228,6 +228,23 @@ TEST_F(LocalRunTest, BadInputFailsBeforeAnythingStarts) {
   }
 }
 
+// It said "2 epoch(s)" under --max_steps and left out the precision and
+// --batch auto.
+TEST(JobHeaderTest, SaysHowLongWithWhatBatchAndPrecision) {
+  LocalOptions o;
+  std::string h = JobHeader(o);
+  EXPECT_TRUE(absl::StrContains(h, ", 2 epoch(s), batch 64 per worker, ")) << h;
+  EXPECT_TRUE(absl::StrContains(h, ", precision fp32, sync allreduce")) << h;
+  o.max_steps = 300;
+  o.precision = "bf16";
+  o.batch = "auto:128,1024";
+  h = JobHeader(o);
+  EXPECT_TRUE(absl::StrContains(h, ", 300 steps (--max_steps), batch auto 128..1024 global, "))
+      << h;
+  EXPECT_FALSE(absl::StrContains(h, "epoch(s)")) << h;
+  EXPECT_TRUE(absl::StrContains(h, ", precision bf16, ")) << h;
+}
+
 TEST(ParseMetricsPortTest, Forms) {
   EXPECT_EQ(ParseMetricsPort("I coordinator: listening on 1.2.3.4:5, metrics port 9100\n"), 9100);
   EXPECT_EQ(ParseMetricsPort("dataserver listening on h:1 metrics_port=9200"), 9200);

@@ -7,7 +7,7 @@
 //   tandem doctor --run_dir /tmp/tandem-local-XXXXXX
 //   tandem add-worker --run_dir /tmp/tandem-local-XXXXXX   (scale up, to --max_workers)
 //   tandem convert --mode=npy --features=X.npy --labels=Y.npy --out_dir=DIR
-//   tandem plan --model mlp:784,1024,1024,10 --nodes 2 --per_node 2 --link 1gbit
+//   tandem plan --model mlp:784,1024,1024,10 --nodes 2 --workers_per_node 2 --link 1gbit
 //   tandem --help | tandem local --help | tandem status --help
 //
 // Every flag, its default and its meaning are in one table per command
@@ -38,6 +38,7 @@
 #include "tools/tandem/local_options.h"
 #include "tools/tandem/local_run.h"
 #include "tools/tandem/plan_command.h"
+#include "tools/tandem/run_dir.h"
 
 namespace {
 
@@ -65,6 +66,27 @@ int Local(const tandem::cli::LocalOptions& o, const char* argv0) {
   sigaction(SIGHUP, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  // One run per run directory, and what an earlier run left there: before
+  // anything in it is touched (and before --autotune's trials).
+  std::unique_ptr<tandem::cli::RunDirLock> lock;
+  if (!o.run_dir.empty()) {
+    auto locked = tandem::cli::RunDirLock::Acquire(o.run_dir);
+    auto prior = locked.ok() ? tandem::cli::InspectRunDir(o.run_dir, o.job_id)
+                             : absl::StatusOr<tandem::cli::PriorRun>(locked.status());
+    if (!prior.ok()) {
+      std::fprintf(stderr, "tandem local: %s\n", std::string(prior.status().message()).c_str());
+      return 2;
+    }
+    lock = std::move(*locked);
+    if (prior->kind == tandem::cli::PriorRun::kFinished) {
+      std::printf("%s\n", tandem::cli::FinishedMessage(*prior).c_str());
+      return 0;
+    }
+    if (prior->kind == tandem::cli::PriorRun::kInterrupted) {
+      std::printf("%s\n", tandem::cli::ResumeMessage(*prior).c_str());
+      std::fflush(stdout);
+    }
+  }
   tandem::cli::LocalEnv env;
   env.self_exe = SelfExe(argv0);
   env.out = stdout;
@@ -148,7 +170,13 @@ int Status(const tandem::cli::StatusOptions& o) {
   tandem::SetDefaultTls(*tls);
   auto s = tandem::cli::FetchJobStatus(o.coordinator, o.job_id, o.timeout);
   if (!s.ok()) {
-    std::fprintf(stderr, "tandem status: %s\n", std::string(s.status().message()).c_str());
+    // tandem local's token lives in its run directory, which says whether
+    // a job whose coordinator is gone finished.
+    const size_t slash = o.token_file.rfind('/');
+    const std::string run_dir = slash == std::string::npos ? "" : o.token_file.substr(0, slash);
+    std::fprintf(stderr, "tandem status: %s\n",
+                 tandem::cli::ExplainStatusFailure(o.coordinator, s.status(), tls->enabled, run_dir)
+                     .c_str());
     return 1;
   }
   std::fputs(tandem::cli::FormatJobStatus(*s).c_str(), stdout);

@@ -1,7 +1,9 @@
 #include "tools/tandem/plan_command.h"
 
+#include <algorithm>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/io/file.h"
@@ -40,6 +42,36 @@ std::string JsonString(const std::string& s) {
 
 }  // namespace
 
+std::string StrategyLocalFlags(const PlanOptions& o, const std::string& strategy) {
+  if (strategy == "hier") return "--sync allreduce --sync_opt hier=1";
+  if (strategy == "ps" || strategy == "hybrid") {
+    return absl::StrCat("--sync ", strategy, " --shard_servers ", std::max(o.servers, 1));
+  }
+  constexpr absl::string_view kCompressed = "compressed:";
+  if (absl::StartsWith(strategy, kCompressed)) {
+    std::string codec(strategy.substr(kCompressed.size()));
+    // "topk=0.01" is the codec and its fraction: codec=topk,k=0.01.
+    if (absl::StartsWith(codec, "topk=")) codec = absl::StrCat("topk,k=", codec.substr(5));
+    return absl::StrCat("--sync compressed --sync_opt codec=", codec);
+  }
+  return absl::StrCat("--sync ", strategy);
+}
+
+std::string CommonLocalFlags(const PlanOptions& o) {
+  std::string out = absl::StrCat("--model ", o.model, " --batch_size ", o.batch_size);
+  if (o.nodes > 1) {
+    absl::StrAppend(&out, " --nodes ", o.nodes, " --workers_per_node ", o.per_node);
+    if (!o.link.empty()) absl::StrAppend(&out, " --link ", o.link);
+  } else {
+    absl::StrAppend(&out, " --workers ", o.per_node);
+  }
+  if (o.optimizer != PlanOptions().optimizer) absl::StrAppend(&out, " --optimizer ", o.optimizer);
+  if (o.bucket_cap_mb != PlanOptions().bucket_cap_mb) {
+    absl::StrAppend(&out, " --bucket_cap_mb ", o.bucket_cap_mb);
+  }
+  return out;
+}
+
 absl::StatusOr<plan::PlanRequest> PlanRequestFrom(const PlanOptions& o,
                                                   const plan::MachineProfile& profile) {
   auto spec = nn::ParseModelSpec(o.model);
@@ -71,10 +103,11 @@ absl::StatusOr<plan::PlanRequest> PlanRequestFrom(const PlanOptions& o,
   return r;
 }
 
-std::string FormatPlan(const plan::PlanRequest& r, const std::vector<plan::Prediction>& ps,
-                       bool json) {
+std::string FormatPlan(const PlanOptions& o, const plan::PlanRequest& r,
+                       const std::vector<plan::Prediction>& ps) {
   const plan::Cluster& c = r.cluster;
-  if (json) {
+  const std::string common = CommonLocalFlags(o);
+  if (o.json) {
     std::string out = "{\"predictions\": [";
     for (size_t i = 0; i < ps.size(); ++i) {
       const plan::Prediction& p = ps[i];
@@ -84,11 +117,12 @@ std::string FormatPlan(const plan::PlanRequest& r, const std::vector<plan::Predi
           "\"forward_s\": %.6g, \"backward_s\": %.6g, \"comm_s\": %.6g, \"exposed_comm_s\": %.6g, "
           "\"finish_s\": %.6g, \"node_link_bytes\": %.6g, \"param_bytes\": %d, \"grad_bytes\": %d, "
           "\"optimizer_bytes\": %d, \"activation_bytes\": %d, \"server_bytes\": %d, "
-          "\"lossy\": %s, \"bottleneck\": %s}",
+          "\"lossy\": %s, \"bottleneck\": %s, \"flags\": %s}",
           i == 0 ? "" : ",", JsonString(p.strategy), p.step_s, p.samples_per_s, p.forward_s,
           p.backward_s, p.comm_s, p.exposed_comm_s, p.finish_s, p.node_link_bytes, p.param_bytes,
           p.grad_bytes, p.optimizer_bytes, p.activation_bytes, p.server_bytes,
-          p.lossy ? "true" : "false", JsonString(p.bottleneck));
+          p.lossy ? "true" : "false", JsonString(p.bottleneck),
+          JsonString(absl::StrCat(common, " ", StrategyLocalFlags(o, p.strategy))));
     }
     const plan::Prediction* best = Recommended(ps);
     absl::StrAppend(&out, "\n], \"recommended\": ", best == nullptr ? "null" : JsonString(best->strategy),
@@ -109,19 +143,21 @@ std::string FormatPlan(const plan::PlanRequest& r, const std::vector<plan::Predi
                         r.machine.source, r.machine.gemm_flops_per_s / 1e9,
                         r.machine.stream_bytes_per_s / 1e9, r.machine.loopback_bytes_per_s / 1e9,
                         r.machine.link_alpha_s * 1e6, r.machine.cores);
-  absl::StrAppendFormat(&out, "%-22s %10s %11s %10s %10s %12s %12s  %s\n", "strategy", "step ms",
-                        "samples/s", "comm ms", "finish ms", "link MiB", "MiB/worker",
-                        "bottleneck");
+  absl::StrAppendFormat(&out, "%-22s %10s %11s %10s %10s %12s %12s  %-16s  %s\n", "strategy",
+                        "step ms", "samples/s", "comm ms", "finish ms", "link MiB", "MiB/worker",
+                        "bottleneck", "flags");
   for (const plan::Prediction& p : ps) {
-    absl::StrAppendFormat(&out, "%-22s %10.2f %11.0f %10.2f %10.2f %12.1f %12.1f  %s\n",
+    absl::StrAppendFormat(&out, "%-22s %10.2f %11.0f %10.2f %10.2f %12.1f %12.1f  %-16s  %s\n",
                           p.lossy ? p.strategy + " *" : p.strategy,
                           p.step_s * 1e3, p.samples_per_s, p.exposed_comm_s * 1e3,
                           p.finish_s * 1e3, MiB(p.node_link_bytes), MiB(p.total_bytes()),
-                          p.bottleneck);
+                          p.bottleneck, StrategyLocalFlags(o, p.strategy));
   }
+  absl::StrAppend(&out, "every row runs as: tandem local ", common, " FLAGS\n");
   const plan::Prediction* best = Recommended(ps);
   if (best != nullptr) {
-    absl::StrAppend(&out, "\nrecommended: --sync ", best->strategy, " (", best->why, ")");
+    absl::StrAppend(&out, "\nrecommended: tandem local ", common, " ",
+                    StrategyLocalFlags(o, best->strategy), " (", best->why, ")");
     for (const plan::Prediction& p : ps) {
       if (&p == best || p.lossy) continue;
       absl::StrAppendFormat(&out, "; %.2fx faster than %s", p.step_s / best->step_s, p.strategy);
@@ -129,9 +165,10 @@ std::string FormatPlan(const plan::PlanRequest& r, const std::vector<plan::Predi
     }
     if (ps[0].lossy) {
       absl::StrAppendFormat(&out,
-                            "\n  %s is %.2fx faster still, if the job's accuracy holds with it "
-                            "(check: tools/bench/strategies.sh)",
-                            ps[0].strategy, best->step_s / ps[0].step_s);
+                            "\n  %s (%s) is %.2fx faster still, if the job's accuracy holds "
+                            "with it (check: tools/bench/strategies.sh)",
+                            ps[0].strategy, StrategyLocalFlags(o, ps[0].strategy),
+                            best->step_s / ps[0].step_s);
     }
     absl::StrAppend(&out,
                     "\ncomm ms = communication backward did not hide; link MiB = bytes leaving one "
@@ -165,7 +202,7 @@ absl::StatusOr<std::string> RunPlan(const PlanOptions& o, const std::string& hom
   }
   ASSIGN_OR_RETURN(plan::PlanRequest r, PlanRequestFrom(o, profile));
   ASSIGN_OR_RETURN(std::vector<plan::Prediction> ps, plan::PredictAll(r));
-  return notes + FormatPlan(r, ps, o.json);
+  return notes + FormatPlan(o, r, ps);
 }
 
 }  // namespace cli

@@ -24,9 +24,18 @@ namespace cli {
 absl::StatusOr<plan::PlanRequest> PlanRequestFrom(const PlanOptions& o,
                                                   const plan::MachineProfile& profile);
 
-// The table (or JSON) for predictions, fastest first.
-std::string FormatPlan(const plan::PlanRequest& request,
-                       const std::vector<plan::Prediction>& predictions, bool json);
+// The `tandem local` flags a row's strategy runs with ("--sync allreduce
+// --sync_opt hier=1" for hier, "--sync compressed --sync_opt codec=topk,
+// k=0.01" for compressed:topk=0.01, ...), and the flags every row shares
+// (model, batch, workers or simulated nodes, link, optimizer, bucket size).
+// Every line is accepted by `tandem local`'s parser and checks.
+std::string StrategyLocalFlags(const PlanOptions& o, const std::string& strategy);
+std::string CommonLocalFlags(const PlanOptions& o);
+
+// The table (or JSON) for predictions, fastest first; each row (JSON
+// field "flags") with the flags that run it.
+std::string FormatPlan(const PlanOptions& o, const plan::PlanRequest& request,
+                       const std::vector<plan::Prediction>& predictions);
 
 // The whole command; `home` locates the default profile ("" = none). The
 // returned text is what to print; calibration notes go first.

@@ -3,8 +3,11 @@
 #include <cstdlib>
 #include <string>
 
+#include "absl/strings/str_split.h"
 #include "common/io/file.h"
 #include "gtest/gtest.h"
+#include "tools/tandem/commands.h"
+#include "tools/tandem/local_options.h"
 
 namespace tandem {
 namespace cli {
@@ -20,14 +23,15 @@ TEST(PlanCommandTest, TableListsEveryStrategyAndRecommendsTheFastest) {
   o.link = "100mbit";
   auto text = RunPlan(o, "");
   ASSERT_TRUE(text.ok()) << text.status();
-  for (const char* s : {"allreduce", "hier", "zero1", "zero2", "ps", "hybrid", "compressed:int8"}) {
+  for (const char* s :
+       {"allreduce", "hier", "zero1", "zero2", "zero3", "ps", "hybrid", "compressed:int8"}) {
     EXPECT_NE(text->find(std::string("\n") + s + " "), std::string::npos) << s << "\n" << *text;
   }
   // The recommendation is the first row that is not lossy (no " *").
-  size_t row = text->find("bottleneck\n");
+  size_t row = text->find(" flags\n");
   ASSERT_NE(row, std::string::npos);
   std::string first;
-  for (row += 11; row < text->size(); row = text->find('\n', row) + 1) {
+  for (row += 7; row < text->size(); row = text->find('\n', row) + 1) {
     const std::string line = text->substr(row, text->find('\n', row) - row);
     if (line.empty()) break;
     if (line.find(" * ") != std::string::npos) continue;
@@ -35,7 +39,10 @@ TEST(PlanCommandTest, TableListsEveryStrategyAndRecommendsTheFastest) {
     break;
   }
   ASSERT_FALSE(first.empty()) << *text;
-  EXPECT_NE(text->find("recommended: --sync " + first + " "), std::string::npos) << *text;
+  EXPECT_NE(text->find("recommended: tandem local " + CommonLocalFlags(o) + " " +
+                       StrategyLocalFlags(o, first) + " ("),
+            std::string::npos)
+      << *text;
   EXPECT_NE(text->find("links 100mbit"), std::string::npos);
 }
 
@@ -52,6 +59,68 @@ TEST(PlanCommandTest, JsonHasOneObjectPerStrategy) {
   }
   EXPECT_EQ(count, plan::PlannedStrategies(plan::Cluster{2, 1}).size());
   EXPECT_NE(text->find("\"recommended\": \""), std::string::npos);
+}
+
+// Each strategy's flags as a row prints them.
+TEST(PlanCommandTest, FlagsAreWhatTandemLocalTakes) {
+  PlanOptions o;
+  o.servers = 2;
+  EXPECT_EQ(StrategyLocalFlags(o, "hier"), "--sync allreduce --sync_opt hier=1");
+  EXPECT_EQ(StrategyLocalFlags(o, "zero3"), "--sync zero3");
+  EXPECT_EQ(StrategyLocalFlags(o, "hybrid"), "--sync hybrid --shard_servers 2");
+  EXPECT_EQ(StrategyLocalFlags(o, "compressed:topk=0.01"),
+            "--sync compressed --sync_opt codec=topk,k=0.01");
+  EXPECT_EQ(StrategyLocalFlags(o, "compressed:int8"), "--sync compressed --sync_opt codec=int8");
+}
+
+// Every "flags" field plan prints (and its recommendation line) parses
+// with `tandem local`'s parser and passes its checks, for clusters of one
+// node and of several, with shard servers, another optimizer and bucket.
+TEST(PlanCommandTest, EveryFlagLinePlanPrintsIsAcceptedByTandemLocal) {
+  PlanOptions one;
+  one.per_node = 4;
+  PlanOptions many;
+  many.nodes = 2;
+  many.per_node = 2;
+  many.servers = 2;
+  many.link = "1gbit";
+  many.optimizer = "adamw";
+  many.bucket_cap_mb = 8;
+  many.model = "mlp:784,64,10";
+  size_t checked = 0, expected = 0;
+  for (PlanOptions o : {one, many}) {
+    // One per row in the JSON, and the table's recommendation.
+    expected += plan::PlannedStrategies(plan::Cluster{o.nodes, o.per_node, o.servers}).size() + 1;
+    for (bool json : {true, false}) {
+      o.json = json;
+      auto text = RunPlan(o, "");
+      ASSERT_TRUE(text.ok()) << text.status();
+      std::vector<std::string> lines;
+      const std::string field = "\"flags\": \"";
+      for (size_t at = text->find(field); at != std::string::npos; at = text->find(field, at + 1)) {
+        const size_t from = at + field.size();
+        lines.push_back(text->substr(from, text->find('"', from) - from));
+      }
+      const std::string rec = "recommended: tandem local ";
+      if (const size_t at = text->find(rec); at != std::string::npos) {
+        const size_t from = at + rec.size();
+        lines.push_back(text->substr(from, text->find(" (", from) - from));
+      }
+      ASSERT_FALSE(lines.empty()) << *text;
+      for (const std::string& line : lines) {
+        std::vector<std::string> args = {"local"};
+        for (absl::string_view w : absl::StrSplit(line, ' ', absl::SkipEmpty())) {
+          args.emplace_back(w);
+        }
+        auto parsed = ParseCommandLine(args);
+        ASSERT_TRUE(parsed.ok()) << line << ": " << parsed.status();
+        absl::Status valid = ValidateLocalOptions(parsed->local);
+        EXPECT_TRUE(valid.ok()) << line << ": " << valid;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, expected);
 }
 
 TEST(PlanCommandTest, ProfileFileIsUsedAndBadOnesAreRefused) {

@@ -61,7 +61,7 @@ expect 0 '^  allreduce: ' local --help
 # Simulated nodes: bad layouts and rates are refused before anything starts.
 expect 0 '^  --nodes=0 +Simulated hosts' local --help
 expect 0 '^  --link="" +Each node' local --help
-expect 2 '--nodes must be at least 1 \(got 0\)' local --nodes 0 --run_dir "$run_dir"
+expect 2 '--nodes must not be negative \(got -1\)' local --nodes=-1 --run_dir "$run_dir"
 expect 2 "--link 'fast' is not a link rate .*e.g. 10gbit, 1gbit, 100mbit" \
   local --nodes 2 --link fast --run_dir "$run_dir"
 expect 2 "--link '100' is not a link rate \(no unit\)" local --nodes 2 --link 100 --run_dir "$run_dir"
