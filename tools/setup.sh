@@ -21,6 +21,7 @@ CORE=(
   iproute2  # ip and tc: tandem local --nodes (simulated hosts, shaped links)
   openssl  # tandem local --tls: a CA and certificate made for each run
   yamllint docker-compose python3-yaml  # deploy/: lint, `docker-compose config`, the checks
+  libtorch-dev python3-torch  # --model torchscript: (libtorch) and examples/ (/usr/bin/python3)
 )
 DEPLOY=(podman runc debootstrap)  # tools/deploy/compose_smoke.sh (docker-compose drives podman)
 # npm packages for deploy/'s tests, pinned; installed under $TANDEM_TOOLS.
@@ -31,7 +32,7 @@ NPM_PACKAGES=(
   @kubernetes-models/prometheus-operator@6.0.0  # ServiceMonitor, PrometheusRule schemas
   js-yaml@4.3.2
 )
-BENCH=(python3-torch python3-matplotlib)  # matplotlib: tools/bench/strategies.sh's chart
+BENCH=(python3-matplotlib)  # tools/bench/strategies.sh's chart (python3-torch is in CORE)
 
 want=("${CORE[@]}")
 check_only=0

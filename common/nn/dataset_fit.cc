@@ -37,6 +37,9 @@ absl::Status CheckMlp(const ModelSpec& spec, const data::DatasetInputs& in) {
 }  // namespace
 
 absl::Status CheckModelFitsDataset(const ModelSpec& spec, const data::DatasetInputs& in) {
+  // A TorchScript module is checked by running it on the samples when it is
+  // built (common/torchscript).
+  if (spec.kind == ModelSpec::Kind::kTorchScript) return absl::OkStatus();
   if (spec.kind == ModelSpec::Kind::kMlp) return CheckMlp(spec, in);
   if (in.kind != data::InputKind::kTokens) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -9,7 +9,8 @@
 // An MLP takes dense f32 or u8 features (u8 normalised to [0, 1]) whose
 // element count is its input width, and as many classes as it outputs; a
 // GPT takes token windows of its context from a vocabulary no larger than
-// its own. Thread-safe (pure).
+// its own. A torchscript: module passes here: it is checked by running it on
+// the samples when it is built. Thread-safe (pure).
 #ifndef TANDEM_COMMON_NN_DATASET_FIT_H_
 #define TANDEM_COMMON_NN_DATASET_FIT_H_
 

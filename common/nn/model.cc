@@ -1,5 +1,6 @@
 #include "common/nn/model.h"
 
+#include "absl/strings/str_cat.h"
 #include "common/nn/gpt.h"
 #include "common/nn/mlp.h"
 #include "common/status/status_macros.h"
@@ -25,9 +26,33 @@ std::vector<GradRange> GroupRanges(const tensor::ParameterLayout& layout) {
   return ranges;
 }
 
+namespace {
+
+ModelFactory& TorchScriptFactory() {
+  static ModelFactory* factory = new ModelFactory();
+  return *factory;
+}
+
+}  // namespace
+
+bool RegisterTorchScriptFactory(ModelFactory factory) {
+  TorchScriptFactory() = std::move(factory);
+  return true;
+}
+
 absl::StatusOr<std::unique_ptr<Model>> CreateModel(
     const ModelSpec& spec, kernels::Backend* backend,
     const ModelOptions& options) {
+  if (spec.kind == ModelSpec::Kind::kTorchScript) {
+    if (!TorchScriptFactory()) {
+      return absl::UnimplementedError(absl::StrCat(
+          "this build has no TorchScript support for ", spec.ToString(), " (libtorch was "
+          "not found when it was built); install libtorch-dev and python3-torch "
+          "(tools/setup.sh does) and rebuild, or set TANDEM_LIBTORCH_PATH to a libtorch "
+          "folder"));
+    }
+    return TorchScriptFactory()(spec, backend, options);
+  }
   if (spec.kind == ModelSpec::Kind::kMlp) {
     ASSIGN_OR_RETURN(std::unique_ptr<MlpClassifier> m,
                      MlpClassifier::Create(spec, backend, options));

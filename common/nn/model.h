@@ -21,6 +21,7 @@
 #define TANDEM_COMMON_NN_MODEL_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -76,12 +77,27 @@ struct Batch {
   SampleShape label_shape;            // {} (a class) or {context}
 };
 
+// What one sample of the training data is, as Forward receives it. The
+// built-in models know it from their spec; a torchscript: module is checked
+// against it (one forward and backward on zeros when it is created).
+struct SampleSpec {
+  bool tokens = false;          // token windows (int32, handed on as int64)
+  InputDType dtype = InputDType::kFloat32;  // of Batch::inputs
+  std::vector<int64_t> shape;   // per sample, e.g. {1, 28, 28}; tokens {context}
+  std::vector<int64_t> label_shape;  // per sample: {} (a class) or {context}
+  int num_classes = 0;          // the last dimension the logits must have
+};
+
 struct ModelOptions {
   // Largest batch Forward accepts; activations are sized for it once.
   int max_batch = 64;
   // Seed for the deterministic initialisation (same seed, same parameters,
-  // on every backend and machine).
+  // on every backend and machine). A torchscript: module starts from the
+  // weights saved in its file instead.
   uint64_t seed = 1;
+  // torchscript: only (needed there; the built-in models ignore both).
+  SampleSpec sample;
+  int torch_threads = 1;  // torch's intra-op threads (process-wide)
 };
 
 class Model {
@@ -114,6 +130,21 @@ class Model {
   // Re-initialises every parameter from `seed` (the same values the
   // constructor's seed gives).
   virtual absl::Status Initialize(uint64_t seed) = 0;
+
+  // Training (the default) or evaluation: layers such as BatchNorm and
+  // dropout behave differently, and evaluation builds no autograd graph.
+  virtual void SetTraining(bool training) { (void)training; }
+
+  // State that is not trained but belongs to the model (BatchNorm running
+  // statistics: a torchscript: module's registered buffers), as bytes, so a
+  // checkpoint carries it and rank 0 can broadcast it. Empty for models
+  // without any; LoadBuffers takes what SaveBuffers gave (InvalidArgument
+  // for bytes of another model).
+  virtual std::string SaveBuffers() const { return std::string(); }
+  virtual absl::Status LoadBuffers(absl::string_view bytes) {
+    if (bytes.empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError("this model has no buffers to load");
+  }
 
   // The flat ranges the parameter hook is called with, one per layer, in
   // forward order (they tile [0, layout().total_size())).
@@ -151,6 +182,14 @@ std::vector<GradRange> GroupRanges(const tensor::ParameterLayout& layout);
 absl::StatusOr<std::unique_ptr<Model>> CreateModel(
     absl::string_view spec, kernels::Backend* backend,
     const ModelOptions& options);
+
+// torchscript: models are built by common/torchscript, which needs libtorch;
+// linking its :register target installs the factory (without it,
+// CreateModel refuses torchscript: saying what to install). Not
+// thread-safe against concurrent CreateModel (static initialisation only).
+using ModelFactory = std::function<absl::StatusOr<std::unique_ptr<Model>>(
+    const ModelSpec&, kernels::Backend*, const ModelOptions&)>;
+bool RegisterTorchScriptFactory(ModelFactory factory);
 absl::StatusOr<std::unique_ptr<Model>> CreateModel(
     const ModelSpec& spec, kernels::Backend* backend,
     const ModelOptions& options);

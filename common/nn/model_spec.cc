@@ -15,7 +15,7 @@ namespace {
 constexpr char kForms[] =
     "expected \"mlp:IN,HIDDEN...,CLASSES\" (e.g. mlp:784,1024,1024,10) or "
     "\"gpt:layers=L,heads=H,width=W,context=T[,vocab=V]\" (width may be written d=, context "
-    "ctx=; vocab defaults to 256)";
+    "ctx=; vocab defaults to 256) or \"torchscript:PATH\" (a module saved with torch.jit.save)";
 constexpr int kMaxDim = 1 << 20;
 
 absl::Status Bad(absl::string_view spec, absl::string_view why) {
@@ -38,6 +38,7 @@ absl::StatusOr<int> ParsePositive(absl::string_view spec,
 
 std::string ModelSpec::ToString() const {
   if (kind == Kind::kMlp) return absl::StrCat("mlp:", absl::StrJoin(mlp.widths, ","));
+  if (kind == Kind::kTorchScript) return absl::StrCat("torchscript:", torchscript.path);
   return absl::StrCat("gpt:layers=", gpt.layers, ",heads=", gpt.heads,
                       ",width=", gpt.width, ",context=", gpt.context,
                       ",vocab=", gpt.vocab);
@@ -95,7 +96,24 @@ absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view spec) {
     }
     return out;
   }
+  if (absl::ConsumePrefix(&rest, "torchscript:")) {
+    out.kind = ModelSpec::Kind::kTorchScript;
+    if (rest.empty()) return Bad(spec, "torchscript: needs the path of the saved module");
+    out.torchscript.path = std::string(rest);
+    return out;
+  }
   return Bad(spec, "unknown model kind");
+}
+
+absl::Status CheckModelSupportsStrategy(const ModelSpec& spec, absl::string_view strategy) {
+  if (spec.kind == ModelSpec::Kind::kTorchScript && strategy == "zero3") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--sync zero3 cannot train a torchscript: model: zero3 gathers each layer's "
+        "parameters just before the layer runs, and a TorchScript module's layers run inside "
+        "TorchScript where tandem cannot hook them; use allreduce (hier=1 too), compressed, "
+        "zero1, zero2, ps or hybrid"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace nn

@@ -5,6 +5,9 @@
 //   "gpt:layers=2,heads=4,width=64,context=32,vocab=256"
 //                               a GPT-style decoder LM (all five keys needed;
 //                               width must be a multiple of heads)
+//   "torchscript:PATH"          the user's own module, saved with
+//                               torch.jit.save (common/torchscript; the
+//                               path is not opened here)
 //
 // ParseModelSpec returns InvalidArgument naming the problem and the expected
 // form for anything malformed. Thread-safe (pure functions).
@@ -32,16 +35,27 @@ struct GptConfig {
   int vocab = 0;
 };
 
+struct TorchScriptConfig {
+  std::string path;  // a TorchScript archive (torch.jit.save)
+};
+
 struct ModelSpec {
-  enum class Kind { kMlp, kGpt };
+  enum class Kind { kMlp, kGpt, kTorchScript };
   Kind kind = Kind::kMlp;
   MlpConfig mlp;
   GptConfig gpt;
+  TorchScriptConfig torchscript;
   // Canonical spec string (round-trips through ParseModelSpec).
   std::string ToString() const;
 };
 
 absl::StatusOr<ModelSpec> ParseModelSpec(absl::string_view spec);
+
+// InvalidArgument, naming the strategies that work, for a pairing that
+// cannot train: zero3 gathers each layer through Model::param_hook_ranges,
+// which a torchscript: module (whose layers run inside TorchScript, where no
+// C++ hook reaches) does not call.
+absl::Status CheckModelSupportsStrategy(const ModelSpec& spec, absl::string_view strategy);
 
 }  // namespace nn
 }  // namespace tandem

@@ -14,6 +14,17 @@ TEST(ModelSpecTest, ParsesMlp) {
   EXPECT_EQ(s->ToString(), "mlp:784,1024,1024,10");
 }
 
+TEST(ModelSpecTest, ParsesTorchScriptPath) {
+  absl::StatusOr<ModelSpec> s = ParseModelSpec("torchscript:/models/cnn,v2.pt");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->kind, ModelSpec::Kind::kTorchScript);
+  EXPECT_EQ(s->torchscript.path, "/models/cnn,v2.pt");
+  EXPECT_EQ(s->ToString(), "torchscript:/models/cnn,v2.pt");
+  absl::StatusOr<ModelSpec> empty = ParseModelSpec("torchscript:");
+  EXPECT_FALSE(empty.ok());
+  EXPECT_NE(std::string(empty.status().message()).find("needs the path"), std::string::npos);
+}
+
 TEST(ModelSpecTest, ParsesGptInAnyKeyOrder) {
   absl::StatusOr<ModelSpec> s =
       ParseModelSpec("gpt:vocab=256,layers=2,heads=4,width=64,context=32");

@@ -80,6 +80,12 @@ absl::StatusOr<ModelCost> GptCost(const nn::GptConfig& g) {
 }  // namespace
 
 absl::StatusOr<ModelCost> ModelCostOf(const nn::ModelSpec& spec) {
+  if (spec.kind == nn::ModelSpec::Kind::kTorchScript) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model cost: ", spec.ToString(), " is a TorchScript module, whose per-layer FLOPs and "
+        "activations tandem plan cannot read from the archive; plan with an mlp: or gpt: spec of "
+        "the same parameter count, or measure the module with tandem local --autotune"));
+  }
   if (spec.kind == nn::ModelSpec::Kind::kMlp) {
     if (spec.mlp.widths.size() < 2) {
       return absl::InvalidArgumentError("model cost: an MLP needs at least two widths");

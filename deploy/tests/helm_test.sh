@@ -43,6 +43,10 @@ grep -q 'kind: ServiceMonitor' "$TMP/rendered-cpu.yaml" || fail "cpu example: no
 grep -q 'kind: PrometheusRule' "$TMP/rendered-cpu.yaml" || fail "cpu example: no PrometheusRule"
 grep -q 'alert: TandemLossNaN' "$TMP/rendered-cpu.yaml" || fail "PrometheusRule lacks the rules"
 grep -q 'shardserver' "$TMP/rendered-hybrid.yaml" || fail "hybrid example: no shard servers"
+grep -q 'mountPath: /var/lib/tandem/models' "$TMP/rendered-torchscript.yaml" ||
+  fail "torchscript example: the module is not mounted"
+grep -q -- '--model=torchscript:/var/lib/tandem/models/cnn.pt' "$TMP/rendered-torchscript.yaml" ||
+  fail "torchscript example: the worker is not given the module"
 if grep -q 'shardserver' "$TMP/rendered-default.yaml"; then
   fail "default values render shard servers (they must stay off until the binary exists)"
 fi

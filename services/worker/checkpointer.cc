@@ -16,6 +16,7 @@
 #include "common/status/status_macros.h"
 #include "common/sync/remote/server_side_checkpoint.h"
 #include "proto/dataserver.pb.h"
+#include "services/worker/model_buffers.h"
 
 namespace tandem {
 namespace worker {
@@ -26,6 +27,9 @@ namespace {
 constexpr int64_t kBroadcastFloats = int64_t{1} << 20;
 // The largest loss-scaler record a restore carries (its format is 48 bytes).
 constexpr size_t kMaxScalerBytes = 120;
+
+// The model's registered buffers (BatchNorm statistics; nn::Model::SaveBuffers).
+constexpr char kBuffersBlob[] = "model_buffers";
 
 std::string BlobName(const optim::StateBuffer& b) { return absl::StrCat("sync/", b.name); }
 
@@ -116,6 +120,8 @@ absl::StatusOr<bool> Checkpointer::Restore(Generation& g, TrainingState* state) 
   }
   LoadExtraState(g, c.has_value() ? &*c : nullptr, path);
   RETURN_IF_ERROR(g.sync->StateLoaded());
+  RETURN_IF_ERROR(BroadcastModelBuffers(*g.ctl, g.rank(), *model_,
+                                        c.has_value() ? c->FindBlob(kBuffersBlob) : nullptr));
   RETURN_IF_ERROR(BroadcastLossScaler(g, c.has_value() ? &*c : nullptr, &state->loss_scaler));
   state->step = header[1];
   state->cursor = data::Cursor{header[2], 0};
@@ -371,7 +377,9 @@ absl::Status Checkpointer::WriteShard(Generation& g, const TrainingState& state,
                                          b.data.size() * sizeof(float))});
   }
   const std::string cursor_bytes = plan.cursor.SerializeAsString();
+  const std::string buffers = model_->SaveBuffers();
   if (owned.lo == 0) {  // the shard whose blobs a restore reads
+    if (!buffers.empty()) v.blobs.push_back({kBuffersBlob, buffers});
     v.blobs.push_back({"data_cursor", cursor_bytes});
     v.blobs.push_back({"model_spec", o_.model_text});
     if (!state.loss_scaler.empty()) v.blobs.push_back({"loss_scaler", state.loss_scaler});
@@ -451,6 +459,7 @@ absl::Status Checkpointer::CommitOnServers(Generation& g, const TrainingState& s
     req.blobs.push_back({BlobName(b), std::string(reinterpret_cast<const char*>(b.data.data()),
                                                   b.data.size() * sizeof(float))});
   }
+  if (std::string b = model_->SaveBuffers(); !b.empty()) req.blobs.push_back({kBuffersBlob, b});
   req.blobs.push_back({"data_cursor", plan.cursor.SerializeAsString()});
   req.blobs.push_back({"model_spec", o_.model_text});
   if (!state.loss_scaler.empty()) req.blobs.push_back({"loss_scaler", state.loss_scaler});

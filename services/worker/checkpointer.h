@@ -11,6 +11,11 @@
 // or a manifest and every shard it names) and checks all of it — model,
 // size, optimizer, cursor — before anything is overwritten.
 //
+// The model's registered buffers (BatchNorm running statistics of a
+// torchscript: module) are rank 0's: written in the shard at 0 (blob
+// "model_buffers") and broadcast from rank 0 on every Restore, so every
+// generation starts with one copy and a resume is bit-identical.
+//
 // Write (collective: every rank calls it at the same step): each distinct
 // owned range is one shard, written by the lowest rank owning it, with its
 // parameters, its optimizer state and the writer's extra strategy state

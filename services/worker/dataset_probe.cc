@@ -16,6 +16,7 @@ InputSpec InputSpecFor(const data::DatasetInputs& in, bool normalize_to_f32) {
   s.dtype = s.normalize_to_f32 ? v1::DTYPE_F32 : in.feature_dtype;
   s.sample_shape = in.sample_shape;
   s.label_shape = in.label_shape;
+  s.num_classes = in.num_classes;
   if (in.kind == data::InputKind::kTokens) {
     s.kind = InputSpec::Kind::kTokens;
     s.width = in.context;

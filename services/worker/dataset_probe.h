@@ -34,6 +34,7 @@ struct InputSpec {
   int64_t width = 0;              // input elements per sample (features or tokens)
   int64_t labels_per_sample = 1;  // 1 (a class) or the context length
   bool normalize_to_f32 = false;  // ask the data server to turn u8 into f32
+  int num_classes = 0;            // classes (dense) or vocabulary (tokens)
   // The typed description (nn::Batch's typed view): the dtype the inputs
   // arrive in (f32 after normalisation, else the dataset's), the per-sample
   // input shape (product = width) and label shape. Unset (UNSPECIFIED,

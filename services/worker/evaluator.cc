@@ -24,6 +24,13 @@ Evaluator::~Evaluator() {
 absl::StatusOr<EvalResult> Evaluator::Run(Generation& g) {
   EvalResult result;
   if (o_.dataset.empty() || o_.samples == 0) return result;
+  // Evaluation mode (BatchNorm's running statistics, no dropout, no graph)
+  // until this returns, however it returns.
+  struct EvalMode {
+    nn::Model* m;
+    ~EvalMode() { m->SetTraining(true); }
+  } eval_mode{model_};
+  model_->SetTraining(false);
   data::PrefetchOptions po;
   po.servers = o_.data_servers;
   po.metrics = o_.metrics;

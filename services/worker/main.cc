@@ -6,7 +6,8 @@
 // Rank 0 prints one progress line every --log_every steps and the test
 // accuracy at each epoch end to stdout. Bad flags, an unknown model or
 // dataset, an unreachable coordinator: one line on stderr, exit status 1
-// (2 for unparsable arguments); never a hang (every wait is bounded).
+// (2 for unparsable arguments, and for a torchscript: module refused before
+// training starts); never a hang (every wait is bounded).
 #include <malloc.h>
 #include <unistd.h>
 
@@ -38,7 +39,16 @@ ABSL_FLAG(std::string, shard_servers, "",
 ABSL_FLAG(std::string, job_id, "tandem", "Job this worker belongs to.");
 ABSL_FLAG(std::string, worker_id, "", "Stable id of this worker (default host:pid).");
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address peers reach this worker at.");
-ABSL_FLAG(std::string, model, "mlp:784,256,10", "Model spec, e.g. mlp:784,1024,1024,10.");
+ABSL_FLAG(std::string, model, "mlp:784,256,10",
+          "Model spec, e.g. mlp:784,1024,1024,10, gpt:layers=2,heads=4,width=64,context=32 or "
+          "torchscript:PATH (a module saved with torch.jit.save; docs/user-guide.md).");
+ABSL_FLAG(int, torch_threads, 1,
+          "--model torchscript: torch's intra-op threads in this worker (one per worker is "
+          "what data parallelism on one machine wants).");
+ABSL_FLAG(bool, broadcast_buffers, true,
+          "Broadcast the model's buffers (a torchscript: module's BatchNorm statistics) from rank "
+          "0 after every step, as PyTorch DDP does by default; false: only when a generation "
+          "starts and on every restore (each rank keeps its own statistics in between).");
 ABSL_FLAG(std::string, dataset, "fashion-mnist/train", "Training dataset on the data servers.");
 ABSL_FLAG(std::string, eval_dataset, "fashion-mnist/t10k",
           "Dataset for the epoch-end test accuracy (empty: none).");
@@ -148,6 +158,8 @@ int main(int argc, char** argv) {
   o.incarnation = absl::GetFlag(FLAGS_incarnation);
   o.hostname = absl::GetFlag(FLAGS_host);
   o.model = absl::GetFlag(FLAGS_model);
+  o.torch_threads = absl::GetFlag(FLAGS_torch_threads);
+  o.broadcast_buffers = absl::GetFlag(FLAGS_broadcast_buffers);
   o.dataset = absl::GetFlag(FLAGS_dataset);
   o.eval_dataset = absl::GetFlag(FLAGS_eval_dataset);
   o.epochs = absl::GetFlag(FLAGS_epochs);
@@ -257,7 +269,9 @@ int main(int argc, char** argv) {
   if (!result.ok()) {
     std::fprintf(stderr, "worker %s: %s\n", o.worker_id.c_str(),
                  std::string(result.status().message()).c_str());
-    return 1;
+    // A torchscript: module refused against the dataset, before training
+    // started (its model is built only then): bad input, like bad flags.
+    return absl::IsInvalidArgument(result.status()) && !(*trainer)->has_model() ? 2 : 1;
   }
   return 0;
 }

@@ -20,6 +20,7 @@
 #include "services/worker/dataset_probe.h"
 #include "services/worker/evaluator.h"
 #include "services/worker/generation.h"
+#include "services/worker/model_buffers.h"
 #include "services/worker/progress.h"
 #include "services/worker/sample_log.h"
 #include "services/worker/step_precision.h"
@@ -27,6 +28,7 @@
 #include "services/worker/step_vote.h"
 #include "services/worker/training_plan.h"
 #include "services/worker/worker_metrics.h"
+#include "services/worker/worker_model.h"
 
 namespace tandem {
 namespace worker {
@@ -111,8 +113,7 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
     std::fprintf(stdout, "%s\n", line.c_str());
     std::fflush(stdout);
   };
-  nn::Model& model = *t_->model_;
-  const std::string spec_text = model.spec().ToString();
+  ASSIGN_OR_RETURN(nn::ModelSpec spec, nn::ParseModelSpec(o_.model));
   MetricsOptions mo;
   mo.port = o_.metrics_port;
   mo.labels = {{"job", o_.job_id}, {"service", "worker"}};
@@ -127,7 +128,12 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
   po.dataset = o_.dataset;
   po.eval_dataset = o_.eval_dataset;
   po.connect_attempts = o_.connect_attempts;
-  ASSIGN_OR_RETURN(probe_, ProbeDatasets(po, model.spec()));
+  ASSIGN_OR_RETURN(probe_, ProbeDatasets(po, spec));
+  if (t_->model_ == nullptr) {  // torchscript: checked against the samples
+    ASSIGN_OR_RETURN(t_->model_, CreateWorkerModel(o_, t_->backend_.get(), &probe_.inputs));
+  }
+  nn::Model& model = *t_->model_;
+  const std::string spec_text = model.spec().ToString();
   // Sized once for the largest per-rank batch --batch auto / --batch_schedule
   // may ask for.
   ASSIGN_OR_RETURN(stager_, BatchStager::Create(t_->backend_.get(), probe_.inputs,
@@ -317,6 +323,10 @@ absl::StatusOr<std::optional<Trainer::Loop::Outcome>> Trainer::Loop::TrainStep(
   ctx.step = state_.step + 1;
   ctx.lr = run.plan.schedule.LearningRate(ctx.step);
   ASSIGN_OR_RETURN(StepOutput out, runner.Run(*g.data, *g.sync, ctx));
+  // Rank 0's BatchNorm statistics everywhere, as PyTorch DDP's default.
+  if (o_.broadcast_buffers) {
+    RETURN_IF_ERROR(BroadcastModelBuffers(*g.ctl, g.rank(), *t_->model_, nullptr));
+  }
   ++state_.step;
   state_.cursor = out.cursor;
   state_.samples_in_epoch =
@@ -488,10 +498,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(TrainerOptions options)
         "', but this worker has no gradient path for device memory (NCCL needs a build with "
         "CUDA); use --backend=cpu"));
   }
-  nn::ModelOptions mo;
-  mo.max_batch = static_cast<int>(LocalBatchCapacity(t->options_));
-  mo.seed = t->options_.seed;
-  ASSIGN_OR_RETURN(t->model_, nn::CreateModel(t->options_.model, t->backend_.get(), mo));
+  if (!ModelNeedsDataset(t->options_)) {  // else built once the dataset is known (Run)
+    ASSIGN_OR_RETURN(t->model_, CreateWorkerModel(t->options_, t->backend_.get(), nullptr));
+  }
   t->loop_ = std::make_unique<Loop>(t.get());
   return t;
 }

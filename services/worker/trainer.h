@@ -84,8 +84,10 @@ class Trainer {
 
   absl::StatusOr<TrainResult> Run();
 
-  // The model (parameters after Run, for tests).
+  // The model (parameters after Run, for tests). A torchscript: model is
+  // built by Run once the dataset is known: check has_model() first.
   nn::Model& model() { return *model_; }
+  bool has_model() const { return model_ != nullptr; }
   // Metrics registry (nullptr before Run starts).
   Metrics* metrics() { return metrics_.get(); }
 

@@ -85,6 +85,8 @@ absl::Status ValidateTrainerOptions(const TrainerOptions& o) {
   if (o.coordinator_lost_after <= absl::ZeroDuration()) return bad("coordinator_lost_after must be > 0");
   absl::StatusOr<nn::ModelSpec> spec = nn::ParseModelSpec(o.model);
   if (!spec.ok()) return Annotate(spec.status(), "--model");
+  RETURN_IF_ERROR(nn::CheckModelSupportsStrategy(*spec, o.sync.strategy));
+  if (o.torch_threads < 1) return bad("--torch_threads must be >= 1");
   RETURN_IF_ERROR(MakeStepPrecisionOptions(o).status());
   return absl::OkStatus();
 }

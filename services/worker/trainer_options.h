@@ -45,8 +45,14 @@ struct TrainerOptions {
   std::string node_id;
   // ---- Model and data -----------------------------------------------------
   // nn::ParseModelSpec form: "mlp:784,1024,10" (features + class labels) or
-  // "gpt:layers=4,d=256,heads=4,ctx=128" (token sequences + next tokens).
+  // "gpt:layers=4,d=256,heads=4,ctx=128" (token sequences + next tokens) or
+  // "torchscript:PATH" (the user's module; built once the dataset is known).
   std::string model = "mlp:784,256,10";
+  int torch_threads = 1;                  // torchscript: torch's intra-op threads
+  // Also broadcast the model's buffers (BatchNorm statistics) from rank 0
+  // after every step, as PyTorch DDP does by default; false: only at the
+  // start of each generation and on every restore.
+  bool broadcast_buffers = true;
   std::string dataset = "fashion-mnist/train";
   std::string eval_dataset = "fashion-mnist/t10k";  // empty: no evaluation
   uint64_t seed = 1;                      // model init and data order

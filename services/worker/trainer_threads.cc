@@ -16,6 +16,7 @@ std::vector<TrainerRun> RunTrainers(const std::vector<TrainerOptions>& options) 
         return;
       }
       runs[i].result = (*t)->Run();
+      if (!(*t)->has_model()) return;
       tensor::FlatStorage& s = (*t)->model().storage();
       runs[i].params.assign(s.params(), s.params() + s.size());
     });

@@ -1,6 +1,7 @@
 """PyTorch DDP side of tools/bench/ddp_vs_pytorch.sh.
 
-Trains the same MLP as `tandem local` on Fashion-MNIST with
+Trains the same MLP (or, with --spec torchscript:PATH, the same TorchScript
+archive) as `tandem local` on Fashion-MNIST with
 DistributedDataParallel over gloo, one process per rank and one thread each
 (torch.set_num_threads(1)), with tandem's defaults reproduced: SGD momentum
 0.9 (or AdamW), lr scaled linearly with the world size (sqrt for AdamW, when
@@ -54,9 +55,13 @@ def run(rank, world, a, port):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
                             rank=rank, world_size=world)
-    widths = [int(w) for w in a.spec.split(":", 1)[1].split(",")]
     torch.manual_seed(a.seed)  # same init on every rank (DDP also broadcasts)
-    model = torch.nn.parallel.DistributedDataParallel(build(widths))
+    if a.spec.startswith("torchscript:"):
+        # The same archive tandem trains (tools/bench/torchscript_vs_pytorch.sh).
+        net = torch.jit.load(a.spec.split(":", 1)[1])
+    else:
+        net = build([int(w) for w in a.spec.split(":", 1)[1].split(",")])
+    model = torch.nn.parallel.DistributedDataParallel(net)
     scaling = a.lr_scaling
     if scaling == "auto":
         scaling = "linear" if a.optimizer == "sgd" else "sqrt"
@@ -107,6 +112,7 @@ def run(rank, world, a, port):
     if rank == 0:
         xt, yt = load(a.data_dir, "t10k")
         with torch.no_grad():
+            model.module.eval()
             acc = (model.module(xt).argmax(1) == yt).float().mean().item()
         # Windows after the first (warm-up), like the tandem side.
         steady = rates[1:] if len(rates) > 2 else rates

@@ -24,6 +24,7 @@
 #include "common/sync/registry.h"
 #include "tools/convert/convert.h"
 #include "tools/convert/text_cache.h"
+#include "tools/tandem/model_check.h"
 #include "tools/tandem/link_rate.h"
 #include "tools/tandem/sim_network.h"
 
@@ -84,7 +85,9 @@ absl::StatusOr<DatasetFiles> ResolveTextDataset(const LocalOptions& o) {
   if (!spec.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("bad --model: ", spec.status().message()));
   }
-  if (spec->kind != nn::ModelSpec::Kind::kGpt) {
+  const bool torchscript = spec->kind == nn::ModelSpec::Kind::kTorchScript;
+  const int context = torchscript ? kTorchScriptTextContext : spec->gpt.context;
+  if (spec->kind != nn::ModelSpec::Kind::kGpt && !torchscript) {
     return absl::InvalidArgumentError(absl::StrCat(
         "dataset '", o.dataset, "' is byte-level text for a GPT model, not for --model ",
         o.model, "; use e.g. --model gpt:layers=4,heads=4,width=256,context=128,vocab=256"));
@@ -107,7 +110,7 @@ absl::StatusOr<DatasetFiles> ResolveTextDataset(const LocalOptions& o) {
   c.sources = *std::move(files);
   c.cache_root = TextCacheRoot(o);
   c.name = o.dataset;
-  c.text.seq_len = spec->gpt.context;
+  c.text.seq_len = context;
   auto cached = convert::EnsureTextDataset(c);
   if (!cached.ok()) {
     return absl::Status(cached.status().code(),
@@ -450,6 +453,9 @@ absl::Status ValidateLocalOptions(const LocalOptions& o) {
   if (!data.ok()) return data.status();
   if (absl::Status fit = nn::CheckModelFitsDataset(*spec, data->inputs); !fit.ok()) {
     return bad("--model ", o.model, " does not fit dataset '", o.dataset, "': ", fit.message());
+  }
+  if (absl::Status s = CheckModelOnDataset(*spec, data->inputs, o.sync); !s.ok()) {
+    return bad("--model ", o.model, ": ", s.message());
   }
   if (absl::Status s = CheckBackendDevices(o, "/dev"); !s.ok()) return s;
   if (o.port != 0) return CheckPortFree(o.host, o.port);
