@@ -9,7 +9,7 @@
 // rate, a memcpy for streaming bandwidth).
 //
 //   bazel build -c opt //tools/bench:gpt_breakdown_bench
-//   tandem exec -- bazel-bin/tools/bench/gpt_breakdown_bench \
+//   tandem exec -- bazel-bin/tools/bench/gpt_breakdown_bench
 //       [--model=gpt:layers=4,width=256,heads=4,context=128] [--batch=8] [--reps=15]
 //       [--step_only]
 //
