@@ -131,10 +131,13 @@ TANDEM_CPU_DISPATCHED(AddColumnSums, (int rows, int cols, const float* m, float*
 // tanh-form GELU spent most of a GPT step in them (gpt_breakdown_bench).
 // ExpApprox is the Cephes single-precision exp (Cody-Waite range reduction,
 // degree-6 polynomial; within 2 ulp of expf for normal results), written
-// branch-free so the loops below vectorise at every width.
-TANDEM_CPU_INLINE float ExpApprox(float x) {
-  x = x < -87.3f ? -87.3f : (x > 88.3f ? 88.3f : x);
-  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+// branch-free so the loops below vectorise at every width. Results below
+// about 2^-125 (x < -87) are flushed to 0, never denormal: a denormal
+// probability makes every later GEMM that reads it many times slower.
+// Above 88.3 it saturates at exp(88.3).
+TANDEM_CPU_INLINE float ExpApprox(float in) {
+  const float x = in < -88.f ? -88.f : (in > 88.3f ? 88.3f : in);
+  float n = std::floor(x * 1.44269504088896341f + 0.5f);
   float r = x - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
@@ -144,6 +147,9 @@ TANDEM_CPU_INLINE float ExpApprox(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   const float y = p * r * r + r + 1.f;
+  // 2^n as bits; n <= -126 (x below about -87) gives a zero scale, so the
+  // result is 0 rather than denormal.
+  n = n < -125.f ? -127.f : n;
   const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
   float scale;
   std::memcpy(&scale, &bits, sizeof(scale));

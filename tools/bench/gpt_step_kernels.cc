@@ -67,6 +67,10 @@ absl::Status AllocAll(const nn::GptConfig& c, int batch, Backend* be, Storage* s
   for (float** p : vec) {
     ASSIGN_OR_RETURN(*p, Alloc(be, s, 4 * W, &rng));
   }
+  // GPT-2's weight scale and zero biases, so activations stay O(1) as the
+  // kernels feed each other (no overflow, no denormals).
+  be->Scale(wmax, 0.04f, b->weight);
+  be->Fill(b->bias, 4 * W, 0.f);
   ASSIGN_OR_RETURN(b->mean, Alloc(be, s, R, &rng));
   ASSIGN_OR_RETURN(b->rstd, Alloc(be, s, R, &rng));
   be->Fill(b->rstd, R, 1.f);
