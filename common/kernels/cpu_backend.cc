@@ -157,17 +157,22 @@ TANDEM_CPU_INLINE float ExpApprox(float in) {
 }
 
 // GELU (tanh form) through 0.5 * (1 + tanh(u)) = sigmoid(2u): one exp and
-// one division. Saturates cleanly: exp's clamp keeps 1 + e finite.
+// one division. sigmoid(2u) is flushed to 0 for -2u > 80 (x < about -9.9,
+// where GELU and its gradient are below 1e-33), as tanh's saturation at -1
+// did, so neither output is ever denormal.
+TANDEM_CPU_INLINE float SigmoidOfTwo(float u) {
+  const float s = 1.f / (1.f + ExpApprox(-2.f * u));
+  return -2.f * u > 80.f ? 0.f : s;
+}
+
 TANDEM_CPU_INLINE float GeluFast(float x) {
-  const float u = kGeluC * (x + kGeluA * x * x * x);
-  return x / (1.f + ExpApprox(-2.f * u));
+  return x * SigmoidOfTwo(kGeluC * (x + kGeluA * x * x * x));
 }
 
 // d/dx of GeluFast: with s = sigmoid(2u), tanh(u) = 2s - 1 and
 // 1 - tanh^2 = 4 s (1 - s).
 TANDEM_CPU_INLINE float GeluGradFast(float x) {
-  const float u = kGeluC * (x + kGeluA * x * x * x);
-  const float s = 1.f / (1.f + ExpApprox(-2.f * u));
+  const float s = SigmoidOfTwo(kGeluC * (x + kGeluA * x * x * x));
   return s + 2.f * x * s * (1.f - s) * kGeluC * (1.f + 3.f * kGeluA * x * x);
 }
 
