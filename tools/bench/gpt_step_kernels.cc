@@ -4,6 +4,7 @@
 #include <memory>
 #include <random>
 
+#include "common/nn/attention.h"
 #include "common/status/status_macros.h"
 
 namespace tandem {
@@ -17,7 +18,7 @@ using kernels::Transpose;
 
 // Every buffer the step's kernels touch, sized once.
 struct Buffers {
-  float *x, *y, *dy, *dx, *qkv, *heads, *dheads, *scores, *dscores, *merged;
+  float *x, *y, *dy, *dx, *qkv, *dqkv, *scores, *dscores, *merged;
   float *hz, *hy, *dh, *logits, *probs, *weight, *dweight, *bias, *dbias;
   float *gamma, *beta, *mean, *rstd, *token, *pos, *dtoken, *dpos, *loss;
   int32_t *ids, *labels;
@@ -50,8 +51,7 @@ absl::Status AllocAll(const nn::GptConfig& c, int batch, Backend* be, Storage* s
     ASSIGN_OR_RETURN(*p, Alloc(be, s, R * W, &rng));
   }
   ASSIGN_OR_RETURN(b->qkv, Alloc(be, s, R * 3 * W, &rng));
-  ASSIGN_OR_RETURN(b->heads, Alloc(be, s, R * 3 * W, &rng));
-  ASSIGN_OR_RETURN(b->dheads, Alloc(be, s, R * 3 * W, &rng));
+  ASSIGN_OR_RETURN(b->dqkv, Alloc(be, s, R * 3 * W, &rng));
   ASSIGN_OR_RETURN(b->scores, Alloc(be, s, scores, &rng));
   ASSIGN_OR_RETURN(b->dscores, Alloc(be, s, scores, &rng));
   float** hidden[] = {&b->hz, &b->hy, &b->dh};
@@ -107,7 +107,6 @@ void AddForward(const nn::GptConfig& c, int batch, Backend* be, const Buffers& b
   const int L = c.layers, T = c.context, W = c.width, V = c.vocab, H = c.heads, D = W / H;
   const int R = batch * T, BH = batch * H;
   const double f = sizeof(float), rw = double{R} * W * f, tt = double{BH} * T * T * f;
-  const int64_t hs = int64_t{T} * D, ss = int64_t{T} * T;
   out->push_back({"embed.fwd", 1, 0, 3 * rw, [=] {
                     be->EmbeddingForward(batch, T, W, b.ids, b.token, b.pos, b.x);
                   }});
@@ -119,24 +118,15 @@ void AddForward(const nn::GptConfig& c, int batch, Backend* be, const Buffers& b
   out->push_back({"qkv.bias", L, 0, 6 * rw, [=] {
                     be->BiasActivationForward(Activation::kNone, R, 3 * W, b.bias, b.qkv, b.qkv);
                   }});
-  out->push_back({"attn.split_heads", L, 0, 6 * rw,
-                  [=] { be->SplitHeads(batch, T, 3, H, D, b.qkv, b.heads); }});
-  const float* q = b.heads;
-  const float* k = q + int64_t{R} * W;
-  const float* v = k + int64_t{R} * W;
-  out->push_back({"attn.scores QK^T", L, 2.0 * BH * T * T * D, tt + 2 * rw, [=] {
-                    be->GemmStridedBatched(Transpose::kNo, Transpose::kYes, T, T, D, 1.f, q, D, hs,
-                                           k, D, hs, 0.f, b.scores, T, ss, BH);
-                  }});
-  out->push_back({"attn.softmax.fwd", L, 0, 2 * tt, [=] {
+  const nn::CausalAttentionShape shape{batch, T, H, D};
+  const double af = nn::CausalAttentionGemmFlops(shape);
+  out->push_back({"attn.scores QK^T (causal)", L, af, tt / 2 + 2 * rw,
+                  [=] { nn::CausalScores(be, shape, b.qkv, b.scores); }});
+  out->push_back({"attn.softmax.fwd", L, 0, tt, [=] {
                     be->CausalSoftmaxForward(BH, T, 0.125f, b.scores, b.scores);
                   }});
-  out->push_back({"attn.PV", L, 2.0 * BH * T * T * D, tt + 2 * rw, [=] {
-                    be->GemmStridedBatched(Transpose::kNo, Transpose::kNo, T, D, T, 1.f, b.scores,
-                                           T, ss, v, D, hs, 0.f, b.dx, D, hs, BH);
-                  }});
-  out->push_back({"attn.merge_heads", L, 0, 2 * rw,
-                  [=] { be->MergeHeads(batch, T, 1, H, D, b.dx, b.merged); }});
+  out->push_back({"attn.PV (causal)", L, af, tt / 2 + 2 * rw,
+                  [=] { nn::CausalProbsTimesV(be, shape, b.scores, b.qkv, b.merged); }});
   AddGemm(out, "proj.gemm", L, be, Transpose::kNo, Transpose::kYes, R, W, W, b.merged, b.weight,
           b.y);
   out->push_back({"proj.bias / fc2.bias", 2 * L, 0, 2 * rw, [=] {
@@ -166,7 +156,7 @@ void AddBackward(const nn::GptConfig& c, int batch, Backend* be, const Buffers& 
   const int L = c.layers, T = c.context, W = c.width, V = c.vocab, H = c.heads, D = W / H;
   const int R = batch * T, BH = batch * H;
   const double f = sizeof(float), rw = double{R} * W * f, tt = double{BH} * T * T * f;
-  const int64_t hs = int64_t{T} * D, ss = int64_t{T} * T, n = int64_t{R} * W;
+  const int64_t n = int64_t{R} * W;
   out->push_back({"xent.bwd", 1, 0, 2.0 * R * V * f, [=] {
                     be->SoftmaxCrossEntropyBackward(R, V, b.probs, b.labels, 1.f / R, b.logits);
                   }});
@@ -202,40 +192,24 @@ void AddBackward(const nn::GptConfig& c, int batch, Backend* be, const Buffers& 
           b.dweight);
   AddGemm(out, "proj.dx", L, be, Transpose::kNo, Transpose::kNo, R, W, W, b.dy, b.weight,
           b.merged);
-  out->push_back({"attn.split_heads(dO)", L, 0, 2 * rw,
-                  [=] { be->SplitHeads(batch, T, 1, H, D, b.merged, b.dx); }});
-  const float* q = b.heads;
-  const float* k = q + n;
-  const float* v = k + n;
-  float* dq = b.dheads;
-  out->push_back({"attn.dP = dO V^T", L, 2.0 * BH * T * T * D, tt + 2 * rw, [=] {
-                    be->GemmStridedBatched(Transpose::kNo, Transpose::kYes, T, T, D, 1.f, b.dx, D,
-                                           hs, v, D, hs, 0.f, b.dscores, T, ss, BH);
-                  }});
-  out->push_back({"attn.dV = P^T dO", L, 2.0 * BH * T * T * D, tt + 2 * rw, [=] {
-                    be->GemmStridedBatched(Transpose::kYes, Transpose::kNo, T, D, T, 1.f, b.scores,
-                                           T, ss, b.dx, D, hs, 0.f, dq + 2 * n, D, hs, BH);
-                  }});
-  out->push_back({"attn.softmax.bwd", L, 0, 3 * tt, [=] {
+  const nn::CausalAttentionShape shape{batch, T, H, D};
+  const double af = nn::CausalAttentionGemmFlops(shape);
+  out->push_back({"attn.dP = dO V^T (causal)", L, af, tt / 2 + 2 * rw,
+                  [=] { nn::CausalProbsGrad(be, shape, b.merged, b.qkv, b.dscores); }});
+  out->push_back({"attn.dV = P^T dO (causal)", L, af, tt / 2 + 2 * rw,
+                  [=] { nn::CausalValueGrad(be, shape, b.scores, b.merged, b.dqkv); }});
+  out->push_back({"attn.softmax.bwd", L, 0, 1.5 * tt, [=] {
                     be->CausalSoftmaxBackward(BH, T, 0.125f, b.scores, b.dscores, b.dscores);
                   }});
-  out->push_back({"attn.dQ = dS K", L, 2.0 * BH * T * T * D, tt + 2 * rw, [=] {
-                    be->GemmStridedBatched(Transpose::kNo, Transpose::kNo, T, D, T, 1.f, b.dscores,
-                                           T, ss, k, D, hs, 0.f, dq, D, hs, BH);
-                  }});
-  out->push_back({"attn.dK = dS^T Q", L, 2.0 * BH * T * T * D, tt + 2 * rw, [=] {
-                    be->GemmStridedBatched(Transpose::kYes, Transpose::kNo, T, D, T, 1.f,
-                                           b.dscores, T, ss, q, D, hs, 0.f, dq + n, D, hs, BH);
-                  }});
-  out->push_back({"attn.merge_heads(dQKV)", L, 0, 6 * rw,
-                  [=] { be->MergeHeads(batch, T, 3, H, D, b.dheads, b.qkv); }});
+  out->push_back({"attn.dQ, dK (causal)", L, 2 * af, tt + 4 * rw,
+                  [=] { nn::CausalQueryKeyGrad(be, shape, b.dscores, b.qkv, b.dqkv); }});
   out->push_back({"qkv.bias_grad", L, 0, 3 * rw, [=] {
-                    be->BiasActivationBackward(Activation::kNone, R, 3 * W, b.qkv, b.qkv, b.qkv,
-                                               b.dbias, 0.f);
+                    be->BiasActivationBackward(Activation::kNone, R, 3 * W, b.qkv, b.dqkv,
+                                               b.dqkv, b.dbias, 0.f);
                   }});
-  AddGemm(out, "qkv.dW", L, be, Transpose::kYes, Transpose::kNo, 3 * W, W, R, b.qkv, b.y,
+  AddGemm(out, "qkv.dW", L, be, Transpose::kYes, Transpose::kNo, 3 * W, W, R, b.dqkv, b.y,
           b.dweight);
-  AddGemm(out, "qkv.dx", L, be, Transpose::kNo, Transpose::kNo, R, W, 3 * W, b.qkv, b.weight,
+  AddGemm(out, "qkv.dx", L, be, Transpose::kNo, Transpose::kNo, R, W, 3 * W, b.dqkv, b.weight,
           b.dx);
   out->push_back({"embed.bwd", 1, 0, 3 * rw, [=] {
                     be->EmbeddingBackward(batch, T, W, b.ids, b.dy, b.dtoken, b.dpos);
