@@ -10,8 +10,12 @@
 # single-thread GEMM rate (`tandem plan --calibrate`, measured first in the
 # same run) over the model's training FLOP per token (`tandem plan`'s cost
 # model). With --rounds R every (size, world) pair runs R times, the two
-# sides alternating, and the medians are reported: on a machine shared
-# with other work, single runs move with the load.
+# sides alternating, and the medians are reported (and each round's
+# ratio): on a machine shared with other work, single runs move with the
+# load. Tokens per CPU-second (the cpu_tok/s columns: tokens trained over
+# the user + sys seconds of every process of the run, /usr/bin/time over
+# the launcher and its children, start-up included on both sides) move
+# much less with the load.
 #
 #   tools/bench/gpt_vs_pytorch.sh [--specs "gpt:layers=4,d=256,heads=4,ctx=128 gpt:layers=6,d=384,heads=6,ctx=256"]
 #                                 [--worlds "1 2 4"] [--batch_size 8] [--lr 0.001] [--steps 60]
@@ -57,7 +61,14 @@ median() { sort -n | awk '{v[NR] = $1} END { if (NR == 0) print 0; else if (NR %
 window_rate() { grep '^step ' "$1" | sed -n 's/.* tokens\/s \([0-9.]*\).*/\1/p' | tail -n +2 | median; }
 last_loss() { grep '^step ' "$1" | tail -1 | sed -n 's/.* loss \([0-9.]*\) .*/\1/p'; }
 
-declare -A T_RATE P_RATE T_LOSS P_LOSS MFLOP
+# The context of a spec ("ctx=" or "context=").
+ctx_of() { echo "$1" | tr ':,' '\n\n' | sed -n 's/^\(ctx\|context\)=//p'; }
+TIME=/usr/bin/time; [ -x "$TIME" ] || TIME=""
+# Tokens per CPU-second from a /usr/bin/time -o file (0 without one).
+cpu_rate() { [ -s "$1" ] && awk -v n="$2" '{ c = $1 + $2 } END { print (c > 0 ? n / c : 0) }' "$1" || echo 0; }
+
+declare -A T_RATE P_RATE T_LOSS P_LOSS MFLOP T_CPU P_CPU RATIOS
+RUNS=0  # a fresh run directory per tandem run (a finished one refuses to rejoin)
 for spec in $SPECS; do
   MFLOP[$spec]=$("$TANDEM" plan --model "$spec" --batch_size "$BATCH" --profile "$OUT/profile" |
     sed -n 's/.*, \([0-9.]*\) MFLOP per sample.*/\1/p')
@@ -65,9 +76,9 @@ for spec in $SPECS; do
     key="$spec/$w"
     for r in $(seq 1 "$ROUNDS"); do
       echo "== $spec world $w round $r: tandem local" >&2
-      "$TANDEM" local --workers "$w" --model "$spec" --dataset fortunes --batch_size "$BATCH" \
+      ${TIME:+$TIME -f "%U %S" -o "$OUT/t.time"} "$TANDEM" local --workers "$w" --model "$spec" --dataset fortunes --batch_size "$BATCH" \
         --optimizer adamw --lr "$LR" --schedule constant --lr_scaling none --max_steps "$STEPS" \
-        --log_every "$LOG_EVERY" --checkpoint_every 0 --run_dir "$OUT/run-$w-$r" \
+        --log_every "$LOG_EVERY" --checkpoint_every 0 --run_dir "$OUT/run-$((++RUNS))" \
         > "$OUT/t.txt" 2>&1 || { tail -5 "$OUT/t.txt" >&2; exit 1; }
       grep '^step ' "$OUT/t.txt" | tail -1 >&2
       window_rate "$OUT/t.txt" >> "$OUT/t-rate-${w}-${spec//[:,=]/_}"
@@ -75,13 +86,21 @@ for spec in $SPECS; do
       # Same BLAS kernel set for PyTorch as tandem gave its workers (if any).
       CORETYPE=$(sed -n 's/^kernels: .*children run with OPENBLAS_CORETYPE=\([A-Za-z0-9]*\).*/\1/p' "$OUT/t.txt")
       echo "== $spec world $w round $r: PyTorch DDP (gloo)" >&2
-      env ${CORETYPE:+OPENBLAS_CORETYPE=$CORETYPE} OMP_NUM_THREADS=1 "$PYTHON" tools/bench/gpt_vs_pytorch.py \
+      env ${CORETYPE:+OPENBLAS_CORETYPE=$CORETYPE} OMP_NUM_THREADS=1 \
+        ${TIME:+$TIME -f "%U %S" -o "$OUT/p.time"} "$PYTHON" tools/bench/gpt_vs_pytorch.py \
         --world "$w" --spec "$spec" --batch_size "$BATCH" --lr "$LR" --max_steps "$STEPS" \
         --log_every "$LOG_EVERY" > "$OUT/p.txt" 2>&1 || { tail -5 "$OUT/p.txt" >&2; exit 1; }
       grep '^RESULT' "$OUT/p.txt" >&2
       window_rate "$OUT/p.txt" >> "$OUT/p-rate-${w}-${spec//[:,=]/_}"
       last_loss "$OUT/p.txt" >> "$OUT/p-loss-${w}-${spec//[:,=]/_}"
+      tokens=$(awk -v s="$STEPS" -v w="$w" -v b="$BATCH" -v t="$(ctx_of "$spec")" 'BEGIN { print s * w * b * t }')
+      cpu_rate "$OUT/t.time" "$tokens" >> "$OUT/t-cpu-${w}-${spec//[:,=]/_}"
+      cpu_rate "$OUT/p.time" "$tokens" >> "$OUT/p-cpu-${w}-${spec//[:,=]/_}"
+      RATIOS[$key]="${RATIOS[$key]:-}$(awk -v t="$(tail -1 "$OUT/t-rate-${w}-${spec//[:,=]/_}")" \
+        -v p="$(tail -1 "$OUT/p-rate-${w}-${spec//[:,=]/_}")" 'BEGIN { printf "%.2f ", (p > 0 ? t / p : 0) }')"
     done
+    T_CPU[$key]=$(median < "$OUT/t-cpu-${w}-${spec//[:,=]/_}")
+    P_CPU[$key]=$(median < "$OUT/p-cpu-${w}-${spec//[:,=]/_}")
     T_RATE[$key]=$(median < "$OUT/t-rate-${w}-${spec//[:,=]/_}")
     P_RATE[$key]=$(median < "$OUT/p-rate-${w}-${spec//[:,=]/_}")
     T_LOSS[$key]=$(median < "$OUT/t-loss-${w}-${spec//[:,=]/_}")
@@ -91,22 +110,26 @@ done
 
 echo
 echo "summary: batch $BATCH per worker, adamw lr $LR constant, $STEPS steps, $(nproc) cores, median of $ROUNDS round(s)"
-printf "%-40s %5s %13s %13s %7s %11s %11s %10s %10s\n" spec world tandem_tok/s torch_tok/s ratio \
-  tandem_loss torch_loss tandem_lim torch_lim
+printf "%-40s %5s %13s %13s %7s %11s %11s %10s %10s %14s %14s %7s  %s\n" spec world tandem_tok/s \
+  torch_tok/s ratio tandem_loss torch_loss tandem_lim torch_lim tandem_cpu_tok/s torch_cpu_tok/s \
+  cpu_ratio "ratio per round"
 for spec in $SPECS; do
   # Tokens/s one thread could train at the calibrated GEMM rate.
-  per_thread=$(awk -v g="$GEMM" -v f="${MFLOP[$spec]}" -v s="$spec" 'BEGIN {
-    n = split(s, kv, /[:,=]/); t = 0
-    for (i = 2; i < n; i += 2) if (kv[i] == "ctx" || kv[i] == "context") t = kv[i + 1]
-    print g / (f * 1e6 / t) }')
+  per_thread=$(awk -v g="$GEMM" -v f="${MFLOP[$spec]}" -v t="$(ctx_of "$spec")" \
+    'BEGIN { print g / (f * 1e6 / t) }')
   for w in $WORLDS; do
     key="$spec/$w"
     limit=$(awk -v o="$per_thread" -v w="$w" -v c="$(nproc)" 'BEGIN { print o * (w < c ? w : c) }')
-    printf "%-40s %5s %13.0f %13.0f %6.2fx %11s %11s %9.0f%% %9.0f%%\n" "$spec" "$w" "${T_RATE[$key]}" \
-      "${P_RATE[$key]}" "$(awk -v t="${T_RATE[$key]}" -v p="${P_RATE[$key]}" 'BEGIN { print (p > 0 ? t / p : 0) }')" \
+    printf "%-40s %5s %13.0f %13.0f %6.2fx %11s %11s %9.0f%% %9.0f%% %14.0f %14.0f %6.2fx  %s\n" \
+      "$spec" "$w" "${T_RATE[$key]}" "${P_RATE[$key]}" \
+      "$(awk -v t="${T_RATE[$key]}" -v p="${P_RATE[$key]}" 'BEGIN { print (p > 0 ? t / p : 0) }')" \
       "${T_LOSS[$key]}" "${P_LOSS[$key]}" \
       "$(awk -v r="${T_RATE[$key]}" -v l="$limit" 'BEGIN { print 100 * r / l }')" \
-      "$(awk -v r="${P_RATE[$key]}" -v l="$limit" 'BEGIN { print 100 * r / l }')"
+      "$(awk -v r="${P_RATE[$key]}" -v l="$limit" 'BEGIN { print 100 * r / l }')" \
+      "${T_CPU[$key]}" "${P_CPU[$key]}" \
+      "$(awk -v t="${T_CPU[$key]}" -v p="${P_CPU[$key]}" 'BEGIN { print (p > 0 ? t / p : 0) }')" \
+      "${RATIOS[$key]}"
   done
 done
 echo "tandem_lim / torch_lim: tokens/s as a share of min(world, cores) x the calibrated GEMM rate over the model's training FLOP per token"
+echo "cpu_tok/s: tokens trained per CPU-second of the whole run (start-up included on both sides)"
