@@ -25,18 +25,6 @@ CBLAS_TRANSPOSE ToCblas(Transpose t) {
   return t == Transpose::kYes ? CblasTrans : CblasNoTrans;
 }
 
-inline float Gelu(float x) {
-  const float u = kGeluC * (x + kGeluA * x * x * x);
-  return 0.5f * x * (1.f + std::tanh(u));
-}
-
-inline float GeluGrad(float x) {
-  const float u = kGeluC * (x + kGeluA * x * x * x);
-  const float t = std::tanh(u);
-  return 0.5f * (1.f + t) +
-         0.5f * x * (1.f - t * t) * kGeluC * (1.f + 3.f * kGeluA * x * x);
-}
-
 // ---- Element-wise hot loops, compiled twice ----------------------------------
 // The build targets x86-64-v2 (SSE4.2), so plain loops get 128-bit vectors.
 // Each body below is an always-inline template instantiated twice: into a
@@ -138,6 +126,296 @@ TANDEM_CPU_INLINE void AddColumnSumsBody(int rows, int cols, const float* m, flo
 TANDEM_CPU_DISPATCHED(AddColumnSums, (int rows, int cols, const float* m, float* out),
                   (rows, cols, m, out))
 
+// ---- Vectorisable math: exp, GELU, row reductions ------------------------------
+// std::exp / std::tanh are library calls the vectoriser cannot inline; a
+// tanh-form GELU spent most of a GPT step in them (gpt_breakdown_bench).
+// ExpApprox is the Cephes single-precision exp (Cody-Waite range reduction,
+// degree-6 polynomial; within 2 ulp of expf for normal results), written
+// branch-free so the loops below vectorise at every width. Results below
+// about 2^-125 (x < -87) are flushed to 0, never denormal: a denormal
+// probability makes every later GEMM that reads it many times slower.
+// Above 88.3 it saturates at exp(88.3).
+TANDEM_CPU_INLINE float ExpApprox(float in) {
+  const float x = in < -88.f ? -88.f : (in > 88.3f ? 88.3f : in);
+  float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  float r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = p * r * r + r + 1.f;
+  // 2^n as bits; n <= -126 (x below about -87) gives a zero scale, so the
+  // result is 0 rather than denormal.
+  n = n < -125.f ? -127.f : n;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return y * scale;
+}
+
+// GELU (tanh form) through 0.5 * (1 + tanh(u)) = sigmoid(2u): one exp and
+// one division. sigmoid(2u) is flushed to 0 for -2u > 80 (x < about -9.9,
+// where GELU and its gradient are below 1e-33), as tanh's saturation at -1
+// did, so neither output is ever denormal.
+TANDEM_CPU_INLINE float SigmoidOfTwo(float u) {
+  const float s = 1.f / (1.f + ExpApprox(-2.f * u));
+  return -2.f * u > 80.f ? 0.f : s;
+}
+
+TANDEM_CPU_INLINE float GeluFast(float x) {
+  return x * SigmoidOfTwo(kGeluC * (x + kGeluA * x * x * x));
+}
+
+// d/dx of GeluFast: with s = sigmoid(2u), tanh(u) = 2s - 1 and
+// 1 - tanh^2 = 4 s (1 - s).
+TANDEM_CPU_INLINE float GeluGradFast(float x) {
+  const float s = SigmoidOfTwo(kGeluC * (x + kGeluA * x * x * x));
+  return s + 2.f * x * s * (1.f - s) * kGeluC * (1.f + 3.f * kGeluA * x * x);
+}
+
+// Reductions over 16 fixed lanes, folded in a fixed order: vectorised
+// without -ffast-math and with the same result at every width.
+constexpr int kLanes = 16;
+
+TANDEM_CPU_INLINE float FoldLanes(const float* acc, float tail) {
+  for (int l = 0; l < kLanes; ++l) tail += acc[l];
+  return tail;
+}
+
+TANDEM_CPU_INLINE float SumOf(const float* __restrict x, int n) {
+  float acc[kLanes] = {};
+  int j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    for (int l = 0; l < kLanes; ++l) acc[l] += x[j + l];
+  }
+  float tail = 0.f;
+  for (; j < n; ++j) tail += x[j];
+  return FoldLanes(acc, tail);
+}
+
+TANDEM_CPU_INLINE float DotOf(const float* __restrict a, const float* __restrict b, int n) {
+  float acc[kLanes] = {};
+  int j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    for (int l = 0; l < kLanes; ++l) acc[l] += a[j + l] * b[j + l];
+  }
+  float tail = 0.f;
+  for (; j < n; ++j) tail += a[j] * b[j];
+  return FoldLanes(acc, tail);
+}
+
+// Sum of (x - mu)^2.
+TANDEM_CPU_INLINE float SumSqDevOf(const float* __restrict x, float mu, int n) {
+  float acc[kLanes] = {};
+  int j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      const float d = x[j + l] - mu;
+      acc[l] += d * d;
+    }
+  }
+  float tail = 0.f;
+  for (; j < n; ++j) tail += (x[j] - mu) * (x[j] - mu);
+  return FoldLanes(acc, tail);
+}
+
+TANDEM_CPU_INLINE float MaxOf(const float* __restrict x, int n) {
+  float acc[kLanes];
+  for (int l = 0; l < kLanes; ++l) acc[l] = -std::numeric_limits<float>::infinity();
+  int j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    for (int l = 0; l < kLanes; ++l) acc[l] = acc[l] < x[j + l] ? x[j + l] : acc[l];
+  }
+  float m = -std::numeric_limits<float>::infinity();
+  for (; j < n; ++j) m = m < x[j] ? x[j] : m;
+  for (int l = 0; l < kLanes; ++l) m = m < acc[l] ? acc[l] : m;
+  return m;
+}
+
+// Softmax of x[0..n) in place, each value first multiplied by `scale`;
+// returns the sum of exponentials (before normalising) and the max.
+TANDEM_CPU_INLINE void SoftmaxRowInPlace(float* __restrict x, int n, float scale, float* sum_out,
+                                         float* max_out) {
+  if (scale != 1.f) {
+    for (int j = 0; j < n; ++j) x[j] *= scale;
+  }
+  const float mx = MaxOf(x, n);
+  for (int j = 0; j < n; ++j) x[j] = ExpApprox(x[j] - mx);
+  const float sum = SumOf(x, n);
+  const float inv = 1.f / sum;
+  for (int j = 0; j < n; ++j) x[j] *= inv;
+  *sum_out = sum;
+  *max_out = mx;
+}
+
+// z += bias (may be null) over rows; y = gelu(z). y and z do not overlap.
+TANDEM_CPU_INLINE void BiasGeluForwardBody(int rows, int cols, const float* __restrict bias,
+                                           float* __restrict z, float* __restrict y) {
+  for (int r = 0; r < rows; ++r) {
+    float* __restrict zr = z + static_cast<int64_t>(r) * cols;
+    float* __restrict yr = y + static_cast<int64_t>(r) * cols;
+    if (bias != nullptr) {
+      for (int c = 0; c < cols; ++c) zr[c] += bias[c];
+    }
+    for (int c = 0; c < cols; ++c) yr[c] = GeluFast(zr[c]);
+  }
+}
+TANDEM_CPU_DISPATCHED(BiasGeluForward,
+                      (int rows, int cols, const float* bias, float* z, float* y),
+                      (rows, cols, bias, z, y))
+
+// out = dy * gelu'(x) over n; dbias (may be null) += out. out may not
+// overlap x or dy (callers stage through a block buffer).
+TANDEM_CPU_INLINE void GeluGradBody(int n, const float* __restrict x, const float* __restrict dy,
+                                    float* __restrict out, float* __restrict dbias) {
+  for (int i = 0; i < n; ++i) out[i] = dy[i] * GeluGradFast(x[i]);
+  if (dbias != nullptr) {
+    for (int i = 0; i < n; ++i) dbias[i] += out[i];
+  }
+}
+TANDEM_CPU_DISPATCHED(GeluGrad,
+                      (int n, const float* x, const float* dy, float* out, float* dbias),
+                      (n, x, dy, out, dbias))
+
+// y = gelu(x) over n, x and y not overlapping.
+TANDEM_CPU_INLINE void GeluRangeBody(int n, const float* __restrict x, float* __restrict y) {
+  for (int i = 0; i < n; ++i) y[i] = GeluFast(x[i]);
+}
+TANDEM_CPU_DISPATCHED(GeluRange, (int n, const float* x, float* y), (n, x, y))
+
+// Rows of at most kGeluBlock: dy and dz may alias, so each block is
+// computed into a stack buffer, then copied.
+constexpr int kGeluBlock = 1024;
+
+// dz = dy * gelu'(z) over [rows, cols]; dbias (may be null) += column sums.
+void GeluBackwardRows(int rows, int cols, const float* z, const float* dy, float* dz,
+                      float* dbias) {
+  alignas(64) float tmp[kGeluBlock];
+  for (int r = 0; r < rows; ++r) {
+    const int64_t off = static_cast<int64_t>(r) * cols;
+    for (int lo = 0; lo < cols; lo += kGeluBlock) {
+      const int len = std::min(kGeluBlock, cols - lo);
+      GeluGrad(len, z + off + lo, dy + off + lo, tmp, dbias == nullptr ? nullptr : dbias + lo);
+      std::memcpy(dz + off + lo, tmp, len * sizeof(float));
+    }
+  }
+}
+
+TANDEM_CPU_INLINE void LayerNormForwardRowsBody(int rows, int cols, float eps, const float* x,
+                                             const float* __restrict gamma,
+                                             const float* __restrict beta, float* y,
+                                             float* __restrict mean, float* __restrict rstd) {
+  const float inv_cols = 1.f / cols;
+  for (int r = 0; r < rows; ++r) {
+    const float* __restrict xr = x + static_cast<int64_t>(r) * cols;
+    float* __restrict yr = y + static_cast<int64_t>(r) * cols;
+    const float mu = SumOf(xr, cols) * inv_cols;
+    const float rs = 1.f / std::sqrt(SumSqDevOf(xr, mu, cols) * inv_cols + eps);
+    for (int c = 0; c < cols; ++c) yr[c] = (xr[c] - mu) * rs * gamma[c] + beta[c];
+    mean[r] = mu;
+    rstd[r] = rs;
+  }
+}
+TANDEM_CPU_DISPATCHED(LayerNormForwardRows,
+                      (int rows, int cols, float eps, const float* x, const float* gamma,
+                       const float* beta, float* y, float* mean, float* rstd),
+                      (rows, cols, eps, x, gamma, beta, y, mean, rstd))
+
+// With xhat = (x - mu) * rs and g = dy * gamma:
+// dx = rs * (g - mean(g) - xhat * mean(g * xhat)); dgamma += dy * xhat,
+// dbeta += dy (both already scaled by the caller's grad_beta).
+TANDEM_CPU_INLINE void LayerNormBackwardRowsBody(int rows, int cols, const float* x,
+                                              const float* __restrict gamma, const float* mean,
+                                              const float* rstd, const float* dy, float* dx,
+                                              float* __restrict dgamma,
+                                              float* __restrict dbeta) {
+  const float inv_cols = 1.f / cols;
+  for (int r = 0; r < rows; ++r) {
+    const int64_t off = static_cast<int64_t>(r) * cols;
+    const float* __restrict xr = x + off;
+    const float* __restrict dyr = dy + off;
+    const float mu = mean[r], rs = rstd[r];
+    const float sum_g = DotOf(dyr, gamma, cols);
+    float acc[kLanes] = {};
+    int j = 0;
+    for (; j + kLanes <= cols; j += kLanes) {
+      for (int l = 0; l < kLanes; ++l) acc[l] += dyr[j + l] * gamma[j + l] * (xr[j + l] - mu);
+    }
+    float tail = 0.f;
+    for (; j < cols; ++j) tail += dyr[j] * gamma[j] * (xr[j] - mu);
+    const float sum_gx = FoldLanes(acc, tail) * rs;
+    for (int c = 0; c < cols; ++c) {
+      dgamma[c] += dyr[c] * (xr[c] - mu) * rs;
+      dbeta[c] += dyr[c];
+    }
+    const float mean_g = sum_g * inv_cols, mean_gx = sum_gx * inv_cols;
+    float* dxr = dx + off;  // may alias dy: no __restrict
+    for (int c = 0; c < cols; ++c) {
+      dxr[c] = rs * (dyr[c] * gamma[c] - mean_g - (xr[c] - mu) * rs * mean_gx);
+    }
+  }
+}
+TANDEM_CPU_DISPATCHED(LayerNormBackwardRows,
+                      (int rows, int cols, const float* x, const float* gamma, const float* mean,
+                       const float* rstd, const float* dy, float* dx, float* dgamma,
+                       float* dbeta),
+                      (rows, cols, x, gamma, mean, rstd, dy, dx, dgamma, dbeta))
+
+// Causal softmax in place over `batch` [seq, seq] matrices.
+TANDEM_CPU_INLINE void CausalSoftmaxInPlaceBody(int batch, int seq, float scale, float* p) {
+  for (int64_t row = 0; row < static_cast<int64_t>(batch) * seq; ++row) {
+    const int i = static_cast<int>(row % seq);
+    float* __restrict pr = p + row * seq;
+    float sum, mx;
+    SoftmaxRowInPlace(pr, i + 1, scale, &sum, &mx);
+    for (int j = i + 1; j < seq; ++j) pr[j] = 0.f;
+  }
+}
+TANDEM_CPU_DISPATCHED(CausalSoftmaxInPlace, (int batch, int seq, float scale, float* p),
+                      (batch, seq, scale, p))
+
+// d = scale * p * (d - sum_j d * p) in place, 0 above the diagonal.
+TANDEM_CPU_INLINE void CausalSoftmaxGradInPlaceBody(int batch, int seq, float scale, const float* p,
+                                             float* d) {
+  for (int64_t row = 0; row < static_cast<int64_t>(batch) * seq; ++row) {
+    const int n = static_cast<int>(row % seq) + 1;
+    const float* __restrict pr = p + row * seq;
+    float* __restrict dr = d + row * seq;
+    const float dot = DotOf(dr, pr, n);
+    for (int j = 0; j < n; ++j) dr[j] = scale * pr[j] * (dr[j] - dot);
+    for (int j = n; j < seq; ++j) dr[j] = 0.f;
+  }
+}
+TANDEM_CPU_DISPATCHED(CausalSoftmaxGradInPlace,
+                      (int batch, int seq, float scale, const float* p, float* d),
+                      (batch, seq, scale, p, d))
+
+// probs = softmax(logits) per row; returns sum over labelled rows of
+// -log probs[label] (double). probs may alias logits.
+TANDEM_CPU_INLINE void SoftmaxXentRowsBody(int rows, int classes, const float* logits,
+                                       const int32_t* labels, float* probs, double* total) {
+  double t = 0.0;
+  for (int r = 0; r < rows; ++r) {
+    const float* lr = logits + static_cast<int64_t>(r) * classes;
+    float* pr = probs + static_cast<int64_t>(r) * classes;
+    const int32_t label = labels[r];
+    // Read the label's logit before probs (which may alias logits) is written.
+    const float picked = label >= 0 ? lr[label] : 0.f;
+    if (pr != lr) std::memcpy(pr, lr, classes * sizeof(float));
+    float sum, mx;
+    SoftmaxRowInPlace(pr, classes, 1.f, &sum, &mx);
+    if (label >= 0) t += static_cast<double>(std::log(sum) - (picked - mx));
+  }
+  *total = t;
+}
+TANDEM_CPU_DISPATCHED(SoftmaxXentRows,
+                      (int rows, int classes, const float* logits, const int32_t* labels,
+                       float* probs, double* total),
+                      (rows, classes, logits, labels, probs, total))
+
 // y = act(x) over n elements; separate loops per activation so each one is a
 // simple vectorisable loop.
 void ApplyActivation(Activation act, int64_t n, const float* x, float* y) {
@@ -148,9 +426,15 @@ void ApplyActivation(Activation act, int64_t n, const float* x, float* y) {
     case Activation::kRelu:
       for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.f ? x[i] : 0.f;
       break;
-    case Activation::kGelu:
-      for (int64_t i = 0; i < n; ++i) y[i] = Gelu(x[i]);
+    case Activation::kGelu: {
+      alignas(64) float tmp[kGeluBlock];
+      for (int64_t lo = 0; lo < n; lo += kGeluBlock) {
+        const int len = static_cast<int>(std::min<int64_t>(kGeluBlock, n - lo));
+        GeluRange(len, x + lo, tmp);
+        std::memcpy(y + lo, tmp, len * sizeof(float));
+      }
       break;
+    }
   }
 }
 
@@ -169,7 +453,10 @@ void ApplyActivationGrad(Activation act, int64_t n, const float* x,
       }
       break;
     case Activation::kGelu:
-      for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * GeluGrad(x[i]);
+      for (int64_t lo = 0; lo < n; lo += kGeluBlock) {
+        const int len = static_cast<int>(std::min<int64_t>(kGeluBlock, n - lo));
+        GeluBackwardRows(1, len, x + lo, dy + lo, dx + lo, nullptr);
+      }
       break;
   }
 }
@@ -253,15 +540,7 @@ void CpuBackend::BiasActivationForward(Activation act, int rows, int cols,
     BiasReluForward(rows, cols, bias, z, y, act == Activation::kRelu);
     return;
   }
-  for (int r = 0; r < rows; ++r) {
-    float* zr = z + static_cast<int64_t>(r) * cols;
-    float* yr = y + static_cast<int64_t>(r) * cols;
-    if (bias != nullptr) {
-      for (int c = 0; c < cols; ++c) zr[c] += bias[c];
-    }
-    // Row at a time so z is still in cache for the activation.
-    ApplyActivation(act, cols, zr, yr);
-  }
+  BiasGeluForward(rows, cols, bias, z, y);
 }
 
 void CpuBackend::BiasActivationBackward(Activation act, int rows, int cols,
@@ -274,11 +553,7 @@ void CpuBackend::BiasActivationBackward(Activation act, int rows, int cols,
     ReluBackward(rows, cols, z, dy, dz, dbias, act == Activation::kRelu);
     return;
   }
-  for (int r = 0; r < rows; ++r) {
-    const int64_t off = static_cast<int64_t>(r) * cols;
-    ApplyActivationGrad(act, cols, z + off, dy + off, dz + off);
-    if (dbias != nullptr) AddColumnSums(1, cols, dz + off, dbias);
-  }
+  GeluBackwardRows(rows, cols, z, dy, dz, dbias);
 }
 
 void CpuBackend::ActivationForward(Activation act, int64_t n, const float* x,
@@ -301,24 +576,7 @@ void CpuBackend::LayerNormForward(int rows, int cols, float eps,
                                   const float* x, const float* gamma,
                                   const float* beta_param, float* y,
                                   float* mean, float* rstd) {
-  for (int r = 0; r < rows; ++r) {
-    const float* xr = x + static_cast<int64_t>(r) * cols;
-    float* yr = y + static_cast<int64_t>(r) * cols;
-    float sum = 0.f;
-    for (int c = 0; c < cols; ++c) sum += xr[c];
-    const float mu = sum / cols;
-    float var = 0.f;
-    for (int c = 0; c < cols; ++c) {
-      const float d = xr[c] - mu;
-      var += d * d;
-    }
-    const float rs = 1.f / std::sqrt(var / cols + eps);
-    for (int c = 0; c < cols; ++c) {
-      yr[c] = (xr[c] - mu) * rs * gamma[c] + beta_param[c];
-    }
-    mean[r] = mu;
-    rstd[r] = rs;
-  }
+  LayerNormForwardRows(rows, cols, eps, x, gamma, beta_param, y, mean, rstd);
 }
 
 void CpuBackend::LayerNormBackward(int rows, int cols, const float* x,
@@ -328,33 +586,7 @@ void CpuBackend::LayerNormBackward(int rows, int cols, const float* x,
                                    float* dbeta_param, float grad_beta) {
   ScaleOrZero(cols, grad_beta, dgamma);
   ScaleOrZero(cols, grad_beta, dbeta_param);
-  const float inv_cols = 1.f / cols;
-  for (int r = 0; r < rows; ++r) {
-    const int64_t off = static_cast<int64_t>(r) * cols;
-    const float* xr = x + off;
-    const float* dyr = dy + off;
-    float* dxr = dx + off;
-    const float mu = mean[r];
-    const float rs = rstd[r];
-    // With xhat = (x - mu) * rs and g = dy * gamma:
-    // dx = rs * (g - mean(g) - xhat * mean(g * xhat)).
-    float sum_g = 0.f;
-    float sum_gx = 0.f;
-    for (int c = 0; c < cols; ++c) {
-      const float xhat = (xr[c] - mu) * rs;
-      const float g = dyr[c] * gamma[c];
-      sum_g += g;
-      sum_gx += g * xhat;
-      dgamma[c] += dyr[c] * xhat;
-      dbeta_param[c] += dyr[c];
-    }
-    const float mean_g = sum_g * inv_cols;
-    const float mean_gx = sum_gx * inv_cols;
-    for (int c = 0; c < cols; ++c) {
-      const float xhat = (xr[c] - mu) * rs;
-      dxr[c] = rs * (dyr[c] * gamma[c] - mean_g - xhat * mean_gx);
-    }
-  }
+  LayerNormBackwardRows(rows, cols, x, gamma, mean, rstd, dy, dx, dgamma, dbeta_param);
 }
 
 void CpuBackend::SoftmaxCrossEntropyForward(int rows, int classes,
@@ -362,20 +594,7 @@ void CpuBackend::SoftmaxCrossEntropyForward(int rows, int classes,
                                             const int32_t* labels, float scale,
                                             float* probs, float* loss) {
   double total = 0.0;
-  for (int r = 0; r < rows; ++r) {
-    const float* lr = logits + static_cast<int64_t>(r) * classes;
-    float* pr = probs + static_cast<int64_t>(r) * classes;
-    float mx = -std::numeric_limits<float>::infinity();
-    for (int c = 0; c < classes; ++c) mx = std::max(mx, lr[c]);
-    float sum = 0.f;
-    for (int c = 0; c < classes; ++c) sum += std::exp(lr[c] - mx);
-    const float log_sum = std::log(sum);
-    const int32_t label = labels[r];
-    // Read the label's logit before probs (which may alias logits) is written.
-    if (label >= 0) total += static_cast<double>(log_sum - (lr[label] - mx));
-    const float inv = 1.f / sum;
-    for (int c = 0; c < classes; ++c) pr[c] = std::exp(lr[c] - mx) * inv;
-  }
+  SoftmaxXentRows(rows, classes, logits, labels, probs, &total);
   *loss = static_cast<float>(total * scale);
 }
 
@@ -473,36 +692,19 @@ void CpuBackend::MergeHeads(int batch, int seq, int n, int heads, int head_dim,
 
 void CpuBackend::CausalSoftmaxForward(int batch, int seq, float scale,
                                       const float* scores, float* probs) {
-  for (int64_t row = 0; row < static_cast<int64_t>(batch) * seq; ++row) {
-    const int i = static_cast<int>(row % seq);
-    const float* s = scores + row * seq;
-    float* p = probs + row * seq;
-    float mx = -std::numeric_limits<float>::infinity();
-    for (int j = 0; j <= i; ++j) mx = std::max(mx, scale * s[j]);
-    float sum = 0.f;
-    for (int j = 0; j <= i; ++j) {
-      p[j] = std::exp(scale * s[j] - mx);
-      sum += p[j];
-    }
-    const float inv = 1.f / sum;
-    for (int j = 0; j <= i; ++j) p[j] *= inv;
-    for (int j = i + 1; j < seq; ++j) p[j] = 0.f;
+  if (probs != scores) {
+    std::memcpy(probs, scores, static_cast<size_t>(batch) * seq * seq * sizeof(float));
   }
+  CausalSoftmaxInPlace(batch, seq, scale, probs);
 }
 
 void CpuBackend::CausalSoftmaxBackward(int batch, int seq, float scale,
                                        const float* probs, const float* dprobs,
                                        float* dscores) {
-  for (int64_t row = 0; row < static_cast<int64_t>(batch) * seq; ++row) {
-    const int i = static_cast<int>(row % seq);
-    const float* p = probs + row * seq;
-    const float* dp = dprobs + row * seq;
-    float* ds = dscores + row * seq;
-    float dot = 0.f;
-    for (int j = 0; j <= i; ++j) dot += dp[j] * p[j];
-    for (int j = 0; j <= i; ++j) ds[j] = scale * p[j] * (dp[j] - dot);
-    for (int j = i + 1; j < seq; ++j) ds[j] = 0.f;
+  if (dscores != dprobs) {
+    std::memcpy(dscores, dprobs, static_cast<size_t>(batch) * seq * seq * sizeof(float));
   }
+  CausalSoftmaxGradInPlace(batch, seq, scale, probs, dscores);
 }
 
 void CpuBackend::Axpy(int64_t n, float alpha, const float* x, float* y) {

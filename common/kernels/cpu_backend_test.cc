@@ -361,6 +361,178 @@ TEST(CpuBackendTest, HalfAndBfloatCastsRoundToNearestEven) {
   EXPECT_EQ(back[1], -2.5f);
 }
 
+namespace gelu_ref {
+double Gelu(double x) {
+  return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+double GeluGrad(double x) {
+  const double c = std::sqrt(2 / M_PI), u = c * (x + 0.044715 * x * x * x), t = std::tanh(u);
+  return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * 0.044715 * x * x);
+}
+}  // namespace gelu_ref
+
+// True when |v| is 0 or a normal float: the exp-based kernels never hand
+// denormals to the GEMMs after them.
+bool NotDenormal(float v) { return v == 0.f || std::fabs(v) >= std::numeric_limits<float>::min(); }
+
+// The vectorised GELU (sigmoid form over ExpApprox) against the tanh form in
+// double, over its whole range including saturation, at every vector width:
+// stand-alone (in place and not), fused with a bias, and the gradients.
+TEST(CpuBackendTest, GeluMatchesDoubleReferenceAtEveryWidth) {
+  CpuBackend be;
+  const int n = 2 * 1200 + 37;  // more than one staging block, odd tail
+  std::vector<float> x(n), dy = Random(n, 40);
+  for (int i = 0; i < n; ++i) x[i] = -30.f + 60.f * i / (n - 1);
+  for (numeric::VectorWidth w : numeric::SupportedVectorWidths()) {
+    numeric::ForceVectorWidth(w);
+    std::vector<float> y(n), inplace = x, dx(n), dinplace = dy;
+    be.ActivationForward(Activation::kGelu, n, x.data(), y.data());
+    be.ActivationForward(Activation::kGelu, n, inplace.data(), inplace.data());
+    be.ActivationBackward(Activation::kGelu, n, x.data(), dy.data(), dx.data());
+    be.ActivationBackward(Activation::kGelu, n, x.data(), dinplace.data(), dinplace.data());
+    for (int i = 0; i < n; ++i) {
+      const double ref = gelu_ref::Gelu(x[i]), gref = dy[i] * gelu_ref::GeluGrad(x[i]);
+      ASSERT_NEAR(y[i], ref, 2e-6 + 2e-6 * std::fabs(ref)) << x[i] << " at " << numeric::VectorWidthName(w);
+      ASSERT_NEAR(dx[i], gref, 4e-6 + 4e-6 * std::fabs(gref)) << x[i] << " at " << numeric::VectorWidthName(w);
+      ASSERT_EQ(inplace[i], y[i]);
+      ASSERT_EQ(dinplace[i], dx[i]);
+      ASSERT_TRUE(NotDenormal(y[i]) && NotDenormal(dx[i])) << x[i];
+    }
+    // Fused with a bias over rows; the bias gradient is the column sum.
+    const int rows = 3, cols = 37;
+    std::vector<float> bias = Random(cols, 41), z = Random(rows * cols, 42, -4, 4), z0 = z;
+    std::vector<float> fy(rows * cols), g = Random(rows * cols, 43), dz(rows * cols);
+    std::vector<float> db(cols, 1.f);
+    be.BiasActivationForward(Activation::kGelu, rows, cols, bias.data(), z.data(), fy.data());
+    be.BiasActivationBackward(Activation::kGelu, rows, cols, z.data(), g.data(), dz.data(),
+                              db.data(), 0.5f);
+    for (int c = 0; c < cols; ++c) {
+      double col = 0;
+      for (int r = 0; r < rows; ++r) {
+        const int i = r * cols + c;
+        const double pre = static_cast<double>(z0[i]) + bias[c];
+        EXPECT_NEAR(z[i], pre, 1e-6);
+        EXPECT_NEAR(fy[i], gelu_ref::Gelu(pre), 1e-5);
+        EXPECT_NEAR(dz[i], g[i] * gelu_ref::GeluGrad(pre), 1e-5);
+        col += dz[i];
+      }
+      EXPECT_NEAR(db[c], 0.5 + col, 1e-5);
+    }
+  }
+  numeric::ForceBaselineVectorWidth(false);
+}
+
+// Softmax rows with a spread far beyond exp's range: the far entries are
+// exactly 0 (not denormal) and the loss matches double precision.
+TEST(CpuBackendTest, SoftmaxCrossEntropyFlushesTinyProbabilities) {
+  CpuBackend be;
+  const int rows = 2, classes = 70;
+  std::vector<float> logits = Random(rows * classes, 44, -200, 5), probs(rows * classes);
+  std::vector<int32_t> labels = {3, 69};
+  float loss = 0;
+  for (numeric::VectorWidth w : numeric::SupportedVectorWidths()) {
+    numeric::ForceVectorWidth(w);
+    be.SoftmaxCrossEntropyForward(rows, classes, logits.data(), labels.data(), 0.5f,
+                                  probs.data(), &loss);
+    double total = 0;
+    for (int r = 0; r < rows; ++r) {
+      const float* l = logits.data() + r * classes;
+      double mx = -1e300, z = 0;
+      for (int c = 0; c < classes; ++c) mx = std::max<double>(mx, l[c]);
+      for (int c = 0; c < classes; ++c) z += std::exp(l[c] - mx);
+      total += std::log(z) - (l[labels[r]] - mx);
+      for (int c = 0; c < classes; ++c) {
+        const float p = probs[r * classes + c];
+        EXPECT_TRUE(NotDenormal(p)) << p;
+        EXPECT_NEAR(p, std::exp(l[c] - mx) / z, 1e-6);
+      }
+    }
+    EXPECT_NEAR(loss, 0.5 * total, 1e-4 * total);
+  }
+  numeric::ForceBaselineVectorWidth(false);
+}
+
+// Causal softmax forward and backward at a length with full 16-lane blocks
+// and a tail, in place and not, at every width, against double precision.
+TEST(CpuBackendTest, CausalSoftmaxForwardBackwardAtEveryWidth) {
+  CpuBackend be;
+  const int batch = 2, T = 37;
+  const float scale = 0.3f;
+  std::vector<float> s = Random(batch * T * T, 45, -5, 5), dp = Random(batch * T * T, 46);
+  for (numeric::VectorWidth w : numeric::SupportedVectorWidths()) {
+    numeric::ForceVectorWidth(w);
+    std::vector<float> p(s.size()), inplace = s, ds(s.size()), dinplace = dp;
+    be.CausalSoftmaxForward(batch, T, scale, s.data(), p.data());
+    be.CausalSoftmaxForward(batch, T, scale, inplace.data(), inplace.data());
+    be.CausalSoftmaxBackward(batch, T, scale, p.data(), dp.data(), ds.data());
+    be.CausalSoftmaxBackward(batch, T, scale, p.data(), dinplace.data(), dinplace.data());
+    EXPECT_EQ(p, inplace);
+    EXPECT_EQ(ds, dinplace);
+    for (int row = 0; row < batch * T; ++row) {
+      const int i = row % T;
+      const float* sr = s.data() + row * T;
+      double z = 0, dot = 0;
+      for (int j = 0; j <= i; ++j) z += std::exp(scale * sr[j]);
+      for (int j = 0; j <= i; ++j) dot += dp[row * T + j] * std::exp(scale * sr[j]) / z;
+      for (int j = 0; j < T; ++j) {
+        const double pr = j <= i ? std::exp(scale * sr[j]) / z : 0.0;
+        const double dr = j <= i ? scale * pr * (dp[row * T + j] - dot) : 0.0;
+        EXPECT_NEAR(p[row * T + j], pr, 1e-6) << row << "," << j;
+        EXPECT_NEAR(ds[row * T + j], dr, 1e-6) << row << "," << j;
+      }
+    }
+  }
+  numeric::ForceBaselineVectorWidth(false);
+}
+
+// LayerNorm forward and backward at widths with and without a 16-lane
+// tail, at every vector width, against double precision.
+TEST(CpuBackendTest, LayerNormForwardBackwardAtEveryWidth) {
+  CpuBackend be;
+  for (int cols : {5, 37, 256}) {
+    const int rows = 3;
+    std::vector<float> x = Random(rows * cols, 47, -2, 3), g = Random(cols, 48);
+    std::vector<float> b = Random(cols, 49), dy = Random(rows * cols, 50);
+    for (numeric::VectorWidth w : numeric::SupportedVectorWidths()) {
+      numeric::ForceVectorWidth(w);
+      std::vector<float> y(rows * cols), mean(rows), rstd(rows), dx(rows * cols);
+      std::vector<float> dg(cols, 1.f), db(cols, 1.f);
+      be.LayerNormForward(rows, cols, 1e-5f, x.data(), g.data(), b.data(), y.data(),
+                          mean.data(), rstd.data());
+      be.LayerNormBackward(rows, cols, x.data(), g.data(), mean.data(), rstd.data(), dy.data(),
+                           dx.data(), dg.data(), db.data(), 1.f);
+      std::vector<double> rdg(cols, 1.0), rdb(cols, 1.0);
+      for (int r = 0; r < rows; ++r) {
+        const float* xr = x.data() + r * cols;
+        const float* dyr = dy.data() + r * cols;
+        double mu = 0, var = 0;
+        for (int c = 0; c < cols; ++c) mu += xr[c];
+        mu /= cols;
+        for (int c = 0; c < cols; ++c) var += (xr[c] - mu) * (xr[c] - mu);
+        const double rs = 1 / std::sqrt(var / cols + 1e-5);
+        double mg = 0, mgx = 0;
+        for (int c = 0; c < cols; ++c) {
+          const double xh = (xr[c] - mu) * rs;
+          EXPECT_NEAR(y[r * cols + c], xh * g[c] + b[c], 2e-5);
+          mg += dyr[c] * g[c] / cols;
+          mgx += dyr[c] * g[c] * xh / cols;
+          rdg[c] += dyr[c] * xh;
+          rdb[c] += dyr[c];
+        }
+        for (int c = 0; c < cols; ++c) {
+          const double xh = (xr[c] - mu) * rs;
+          EXPECT_NEAR(dx[r * cols + c], rs * (dyr[c] * g[c] - mg - xh * mgx), 5e-5);
+        }
+      }
+      for (int c = 0; c < cols; ++c) {
+        EXPECT_NEAR(dg[c], rdg[c], 2e-5);
+        EXPECT_NEAR(db[c], rdb[c], 2e-5);
+      }
+    }
+  }
+  numeric::ForceBaselineVectorWidth(false);
+}
+
 }  // namespace
 }  // namespace kernels
 }  // namespace tandem

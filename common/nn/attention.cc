@@ -1,5 +1,6 @@
 #include "common/nn/attention.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/status/status_macros.h"
@@ -9,6 +10,117 @@ namespace nn {
 
 using kernels::Activation;
 using kernels::Transpose;
+
+namespace {
+
+// Pointers into one sequence `b` of the attention buffers; every per-head
+// matrix is one GEMM of a strided batch over the heads.
+struct SeqViews {
+  SeqViews(const CausalAttentionShape& s, int b)
+      : width(s.heads * s.head_dim),
+        ld_qkv(3 * width),
+        qkv_off(static_cast<int64_t>(b) * s.seq * ld_qkv),
+        out_off(static_cast<int64_t>(b) * s.seq * width),
+        score_off(static_cast<int64_t>(b) * s.heads * s.seq * s.seq),
+        score_stride(static_cast<int64_t>(s.seq) * s.seq) {}
+  int width, ld_qkv;
+  int64_t qkv_off, out_off, score_off, score_stride;
+};
+
+// Runs f(b, lo, hi) for every sequence b and block [lo, hi) of kCausalBlock
+// rows (or columns).
+template <typename F>
+void ForBlocks(const CausalAttentionShape& s, F&& f) {
+  for (int b = 0; b < s.batch; ++b) {
+    for (int lo = 0; lo < s.seq; lo += kCausalBlock) f(b, lo, std::min(s.seq, lo + kCausalBlock));
+  }
+}
+
+}  // namespace
+
+double CausalAttentionGemmFlops(const CausalAttentionShape& s) {
+  double cells = 0;  // score entries the blocks cover, per head
+  for (int lo = 0; lo < s.seq; lo += kCausalBlock) {
+    const int hi = std::min(s.seq, lo + kCausalBlock);
+    cells += static_cast<double>(hi - lo) * hi;
+  }
+  return 2.0 * s.batch * s.heads * s.head_dim * cells;
+}
+
+// Row block [i0, i1) of every head: S[i0:i1, 0:i1] = Q[i0:i1] K[0:i1]^T.
+void CausalScores(kernels::Backend* be, const CausalAttentionShape& s, const float* qkv,
+                  float* scores) {
+  ForBlocks(s, [&](int b, int i0, int i1) {
+    const SeqViews v(s, b);
+    const float* q = qkv + v.qkv_off;
+    be->GemmStridedBatched(Transpose::kNo, Transpose::kYes, i1 - i0, i1, s.head_dim, 1.f,
+                           q + static_cast<int64_t>(i0) * v.ld_qkv, v.ld_qkv, s.head_dim,
+                           q + v.width, v.ld_qkv, s.head_dim, 0.f,
+                           scores + v.score_off + static_cast<int64_t>(i0) * s.seq, s.seq,
+                           v.score_stride, s.heads);
+  });
+}
+
+// O[i0:i1] = P[i0:i1, 0:i1] V[0:i1].
+void CausalProbsTimesV(kernels::Backend* be, const CausalAttentionShape& s, const float* probs,
+                       const float* qkv, float* out) {
+  ForBlocks(s, [&](int b, int i0, int i1) {
+    const SeqViews v(s, b);
+    be->GemmStridedBatched(Transpose::kNo, Transpose::kNo, i1 - i0, s.head_dim, i1, 1.f,
+                           probs + v.score_off + static_cast<int64_t>(i0) * s.seq, s.seq,
+                           v.score_stride, qkv + v.qkv_off + 2 * v.width, v.ld_qkv, s.head_dim,
+                           0.f, out + v.out_off + static_cast<int64_t>(i0) * v.width, v.width,
+                           s.head_dim, s.heads);
+  });
+}
+
+// dP[i0:i1, 0:i1] = dO[i0:i1] V[0:i1]^T.
+void CausalProbsGrad(kernels::Backend* be, const CausalAttentionShape& s, const float* d_out,
+                     const float* qkv, float* d_probs) {
+  ForBlocks(s, [&](int b, int i0, int i1) {
+    const SeqViews v(s, b);
+    be->GemmStridedBatched(Transpose::kNo, Transpose::kYes, i1 - i0, i1, s.head_dim, 1.f,
+                           d_out + v.out_off + static_cast<int64_t>(i0) * v.width, v.width,
+                           s.head_dim, qkv + v.qkv_off + 2 * v.width, v.ld_qkv, s.head_dim, 0.f,
+                           d_probs + v.score_off + static_cast<int64_t>(i0) * s.seq, s.seq,
+                           v.score_stride, s.heads);
+  });
+}
+
+// Column block [j0, j1): dV[j0:j1] = P[j0:seq, j0:j1]^T dO[j0:seq].
+void CausalValueGrad(kernels::Backend* be, const CausalAttentionShape& s, const float* probs,
+                     const float* d_out, float* d_qkv) {
+  ForBlocks(s, [&](int b, int j0, int j1) {
+    const SeqViews v(s, b);
+    be->GemmStridedBatched(Transpose::kYes, Transpose::kNo, j1 - j0, s.head_dim, s.seq - j0, 1.f,
+                           probs + v.score_off + static_cast<int64_t>(j0) * s.seq + j0, s.seq,
+                           v.score_stride, d_out + v.out_off + static_cast<int64_t>(j0) * v.width,
+                           v.width, s.head_dim, 0.f,
+                           d_qkv + v.qkv_off + 2 * v.width + static_cast<int64_t>(j0) * v.ld_qkv,
+                           v.ld_qkv, s.head_dim, s.heads);
+  });
+}
+
+// dQ[i0:i1] = dS[i0:i1, 0:i1] K[0:i1]; dK[j0:j1] = dS[j0:seq, j0:j1]^T Q[j0:seq].
+void CausalQueryKeyGrad(kernels::Backend* be, const CausalAttentionShape& s, const float* d_scores,
+                        const float* qkv, float* d_qkv) {
+  ForBlocks(s, [&](int b, int i0, int i1) {
+    const SeqViews v(s, b);
+    const float* ds = d_scores + v.score_off;
+    const float* q = qkv + v.qkv_off;
+    float* dq = d_qkv + v.qkv_off;
+    be->GemmStridedBatched(Transpose::kNo, Transpose::kNo, i1 - i0, s.head_dim, i1, 1.f,
+                           ds + static_cast<int64_t>(i0) * s.seq, s.seq, v.score_stride,
+                           q + v.width, v.ld_qkv, s.head_dim, 0.f,
+                           dq + static_cast<int64_t>(i0) * v.ld_qkv, v.ld_qkv, s.head_dim,
+                           s.heads);
+    be->GemmStridedBatched(Transpose::kYes, Transpose::kNo, i1 - i0, s.head_dim, s.seq - i0, 1.f,
+                           ds + static_cast<int64_t>(i0) * s.seq + i0, s.seq, v.score_stride,
+                           q + static_cast<int64_t>(i0) * v.ld_qkv, v.ld_qkv, s.head_dim, 0.f,
+                           dq + v.width + static_cast<int64_t>(i0) * v.ld_qkv, v.ld_qkv,
+                           s.head_dim, s.heads);
+  });
+}
 
 CausalSelfAttention::CausalSelfAttention(int width, int heads, int context)
     : width_(width),
@@ -35,13 +147,11 @@ absl::Status CausalSelfAttention::Init(kernels::Backend* backend,
   const size_t act = static_cast<size_t>(max_rows) * width_ * sizeof(float);
   const size_t scores = static_cast<size_t>(max_batch) * heads_ * context_ *
                         context_ * sizeof(float);
-  ASSIGN_OR_RETURN(heads_qkv_, backend->Allocate(3 * act));
-  ASSIGN_OR_RETURN(d_heads_qkv_, backend->Allocate(3 * act));
   ASSIGN_OR_RETURN(d_qkv_, backend->Allocate(3 * act));
   ASSIGN_OR_RETURN(probs_, backend->Allocate(scores));
   ASSIGN_OR_RETURN(d_scores_, backend->Allocate(scores));
-  ASSIGN_OR_RETURN(heads_out_, backend->Allocate(act));
   ASSIGN_OR_RETURN(merged_, backend->Allocate(act));
+  ASSIGN_OR_RETURN(d_merged_, backend->Allocate(act));
   return absl::OkStatus();
 }
 
@@ -50,31 +160,13 @@ absl::Status CausalSelfAttention::Forward(const float* x, int batch, int seq) {
   RETURN_IF_ERROR(CheckRows("CausalSelfAttention (sequence)", seq, context_));
   batch_ = batch;
   seq_ = seq;
-  const int rows = batch * seq;
-  const int bh = batch * heads_;
-  const int64_t head_stride = static_cast<int64_t>(seq) * head_dim_;
-  const int64_t plane = static_cast<int64_t>(rows) * width_;  // Q, K or V
-  RETURN_IF_ERROR(qkv_.Forward(x, rows));
-  backend_->SplitHeads(batch, seq, 3, heads_, head_dim_, qkv_.output(),
-                       heads_qkv_.f32());
-  const float* q = heads_qkv_.f32();
-  const float* k = q + plane;
-  const float* v = k + plane;
-  // scores = Q K^T per (batch, head), then the masked, scaled softmax in place.
-  backend_->GemmStridedBatched(Transpose::kNo, Transpose::kYes, seq, seq,
-                               head_dim_, 1.f, q, head_dim_, head_stride, k,
-                               head_dim_, head_stride, 0.f, probs_.f32(), seq,
-                               static_cast<int64_t>(seq) * seq, bh);
+  const CausalAttentionShape s{batch, seq, heads_, head_dim_};
+  RETURN_IF_ERROR(qkv_.Forward(x, batch * seq));
+  CausalScores(backend_, s, qkv_.output(), probs_.f32());
   const float scale = 1.f / std::sqrt(static_cast<float>(head_dim_));
-  backend_->CausalSoftmaxForward(bh, seq, scale, probs_.f32(), probs_.f32());
-  backend_->GemmStridedBatched(Transpose::kNo, Transpose::kNo, seq, head_dim_,
-                               seq, 1.f, probs_.f32(), seq,
-                               static_cast<int64_t>(seq) * seq, v, head_dim_,
-                               head_stride, 0.f, heads_out_.f32(), head_dim_,
-                               head_stride, bh);
-  backend_->MergeHeads(batch, seq, 1, heads_, head_dim_, heads_out_.f32(),
-                       merged_.f32());
-  return proj_.Forward(merged_.f32(), rows);
+  backend_->CausalSoftmaxForward(batch * heads_, seq, scale, probs_.f32(), probs_.f32());
+  CausalProbsTimesV(backend_, s, probs_.f32(), qkv_.output(), merged_.f32());
+  return proj_.Forward(merged_.f32(), batch * seq);
 }
 
 absl::Status CausalSelfAttention::Backward(
@@ -84,44 +176,16 @@ absl::Status CausalSelfAttention::Backward(
     return absl::FailedPreconditionError(
         "CausalSelfAttention: Backward before Forward");
   }
-  const int batch = batch_, seq = seq_, rows = batch * seq, bh = batch * heads_;
-  const int64_t head_stride = static_cast<int64_t>(seq) * head_dim_;
-  const int64_t score_stride = static_cast<int64_t>(seq) * seq;
-  const int64_t plane = static_cast<int64_t>(rows) * width_;
-  // d_qkv_ is free until the end, so it holds d merged [rows, width] first.
-  float* d_merged = d_qkv_.f32();
-  RETURN_IF_ERROR(proj_.Backward(dy, d_merged, grad_beta));
+  const CausalAttentionShape s{batch_, seq_, heads_, head_dim_};
+  RETURN_IF_ERROR(proj_.Backward(dy, d_merged_.f32(), grad_beta));
   if (after_proj) after_proj();
-  float* d_out = heads_out_.f32();  // forward value not needed any more
-  backend_->SplitHeads(batch, seq, 1, heads_, head_dim_, d_merged, d_out);
-  const float* q = heads_qkv_.f32();
-  const float* k = q + plane;
-  const float* v = k + plane;
-  float* dq = d_heads_qkv_.f32();
-  float* dk = dq + plane;
-  float* dv = dk + plane;
-  // dP = dO V^T ; dV = P^T dO.
-  backend_->GemmStridedBatched(Transpose::kNo, Transpose::kYes, seq, seq,
-                               head_dim_, 1.f, d_out, head_dim_, head_stride, v,
-                               head_dim_, head_stride, 0.f, d_scores_.f32(),
-                               seq, score_stride, bh);
-  backend_->GemmStridedBatched(Transpose::kYes, Transpose::kNo, seq, head_dim_,
-                               seq, 1.f, probs_.f32(), seq, score_stride, d_out,
-                               head_dim_, head_stride, 0.f, dv, head_dim_,
-                               head_stride, bh);
+  const float* qkv = qkv_.output();
+  CausalProbsGrad(backend_, s, d_merged_.f32(), qkv, d_scores_.f32());
+  CausalValueGrad(backend_, s, probs_.f32(), d_merged_.f32(), d_qkv_.f32());
   const float scale = 1.f / std::sqrt(static_cast<float>(head_dim_));
-  backend_->CausalSoftmaxBackward(bh, seq, scale, probs_.f32(),
-                                  d_scores_.f32(), d_scores_.f32());
-  // dQ = dS K ; dK = dS^T Q.
-  backend_->GemmStridedBatched(Transpose::kNo, Transpose::kNo, seq, head_dim_,
-                               seq, 1.f, d_scores_.f32(), seq, score_stride, k,
-                               head_dim_, head_stride, 0.f, dq, head_dim_,
-                               head_stride, bh);
-  backend_->GemmStridedBatched(Transpose::kYes, Transpose::kNo, seq, head_dim_,
-                               seq, 1.f, d_scores_.f32(), seq, score_stride, q,
-                               head_dim_, head_stride, 0.f, dk, head_dim_,
-                               head_stride, bh);
-  backend_->MergeHeads(batch, seq, 3, heads_, head_dim_, dq, d_qkv_.f32());
+  backend_->CausalSoftmaxBackward(batch_ * heads_, seq_, scale, probs_.f32(), d_scores_.f32(),
+                                  d_scores_.f32());
+  CausalQueryKeyGrad(backend_, s, d_scores_.f32(), qkv, d_qkv_.f32());
   return qkv_.Backward(d_qkv_.f32(), dx, grad_beta);
 }
 

@@ -1,10 +1,17 @@
 // CausalSelfAttention: multi-head self-attention with a causal mask,
 //   qkv = x Wqkv^T + bqkv            (one fused projection, [rows, 3 * width])
 //   per head: P = softmax(Q K^T / sqrt(head_dim), masked j > i); O = P V
-//   y = merge_heads(O) Wo^T + bo
-// on x [batch, seq, width]. Scores are materialised ([batch * heads, seq,
-// seq]); fine for the short contexts tandem trains on CPU, and the CUDA
-// backend runs the same batched GEMMs on tensor cores.
+//   y = O Wo^T + bo                  (O [rows, width], heads side by side)
+// on x [batch, seq, width]. The per-head GEMMs read Q, K, V straight out of
+// the fused projection's output (leading dimension 3 * width) and write O
+// straight into the projection's input, so no head split / merge copies
+// run. The causal mask is applied by blocks: with row blocks of
+// kCausalBlock, the GEMMs cover only the block lower triangle of every
+// [seq, seq] score matrix (3/4 of it at seq = 2 blocks, 5/8 at 4), and the softmax
+// zeroes what lies above the diagonal inside it. Probabilities are
+// materialised ([batch * heads, seq, seq]); fine for the short contexts
+// tandem trains on CPU, and the CUDA backend runs the same strided-batched
+// GEMMs on tensor cores.
 // See layer.h for the life cycle, ownership and errors.
 #ifndef TANDEM_COMMON_NN_ATTENTION_H_
 #define TANDEM_COMMON_NN_ATTENTION_H_
@@ -20,6 +27,40 @@
 
 namespace tandem {
 namespace nn {
+
+// The causal attention GEMMs, as free functions so benchmarks can time
+// them one by one (tools/bench/gpt_step_kernels). `qkv` is the fused
+// projection's output [batch, seq, 3, heads, head_dim]; `scores` / `probs`
+// hold batch * heads [seq, seq] matrices of which only the block lower
+// triangle is written (the softmax kernels write every entry of a row);
+// `out` / `d_out` are [batch, seq, heads, head_dim]; `d_qkv` has qkv's
+// layout. Every call overwrites its output block (beta = 0).
+struct CausalAttentionShape {
+  int batch = 0, seq = 0, heads = 0, head_dim = 0;
+};
+// Rows per causal block. gpt_breakdown_bench at context 128 (2026-12-05):
+// 32 and 64 both cut the attention kernels from 17.6 to 11.2 ms per step
+// (the split / merge copies gone, a quarter of the GEMM work skipped); 64
+// keeps the GEMMs larger at longer contexts.
+inline constexpr int kCausalBlock = 64;
+// GEMM FLOP of any one of the six calls below (they cover the same blocks).
+double CausalAttentionGemmFlops(const CausalAttentionShape& s);
+// scores = Q K^T.
+void CausalScores(kernels::Backend* be, const CausalAttentionShape& s, const float* qkv,
+                  float* scores);
+// out = P V.
+void CausalProbsTimesV(kernels::Backend* be, const CausalAttentionShape& s, const float* probs,
+                       const float* qkv, float* out);
+// d_probs = dO V^T.
+void CausalProbsGrad(kernels::Backend* be, const CausalAttentionShape& s, const float* d_out,
+                     const float* qkv, float* d_probs);
+// dV = P^T dO (into d_qkv's V part).
+void CausalValueGrad(kernels::Backend* be, const CausalAttentionShape& s, const float* probs,
+                     const float* d_out, float* d_qkv);
+// dQ = dS K and dK = dS^T Q (into d_qkv's Q and K parts), dS the gradient
+// with respect to the unscaled scores (CausalSoftmaxBackward's output).
+void CausalQueryKeyGrad(kernels::Backend* be, const CausalAttentionShape& s, const float* d_scores,
+                        const float* qkv, float* d_qkv);
 
 class CausalSelfAttention {
  public:
@@ -50,14 +91,12 @@ class CausalSelfAttention {
   Linear qkv_, proj_;
   kernels::Backend* backend_ = nullptr;
   int max_batch_ = 0, batch_ = 0, seq_ = 0;
-  // [3, batch, heads, seq, head_dim]: Q, K, V per head.
-  kernels::DeviceBuffer heads_qkv_;
   // [batch * heads, seq, seq] attention probabilities.
   kernels::DeviceBuffer probs_;
-  // [batch, heads, seq, head_dim] per-head outputs, and merged [batch, seq, width].
-  kernels::DeviceBuffer heads_out_, merged_;
-  // Backward scratch: gradient wrt heads_qkv_, wrt scores, wrt merged qkv.
-  kernels::DeviceBuffer d_heads_qkv_, d_scores_, d_qkv_;
+  // The heads' outputs side by side [batch, seq, width] (proj's input).
+  kernels::DeviceBuffer merged_;
+  // Backward scratch: gradient wrt merged_, wrt scores, wrt the fused qkv.
+  kernels::DeviceBuffer d_merged_, d_scores_, d_qkv_;
 };
 
 }  // namespace nn

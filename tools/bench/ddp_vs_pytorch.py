@@ -17,14 +17,14 @@ import argparse
 import gzip
 import math
 import os
-import socket
 import statistics
 import time
 
 import numpy as np
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+
+from torch_ranks import spawn_ranks  # tools/bench, next to this script
 
 
 def load_idx(path):
@@ -134,10 +134,7 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--data_dir", default="/usr/share/datasets/fashion-mnist")
     a = p.parse_args()
-    with socket.socket() as s:  # a free port for the gloo rendezvous
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(run, args=(a.world, a, port), nprocs=a.world, join=True)
+    spawn_ranks(run, a.world, a)
 
 
 if __name__ == "__main__":
