@@ -31,16 +31,8 @@ BucketEngine::BucketEngine(BucketEngineOptions options, BucketPlan plan)
       label_(std::move(options.label)),
       operation_name_(std::move(options.operation_name)),
       rank_(options.rank),
-      plan_(std::move(plan)) {
-  const int num_ranges = static_cast<int>(ranges_.size());
-  const int num_buckets = static_cast<int>(plan_.buckets.size());
-  ranges_by_lo_.reserve(num_ranges);
-  for (int i = 0; i < num_ranges; ++i) ranges_by_lo_.push_back({ranges_[i].first, i});
-  std::sort(ranges_by_lo_.begin(), ranges_by_lo_.end());
-  absl::MutexLock lock(&mu_);
-  range_reported_.assign(num_ranges, 0);
-  bucket_remaining_.assign(num_buckets, 0);
-  bucket_ready_.assign(num_buckets, 0);
+      plan_(std::move(plan)),
+      readiness_(BucketReadiness::ForPlan(plan_, ranges_)) {
   thread_ = std::thread([this] { CommLoop(); });
 }
 
@@ -67,13 +59,7 @@ absl::Status BucketEngine::BeginStep() {
     error_ = range_error_;
     return error_;
   }
-  std::fill(range_reported_.begin(), range_reported_.end(), 0);
-  std::fill(bucket_ready_.begin(), bucket_ready_.end(), 0);
-  for (size_t b = 0; b < plan_.buckets.size(); ++b) {
-    bucket_remaining_[b] = plan_.buckets[b].end_range - plan_.buckets[b].first_range;
-  }
-  ranges_reported_ = 0;
-  next_expected_range_ = 0;
+  readiness_.Reset();
   next_bucket_ = 0;
   in_step_ = true;
   step_active_ = true;
@@ -90,21 +76,17 @@ void BucketEngine::OnGradientsReady(int64_t lo, int64_t hi) {
     }
     return;
   }
-  const int range = FindRange(lo, hi);
-  if (range < 0 || range_reported_[range]) {
-    range_error_ = absl::InvalidArgumentError(
-        absl::StrCat(label_, ": gradients [", lo, ", ", hi, ") reported at step ", stats_.steps + 1,
-                     range < 0 ? " are not one of the ready ranges the sync was built with"
-                               : " were already reported this step"));
-    return;
+  // Buckets become issuable in plan order; the communication thread waits
+  // on a Condition over readiness_, which absl::Mutex re-evaluates when we
+  // unlock.
+  const BucketReadiness::Outcome outcome = readiness_.Report(lo, hi, [](int) {});
+  if (outcome != BucketReadiness::Outcome::kCounted) {
+    range_error_ = absl::InvalidArgumentError(absl::StrCat(
+        label_, ": gradients [", lo, ", ", hi, ") reported at step ", stats_.steps + 1,
+        outcome == BucketReadiness::Outcome::kUnknownRange
+            ? " are not one of the ready ranges the sync was built with"
+            : " were already reported this step"));
   }
-  range_reported_[range] = 1;
-  ++ranges_reported_;
-  next_expected_range_ = range + 1;
-  const int bucket = plan_.bucket_of_range[range];
-  if (--bucket_remaining_[bucket] == 0) bucket_ready_[bucket] = 1;
-  // The communication thread waits on a Condition over these members;
-  // absl::Mutex re-evaluates it when we unlock.
 }
 
 absl::Status BucketEngine::FinishStep() {
@@ -115,9 +97,9 @@ absl::Status BucketEngine::FinishStep() {
   }
   in_step_ = false;
   absl::Status error = range_error_;
-  if (error.ok() && ranges_reported_ != static_cast<int>(ranges_.size())) {
+  if (error.ok() && readiness_.ranges_reported() != static_cast<int>(ranges_.size())) {
     error = absl::FailedPreconditionError(
-        absl::StrCat(label_, ": only ", ranges_reported_, " of ", ranges_.size(),
+        absl::StrCat(label_, ": only ", readiness_.ranges_reported(), " of ", ranges_.size(),
                      " gradient ranges were reported before FinishStep at step ", stats_.steps + 1,
                      " (pass the sync's OnGradientsReady as the last backward's callback)"));
   }
@@ -144,26 +126,8 @@ BucketEngineStats BucketEngine::stats() const {
   return stats_;
 }
 
-// The index of range [lo, hi), or -1. Backward reports ranges in the order
-// given, so the expected one is checked first.
-int BucketEngine::FindRange(int64_t lo, int64_t hi) const {
-  const int n = static_cast<int>(ranges_.size());
-  if (next_expected_range_ < n && ranges_[next_expected_range_].first == lo &&
-      ranges_[next_expected_range_].second == hi) {
-    return next_expected_range_;
-  }
-  auto it =
-      std::lower_bound(ranges_by_lo_.begin(), ranges_by_lo_.end(), std::pair<int64_t, int>{lo, -1});
-  if (it == ranges_by_lo_.end() || it->first != lo || ranges_[it->second].second != hi) {
-    return -1;
-  }
-  return it->second;
-}
-
 bool BucketEngine::HasWork() const {
-  return shutdown_ ||
-         (step_active_ && error_.ok() && next_bucket_ < static_cast<int>(bucket_ready_.size()) &&
-          bucket_ready_[next_bucket_]);
+  return shutdown_ || (step_active_ && error_.ok() && next_bucket_ < readiness_.emitted());
 }
 
 // Issues the buckets strictly in plan order (the same on every rank), each

@@ -50,6 +50,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/sync/bucket/bucket_plan.h"
+#include "common/sync/bucket/bucket_readiness.h"
 
 namespace tandem {
 namespace sync {
@@ -100,7 +101,6 @@ class BucketEngine {
 
  private:
   BucketEngine(BucketEngineOptions options, BucketPlan plan);
-  int FindRange(int64_t lo, int64_t hi) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CommLoop();
 
@@ -110,15 +110,11 @@ class BucketEngine {
   const std::string operation_name_;
   const int rank_;
   const BucketPlan plan_;
-  std::vector<std::pair<int64_t, int>> ranges_by_lo_;  // (lo, range index), sorted
 
   mutable absl::Mutex mu_;
-  // Per-step progress, reset by BeginStep; sized once.
-  std::vector<char> range_reported_ ABSL_GUARDED_BY(mu_);
-  std::vector<int> bucket_remaining_ ABSL_GUARDED_BY(mu_);
-  std::vector<char> bucket_ready_ ABSL_GUARDED_BY(mu_);
-  int ranges_reported_ ABSL_GUARDED_BY(mu_) = 0;
-  int next_expected_range_ ABSL_GUARDED_BY(mu_) = 0;
+  // Per-step progress, reset by BeginStep; buckets [0, readiness_.emitted())
+  // may be issued.
+  BucketReadiness readiness_ ABSL_GUARDED_BY(mu_);
   absl::Status range_error_ ABSL_GUARDED_BY(mu_);
   int next_bucket_ ABSL_GUARDED_BY(mu_) = 0;       // buckets [0, next_bucket_) are done
   bool in_step_ ABSL_GUARDED_BY(mu_) = false;      // between BeginStep and FinishStep
