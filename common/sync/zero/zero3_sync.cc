@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/status/status_macros.h"
 #include "common/sync/bucket/bucket_plan.h"
+#include "common/sync/bucket/bucket_readiness.h"
 #include "common/sync/grad_clip.h"
 #include "common/sync/step_guard.h"
 #include "common/sync/zero/zero_parts.h"
@@ -88,13 +89,6 @@ class Zero3SyncImpl final : public Zero3Sync {
     shard_ = {kLabel, rank_, world_, &clip_, owned_, &ready_ranges_, grad_shard_.data(), params_,
               optimizer_.get()};
     owner_reduce_ = std::make_unique<OwnerReduce>(map_, rank_, plan_.buckets);
-    for (const Bucket& b : plan_.buckets) initial_remaining_.push_back(b.end_range - b.first_range);
-    remaining_ = initial_remaining_;
-    reported_.assign(ready_ranges_.size(), 0);
-    for (size_t i = 0; i < ready_ranges_.size(); ++i) {
-      ranges_by_lo_.push_back({ready_ranges_[i].first, static_cast<int>(i)});
-    }
-    std::sort(ranges_by_lo_.begin(), ranges_by_lo_.end());
     for (size_t i = 0; i < layers_.size(); ++i) {
       layers_by_lo_.push_back({layers_[i].first, static_cast<int>(i)});
       non_owned_.push_back(NonOwned(layers_[i].first, layers_[i].second));
@@ -218,9 +212,7 @@ class Zero3SyncImpl final : public Zero3Sync {
   absl::Status BeginStep(const StepOptions& options) override {
     RETURN_IF_ERROR(guard_.CheckBegin(options));
     report_ = StepReport{};
-    std::copy(initial_remaining_.begin(), initial_remaining_.end(), remaining_.begin());
-    std::fill(reported_.begin(), reported_.end(), 0);
-    next_bucket_ = 0;
+    readiness_.Reset();
     range_error_ = absl::OkStatus();
     in_step_ = true;
     return guard_.Started(absl::OkStatus(), options);
@@ -234,21 +226,16 @@ class Zero3SyncImpl final : public Zero3Sync {
           kLabel, ": gradients [", lo, ", ", hi, ") reported outside a step on rank ", rank_));
       return;
     }
-    const int r = FindRange(lo, hi);
-    if (r < 0 || reported_[r]) {
+    // Plan order on every rank, whatever order ranges come in.
+    const BucketReadiness::Outcome outcome = readiness_.Report(lo, hi, [this](int bucket) {
+      const Bucket& b = plan_.buckets[bucket];
+      Enqueue({Op::kBucket, b.lo, b.hi, bucket});
+    });
+    if (outcome != BucketReadiness::Outcome::kCounted) {
       range_error_ = absl::InvalidArgumentError(absl::StrCat(
           kLabel, ": gradients [", lo, ", ", hi, ") at step ", step, " on rank ", rank_,
-          r < 0 ? " are not one of the ready ranges" : " were reported twice"));
-      return;
-    }
-    reported_[r] = 1;
-    --remaining_[plan_.bucket_of_range[r]];
-    // Plan order on every rank, whatever order ranges come in.
-    while (next_bucket_ < static_cast<int>(plan_.buckets.size()) &&
-           remaining_[next_bucket_] == 0) {
-      const Bucket& b = plan_.buckets[next_bucket_];
-      Enqueue({Op::kBucket, b.lo, b.hi, next_bucket_});
-      ++next_bucket_;
+          outcome == BucketReadiness::Outcome::kUnknownRange ? " are not one of the ready ranges"
+                                                             : " were reported twice"));
     }
   }
 
@@ -257,10 +244,10 @@ class Zero3SyncImpl final : public Zero3Sync {
     in_step_ = false;
     const int64_t step = CurrentStep();
     absl::Status s = range_error_;
-    if (s.ok() && next_bucket_ < static_cast<int>(plan_.buckets.size())) {
+    if (s.ok() && readiness_.emitted() < readiness_.size()) {
       s = absl::FailedPreconditionError(absl::StrCat(
           kLabel, ": FinishStep at step ", step, " on rank ", rank_, " before bucket ",
-          next_bucket_, " of ", plan_.buckets.size(),
+          readiness_.emitted(), " of ", plan_.buckets.size(),
           " was complete (backward did not report every range)"));
     }
     absl::Status drained = Drain();  // counted as exposed wait by Wait
@@ -314,15 +301,6 @@ class Zero3SyncImpl final : public Zero3Sync {
     }
     return -1;
   }
-  int FindRange(int64_t lo, int64_t hi) const {
-    auto it = std::lower_bound(ranges_by_lo_.begin(), ranges_by_lo_.end(),
-                               std::make_pair(lo, -1));
-    for (; it != ranges_by_lo_.end() && it->first == lo; ++it) {
-      if (ready_ranges_[it->second].second == hi) return it->second;
-    }
-    return -1;
-  }
-
   // The non-owned parts of params [lo, hi).
   void ReleaseParams(int64_t lo, int64_t hi) {
     const int64_t a = std::min(hi, std::max(lo, owned_.lo));
@@ -471,17 +449,14 @@ class Zero3SyncImpl final : public Zero3Sync {
   // Sized in Start, never resized.
   std::vector<float> grad_shard_;  // S: the reduced gradients of owned_ (+ padding)
   std::unique_ptr<OwnerReduce> owner_reduce_;  // communication thread only
-  std::vector<int> initial_remaining_;
-  std::vector<std::pair<int64_t, int>> ranges_by_lo_, layers_by_lo_;
+  std::vector<std::pair<int64_t, int>> layers_by_lo_;
   std::vector<int64_t> non_owned_;  // per layer
 
   // Trainer thread only.
   StepGuard guard_{kLabel};
   StepReport report_;
   bool in_step_ = false;
-  std::vector<int> remaining_;    // per bucket: ranges not yet reported
-  std::vector<char> reported_;    // per ready range
-  int next_bucket_ = 0;           // buckets [0, next_bucket_) are queued
+  BucketReadiness readiness_ = BucketReadiness::ForPlan(plan_, ready_ranges_);  // queues buckets
   absl::Status range_error_;
   std::vector<int64_t> layer_ticket_;  // per layer: its gather's ticket, -1 = not held
   int kept_ = -1;  // forward's last layer, kept for backward
