@@ -16,7 +16,7 @@
 #include "common/log/log.h"
 #include "common/shard/remote_shards.h"
 #include "common/status/status_macros.h"
-#include "common/sync/remote/chunk_readiness.h"
+#include "common/sync/bucket/bucket_readiness.h"
 #include "common/sync/remote/shard_server_state.h"
 #include "common/sync/rank0_state.h"
 #include "common/sync/remote/remote_step.h"
@@ -79,7 +79,7 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
         servers_(std::move(servers)),
         remote_(&servers_->remote()),
         groups_(MakeGroups(remote_->layout(), local_size_)),
-        ready_(Units(groups_)),
+        ready_(BucketReadiness::ForUnits(Units(groups_))),
         step_(RemoteStepOptions{"hybrid sync", generation_, world_, servers_.get(), params_,
                                 std::move(env.shard_servers.learning_rate), local_size_,
                                 int8_chunk_}) {
@@ -223,7 +223,7 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   }
 
   void OnGradientsReady(int64_t lo, int64_t hi) override {
-    ready_.Add(lo, hi, [this](int g) {
+    ready_.Report(lo, hi, [this](int g) {
       absl::MutexLock lock(&mu_);
       group_ready_[g] = 1;
       cv_.SignalAll();
@@ -256,7 +256,7 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
     };
     if (!ready_.complete()) {
       return abandon(absl::FailedPreconditionError(absl::StrCat(
-          "hybrid sync: backward reported ", ready_.ready(), " of ", ready_.size(),
+          "hybrid sync: backward reported ", ready_.emitted(), " of ", ready_.size(),
           " chunk groups completely at step ", ctx.step, " (ranges missing or repeated)")));
     }
     if (absl::Status s = step_.Prepare(ctx); !s.ok()) return abandon(s);
@@ -577,7 +577,7 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   const std::unique_ptr<ShardServerState> servers_;
   shard::RemoteShards* const remote_;  // servers_'s connection
   const std::vector<Group> groups_;
-  ChunkReadiness ready_;  // backward thread during a step
+  BucketReadiness ready_;  // backward thread during a step
   RemoteStep step_;       // trainer thread: protocol, server init, step count, header
 
   // Sized once.

@@ -9,7 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/shard/remote_shards.h"
 #include "common/status/status_macros.h"
-#include "common/sync/remote/chunk_readiness.h"
+#include "common/sync/bucket/bucket_readiness.h"
 #include "common/sync/remote/shard_server_state.h"
 #include "common/sync/remote/remote_step.h"
 #include "common/timing/seconds_since.h"
@@ -28,7 +28,7 @@ class PsSyncImpl final : public GradientSync, public ServerSideCheckpoint {
         size_(env.size),
         servers_(std::move(servers)),
         remote_(&servers_->remote()),
-        ready_(Units(remote_->layout())),
+        ready_(BucketReadiness::ForUnits(Units(remote_->layout()))),
         step_(RemoteStepOptions{"ps sync", env.shard_servers.generation, world_, servers_.get(),
                                 params_, std::move(env.shard_servers.learning_rate)}) {}
 
@@ -91,7 +91,7 @@ class PsSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   }
 
   void OnGradientsReady(int64_t lo, int64_t hi) override {
-    ready_.Add(lo, hi, [this](int c) {
+    ready_.Report(lo, hi, [this](int c) {
       if (overlapped_) remote_->Push(c, grads_ + remote_->layout().chunk(c).lo);
     });
   }
@@ -101,7 +101,7 @@ class PsSyncImpl final : public GradientSync, public ServerSideCheckpoint {
     const auto start = std::chrono::steady_clock::now();
     if (!ready_.complete()) {
       return Fail(absl::FailedPreconditionError(absl::StrCat(
-          "ps sync: backward reported ", ready_.ready(), " of ", ready_.size(),
+          "ps sync: backward reported ", ready_.emitted(), " of ", ready_.size(),
           " chunks completely at step ", ctx.step, " (ranges missing or repeated)")));
     }
     if (absl::Status s = step_.Prepare(ctx); !s.ok()) return Fail(s);
@@ -154,7 +154,7 @@ class PsSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   const int64_t size_;
   const std::unique_ptr<ShardServerState> servers_;
   shard::RemoteShards* const remote_;  // servers_'s connection
-  ChunkReadiness ready_;  // backward thread during a step, trainer otherwise
+  BucketReadiness ready_;  // backward thread during a step, trainer otherwise
 
   RemoteStep step_;          // the step protocol, server init, step count, header
   bool overlapped_ = false;  // this step's pushes started during backward
