@@ -1,0 +1,313 @@
+// HybridSyncImpl, the `hybrid` strategy's GradientSync, declared for the
+// files that define its parts (private to :hybrid_sync; others use
+// CreateHybridSync in hybrid_sync.h):
+//   hybrid_sync.cc   options, creation, the step (BeginStep .. FinishStep)
+//   hybrid_comm.cc   the communication thread: per group the node
+//                    reduce-scatter and the push; the node gather after pulls
+//   hybrid_state.cc  checkpoint state: servers' optimizer state, int8
+//                    residuals through rank 0, resync to the fp32 master
+// Thread-safety as in hybrid_sync.h.
+#ifndef TANDEM_COMMON_SYNC_REMOTE_HYBRID_SYNC_INTERNAL_H_
+#define TANDEM_COMMON_SYNC_REMOTE_HYBRID_SYNC_INTERNAL_H_
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "common/codec/error_feedback.h"
+#include "common/codec/int8_codec.h"
+#include "common/log/log.h"
+#include "common/shard/remote_shards.h"
+#include "common/status/status_macros.h"
+#include "common/sync/bucket/bucket_readiness.h"
+#include "common/sync/rank0_state.h"
+#include "common/sync/remote/hybrid_sync.h"
+#include "common/sync/remote/remote_step.h"
+#include "common/sync/remote/shard_server_state.h"
+#include "common/timing/seconds_since.h"
+
+namespace tandem {
+namespace sync {
+namespace hybrid_internal {
+
+using codec::Codec;
+using codec::EncodeParams;
+using codec::ErrorFeedback;
+using codec::MakeInt8Codec;
+
+constexpr char kLabel[] = "hybrid sync";
+constexpr char kMetaName[] = "hybrid/meta";
+constexpr char kResidualsName[] = "hybrid/residuals";
+// "TDMH" + layout version: tells saved residuals from zeros.
+constexpr int64_t kMagic = 0x54444d48'00000001;
+// Meta fields (int64, stored in a float buffer bit for bit).
+enum Meta { kMagicField, kWorld, kSize, kInt8ChunkField, kMetaFields };
+// Residuals move to and from rank 0 in pieces of this many floats per rank.
+constexpr int64_t kStatePiece = kRank0StatePiece;
+
+// Group g of the layout: chunks [first, end), the largest `block` floats.
+struct Group {
+  int first = 0;
+  int end = 0;
+  int64_t block = 0;
+  int64_t lo = 0, hi = 0; // elements covered
+};
+
+class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
+public:
+  HybridSyncImpl(SyncEnv env, std::unique_ptr<ShardServerState> servers,
+                 int int8_chunk)
+      : int8_chunk_(int8_chunk),
+        codec_(int8_chunk > 0 ? MakeInt8Codec({.chunk = int8_chunk}) : nullptr),
+        generation_(env.shard_servers.generation),
+        world_(env.comms->world.get()), intra_(env.comms->intra.get()),
+        local_rank_(env.comms->intra->rank()),
+        local_size_(env.comms->intra->world_size()), params_(env.params),
+        grads_(env.grads), size_(env.size), servers_(std::move(servers)),
+        remote_(&servers_->remote()),
+        groups_(MakeGroups(remote_->layout(), local_size_)),
+        ready_(BucketReadiness::ForUnits(Units(groups_))),
+        step_(RemoteStepOptions{"hybrid sync", generation_, world_,
+                                servers_.get(), params_,
+                                std::move(env.shard_servers.learning_rate),
+                                local_size_, int8_chunk_}) {
+    int64_t max_block = 0, slice = 0;
+    for (const Group &g : groups_) {
+      max_block = std::max(max_block, g.block);
+      const int mine = g.first + local_rank_;
+      slice_offset_.push_back(slice);
+      if (mine < g.end)
+        slice += remote_->layout().chunk(mine).size();
+    }
+    rs_in_.assign(max_block * local_size_, 0.f);
+    rs_out_.assign(max_block, 0.f);
+    gather_in_.assign(max_block, 0.f);
+    gather_out_.assign(max_block * local_size_, 0.f);
+    slice_.assign(slice, 0.f);
+    if (codec_ != nullptr) {
+      int64_t bytes = 0;
+      for (const Group &g : groups_) {
+        encoded_offset_.push_back(bytes);
+        const int mine = g.first + local_rank_;
+        if (mine < g.end)
+          bytes +=
+              codec_->MaxEncodedBytes(remote_->layout().chunk(mine).size());
+      }
+      encoded_.assign(bytes, 0);
+      pulled_.assign(bytes, 0);
+      feedback_ = std::make_unique<ErrorFeedback>(codec_.get(), size_);
+    }
+    group_ready_.assign(groups_.size(), 0);
+    thread_ = std::thread([this] { CommLoop(); });
+  }
+
+  ~HybridSyncImpl() override {
+    {
+      absl::MutexLock lock(&mu_);
+      shutdown_ = true;
+      cv_.SignalAll();
+    }
+    thread_.join();
+  }
+
+  static std::vector<Group> MakeGroups(const shard::ShardLayout &l, int k) {
+    std::vector<Group> out;
+    for (int first = 0; first < l.num_chunks(); first += k) {
+      Group g;
+      g.first = first;
+      g.end = std::min(first + k, l.num_chunks());
+      for (int c = g.first; c < g.end; ++c)
+        g.block = std::max(g.block, l.chunk(c).size());
+      g.lo = l.chunk(g.first).lo;
+      g.hi = l.chunk(g.end - 1).hi;
+      out.push_back(g);
+    }
+    return out;
+  }
+  static std::vector<std::pair<int64_t, int64_t>>
+  Units(const std::vector<Group> &groups) {
+    std::vector<std::pair<int64_t, int64_t>> u;
+    for (const Group &g : groups)
+      u.push_back({g.lo, g.hi});
+    return u;
+  }
+
+  std::string name() const override { return "hybrid"; }
+  // Every rank holds the whole (pulled) vector and none steps it: the
+  // checkpointer writes it once, from rank 0, with no optimizer state.
+  optim::ParamRange owned_range() const override { return {0, size_}; }
+  // The servers' optimizer state, visible to checkpoints (optimizer_mirror.h).
+  optim::Optimizer *optimizer() override { return servers_->mirror(); }
+
+  // Before a checkpoint: rank 0 (the one that writes the whole vector)
+  // fetches the servers' state of the last applied step.
+  absl::Status SyncStateToHost() override;
+
+  // Checkpoints written by the servers (server_side_checkpoint.h).
+  bool CanSaveOnServers() const override {
+    return step_.initialised() && step_.ok();
+  }
+  void ExpectServerSave() override { servers_->ExpectServerSave(); }
+  absl::StatusOr<std::vector<SavedShard>>
+  SaveOnServers(const ServerSaveRequest &r) override;
+
+  // After a restore: the parameters (and maybe state) changed, so the
+  // servers are initialised again at the next step.
+  absl::Status StateLoaded() override;
+
+  // compress=int8 only: the error-feedback residuals (see hybrid_sync.h).
+  std::vector<optim::StateBuffer> extra_state() override;
+
+  SyncMemory memory() const override {
+    SyncMemory m;
+    m.param_bytes = size_ * int64_t{sizeof(float)};
+    m.grad_bytes = static_cast<int64_t>(slice_.size()) * int64_t{sizeof(float)};
+    m.optimizer_bytes =
+        servers_->mirror()->held_bytes(); // only around checkpoints
+    m.staging_bytes = static_cast<int64_t>(
+                          rs_in_.size() + rs_out_.size() + gather_in_.size() +
+                          gather_out_.size() + gathered_.size() +
+                          piece_.size() + (feedback_ != nullptr ? size_ : 0)) *
+                          int64_t{sizeof(float)} +
+                      static_cast<int64_t>(encoded_.size() + pulled_.size());
+    return m;
+  }
+
+  absl::Status BeginStep(const StepOptions &options) override;
+
+  void OnGradientsReady(int64_t lo, int64_t hi) override;
+
+  absl::Status FinishStep(const optim::StepContext &ctx) override;
+
+  SyncStats stats() const override {
+    const shard::RemoteStats r = remote_->stats();
+    SyncStats s;
+    absl::MutexLock lock(&mu_);
+    s.steps = steps_;
+    s.buckets = collectives_;
+    s.bytes_sent = r.pushed_bytes + intra_bytes_;
+    s.inter_node_bytes = r.pushed_bytes + r.pulled_bytes;
+    s.comm_seconds = comm_seconds_ + wait_seconds_;
+    s.exposed_wait_seconds = wait_seconds_;
+    s.compress_bytes_before = compress_before_;
+    s.compress_bytes_after = compress_after_;
+    s.residual_norm = residual_norm_;
+    return s;
+  }
+
+private:
+  // Pushes this rank's chunk of group g; with compress=int8 encoded first
+  // (its residual added and updated). One thread at a time (the
+  // communication thread, or the trainer thread when pushes wait for
+  // FinishStep); the encoded block stays unchanged until WaitPushes.
+  void PushMine(int g);
+
+  void AllocateGathered() {
+    if (world_->rank() == 0 && gathered_.empty()) {
+      gathered_.assign(static_cast<size_t>(world_->world_size()) * size_, 0.f);
+    }
+    if (piece_.empty()) {
+      piece_.assign(static_cast<size_t>(world_->world_size()) *
+                        std::min(size_, kStatePiece),
+                    0.f);
+    }
+  }
+  void PutMeta(Meta field, int64_t v) {
+    std::memcpy(&meta_[2 * field], &v, sizeof(v));
+  }
+  int64_t GetMeta(Meta field) const {
+    int64_t v;
+    std::memcpy(&v, &meta_[2 * field], sizeof(v));
+    return v;
+  }
+
+  // compress=int8, before a checkpoint: every rank pulls its chunks' fp32
+  // master weights, resetting the servers' delta reference to them, and
+  // the node allgathers them, so every rank holds the master exactly (what
+  // the checkpoint saves, and what a resume from it starts from: the
+  // continuation is the same either way).
+  absl::Status ResyncToMaster();
+
+  // Every rank's residuals onto rank 0 (collective over the world group).
+  absl::Status GatherResiduals();
+
+  // Rank 0 holds what the checkpoint had: it checks that it fits and sends
+  // each rank its own residuals (collective over the world group).
+  absl::Status ScatterResiduals();
+
+  // Communication thread: reduce-scatter group g inside the node; this
+  // rank's chunk of the node sum lands in slice_.
+  absl::Status ReduceGroup(int g);
+
+  // Trainer thread: this rank's pulled chunk of group g -> the node. delta:
+  // the pull was the chunk's int8 delta block, added to the parameters here.
+  absl::Status GatherGroup(int g, int64_t step, bool delta);
+
+  void CommLoop();
+
+  absl::Status Fail(absl::Status s) { return step_.Fail(std::move(s)); }
+
+  const int int8_chunk_;               // 0: fp32 pushes
+  const std::unique_ptr<Codec> codec_; // compress=int8, else null
+  const int64_t generation_;
+  Communicator *const world_;
+  Communicator *const intra_;
+  const int local_rank_;
+  const int local_size_;
+  float *const params_;
+  float *const grads_;
+  const int64_t size_;
+  const std::unique_ptr<ShardServerState> servers_;
+  shard::RemoteShards *const remote_; // servers_'s connection
+  const std::vector<Group> groups_;
+  BucketReadiness ready_; // backward thread during a step
+  RemoteStep step_; // trainer thread: protocol, server init, step count, header
+
+  // Sized once.
+  std::vector<int64_t>
+      slice_offset_; // per group: where this rank's chunk sits in slice_
+  std::vector<float> slice_; // this rank's chunks, node-reduced
+  std::vector<float> rs_in_, rs_out_, gather_in_, gather_out_;
+  // compress=int8: residuals by flat offset, this step's encoded blocks.
+  std::unique_ptr<ErrorFeedback> feedback_;
+  std::vector<int64_t> encoded_offset_; // per group
+  std::vector<uint8_t> encoded_;
+  std::vector<uint8_t> pulled_; // this step's pulled delta blocks, same layout
+  // Checkpoint state (trainer thread, between steps).
+  std::vector<float> meta_ = std::vector<float>(2 * kMetaFields, 0.f);
+  std::vector<float> gathered_; // rank 0, around a checkpoint: world * size_
+  std::vector<float> piece_;    // world * kStatePiece (or less)
+
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::vector<char> group_ready_ ABSL_GUARDED_BY(mu_);
+  int groups_done_ ABSL_GUARDED_BY(mu_) = 0;
+  bool step_open_ ABSL_GUARDED_BY(mu_) = false;
+  bool push_now_ ABSL_GUARDED_BY(mu_) = false;
+  bool comm_busy_ ABSL_GUARDED_BY(mu_) = false;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status comm_error_ ABSL_GUARDED_BY(mu_);
+  int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t collectives_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t intra_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  double comm_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  double gather_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  double wait_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t compress_before_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t compress_after_ ABSL_GUARDED_BY(mu_) = 0;
+  double residual_norm_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread thread_; // last: runs CommLoop over the members above
+};
+
+} // namespace hybrid_internal
+} // namespace sync
+} // namespace tandem
+
+#endif // TANDEM_COMMON_SYNC_REMOTE_HYBRID_SYNC_INTERNAL_H_
