@@ -36,17 +36,17 @@ namespace tandem {
 namespace sync {
 
 class BucketReadiness {
-public:
+ public:
   using Ranges = std::vector<std::pair<int64_t, int64_t>>;
   enum class Order {
-    kPlan,    // unit u is emitted once units [0, u] are all complete
-    kAsReady, // unit u is emitted as soon as it is complete
+    kPlan,     // unit u is emitted once units [0, u] are all complete
+    kAsReady,  // unit u is emitted as soon as it is complete
   };
   enum class Outcome { kCounted, kUnknownRange, kRepeatedRange };
 
   // Units are the plan's buckets, emitted in plan order; reports must be
   // exactly `ranges` (the ones the plan was built from, backward order).
-  static BucketReadiness ForPlan(const BucketPlan &plan, Ranges ranges);
+  static BucketReadiness ForPlan(const BucketPlan& plan, Ranges ranges);
   // Units as given (disjoint), emitted as they complete; any report counts.
   static BucketReadiness ForUnits(Ranges units);
 
@@ -54,40 +54,37 @@ public:
   void Reset();
   // [lo, hi) is final; calls on_ready(u) for every unit this makes
   // emittable, in emission order. Empty ranges count nothing.
-  Outcome Report(int64_t lo, int64_t hi,
-                 absl::FunctionRef<void(int unit)> on_ready);
+  Outcome Report(int64_t lo, int64_t hi, absl::FunctionRef<void(int unit)> on_ready);
 
   int size() const { return static_cast<int>(units_.size()); }
-  int emitted() const { return emitted_count_; } // units handed to on_ready
-  int ranges_reported() const { return ranges_reported_; } // accepted reports
+  int emitted() const { return emitted_count_; }  // units handed to on_ready
+  int ranges_reported() const { return ranges_reported_; }  // accepted reports
   // Every unit emitted and no element reported twice.
-  bool complete() const {
-    return emitted_count_ == size() && over_reported_ == 0;
-  }
+  bool complete() const { return emitted_count_ == size() && over_reported_ == 0; }
 
-private:
+ private:
   BucketReadiness(Ranges units, Order order, Ranges expected_ranges);
   int FindExpectedRange(int64_t lo, int64_t hi) const;
   void Subtract(int64_t lo, int64_t hi, absl::FunctionRef<void(int)> on_ready);
 
   const Ranges units_;
   const Order order_;
-  const Ranges expected_; // ForPlan: the only ranges accepted; empty: any
-  std::vector<std::pair<int64_t, int>> units_by_lo_;    // (lo, unit), sorted
-  std::vector<std::pair<int64_t, int>> expected_by_lo_; // (lo, range), sorted
+  const Ranges expected_;  // ForPlan: the only ranges accepted; empty: any
+  std::vector<std::pair<int64_t, int>> units_by_lo_;     // (lo, unit), sorted
+  std::vector<std::pair<int64_t, int>> expected_by_lo_;  // (lo, range), sorted
 
   // Per step, sized once.
-  std::vector<int64_t> remaining_; // per unit: elements not yet reported
-  std::vector<char> complete_; // per unit (kPlan: complete, maybe not emitted)
-  std::vector<char> reported_; // per expected range
-  int next_unit_ = 0;          // kPlan: units [0, next_unit_) emitted
+  std::vector<int64_t> remaining_;  // per unit: elements not yet reported
+  std::vector<char> complete_;      // per unit (kPlan: complete, maybe not emitted)
+  std::vector<char> reported_;      // per expected range
+  int next_unit_ = 0;               // kPlan: units [0, next_unit_) emitted
   int emitted_count_ = 0;
   int ranges_reported_ = 0;
-  int next_expected_ = 0; // backward reports in the given order: checked first
+  int next_expected_ = 0;  // backward reports in the given order: checked first
   int64_t over_reported_ = 0;
 };
 
-} // namespace sync
-} // namespace tandem
+}  // namespace sync
+}  // namespace tandem
 
-#endif // TANDEM_COMMON_SYNC_BUCKET_BUCKET_READINESS_H_
+#endif  // TANDEM_COMMON_SYNC_BUCKET_BUCKET_READINESS_H_

@@ -9,17 +9,15 @@ namespace hybrid_internal {
 
 void HybridSyncImpl::PushMine(int g) {
   const int mine = groups_[g].first + local_rank_;
-  if (mine >= groups_[g].end)
-    return;
-  const float *values = slice_.data() + slice_offset_[g];
+  if (mine >= groups_[g].end) return;
+  const float* values = slice_.data() + slice_offset_[g];
   if (feedback_ == nullptr) {
     remote_->Push(mine, values);
     return;
   }
-  const shard::Chunk &c = remote_->layout().chunk(mine);
-  uint8_t *block = encoded_.data() + encoded_offset_[g];
-  const int64_t bytes =
-      feedback_->Encode(values, c.lo, c.size(), EncodeParams{}, block);
+  const shard::Chunk& c = remote_->layout().chunk(mine);
+  uint8_t* block = encoded_.data() + encoded_offset_[g];
+  const int64_t bytes = feedback_->Encode(values, c.lo, c.size(), EncodeParams{}, block);
   remote_->Push(mine, block);
   absl::MutexLock lock(&mu_);
   compress_before_ += c.size() * int64_t{sizeof(float)};
@@ -27,35 +25,31 @@ void HybridSyncImpl::PushMine(int g) {
 }
 
 absl::Status HybridSyncImpl::ReduceGroup(int g) {
-  const Group &gr = groups_[g];
-  const shard::ShardLayout &l = remote_->layout();
+  const Group& gr = groups_[g];
+  const shard::ShardLayout& l = remote_->layout();
   const int mine = gr.first + local_rank_;
   if (local_size_ == 1) {
     if (mine < gr.end) {
-      const shard::Chunk &c = l.chunk(mine);
-      std::memcpy(slice_.data() + slice_offset_[g], grads_ + c.lo,
-                  c.size() * sizeof(float));
+      const shard::Chunk& c = l.chunk(mine);
+      std::memcpy(slice_.data() + slice_offset_[g], grads_ + c.lo, c.size() * sizeof(float));
     }
     return absl::OkStatus();
   }
   for (int j = 0; j < local_size_; ++j) {
-    float *block = rs_in_.data() + j * gr.block;
+    float* block = rs_in_.data() + j * gr.block;
     int64_t n = 0;
     if (gr.first + j < gr.end) {
-      const shard::Chunk &c = l.chunk(gr.first + j);
+      const shard::Chunk& c = l.chunk(gr.first + j);
       n = c.size();
       std::memcpy(block, grads_ + c.lo, n * sizeof(float));
     }
     std::fill(block + n, block + gr.block, 0.f);
   }
-  absl::Status s =
-      intra_->ReduceScatter(rs_in_.data(), rs_out_.data(), gr.block);
+  absl::Status s = intra_->ReduceScatter(rs_in_.data(), rs_out_.data(), gr.block);
   if (!s.ok()) {
-    return absl::Status(
-        s.code(),
-        absl::StrCat("hybrid sync: intra-node reduce-scatter of chunk "
-                     "group ",
-                     g, " on rank ", world_->rank(), ": ", s.message()));
+    return absl::Status(s.code(), absl::StrCat("hybrid sync: intra-node reduce-scatter of chunk "
+                                               "group ", g, " on rank ", world_->rank(), ": ",
+                                               s.message()));
   }
   if (mine < gr.end) {
     std::memcpy(slice_.data() + slice_offset_[g], rs_out_.data(),
@@ -68,44 +62,38 @@ absl::Status HybridSyncImpl::ReduceGroup(int g) {
 }
 
 absl::Status HybridSyncImpl::GatherGroup(int g, int64_t step, bool delta) {
-  const Group &gr = groups_[g];
-  const shard::ShardLayout &l = remote_->layout();
+  const Group& gr = groups_[g];
+  const shard::ShardLayout& l = remote_->layout();
   const int mine = gr.first + local_rank_;
   if (mine < gr.end) {
     RETURN_IF_ERROR(remote_->WaitPulled(mine));
     if (delta) {
-      const shard::Chunk &c = l.chunk(mine);
-      codec_->DecodeAdd(pulled_.data() + encoded_offset_[g], c.size(),
-                        params_ + c.lo);
+      const shard::Chunk& c = l.chunk(mine);
+      codec_->DecodeAdd(pulled_.data() + encoded_offset_[g], c.size(), params_ + c.lo);
       absl::MutexLock lock(&mu_);
       compress_before_ += c.size() * int64_t{sizeof(float)};
       compress_after_ += codec_->MaxEncodedBytes(c.size());
     }
   }
-  if (local_size_ == 1)
-    return absl::OkStatus();
+  if (local_size_ == 1) return absl::OkStatus();
   int64_t n = 0;
   if (mine < gr.end) {
-    const shard::Chunk &c = l.chunk(mine);
+    const shard::Chunk& c = l.chunk(mine);
     n = c.size();
     std::memcpy(gather_in_.data(), params_ + c.lo, n * sizeof(float));
   }
   std::fill(gather_in_.begin() + n, gather_in_.begin() + gr.block, 0.f);
-  absl::Status s = intra_->AllGather(gather_in_.data(), gather_out_.data(),
-                                     gr.block * int64_t{sizeof(float)});
+  absl::Status s =
+      intra_->AllGather(gather_in_.data(), gather_out_.data(), gr.block * int64_t{sizeof(float)});
   if (!s.ok()) {
-    return absl::Status(
-        s.code(),
-        absl::StrCat("hybrid sync: intra-node allgather of chunk group ", g,
-                     " at step ", step, " on rank ", world_->rank(), ": ",
-                     s.message()));
+    return absl::Status(s.code(), absl::StrCat("hybrid sync: intra-node allgather of chunk group ",
+                                               g, " at step ", step, " on rank ", world_->rank(),
+                                               ": ", s.message()));
   }
   for (int j = 0; j < local_size_; ++j) {
-    if (j == local_rank_ || gr.first + j >= gr.end)
-      continue;
-    const shard::Chunk &c = l.chunk(gr.first + j);
-    std::memcpy(params_ + c.lo, gather_out_.data() + j * gr.block,
-                c.size() * sizeof(float));
+    if (j == local_rank_ || gr.first + j >= gr.end) continue;
+    const shard::Chunk& c = l.chunk(gr.first + j);
+    std::memcpy(params_ + c.lo, gather_out_.data() + j * gr.block, c.size() * sizeof(float));
   }
   absl::MutexLock lock(&mu_);
   intra_bytes_ += gr.block * int64_t{sizeof(float)};
@@ -117,10 +105,8 @@ void HybridSyncImpl::CommLoop() {
   for (;;) {
     {
       absl::MutexLock lock(&mu_);
-      while (!shutdown_ && !step_open_)
-        cv_.Wait(&mu_);
-      if (shutdown_)
-        return;
+      while (!shutdown_ && !step_open_) cv_.Wait(&mu_);
+      if (shutdown_) return;
       comm_busy_ = true;
     }
     // Last group first: backward produces the end of the vector first,
@@ -129,16 +115,13 @@ void HybridSyncImpl::CommLoop() {
       bool push = false;
       {
         absl::MutexLock lock(&mu_);
-        while (!shutdown_ && step_open_ && !group_ready_[i])
-          cv_.Wait(&mu_);
-        if (shutdown_ || !step_open_)
-          break;
+        while (!shutdown_ && step_open_ && !group_ready_[i]) cv_.Wait(&mu_);
+        if (shutdown_ || !step_open_) break;
         push = push_now_;
       }
       const auto t = std::chrono::steady_clock::now();
       absl::Status s = ReduceGroup(i);
-      if (s.ok() && push)
-        PushMine(i);
+      if (s.ok() && push) PushMine(i);
       absl::MutexLock lock(&mu_);
       comm_seconds_ += SecondsSince(t);
       if (!s.ok()) {
@@ -158,14 +141,13 @@ void HybridSyncImpl::CommLoop() {
     }
     cv_.SignalAll();
     if (!comm_error_.ok()) {
-      while (!shutdown_)
-        cv_.Wait(&mu_);
+      while (!shutdown_) cv_.Wait(&mu_);
       return;
     }
   }
 }
 
-} // namespace hybrid_internal
+}  // namespace hybrid_internal
 
-} // namespace sync
-} // namespace tandem
+}  // namespace sync
+}  // namespace tandem

@@ -30,8 +30,8 @@
 #include "common/sync/registry.h"
 #include "common/sync/testing/hier_test_ranks.h"
 #include "common/sync/testing/synthetic_training.h"
-#include "services/shardserver/shard_server.h"
 #include "gtest/gtest.h"
+#include "services/shardserver/shard_server.h"
 
 namespace tandem {
 namespace sync {
@@ -44,7 +44,7 @@ using sync_testing::RelativeDifference;
 
 constexpr int kSteps = 30;
 constexpr int kPerRankBatch = 8;
-constexpr int kBatches = 64; // of the synthetic set, reused cyclically
+constexpr int kBatches = 64;  // of the synthetic set, reused cyclically
 constexpr char kMlp[] = "mlp:20,32,16,5";
 // ~2600 floats per chunk (several int8 scales per chunk, several chunks).
 constexpr char kChunkOpt[] = "chunk_mb=0.01";
@@ -65,83 +65,73 @@ struct Saved {
 };
 
 struct RankRun {
-  std::string opts; // --sync_opt beyond chunk_mb
+  std::string opts;           // --sync_opt beyond chunk_mb
   int64_t generation = 1;
   int first_step = 1;
   int last_step = kSteps;
-  int save_after = 0; // > 0: checkpoint state after this step into *save
-  const Saved *restore = nullptr; // load this before the first step
+  int save_after = 0;         // > 0: checkpoint state after this step into *save
+  const Saved* restore = nullptr;  // load this before the first step
   bool restore_extra = true;
 };
 
 struct RankResult {
   std::vector<float> params;
-  std::vector<double> residual_norms; // per step
+  std::vector<double> residual_norms;  // per step
   SyncStats stats;
   size_t extra_buffers = 0;
   Saved saved;
 };
 
-absl::Status TrainRank(const RankRun &run,
-                       const std::vector<std::string> &servers,
-                       const Data &data, int world, int rank,
-                       CommGroups &groups, RankResult *out) {
+absl::Status TrainRank(const RankRun& run, const std::vector<std::string>& servers,
+                       const Data& data, int world, int rank, CommGroups& groups,
+                       RankResult* out) {
   kernels::CpuBackend backend;
   nn::ModelOptions mo;
   mo.max_batch = kPerRankBatch;
   mo.seed = 7;
   ASSIGN_OR_RETURN(nn::ModelSpec spec, nn::ParseModelSpec(kMlp));
-  ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> model,
-                   nn::CreateModel(spec, &backend, mo));
-  ASSIGN_OR_RETURN(
-      SyncOptions options,
-      ParseSyncOptions(
-          "hybrid",
-          absl::StrCat(kChunkOpt, run.opts.empty() ? "" : ",", run.opts)));
+  ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> model, nn::CreateModel(spec, &backend, mo));
+  ASSIGN_OR_RETURN(SyncOptions options,
+                   ParseSyncOptions("hybrid", absl::StrCat(kChunkOpt, run.opts.empty() ? "" : ",",
+                                                           run.opts)));
   SyncEnv env;
   env.comms = &groups;
   env.params = model->storage().params();
   env.grads = model->storage().grads();
   env.size = model->storage().size();
-  for (const nn::GradRange &r : nn::GroupRanges(model->layout())) {
+  for (const nn::GradRange& r : nn::GroupRanges(model->layout())) {
     env.ready_ranges.push_back({r.lo, r.hi});
   }
-  env.make_optimizer = [](optim::ParamRange r) {
-    return MakeTestOptimizer(false, r);
-  };
+  env.make_optimizer = [](optim::ParamRange r) { return MakeTestOptimizer(false, r); };
   env.shard_servers.addresses = servers;
   env.shard_servers.job_id = "hybrid_compress";
   env.shard_servers.generation = run.generation;
   env.shard_servers.learning_rate = [](int64_t step) {
     return sync_testing::TestStepContext(false, static_cast<int>(step)).lr;
   };
-  ASSIGN_OR_RETURN(std::unique_ptr<GradientSync> sync,
-                   CreateGradientSync(options, std::move(env)));
+  ASSIGN_OR_RETURN(std::unique_ptr<GradientSync> sync, CreateGradientSync(options, std::move(env)));
   out->extra_buffers = sync->extra_state().size();
   if (run.restore != nullptr) {
     // As the checkpointer: every rank the parameters, rank 0 the state.
     std::memcpy(model->storage().params(), run.restore->params.data(),
                 run.restore->params.size() * sizeof(float));
     std::vector<optim::StateBuffer> extra = sync->extra_state();
-    for (optim::StateBuffer &b : extra)
-      std::fill(b.data.begin(), b.data.end(), 0.f);
+    for (optim::StateBuffer& b : extra) std::fill(b.data.begin(), b.data.end(), 0.f);
     if (rank == 0) {
-      for (optim::StateBuffer &b : sync->optimizer()->state()) {
-        for (const auto &[name, v] : run.restore->optimizer) {
-          if (name == b.name)
-            std::copy(v.begin(), v.end(), b.data.begin());
+      for (optim::StateBuffer& b : sync->optimizer()->state()) {
+        for (const auto& [name, v] : run.restore->optimizer) {
+          if (name == b.name) std::copy(v.begin(), v.end(), b.data.begin());
         }
       }
-      for (optim::StateBuffer &b : extra) {
-        for (const auto &[name, v] : run.restore->extra) {
-          if (name == b.name && run.restore_extra)
-            std::copy(v.begin(), v.end(), b.data.begin());
+      for (optim::StateBuffer& b : extra) {
+        for (const auto& [name, v] : run.restore->extra) {
+          if (name == b.name && run.restore_extra) std::copy(v.begin(), v.end(), b.data.begin());
         }
       }
     }
     RETURN_IF_ERROR(sync->StateLoaded());
   }
-  const nn::GradReadyCallback on_ready = [&sync](const nn::GradRange &r) {
+  const nn::GradReadyCallback on_ready = [&sync](const nn::GradRange& r) {
     sync->OnGradientsReady(r.lo, r.hi);
   };
   for (int step = run.first_step; step <= run.last_step; ++step) {
@@ -150,19 +140,18 @@ absl::Status TrainRank(const RankRun &run,
     RETURN_IF_ERROR(model->Forward(data.Slice(first, kPerRankBatch)));
     RETURN_IF_ERROR(sync->BeginStep(StepOptions{}));
     RETURN_IF_ERROR(model->Backward(0.f, on_ready));
-    RETURN_IF_ERROR(
-        sync->FinishStep(sync_testing::TestStepContext(false, step)));
+    RETURN_IF_ERROR(sync->FinishStep(sync_testing::TestStepContext(false, step)));
     out->residual_norms.push_back(sync->stats().residual_norm);
     if (step == run.save_after) {
-      RETURN_IF_ERROR(sync->SyncStateToHost()); // collective
+      RETURN_IF_ERROR(sync->SyncStateToHost());  // collective
       if (rank == 0) {
-        Saved &s = out->saved;
+        Saved& s = out->saved;
         s.params.assign(model->storage().params(),
                         model->storage().params() + model->storage().size());
-        for (const optim::StateBuffer &b : sync->optimizer()->state()) {
+        for (const optim::StateBuffer& b : sync->optimizer()->state()) {
           s.optimizer.push_back({b.name, {b.data.begin(), b.data.end()}});
         }
-        for (const optim::StateBuffer &b : sync->extra_state()) {
+        for (const optim::StateBuffer& b : sync->extra_state()) {
           s.extra.push_back({b.name, {b.data.begin(), b.data.end()}});
         }
       }
@@ -175,7 +164,7 @@ absl::Status TrainRank(const RankRun &run,
 }
 
 class HybridCompress : public ::testing::Test {
-protected:
+ protected:
   void SetUp() override {
     spec_ = *nn::ParseModelSpec(kMlp);
     data_ = MakeSyntheticData(spec_, kBatches * kPerRankBatch);
@@ -187,16 +176,14 @@ protected:
     }
   }
 
-  std::vector<RankResult> Run(const std::vector<std::string> &nodes,
-                              const RankRun &run) {
+  std::vector<RankResult> Run(const std::vector<std::string>& nodes, const RankRun& run) {
     std::vector<RankResult> results(nodes.size());
-    const auto *info = ::testing::UnitTest::GetInstance()->current_test_info();
-    const std::string prefix = absl::StrCat("hybrid_compress_test_", getpid(),
-                                            "/", info->name(), "_", ++runs_);
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    const std::string prefix =
+        absl::StrCat("hybrid_compress_test_", getpid(), "/", info->name(), "_", ++runs_);
     const auto statuses = hier_testing::RunGroupRanks(
-        nodes, /*node_groups=*/true, prefix, [&](int rank, CommGroups &g) {
-          return TrainRank(run, addresses_, data_,
-                           static_cast<int>(nodes.size()), rank, g,
+        nodes, /*node_groups=*/true, prefix, [&](int rank, CommGroups& g) {
+          return TrainRank(run, addresses_, data_, static_cast<int>(nodes.size()), rank, g,
                            &results[rank]);
         });
     for (size_t r = 0; r < statuses.size(); ++r) {
@@ -211,8 +198,7 @@ protected:
     mo.seed = 7;
     auto m = nn::CreateModel(spec_, &backend, mo);
     EXPECT_TRUE(m.ok());
-    return {(*m)->storage().params(),
-            (*m)->storage().params() + (*m)->storage().size()};
+    return {(*m)->storage().params(), (*m)->storage().params() + (*m)->storage().size()};
   }
 
   nn::ModelSpec spec_;
@@ -222,15 +208,13 @@ protected:
   int runs_ = 0;
 };
 
-bool BitEqual(const std::vector<float> &a, const std::vector<float> &b) {
-  return a.size() == b.size() &&
-         std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 TEST_F(HybridCompress, Int8StaysCloseToFp32WithBoundedResiduals) {
-  for (const std::vector<std::string> &nodes :
-       {std::vector<std::string>{"a", "b"},
-        std::vector<std::string>{"a", "a"}}) {
+  for (const std::vector<std::string>& nodes :
+       {std::vector<std::string>{"a", "b"}, std::vector<std::string>{"a", "a"}}) {
     SCOPED_TRACE(absl::StrCat(nodes[0], nodes[1]));
     RankRun one;
     one.last_step = 1;
@@ -238,11 +222,9 @@ TEST_F(HybridCompress, Int8StaysCloseToFp32WithBoundedResiduals) {
     one.opts = "compress=int8";
     const std::vector<RankResult> q_one = Run(nodes, one);
     ASSERT_FALSE(q_one[0].params.empty());
-    const double diff_one =
-        RelativeDifference(q_one[0].params, fp32_one[0].params);
-    std::printf(
-        "%s%s: int8 vs fp32 hybrid after 1 step: relative difference %.3g\n",
-        nodes[0].c_str(), nodes[1].c_str(), diff_one);
+    const double diff_one = RelativeDifference(q_one[0].params, fp32_one[0].params);
+    std::printf("%s%s: int8 vs fp32 hybrid after 1 step: relative difference %.3g\n",
+                nodes[0].c_str(), nodes[1].c_str(), diff_one);
     EXPECT_LE(diff_one, kOneStepTolerance);
 
     const std::vector<RankResult> fp32 = Run(nodes, {});
@@ -253,23 +235,20 @@ TEST_F(HybridCompress, Int8StaysCloseToFp32WithBoundedResiduals) {
     ASSERT_FALSE(q[0].params.empty());
     const double moved = RelativeDifference(fp32[0].params, Initial());
     const double diff = RelativeDifference(q[0].params, fp32[0].params);
-    std::printf("%s%s: int8 vs fp32 hybrid after %d steps: relative difference "
-                "%.3g (moved %.3g)\n",
+    std::printf("%s%s: int8 vs fp32 hybrid after %d steps: relative difference %.3g (moved %.3g)\n",
                 nodes[0].c_str(), nodes[1].c_str(), kSteps, diff, moved);
     ASSERT_GT(moved, 1e-3);
     EXPECT_LE(diff, kTolerance);
-    EXPECT_GT(diff, 0)
-        << "int8 pushes that change nothing: were they compressed?";
+    EXPECT_GT(diff, 0) << "int8 pushes that change nothing: were they compressed?";
     EXPECT_TRUE(BitEqual(q[0].params, q[1].params)) << "ranks disagree";
     for (size_t rank = 0; rank < q.size(); ++rank) {
       // Pushes and pulls both: a quarter of the bytes plus the scales.
-      const double wire =
-          static_cast<double>(q[rank].stats.inter_node_bytes) /
-          static_cast<double>(fp32[rank].stats.inter_node_bytes);
+      const double wire = static_cast<double>(q[rank].stats.inter_node_bytes) /
+                          static_cast<double>(fp32[rank].stats.inter_node_bytes);
       EXPECT_GT(wire, 0.25) << "rank " << rank;
       EXPECT_LT(wire, 0.27) << "rank " << rank;
     }
-    for (const RankResult &r : q) {
+    for (const RankResult& r : q) {
       // A quarter of the bytes plus a scale per 1024 values.
       ASSERT_GT(r.stats.compress_bytes_before, 0);
       const double ratio = static_cast<double>(r.stats.compress_bytes_after) /
@@ -282,17 +261,16 @@ TEST_F(HybridCompress, Int8StaysCloseToFp32WithBoundedResiduals) {
       for (int s = 0; s < kSteps; ++s) {
         const double v = r.residual_norms[s];
         ASSERT_TRUE(std::isfinite(v));
-        double &half = s < kSteps / 2 ? first_half : second_half;
+        double& half = s < kSteps / 2 ? first_half : second_half;
         half = std::max(half, v);
       }
-      std::printf(
-          "  residual norm: max %.3g over steps 1..%d, %.3g over %d..%d\n",
-          first_half, kSteps / 2, second_half, kSteps / 2 + 1, kSteps);
+      std::printf("  residual norm: max %.3g over steps 1..%d, %.3g over %d..%d\n", first_half,
+                  kSteps / 2, second_half, kSteps / 2 + 1, kSteps);
       EXPECT_GT(first_half, 0);
       EXPECT_LE(second_half, 2 * first_half);
       EXPECT_EQ(r.extra_buffers, 2u);
     }
-    for (const RankResult &r : fp32) {
+    for (const RankResult& r : fp32) {
       EXPECT_EQ(r.stats.compress_bytes_before, 0);
       EXPECT_EQ(r.extra_buffers, 0u);
     }
@@ -338,11 +316,10 @@ TEST_F(HybridCompress, ResidualsTravelWithCheckpoints) {
   whole.last_step = kLast;
   whole.save_after = kSave;
   const std::vector<RankResult> uninterrupted = Run(nodes, whole);
-  const Saved &saved = uninterrupted[0].saved;
+  const Saved& saved = uninterrupted[0].saved;
   ASSERT_EQ(saved.extra.size(), 2u);
   double residual_sq = 0;
-  for (float v : saved.extra[1].second)
-    residual_sq += double{v} * v;
+  for (float v : saved.extra[1].second) residual_sq += double{v} * v;
   ASSERT_GT(residual_sq, 0) << "the saved residuals are all zero";
 
   RankRun resumed;
@@ -354,8 +331,7 @@ TEST_F(HybridCompress, ResidualsTravelWithCheckpoints) {
   const std::vector<RankResult> continued = Run(nodes, resumed);
   ASSERT_FALSE(continued[0].params.empty());
   for (size_t r = 0; r < nodes.size(); ++r) {
-    EXPECT_TRUE(BitEqual(continued[r].params, uninterrupted[r].params))
-        << "rank " << r;
+    EXPECT_TRUE(BitEqual(continued[r].params, uninterrupted[r].params)) << "rank " << r;
   }
 
   // Without the residuals the continuation differs: the check can fail.
@@ -366,7 +342,7 @@ TEST_F(HybridCompress, ResidualsTravelWithCheckpoints) {
   EXPECT_FALSE(BitEqual(fresh[0].params, uninterrupted[0].params));
 }
 
-absl::Status Validate(const std::string &strategy, const std::string &opts) {
+absl::Status Validate(const std::string& strategy, const std::string& opts) {
   ASSIGN_OR_RETURN(SyncOptions o, ParseSyncOptions(strategy, opts));
   return ValidateSyncOptions(o);
 }
@@ -374,8 +350,7 @@ absl::Status Validate(const std::string &strategy, const std::string &opts) {
 TEST(HybridCompressOptions, RefusedWhereUnknown) {
   const absl::Status ps = Validate("ps", "compress=int8");
   ASSERT_FALSE(ps.ok());
-  EXPECT_NE(ps.message().find("'compress' is not an option of strategy 'ps'"),
-            std::string::npos)
+  EXPECT_NE(ps.message().find("'compress' is not an option of strategy 'ps'"), std::string::npos)
       << ps;
   const absl::Status fp16 = Validate("hybrid", "compress=fp16");
   ASSERT_FALSE(fp16.ok());
@@ -384,6 +359,6 @@ TEST(HybridCompressOptions, RefusedWhereUnknown) {
   EXPECT_TRUE(Validate("hybrid", "compress=none").ok());
 }
 
-} // namespace
-} // namespace sync
-} // namespace tandem
+}  // namespace
+}  // namespace sync
+}  // namespace tandem

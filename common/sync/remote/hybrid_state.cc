@@ -10,27 +10,20 @@ namespace hybrid_internal {
 absl::Status HybridSyncImpl::SyncStateToHost() {
   if (feedback_ != nullptr) {
     absl::Status s = GatherResiduals();
-    if (!s.ok())
-      return Fail(s);
+    if (!s.ok()) return Fail(s);
   }
-  if (!step_.initialised())
-    return absl::OkStatus();
+  if (!step_.initialised()) return absl::OkStatus();
   if (codec_ != nullptr) {
     absl::Status s = ResyncToMaster();
-    if (!s.ok())
-      return Fail(s);
+    if (!s.ok()) return Fail(s);
   }
-  absl::Status s =
-      servers_->FetchForCheckpoint(world_->rank(), step_.next_step() - 1);
+  absl::Status s = servers_->FetchForCheckpoint(world_->rank(), step_.next_step() - 1);
   return s.ok() ? s : Fail(s);
 }
 
-absl::StatusOr<std::vector<SavedShard>>
-HybridSyncImpl::SaveOnServers(const ServerSaveRequest &r) {
-  absl::StatusOr<std::vector<SavedShard>> s =
-      servers_->SaveOnServers(r, step_.next_step() - 1);
-  if (!s.ok())
-    return Fail(s.status());
+absl::StatusOr<std::vector<SavedShard>> HybridSyncImpl::SaveOnServers(const ServerSaveRequest& r) {
+  absl::StatusOr<std::vector<SavedShard>> s = servers_->SaveOnServers(r, step_.next_step() - 1);
+  if (!s.ok()) return Fail(s.status());
   return s;
 }
 
@@ -39,26 +32,22 @@ absl::Status HybridSyncImpl::StateLoaded() {
   step_.Loaded();
   if (feedback_ != nullptr) {
     absl::Status s = ScatterResiduals();
-    if (!s.ok())
-      return Fail(s);
+    if (!s.ok()) return Fail(s);
   }
   return absl::OkStatus();
 }
 
 std::vector<optim::StateBuffer> HybridSyncImpl::extra_state() {
-  if (feedback_ == nullptr)
-    return {};
+  if (feedback_ == nullptr) return {};
   AllocateGathered();
-  return {{kMetaName, absl::MakeSpan(meta_)},
-          {kResidualsName, absl::MakeSpan(gathered_)}};
+  return {{kMetaName, absl::MakeSpan(meta_)}, {kResidualsName, absl::MakeSpan(gathered_)}};
 }
 
 absl::Status HybridSyncImpl::ResyncToMaster() {
   const int64_t step = step_.next_step() - 1;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const int mine = groups_[g].first + local_rank_;
-    if (mine < groups_[g].end)
-      remote_->Pull(mine, step, params_, /*reset_delta_reference=*/true);
+    if (mine < groups_[g].end) remote_->Pull(mine, step, params_, /*reset_delta_reference=*/true);
   }
   for (size_t g = 0; g < groups_.size(); ++g) {
     absl::Status s = GatherGroup(static_cast<int>(g), step, /*delta=*/false);
@@ -74,8 +63,8 @@ absl::Status HybridSyncImpl::GatherResiduals() {
   AllocateGathered();
   const int world = world_->world_size();
   const absl::Span<float> mine = feedback_->residuals();
-  RETURN_IF_ERROR(GatherOntoRank0(*world_, kLabel, "residuals", mine.data(),
-                                  size_, gathered_.data(), piece_.data()));
+  RETURN_IF_ERROR(GatherOntoRank0(*world_, kLabel, "residuals", mine.data(), size_,
+                                  gathered_.data(), piece_.data()));
   if (world_->rank() == 0) {
     PutMeta(kMagicField, kMagic);
     PutMeta(kWorld, world);
@@ -95,38 +84,30 @@ absl::Status HybridSyncImpl::ScatterResiduals() {
     fits = saved && GetMeta(kWorld) == world && GetMeta(kSize) == size_ &&
            GetMeta(kInt8ChunkField) == int8_chunk_;
     if (!saved) {
-      LOG(INFO)
-          << kLabel
-          << ": no saved compression state (a fresh start, or a checkpoint of "
-          << "another strategy or of compress=none): error-feedback residuals "
-             "start from "
-          << "zero";
+      LOG(INFO) << kLabel << ": no saved compression state (a fresh start, or a checkpoint of "
+                << "another strategy or of compress=none): error-feedback residuals start from "
+                << "zero";
     } else if (!fits) {
-      LOG(WARNING) << kLabel
-                   << ": the checkpoint's residuals were saved at world size "
-                   << GetMeta(kWorld) << ", " << GetMeta(kSize)
-                   << " values, int8 chunk " << GetMeta(kInt8ChunkField)
-                   << "; this run has " << world << ", " << size_ << ", "
-                   << int8_chunk_ << ": error-feedback residuals reset to zero";
+      LOG(WARNING) << kLabel << ": the checkpoint's residuals were saved at world size "
+                   << GetMeta(kWorld) << ", " << GetMeta(kSize) << " values, int8 chunk "
+                   << GetMeta(kInt8ChunkField) << "; this run has " << world << ", " << size_
+                   << ", " << int8_chunk_ << ": error-feedback residuals reset to zero";
     }
   }
   absl::Status s = world_->Broadcast(&fits, sizeof(fits), 0);
   if (!s.ok()) {
-    return absl::Status(s.code(),
-                        absl::StrCat(kLabel,
-                                     ": sending the checkpoint's residuals "
-                                     "from rank 0: ",
-                                     s.message()));
+    return absl::Status(s.code(), absl::StrCat(kLabel, ": sending the checkpoint's residuals "
+                                               "from rank 0: ", s.message()));
   }
   if (fits != 1) {
     feedback_->Reset();
     return absl::OkStatus();
   }
-  return SendBackFromRank0(*world_, kLabel, "residuals", gathered_.data(),
-                           size_, feedback_->residuals().data(), piece_.data());
+  return SendBackFromRank0(*world_, kLabel, "residuals", gathered_.data(), size_,
+                           feedback_->residuals().data(), piece_.data());
 }
 
-} // namespace hybrid_internal
+}  // namespace hybrid_internal
 
-} // namespace sync
-} // namespace tandem
+}  // namespace sync
+}  // namespace tandem

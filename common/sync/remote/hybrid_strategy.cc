@@ -13,8 +13,7 @@ StrategyInfo HybridInfo() {
   StrategyInfo info;
   info.name = "hybrid";
   info.summary =
-      "node reduce-scatter, each local rank's 1/K slice pushed to the shard "
-      "servers (which "
+      "node reduce-scatter, each local rank's 1/K slice pushed to the shard servers (which "
       "step) and pulled back, node allgather (needs --shard_servers)";
   info.options = HybridSyncOptionInfo();
   info.needs_node_groups = true;
@@ -24,6 +23,6 @@ StrategyInfo HybridInfo() {
 
 TANDEM_REGISTER_SYNC_STRATEGY(HybridInfo(), CreateHybridSync);
 
-} // namespace
-} // namespace sync
-} // namespace tandem
+}  // namespace
+}  // namespace sync
+}  // namespace tandem

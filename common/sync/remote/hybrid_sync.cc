@@ -6,19 +6,16 @@ namespace tandem {
 namespace sync {
 namespace hybrid_internal {
 
-absl::Status HybridSyncImpl::BeginStep(const StepOptions &options) {
+absl::Status HybridSyncImpl::BeginStep(const StepOptions& options) {
   ASSIGN_OR_RETURN(const bool overlapped, step_.Begin(options));
   // Rank 0's copy of every rank's state served the checkpoint just written
   // or loaded: give its world x state floats back until the next one.
-  if (!gathered_.empty())
-    std::vector<float>().swap(gathered_);
+  if (!gathered_.empty()) std::vector<float>().swap(gathered_);
   servers_->ReleaseAfterCheckpoint();
   ready_.Reset();
   if (overlapped) {
-    absl::Status s = remote_->BeginPushes(
-        step_.Header(step_.next_step(), step_.pushed_lr()));
-    if (!s.ok())
-      return Fail(s);
+    absl::Status s = remote_->BeginPushes(step_.Header(step_.next_step(), step_.pushed_lr()));
+    if (!s.ok()) return Fail(s);
   }
   absl::MutexLock lock(&mu_);
   std::fill(group_ready_.begin(), group_ready_.end(), 0);
@@ -37,7 +34,7 @@ void HybridSyncImpl::OnGradientsReady(int64_t lo, int64_t hi) {
   });
 }
 
-absl::Status HybridSyncImpl::FinishStep(const optim::StepContext &ctx) {
+absl::Status HybridSyncImpl::FinishStep(const optim::StepContext& ctx) {
   RETURN_IF_ERROR(step_.CheckFinish());
   const auto start = std::chrono::steady_clock::now();
   bool pushed_early = false;
@@ -47,50 +44,38 @@ absl::Status HybridSyncImpl::FinishStep(const optim::StepContext &ctx) {
       // Release the communication thread before failing.
       step_open_ = false;
       cv_.SignalAll();
-      while (comm_busy_)
-        cv_.Wait(&mu_);
+      while (comm_busy_) cv_.Wait(&mu_);
     } else {
-      while (groups_done_ < static_cast<int>(groups_.size()) &&
-             comm_error_.ok())
-        cv_.Wait(&mu_);
+      while (groups_done_ < static_cast<int>(groups_.size()) && comm_error_.ok()) cv_.Wait(&mu_);
     }
     step_open_ = false;
     cv_.SignalAll();
     pushed_early = push_now_;
-    if (!comm_error_.ok())
-      return Fail(comm_error_);
+    if (!comm_error_.ok()) return Fail(comm_error_);
   }
-  if (pushed_early)
-    remote_->ClosePushes();
+  if (pushed_early) remote_->ClosePushes();
   auto abandon = [&](absl::Status s) {
-    if (pushed_early)
-      (void)remote_->WaitPushes();
+    if (pushed_early) (void)remote_->WaitPushes();
     return Fail(std::move(s));
   };
   if (!ready_.complete()) {
-    return abandon(absl::FailedPreconditionError(
-        absl::StrCat("hybrid sync: backward reported ", ready_.emitted(),
-                     " of ", ready_.size(), " chunk groups completely at step ",
-                     ctx.step, " (ranges missing or repeated)")));
+    return abandon(absl::FailedPreconditionError(absl::StrCat(
+        "hybrid sync: backward reported ", ready_.emitted(), " of ", ready_.size(),
+        " chunk groups completely at step ", ctx.step, " (ranges missing or repeated)")));
   }
-  if (absl::Status s = step_.Prepare(ctx); !s.ok())
-    return abandon(s);
+  if (absl::Status s = step_.Prepare(ctx); !s.ok()) return abandon(s);
   if (pushed_early) {
-    if (absl::Status s = step_.CheckPushedLr(ctx); !s.ok())
-      return abandon(s);
+    if (absl::Status s = step_.CheckPushedLr(ctx); !s.ok()) return abandon(s);
   }
   if (!pushed_early) {
     absl::Status s = remote_->BeginPushes(step_.Header(ctx.step, ctx.lr));
-    if (!s.ok())
-      return Fail(s);
-    for (size_t g = 0; g < groups_.size(); ++g)
-      PushMine(static_cast<int>(g));
+    if (!s.ok()) return Fail(s);
+    for (size_t g = 0; g < groups_.size(); ++g) PushMine(static_cast<int>(g));
     remote_->ClosePushes();
   }
   for (size_t g = 0; g < groups_.size(); ++g) {
     const int mine = groups_[g].first + local_rank_;
-    if (mine >= groups_[g].end)
-      continue;
+    if (mine >= groups_[g].end) continue;
     if (codec_ != nullptr) {
       remote_->PullDelta(mine, ctx.step, pulled_.data() + encoded_offset_[g]);
     } else {
@@ -98,15 +83,13 @@ absl::Status HybridSyncImpl::FinishStep(const optim::StepContext &ctx) {
     }
   }
   absl::Status s = remote_->WaitPushes();
-  if (!s.ok())
-    return Fail(s);
+  if (!s.ok()) return Fail(s);
   double residual_sq = 0;
   if (feedback_ != nullptr) {
-    for (const Group &g : groups_) {
+    for (const Group& g : groups_) {
       const int mine = g.first + local_rank_;
-      if (mine >= g.end)
-        continue;
-      const shard::Chunk &c = remote_->layout().chunk(mine);
+      if (mine >= g.end) continue;
+      const shard::Chunk& c = remote_->layout().chunk(mine);
       residual_sq += feedback_->SumOfSquares(c.lo, c.size());
     }
   }
@@ -121,8 +104,7 @@ absl::Status HybridSyncImpl::FinishStep(const optim::StepContext &ctx) {
     }
   }
   s = remote_->WaitAllPulls();
-  if (!s.ok())
-    return Fail(s);
+  if (!s.ok()) return Fail(s);
   step_.Done();
   absl::MutexLock lock(&mu_);
   ++steps_;
@@ -132,7 +114,7 @@ absl::Status HybridSyncImpl::FinishStep(const optim::StepContext &ctx) {
   return absl::OkStatus();
 }
 
-} // namespace hybrid_internal
+}  // namespace hybrid_internal
 
 namespace {
 
@@ -140,51 +122,44 @@ namespace {
 constexpr int kDefaultInt8Chunk = 1024;
 
 // compress=none|int8: 0 or the int8 chunk.
-absl::StatusOr<int> ParseCompress(const SyncOptions &o) {
+absl::StatusOr<int> ParseCompress(const SyncOptions& o) {
   const auto it = o.opts.find("compress");
-  if (it == o.opts.end() || it->second == "none")
-    return 0;
-  if (it->second == "int8")
-    return kDefaultInt8Chunk;
+  if (it == o.opts.end() || it->second == "none") return 0;
+  if (it->second == "int8") return kDefaultInt8Chunk;
   return absl::InvalidArgumentError(absl::StrCat(
-      "--sync_opt compress must be none or int8 for --sync hybrid, got '",
-      it->second, "'"));
+      "--sync_opt compress must be none or int8 for --sync hybrid, got '", it->second, "'"));
 }
 
-} // namespace
+}  // namespace
 
 using hybrid_internal::HybridSyncImpl;
 
 std::vector<OptionInfo> HybridSyncOptionInfo() {
   std::vector<OptionInfo> o = RemoteSyncOptionInfo();
   o.push_back({"compress", "none",
-               "none: fp32 pushes and pulls; int8: pushes as int8 with a scale "
-               "per 1024 values "
-               "and error feedback kept per rank (the servers sum in fp32), "
-               "pulls as int8 "
+               "none: fp32 pushes and pulls; int8: pushes as int8 with a scale per 1024 values "
+               "and error feedback kept per rank (the servers sum in fp32), pulls as int8 "
                "parameter deltas with the error feedback kept on the servers"});
   return o;
 }
 
-absl::Status ValidateHybridSyncOptions(const SyncOptions &options) {
+absl::Status ValidateHybridSyncOptions(const SyncOptions& options) {
   RETURN_IF_ERROR(ValidateRemoteSyncOptions(options));
   return ParseCompress(options).status();
 }
 
-absl::StatusOr<std::unique_ptr<GradientSync>>
-CreateHybridSync(const SyncOptions &options, SyncEnv env) {
+absl::StatusOr<std::unique_ptr<GradientSync>> CreateHybridSync(const SyncOptions& options,
+                                                              SyncEnv env) {
   RETURN_IF_ERROR(ValidateHybridSyncOptions(options));
   ASSIGN_OR_RETURN(const int int8_chunk, ParseCompress(options));
   if (env.comms->intra == nullptr) {
-    return absl::InvalidArgumentError(
-        "hybrid sync: needs the intra-node group");
+    return absl::InvalidArgumentError("hybrid sync: needs the intra-node group");
   }
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<ShardServerState> servers,
-      ShardServerState::Create(options, env, "hybrid", int8_chunk));
-  return std::unique_ptr<GradientSync>(std::make_unique<HybridSyncImpl>(
-      std::move(env), std::move(servers), int8_chunk));
+  ASSIGN_OR_RETURN(std::unique_ptr<ShardServerState> servers,
+                   ShardServerState::Create(options, env, "hybrid", int8_chunk));
+  return std::unique_ptr<GradientSync>(
+      std::make_unique<HybridSyncImpl>(std::move(env), std::move(servers), int8_chunk));
 }
 
-} // namespace sync
-} // namespace tandem
+}  // namespace sync
+}  // namespace tandem

@@ -27,8 +27,8 @@
 #include "common/shard/remote_shards.h"
 #include "common/status/status_macros.h"
 #include "common/sync/bucket/bucket_readiness.h"
-#include "common/sync/rank0_state.h"
 #include "common/sync/remote/hybrid_sync.h"
+#include "common/sync/rank0_state.h"
 #include "common/sync/remote/remote_step.h"
 #include "common/sync/remote/shard_server_state.h"
 #include "common/timing/seconds_since.h"
@@ -57,34 +57,35 @@ struct Group {
   int first = 0;
   int end = 0;
   int64_t block = 0;
-  int64_t lo = 0, hi = 0; // elements covered
+  int64_t lo = 0, hi = 0;  // elements covered
 };
 
 class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
-public:
-  HybridSyncImpl(SyncEnv env, std::unique_ptr<ShardServerState> servers,
-                 int int8_chunk)
+ public:
+  HybridSyncImpl(SyncEnv env, std::unique_ptr<ShardServerState> servers, int int8_chunk)
       : int8_chunk_(int8_chunk),
         codec_(int8_chunk > 0 ? MakeInt8Codec({.chunk = int8_chunk}) : nullptr),
         generation_(env.shard_servers.generation),
-        world_(env.comms->world.get()), intra_(env.comms->intra.get()),
+        world_(env.comms->world.get()),
+        intra_(env.comms->intra.get()),
         local_rank_(env.comms->intra->rank()),
-        local_size_(env.comms->intra->world_size()), params_(env.params),
-        grads_(env.grads), size_(env.size), servers_(std::move(servers)),
+        local_size_(env.comms->intra->world_size()),
+        params_(env.params),
+        grads_(env.grads),
+        size_(env.size),
+        servers_(std::move(servers)),
         remote_(&servers_->remote()),
         groups_(MakeGroups(remote_->layout(), local_size_)),
         ready_(BucketReadiness::ForUnits(Units(groups_))),
-        step_(RemoteStepOptions{"hybrid sync", generation_, world_,
-                                servers_.get(), params_,
-                                std::move(env.shard_servers.learning_rate),
-                                local_size_, int8_chunk_}) {
+        step_(RemoteStepOptions{"hybrid sync", generation_, world_, servers_.get(), params_,
+                                std::move(env.shard_servers.learning_rate), local_size_,
+                                int8_chunk_}) {
     int64_t max_block = 0, slice = 0;
-    for (const Group &g : groups_) {
+    for (const Group& g : groups_) {
       max_block = std::max(max_block, g.block);
       const int mine = g.first + local_rank_;
       slice_offset_.push_back(slice);
-      if (mine < g.end)
-        slice += remote_->layout().chunk(mine).size();
+      if (mine < g.end) slice += remote_->layout().chunk(mine).size();
     }
     rs_in_.assign(max_block * local_size_, 0.f);
     rs_out_.assign(max_block, 0.f);
@@ -93,12 +94,10 @@ public:
     slice_.assign(slice, 0.f);
     if (codec_ != nullptr) {
       int64_t bytes = 0;
-      for (const Group &g : groups_) {
+      for (const Group& g : groups_) {
         encoded_offset_.push_back(bytes);
         const int mine = g.first + local_rank_;
-        if (mine < g.end)
-          bytes +=
-              codec_->MaxEncodedBytes(remote_->layout().chunk(mine).size());
+        if (mine < g.end) bytes += codec_->MaxEncodedBytes(remote_->layout().chunk(mine).size());
       }
       encoded_.assign(bytes, 0);
       pulled_.assign(bytes, 0);
@@ -117,25 +116,22 @@ public:
     thread_.join();
   }
 
-  static std::vector<Group> MakeGroups(const shard::ShardLayout &l, int k) {
+  static std::vector<Group> MakeGroups(const shard::ShardLayout& l, int k) {
     std::vector<Group> out;
     for (int first = 0; first < l.num_chunks(); first += k) {
       Group g;
       g.first = first;
       g.end = std::min(first + k, l.num_chunks());
-      for (int c = g.first; c < g.end; ++c)
-        g.block = std::max(g.block, l.chunk(c).size());
+      for (int c = g.first; c < g.end; ++c) g.block = std::max(g.block, l.chunk(c).size());
       g.lo = l.chunk(g.first).lo;
       g.hi = l.chunk(g.end - 1).hi;
       out.push_back(g);
     }
     return out;
   }
-  static std::vector<std::pair<int64_t, int64_t>>
-  Units(const std::vector<Group> &groups) {
+  static std::vector<std::pair<int64_t, int64_t>> Units(const std::vector<Group>& groups) {
     std::vector<std::pair<int64_t, int64_t>> u;
-    for (const Group &g : groups)
-      u.push_back({g.lo, g.hi});
+    for (const Group& g : groups) u.push_back({g.lo, g.hi});
     return u;
   }
 
@@ -144,19 +140,16 @@ public:
   // checkpointer writes it once, from rank 0, with no optimizer state.
   optim::ParamRange owned_range() const override { return {0, size_}; }
   // The servers' optimizer state, visible to checkpoints (optimizer_mirror.h).
-  optim::Optimizer *optimizer() override { return servers_->mirror(); }
+  optim::Optimizer* optimizer() override { return servers_->mirror(); }
 
   // Before a checkpoint: rank 0 (the one that writes the whole vector)
   // fetches the servers' state of the last applied step.
   absl::Status SyncStateToHost() override;
 
   // Checkpoints written by the servers (server_side_checkpoint.h).
-  bool CanSaveOnServers() const override {
-    return step_.initialised() && step_.ok();
-  }
+  bool CanSaveOnServers() const override { return step_.initialised() && step_.ok(); }
   void ExpectServerSave() override { servers_->ExpectServerSave(); }
-  absl::StatusOr<std::vector<SavedShard>>
-  SaveOnServers(const ServerSaveRequest &r) override;
+  absl::StatusOr<std::vector<SavedShard>> SaveOnServers(const ServerSaveRequest& r) override;
 
   // After a restore: the parameters (and maybe state) changed, so the
   // servers are initialised again at the next step.
@@ -169,22 +162,20 @@ public:
     SyncMemory m;
     m.param_bytes = size_ * int64_t{sizeof(float)};
     m.grad_bytes = static_cast<int64_t>(slice_.size()) * int64_t{sizeof(float)};
-    m.optimizer_bytes =
-        servers_->mirror()->held_bytes(); // only around checkpoints
-    m.staging_bytes = static_cast<int64_t>(
-                          rs_in_.size() + rs_out_.size() + gather_in_.size() +
-                          gather_out_.size() + gathered_.size() +
-                          piece_.size() + (feedback_ != nullptr ? size_ : 0)) *
+    m.optimizer_bytes = servers_->mirror()->held_bytes();  // only around checkpoints
+    m.staging_bytes = static_cast<int64_t>(rs_in_.size() + rs_out_.size() + gather_in_.size() +
+                                           gather_out_.size() + gathered_.size() + piece_.size() +
+                                           (feedback_ != nullptr ? size_ : 0)) *
                           int64_t{sizeof(float)} +
                       static_cast<int64_t>(encoded_.size() + pulled_.size());
     return m;
   }
 
-  absl::Status BeginStep(const StepOptions &options) override;
+  absl::Status BeginStep(const StepOptions& options) override;
 
   void OnGradientsReady(int64_t lo, int64_t hi) override;
 
-  absl::Status FinishStep(const optim::StepContext &ctx) override;
+  absl::Status FinishStep(const optim::StepContext& ctx) override;
 
   SyncStats stats() const override {
     const shard::RemoteStats r = remote_->stats();
@@ -202,7 +193,7 @@ public:
     return s;
   }
 
-private:
+ private:
   // Pushes this rank's chunk of group g; with compress=int8 encoded first
   // (its residual added and updated). One thread at a time (the
   // communication thread, or the trainer thread when pushes wait for
@@ -214,14 +205,10 @@ private:
       gathered_.assign(static_cast<size_t>(world_->world_size()) * size_, 0.f);
     }
     if (piece_.empty()) {
-      piece_.assign(static_cast<size_t>(world_->world_size()) *
-                        std::min(size_, kStatePiece),
-                    0.f);
+      piece_.assign(static_cast<size_t>(world_->world_size()) * std::min(size_, kStatePiece), 0.f);
     }
   }
-  void PutMeta(Meta field, int64_t v) {
-    std::memcpy(&meta_[2 * field], &v, sizeof(v));
-  }
+  void PutMeta(Meta field, int64_t v) { std::memcpy(&meta_[2 * field], &v, sizeof(v)); }
   int64_t GetMeta(Meta field) const {
     int64_t v;
     std::memcpy(&v, &meta_[2 * field], sizeof(v));
@@ -254,36 +241,36 @@ private:
 
   absl::Status Fail(absl::Status s) { return step_.Fail(std::move(s)); }
 
-  const int int8_chunk_;               // 0: fp32 pushes
-  const std::unique_ptr<Codec> codec_; // compress=int8, else null
+  const int int8_chunk_;                 // 0: fp32 pushes
+  const std::unique_ptr<Codec> codec_;   // compress=int8, else null
   const int64_t generation_;
-  Communicator *const world_;
-  Communicator *const intra_;
+  Communicator* const world_;
+  Communicator* const intra_;
   const int local_rank_;
   const int local_size_;
-  float *const params_;
-  float *const grads_;
+  float* const params_;
+  float* const grads_;
   const int64_t size_;
   const std::unique_ptr<ShardServerState> servers_;
-  shard::RemoteShards *const remote_; // servers_'s connection
+  shard::RemoteShards* const remote_;  // servers_'s connection
   const std::vector<Group> groups_;
-  BucketReadiness ready_; // backward thread during a step
-  RemoteStep step_; // trainer thread: protocol, server init, step count, header
+  BucketReadiness ready_;  // backward thread during a step
+  RemoteStep step_;       // trainer thread: protocol, server init, step count, header
 
   // Sized once.
-  std::vector<int64_t>
-      slice_offset_; // per group: where this rank's chunk sits in slice_
-  std::vector<float> slice_; // this rank's chunks, node-reduced
+  std::vector<int64_t> slice_offset_;  // per group: where this rank's chunk sits in slice_
+  std::vector<float> slice_;           // this rank's chunks, node-reduced
   std::vector<float> rs_in_, rs_out_, gather_in_, gather_out_;
   // compress=int8: residuals by flat offset, this step's encoded blocks.
   std::unique_ptr<ErrorFeedback> feedback_;
-  std::vector<int64_t> encoded_offset_; // per group
+  std::vector<int64_t> encoded_offset_;  // per group
   std::vector<uint8_t> encoded_;
-  std::vector<uint8_t> pulled_; // this step's pulled delta blocks, same layout
+  std::vector<uint8_t> pulled_;  // this step's pulled delta blocks, same layout
   // Checkpoint state (trainer thread, between steps).
   std::vector<float> meta_ = std::vector<float>(2 * kMetaFields, 0.f);
-  std::vector<float> gathered_; // rank 0, around a checkpoint: world * size_
-  std::vector<float> piece_;    // world * kStatePiece (or less)
+  std::vector<float> gathered_;  // rank 0, around a checkpoint: world * size_
+  std::vector<float> piece_;     // world * kStatePiece (or less)
+
 
   mutable absl::Mutex mu_;
   absl::CondVar cv_;
@@ -303,11 +290,11 @@ private:
   int64_t compress_before_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t compress_after_ ABSL_GUARDED_BY(mu_) = 0;
   double residual_norm_ ABSL_GUARDED_BY(mu_) = 0;
-  std::thread thread_; // last: runs CommLoop over the members above
+  std::thread thread_;  // last: runs CommLoop over the members above
 };
 
-} // namespace hybrid_internal
-} // namespace sync
-} // namespace tandem
+}  // namespace hybrid_internal
+}  // namespace sync
+}  // namespace tandem
 
-#endif // TANDEM_COMMON_SYNC_REMOTE_HYBRID_SYNC_INTERNAL_H_
+#endif  // TANDEM_COMMON_SYNC_REMOTE_HYBRID_SYNC_INTERNAL_H_
