@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstring>
 #include <string>
-#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
@@ -15,6 +14,7 @@
 #include "common/status/status_macros.h"
 #include "common/sync/bucket/bucket_plan.h"
 #include "common/sync/bucket/bucket_readiness.h"
+#include "common/sync/bucket/comm_executor.h"
 #include "common/sync/grad_clip.h"
 #include "common/sync/step_guard.h"
 #include "common/sync/zero/zero_parts.h"
@@ -72,14 +72,8 @@ class Zero3SyncImpl final : public Zero3Sync {
         broadcast_(o.comm, o.groups),
         plan_(std::move(plan)) {}
 
-  ~Zero3SyncImpl() override {
-    {
-      absl::MutexLock lock(&mu_);
-      shutdown_ = true;
-      work_cv_.SignalAll();
-    }
-    if (thread_.joinable()) thread_.join();
-  }
+  // executor_, the last member, stops the communication thread first.
+  ~Zero3SyncImpl() override = default;
 
   // Sizes everything once, returns the non-owned parameter pages, starts
   // the communication thread.
@@ -95,13 +89,11 @@ class Zero3SyncImpl final : public Zero3Sync {
     }
     std::sort(layers_by_lo_.begin(), layers_by_lo_.end());
     layer_ticket_.assign(layers_.size(), -1);
-    // At most every bucket plus a gather and a prefetch are ever queued.
-    {
-      absl::MutexLock lock(&mu_);
-      ring_.assign(nb + 2 * layers_.size() + 8, Op());
-    }
     ReleaseParams(0, size_);
-    thread_ = std::thread([this] { CommLoop(); });
+    // At most every bucket plus a gather and a prefetch are ever queued.
+    executor_ = std::make_unique<CommExecutor<Op>>(
+        nb + 2 * static_cast<int64_t>(layers_.size()) + 8,
+        [this](const Op& op) { return RunOp(op); });
   }
 
   std::string name() const override { return "zero3"; }
@@ -273,13 +265,14 @@ class Zero3SyncImpl final : public Zero3Sync {
   }
 
   SyncStats stats() const override {
+    const CommExecutorStats e = executor_ != nullptr ? executor_->stats() : CommExecutorStats{};
     absl::MutexLock lock(&mu_);
     SyncStats s;
     s.steps = steps_;
-    s.buckets = collectives_;
+    s.buckets = e.ran;
     s.bytes_sent = bytes_sent_;
-    s.comm_seconds = busy_seconds_;
-    s.exposed_wait_seconds = exposed_seconds_;
+    s.comm_seconds = e.busy_seconds;
+    s.exposed_wait_seconds = e.wait_seconds;
     s.optimizer_seconds = optimizer_seconds_;
     return s;
   }
@@ -331,61 +324,16 @@ class Zero3SyncImpl final : public Zero3Sync {
 
   // ---- The queue ----
 
-  int64_t Enqueue(const Op& op) {
-    absl::MutexLock lock(&mu_);
-    const int64_t cap = static_cast<int64_t>(ring_.size());
-    while (issued_ - done_ >= cap) done_cv_.Wait(&mu_);  // sized so this never waits
-    ring_[issued_ % cap] = op;
-    ++issued_;
-    work_cv_.Signal();
-    return issued_ - 1;
-  }
-
+  int64_t Enqueue(const Op& op) { return executor_->Enqueue(op); }
   // Waits until op `ticket` ran; the first op error (sticky) if any did.
-  absl::Status Wait(int64_t ticket) {
-    const auto start = std::chrono::steady_clock::now();
-    absl::MutexLock lock(&mu_);
-    while (done_ <= ticket) done_cv_.Wait(&mu_);
-    exposed_seconds_ += SecondsSince(start);
-    return error_;
-  }
-  absl::Status Drain() {
-    int64_t last;
-    {
-      absl::MutexLock lock(&mu_);
-      last = issued_ - 1;
-    }
-    return Wait(last);
-  }
+  absl::Status Wait(int64_t ticket) { return executor_->Wait(ticket); }
+  absl::Status Drain() { return executor_->Drain(); }
 
-  void CommLoop() {
-    for (;;) {
-      Op op;
-      bool skip;
-      int64_t step;
-      {
-        absl::MutexLock lock(&mu_);
-        while (!shutdown_ && done_ >= issued_) work_cv_.Wait(&mu_);
-        if (shutdown_) return;
-        op = ring_[done_ % static_cast<int64_t>(ring_.size())];
-        skip = !error_.ok();  // after an error nothing more is issued
-        step = steps_ + 1;
-      }
-      absl::Status s;
-      const auto start = std::chrono::steady_clock::now();
-      if (!skip) {
-        s = op.kind == Op::kGather ? GatherRange(op.lo, op.hi, step)
-                                   : ReduceToOwners(op.bucket, op.lo, op.hi, step);
-      }
-      absl::MutexLock lock(&mu_);
-      if (!skip) {
-        busy_seconds_ += SecondsSince(start);
-        ++collectives_;
-      }
-      if (!s.ok() && error_.ok()) error_ = s;
-      ++done_;
-      done_cv_.SignalAll();
-    }
+  // Communication thread: one queued collective.
+  absl::Status RunOp(const Op& op) {
+    const int64_t step = CurrentStep();
+    return op.kind == Op::kGather ? GatherRange(op.lo, op.hi, step)
+                                  : ReduceToOwners(op.bucket, op.lo, op.hi, step);
   }
 
   // Communication thread: every owner of a piece of [lo, hi) broadcasts it
@@ -462,23 +410,14 @@ class Zero3SyncImpl final : public Zero3Sync {
   int kept_ = -1;  // forward's last layer, kept for backward
 
   mutable absl::Mutex mu_;
-  absl::CondVar work_cv_;  // an op was queued, or shutdown
-  absl::CondVar done_cv_;  // an op ran
-  std::vector<Op> ring_ ABSL_GUARDED_BY(mu_);
-  int64_t issued_ ABSL_GUARDED_BY(mu_) = 0;  // tickets handed out
-  int64_t done_ ABSL_GUARDED_BY(mu_) = 0;    // ops [0, done_) have run (or been skipped)
-  absl::Status error_ ABSL_GUARDED_BY(mu_);  // the first op error
-  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   int64_t held_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t peak_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t collectives_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t bytes_sent_ ABSL_GUARDED_BY(mu_) = 0;
-  double busy_seconds_ ABSL_GUARDED_BY(mu_) = 0;
-  double exposed_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   double optimizer_seconds_ ABSL_GUARDED_BY(mu_) = 0;
 
-  std::thread thread_;  // last: started in Start once the members above exist
+  // Last: its thread runs RunOp over the members above; set in Start.
+  std::unique_ptr<CommExecutor<Op>> executor_;
 };
 
 }  // namespace
