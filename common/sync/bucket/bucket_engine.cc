@@ -32,17 +32,11 @@ BucketEngine::BucketEngine(BucketEngineOptions options, BucketPlan plan)
       operation_name_(std::move(options.operation_name)),
       rank_(options.rank),
       plan_(std::move(plan)),
-      readiness_(BucketReadiness::ForPlan(plan_, ranges_)) {
-  thread_ = std::thread([this] { CommLoop(); });
-}
+      readiness_(BucketReadiness::ForPlan(plan_, ranges_)),
+      executor_(static_cast<int64_t>(plan_.buckets.size()),
+                [this](const int& b) { return RunBucket(b); }) {}
 
-BucketEngine::~BucketEngine() {
-  {
-    absl::MutexLock lock(&mu_);
-    shutdown_ = true;
-  }
-  thread_.join();
-}
+BucketEngine::~BucketEngine() = default;
 
 absl::Status BucketEngine::BeginStep() {
   absl::MutexLock lock(&mu_);
@@ -60,7 +54,6 @@ absl::Status BucketEngine::BeginStep() {
     return error_;
   }
   readiness_.Reset();
-  next_bucket_ = 0;
   in_step_ = true;
   step_active_ = true;
   return absl::OkStatus();
@@ -76,10 +69,10 @@ void BucketEngine::OnGradientsReady(int64_t lo, int64_t hi) {
     }
     return;
   }
-  // Buckets become issuable in plan order; the communication thread waits
-  // on a Condition over readiness_, which absl::Mutex re-evaluates when we
-  // unlock.
-  const BucketReadiness::Outcome outcome = readiness_.Report(lo, hi, [](int) {});
+  // Buckets are queued in plan order, each as soon as it is complete.
+  // The ring holds every bucket of a step, so Enqueue never waits.
+  const BucketReadiness::Outcome outcome =
+      readiness_.Report(lo, hi, [this](int b) { executor_.Enqueue(b); });
   if (outcome != BucketReadiness::Outcome::kCounted) {
     range_error_ = absl::InvalidArgumentError(absl::StrCat(
         label_, ": gradients [", lo, ", ", hi, ") reported at step ", stats_.steps + 1,
@@ -104,16 +97,15 @@ absl::Status BucketEngine::FinishStep() {
                      " (pass the sync's OnGradientsReady as the last backward's callback)"));
   }
   if (!error.ok()) {
-    step_active_ = false;  // the communication thread stops after its current bucket
+    step_active_ = false;  // buckets still queued are skipped
     if (error_.ok()) error_ = error;
     return error;
   }
-  const int num_buckets = static_cast<int>(plan_.buckets.size());
+  // Every bucket was queued (all ranges reported): wait for the last.
   const auto wait_start = std::chrono::steady_clock::now();
-  auto done = [this, num_buckets]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return next_bucket_ == num_buckets || !error_.ok();
-  };
-  mu_.Await(absl::Condition(&done));
+  mu_.Unlock();
+  (void)executor_.Drain();  // an operation's error is error_, set by RunBucket
+  mu_.Lock();
   stats_.exposed_wait_seconds += SecondsSince(wait_start);
   step_active_ = false;
   if (!error_.ok()) return error_;
@@ -126,38 +118,30 @@ BucketEngineStats BucketEngine::stats() const {
   return stats_;
 }
 
-bool BucketEngine::HasWork() const {
-  return shutdown_ || (step_active_ && error_.ok() && next_bucket_ < readiness_.emitted());
-}
-
-// Issues the buckets strictly in plan order (the same on every rank), each
-// as soon as it is ready, with the lock released around the operation.
-void BucketEngine::CommLoop() {
-  absl::MutexLock lock(&mu_);
-  while (true) {
-    mu_.Await(absl::Condition(this, &BucketEngine::HasWork));
-    if (shutdown_) return;
-    const int b = next_bucket_;
-    const Bucket& bucket = plan_.buckets[b];
-    const int64_t step = stats_.steps + 1;
-    mu_.Unlock();
-    const auto start = std::chrono::steady_clock::now();
-    absl::Status s = operation_(b, bucket.lo, bucket.hi);
-    const double seconds = SecondsSince(start);
-    mu_.Lock();
-    stats_.busy_seconds += seconds;
-    if (!s.ok()) {
-      error_ = absl::Status(
-          s.code(), absl::StrCat(label_, ": ", operation_name_, " of bucket ", b + 1, " of ",
-                                 plan_.buckets.size(), " (", bucket.size(), " floats) at step ",
-                                 step, " on rank ", rank_, " failed: ", s.message()));
-      step_active_ = false;
-      continue;
-    }
-    ++stats_.buckets;
-    stats_.elements += bucket.size();
-    ++next_bucket_;
+absl::Status BucketEngine::RunBucket(int b) {
+  const Bucket& bucket = plan_.buckets[b];
+  int64_t step;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!step_active_ || !error_.ok()) return absl::OkStatus();  // abandoned: skip
+    step = stats_.steps + 1;
   }
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status s = operation_(b, bucket.lo, bucket.hi);
+  const double seconds = SecondsSince(start);
+  absl::MutexLock lock(&mu_);
+  stats_.busy_seconds += seconds;
+  if (!s.ok()) {
+    error_ = absl::Status(
+        s.code(), absl::StrCat(label_, ": ", operation_name_, " of bucket ", b + 1, " of ",
+                               plan_.buckets.size(), " (", bucket.size(), " floats) at step ",
+                               step, " on rank ", rank_, " failed: ", s.message()));
+    step_active_ = false;
+    return error_;
+  }
+  ++stats_.buckets;
+  stats_.elements += bucket.size();
+  return absl::OkStatus();
 }
 
 }  // namespace sync

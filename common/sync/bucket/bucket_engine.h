@@ -42,7 +42,6 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -51,6 +50,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/sync/bucket/bucket_plan.h"
 #include "common/sync/bucket/bucket_readiness.h"
+#include "common/sync/bucket/comm_executor.h"
 
 namespace tandem {
 namespace sync {
@@ -101,8 +101,9 @@ class BucketEngine {
 
  private:
   BucketEngine(BucketEngineOptions options, BucketPlan plan);
-  bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CommLoop();
+  // Communication thread (the executor's): bucket b's operation, unless
+  // the step was abandoned or an earlier operation failed.
+  absl::Status RunBucket(int b);
 
   const std::vector<std::pair<int64_t, int64_t>> ranges_;  // backward order
   const BucketOperation operation_;
@@ -112,18 +113,18 @@ class BucketEngine {
   const BucketPlan plan_;
 
   mutable absl::Mutex mu_;
-  // Per-step progress, reset by BeginStep; buckets [0, readiness_.emitted())
-  // may be issued.
+  // Per-step progress, reset by BeginStep; a bucket is queued on the
+  // executor as readiness_ emits it (plan order).
   BucketReadiness readiness_ ABSL_GUARDED_BY(mu_);
   absl::Status range_error_ ABSL_GUARDED_BY(mu_);
-  int next_bucket_ ABSL_GUARDED_BY(mu_) = 0;       // buckets [0, next_bucket_) are done
   bool in_step_ ABSL_GUARDED_BY(mu_) = false;      // between BeginStep and FinishStep
-  bool step_active_ ABSL_GUARDED_BY(mu_) = false;  // the thread may issue buckets
+  bool step_active_ ABSL_GUARDED_BY(mu_) = false;  // queued buckets may run
   absl::Status error_ ABSL_GUARDED_BY(mu_);        // sticky: operation or step error
-  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   BucketEngineStats stats_ ABSL_GUARDED_BY(mu_);
 
-  std::thread thread_;  // last: started once the members above exist
+  // Last: its thread runs RunBucket over the members above, and it is
+  // destroyed (the thread stopped) first.
+  CommExecutor<int> executor_;
 };
 
 }  // namespace sync
