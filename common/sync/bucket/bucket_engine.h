@@ -1,8 +1,9 @@
 // BucketEngine: the overlap machinery shared by bucketed strategies. It
 // groups the ranges backward reports into buckets (bucket_plan.h), tracks
-// which ranges are final this step, and runs one operation per bucket on its
-// own communication thread, strictly in plan order, each as soon as its last
-// range is reported and the previous bucket is done. What the operation does
+// which ranges are final this step (bucket_readiness.h), and runs one
+// operation per bucket on its own communication thread (comm_executor.h),
+// strictly in plan order, each as soon as its last range is reported and the
+// previous bucket is done. What the operation does
 // is the strategy's: an in-place allreduce (allreduce), a reduce-scatter into
 // the owned shard (ZeRO-2), encode + exchange (compressed codecs).
 //
