@@ -4,13 +4,13 @@
 #include <chrono>
 #include <cstring>
 #include <limits>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/log/log.h"
 #include "common/status/status_macros.h"
 #include "common/sync/bucket/bucket_engine.h"
+#include "common/sync/bucket/comm_executor.h"
 #include "common/sync/grad_clip.h"
 #include "common/sync/step_guard.h"
 #include "common/sync/zero/zero_parts.h"
@@ -24,6 +24,12 @@ namespace {
 int64_t CapFloats(double bucket_cap_mb) {
   return std::max<int64_t>(1, static_cast<int64_t>(std::min(bucket_cap_mb * 1024 * 1024 / 4, 1e15)));
 }
+
+// One layer of the overlapped parameter gather after step `step`.
+struct GatherOp {
+  int layer = 0;
+  int64_t step = 0;
+};
 
 class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
  public:
@@ -51,14 +57,9 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
                  o.comm->world_size() > 1),
         broadcast_(o.comm, o.groups) {}
 
-  ~ZeroSyncImpl() override {
-    if (!gather_thread_.joinable()) return;
-    {
-      absl::MutexLock lock(&mu_);
-      shutdown_ = true;
-    }
-    gather_thread_.join();  // ends after the collective in flight, if any
-  }
+  // gatherer_, the last member, stops first (after the collective in
+  // flight, if any).
+  ~ZeroSyncImpl() override = default;
 
   absl::Status Start(const ZeroSyncOptions& o) {
     if (device_ && rank_ == 0) {
@@ -120,7 +121,11 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
       e.operation = [this](int b, int64_t lo, int64_t hi) { return ReduceToOwners(b, lo, hi); };
     }
     ASSIGN_OR_RETURN(engine_, BucketEngine::Create(std::move(e)));
-    if (overlap_) gather_thread_ = std::thread([this] { GatherLoop(); });
+    if (overlap_) {
+      gatherer_ = std::make_unique<CommExecutor<GatherOp>>(
+          std::max<int64_t>(1, layer_ranges_.size()),
+          [this](const GatherOp& op) { return RunGather(op); });
+    }
     if (!in_place_) {
       // Routes and staging, sized once from the plan; the communication
       // thread uses them only once a step is open.
@@ -202,13 +207,19 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
       s = device_ ? GatherOnDevice(step) : AllGatherParams(step);
     }
     RETURN_IF_ERROR(guard_.Record(s));
-    absl::MutexLock lock(&mu_);
-    ++steps_;
+    {
+      absl::MutexLock lock(&mu_);
+      ++steps_;
+    }
     if (overlap_ && report_.applied) {
-      // The gather thread brings the other slices in while the trainer
-      // moves on to the next forward.
-      gather_step_ = step;
-      layers_done_ = 0;
+      // The gather thread brings the other slices in, layer by layer in
+      // forward order, while the trainer moves on to the next forward. The
+      // ring holds one step's layers and the last step's were waited for
+      // in BeginStep, so Enqueue does not wait.
+      for (size_t k = 0; k < layer_ranges_.size(); ++k) {
+        const int64_t ticket = gatherer_->Enqueue({static_cast<int>(k), step});
+        if (k == 0) gather_first_ticket_ = ticket;
+      }
     }
     return absl::OkStatus();
   }
@@ -262,56 +273,34 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
 
   // Trainer thread: blocks until the pending gather has brought in its
   // first `layers` layers (kAllLayers: until it is over). The gather's
-  // error, if it failed.
+  // error, if it failed (sticky).
   absl::Status WaitForLayers(int64_t layers) {
     if (!overlap_) return absl::OkStatus();
+    if (gather_first_ticket_ < 0) return gatherer_->Drain();  // none pending: at once
+    const int64_t n = static_cast<int64_t>(layer_ranges_.size());
+    const int64_t last = gather_first_ticket_ + std::min(layers, n) - 1;
     const auto start = std::chrono::steady_clock::now();
+    absl::Status s = gatherer_->Wait(last);
+    const double seconds = SecondsSince(start);
+    // kAllLayers: the gather is over; only then may FinishStep queue the
+    // next one.
+    if (layers >= n) gather_first_ticket_ = -1;
     absl::MutexLock lock(&mu_);
-    // kAllLayers waits for the gather thread to be done with the step
-    // (gather_step_ back to 0), not just for its last layer: only then may
-    // FinishStep hand it the next one.
-    bool waited = false;
-    while (gather_step_ != 0 && gather_error_.ok() &&
-           (layers == kAllLayers || layers_done_ < layers)) {
-      waited = true;
-      gather_cv_.Wait(&mu_);
-    }
-    if (waited) gather_wait_seconds_ += SecondsSince(start);
-    return gather_error_;
+    gather_wait_seconds_ += seconds;
+    return s;
   }
 
-  // The gather thread: for each step FinishStep hands it, every layer in
-  // forward order, each owner broadcasting its piece in place.
-  void GatherLoop() {
-    for (;;) {
-      int64_t step;
-      {
-        absl::MutexLock lock(&mu_);
-        mu_.Await(absl::Condition(
-            +[](ZeroSyncImpl* z) ABSL_EXCLUSIVE_LOCKS_REQUIRED(z->mu_) {
-              return z->shutdown_ || (z->gather_step_ != 0 && z->gather_error_.ok());
-            },
-            this));
-        if (shutdown_) return;
-        step = gather_step_;
-      }
-      const auto start = std::chrono::steady_clock::now();
-      absl::Status s;
-      int64_t bytes = 0;
-      for (size_t k = 0; k < layer_ranges_.size() && s.ok(); ++k) {
-        s = GatherLayer(layer_ranges_[k].first, layer_ranges_[k].second, step, &bytes);
-        absl::MutexLock lock(&mu_);
-        if (s.ok()) layers_done_ = static_cast<int64_t>(k) + 1;
-        gather_cv_.SignalAll();
-      }
-      absl::MutexLock lock(&mu_);
-      if (!s.ok()) gather_error_ = s;
-      gather_seconds_ += SecondsSince(start);
-      gather_rounds_ += static_cast<int64_t>(layer_ranges_.size());
-      bytes_sent_ += bytes;
-      gather_step_ = 0;
-      gather_cv_.SignalAll();
-    }
+  // Gather thread: one layer of the step FinishStep queued.
+  absl::Status RunGather(const GatherOp& op) {
+    const auto start = std::chrono::steady_clock::now();
+    int64_t bytes = 0;
+    const auto& [lo, hi] = layer_ranges_[op.layer];
+    absl::Status s = GatherLayer(lo, hi, op.step, &bytes);
+    absl::MutexLock lock(&mu_);
+    gather_seconds_ += SecondsSince(start);
+    ++gather_rounds_;
+    bytes_sent_ += bytes;
+    return s;
   }
 
   // Gather thread: the owner j of each piece of [lo, hi) broadcasts it.
@@ -420,17 +409,14 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
   int64_t gather_rounds_ ABSL_GUARDED_BY(mu_) = 0;
   double gather_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   double optimizer_seconds_ ABSL_GUARDED_BY(mu_) = 0;
-  // The overlapped gather: the step whose slices are being gathered (0 =
-  // none), how many layers are in, its error, the trainer's wait.
-  int64_t gather_step_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t layers_done_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Status gather_error_ ABSL_GUARDED_BY(mu_);
-  double gather_wait_seconds_ ABSL_GUARDED_BY(mu_) = 0;
-  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
-  absl::CondVar gather_cv_;
+  double gather_wait_seconds_ ABSL_GUARDED_BY(mu_) = 0;  // the trainer's, overlapped
+  // Trainer thread: the pending overlapped gather's first ticket (-1: none).
+  int64_t gather_first_ticket_ = -1;
 
   std::unique_ptr<BucketEngine> engine_;  // its thread calls into the members above
-  std::thread gather_thread_;             // last: started in Start (overlap only)
+  // Last: the overlapped gather's thread (overlap only, set in Start), one
+  // op per layer; it runs RunGather over the members above.
+  std::unique_ptr<CommExecutor<GatherOp>> gatherer_;
 };
 
 }  // namespace
