@@ -29,6 +29,10 @@ BucketReadiness BucketReadiness::ForUnits(Ranges units) {
   return BucketReadiness(std::move(units), Order::kAsReady, {});
 }
 
+BucketReadiness BucketReadiness::ForUnitsInOrder(Ranges units) {
+  return BucketReadiness(std::move(units), Order::kPlan, {});
+}
+
 BucketReadiness::BucketReadiness(Ranges units, Order order, Ranges expected_ranges)
     : units_(std::move(units)),
       order_(order),
@@ -47,6 +51,7 @@ void BucketReadiness::Reset() {
   std::fill(reported_.begin(), reported_.end(), 0);
   next_unit_ = 0;
   emitted_count_ = 0;
+  completed_count_ = 0;
   ranges_reported_ = 0;
   next_expected_ = 0;
   over_reported_ = 0;
@@ -95,6 +100,7 @@ void BucketReadiness::Subtract(int64_t lo, int64_t hi, absl::FunctionRef<void(in
       ++over_reported_;
     } else if (remaining_[u] == 0) {
       complete_[u] = 1;
+      ++completed_count_;
       if (order_ == Order::kAsReady) {
         ++emitted_count_;
         on_ready(u);

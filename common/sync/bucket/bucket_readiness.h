@@ -10,12 +10,13 @@
 //   ready.Reset();                                          // per step
 //   switch (ready.Report(lo, hi, [&](int b) { Issue(b); })) { ... }
 //
-//   // Any ranges, each unit emitted as soon as it is complete:
+//   // Any ranges, each unit emitted as soon as it is complete (or, with
+//   // ForUnitsInOrder, in the order the units are listed):
 //   BucketReadiness ready = BucketReadiness::ForUnits(chunks);
 //
 // ForPlan expects exactly the plan's ranges: a report that is not one of
 // them, or repeats one this step, is refused (kUnknownRange /
-// kRepeatedRange) and counts nothing. ForUnits counts any [lo, hi) by its
+// kRepeatedRange) and counts nothing. ForUnits(InOrder) counts any [lo, hi) by its
 // overlap with each unit; a repeated range over-counts, and complete() then
 // says false for the caller to report.
 //
@@ -49,6 +50,8 @@ class BucketReadiness {
   static BucketReadiness ForPlan(const BucketPlan& plan, Ranges ranges);
   // Units as given (disjoint), emitted as they complete; any report counts.
   static BucketReadiness ForUnits(Ranges units);
+  // Units as given (disjoint), emitted in the order listed; any report counts.
+  static BucketReadiness ForUnitsInOrder(Ranges units);
 
   // Opens a step: nothing reported, nothing emitted.
   void Reset();
@@ -58,6 +61,7 @@ class BucketReadiness {
 
   int size() const { return static_cast<int>(units_.size()); }
   int emitted() const { return emitted_count_; }  // units handed to on_ready
+  int completed() const { return completed_count_; }  // units fully reported (maybe not emitted)
   int ranges_reported() const { return ranges_reported_; }  // accepted reports
   // Every unit emitted and no element reported twice.
   bool complete() const { return emitted_count_ == size() && over_reported_ == 0; }
@@ -79,6 +83,7 @@ class BucketReadiness {
   std::vector<char> reported_;      // per expected range
   int next_unit_ = 0;               // kPlan: units [0, next_unit_) emitted
   int emitted_count_ = 0;
+  int completed_count_ = 0;
   int ranges_reported_ = 0;
   int next_expected_ = 0;  // backward reports in the given order: checked first
   int64_t over_reported_ = 0;

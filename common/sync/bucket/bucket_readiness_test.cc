@@ -125,6 +125,25 @@ TEST(BucketReadinessTest, FreeUnitsOverReportedOrMissingAreNotComplete) {
   EXPECT_EQ(ready.emitted(), 2);
 }
 
+TEST(BucketReadinessTest, FreeUnitsInOrderAreEmittedInTheOrderListed) {
+  // Listed high to low (hybrid's issue order); reports straddle borders.
+  BucketReadiness ready = BucketReadiness::ForUnitsInOrder({{30, 40}, {15, 30}, {0, 15}});
+  std::vector<int> emitted;
+  auto record = [&](int u) { emitted.push_back(u); };
+  ready.Report(0, 15, record);  // unit 2 complete, but units 0 and 1 are not
+  EXPECT_TRUE(emitted.empty());
+  ready.Report(15, 35, record);  // unit 1 complete, unit 0 half
+  EXPECT_TRUE(emitted.empty());
+  EXPECT_EQ(ready.completed(), 2);
+  EXPECT_EQ(ready.emitted(), 0);
+  ready.Report(35, 40, record);
+  EXPECT_EQ(emitted, (std::vector<int>{0, 1, 2}));
+  EXPECT_TRUE(ready.complete());
+  ready.Report(39, 40, record);  // over-reported
+  EXPECT_FALSE(ready.complete());
+  EXPECT_EQ(emitted.size(), 3u);
+}
+
 TEST(BucketReadinessTest, PlanOfDescendingBucketsUnderAnySplit) {
   // One range per bucket (cap of one range), reported in reverse plan order:
   // nothing goes until the first bucket, then everything at once.

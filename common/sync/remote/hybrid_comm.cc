@@ -101,50 +101,23 @@ absl::Status HybridSyncImpl::GatherGroup(int g, int64_t step, bool delta) {
   return absl::OkStatus();
 }
 
-void HybridSyncImpl::CommLoop() {
-  for (;;) {
-    {
-      absl::MutexLock lock(&mu_);
-      while (!shutdown_ && !step_open_) cv_.Wait(&mu_);
-      if (shutdown_) return;
-      comm_busy_ = true;
-    }
-    // Last group first: backward produces the end of the vector first,
-    // and every rank of the node issues the same order.
-    for (int i = static_cast<int>(groups_.size()) - 1; i >= 0; --i) {
-      bool push = false;
-      {
-        absl::MutexLock lock(&mu_);
-        while (!shutdown_ && step_open_ && !group_ready_[i]) cv_.Wait(&mu_);
-        if (shutdown_ || !step_open_) break;
-        push = push_now_;
-      }
-      const auto t = std::chrono::steady_clock::now();
-      absl::Status s = ReduceGroup(i);
-      if (s.ok() && push) PushMine(i);
-      absl::MutexLock lock(&mu_);
-      comm_seconds_ += SecondsSince(t);
-      if (!s.ok()) {
-        comm_error_ = s;
-        cv_.SignalAll();
-        break;
-      }
-      ++groups_done_;
-      cv_.SignalAll();
-    }
+absl::Status HybridSyncImpl::RunGroup(int g) {
+  bool push = false;
+  {
     absl::MutexLock lock(&mu_);
-    comm_busy_ = false;
-    // Wait for FinishStep to close the step before looking for the next.
-    while (!shutdown_ && step_open_ && comm_error_.ok() &&
-           groups_done_ == static_cast<int>(groups_.size())) {
-      cv_.Wait(&mu_);
-    }
-    cv_.SignalAll();
-    if (!comm_error_.ok()) {
-      while (!shutdown_) cv_.Wait(&mu_);
-      return;
-    }
+    if (!step_open_ || !comm_error_.ok()) return absl::OkStatus();  // abandoned: skip
+    push = push_now_;
   }
+  const auto t = std::chrono::steady_clock::now();
+  absl::Status s = ReduceGroup(g);
+  if (s.ok() && push) PushMine(g);
+  absl::MutexLock lock(&mu_);
+  comm_seconds_ += SecondsSince(t);
+  if (!s.ok()) {
+    comm_error_ = s;
+    return s;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace hybrid_internal

@@ -18,19 +18,15 @@ absl::Status HybridSyncImpl::BeginStep(const StepOptions& options) {
     if (!s.ok()) return Fail(s);
   }
   absl::MutexLock lock(&mu_);
-  std::fill(group_ready_.begin(), group_ready_.end(), 0);
-  groups_done_ = 0;
   push_now_ = overlapped;
   step_open_ = true;
-  cv_.SignalAll();
   return absl::OkStatus();
 }
 
 void HybridSyncImpl::OnGradientsReady(int64_t lo, int64_t hi) {
-  ready_.Report(lo, hi, [this](int g) {
-    absl::MutexLock lock(&mu_);
-    group_ready_[g] = 1;
-    cv_.SignalAll();
+  // Units are the groups last first (Units): unit u is group G - 1 - u.
+  ready_.Report(lo, hi, [this](int u) {
+    executor_->Enqueue(static_cast<int>(groups_.size()) - 1 - u);
   });
 }
 
@@ -38,18 +34,17 @@ absl::Status HybridSyncImpl::FinishStep(const optim::StepContext& ctx) {
   RETURN_IF_ERROR(step_.CheckFinish());
   const auto start = std::chrono::steady_clock::now();
   bool pushed_early = false;
+  if (!ready_.complete()) {
+    // Abandon the step: the groups still queued are skipped.
+    absl::MutexLock lock(&mu_);
+    step_open_ = false;
+  }
+  // Every queued group has run or been skipped; a group's error is
+  // comm_error_, set by RunGroup.
+  (void)executor_->Drain();
   {
     absl::MutexLock lock(&mu_);
-    if (!ready_.complete()) {
-      // Release the communication thread before failing.
-      step_open_ = false;
-      cv_.SignalAll();
-      while (comm_busy_) cv_.Wait(&mu_);
-    } else {
-      while (groups_done_ < static_cast<int>(groups_.size()) && comm_error_.ok()) cv_.Wait(&mu_);
-    }
     step_open_ = false;
-    cv_.SignalAll();
     pushed_early = push_now_;
     if (!comm_error_.ok()) return Fail(comm_error_);
   }
@@ -60,7 +55,7 @@ absl::Status HybridSyncImpl::FinishStep(const optim::StepContext& ctx) {
   };
   if (!ready_.complete()) {
     return abandon(absl::FailedPreconditionError(absl::StrCat(
-        "hybrid sync: backward reported ", ready_.emitted(), " of ", ready_.size(),
+        "hybrid sync: backward reported ", ready_.completed(), " of ", ready_.size(),
         " chunk groups completely at step ", ctx.step, " (ranges missing or repeated)")));
   }
   if (absl::Status s = step_.Prepare(ctx); !s.ok()) return abandon(s);

@@ -14,7 +14,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -27,6 +26,7 @@
 #include "common/shard/remote_shards.h"
 #include "common/status/status_macros.h"
 #include "common/sync/bucket/bucket_readiness.h"
+#include "common/sync/bucket/comm_executor.h"
 #include "common/sync/remote/hybrid_sync.h"
 #include "common/sync/rank0_state.h"
 #include "common/sync/remote/remote_step.h"
@@ -76,7 +76,7 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
         servers_(std::move(servers)),
         remote_(&servers_->remote()),
         groups_(MakeGroups(remote_->layout(), local_size_)),
-        ready_(BucketReadiness::ForUnits(Units(groups_))),
+        ready_(BucketReadiness::ForUnitsInOrder(Units(groups_))),
         step_(RemoteStepOptions{"hybrid sync", generation_, world_, servers_.get(), params_,
                                 std::move(env.shard_servers.learning_rate), local_size_,
                                 int8_chunk_}) {
@@ -103,18 +103,12 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
       pulled_.assign(bytes, 0);
       feedback_ = std::make_unique<ErrorFeedback>(codec_.get(), size_);
     }
-    group_ready_.assign(groups_.size(), 0);
-    thread_ = std::thread([this] { CommLoop(); });
+    executor_ = std::make_unique<CommExecutor<int>>(
+        std::max<int64_t>(1, groups_.size()), [this](const int& g) { return RunGroup(g); });
   }
 
-  ~HybridSyncImpl() override {
-    {
-      absl::MutexLock lock(&mu_);
-      shutdown_ = true;
-      cv_.SignalAll();
-    }
-    thread_.join();
-  }
+  // executor_, the last member, stops the communication thread first.
+  ~HybridSyncImpl() override = default;
 
   static std::vector<Group> MakeGroups(const shard::ShardLayout& l, int k) {
     std::vector<Group> out;
@@ -129,9 +123,11 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
     }
     return out;
   }
+  // The groups in issue order: last group first (backward produces the end
+  // of the vector first, and every rank of the node issues the same order).
   static std::vector<std::pair<int64_t, int64_t>> Units(const std::vector<Group>& groups) {
     std::vector<std::pair<int64_t, int64_t>> u;
-    for (const Group& g : groups) u.push_back({g.lo, g.hi});
+    for (auto g = groups.rbegin(); g != groups.rend(); ++g) u.push_back({g->lo, g->hi});
     return u;
   }
 
@@ -237,7 +233,9 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   // the pull was the chunk's int8 delta block, added to the parameters here.
   absl::Status GatherGroup(int g, int64_t step, bool delta);
 
-  void CommLoop();
+  // Communication thread: group g's node reduce-scatter and, when pushes
+  // overlap backward, its push; skipped once the step is abandoned.
+  absl::Status RunGroup(int g);
 
   absl::Status Fail(absl::Status s) { return step_.Fail(std::move(s)); }
 
@@ -273,13 +271,8 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
 
 
   mutable absl::Mutex mu_;
-  absl::CondVar cv_;
-  std::vector<char> group_ready_ ABSL_GUARDED_BY(mu_);
-  int groups_done_ ABSL_GUARDED_BY(mu_) = 0;
   bool step_open_ ABSL_GUARDED_BY(mu_) = false;
   bool push_now_ ABSL_GUARDED_BY(mu_) = false;
-  bool comm_busy_ ABSL_GUARDED_BY(mu_) = false;
-  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status comm_error_ ABSL_GUARDED_BY(mu_);
   int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t collectives_ ABSL_GUARDED_BY(mu_) = 0;
@@ -290,7 +283,8 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   int64_t compress_before_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t compress_after_ ABSL_GUARDED_BY(mu_) = 0;
   double residual_norm_ ABSL_GUARDED_BY(mu_) = 0;
-  std::thread thread_;  // last: runs CommLoop over the members above
+  // Last: its thread runs RunGroup over the members above, in issue order.
+  std::unique_ptr<CommExecutor<int>> executor_;
 };
 
 }  // namespace hybrid_internal

@@ -101,7 +101,7 @@ class PsSyncImpl final : public GradientSync, public ServerSideCheckpoint {
     const auto start = std::chrono::steady_clock::now();
     if (!ready_.complete()) {
       return Fail(absl::FailedPreconditionError(absl::StrCat(
-          "ps sync: backward reported ", ready_.emitted(), " of ", ready_.size(),
+          "ps sync: backward reported ", ready_.completed(), " of ", ready_.size(),
           " chunks completely at step ", ctx.step, " (ranges missing or repeated)")));
     }
     if (absl::Status s = step_.Prepare(ctx); !s.ok()) return Fail(s);
