@@ -81,7 +81,8 @@ std::string DescribeKeys(const StrategyInfo& info) {
   for (const OptionInfo& o : SharedOptions()) {
     bool listed = false;
     for (const OptionInfo& mine : info.options) listed = listed || mine.key == o.key;
-    if (!listed) describe(o);
+    const bool unsupported = o.key == "max_grad_norm" && !info.clips;
+    if (!listed && !unsupported) describe(o);
   }
   return absl::StrJoin(parts, ", ");
 }

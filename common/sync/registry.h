@@ -111,6 +111,9 @@ struct StrategyInfo {
   // SyncEnv::momentum and build the optimizer without it (plain sgd, no
   // nesterov). Empty = never. Callers use TakesMomentum().
   std::function<bool(const SyncOptions&)> takes_momentum;
+  // Clips by max_grad_norm. When false the key is left out of the valid keys
+  // the errors list (validate refuses a nonzero value with the reason).
+  bool clips = true;
   // Checks the values of `opts` (keys are already known to be valid);
   // empty = any value.
   std::function<absl::Status(const SyncOptions&)> validate;

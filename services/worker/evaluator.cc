@@ -6,14 +6,12 @@
 namespace tandem {
 namespace worker {
 
-std::string FormatEvalLine(const EvalResult& r, int64_t epoch, InputSpec::Kind kind) {
+std::string FormatEvalLine(const EvalResult& r, const std::string& when, InputSpec::Kind kind) {
   if (kind == InputSpec::Kind::kTokens) {
-    return absl::StrFormat("epoch %d eval loss %.4f token accuracy %.4f (%d sequences)",
-                           static_cast<long long>(epoch), r.loss, r.accuracy,
-                           static_cast<long long>(r.samples));
+    return absl::StrFormat("%s eval loss %.4f token accuracy %.4f (%d sequences)", when, r.loss,
+                           r.accuracy, static_cast<long long>(r.samples));
   }
-  return absl::StrFormat("epoch %d test accuracy %.4f (%d samples)",
-                         static_cast<long long>(epoch), r.accuracy,
+  return absl::StrFormat("%s test accuracy %.4f (%d samples)", when, r.accuracy,
                          static_cast<long long>(r.samples));
 }
 

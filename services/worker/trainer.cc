@@ -423,13 +423,18 @@ absl::Status Trainer::Loop::Stop(Generation& g, const Command& c) {
 
 absl::Status Trainer::Loop::EvaluateAndCheckpoint(Generation& g, const TrainingPlan& plan,
                                                   bool epoch_ended) {
-  if (epoch_ended) {
+  // At every epoch end, and once more where --max_steps ends the run
+  // inside an epoch (else such a run would report no accuracy at all).
+  const bool ended_inside_epoch = !epoch_ended && state_.step >= plan.total_steps;
+  if (epoch_ended || ended_inside_epoch) {
     ASSIGN_OR_RETURN(EvalResult ev, evaluator_->Run(g));
     if (ev.samples > 0) {
       result_.test_accuracy = ev.accuracy;
       result_.eval_loss = ev.loss;
       // The epoch that just ended: the cursor already points into the next.
-      if (g.rank() == 0) Print(FormatEvalLine(ev, state_.cursor.epoch, probe_.inputs.kind));
+      const std::string when = epoch_ended ? absl::StrCat("epoch ", state_.cursor.epoch)
+                                           : absl::StrCat("step ", state_.step);
+      if (g.rank() == 0) Print(FormatEvalLine(ev, when, probe_.inputs.kind));
     }
   }
   if (o_.checkpoint_every > 0 && state_.step % o_.checkpoint_every == 0 &&

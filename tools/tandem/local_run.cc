@@ -820,7 +820,7 @@ absl::Status Runner::FinishRun(absl::Time started) {
           ResultPath(run_dir_),
           (last_accuracy_.empty()
                ? std::string("no test accuracy was measured (it is measured at the end of each "
-                             "epoch)")
+                             "epoch and of the run)")
                : last_accuracy_) +
               "\n");
       !s.ok()) {

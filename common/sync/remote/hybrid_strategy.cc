@@ -17,6 +17,7 @@ StrategyInfo HybridInfo() {
       "step) and pulled back, node allgather (needs --shard_servers)";
   info.options = HybridSyncOptionInfo();
   info.needs_node_groups = true;
+  info.clips = false;  // the global norm would live on the shard servers
   info.validate = ValidateHybridSyncOptions;
   return info;
 }

@@ -245,6 +245,13 @@ TEST(PsRegistry, RefusesWhatItCannotDo) {
     absl::Status s = ValidateSyncOptions(*o);
     EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
     EXPECT_NE(s.message().find("max_grad_norm"), std::string::npos) << s;
+    // The valid keys an unknown key's error lists leave max_grad_norm out.
+    o = ParseSyncOptions(name, "no_such_key=1");
+    ASSERT_TRUE(o.ok());
+    s = ValidateSyncOptions(*o);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("bucket_cap_mb"), std::string::npos) << s;
+    EXPECT_EQ(s.message().find("max_grad_norm"), std::string::npos) << s;
     o = ParseSyncOptions(name, "streams=0");
     ASSERT_TRUE(o.ok());
     EXPECT_EQ(ValidateSyncOptions(*o).code(), absl::StatusCode::kInvalidArgument);

@@ -15,6 +15,7 @@ StrategyInfo PsInfo() {
       "servers hold the master weights and optimizer state, step, and workers pull the "
       "parameters back (needs --shard_servers)";
   info.options = RemoteSyncOptionInfo();
+  info.clips = false;  // the global norm would live on the shard servers
   info.validate = ValidateRemoteSyncOptions;
   return info;
 }
