@@ -68,11 +68,6 @@ void ExpectEachSampleOnce(const std::string& dir, int workers, int epochs, int m
   }
 }
 
-std::string TandemBinary() {
-  const char* srcdir = getenv("TEST_SRCDIR");
-  return std::string(srcdir ? srcdir : ".") + "/tandem/tools/tandem/tandem";
-}
-
 TEST(TorchScriptElastic, BatchAutoSwitchesMidEpochAndLosesNoSample) {
   const std::string samples = TmpPath("auto-samples");
   ASSERT_EQ(mkdir(samples.c_str(), 0755), 0);
@@ -107,11 +102,7 @@ TEST(TorchScriptElastic, AnAddedWorkerLoadsTheModuleAndEverySampleIsSeenOnce) {
       [&](const std::string& line) {
         world3 = world3 || (absl::StartsWith(line, "step ") && absl::StrContains(line, " world 3 "));
         if (adder == nullptr && absl::StartsWith(line, "step 20/")) {
-          cli::SubprocessOptions o;
-          o.name = "add-worker";
-          o.argv = {TandemBinary(), "add-worker", "--run_dir=" + run_dir};
-          o.log_path = TmpPath("add-worker.log");
-          auto p = cli::Subprocess::Start(o);
+          auto p = StartAddWorker(run_dir, TmpPath("add-worker.log"));
           ASSERT_TRUE(p.ok()) << p.status();
           adder = std::move(*p);
         }

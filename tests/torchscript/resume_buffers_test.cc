@@ -7,8 +7,6 @@
 // resume that lost the buffers (BatchNorm's running mean restarting from 0)
 // or re-broadcast stale ones, or one that replayed or skipped a batch,
 // would leave different bytes.
-#include <signal.h>
-
 #include <cstring>
 #include <string>
 #include <vector>
@@ -18,7 +16,6 @@
 #include "common/checkpoint/sharded_checkpoint.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/tandem_harness.h"
-#include "tools/tandem/run_dir.h"
 
 namespace tandem {
 namespace e2e {
@@ -34,11 +31,6 @@ std::vector<std::string> Args(const std::string& run_dir) {
           absl::StrCat("--checkpoint-every=", kCheckpointEvery), "--log-every=2",
           // At least 40 ms a batch: the interrupt lands well before the end.
           "--simulate_slow_data_ms=40", "--run-dir=" + run_dir};
-}
-
-int64_t CommittedStep(const std::string& run_dir) {
-  auto prior = cli::InspectRunDir(run_dir, "local");
-  return prior.ok() ? prior->step : 0;
 }
 
 checkpoint::Checkpoint FinalCheckpoint(const std::string& run_dir) {
@@ -59,13 +51,7 @@ TEST(TorchScriptResume, InterruptedAndResumedEqualsUninterruptedByteForByte) {
 
   const std::string run_dir = TmpPath("interrupted");
   bool interrupted = false;
-  TandemRun first = RunTandem(Args(run_dir), [&](const std::string& line) {
-    if (interrupted || !absl::StartsWith(line, "step ") || CommittedStep(run_dir) <= 0) return;
-    const int pid = ReadLockHolder(run_dir);
-    ASSERT_GT(pid, 0);
-    ASSERT_EQ(kill(pid, SIGINT), 0);
-    interrupted = true;
-  });
+  TandemRun first = RunTandem(Args(run_dir), InterruptOnceCommitted(run_dir, &interrupted));
   ASSERT_TRUE(interrupted) << first.stdout_text << first.stderr_text;
   ASSERT_EQ(first.exit_code, 130) << first.stdout_text << first.stderr_text;
   const int64_t committed = CommittedStep(run_dir);
