@@ -21,7 +21,7 @@ namespace tandem {
 namespace e2e {
 namespace {
 
-constexpr int kSteps = 24;
+constexpr int kSteps = 40;
 constexpr int kCheckpointEvery = 4;
 
 std::vector<std::string> Args(const std::string& run_dir) {
@@ -29,8 +29,9 @@ std::vector<std::string> Args(const std::string& run_dir) {
           "--dataset=fashion-mnist", "--batch-size=16", "--lr=0.05",
           absl::StrCat("--max-steps=", kSteps),
           absl::StrCat("--checkpoint-every=", kCheckpointEvery), "--log-every=2",
-          // At least 40 ms a batch: the interrupt lands well before the end.
-          "--simulate_slow_data_ms=40", "--run-dir=" + run_dir};
+          // At least 50 ms a batch: the interrupt (at step 6 or so) lands well
+          // before the end.
+          "--simulate_slow_data_ms=50", "--run-dir=" + run_dir};
 }
 
 checkpoint::Checkpoint FinalCheckpoint(const std::string& run_dir) {
