@@ -6,8 +6,6 @@
 // final accuracy, and starts nothing. A second `tandem local` on a run
 // directory in use is refused (exit 2) naming the first's pid, and the
 // first run's files are untouched.
-#include <signal.h>
-
 #include <string>
 #include <vector>
 
@@ -16,7 +14,6 @@
 #include "gtest/gtest.h"
 #include "tests/e2e/small_job.h"
 #include "tests/e2e/tandem_harness.h"
-#include "tools/tandem/run_dir.h"
 
 namespace tandem {
 namespace e2e {
@@ -32,12 +29,6 @@ std::vector<std::string> Args(const std::string& run_dir, const std::string& sam
   return args;
 }
 
-// The committed checkpoint step recorded in `run_dir` (0: none yet).
-int64_t CommittedStep(const std::string& run_dir) {
-  auto prior = cli::InspectRunDir(run_dir, "local");
-  return prior.ok() ? prior->step : 0;
-}
-
 TEST(ResumeTest, InterruptedRunResumesFromItsCheckpointAndAFinishedOneSaysSo) {
   const std::string run_dir = TmpPath("resumed");
   const std::string first_samples = MakeTmpDir("samples-1");
@@ -45,13 +36,8 @@ TEST(ResumeTest, InterruptedRunResumesFromItsCheckpointAndAFinishedOneSaysSo) {
 
   // 1. Ctrl-C (SIGINT to tandem local) once a checkpoint is committed.
   bool interrupted = false;
-  TandemRun first = RunTandem(Args(run_dir, first_samples), [&](const std::string& line) {
-    if (interrupted || !absl::StartsWith(line, "step ") || CommittedStep(run_dir) <= 0) return;
-    const int pid = ReadLockHolder(run_dir);  // the lock file's holder
-    ASSERT_GT(pid, 0);
-    ASSERT_EQ(kill(pid, SIGINT), 0);
-    interrupted = true;
-  });
+  TandemRun first =
+      RunTandem(Args(run_dir, first_samples), InterruptOnceCommitted(run_dir, &interrupted));
   ASSERT_TRUE(interrupted) << first.stdout_text << first.stderr_text;
   ASSERT_EQ(first.exit_code, 130) << first.stdout_text << first.stderr_text;
   const int64_t committed = CommittedStep(run_dir);

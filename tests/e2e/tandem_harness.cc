@@ -2,15 +2,18 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <memory>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "tools/tandem/process.h"
+#include "tools/tandem/run_dir.h"
 
 namespace tandem {
 namespace e2e {
@@ -40,11 +43,42 @@ int ReadPid(const std::string& run_dir, const std::string& name) {
 
 int ReadLockHolder(const std::string& run_dir) { return ReadPidFile(run_dir + "/tandem.lock"); }
 
+namespace {
+
+std::string RunfilesRoot() {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  return std::string(srcdir ? srcdir : ".") + "/tandem";
+}
+
+}  // namespace
+
+int64_t CommittedStep(const std::string& run_dir) {
+  auto prior = cli::InspectRunDir(run_dir, "local");
+  return prior.ok() ? prior->step : 0;
+}
+
+std::function<void(const std::string&)> InterruptOnceCommitted(const std::string& run_dir,
+                                                               bool* interrupted) {
+  return [run_dir, interrupted](const std::string& line) {
+    if (*interrupted || !absl::StartsWith(line, "step ") || CommittedStep(run_dir) <= 0) return;
+    const int pid = ReadLockHolder(run_dir);  // the lock file's holder
+    *interrupted = pid > 0 && kill(pid, SIGINT) == 0;
+  };
+}
+
+absl::StatusOr<std::unique_ptr<cli::Subprocess>> StartAddWorker(const std::string& run_dir,
+                                                                 const std::string& log_path) {
+  cli::SubprocessOptions o;
+  o.name = "add-worker";
+  o.argv = {RunfilesRoot() + "/tools/tandem/tandem", "add-worker", "--run_dir=" + run_dir};
+  o.log_path = log_path;
+  return cli::Subprocess::Start(o);
+}
+
 TandemRun RunTandem(const std::vector<std::string>& args,
                     const std::function<void(const std::string&)>& on_line) {
   static int count = 0;
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const std::string root = std::string(srcdir ? srcdir : ".") + "/tandem";
+  const std::string root = RunfilesRoot();
   cli::SubprocessOptions o;
   o.name = "tandem";
   o.argv = {root + "/tools/tandem/tandem"};

@@ -12,9 +12,14 @@
 #ifndef TANDEM_TESTS_E2E_TANDEM_HARNESS_H_
 #define TANDEM_TESTS_E2E_TANDEM_HARNESS_H_
 
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "absl/status/statusor.h"
+#include "tools/tandem/process.h"
 
 namespace tandem {
 namespace e2e {
@@ -36,6 +41,21 @@ int ReadLockHolder(const std::string& run_dir);
 // Runs `tandem <args> --bin_dir=<runfiles>`; calls on_line for each stdout line.
 TandemRun RunTandem(const std::vector<std::string>& args,
                     const std::function<void(const std::string&)>& on_line = nullptr);
+
+// The step of the checkpoint committed in `run_dir` (0: none yet).
+int64_t CommittedStep(const std::string& run_dir);
+
+// A RunTandem on_line callback: at the first progress line ("step ...")
+// after a checkpoint is committed in `run_dir`, sends SIGINT (Ctrl-C) to the
+// `tandem local` holding it, once, and sets *interrupted (left false if the
+// holder could not be found or signalled). `interrupted` must outlive it.
+std::function<void(const std::string&)> InterruptOnceCommitted(const std::string& run_dir,
+                                                               bool* interrupted);
+
+// Starts `tandem add-worker --run_dir=<run_dir>` in the background, its
+// output to `log_path`.
+absl::StatusOr<std::unique_ptr<cli::Subprocess>> StartAddWorker(const std::string& run_dir,
+                                                                 const std::string& log_path);
 
 }  // namespace e2e
 }  // namespace tandem

@@ -28,11 +28,6 @@ namespace tandem {
 namespace e2e {
 namespace {
 
-std::string TandemBinary() {
-  const char* srcdir = getenv("TEST_SRCDIR");
-  return std::string(srcdir ? srcdir : ".") + "/tandem/tools/tandem/tandem";
-}
-
 TEST(ScaleUpTest, AThirdWorkerJoinsMidEpochAndEverySampleIsSeenOnce) {
   const std::string run_dir = TmpPath("scale-up");
   const std::string samples = TmpPath("scale-up-samples");
@@ -56,11 +51,7 @@ TEST(ScaleUpTest, AThirdWorkerJoinsMidEpochAndEverySampleIsSeenOnce) {
           lr3 = lr3 || absl::StrContains(line, " lr 0.1500 ");
         }
         if (adder == nullptr && absl::StartsWith(line, "step 20/")) {
-          cli::SubprocessOptions o;
-          o.name = "add-worker";
-          o.argv = {TandemBinary(), "add-worker", "--run_dir=" + run_dir};
-          o.log_path = TmpPath("add-worker.log");
-          auto p = cli::Subprocess::Start(o);
+          auto p = StartAddWorker(run_dir, TmpPath("add-worker.log"));
           ASSERT_TRUE(p.ok()) << p.status();
           adder = std::move(*p);
         }

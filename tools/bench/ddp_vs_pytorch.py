@@ -9,9 +9,17 @@ DistributedDataParallel over gloo, one process per rank and one thread each
 seeded permutation per epoch with each global batch of B*world split into
 contiguous rank slices and the remainder dropped, inputs scaled to [0, 1].
 
+With --dataset fortunes (a torchscript: language model, forward(tokens
+[B, T]) -> logits [B, T, 256]) the data are the byte-level fortunes text cut
+as `tandem local --dataset fortunes` cuts it (gpt_vs_pytorch.py's
+load_window_split: windows of --context+1 bytes, the last 5% held out), the
+loss is the mean token cross-entropy, rates are tokens/s and the accuracy is
+the held-out windows' next-token accuracy.
+
 Prints progress lines in tandem's format ("step S/T ... samples/s X ...") so
 the shell script reads both the same way, then one line
   RESULT pytorch world=W samples_per_s=<median of windows> wall_s=<train> accuracy=<test>
+(tokens_per_s= instead of samples_per_s= for fortunes)
 """
 import argparse
 import gzip
@@ -24,7 +32,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from torch_ranks import spawn_ranks  # tools/bench, next to this script
+from gpt_vs_pytorch import load_window_split  # tools/bench, next to this script
+from torch_ranks import spawn_ranks
 
 
 def load_idx(path):
@@ -40,6 +49,30 @@ def load(data_dir, split):
     y = load_idx(os.path.join(data_dir, f"{split}-labels-idx1-ubyte.gz"))
     x = torch.from_numpy(x.reshape(len(x), -1).astype(np.float32) / 255.0)
     return x, torch.from_numpy(y.astype(np.int64))
+
+
+def load_data(a, split):
+    """(inputs, labels, units per sample) of the --dataset's split."""
+    if a.dataset == "fashion-mnist":
+        return load(a.data_dir, split) + (1,)
+    train, held_out = load_window_split(a.data_dir, a.context)
+    w = train if split == "train" else held_out
+    return w[:, :-1].contiguous(), w[:, 1:].contiguous(), a.context
+
+
+def flat_loss(logits, labels):
+    """Mean cross-entropy over samples ([B, C]) or tokens ([B, T, C])."""
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                             labels.reshape(-1))
+
+
+def accuracy(net, x, y):
+    """Share of argmax predictions equal to the labels, 256 samples at a time."""
+    right = 0
+    with torch.no_grad():
+        for i in range(0, len(x), 256):
+            right += (net(x[i:i + 256]).argmax(-1) == y[i:i + 256]).sum().item()
+    return right / y.numel()
 
 
 def build(widths):
@@ -71,8 +104,8 @@ def run(rank, world, a, port):
         opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     else:
         opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    loss_fn = torch.nn.CrossEntropyLoss()
-    x, y = load(a.data_dir, "train")
+    x, y, units = load_data(a, "train")
+    unit = "samples/s" if units == 1 else "tokens/s"
     global_batch = a.batch_size * world
     per_epoch = len(x) // global_batch
     total = per_epoch * a.epochs
@@ -92,7 +125,7 @@ def run(rank, world, a, port):
                        b * global_batch + (rank + 1) * a.batch_size]
             xb, yb = x[idx], y[idx]
             opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(xb), yb)
+            loss = flat_loss(model(xb), yb)
             loss.backward()
             opt.step()
             sched.step()
@@ -100,23 +133,23 @@ def run(rank, world, a, port):
             if step % a.log_every == 0 or step == total:
                 now = time.perf_counter()
                 n = a.log_every if step % a.log_every == 0 else step % a.log_every
-                rate = n * global_batch / (now - t_window)
+                rate = n * global_batch * units / (now - t_window)
                 t_window = now
                 rates.append(rate)
                 if rank == 0:
                     print(f"step {step}/{total} epoch {epoch + 1} loss {loss.item():.4f} "
-                          f"lr {sched.get_last_lr()[0]:.4f} samples/s {rate:.0f} world {world}",
+                          f"lr {sched.get_last_lr()[0]:.4f} {unit} {rate:.0f} world {world}",
                           flush=True)
     dist.barrier()
     wall = time.perf_counter() - t_start
     if rank == 0:
-        xt, yt = load(a.data_dir, "t10k")
-        with torch.no_grad():
-            model.module.eval()
-            acc = (model.module(xt).argmax(1) == yt).float().mean().item()
+        xt, yt, _ = load_data(a, "t10k")
+        model.module.eval()
+        acc = accuracy(model.module, xt, yt)
         # Windows after the first (warm-up), like the tandem side.
         steady = rates[1:] if len(rates) > 2 else rates
-        print(f"RESULT pytorch world={world} samples_per_s={statistics.median(steady):.1f} "
+        print(f"RESULT pytorch world={world} {unit.replace('/', '_per_')}="
+              f"{statistics.median(steady):.1f} "
               f"wall_s={wall:.2f} accuracy={acc:.4f} torch={torch.__version__}", flush=True)
     dist.destroy_process_group()
 
@@ -132,8 +165,14 @@ def main():
     p.add_argument("--lr_scaling", default="linear", choices=["auto", "linear", "sqrt", "none"])
     p.add_argument("--log_every", type=int, default=20)
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--data_dir", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--dataset", default="fashion-mnist", choices=["fashion-mnist", "fortunes"])
+    p.add_argument("--context", type=int, default=64, help="fortunes: tokens per window")
+    p.add_argument("--data_dir", default=None,
+                   help="default /usr/share/datasets/fashion-mnist or /usr/share/games/fortunes")
     a = p.parse_args()
+    if a.data_dir is None:
+        a.data_dir = {"fashion-mnist": "/usr/share/datasets/fashion-mnist",
+                      "fortunes": "/usr/share/games/fortunes"}[a.dataset]
     spawn_ranks(run, a.world, a)
 
 

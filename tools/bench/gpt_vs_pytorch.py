@@ -40,6 +40,11 @@ def parse_spec(spec):
 
 
 def load_windows(data_dir, context):
+    return load_window_split(data_dir, context)[0]
+
+
+def load_window_split(data_dir, context):
+    """(train, held-out) windows of context+1 tokens, as tandem cuts them."""
     names = sorted(n for n in os.listdir(data_dir)
                    if not n.startswith(".") and not n.endswith(".dat"))
     text = bytearray()
@@ -48,11 +53,11 @@ def load_windows(data_dir, context):
         if os.path.isfile(path) and not os.path.islink(path):
             with open(path, "rb") as f:
                 text += f.read()
-    data = torch.frombuffer(bytes(text), dtype=torch.uint8).long()
+    data = torch.frombuffer(bytearray(text), dtype=torch.uint8).long()
     n = len(data) // (context + 1)
     windows = data[:n * (context + 1)].view(n, context + 1)
     n_eval = max(1, int(n * 0.05))
-    return windows[:n - n_eval]
+    return windows[:n - n_eval], windows[n - n_eval:]
 
 
 class Block(torch.nn.Module):

@@ -16,6 +16,7 @@
 #include "common/plan/strategy_cost.h"
 #include "common/data/dataset.h"
 #include "tools/tandem/doctor_command.h"
+#include "tools/tandem/model_check.h"
 
 namespace tandem {
 namespace cli {
@@ -96,12 +97,13 @@ absl::StatusOr<JobShape> ShapeOf(const LocalOptions& o) {
   JobShape s;
   auto spec = nn::ParseModelSpec(o.model);
   if (!spec.ok()) return spec.status();
-  ASSIGN_OR_RETURN(plan::ModelCost cost, plan::ModelCostOf(*spec));
+  ASSIGN_OR_RETURN(DatasetFiles data, ResolveDataset(o));
+  // A torchscript: module's buckets come from its own layout.
+  ASSIGN_OR_RETURN(plan::ModelCost cost, GradientCostOf(*spec, data.inputs));
   s.buckets = [cost](double cap_mb) {
     absl::StatusOr<int> n = plan::BucketCount(cost, cap_mb);
     return n.ok() ? *n : -1;
   };
-  ASSIGN_OR_RETURN(DatasetFiles data, ResolveDataset(o));
   ASSIGN_OR_RETURN(std::unique_ptr<data::Dataset> train,
                    data::OpenDataset(data.train_name, data.train_path));
   s.job_steps = JobSteps(o, train->num_samples());

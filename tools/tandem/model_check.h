@@ -6,6 +6,12 @@
 //
 //   RETURN_IF_ERROR(CheckModelOnDataset(spec, files.inputs, o.sync));
 //
+// autotune's bucket plan needs the gradient's shape, which for a
+// torchscript: module only the module can tell:
+//
+//   ASSIGN_OR_RETURN(plan::ModelCost c, GradientCostOf(spec, files.inputs));
+//   plan::BucketCount(c, 25);
+//
 // Thread-safe (no shared state). Failure: INVALID_ARGUMENT naming the file
 // and the problem, or the strategy that cannot train it; UNIMPLEMENTED
 // (reported as INVALID_ARGUMENT) for torchscript: without libtorch.
@@ -17,6 +23,7 @@
 #include "absl/status/status.h"
 #include "common/data/dataset_inputs.h"
 #include "common/nn/model_spec.h"
+#include "common/plan/model_cost.h"
 
 namespace tandem {
 namespace cli {
@@ -27,6 +34,15 @@ constexpr int kTorchScriptTextContext = 64;
 
 absl::Status CheckModelOnDataset(const nn::ModelSpec& spec, const data::DatasetInputs& inputs,
                                  const std::string& strategy);
+
+// What gradient buckets are planned over: the parameter count, flat size
+// and flat elements per parameter group in backward order. A built-in
+// spec's whole plan::ModelCostOf; a torchscript: module's from the layout
+// the workers give it (built once on the CPU against the dataset's
+// samples), its FLOPs and activations left 0 (not readable from the
+// archive). Errors as CheckModelOnDataset.
+absl::StatusOr<plan::ModelCost> GradientCostOf(const nn::ModelSpec& spec,
+                                               const data::DatasetInputs& inputs);
 
 }  // namespace cli
 }  // namespace tandem
