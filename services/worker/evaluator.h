@@ -44,7 +44,7 @@ struct EvalResult {
 
 // "epoch 1 test accuracy 0.8612 (10000 samples)" (MLP) or
 // "epoch 1 eval loss 1.9021 token accuracy 0.4410 (512 sequences)" (GPT);
-// `when` is what leads the line ("epoch 1", or "step 300" for a run that
+// `when` is what leads the line ("epoch 1", or "final (step 300)" for a run that
 // --max_steps ended inside an epoch).
 std::string FormatEvalLine(const EvalResult& r, const std::string& when, InputSpec::Kind kind);
 

@@ -433,7 +433,7 @@ absl::Status Trainer::Loop::EvaluateAndCheckpoint(Generation& g, const TrainingP
       result_.eval_loss = ev.loss;
       // The epoch that just ended: the cursor already points into the next.
       const std::string when = epoch_ended ? absl::StrCat("epoch ", state_.cursor.epoch)
-                                           : absl::StrCat("step ", state_.step);
+                                           : absl::StrCat("final (step ", state_.step, ")");
       if (g.rank() == 0) Print(FormatEvalLine(ev, when, probe_.inputs.kind));
     }
   }

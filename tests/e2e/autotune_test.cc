@@ -91,7 +91,7 @@ TEST(AutotuneTest, AJobTooShortForTheTrialsSkipsAutotune) {
   EXPECT_FALSE(absl::StrContains(r.stdout_text, "<- chosen")) << r.stdout_text;
   EXPECT_TRUE(absl::StrContains(r.stdout_text, "step 12/12")) << r.stdout_text;
   // --max_steps ended the run inside the epoch: it still reports the accuracy.
-  EXPECT_TRUE(absl::StrContains(r.stdout_text, "step 12 test accuracy")) << r.stdout_text;
+  EXPECT_TRUE(absl::StrContains(r.stdout_text, "final (step 12) test accuracy")) << r.stdout_text;
 }
 
 }  // namespace

@@ -158,6 +158,7 @@ def main():
     ap.add_argument("--tandem", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--model", default="mlp:784,256,10")
+    ap.add_argument("--dataset", default="", help="tandem local --dataset (default: its own)")
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--batch", type=int, default=32, help="per worker")
     ap.add_argument("--epochs", type=int, default=1, help="for the accuracy runs")
@@ -177,7 +178,8 @@ def main():
     if a.only:
         keep = set(a.only.split(","))
         vs = [v for v in vs if v[0] in keep]
-    common = ["--model=" + a.model, "--epochs=1", "--batch_size=%d" % a.batch,
+    dataset = ["--dataset=" + a.dataset] if a.dataset else []
+    common = dataset + ["--model=" + a.model, "--epochs=1", "--batch_size=%d" % a.batch,
               "--lr_scaling=none", "--seed=1", "--checkpoint_every=0"]
     configs = [(label, sync, opt, rate, nodes, per) for label, sync, opt in vs
                for rate in rates for nodes, per in layouts]
@@ -227,7 +229,7 @@ def main():
     if not a.no_accuracy:
         for label, sync, opt in vs:
             sync_args = ["--sync=" + sync] + (["--sync_opt=" + opt] if opt else [])
-            args = ["--model=" + a.model, "--epochs=%d" % a.epochs, "--batch_size=%d" % a.batch,
+            args = dataset + ["--model=" + a.model, "--epochs=%d" % a.epochs, "--batch_size=%d" % a.batch,
                     "--lr_scaling=none", "--seed=1", "--checkpoint_every=0", "--log_every=1000000",
                     "--nodes=%d" % acc_layout[0], "--workers_per_node=%d" % acc_layout[1],
                     "--link=" + rates[0]] + sync_args

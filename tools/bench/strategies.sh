@@ -19,7 +19,7 @@
 # Writes OUT/strategies.json and OUT/strategies.png (python3-matplotlib).
 #
 #   bazel build -c opt //tools/tandem
-#   sudo tools/bench/strategies.sh [--out DIR] [--steps 50] [--model mlp:784,256,10]
+#   sudo tools/bench/strategies.sh [--out DIR] [--steps 50] [--model mlp:784,256,10] [--dataset fortunes]
 #        [--batch 32] [--epochs 1] [--rates 10gbit,1gbit,100mbit]
 #        [--layouts 1x4,2x2,4x1] [--only "allreduce hier=0,allreduce hier=1"]
 #        [--no-accuracy] [--repeat 3]
