@@ -11,7 +11,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "absl/flags/usage.h"
+#include "common/flags/usage.h"
 #include "common/log/log.h"
 #include "common/rpc/auth.h"
 #include "common/rpc/tls_flags.h"
@@ -41,7 +41,7 @@ ABSL_FLAG(std::string, batch_auto, "",
           "workers started with --batch auto (empty: off).");
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("tandem coordinator: rendezvous, heartbeats, checkpoints.");
+  tandem::flags::InstallFlagUsage("tandem coordinator: rendezvous, heartbeats, checkpoints.");
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
   if (rest.size() > 1) {
     std::fprintf(stderr, "coordinator: unexpected argument '%s' (flags are --name=value)\n",

@@ -14,7 +14,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
+#include "common/flags/usage.h"
 #include "common/rpc/auth.h"
 #include "common/rpc/tls_flags.h"
 #include "services/dataserver/data_server.h"
@@ -37,7 +37,7 @@ ABSL_FLAG(std::string, token_file, "",
           "file with the job's token every RPC must carry (empty: $TANDEM_TOKEN, else none)");
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("tandem data-shard server");
+  tandem::flags::InstallFlagUsage("tandem data-shard server");
   absl::ParseCommandLine(argc, argv);
   // gRPC allocates a fresh buffer per large message; with glibc's default
   // mmap threshold each one is mmapped, page-faulted in and unmapped again,

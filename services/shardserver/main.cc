@@ -15,7 +15,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
+#include "common/flags/usage.h"
 #include "common/rpc/auth.h"
 #include "common/rpc/tls_flags.h"
 #include "services/shardserver/shard_server.h"
@@ -35,7 +35,7 @@ ABSL_FLAG(std::string, token_file, "",
           "file with the job's token every RPC must carry (empty: $TANDEM_TOKEN, else none)");
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("tandem shard server");
+  tandem::flags::InstallFlagUsage("tandem shard server");
   absl::ParseCommandLine(argc, argv);
   // Large gRPC messages: keep them in the heap instead of mmap per message
   // (as the data server does).

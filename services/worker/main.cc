@@ -19,7 +19,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
-#include "absl/flags/usage.h"
+#include "common/flags/usage.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -127,7 +127,7 @@ ABSL_FLAG(std::string, sample_log_dir, "",
 ABSL_FLAG(double, rejoin_timeout_seconds, 60.0, "Longest wait for a rendezvous after a failure.");
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("tandem worker: trains one data-parallel replica.");
+  tandem::flags::InstallFlagUsage("tandem worker: trains one data-parallel replica.");
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
   if (rest.size() > 1) {
     std::fprintf(stderr, "worker: unexpected argument '%s' (flags are --name=value)\n", rest[1]);
