@@ -78,6 +78,10 @@ TEST(AutotuneTest, TimesEveryConfigurationAndTrainsWithTheFastest) {
     const std::string prom = ReadFile(run_dir + "/autotune-" + std::to_string(i) + "/metrics/worker-0.prom");
     EXPECT_TRUE(std::regex_search(prom, std::regex("\ntandem_step_seconds_count(\\{[^}]*\\})? 6\n")))
         << "trial " << i << " did not stop after 6 steps:\n" << prom;
+    // Trials are timed only: no evaluation pass at their end.
+    const std::string log = ReadFile(run_dir + "/autotune-" + std::to_string(i) + "/worker-0.log");
+    EXPECT_FALSE(log.empty()) << "trial " << i;
+    EXPECT_FALSE(absl::StrContains(log, "test accuracy")) << "trial " << i << ":\n" << log;
   }
 }
 

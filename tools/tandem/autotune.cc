@@ -193,6 +193,7 @@ absl::StatusOr<AutotuneResult> RunAutotune(const LocalOptions& o, const LocalEnv
     LocalOptions t = o;
     t.autotune = false;
     t.doctor = false;
+    t.evaluate = false;  // a trial is timed, not judged: no test pass at its end
     t.sync = candidates[i].sync;
     t.sync_opt = candidates[i].sync_opt;
     t.max_steps = steps;

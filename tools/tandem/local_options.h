@@ -90,6 +90,7 @@ struct LocalOptions {
   int autotune_steps = 30;     // steps per autotune trial
   bool tls = false;            // mutual TLS on every RPC, with a CA made for the run
   bool doctor = false;         // print `tandem doctor`'s diagnosis when the job ends
+  bool evaluate = true;        // workers measure test accuracy (off for autotune's trials)
   int decode_threads = 2;      // the data server's threads reading and packing batches
   double simulate_slow_data_ms = 0;  // the data server takes at least this long per batch (0 = off)
   std::string transport;       // auto | shm | gloo; "" = the worker's default (auto)

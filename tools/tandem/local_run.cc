@@ -909,7 +909,7 @@ std::vector<std::string> WorkerArgv(const LocalOptions& o, const DatasetFiles& d
       "--host=" + WorkerHost(o, index),
       "--model=" + o.model,
       "--dataset=" + data.train_name,
-      "--eval_dataset=" + data.eval_name,
+      "--eval_dataset=" + (o.evaluate ? data.eval_name : std::string()),
       absl::StrCat("--epochs=", o.epochs),
       absl::StrCat("--batch_size=", o.batch_size),
       absl::StrCat("--lr=", o.lr),
