@@ -275,10 +275,56 @@ struct Checkpointer::WritePlan {
   v1::DataCursor cursor;
 };
 
-absl::StatusOr<std::string> Checkpointer::Write(Generation& g, TrainingState* state) {
+absl::Status Checkpointer::EnableMetrics(Metrics* metrics) {
+  if (metrics_ != nullptr || metrics == nullptr) return absl::OkStatus();
+  ASSIGN_OR_RETURN(metrics_, CheckpointMetrics::Create(metrics));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Checkpointer::WritePeriodic(Generation& g, TrainingState* state) {
   if (o_.dir.empty()) return std::string();
   if (state->step == state->checkpoint_step) return std::string();  // already on disk
   ASSIGN_OR_RETURN(WritePlan plan, PlanWrite(g, *state));
+  // Every rank agrees (the plan is all-gathered): only the single-file
+  // layout, written by rank 0 alone, goes to the background.
+  if (!o_.background || !plan.single || plan.on_servers != nullptr) {
+    return WritePlanned(g, state, plan);
+  }
+  RETURN_IF_ERROR(g.sync->SyncStateToHost());  // collective for some strategies
+  if (g.rank() != 0) return std::string();
+  RETURN_IF_ERROR(MakeDirectories(o_.dir));
+  if (bg_ == nullptr) {
+    BackgroundCheckpointOptions bo;
+    bo.write = o_.write_options;
+    bo.metrics = metrics_.get();
+    bg_ = std::make_unique<BackgroundCheckpointWriter>(
+        bo, [this](const v1::CheckpointRecord& r, int64_t generation) {
+          return client_->CommitCheckpoint(r, generation);
+        });
+  }
+  CheckpointSnapshot* snapshot = bg_->Acquire();  // waits for the previous write
+  RETURN_IF_ERROR(WithShardView(g, *state, plan, [&](const checkpoint::CheckpointView& v) {
+    snapshot->Capture(v);
+    return absl::OkStatus();
+  }));
+  bg_->Submit(plan.single_path, Record(g, state->step, plan.cursor, plan.single_path),
+              g.join.generation());
+  return std::string();
+}
+
+absl::StatusOr<std::string> Checkpointer::Write(Generation& g, TrainingState* state) {
+  // A background write in flight finishes first: files reach the disk
+  // and the coordinator in step order.
+  if (bg_ != nullptr) bg_->Drain();
+  if (o_.dir.empty()) return std::string();
+  if (state->step == state->checkpoint_step) return std::string();  // already on disk
+  ASSIGN_OR_RETURN(WritePlan plan, PlanWrite(g, *state));
+  return WritePlanned(g, state, plan);
+}
+
+absl::StatusOr<std::string> Checkpointer::WritePlanned(Generation& g, TrainingState* state,
+                                                       const WritePlan& plan) {
+  const absl::Time start = absl::Now();
   absl::Status wrote = g.sync->SyncStateToHost();
   if (plan.i_write && wrote.ok()) wrote = WriteShard(g, *state, plan);
   // Every shard must be on disk before the manifest names it.
@@ -302,6 +348,9 @@ absl::StatusOr<std::string> Checkpointer::Write(Generation& g, TrainingState* st
                                            "step ", state->step, " checkpoint (see its log)"));
   }
   state->checkpoint_step = state->step;
+  if (metrics_ != nullptr && plan.i_write) {
+    metrics_->RecordWrite(absl::ToDoubleSeconds(absl::Now() - start), -1);
+  }
   return g.rank() == 0 ? plan.path : std::string();
 }
 
@@ -350,9 +399,9 @@ absl::StatusOr<Checkpointer::WritePlan> Checkpointer::PlanWrite(Generation& g,
   return plan;
 }
 
-absl::Status Checkpointer::WriteShard(Generation& g, const TrainingState& state,
-                                      const WritePlan& plan) {
-  RETURN_IF_ERROR(MakeDirectories(o_.dir));
+absl::Status Checkpointer::WithShardView(
+    Generation& g, const TrainingState& state, const WritePlan& plan,
+    const std::function<absl::Status(const checkpoint::CheckpointView&)>& use) {
   tensor::FlatStorage& storage = model_->storage();
   const float* params = storage.params();
   if (!backend_->host_accessible()) {
@@ -384,11 +433,19 @@ absl::Status Checkpointer::WriteShard(Generation& g, const TrainingState& state,
     v.blobs.push_back({"model_spec", o_.model_text});
     if (!state.loss_scaler.empty()) v.blobs.push_back({"loss_scaler", state.loss_scaler});
   }
-  return checkpoint::WriteCheckpoint(
+  return use(v);
+}
+
+absl::Status Checkpointer::WriteShard(Generation& g, const TrainingState& state,
+                                      const WritePlan& plan) {
+  RETURN_IF_ERROR(MakeDirectories(o_.dir));
+  const std::string path =
       plan.single
           ? plan.single_path
-          : absl::StrCat(o_.dir, "/", checkpoint::ShardFileName(state.step, g.rank(), g.world())),
-      v);
+          : absl::StrCat(o_.dir, "/", checkpoint::ShardFileName(state.step, g.rank(), g.world()));
+  return WithShardView(g, state, plan, [&](const checkpoint::CheckpointView& v) {
+    return checkpoint::WriteCheckpoint(path, v, o_.write_options);
+  });
 }
 
 absl::Status Checkpointer::AllWrote(Generation& g, const absl::Status& wrote, int64_t step) {
@@ -419,15 +476,21 @@ checkpoint::Manifest Checkpointer::ManifestHeader(Generation& g, int64_t step) c
   return m;
 }
 
-absl::Status Checkpointer::CommitAt(Generation& g, int64_t step, const v1::DataCursor& cursor,
-                                    const std::string& committed_path) {
+v1::CheckpointRecord Checkpointer::Record(Generation& g, int64_t step,
+                                          const v1::DataCursor& cursor,
+                                          const std::string& committed_path) const {
   v1::CheckpointRecord record;
   record.set_step(step);
   record.set_path(committed_path);
   *record.mutable_cursor() = cursor;
   record.set_world_size(g.world());
   record.set_unix_millis(absl::ToUnixMillis(absl::Now()));
-  return client_->CommitCheckpoint(record);
+  return record;
+}
+
+absl::Status Checkpointer::CommitAt(Generation& g, int64_t step, const v1::DataCursor& cursor,
+                                    const std::string& committed_path) {
+  return client_->CommitCheckpoint(Record(g, step, cursor, committed_path));
 }
 
 absl::Status Checkpointer::CommitShards(Generation& g, const TrainingState& state,

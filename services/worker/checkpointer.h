@@ -51,6 +51,8 @@
 #define TANDEM_SERVICES_WORKER_CHECKPOINTER_H_
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -61,7 +63,9 @@
 #include "common/data/sampler.h"
 #include "common/kernels/backend.h"
 #include "common/nn/model.h"
+#include "common/metrics/metrics.h"
 #include "proto/dataserver.pb.h"
+#include "services/worker/background_checkpoint.h"
 #include "services/worker/coordinator_client.h"
 #include "services/worker/generation.h"
 
@@ -84,6 +88,11 @@ struct TrainingState {
 
 struct CheckpointerOptions {
   std::string dir;            // empty: never write
+  // WritePeriodic in the background where the layout is one file written
+  // by rank 0 (allreduce, hier, compressed); sharded and server-side
+  // checkpoints stay synchronous. --background_checkpoint.
+  bool background = false;
+  checkpoint::WriteOptions write_options;  // test hook: fault injection
   std::string model_text;     // the --model string, stored in the file
   uint64_t fingerprint = 0;   // checkpoint::ModelFingerprint of the model
   uint64_t seed = 1;          // initialisation when there is no checkpoint
@@ -106,7 +115,18 @@ class Checkpointer {
   // no-op when `dir` is empty or the step is already on disk. Returns the
   // committed path on rank 0, "" elsewhere. A rank that could not write its
   // shard makes every rank return an error naming it; nothing is committed.
+  // Synchronous (the end of a run, a STOP): first waits for a background
+  // write in flight.
   absl::StatusOr<std::string> Write(Generation& g, TrainingState* state);
+  // A --checkpoint_every checkpoint (collective, as Write). With `background`
+  // and the single-file layout, rank 0 copies the state into its snapshot
+  // (waiting first if the previous one is still being written) and returns
+  // "" at once: the file is written and committed by the background writer
+  // (background_checkpoint.h); a failure there is a warning and a metric,
+  // never an error here. Otherwise as Write.
+  absl::StatusOr<std::string> WritePeriodic(Generation& g, TrainingState* state);
+  // Registers the checkpoint metrics (once the process's rank label is set).
+  absl::Status EnableMetrics(Metrics* metrics);
 
  private:
   struct WritePlan;  // who writes which shard, and what is committed
@@ -132,9 +152,18 @@ class Checkpointer {
   // Write's steps: plan the shards, write mine, agree every rank wrote,
   // rank 0 commits (shard manifest, or the shard servers save).
   absl::StatusOr<WritePlan> PlanWrite(Generation& g, const TrainingState& state);
+  absl::StatusOr<std::string> WritePlanned(Generation& g, TrainingState* state,
+                                           const WritePlan& plan);
+  // Builds this rank's shard as a view over the live state and hands it to
+  // `use` (write it, or copy it into the background snapshot).
+  absl::Status WithShardView(
+      Generation& g, const TrainingState& state, const WritePlan& plan,
+      const std::function<absl::Status(const checkpoint::CheckpointView&)>& use);
   absl::Status WriteShard(Generation& g, const TrainingState& state, const WritePlan& plan);
   absl::Status AllWrote(Generation& g, const absl::Status& wrote, int64_t step);
   checkpoint::Manifest ManifestHeader(Generation& g, int64_t step) const;
+  v1::CheckpointRecord Record(Generation& g, int64_t step, const v1::DataCursor& cursor,
+                              const std::string& committed_path) const;
   absl::Status CommitAt(Generation& g, int64_t step, const v1::DataCursor& cursor,
                         const std::string& committed_path);
   absl::Status CommitShards(Generation& g, const TrainingState& state, const WritePlan& plan);
@@ -147,6 +176,9 @@ class Checkpointer {
   std::vector<float> host_params_;
   std::string restored_path_;
   std::vector<std::string> warnings_;
+  std::unique_ptr<CheckpointMetrics> metrics_;       // null until EnableMetrics
+  // Last: its destructor waits for the write in flight, which uses client_.
+  std::unique_ptr<BackgroundCheckpointWriter> bg_;  // made at the first background write
 };
 
 }  // namespace worker

@@ -168,6 +168,8 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
       absl::StrCat(spec_text, "\n", model.layout().DebugString()));
   ck.seed = o_.seed;
   ck.batch_size = o_.batch_size;
+  ck.background = o_.background_checkpoint;
+  ck.write_options = o_.checkpoint_write_options;
   checkpointer_ = std::make_unique<Checkpointer>(ck, t_->backend_.get(), &model, client_.get());
 
   while (true) {
@@ -190,6 +192,7 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
       ASSIGN_OR_RETURN(data::ClientMetrics cm, data::ClientMetrics::Create(t_->metrics_.get()));
       client_metrics_ = std::make_unique<data::ClientMetrics>(cm);
       ASSIGN_OR_RETURN(metrics_, WorkerMetrics::Create(t_->metrics_.get(), o_.sync.strategy));
+      RETURN_IF_ERROR(checkpointer_->EnableMetrics(t_->metrics_.get()));
       EvaluatorOptions eo{o_.data_servers,    o_.eval_dataset, probe_.eval_samples,
                           o_.batch_size,      probe_.inputs.normalize_to_f32,
                           client_metrics_.get()};
@@ -440,7 +443,7 @@ absl::Status Trainer::Loop::EvaluateAndCheckpoint(Generation& g, const TrainingP
   if (o_.checkpoint_every > 0 && state_.step % o_.checkpoint_every == 0 &&
       state_.step < plan.total_steps) {
     state_.loss_scaler = precision_->SerializeState();
-    ASSIGN_OR_RETURN(std::string path, checkpointer_->Write(g, &state_));
+    ASSIGN_OR_RETURN(std::string path, checkpointer_->WritePeriodic(g, &state_));
     if (!path.empty()) result_.last_checkpoint = path;
   }
   return absl::OkStatus();
