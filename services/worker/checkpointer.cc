@@ -97,6 +97,14 @@ absl::StatusOr<bool> Checkpointer::Restore(Generation& g, TrainingState* state) 
   // know whether there is a checkpoint at all.
   std::string path = g.join.resume_from().path();
   restored_path_.clear();
+  ASSIGN_OR_RETURN(recovery_,
+                   memory_.TryRestore(g, path.empty() ? -1 : g.join.resume_from().step()));
+  if (recovery_.restored) {
+    RETURN_IF_ERROR(RestoreFromMemory(g, state));
+    memory_.MarkLive();
+    return true;
+  }
+  memory_.Invalidate();  // the parameters are overwritten from here on
   // header: ok, step, epoch, samples_in_epoch
   int64_t header[4] = {1, 0, 0, 0};
   absl::Status load;
@@ -122,12 +130,37 @@ absl::StatusOr<bool> Checkpointer::Restore(Generation& g, TrainingState* state) 
   RETURN_IF_ERROR(g.sync->StateLoaded());
   RETURN_IF_ERROR(BroadcastModelBuffers(*g.ctl, g.rank(), *model_,
                                         c.has_value() ? c->FindBlob(kBuffersBlob) : nullptr));
-  RETURN_IF_ERROR(BroadcastLossScaler(g, c.has_value() ? &*c : nullptr, &state->loss_scaler));
+  const std::string* scaler = c.has_value() ? c->FindBlob("loss_scaler") : nullptr;
+  RETURN_IF_ERROR(BroadcastLossScaler(g, scaler, 0, &state->loss_scaler));
   state->step = header[1];
   state->cursor = data::Cursor{header[2], 0};
   state->samples_in_epoch = header[3];
   if (!path.empty()) state->checkpoint_step = state->step;
+  memory_.MarkLive();
   return !path.empty();
+}
+
+// Parameters and optimizer state are in place (TryRestore); the rest of a
+// restore, from the source rank: compressed's per-rank state starts at zero
+// (memory_state.h), the model's buffers and the loss scaler are the
+// source's, step and data position the agreed ones.
+absl::Status Checkpointer::RestoreFromMemory(Generation& g, TrainingState* state) {
+  const int source = recovery_.source;
+  LoadExtraState(g, nullptr, "");
+  RETURN_IF_ERROR(g.sync->StateLoaded());
+  const std::string buffers = model_->SaveBuffers();
+  RETURN_IF_ERROR(BroadcastModelBuffers(*g.ctl, g.rank(), *model_, &buffers, source));
+  const std::string scaler = state->loss_scaler;
+  RETURN_IF_ERROR(BroadcastLossScaler(g, &scaler, source, &state->loss_scaler));
+  state->step = recovery_.step;
+  state->cursor = data::Cursor{recovery_.epoch, 0};
+  state->samples_in_epoch = recovery_.samples_in_epoch;
+  // The same on every rank (Write's skip is collective): on disk already
+  // only when the last commit is this very step.
+  const v1::CheckpointRecord& committed = g.join.resume_from();
+  state->checkpoint_step =
+      !committed.path().empty() && committed.step() == state->step ? state->step : -1;
+  return absl::OkStatus();
 }
 
 absl::Status Checkpointer::LoadOnRank0(Generation& g, std::string* path, int64_t header[4],
@@ -247,17 +280,14 @@ void Checkpointer::LoadExtraState(Generation& g, const checkpoint::Checkpoint* c
 }
 
 // fp16's loss-scaler record (a few dozen bytes; none in other modes).
-absl::Status Checkpointer::BroadcastLossScaler(Generation& g, const checkpoint::Checkpoint* c,
+absl::Status Checkpointer::BroadcastLossScaler(Generation& g, const std::string* blob, int root,
                                                std::string* out) {
   char scaler[kMaxScalerBytes + 1] = {0};
-  if (g.rank() == 0 && c != nullptr) {
-    const std::string* blob = c->FindBlob("loss_scaler");
-    if (blob != nullptr && blob->size() <= kMaxScalerBytes) {
-      scaler[0] = static_cast<char>(blob->size());
-      std::memcpy(scaler + 1, blob->data(), blob->size());
-    }
+  if (g.rank() == root && blob != nullptr && blob->size() <= kMaxScalerBytes) {
+    scaler[0] = static_cast<char>(blob->size());
+    std::memcpy(scaler + 1, blob->data(), blob->size());
   }
-  RETURN_IF_ERROR(g.ctl->Broadcast(scaler, sizeof(scaler), 0));
+  RETURN_IF_ERROR(g.ctl->Broadcast(scaler, sizeof(scaler), root));
   out->assign(scaler + 1, static_cast<unsigned char>(scaler[0]));
   return absl::OkStatus();
 }

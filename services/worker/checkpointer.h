@@ -68,6 +68,7 @@
 #include "services/worker/background_checkpoint.h"
 #include "services/worker/coordinator_client.h"
 #include "services/worker/generation.h"
+#include "services/worker/memory_state.h"
 
 namespace tandem {
 namespace worker {
@@ -93,6 +94,9 @@ struct CheckpointerOptions {
   // checkpoints stay synchronous. --background_checkpoint.
   bool background = false;
   checkpoint::WriteOptions write_options;  // test hook: fault injection
+  // Restore continues from the ranks' in-memory state where it can
+  // (memory_state.h); --recover_from_memory.
+  bool recover_from_memory = false;
   std::string model_text;     // the --model string, stored in the file
   uint64_t fingerprint = 0;   // checkpoint::ModelFingerprint of the model
   uint64_t seed = 1;          // initialisation when there is no checkpoint
@@ -103,10 +107,24 @@ class Checkpointer {
  public:
   Checkpointer(CheckpointerOptions options, kernels::Backend* backend, nn::Model* model,
                CoordinatorClient* client)
-      : o_(std::move(options)), backend_(backend), model_(model), client_(client) {}
+      : o_(std::move(options)),
+        backend_(backend),
+        model_(model),
+        client_(client),
+        memory_(o_.recover_from_memory, backend, model) {}
 
-  // True when it resumed from a checkpoint (false: the seeded start).
+  // True when it resumed from a checkpoint or from memory (false: the
+  // seeded start). From memory first (MemoryState::TryRestore, every
+  // rank), else the disk as described above.
   absl::StatusOr<bool> Restore(Generation& g, TrainingState* state);
+  // What the last Restore's agreement decided: from memory (`restored`),
+  // and the newest step any rank had reached (steps redone = reached - step).
+  const MemoryRecovery& last_recovery() const { return recovery_; }
+  // At the end of a generation, before it is destroyed (the trainer's
+  // re-join path): keeps this rank's state for the next Restore.
+  void Retain(Generation& g, const TrainingState& state) {
+    memory_.Retain(g, state.step, state.cursor.epoch, state.samples_in_epoch);
+  }
   // Rank 0, after Restore: the file it loaded ("" for none), and one line
   // per committed checkpoint it skipped as unreadable (taken: cleared).
   const std::string& restored_path() const { return restored_path_; }
@@ -146,8 +164,10 @@ class Checkpointer {
   absl::Status ReshardOptimizerState(Generation& g, checkpoint::Checkpoint* c,
                                      bool from_checkpoint);
   void LoadExtraState(Generation& g, const checkpoint::Checkpoint* c, const std::string& path);
-  absl::Status BroadcastLossScaler(Generation& g, const checkpoint::Checkpoint* c,
+  // `blob` (on `root`; null: none) to every rank's *out.
+  absl::Status BroadcastLossScaler(Generation& g, const std::string* blob, int root,
                                    std::string* out);
+  absl::Status RestoreFromMemory(Generation& g, TrainingState* state);
 
   // Write's steps: plan the shards, write mine, agree every rank wrote,
   // rank 0 commits (shard manifest, or the shard servers save).
@@ -177,6 +197,8 @@ class Checkpointer {
   std::string restored_path_;
   std::vector<std::string> warnings_;
   std::unique_ptr<CheckpointMetrics> metrics_;       // null until EnableMetrics
+  MemoryState memory_;
+  MemoryRecovery recovery_;
   // Last: its destructor waits for the write in flight, which uses client_.
   std::unique_ptr<BackgroundCheckpointWriter> bg_;  // made at the first background write
 };

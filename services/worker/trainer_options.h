@@ -95,6 +95,9 @@ struct TrainerOptions {
   int64_t loss_scale_growth_interval = 2000;
   // Fault tests: "STEP[@RANK]:..." steps whose gradients get an inf.
   std::string inject_nonfinite;
+  // Tests (in-process fault tests): right after this step (> 0) Run returns
+  // an error without leaving, as a killed worker looks to its peers.
+  int64_t crash_after_step = 0;
   // ---- Gradient sync: the strategy and all its knobs (bucket_cap_mb,
   // max_grad_norm, --sync_opt keys) ----------------------------------------
   sync::SyncOptions sync;
