@@ -53,10 +53,20 @@ void MemoryState::Retain(Generation& g, int64_t step, int64_t epoch, int64_t sam
   samples_in_epoch_ = samples_in_epoch;
 }
 
+// The kept optimizer state has this generation's optimizer's buffers.
+bool MemoryState::Fits(Generation& g) const {
+  const std::vector<optim::StateBuffer> buffers = g.sync->optimizer()->state();
+  if (buffers.size() != optimizer_.size()) return false;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    if (buffers[i].data.size() != optimizer_[i].size()) return false;
+  }
+  return true;
+}
+
 absl::StatusOr<MemoryRecovery> MemoryState::TryRestore(Generation& g, int64_t committed_step) {
   const int world = g.world();
-  const bool usable = enabled_ && Replicated(g, model_->storage().size()) && step_ >= 0 &&
-                      optimizer_.size() == g.sync->optimizer()->state().size();
+  const bool usable =
+      enabled_ && Replicated(g, model_->storage().size()) && step_ >= 0 && Fits(g);
   const int64_t mine[kFields] = {usable ? step_ : -1, epoch_, samples_in_epoch_,
                                  static_cast<int64_t>(checksum_), reached_};
   std::vector<int64_t> all(static_cast<size_t>(world) * kFields);

@@ -90,6 +90,7 @@ class MemoryState {
 
  private:
   uint32_t ParamsChecksum();
+  bool Fits(Generation& g) const;
   absl::Status Receive(Generation& g, int source, bool keep);
 
   const bool enabled_;
