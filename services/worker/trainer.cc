@@ -329,6 +329,9 @@ absl::Status Trainer::Loop::RestoreState(Generation& g) {
                        " (epoch ", state_.cursor.epoch + 1, ", sample ", state_.samples_in_epoch,
                        ") in generation ", g.join.generation(), " with ", g.world(),
                        " worker(s)", redone));
+  } else if (g.rank() == 0 && mem.reached > 0) {  // lost work, no checkpoint to go back to
+    Print(absl::StrCat("restarted from the initial state (no committed checkpoint) in generation ",
+                       g.join.generation(), " with ", g.world(), " worker(s)", redone));
   }
   return absl::OkStatus();
 }

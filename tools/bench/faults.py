@@ -14,7 +14,8 @@ Columns: scenario, outcome (survived / refused / clean error / FAILED),
 detect_s (fault to the first console line naming it), recover_s (fault to
 the first training step after it), redone (optimizer steps some rank had
 completed that the job trained again: the "(N steps redone)" of rank 0's
-"recovered from memory at step ..." or "resumed from ..." line; 0 when the
+"recovered from memory at step ...", "resumed from ..." or "restarted from
+the initial state ..." line; 0 when the
 job never rolled back), path (memory / disk / - : where the state came
 from), lost, repeated. "-" where a column does not apply.
 """
@@ -116,7 +117,8 @@ class Run:
         return None
 
 
-REDONE = re.compile(r"^(recovered from memory|resumed from) .*?\((\d+) steps redone\)")
+REDONE = re.compile(
+    r"^(recovered from memory|resumed from|restarted from the initial state) .*?\((\d+) steps redone\)")
 
 
 def redone_and_path(run):
