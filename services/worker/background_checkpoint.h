@@ -65,6 +65,9 @@ class CheckpointMetrics {
 struct BackgroundCheckpointOptions {
   checkpoint::WriteOptions write;        // test hook (fault injection)
   CheckpointMetrics* metrics = nullptr;  // borrowed; may be null
+  // The writer thread's nice value (Linux, per thread): above the trainer's,
+  // so the write takes CPU training leaves idle.
+  int nice = 10;
 };
 
 class BackgroundCheckpointWriter {

@@ -52,9 +52,7 @@ std::string TmpDir(const std::string& name) {
 class ShardedCheckpointTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dataserver::DataServerOptions o;
-    o.datasets = {{"fashion-mnist/train", "/usr/share/datasets/fashion-mnist/train"}};
-    auto s = dataserver::DataServer::Start(o);
+    auto s = StartFashionMnistServer();
     ASSERT_TRUE(s.ok()) << s.status();
     data_ = s->release();
   }
@@ -67,14 +65,7 @@ class ShardedCheckpointTest : public ::testing::Test {
   // earlier run cleared (an operator extending the job).
   void StartCoordinator(int workers, const std::string& state) {
     coordinator_.reset();
-    const std::string path = state + "/coordinator_state.pb";
-    absl::StatusOr<std::string> bytes = ReadFileToString(path);
-    if (bytes.ok()) {
-      v1::CoordinatorState s;
-      ASSERT_TRUE(s.ParseFromString(*bytes));
-      s.set_finished(false);
-      ASSERT_TRUE(WriteFileAtomically(path, s.SerializeAsString()).ok());
-    }
+    ClearFinishedFlag(state);
     CoordinatorServerOptions o;
     o.coordinator.job_id = "ckpt-test";
     o.coordinator.min_workers = workers;

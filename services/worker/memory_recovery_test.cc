@@ -47,9 +47,7 @@ std::string TmpDir(const std::string& name) {
 class MemoryRecoveryTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dataserver::DataServerOptions o;
-    o.datasets = {{"fashion-mnist/train", "/usr/share/datasets/fashion-mnist/train"}};
-    auto s = dataserver::DataServer::Start(o);
+    auto s = StartFashionMnistServer();
     ASSERT_TRUE(s.ok()) << s.status();
     data_ = s->release();
   }
@@ -62,13 +60,7 @@ class MemoryRecoveryTest : public ::testing::Test {
   void StartCoordinator(int min_workers, int max_workers, absl::Duration settle,
                         const std::string& state) {
     coordinator_.reset();
-    const std::string path = state + "/coordinator_state.pb";
-    if (absl::StatusOr<std::string> bytes = ReadFileToString(path); bytes.ok()) {
-      v1::CoordinatorState s;
-      ASSERT_TRUE(s.ParseFromString(*bytes));
-      s.set_finished(false);
-      ASSERT_TRUE(WriteFileAtomically(path, s.SerializeAsString()).ok());
-    }
+    ClearFinishedFlag(state);
     CoordinatorServerOptions o;
     o.coordinator.job_id = "mem-test";
     o.coordinator.min_workers = min_workers;
@@ -125,6 +117,32 @@ class MemoryRecoveryTest : public ::testing::Test {
   void ClearLines() {
     absl::MutexLock lock(&mu_);
     lines_.clear();
+  }
+
+  // The reference for a change of world at `step`: `before` workers train
+  // to it and checkpoint, then `after` fresh workers resume from the disk
+  // to kSteps. The second phase's runs (empty after a failed assertion).
+  std::vector<TrainerRun> ThroughTheDisk(const std::string& name, int before, int64_t step,
+                                         int after, const std::string& samples) {
+    ClearLines();
+    const std::string state = TmpDir(name + "_state"), ckpt = TmpDir(name + "_ckpt");
+    StartCoordinator(before, before, absl::ZeroDuration(), state);
+    std::vector<TrainerOptions> first;
+    for (int i = 0; i < before; ++i) first.push_back(Options(i, step, ckpt, samples));
+    for (const TrainerRun& r : RunTrainers(first)) {
+      EXPECT_TRUE(r.result.ok()) << r.result.status();
+      if (!r.result.ok()) return {};
+    }
+    StartCoordinator(after, after, absl::ZeroDuration(), state);
+    std::vector<TrainerOptions> second;
+    for (int i = 0; i < after; ++i) second.push_back(Options(i, kSteps, ckpt, samples));
+    std::vector<TrainerRun> runs = RunTrainers(second);
+    for (const TrainerRun& r : runs) {
+      EXPECT_TRUE(r.result.ok()) << r.result.status();
+      if (!r.result.ok()) return {};
+    }
+    EXPECT_NE(Line(absl::StrCat("resumed from ", ckpt)), "");
+    return runs;
   }
 
   // Effective samples of workers w0..w{n-1}: each id's count, per epoch.
@@ -189,19 +207,9 @@ TEST_F(MemoryRecoveryTest, SurvivorsOfALostWorkerContinueFromMemory) {
   EXPECT_EQ(Line("resumed from"), "");
 
   // The reference: 5 steps at world 3, a checkpoint, world 2 from it.
-  ClearLines();
-  const std::string ref_state = TmpDir("lost_ref_state"), ref_ckpt = TmpDir("lost_ref_ckpt");
   const std::string ref_samples = TmpDir("lost_ref_samples");
-  StartCoordinator(3, 3, absl::ZeroDuration(), ref_state);
-  std::vector<TrainerOptions> first;
-  for (int i = 0; i < 3; ++i) first.push_back(Options(i, 5, ref_ckpt, ref_samples));
-  for (const TrainerRun& r : RunTrainers(first)) ASSERT_TRUE(r.result.ok()) << r.result.status();
-  StartCoordinator(2, 2, absl::ZeroDuration(), ref_state);
-  std::vector<TrainerOptions> second;
-  for (int i = 0; i < 2; ++i) second.push_back(Options(i, kSteps, ref_ckpt, ref_samples));
-  std::vector<TrainerRun> ref = RunTrainers(second);
-  for (const TrainerRun& r : ref) ASSERT_TRUE(r.result.ok()) << r.result.status();
-  EXPECT_NE(Line("resumed from"), "");
+  std::vector<TrainerRun> ref = ThroughTheDisk("lost_ref", 3, 5, 2, ref_samples);
+  ASSERT_EQ(ref.size(), 2u);
   ASSERT_EQ(runs[0].params.size(), ref[0].params.size());
   EXPECT_TRUE(runs[0].params == ref[0].params)
       << "recovered from memory != dropped the worker at step 5 via the disk";
@@ -252,18 +260,9 @@ TEST_F(MemoryRecoveryTest, AnAddedWorkerReceivesTheStateAndNothingIsRedone) {
   EXPECT_NE(Line("lr 0.1500 "), "");
 
   // The reference: 2 workers to S, a checkpoint, 3 workers from it.
-  ClearLines();
-  const std::string ref_state = TmpDir("add_ref_state"), ref_ckpt = TmpDir("add_ref_ckpt");
   const std::string ref_samples = TmpDir("add_ref_samples");
-  StartCoordinator(2, 2, absl::ZeroDuration(), ref_state);
-  std::vector<TrainerOptions> first;
-  for (int i = 0; i < 2; ++i) first.push_back(Options(i, s, ref_ckpt, ref_samples));
-  for (const TrainerRun& r : RunTrainers(first)) ASSERT_TRUE(r.result.ok()) << r.result.status();
-  StartCoordinator(3, 3, absl::ZeroDuration(), ref_state);
-  std::vector<TrainerOptions> second;
-  for (int i = 0; i < 3; ++i) second.push_back(Options(i, kSteps, ref_ckpt, ref_samples));
-  std::vector<TrainerRun> ref = RunTrainers(second);
-  for (const TrainerRun& r : ref) ASSERT_TRUE(r.result.ok()) << r.result.status();
+  std::vector<TrainerRun> ref = ThroughTheDisk("add_ref", 2, s, 3, ref_samples);
+  ASSERT_EQ(ref.size(), 3u);
   EXPECT_TRUE(runs[0].params == ref[0].params)
       << "scale-up from memory != 2 workers to step " << s << ", then 3 from the checkpoint";
   ExpectSameSamplesOnce(Samples(samples, 3), Samples(ref_samples, 3));
