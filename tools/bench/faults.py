@@ -164,7 +164,7 @@ def killed_worker(tandem, root, sync):
             os.kill(read_pid(run.run_dir, "worker-2"), signal.SIGKILL)
             state["t0"] = time.monotonic()
 
-    r = Run(tandem, root, "killed-" + sync, ["--keep-going", "--min-workers=2",
+    r = Run(tandem, root, "killed-" + sync, ["--keep-going", "--min-workers=2", "--log-every=5",
                                             "--settle-seconds=2", "--sync=" + sync]).go(on_line)
     t0 = state.get("t0")
     detect = r.first(lambda l: "re-joining" in l, t0 or 0)
