@@ -6,9 +6,9 @@
 //
 //   TANDEM_TRACE_FLAGS();   // file scope, main.cc only
 //   ...
-//   trace::ProcessTraceOptions t = tandem::TraceOptionsFromFlags("worker");
-//   t.reference_clock = trace::CoordinatorClock(coordinator);   // if known
-//   auto tracer = trace::ProcessTrace::Start(std::move(t));     // null when off
+//   // null when --trace is off; aligned to the coordinator when one is named
+//   auto tracer = tandem::StartTraceFromFlags("worker", coordinator_address);
+//   if (!tracer.ok()) { print tracer.status(); return 2; }
 //
 // The default --trace_file is trace-<role>-<pid>.json in the working
 // directory. Not thread-safe (main() only).
@@ -17,10 +17,13 @@
 
 #include <unistd.h>
 
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "common/trace/coordinator_clock.h"
 #include "common/trace/process_trace.h"
 
 #define TANDEM_TRACE_FLAGS()                                                                   \
@@ -40,6 +43,12 @@
     if (o.path.empty()) o.path = absl::StrCat("trace-", role, "-", getpid(), ".json");         \
     o.track.process_name = role;                                                               \
     return o;                                                                                  \
+  }                                                                                            \
+  absl::StatusOr<std::unique_ptr<trace::ProcessTrace>> StartTraceFromFlags(                    \
+      const std::string& role, const std::string& coordinator) {                               \
+    trace::ProcessTraceOptions o = TraceOptionsFromFlags(role);                                \
+    if (o.enabled && !coordinator.empty()) o.reference_clock = trace::CoordinatorClock(coordinator); \
+    return trace::ProcessTrace::Start(std::move(o));                                           \
   }                                                                                            \
   }                                                                                            \
   static_assert(true, "")

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/trace/trace.h"
 
 namespace tandem {
 namespace sync {
@@ -108,14 +109,24 @@ absl::Status HierAllreduce::Run(float* data, int64_t count) {
     std::fill(padded_.begin() + count, padded_.begin() + share * local_size_, 0.f);
     full = padded_.data();
   }
-  if (absl::Status s = intra_->ReduceScatter(full, share_.data(), share); !s.ok()) {
-    return Failed(s, "intra-node reduce-scatter", count);
+  const int64_t bytes = int64_t{sizeof(float)} * count;
+  {
+    trace::Span t("reduce-scatter", "comm", bytes);
+    if (absl::Status s = intra_->ReduceScatter(full, share_.data(), share); !s.ok()) {
+      return Failed(s, "intra-node reduce-scatter", count);
+    }
   }
-  if (absl::Status s = inter_->AllReduce(share_.data(), share, ReduceOp::kSum); !s.ok()) {
-    return Failed(s, "inter-node allreduce", share);
+  {
+    trace::Span t("inter-node", "comm", int64_t{sizeof(float)} * share);
+    if (absl::Status s = inter_->AllReduce(share_.data(), share, ReduceOp::kSum); !s.ok()) {
+      return Failed(s, "inter-node allreduce", share);
+    }
   }
-  if (absl::Status s = intra_->AllGather(share_.data(), full, sizeof(float) * share); !s.ok()) {
-    return Failed(s, "intra-node allgather", count);
+  {
+    trace::Span t("allgather", "comm", bytes);
+    if (absl::Status s = intra_->AllGather(share_.data(), full, sizeof(float) * share); !s.ok()) {
+      return Failed(s, "intra-node allgather", count);
+    }
   }
   if (!even) std::memcpy(data, padded_.data(), sizeof(float) * count);
   return absl::OkStatus();
