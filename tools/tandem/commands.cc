@@ -35,6 +35,7 @@ std::vector<CommandInfo> Commands() {
       {"plan", "Predict step time, memory and link bytes of every strategy on a cluster."},
       {"doctor", "Say where a job's step time goes and which flags would help."},
       {"convert", "Turn .npy arrays, IDX, token or text files into a dataset: tandem convert --help."},
+      {"trace", "Merge a --trace run's per-process timelines into RUN_DIR/trace.json (Perfetto)."},
       {"add-worker", "Start one more worker for a running tandem local job (up to --max_workers)."},
       {"exec", "Run a program with the OpenBLAS kernel this CPU needs: tandem exec -- PROG ARGS."},
   };
@@ -125,6 +126,10 @@ FlagTable LocalFlags(LocalOptions* o) {
   t.String("backend", &o->backend, "cpu or cuda (worker i uses GPU i).");
   t.Int("log_every", &o->log_every, "Steps between rank 0's progress lines.");
   t.Bool("profile", &o->profile, "Workers print a per-step time breakdown line.");
+  t.Bool("trace", &o->trace,
+         "Every worker and service records a timeline; merged into RUN_DIR/trace.json at the end "
+         "(Perfetto; also tandem trace --run_dir).");
+  t.Int("trace_steps", &o->trace_steps, "With --trace: the last steps each process keeps.");
   t.Double("simulate_slow_data_ms", &o->simulate_slow_data_ms,
            "Simulated slow storage: the data server takes at least this many ms per batch (0 = off).");
   t.Int("decode_threads", &o->decode_threads,
@@ -208,6 +213,17 @@ FlagTable DoctorFlags(DoctorCliOptions* o) {
                "Live /metrics addresses (host:port), comma-separated: workers and data servers.");
   t.String("link", &o->link, "Each node's link when shaped (e.g. 100mbit), for % of link rate.");
   t.Seconds("timeout_seconds", &o->timeout, "Per scrape of a live address.");
+  return t;
+}
+
+FlagTable TraceFlags(TraceCliOptions* o) {
+  FlagTable t("tandem trace",
+              "Collects the timelines of a tandem local --trace run in --run_dir: asks each\n"
+              "process still running to write its trace (SIGUSR1), then merges every process's\n"
+              "file into RUN_DIR/trace.json, one track per rank and per service on the\n"
+              "coordinator's clock. Open it in https://ui.perfetto.dev or chrome://tracing.");
+  t.String("run_dir", &o->run_dir, "The run directory tandem local printed (required).");
+  t.Seconds("timeout_seconds", &o->timeout, "How long to wait for each running process's file.");
   return t;
 }
 
@@ -314,6 +330,12 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
   if (command == "add-worker" || command == "add_worker") {
     c.command = "add-worker";
     FlagTable t = AddWorkerFlags(&c.add_worker);
+    ASSIGN_OR_RETURN(c.help, ParseInto(t, rest));
+    if (c.help) c.help_text = t.Help();
+    return c;
+  }
+  if (command == "trace") {
+    FlagTable t = TraceFlags(&c.trace);
     ASSIGN_OR_RETURN(c.help, ParseInto(t, rest));
     if (c.help) c.help_text = t.Help();
     return c;

@@ -344,6 +344,10 @@ absl::Status ValidateLocalOptions(const LocalOptions& o) {
   auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
   if (absl::Status s = ResolveBatchRange(o).status(); !s.ok()) return s;
   if (absl::Status s = ValidateNonNegative(o); !s.ok()) return s;
+  if (o.trace_steps < 1) {
+    return bad("--trace_steps must be at least 1 (got ", o.trace_steps, "): the steps each "
+               "process keeps in its trace");
+  }
   if (!o.batch_schedule.empty()) {
     int64_t last = 0;
     for (absl::string_view item : absl::StrSplit(o.batch_schedule, ',')) {

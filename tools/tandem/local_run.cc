@@ -38,6 +38,7 @@
 #include "tools/tandem/link_rate.h"
 #include "tools/tandem/process.h"
 #include "tools/tandem/run_dir.h"
+#include "tools/tandem/trace_command.h"
 #include "tools/tandem/sim_network.h"
 
 namespace tandem {
@@ -262,6 +263,9 @@ absl::StatusOr<Child*> Runner::Spawn(const std::string& name, std::vector<std::s
   so.argv = std::move(argv);
   // Every child talks gRPC: the job's token (and TLS files) go to each.
   so.argv.insert(so.argv.end(), security_args_.begin(), security_args_.end());
+  if (o_.trace && name != "coordinator") {
+    for (std::string& a : TraceChildArgs(run_dir_, name, o_.trace_steps)) so.argv.push_back(a);
+  }
   so.log_path = absl::StrCat(run_dir_, "/", name, ".log");
   // A resumed run directory: the previous run's log is kept beside (one
   // back), so what this run reads from the log (metrics port, last lines)
@@ -807,6 +811,12 @@ absl::Status Runner::FinishRun(absl::Time started) {
                        last.empty() ? "" : ": ", last));
   }
   SaveServiceMetrics();
+  if (o_.trace) {  // before the services stop: they write theirs on request
+    auto trace = CollectRunTrace(run_dir_, absl::Seconds(10));
+    Print(trace.ok() ? FormatTraceCollection(*trace)
+                     : absl::StrCat("tandem local: the trace was not merged: ",
+                                    trace.status().message()));
+  }
   StopEverything();
   PrintLinkBytes();
   // keep_going: workers killed by a signal were lost and the job went on
