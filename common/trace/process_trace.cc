@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <functional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -143,6 +144,23 @@ void ProcessTrace::SetTrack(int64_t pid, const std::string& name, int64_t sort_i
 int64_t ProcessTrace::writes() const {
   absl::MutexLock lock(&mu_);
   return writes_;
+}
+
+namespace {
+std::string HostName() {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  return host;
+}
+}  // namespace
+
+std::string DefaultTraceFileName(const std::string& role) {
+  return absl::StrCat("trace-", role, "-", HostName(), "-", getpid(), ".json");
+}
+
+int64_t ServiceTrackId() {
+  return 1000000 + static_cast<int64_t>(
+                       std::hash<std::string>()(absl::StrCat(HostName(), ":", getpid())) % 1000000);
 }
 
 void SetProcessTrack(int64_t pid, const std::string& name, int64_t sort_index) {

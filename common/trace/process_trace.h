@@ -82,6 +82,14 @@ class ProcessTrace {
   std::thread thread_;
 };
 
+// "trace-<role>-<host>-<pid>.json": unique per process across containers
+// that share a volume (each has pid 1 and its own host name).
+std::string DefaultTraceFileName(const std::string& role);
+
+// A track id for a service (data server, shard server) that no worker rank
+// and, in practice, no other service uses: 1000000 + a hash of host and pid.
+int64_t ServiceTrackId();
+
 // Sets the track of the ProcessTrace running in this process, if any (the
 // trainer, when a generation gives this worker its rank).
 void SetProcessTrack(int64_t pid, const std::string& name, int64_t sort_index);

@@ -10,8 +10,9 @@
 //   auto tracer = tandem::StartTraceFromFlags("worker", coordinator_address);
 //   if (!tracer.ok()) { print tracer.status(); return 2; }
 //
-// The default --trace_file is trace-<role>-<pid>.json in the working
-// directory. Not thread-safe (main() only).
+// The default --trace_file is trace-<role>-<host>-<pid>.json in the working
+// directory; a --trace_file ending in '/' puts that name in that directory
+// (a volume several containers share). Not thread-safe (main() only).
 #ifndef TANDEM_COMMON_TRACE_TRACE_FLAGS_H_
 #define TANDEM_COMMON_TRACE_TRACE_FLAGS_H_
 
@@ -32,15 +33,15 @@
             "write it as Chrome trace JSON at exit and on SIGUSR1 (open in Perfetto)");        \
   ABSL_FLAG(int, trace_steps, 200, "with --trace: the steps the in-memory ring keeps, >= 1");  \
   ABSL_FLAG(std::string, trace_file, "",                                                       \
-            "with --trace: the file written (default trace-<role>-<pid>.json in the working "  \
-            "directory)");                                                                     \
+            "with --trace: the file written (default trace-<role>-<host>-<pid>.json in the "   \
+            "working directory; ending in / : that name in that directory)");                  \
   namespace tandem {                                                                           \
   trace::ProcessTraceOptions TraceOptionsFromFlags(const std::string& role) {                  \
     trace::ProcessTraceOptions o;                                                              \
     o.enabled = absl::GetFlag(FLAGS_trace);                                                    \
     o.steps = absl::GetFlag(FLAGS_trace_steps);                                                \
     o.path = absl::GetFlag(FLAGS_trace_file);                                                  \
-    if (o.path.empty()) o.path = absl::StrCat("trace-", role, "-", getpid(), ".json");         \
+    if (o.path.empty() || o.path.back() == '/') o.path += trace::DefaultTraceFileName(role);   \
     o.track.process_name = role;                                                               \
     return o;                                                                                  \
   }                                                                                            \

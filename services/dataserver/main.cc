@@ -8,8 +8,6 @@
 // a missing dataset file: one line on stderr, exit status 1.
 #include <malloc.h>
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -90,7 +88,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "dataserver: %s\n", std::string(tracer.status().message()).c_str());
     return 1;
   }
-  tandem::trace::SetProcessTrack(getpid(), "data server", 1000000);
+  tandem::trace::SetProcessTrack(tandem::trace::ServiceTrackId(), "data server", 1000000);
   auto server = tandem::dataserver::DataServer::Start(options);
   if (!server.ok()) {
     std::fprintf(stderr, "dataserver: %s\n", server.status().ToString().c_str());

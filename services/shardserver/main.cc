@@ -10,8 +10,6 @@
 // one line on stderr, exit status 1.
 #include <malloc.h>
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <string>
 
@@ -78,7 +76,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "shardserver: %s\n", std::string(tracer.status().message()).c_str());
     return 2;
   }
-  tandem::trace::SetProcessTrack(getpid(), absl::StrCat("shard server ", options.server_id), 1000000);
+  tandem::trace::SetProcessTrack(tandem::trace::ServiceTrackId(), absl::StrCat("shard server ", options.server_id), 1000000);
   auto server = tandem::shardserver::ShardServer::Start(options);
   if (!server.ok()) {
     std::fprintf(stderr, "shardserver: %s\n", server.status().ToString().c_str());

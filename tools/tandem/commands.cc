@@ -222,7 +222,10 @@ FlagTable TraceFlags(TraceCliOptions* o) {
               "process still running to write its trace (SIGUSR1), then merges every process's\n"
               "file into RUN_DIR/trace.json, one track per rank and per service on the\n"
               "coordinator's clock. Open it in https://ui.perfetto.dev or chrome://tracing.");
-  t.String("run_dir", &o->run_dir, "The run directory tandem local printed (required).");
+  t.String("run_dir", &o->run_dir, "The run directory tandem local printed.");
+  t.String("dir", &o->dir,
+           "Instead: a folder of trace files (processes run with --trace_file=DIR/, e.g. a "
+           "compose or Helm volume) to merge into DIR/trace.json.");
   t.Seconds("timeout_seconds", &o->timeout, "How long to wait for each running process's file.");
   return t;
 }

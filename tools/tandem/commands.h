@@ -63,7 +63,8 @@ struct DoctorCliOptions {
 
 // `tandem trace`: merge a --trace run's timelines (trace_command.h).
 struct TraceCliOptions {
-  std::string run_dir;  // the run directory tandem local printed; required
+  std::string run_dir;  // the run directory tandem local printed
+  std::string dir;      // or: a folder of trace files (--trace_file=DIR/) to merge
   absl::Duration timeout = absl::Seconds(10);
 };
 

@@ -141,11 +141,14 @@ int AddWorker(const tandem::cli::AddWorkerCliOptions& o) {
 }
 
 int Trace(const tandem::cli::TraceCliOptions& o) {
-  if (o.run_dir.empty()) {
-    std::fprintf(stderr, "tandem trace: pass --run_dir DIR (printed by tandem local --trace)\n");
+  if (o.run_dir.empty() == o.dir.empty()) {
+    std::fprintf(stderr,
+                 "tandem trace: pass one of --run_dir DIR (printed by tandem local --trace) or "
+                 "--dir DIR (a folder of --trace_file=DIR/ files)\n");
     return 2;
   }
-  auto c = tandem::cli::CollectRunTrace(o.run_dir, o.timeout);
+  auto c = o.dir.empty() ? tandem::cli::CollectRunTrace(o.run_dir, o.timeout)
+                         : tandem::cli::MergeTraceDir(o.dir);
   if (!c.ok()) {
     std::fprintf(stderr, "tandem trace: %s\n", std::string(c.status().message()).c_str());
     return 1;

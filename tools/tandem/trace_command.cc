@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <map>
 
@@ -125,6 +127,41 @@ absl::StatusOr<TraceCollection> CollectRunTrace(const std::string& run_dir,
   c.path = run_dir + "/trace.json";
   if (absl::Status s = WriteFileAtomically(c.path, *merged); !s.ok()) return s;
   c.files = static_cast<int>(texts.size());
+  return c;
+}
+
+absl::StatusOr<TraceCollection> MergeTraceDir(const std::string& dir) {
+  std::vector<std::string> files;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) {
+    return absl::NotFoundError(absl::StrCat("cannot read ", dir, ": ", std::strerror(errno)));
+  }
+  for (dirent* e = readdir(d); e != nullptr; e = readdir(d)) {
+    const std::string f = e->d_name;
+    if (absl::EndsWith(f, ".json") && f != "trace.json") files.push_back(dir + "/" + f);
+  }
+  closedir(d);
+  std::sort(files.begin(), files.end());
+  if (files.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no trace files in ", dir, ": run the processes with --trace --trace_file=", dir, "/"));
+  }
+  std::vector<std::string> texts;
+  for (const std::string& f : files) {
+    absl::StatusOr<std::string> text = ReadFileToString(f);
+    if (!text.ok()) return text.status();
+    texts.push_back(std::move(*text));
+  }
+  absl::StatusOr<std::string> merged = trace::MergeChromeTraces(texts);
+  if (!merged.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(merged.status().message(), " (files in ",
+                                                   dir, ", by name: ",
+                                                   absl::StrJoin(files, ", "), ")"));
+  }
+  TraceCollection c;
+  c.path = dir + "/trace.json";
+  if (absl::Status s = WriteFileAtomically(c.path, *merged); !s.ok()) return s;
+  c.files = static_cast<int>(files.size());
   return c;
 }
 

@@ -46,6 +46,12 @@ struct TraceCollection {
 absl::StatusOr<TraceCollection> CollectRunTrace(const std::string& run_dir,
                                                 absl::Duration timeout);
 
+// Merges every trace file (*.json but trace.json) in `dir` into
+// dir/trace.json: the files of processes started by hand, compose or Helm
+// with --trace_file=DIR/ (each already on the coordinator's clock).
+// FailedPrecondition when there is none.
+absl::StatusOr<TraceCollection> MergeTraceDir(const std::string& dir);
+
 // "trace: DIR/trace.json (4 processes; open it in https://ui.perfetto.dev)".
 std::string FormatTraceCollection(const TraceCollection& c);
 
