@@ -78,7 +78,9 @@ ProcessTrace::~ProcessTrace() {
     absl::MutexLock lock(&mu_);
     known = clock_known_;
   }
-  if (!known) MeasureClock();  // one more try: the coordinator may be up now
+  // One more, short try (the coordinator may have come up late, or be gone:
+  // at most two 1 s deadlines at exit).
+  if (!known) MeasureClock(2);
   if (absl::Status s = Write(); !s.ok()) LOG(ERROR) << "--trace: " << s.message();
 }
 
@@ -95,16 +97,16 @@ void ProcessTrace::Loop() {
       absl::MutexLock lock(&mu_);
       clock_due = o_.reference_clock != nullptr && absl::Now() >= next_clock_;
     }
-    if (clock_due) MeasureClock();
+    if (clock_due) MeasureClock(o_.clock_samples);
     if (g_write_requested.exchange(false, std::memory_order_relaxed)) {
       if (absl::Status s = Write(); !s.ok()) LOG(ERROR) << "--trace: " << s.message();
     }
   }
 }
 
-void ProcessTrace::MeasureClock() {
+void ProcessTrace::MeasureClock(int samples) {
   if (o_.reference_clock == nullptr) return;
-  absl::StatusOr<ClockEstimate> e = MeasureClockOffset(o_.reference_clock, o_.clock_samples);
+  absl::StatusOr<ClockEstimate> e = MeasureClockOffset(o_.reference_clock, samples);
   absl::MutexLock lock(&mu_);
   if (!e.ok()) {
     // Not up yet, or gone: try again soon; the last estimate stays.

@@ -68,7 +68,7 @@ class ProcessTrace {
  private:
   explicit ProcessTrace(ProcessTraceOptions options);
   void Loop();
-  void MeasureClock() ABSL_LOCKS_EXCLUDED(mu_);
+  void MeasureClock(int samples) ABSL_LOCKS_EXCLUDED(mu_);
 
   const ProcessTraceOptions o_;
   std::unique_ptr<Recorder> recorder_;

@@ -57,6 +57,13 @@ TEST(TraceE2eTest, TwoRanksOnOneTimeline) {
   // checkpoint's write may add no step).
   EXPECT_EQ(steps_kept, (std::set<int64_t>{5, 6, 7, 8, 9, 10, 11, 12}));
 
+  // Each worker measured its offset to the coordinator (Coordinator.Clock).
+  for (const char* w : {"worker-0", "worker-1"}) {
+    const std::string own = ReadFile(run_dir + "/trace/" + w + ".json");
+    EXPECT_TRUE(absl::StrContains(own, "\"clock_rtt_us\":")) << w;
+    EXPECT_FALSE(absl::StrContains(own, "\"clock_rtt_us\":null")) << w << ": no clock sample";
+  }
+
   int compared = 0;
   for (int64_t step = 5; step <= 12; ++step) {
     auto a = allreduce.find({0, step});
