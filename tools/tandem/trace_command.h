@@ -10,7 +10,9 @@
 // (pid from DIR/NAME.pid, checked against /proc/PID/cmdline so a reused pid
 // is never signalled) with SIGUSR1, waits up to `timeout` for each to
 // rewrite its file, then merges whatever files exist: a worker that has
-// exited wrote its file at exit.
+// exited wrote its file at exit. A --max_workers slot that `tandem
+// add-worker` never started (no DIR/NAME.pid) is skipped; one that ran and
+// left no file is named in `missing`.
 //
 //   ASSIGN_OR_RETURN(TraceCollection c, CollectRunTrace(dir, absl::Seconds(10)));
 //   print(FormatTraceCollection(c));

@@ -79,12 +79,14 @@ TEST(TraceCommandTest, NeverSignalsAProcessThatIsNotTheTracedChild) {
 TEST(TraceCommandTest, ATracedChildThatNeverWroteIsNamed) {
   const std::string run = TmpDir("missing_run");
   TraceChildArgs(run, "dataserver", 50);
+  std::ofstream(run + "/dataserver.pid") << 999999999 << "\n";  // started, now gone
   TraceChildArgs(run, "worker-0", 50);
+  TraceChildArgs(run, "worker-1", 50);  // a slot never started: no pid file, not named
   ASSERT_TRUE(WriteFileAtomically(run + "/trace/worker-0.json", OneProcess(0, "w0")).ok());
   absl::StatusOr<TraceCollection> c = CollectRunTrace(run, absl::Seconds(1));
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_EQ(c->missing.size(), 1u);
-  EXPECT_NE(c->missing[0].find("dataserver wrote no trace"), std::string::npos);
+  EXPECT_NE(c->missing[0].find("dataserver wrote no trace"), std::string::npos) << c->missing[0];
   EXPECT_NE(FormatTraceCollection(*c).find("1 process(es)"), std::string::npos);
 }
 
