@@ -72,6 +72,13 @@ absl::StatusOr<std::vector<std::string>> TracedNames(const std::string& run_dir)
   return names;
 }
 
+// The merge of `texts` written (atomically) to `path`.
+absl::Status MergeInto(const std::vector<std::string>& texts, const std::string& path) {
+  absl::StatusOr<std::string> merged = trace::MergeChromeTraces(texts);
+  if (!merged.ok()) return merged.status();
+  return WriteFileAtomically(path, *merged);
+}
+
 }  // namespace
 
 std::vector<std::string> TraceChildArgs(const std::string& run_dir, const std::string& name,
@@ -125,10 +132,8 @@ absl::StatusOr<TraceCollection> CollectRunTrace(const std::string& run_dir,
         "no process of the run in ", run_dir, " has written a trace yet: ",
         absl::StrJoin(c.missing, "; ")));
   }
-  absl::StatusOr<std::string> merged = trace::MergeChromeTraces(texts);
-  if (!merged.ok()) return merged.status();
   c.path = run_dir + "/trace.json";
-  if (absl::Status s = WriteFileAtomically(c.path, *merged); !s.ok()) return s;
+  if (absl::Status s = MergeInto(texts, c.path); !s.ok()) return s;
   c.files = static_cast<int>(texts.size());
   return c;
 }
@@ -155,15 +160,12 @@ absl::StatusOr<TraceCollection> MergeTraceDir(const std::string& dir) {
     if (!text.ok()) return text.status();
     texts.push_back(std::move(*text));
   }
-  absl::StatusOr<std::string> merged = trace::MergeChromeTraces(texts);
-  if (!merged.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(merged.status().message(), " (files in ",
-                                                   dir, ", by name: ",
-                                                   absl::StrJoin(files, ", "), ")"));
-  }
   TraceCollection c;
   c.path = dir + "/trace.json";
-  if (absl::Status s = WriteFileAtomically(c.path, *merged); !s.ok()) return s;
+  if (absl::Status s = MergeInto(texts, c.path); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(s.message(), " (files in ", dir, ", by name: ",
+                                               absl::StrJoin(files, ", "), ")"));
+  }
   c.files = static_cast<int>(files.size());
   return c;
 }
