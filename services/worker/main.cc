@@ -110,6 +110,14 @@ ABSL_FLAG(std::string, metrics_file, "",
           "When set, the final /metrics text is written here as the worker exits (for tandem "
           "doctor on a finished job).");
 ABSL_FLAG(int, log_every, 50, "Steps between progress lines (0: none).");
+ABSL_FLAG(double, debug_extra_compute_ms, 0,
+          "Test aid: sleep this long in every step's forward pass (counted as compute), to make "
+          "this worker a straggler on purpose (0: off).");
+ABSL_FLAG(double, debug_extra_data_ms, 0,
+          "Test aid: wait this much longer for every batch (counted as data wait) (0: off).");
+ABSL_FLAG(std::string, debug_slow_worker, "",
+          "Test aid: apply --debug_extra_*_ms only on the worker with this --worker_id (empty: "
+          "on every worker given them).");
 ABSL_FLAG(std::string, backend, "cpu", "Compute backend: cpu or cuda.");
 ABSL_FLAG(int, cuda_device, 0,
           "CUDA device for --backend=cuda; one rank per GPU (tandem local gives worker i device i).");
@@ -217,6 +225,11 @@ int main(int argc, char** argv) {
   o.profile = absl::GetFlag(FLAGS_profile);
   o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   o.log_every = absl::GetFlag(FLAGS_log_every);
+  if (const std::string slow = absl::GetFlag(FLAGS_debug_slow_worker);
+      slow.empty() || slow == o.worker_id) {
+    o.debug_extra_compute = absl::Milliseconds(absl::GetFlag(FLAGS_debug_extra_compute_ms));
+    o.debug_extra_data = absl::Milliseconds(absl::GetFlag(FLAGS_debug_extra_data_ms));
+  }
   o.backend = absl::GetFlag(FLAGS_backend);
   o.cuda_device = absl::GetFlag(FLAGS_cuda_device);
   o.max_steps = absl::GetFlag(FLAGS_max_steps);

@@ -277,6 +277,7 @@ absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& 
   runner.set_sample_log(sample_log_.get(), g.join.generation());
   runner.set_precision(precision_.get());
   runner.set_measure_noise(o_.batch_auto && g.world() > 1);
+  runner.set_debug_delays(o_.debug_extra_compute, o_.debug_extra_data);
   while (state_.step < run.plan.total_steps) {
     ASSIGN_OR_RETURN(std::optional<Outcome> end, TrainStep(g, run, runner, progress));
     if (end.has_value()) return *end;
@@ -387,6 +388,9 @@ void Trainer::Loop::ReportStep(Generation& g, GenerationRun& run, const optim::S
     Print(absl::StrCat("step ", state_.step, " skipped: ", out.verdict.skipped_because));
   }
   progress.AddStep(mean_loss, out.samples * g.world(), out.times);
+  // For the coordinator's straggler detector, with the next heartbeat.
+  client_->AddStepTiming(state_.step, out.times.forward + out.times.backward + out.times.optimizer,
+                         out.times.data_wait, out.times.comm_wait);
   ProgressPoint pp;
   pp.step = state_.step;
   pp.total_steps = run.plan.total_steps;
