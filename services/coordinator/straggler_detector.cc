@@ -155,7 +155,9 @@ std::vector<v1::Straggler> StragglerDetector::Named() const {
   absl::MutexLock lock(&mu_);
   std::vector<v1::Straggler> out;
   for (const auto& [r, st] : ranks_) {
-    if (st.named) out.push_back(st.verdict);
+    if (!st.named) continue;
+    out.push_back(st.verdict);
+    out.back().set_message(FormatStraggler(st.verdict));
   }
   return out;
 }

@@ -88,6 +88,7 @@ TEST_F(StragglerDetectorTest, NamesASlowComputeRankAfterTheWindowWithCauseComput
       << e->line;
   ASSERT_EQ(detector_->Named().size(), 1u);
   EXPECT_EQ(detector_->Named()[0].rank(), 2);
+  EXPECT_EQ(detector_->Named()[0].message(), e->line);
   // Still slow: no second event, still named.
   EXPECT_TRUE(Round(ranks).empty());
   EXPECT_EQ(detector_->Named().size(), 1u);

@@ -753,6 +753,11 @@ absl::Status Runner::Supervise() {
     RETURN_IF_ERROR(RestartDeadServers());
     if (absl::Now() >= next_watch) {
       KillLostWorkers();
+      // The coordinator's straggler verdicts, as they change (its log has
+      // them too).
+      if (watch_ != nullptr) {
+        for (const std::string& line : watch_->StragglerChanges()) Print(line);
+      }
       next_watch = absl::Now() + watch_every;
     }
     KillExpelledWorkers();
