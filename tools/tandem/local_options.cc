@@ -446,6 +446,10 @@ absl::Status ValidateLocalOptions(const LocalOptions& o) {
   if (absl::Status s = sync::ValidateSyncOptions(*sync_options); !s.ok()) return s;
   if (o.port < 0 || o.port > 65535) return bad("--port must be 0..65535 (got ", o.port, ")");
   if (o.heartbeat_ms < 1) return bad("--heartbeat_ms must be positive");
+  if (!(o.straggler_threshold > 0) || o.straggler_window < 1) {
+    return bad("--straggler_threshold must be a positive fraction (0.25 = 25% slower) and "
+               "--straggler_window at least 1 heartbeat");
+  }
   if (o.log_every < 1) return bad("--log_every must be at least 1");
   auto spec = nn::ParseModelSpec(o.model);
   if (!spec.ok()) return bad("bad --model: ", spec.status().message());

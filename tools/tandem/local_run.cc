@@ -577,6 +577,8 @@ absl::Status Runner::StartServices(const DatasetFiles& data) {
       absl::StrCat("--settle_seconds=", o_.settle_seconds),
       absl::StrCat("--heartbeat_ms=", o_.heartbeat_ms),
       absl::StrCat("--heartbeat_misses=", o_.heartbeat_misses),
+      absl::StrCat("--straggler_threshold=", o_.straggler_threshold),
+      absl::StrCat("--straggler_window=", o_.straggler_window),
       "--state_dir=" + run_dir_ + "/coordinator-state"};
   if (batch_range.second > 0) {
     coordinator_argv.push_back(
