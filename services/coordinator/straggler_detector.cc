@@ -54,13 +54,13 @@ std::optional<StragglerDetector::Judgement> StragglerDetector::Judge(int rank,
   for (const auto& [r, st] : ranks_) {
     if (r != rank && now - st.reported_at > o_.stale_after) continue;
     fresh.emplace_back(r, &st.last);
-    latest_arrival = std::max(latest_arrival, st.last.compute + st.last.data);
+    latest_arrival = std::max(latest_arrival, st.last.arrival());
   }
   if (fresh.size() < 2) return std::nullopt;
   // The rank's own network time: exposed communication minus its wait for
   // the latest rank to arrive (see the header).
   auto network = [&](const PerStep& p) {
-    return std::max(0.0, p.comm - (latest_arrival - (p.compute + p.data)));
+    return std::max(0.0, p.comm - (latest_arrival - p.arrival()));
   };
   std::vector<double> own, compute, data, net;
   const PerStep* mine = nullptr;
@@ -96,7 +96,8 @@ std::optional<StragglerEvent> StragglerDetector::Report(int rank, const std::str
   RankState& st = ranks_[rank];
   st.worker_id = worker_id;
   const double n = static_cast<double>(t.steps());
-  st.last = PerStep{t.compute_seconds() / n, t.data_wait_seconds() / n, t.comm_seconds() / n};
+  st.last = PerStep{t.compute_seconds() / n, t.data_wait_seconds() / n, t.comm_seconds() / n,
+                    t.other_seconds() / n};
   st.reported_at = now;
   const std::optional<Judgement> j = Judge(rank, now);
   if (!j.has_value() || j->median <= 0) return std::nullopt;

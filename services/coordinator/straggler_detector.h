@@ -7,7 +7,8 @@
 //
 //   own = compute + data + network,  network = max(0, comm - (A_max - A))
 //
-// per step, where A = compute + data is when the rank reached the step's
+// per step, where A = compute + data + other (the agreement, evaluation and
+// checkpoint writes between steps) is when the rank reached the step's
 // collectives and A_max the latest arrival among the ranks' newest reports:
 // in a synchronous step every rank waits for the last one, so the wait for
 // slower peers is taken out of the exposed communication and what remains
@@ -97,7 +98,8 @@ class StragglerDetector {
 
  private:
   struct PerStep {  // seconds per step
-    double compute = 0, data = 0, comm = 0;
+    double compute = 0, data = 0, comm = 0, other = 0;
+    double arrival() const { return compute + data + other; }
   };
   struct RankState {
     std::string worker_id;

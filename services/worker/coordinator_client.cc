@@ -174,6 +174,7 @@ absl::Status CoordinatorClient::HeartbeatOnce() {
   timing_.set_compute_seconds(timing_.compute_seconds() - sent.compute_seconds());
   timing_.set_data_wait_seconds(timing_.data_wait_seconds() - sent.data_wait_seconds());
   timing_.set_comm_seconds(timing_.comm_seconds() - sent.comm_seconds());
+  timing_.set_other_seconds(timing_.other_seconds() - sent.other_seconds());
   if (timing_.steps() == 0) timing_.Clear();  // no rounding residue
   // A STOP or REJOIN sticks until the trainer acts on it (Join resets it).
   if (command_.kind == Command::kStop || command_.kind == Command::kRejoin) return status;
@@ -200,12 +201,13 @@ void CoordinatorClient::SetFailureHandler(
 }
 
 void CoordinatorClient::AddStepTiming(int64_t step, double compute, double data_wait,
-                                      double comm) {
+                                      double comm, double other) {
   absl::MutexLock lock(&mu_);
   timing_.set_steps(timing_.steps() + 1);
   timing_.set_compute_seconds(timing_.compute_seconds() + compute);
   timing_.set_data_wait_seconds(timing_.data_wait_seconds() + data_wait);
   timing_.set_comm_seconds(timing_.comm_seconds() + comm);
+  timing_.set_other_seconds(timing_.other_seconds() + other);
   timing_.set_last_step(step);
 }
 

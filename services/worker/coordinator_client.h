@@ -100,10 +100,11 @@ class CoordinatorClient {
 
   // Progress to send with the following heartbeats.
   void SetProgress(const v1::WorkerProgress& progress);
-  // One finished step's times (seconds), summed into the next heartbeat's
-  // StepTiming for the coordinator's straggler detector; an answered
-  // heartbeat takes what it sent off the sums. Allocates nothing.
-  void AddStepTiming(int64_t step, double compute, double data_wait, double comm);
+  // One finished step's times (seconds; see v1::StepTiming), summed into
+  // the next heartbeat's StepTiming for the coordinator's straggler
+  // detector; an answered heartbeat takes what it sent off the sums.
+  // Allocates nothing.
+  void AddStepTiming(int64_t step, double compute, double data_wait, double comm, double other);
   Command command() const;
 
   // Tells the coordinator a collective failed (ends the generation).

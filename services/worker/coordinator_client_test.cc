@@ -87,8 +87,8 @@ TEST_F(CoordinatorClientTest, StepTimesReachTheStragglerDetectorWithHeartbeats) 
   JoinAll({a.get(), b.get()});
   for (int beat = 0; beat < 3; ++beat) {
     for (int step = 0; step < 10; ++step) {
-      a->AddStepTiming(step, /*compute=*/0.013, /*data_wait=*/0, /*comm=*/0.001);
-      b->AddStepTiming(step, /*compute=*/0.010, /*data_wait=*/0, /*comm=*/0.004);
+      a->AddStepTiming(step, /*compute=*/0.013, /*data_wait=*/0, /*comm=*/0.001, /*other=*/0);
+      b->AddStepTiming(step, /*compute=*/0.010, /*data_wait=*/0, /*comm=*/0.004, /*other=*/0);
     }
     ASSERT_TRUE(a->HeartbeatOnce().ok());
     ASSERT_TRUE(b->HeartbeatOnce().ok());

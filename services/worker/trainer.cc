@@ -364,6 +364,12 @@ absl::StatusOr<std::optional<Trainer::Loop::Outcome>> Trainer::Loop::TrainStep(
   RETURN_IF_ERROR(EvaluateAndCheckpoint(g, run.plan, out.epoch_ended));
   RETURN_IF_ERROR(MaybeResizeBatch(g, run, vote.wanted_global_batch, c));
   progress.Exclude(absl::Now() - aside);  // rates count training only
+  // For the coordinator's straggler detector, with the next heartbeat.
+  const StepTimes& t = out.times;
+  const double compute = t.forward + t.backward + t.optimizer;
+  const double other = absl::ToDoubleSeconds(absl::Now() - step_start) - compute - t.data_wait -
+                       t.comm_wait;
+  client_->AddStepTiming(state_.step, compute, t.data_wait, t.comm_wait, std::max(0.0, other));
   return std::nullopt;
 }
 
@@ -388,9 +394,6 @@ void Trainer::Loop::ReportStep(Generation& g, GenerationRun& run, const optim::S
     Print(absl::StrCat("step ", state_.step, " skipped: ", out.verdict.skipped_because));
   }
   progress.AddStep(mean_loss, out.samples * g.world(), out.times);
-  // For the coordinator's straggler detector, with the next heartbeat.
-  client_->AddStepTiming(state_.step, out.times.forward + out.times.backward + out.times.optimizer,
-                         out.times.data_wait, out.times.comm_wait);
   ProgressPoint pp;
   pp.step = state_.step;
   pp.total_steps = run.plan.total_steps;
