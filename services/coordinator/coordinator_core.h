@@ -23,6 +23,10 @@
 // not called for `stall_gap` (this process was stopped or starved: the
 // silence was its own), every member gets a fresh tolerance instead.
 //
+// The step times heartbeats carry (HeartbeatRequest.timing) feed a
+// StragglerDetector (straggler_detector.h): a named rank is logged and
+// listed in GetJobStatus (`stragglers`).
+//
 // Workers expelled for missing heartbeats are listed in GetJobStatus
 // (`lost`), for a supervisor that kills them; a REJOIN after a failure says
 // so (HeartbeatResponse.failure) so survivors abort their collectives.
