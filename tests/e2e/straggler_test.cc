@@ -93,21 +93,21 @@ void ExpectNamed(const std::string& run_dir, const Watched& w, const std::string
 
 TEST(StragglerTest, AWorkerSlowInComputeIsNamedWithCauseCompute) {
   const std::string run_dir = TmpPath("straggler-compute");
-  std::vector<std::string> args = Args(run_dir, 3, "mlp:784,64,10", 200);
+  std::vector<std::string> args = Args(run_dir, 3, "mlp:784,64,10", 170);
   args.push_back("--worker_arg=--debug_extra_compute_ms=25,--debug_slow_worker=worker-1");
   ExpectNamed(run_dir, RunAndWatch(args), "compute");
 }
 
 TEST(StragglerTest, AWorkerWithASlowDataPathIsNamedWithCauseData) {
   const std::string run_dir = TmpPath("straggler-data");
-  std::vector<std::string> args = Args(run_dir, 3, "mlp:784,64,10", 200);
+  std::vector<std::string> args = Args(run_dir, 3, "mlp:784,64,10", 170);
   args.push_back("--worker_arg=--debug_extra_data_ms=25,--debug_slow_worker=worker-1");
   ExpectNamed(run_dir, RunAndWatch(args), "data");
 }
 
 TEST(StragglerTest, ANormalFourWorkerRunNamesNobody) {
   const std::string run_dir = TmpPath("straggler-none");
-  const Watched w = RunAndWatch(Args(run_dir, 4, "mlp:784,256,256,10", 500));
+  const Watched w = RunAndWatch(Args(run_dir, 4, "mlp:784,256,256,10", 400));
   ASSERT_EQ(w.run.exit_code, 0) << w.run.stdout_text << w.run.stderr_text;
   EXPECT_TRUE(w.line.empty()) << w.run.stdout_text;
   const std::string log = ReadFile(run_dir + "/coordinator.log");
