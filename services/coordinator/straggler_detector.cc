@@ -99,55 +99,63 @@ std::optional<StragglerEvent> StragglerDetector::Report(int rank, const std::str
   st.last = PerStep{t.compute_seconds() / n, t.data_wait_seconds() / n, t.comm_seconds() / n,
                     t.other_seconds() / n};
   st.reported_at = now;
-  const std::optional<Judgement> j = Judge(rank, now);
+  std::optional<Judgement> j = Judge(rank, now);
   if (!j.has_value() || j->median <= 0) return std::nullopt;
-  const double excess = j->own / j->median - 1;
-  const bool slow = excess >= o_.threshold &&
-                    j->own - j->median >= absl::ToDoubleSeconds(o_.min_excess);
-  if (st.named) {
-    v1::Straggler& v = st.verdict;
-    v.set_steps(v.steps() + t.steps());
-    if (excess >= clear_threshold_) {
-      st.recovered_reports = 0;
-      if (slow) {  // still slow: keep the verdict current
-        v.set_slower_fraction(excess);
-        v.set_cause(j->cause);
-        v.set_step_seconds(j->own);
-        v.set_median_step_seconds(j->median);
-      }
-      return std::nullopt;
-    }
-    if (++st.recovered_reports < o_.window) return std::nullopt;
-    st.named = false;
+  j->excess = j->own / j->median - 1;
+  j->slow = j->excess >= o_.threshold &&
+            j->own - j->median >= absl::ToDoubleSeconds(o_.min_excess);
+  if (st.named) return WhileNamed(rank, st, *j, t.steps());
+  return WhileNotNamed(rank, st, *j, t.steps(), now);
+}
+
+void StragglerDetector::SetNumbers(const Judgement& j, v1::Straggler* v) {
+  v->set_slower_fraction(j.excess);
+  v->set_cause(j.cause);
+  v->set_step_seconds(j.own);
+  v->set_median_step_seconds(j.median);
+}
+
+std::optional<StragglerEvent> StragglerDetector::WhileNamed(int rank, RankState& st,
+                                                            const Judgement& j, int64_t steps) {
+  v1::Straggler& v = st.verdict;
+  v.set_steps(v.steps() + steps);
+  if (j.excess >= clear_threshold_) {
     st.recovered_reports = 0;
-    StragglerEvent e;
-    e.named = false;
-    e.straggler = v;
-    e.line = absl::StrFormat(
-        "straggler cleared: rank %d (%s) is back within %.0f%% of the median (%.1f ms/step "
-        "against %.1f)",
-        rank, worker_id, 100 * clear_threshold_, 1e3 * j->own, 1e3 * j->median);
-    return e;
+    if (j.slow) SetNumbers(j, &v);  // still slow: keep the verdict current
+    return std::nullopt;
   }
-  if (!slow) {
+  if (++st.recovered_reports < o_.window) return std::nullopt;
+  st.named = false;
+  st.recovered_reports = 0;
+  StragglerEvent e;
+  e.named = false;
+  e.straggler = v;
+  e.line = absl::StrFormat(
+      "straggler cleared: rank %d (%s) is back within %.0f%% of the median (%.1f ms/step "
+      "against %.1f)",
+      rank, st.worker_id, 100 * clear_threshold_, 1e3 * j.own, 1e3 * j.median);
+  return e;
+}
+
+std::optional<StragglerEvent> StragglerDetector::WhileNotNamed(int rank, RankState& st,
+                                                               const Judgement& j, int64_t steps,
+                                                               absl::Time now) {
+  if (!j.slow) {
     st.slow_reports = 0;
     st.slow_steps = 0;
     return std::nullopt;
   }
-  st.slow_steps += t.steps();
+  st.slow_steps += steps;
   if (++st.slow_reports < o_.window) return std::nullopt;
   st.named = true;
   st.slow_reports = 0;
   v1::Straggler& v = st.verdict;
   v.Clear();
   v.set_rank(rank);
-  v.set_worker_id(worker_id);
-  v.set_slower_fraction(excess);
+  v.set_worker_id(st.worker_id);
   v.set_steps(st.slow_steps);
-  v.set_cause(j->cause);
   v.set_since_unix_millis(absl::ToUnixMillis(now));
-  v.set_step_seconds(j->own);
-  v.set_median_step_seconds(j->median);
+  SetNumbers(j, &v);
   st.slow_steps = 0;
   return StragglerEvent{true, v, FormatStraggler(v)};
 }

@@ -114,11 +114,22 @@ class StragglerDetector {
   struct Judgement {
     double own = 0, median = 0;  // per-step seconds
     std::string cause;
+    double excess = 0;  // own / median - 1
+    bool slow = false;  // over the threshold and min_excess
   };
 
   // `rank`'s own step time against the median of the other fresh ranks;
   // nullopt when no other rank is fresh.
   std::optional<Judgement> Judge(int rank, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // The report's effect on a named rank (may clear it) and on one not
+  // named (may name it).
+  std::optional<StragglerEvent> WhileNamed(int rank, RankState& st, const Judgement& j,
+                                           int64_t steps) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::optional<StragglerEvent> WhileNotNamed(int rank, RankState& st, const Judgement& j,
+                                              int64_t steps, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void SetNumbers(const Judgement& j, v1::Straggler* v);
 
   const StragglerOptions o_;
   const double clear_threshold_;

@@ -255,7 +255,8 @@ TEST(JobStatusStragglerTest, StatusListsStragglersOrSaysNone) {
   EXPECT_TRUE(absl::StrContains(FormatJobStatus(s), "stragglers: none\n")) << FormatJobStatus(s);
   v1::Straggler* x = s.add_stragglers();
   x->set_rank(2);
-  x->set_message("straggler: rank 2 (worker-2) is 41% slower than the median for 12 steps: compute");
+  x->set_message(
+      "straggler: rank 2 (worker-2) is 41% slower than the median for 12 steps: compute");
   const std::string text = FormatJobStatus(s);
   EXPECT_FALSE(absl::StrContains(text, "stragglers: none")) << text;
   EXPECT_TRUE(absl::StrContains(text, "\nstraggler: rank 2 (worker-2) is 41% slower")) << text;
