@@ -315,7 +315,9 @@ void Runner::WaitForMetricsLine(Child& c) {
   // Every child logs its metrics port once it serves /metrics (the servers
   // right after their port file, workers before joining).
   // A child that already exited may still have logged it: read once more.
-  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  // 20 s: a worker on a loaded machine (2 cores, many processes) has taken
+  // 3-4 s to get there; one that exits stops the wait at once.
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
   while (c.metrics_port < 0) {
     const bool exited = c.process->Poll();
     c.metrics_port = ParseMetricsPort(ReadAll(c.process->log_path()));
