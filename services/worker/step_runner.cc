@@ -10,8 +10,11 @@ namespace {
 
 double Since(absl::Time t) { return absl::ToDoubleSeconds(absl::Now() - t); }
 
-absl::StatusOr<const data::HostBatch*> NextBatch(data::PrefetchClient& data) {
+// The next batch; `extra` first, inside the data wait (a straggler on
+// purpose, tests: the sleep is the behaviour under test).
+absl::StatusOr<const data::HostBatch*> NextBatch(data::PrefetchClient& data, absl::Duration extra) {
   trace::Span span("data wait", "data");
+  if (extra > absl::ZeroDuration()) absl::SleepFor(extra);
   return data.Next();
 }
 
@@ -46,7 +49,7 @@ absl::StatusOr<StepOutput> StepRunner::Run(data::PrefetchClient& data, sync::Gra
   float loss_sum = 0;
   for (int m = 0; m < k_; ++m) {
     t = absl::Now();
-    ASSIGN_OR_RETURN(const data::HostBatch* hb, NextBatch(data));
+    ASSIGN_OR_RETURN(const data::HostBatch* hb, NextBatch(data, extra_data_));
     times.data_wait += Since(t);
     out.epoch_ended |= hb->last_in_epoch;
     if (sample_log_ != nullptr) sample_log_->Append(*hb, generation_, ctx.step);
@@ -55,6 +58,7 @@ absl::StatusOr<StepOutput> StepRunner::Run(data::PrefetchClient& data, sync::Gra
     {
       trace::Span span("forward", "compute");
       RETURN_IF_ERROR(model_->Forward(batch));
+      if (m == 0 && extra_compute_ > absl::ZeroDuration()) absl::SleepFor(extra_compute_);
     }
     times.forward += Since(t);
     t = absl::Now();
