@@ -91,6 +91,9 @@ absl::Status SetUpGeneration(const GenerationEnv& env, Generation* g) {
     se.ready_ranges.push_back({r.lo, r.hi});
   }
   se.layer_ranges = env.model->param_hook_ranges();
+  for (const tensor::ParameterInfo& p : env.model->layout().params()) {
+    se.param_shapes.push_back({p.offset, p.shape});
+  }
   const TrainerOptions* options = env.options;
   // A strategy that applies --momentum itself (DGC momentum correction;
   // ValidateTrainerOptions checked sgd without nesterov) gets an optimizer
