@@ -98,7 +98,7 @@ absl::Status SetUpGeneration(const GenerationEnv& env, Generation* g) {
   // A strategy that applies --momentum itself (DGC momentum correction;
   // ValidateTrainerOptions checked sgd without nesterov) gets an optimizer
   // that steps plain SGD (weight decay stays there).
-  const bool strategy_momentum = sync::TakesMomentum(info, o.sync);
+  const bool strategy_momentum = StrategyAppliesMomentum(o);
   if (strategy_momentum) se.momentum = static_cast<float>(o.momentum);
   se.make_optimizer = [options, strategy_momentum](optim::ParamRange range) {
     if (!strategy_momentum) return MakeOptimizer(*options, range);
