@@ -16,7 +16,6 @@
 #include "common/log/log.h"
 #include "common/status/status_macros.h"
 #include "common/sync/allreduce/allreduce_sync.h"
-#include "common/sync/compressed/compressed_sync.h"
 #include "common/sync/registry.h"
 
 namespace tandem {
@@ -28,32 +27,20 @@ std::string Wire(const SyncOptions& o) {
   return it == o.opts.end() ? "fp32" : it->second;
 }
 
-// wire=fp16|bf16: the compressed exchange with that codec, no error
-// feedback, no warm-up.
+// wire=fp16|bf16: the registered `compressed` strategy with that codec,
+// no error feedback and no warm-up (its own header line follows this one).
 absl::StatusOr<std::unique_ptr<GradientSync>> CreateHalfWire(const std::string& wire,
                                                              bool hierarchical,
                                                              const SyncOptions& options,
                                                              SyncEnv env) {
-  CompressedSyncOptions o;
-  o.codec.codec = wire;
-  o.error_feedback = false;
-  o.warmup_steps = 0;
-  o.hierarchical = hierarchical;
-  o.comm = env.comms->world.get();
-  o.params = env.params;
-  o.grads = env.grads;
-  o.size = env.size;
-  o.ready_ranges = std::move(env.ready_ranges);
-  o.bucket_cap_mb = options.bucket_cap_mb;
-  o.max_grad_norm = options.max_grad_norm;
-  o.groups = env.comms;
-  ASSIGN_OR_RETURN(o.optimizer, env.make_optimizer(optim::ParamRange{0, env.size}));
-  o.make_device_stepper = std::move(env.make_device_stepper);
-  if (o.comm->rank() == 0) {
+  SyncOptions c = options;
+  c.strategy = "compressed";
+  c.opts = {{"codec", wire}, {"ef", "0"}, {"warmup_steps", "0"}, {"hier", hierarchical ? "1" : "0"}};
+  if (env.comms->world->rank() == 0) {
     LOG(INFO) << "allreduce: wire=" << wire << " (buckets sent as " << wire
               << ", summed in fp32, result in fp32)";
   }
-  absl::StatusOr<std::unique_ptr<GradientSync>> sync = CreateCompressedSync(std::move(o));
+  absl::StatusOr<std::unique_ptr<GradientSync>> sync = CreateGradientSync(c, std::move(env));
   if (!sync.ok()) return Annotate(sync.status(), absl::StrCat("allreduce wire=", wire));
   return sync;
 }

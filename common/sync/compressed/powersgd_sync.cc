@@ -107,8 +107,8 @@ absl::Status PowerSgdSync::RunBucket(int b, int64_t lo, int64_t hi) {
   const PsgdBucket& B = buckets_[b];
   if (compress_now_ && !B.matrices.empty()) return Compress(b, B);
   RETURN_IF_ERROR(comm_->AllReduce(grads_ + lo, hi - lo, ReduceOp::kSum));
-  CountSent((hi - lo) * int64_t{sizeof(float)});
-  uncompressed_buckets_.fetch_add(1, std::memory_order_relaxed);
+  stats_.Sent((hi - lo) * int64_t{sizeof(float)});
+  stats_.Uncompressed();
   return absl::OkStatus();
 }
 
@@ -158,9 +158,8 @@ absl::Status PowerSgdSync::Compress(int b, const PsgdBucket& B) {
   }
   residual_sq_ += sq;
   constexpr int64_t kFloat = sizeof(float);
-  CountSent((B.p_floats + B.dense_floats + B.q_floats) * kFloat);
-  bytes_before_.fetch_add(elements * kFloat, std::memory_order_relaxed);
-  bytes_after_.fetch_add((B.p_floats + B.q_floats) * kFloat, std::memory_order_relaxed);
+  stats_.Sent((B.p_floats + B.dense_floats + B.q_floats) * kFloat);
+  stats_.Compressed(elements * kFloat, (B.p_floats + B.q_floats) * kFloat);
   return absl::OkStatus();
 }
 
@@ -193,14 +192,11 @@ absl::Status PowerSgdSync::FinishStep(const optim::StepContext& context) {
   // A skipped step's residuals and Q hold what its non-finite gradients
   // left: both start again, on every rank alike.
   if (s.ok() && !report_.applied && compress_now_) ResetState();
-  const double seconds = SecondsSince(start);
   ++steps_done_;
-  absl::MutexLock lock(&mu_);
-  optimizer_seconds_ += seconds;
-  RETURN_IF_ERROR(guard_.Record(s));
-  ++steps_;
-  if (feedback_ && compress_now_) residual_norm_ = report_.applied ? std::sqrt(residual_sq_) : 0;
-  return absl::OkStatus();
+  const bool gauge = feedback_ && compress_now_;
+  stats_.StepFinished(SecondsSince(start), s.ok(),
+                      !gauge ? -1 : report_.applied ? std::sqrt(residual_sq_) : 0);
+  return guard_.Record(s);
 }
 
 SyncMemory PowerSgdSync::memory() const {
@@ -212,24 +208,6 @@ SyncMemory PowerSgdSync::memory() const {
                                          gathered_.size() + piece_.size()) *
                     int64_t{sizeof(float)};
   return m;
-}
-
-SyncStats PowerSgdSync::stats() const {
-  const BucketEngineStats e = engine_->stats();
-  SyncStats s;
-  s.buckets = e.buckets;
-  s.bytes_sent = bytes_sent_.load(std::memory_order_relaxed);
-  s.inter_node_bytes = inter_node_bytes_.load(std::memory_order_relaxed);
-  s.comm_seconds = e.busy_seconds;
-  s.exposed_wait_seconds = e.exposed_wait_seconds;
-  s.compress_bytes_before = bytes_before_.load(std::memory_order_relaxed);
-  s.compress_bytes_after = bytes_after_.load(std::memory_order_relaxed);
-  s.uncompressed_buckets = uncompressed_buckets_.load(std::memory_order_relaxed);
-  absl::MutexLock lock(&mu_);
-  s.steps = steps_;
-  s.optimizer_seconds = optimizer_seconds_;
-  s.residual_norm = residual_norm_;
-  return s;
 }
 
 }  // namespace powersgd_internal

@@ -7,16 +7,15 @@
 #ifndef TANDEM_COMMON_SYNC_COMPRESSED_POWERSGD_SYNC_INTERNAL_H_
 #define TANDEM_COMMON_SYNC_COMPRESSED_POWERSGD_SYNC_INTERNAL_H_
 
-#include <atomic>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "common/sync/bucket/bucket_engine.h"
+#include "common/sync/compressed/compression_stats.h"
 #include "common/sync/compressed/powersgd_sync.h"
 #include "common/sync/grad_clip.h"
 #include "common/sync/step_guard.h"
@@ -77,7 +76,7 @@ class PowerSgdSync final : public GradientSync {
   StepReport last_step() const override { return report_; }
   absl::Status FinishStep(const optim::StepContext& context) override;
   SyncMemory memory() const override;
-  SyncStats stats() const override;
+  SyncStats stats() const override { return stats_.Get(engine_->stats()); }
 
   // How many weights compress (for the creation log and checks).
   int64_t compressed_matrices() const { return compressed_matrices_; }
@@ -89,10 +88,6 @@ class PowerSgdSync final : public GradientSync {
   void ResetState();  // residuals 0, Q its seeded start
   void AllocateGathered() {
     if (rank_ == 0 && gathered_.empty()) gathered_.assign(world_size_ * residuals_.size(), 0.f);
-  }
-  void CountSent(int64_t bytes) {
-    bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
-    if (world_spans_nodes_) inter_node_bytes_.fetch_add(bytes, std::memory_order_relaxed);
   }
   void PutMeta(Meta field, int64_t v) { std::memcpy(&meta_[2 * field], &v, sizeof(v)); }
   int64_t GetMeta(Meta field) const {
@@ -134,20 +129,11 @@ class PowerSgdSync final : public GradientSync {
   float last_grad_scale_ = 0;
   double residual_sq_ = 0;  // communication thread during a step
 
-  std::atomic<int64_t> bytes_sent_{0};
-  std::atomic<int64_t> inter_node_bytes_{0};
-  std::atomic<int64_t> bytes_before_{0};
-  std::atomic<int64_t> bytes_after_{0};
-  std::atomic<int64_t> uncompressed_buckets_{0};
+  CompressionStats stats_{world_spans_nodes_};
 
   // Trainer thread only.
   StepGuard guard_{kLabel};
   StepReport report_;
-
-  mutable absl::Mutex mu_;
-  int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
-  double optimizer_seconds_ ABSL_GUARDED_BY(mu_) = 0;
-  double residual_norm_ ABSL_GUARDED_BY(mu_) = 0;
 
   std::unique_ptr<BucketEngine> engine_;  // last: its thread calls into the members above
 };
