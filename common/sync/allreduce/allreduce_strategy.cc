@@ -29,6 +29,10 @@ std::string Wire(const SyncOptions& o) {
 
 // wire=fp16|bf16: the registered `compressed` strategy with that codec,
 // no error feedback and no warm-up (its own header line follows this one).
+// Found through the registry, not linked from here (compressed builds on
+// allreduce's hierarchical parts): a binary links both through
+// //common/sync/strategies, and one without compressed gets the registry's
+// "unknown strategy" error, annotated with wire=.
 absl::StatusOr<std::unique_ptr<GradientSync>> CreateHalfWire(const std::string& wire,
                                                              bool hierarchical,
                                                              const SyncOptions& options,
