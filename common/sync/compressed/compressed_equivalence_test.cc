@@ -12,6 +12,8 @@
 //   too (dropping it changes the result);
 // - resumed at another world size the residuals (and velocity) reset: the
 //   run equals one started from the same parameters with fresh residuals;
+//   PowerSGD keeps its Q there and restores Q, residuals and its step count
+//   bit-identically at the same world size;
 // - int8+EF and top-k+EF train close to allreduce on the same data.
 #include <unistd.h>
 
@@ -327,6 +329,19 @@ TEST(CompressedResume, AnotherWorldSizeResetsTheResiduals) {
   EXPECT_EQ(resumed[0], fresh[0]);
   // And it is not what keeping stale residuals would give: at 2 ranks they
   // would have changed the result (see RestoresResidualsBitIdentically).
+}
+
+// PowerSGD at another world size: the residuals reset (as if the
+// checkpoint had none), Q is kept (dropping it changes the result).
+TEST(CompressedResume, PowerSgdAtAnotherWorldSizeKeepsQResetsResiduals) {
+  const Data data = MakeData(512);
+  const std::string opts = "codec=powersgd,rank=2,warmup_steps=1";
+  const auto resumed = Resumed(2, 3, opts, data);
+  const auto no_residuals = Resumed(2, 3, opts, data, {"powersgd/residuals"});
+  const auto no_q = Resumed(2, 3, opts, data, {"powersgd/q"});
+  ASSERT_FALSE(resumed[0].empty());
+  EXPECT_EQ(resumed[0], no_residuals[0]);
+  EXPECT_NE(resumed[0], no_q[0]);
 }
 
 // The velocity too: at another world size (its saved blob does not fit)

@@ -45,6 +45,25 @@ float Gradient(int rank, int step, int64_t i) {
          0.05f * std::cos(0.011f * i * (step + 1));
 }
 
+// The env over flat vectors of kSize in kRanges; sgd without momentum.
+SyncEnv Env(CommGroups* groups, std::vector<float>* params, std::vector<float>* grads,
+            std::vector<ParamShape> shapes) {
+  SyncEnv env;
+  env.comms = groups;
+  env.params = params->data();
+  env.grads = grads->data();
+  env.size = kSize;
+  env.ready_ranges = kRanges;
+  env.param_shapes = std::move(shapes);
+  env.make_optimizer = [](optim::ParamRange r) -> absl::StatusOr<std::unique_ptr<optim::Optimizer>> {
+    optim::SgdOptions o;
+    o.momentum = 0;
+    ASSIGN_OR_RETURN(auto s, optim::Sgd::Create(r, o));
+    return std::unique_ptr<optim::Optimizer>(std::move(s));
+  };
+  return env;
+}
+
 // Runs `steps` steps of `strategy`/`opts` at `world`; returns each step's
 // parameters (sgd, lr 1, no momentum, from zero: -sum of the averaged
 // gradients), rank 0's, after checking every rank holds the same bits.
@@ -57,20 +76,8 @@ std::vector<std::vector<float>> RunSync(const std::string& strategy, const std::
     std::vector<float> params(kSize, 0.f), grads(kSize, 0.f);
     ASSIGN_OR_RETURN(SyncOptions so, ParseSyncOptions(strategy, opts));
     so.bucket_cap_mb = 0.001;  // each range its own bucket
-    SyncEnv env;
-    env.comms = &groups;
-    env.params = params.data();
-    env.grads = grads.data();
-    env.size = kSize;
-    env.ready_ranges = kRanges;
-    env.param_shapes = Shapes();
-    env.make_optimizer = [](optim::ParamRange r) -> absl::StatusOr<std::unique_ptr<optim::Optimizer>> {
-      optim::SgdOptions o;
-      o.momentum = 0;
-      ASSIGN_OR_RETURN(auto s, optim::Sgd::Create(r, o));
-      return std::unique_ptr<optim::Optimizer>(std::move(s));
-    };
-    ASSIGN_OR_RETURN(std::unique_ptr<GradientSync> sync, CreateGradientSync(so, std::move(env)));
+    ASSIGN_OR_RETURN(std::unique_ptr<GradientSync> sync,
+                     CreateGradientSync(so, Env(&groups, &params, &grads, Shapes())));
     for (int step = 0; step < steps; ++step) {
       for (int64_t i = 0; i < kSize; ++i) grads[i] = Gradient(rank, step, i);
       RETURN_IF_ERROR(sync->BeginStep({}));
@@ -225,18 +232,7 @@ absl::Status Create(const std::string& opts, std::vector<ParamShape> shapes = Sh
     std::vector<float> params(kSize), grads(kSize);
     absl::StatusOr<SyncOptions> so = ParseSyncOptions("compressed", opts);
     if (!so.ok()) return so.status();
-    SyncEnv env;
-    env.comms = &groups;
-    env.params = params.data();
-    env.grads = grads.data();
-    env.size = kSize;
-    env.ready_ranges = kRanges;
-    env.param_shapes = shapes;
-    env.make_optimizer = [](optim::ParamRange r) -> absl::StatusOr<std::unique_ptr<optim::Optimizer>> {
-      ASSIGN_OR_RETURN(auto s, optim::Sgd::Create(r, optim::SgdOptions{}));
-      return std::unique_ptr<optim::Optimizer>(std::move(s));
-    };
-    return CreateGradientSync(*so, std::move(env)).status();
+    return CreateGradientSync(*so, Env(&groups, &params, &grads, shapes)).status();
   });
   return results[0];
 }
