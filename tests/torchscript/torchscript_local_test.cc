@@ -83,6 +83,8 @@ INSTANTIATE_TEST_SUITE_P(
         StrategyCase{"compressed_topk", {"--sync=compressed", "--sync-opt=codec=topk,warmup_steps=0"}},
         StrategyCase{"compressed_threshold",
                      {"--sync=compressed", "--sync-opt=codec=threshold,warmup_steps=0"}},
+        StrategyCase{"compressed_powersgd",
+                     {"--sync=compressed", "--sync-opt=codec=powersgd,rank=2,warmup_steps=2"}},
         StrategyCase{"zero1", {"--sync=zero1"}},
         StrategyCase{"zero2", {"--sync=zero2", "--accumulation=2", "--sync-opt=max_grad_norm=1"}},
         StrategyCase{"ps", {"--sync=ps", "--shard-servers=2"}},
