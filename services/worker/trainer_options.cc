@@ -80,6 +80,10 @@ absl::Status ValidateTrainerOptions(const TrainerOptions& o) {
   RETURN_IF_ERROR(sync::ValidateSyncOptions(o.sync));
   RETURN_IF_ERROR(CheckStrategyMomentum(o));
   if (o.checkpoint_every < 0) return bad("--checkpoint_every must be >= 0");
+  if (o.debug_extra_compute < absl::ZeroDuration() || o.debug_extra_data < absl::ZeroDuration() ||
+      o.debug_extra_compute > absl::Minutes(1) || o.debug_extra_data > absl::Minutes(1)) {
+    return bad("--debug_extra_compute_ms and --debug_extra_data_ms must be in [0, 60000]");
+  }
   if (o.cuda_device < 0) return bad("--cuda_device must be >= 0");
   if (o.backend != "cpu" && o.backend != "cuda") {
     return bad(absl::StrCat("--backend '", o.backend, "' is unknown: use cpu or cuda"));

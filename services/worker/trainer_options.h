@@ -126,6 +126,11 @@ struct TrainerOptions {
   // Fault tests: append every trained batch's sample ids to
   // <dir>/<worker_id>.samples (services/worker/sample_log.h); empty = off.
   std::string sample_log_dir;
+  // Straggler tests (--debug_extra_compute_ms, --debug_extra_data_ms): a
+  // sleep per step in the forward pass (counted as compute) and before
+  // each batch is taken (counted as data wait). Zero = off.
+  absl::Duration debug_extra_compute;
+  absl::Duration debug_extra_data;
   // ---- Output -----------------------------------------------------------
   int log_every = 50;                     // steps between progress lines; 0 = none
   // Adds a line per progress window with where a step's time went
