@@ -15,9 +15,18 @@
 namespace tandem {
 namespace worker {
 
-absl::Status CheckStrategyMomentum(const TrainerOptions& o) {
+bool StrategyAppliesMomentum(const TrainerOptions& o) {
   absl::StatusOr<sync::StrategyInfo> info = sync::FindStrategy(o.sync.strategy);
-  if (!info.ok() || !sync::TakesMomentum(*info, o.sync)) return absl::OkStatus();
+  if (!info.ok() || !sync::TakesMomentum(*info, o.sync)) return false;
+  // A codec's default (compressed topk / threshold) gives way to an
+  // optimizer with momentum of its own; the strategy sees that optimizer
+  // and turns the correction off. Asked for by name, it must fit.
+  const bool asked = o.sync.opts.count("momentum_correction") != 0;
+  return asked || (o.optimizer == "sgd" && !o.nesterov);
+}
+
+absl::Status CheckStrategyMomentum(const TrainerOptions& o) {
+  if (!StrategyAppliesMomentum(o)) return absl::OkStatus();
   if (o.optimizer != "sgd") {
     return absl::InvalidArgumentError(absl::StrCat(
         "--sync ", o.sync.strategy, " with momentum_correction=1 applies the SGD momentum in the "

@@ -168,6 +168,11 @@ absl::Status ValidateTrainerOptions(const TrainerOptions& options);
 // ValidateTrainerOptions; the generation checks it again before building
 // the optimizer without momentum.
 absl::Status CheckStrategyMomentum(const TrainerOptions& options);
+// Whether the generation gives the SGD momentum to the strategy (and builds
+// the optimizer without it): sync::TakesMomentum, unless that is only the
+// strategy's default (no momentum_correction key) and --optimizer adamw or
+// --nesterov keep their own momentum.
+bool StrategyAppliesMomentum(const TrainerOptions& options);
 
 // The numerics flags as StepPrecision's options (INVALID_ARGUMENT naming a
 // bad flag: precision, loss scale, --inject_nonfinite syntax, ...).
