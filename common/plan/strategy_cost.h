@@ -29,7 +29,9 @@
 // batch; staging buffers are not modelled.
 //
 // Strategies: allreduce, hier, zero1, zero2, ps, hybrid (servers > 0), and
-// compressed:int8 / compressed:fp16 / compressed:bf16 / compressed:topk=F.
+// compressed:int8 / compressed:fp16 / compressed:bf16 / compressed:topk=F /
+// compressed:powersgd=R (steady state: the codecs' dense warm-up steps, 200
+// for top-k and 10 for PowerSGD by default, are not modelled).
 // Thread-safe (pure functions). INVALID_ARGUMENT for an unknown strategy
 // (listing the known ones), a bad cluster or batch, ps/hybrid without
 // servers.
