@@ -13,6 +13,7 @@
 #include "common/sync/bucket/comm_executor.h"
 #include "common/sync/grad_clip.h"
 #include "common/sync/step_guard.h"
+#include "common/sync/zero/layer_gather.h"
 #include "common/sync/zero/zero_parts.h"
 #include "common/tensor/param_hook.h"
 #include "common/timing/seconds_since.h"
@@ -55,7 +56,8 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
         layer_ranges_(o.layer_ranges),
         overlap_(!device_ && o.overlap_allgather && !o.layer_ranges.empty() &&
                  o.comm->world_size() > 1),
-        broadcast_(o.comm, o.groups) {}
+        units_(GroupRanges(o.layer_ranges, CapFloats(o.gather_group_mb))),
+        gather_(o.comm, o.groups, map_, overlap_ ? units_ : decltype(units_){}) {}
 
   // gatherer_, the last member, stops first (after the collective in
   // flight, if any).
@@ -123,7 +125,7 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
     ASSIGN_OR_RETURN(engine_, BucketEngine::Create(std::move(e)));
     if (overlap_) {
       gatherer_ = std::make_unique<CommExecutor<GatherOp>>(
-          std::max<int64_t>(1, layer_ranges_.size()),
+          std::max<int64_t>(1, units_.size()),
           [this](const GatherOp& op) { return RunGather(op); });
     }
     if (!in_place_) {
@@ -148,6 +150,7 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
                    int64_t{sizeof(float)};
     m.optimizer_bytes = optimizer_->state_bytes();
     m.staging_bytes = static_cast<int64_t>(gather_in_.size() + gather_out_.size() +
+                                           gather_.staging_floats() +
                                            (owner_reduce_ ? owner_reduce_->staging_floats() : 0)) *
                       int64_t{sizeof(float)};
     return m;
@@ -163,10 +166,11 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
       return absl::InvalidArgumentError(absl::StrCat(label_, ": parameter range [", lo, ", ", hi,
                                                      ") is outside [0, ", size_, ")"));
     }
-    // Layers arrive in forward order: wait for the last one [lo, hi) meets.
+    // Groups of layers arrive in forward order: wait for the last one
+    // [lo, hi) meets.
     int64_t need = 0;
-    for (size_t k = 0; k < layer_ranges_.size(); ++k) {
-      if (layer_ranges_[k].first < hi && lo < layer_ranges_[k].second) need = k + 1;
+    for (size_t k = 0; k < units_.size(); ++k) {
+      if (units_[k].first < hi && lo < units_[k].second) need = k + 1;
     }
     return WaitForLayers(need);
   }
@@ -216,7 +220,7 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
       // forward order, while the trainer moves on to the next forward. The
       // ring holds one step's layers and the last step's were waited for
       // in BeginStep, so Enqueue does not wait.
-      for (size_t k = 0; k < layer_ranges_.size(); ++k) {
+      for (size_t k = 0; k < units_.size(); ++k) {
         const int64_t ticket = gatherer_->Enqueue({static_cast<int>(k), step});
         if (k == 0) gather_first_ticket_ = ticket;
       }
@@ -277,7 +281,7 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
   absl::Status WaitForLayers(int64_t layers) {
     if (!overlap_) return absl::OkStatus();
     if (gather_first_ticket_ < 0) return gatherer_->Drain();  // none pending: at once
-    const int64_t n = static_cast<int64_t>(layer_ranges_.size());
+    const int64_t n = static_cast<int64_t>(units_.size());
     const int64_t last = gather_first_ticket_ + std::min(layers, n) - 1;
     const auto start = std::chrono::steady_clock::now();
     absl::Status s = gatherer_->Wait(last);
@@ -294,7 +298,7 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
   absl::Status RunGather(const GatherOp& op) {
     const auto start = std::chrono::steady_clock::now();
     int64_t bytes = 0;
-    const auto& [lo, hi] = layer_ranges_[op.layer];
+    const auto& [lo, hi] = units_[op.layer];
     absl::Status s = GatherLayer(lo, hi, op.step, &bytes);
     absl::MutexLock lock(&mu_);
     gather_seconds_ += SecondsSince(start);
@@ -303,9 +307,10 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
     return s;
   }
 
-  // Gather thread: the owner j of each piece of [lo, hi) broadcasts it.
+  // Gather thread: [lo, hi) from its owners (layer_gather.h picks the
+  // collective).
   absl::Status GatherLayer(int64_t lo, int64_t hi, int64_t step, int64_t* bytes) {
-    absl::Status s = broadcast_.Run(map_, params_, lo, hi, bytes);
+    absl::Status s = gather_.Run(params_, lo, hi, bytes);
     if (s.ok()) return s;
     return absl::Status(s.code(), absl::StrCat(label_, ": ", s.message(), " for step ", step + 1,
                                                " on rank ", rank_));
@@ -389,7 +394,9 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
   const std::vector<std::pair<int64_t, int64_t>> ready_ranges_;
   const std::vector<std::pair<int64_t, int64_t>> layer_ranges_;
   const bool overlap_;
-  PieceBroadcast broadcast_;  // gather thread only
+  // Overlap: layer_ranges_ grouped to gather_group_mb, forward order.
+  const std::vector<std::pair<int64_t, int64_t>> units_;
+  LayerGather gather_;  // gather thread only
   OwnedShard shard_;          // set in Start
 
   // Sized in Start, never resized.
@@ -447,8 +454,10 @@ absl::StatusOr<std::unique_ptr<ZeroSync>> CreateZeroSync(ZeroSyncOptions options
 std::vector<OptionInfo> ZeroOptionInfo() {
   return {{"bucket_cap_mb", "25", "MiB per gradient bucket and per allgather round"},
           {"overlap", "1",
-           "1 = the updated slices are gathered layer by layer during the next forward (two "
-           "levels across nodes), 0 = one chunked allgather at the end of the step"}};
+           "1 = the updated slices are gathered layer by layer during the next forward, 0 = one "
+           "chunked allgather at the end of the step"},
+          {"gather_mb", "1",
+           "overlap=1: MiB of parameters (consecutive layers) gathered by one collective"}};
 }
 
 absl::Status ValidateZeroOptions(const SyncOptions& options) {
@@ -457,6 +466,11 @@ absl::Status ValidateZeroOptions(const SyncOptions& options) {
     return absl::InvalidArgumentError(absl::StrCat(
         "overlap must be 1 (gather during the next forward) or 0 (allgather at the end of the "
         "step), got ", overlap));
+  }
+  ASSIGN_OR_RETURN(const double gather_mb, GetSyncOptDouble(options, "gather_mb", 1));
+  if (!(gather_mb > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gather_mb must be > 0 (MiB per layer-group gather), got ", gather_mb));
   }
   return absl::OkStatus();
 }
@@ -481,6 +495,7 @@ absl::StatusOr<std::unique_ptr<GradientSync>> CreateZeroSyncForRegistry(
   o.max_grad_norm = options.max_grad_norm;
   ASSIGN_OR_RETURN(const int64_t overlap, GetSyncOptInt(options, "overlap", 1));
   o.overlap_allgather = overlap == 1;
+  ASSIGN_OR_RETURN(o.gather_group_mb, GetSyncOptDouble(options, "gather_mb", 1));
   o.make_optimizer = std::move(env.make_optimizer);
   o.make_device_stepper = std::move(env.make_device_stepper);
   o.host_comm = env.host_comm;

@@ -115,6 +115,9 @@ struct ZeroSyncOptions {
   // of at the end of FinishStep. Ignored (end of FinishStep) without
   // layer_ranges or with one rank.
   bool overlap_allgather = false;
+  // overlap_allgather: consecutive layers are gathered together until a
+  // group holds this many MiB (> 0), each group by one collective.
+  double gather_group_mb = 1;
   // The generation's node groups (borrowed; may be null): with them the
   // overlapped gather broadcasts in two levels (zero_parts.h).
   const CommGroups* groups = nullptr;

@@ -205,9 +205,10 @@ TEST(ZeroSyncTest, DevicePathEqualsTheHostPath) {
   }
 }
 
-// zero1 holds no staging when the gather overlaps the next forward (layer
-// gathers run in place), and one allgather round's worth without it.
-TEST(ZeroSyncTest, OverlappedGatherNeedsNoStaging) {
+// zero1's staging with the gather overlapping the next forward is at most
+// twice one layer group (the packed allgather blocks; zero-and-allreduce and
+// broadcasts need none), and one allgather round's worth without it.
+TEST(ZeroSyncTest, OverlappedGatherStagesAtMostTwiceAGroup) {
   for (bool overlap : {true, false}) {
     std::vector<int64_t> staging(2, -1);
     auto results = comm_testing::RunGlooRanks(2, absl::Seconds(30), [&](int rank, Communicator& comm)
@@ -223,7 +224,9 @@ TEST(ZeroSyncTest, OverlappedGatherNeedsNoStaging) {
     for (const absl::Status& s : results) ASSERT_TRUE(s.ok()) << s;
     for (int r = 0; r < 2; ++r) {
       if (overlap) {
-        EXPECT_EQ(staging[r], 0) << "rank " << r;
+        // At most the packed blocks of one group (layer_gather.h: N B < 2 G),
+        // here the whole vector as one group.
+        EXPECT_LE(staging[r], 2 * 1000 * 4) << "rank " << r;
       } else {
         EXPECT_GT(staging[r], 0) << "rank " << r;
       }
