@@ -30,30 +30,28 @@
 //
 // Overlap (option overlap_allgather, with layer_ranges): instead of the
 // chunked allgather at the end of FinishStep, a gather thread brings the
-// other ranks' updated slices in layer by layer in forward order (each
-// owner broadcasts its piece of the layer, in place), while the trainer
-// thread goes on to the next batch and its forward. The strategy is the
-// model's parameter hook (param_hook(), tensor/param_hook.h): a layer's
-// Gather waits until that layer is in, so forward computes layer k while
-// layer k+1 arrives. Every other call (BeginStep, FinishStep,
-// SyncStateToHost, StateLoaded) first waits for the gather to end, so the
-// gradient collectives never share the communicator with it. The owned
-// slice is final when FinishStep returns (checkpoints read only it). The
-// wait the model sees is exposed comm time. On by default (overlap=1).
-// Across nodes (node groups given) each layer goes in two levels, one copy
-// per other node, then shm inside (zero_parts.h): measured on 2 nodes x 2
-// workers at 1 Gbit/s, zero2 127 ms/step against 132 with the allgather,
-// and fewer bytes on the node links than the ring allgather. Flat over the
-// world (Gloo's one-to-all broadcast) it was 1.5x slower: the two levels
-// are what make it pay.
+// other ranks' updated slices in group by group in forward order (the
+// layers grouped to gather_group_mb, each group by one collective, in
+// place or through the packed blocks: layer_gather.h picks a ring
+// allgather, a zero-and-allreduce, or at equal nodes two-level broadcasts,
+// never a one-to-all broadcast), while the trainer thread goes on to the
+// next batch and its forward. The strategy is the model's parameter hook
+// (param_hook(), tensor/param_hook.h): a layer's Gather waits until its
+// group is in, so forward computes group k while group k+1 arrives. Every
+// other call (BeginStep, FinishStep, SyncStateToHost, StateLoaded) first
+// waits for the gather to end, so the gradient collectives never share the
+// communicator with it. The owned slice is final when FinishStep returns
+// (checkpoints read only it). The wait the model sees is exposed comm
+// time. On by default (overlap=1).
 //
 // Memory per rank (memory()): parameters n floats (replicated); reduced
 // gradients n floats (zero1, in the model's buffer) or S floats (zero2;
 // backward's own n-float buffer is the model's and is not counted);
 // optimizer state k * owned floats (k buffers: AdamW 2, SGD with momentum
-// 1); staging: one allgather round (about a bucket; none with
-// overlap_allgather, whose layer gathers run in place) plus, for zero2, at
-// most 2 buckets for the packed reduce-scatter.
+// 1); staging: one allgather round (about a bucket; with
+// overlap_allgather at most twice the largest layer group, the packed
+// allgather blocks) plus, for zero2, at most 2 buckets for the packed
+// reduce-scatter.
 //
 // Thread-safety, ownership and failure as allreduce_sync.h: the
 // communicator, params and grads are borrowed and must outlive this object;
