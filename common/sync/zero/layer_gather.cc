@@ -122,18 +122,5 @@ absl::Status LayerGather::AllReduce(float* params, int64_t lo, int64_t hi, int64
   return absl::OkStatus();
 }
 
-std::vector<std::pair<int64_t, int64_t>> GroupRanges(
-    const std::vector<std::pair<int64_t, int64_t>>& ranges, int64_t min_floats) {
-  std::vector<std::pair<int64_t, int64_t>> out;
-  for (const auto& [lo, hi] : ranges) {
-    if (!out.empty() && out.back().second == lo && out.back().second - out.back().first < min_floats) {
-      out.back().second = hi;
-    } else {
-      out.push_back({lo, hi});
-    }
-  }
-  return out;
-}
-
 }  // namespace sync
 }  // namespace tandem

@@ -1,5 +1,5 @@
-// LayerGather: a range of the flat parameter vector (one layer, or a group
-// of layers) brought from the ranks that own its pieces (ZeroShardMap) to
+// LayerGather: a range of the flat parameter vector (one layer, for zero3)
+// brought from the ranks that own its pieces (ZeroShardMap) to
 // every rank, in place, by whichever of three collectives puts the fewest
 // bytes on the busiest link (N ranks, the range's G floats, B = its largest
 // owned piece, M nodes):
@@ -76,11 +76,6 @@ class LayerGather {
   int nodes_ = 1;
   std::vector<float> blocks_;  // world * the largest packed block
 };
-
-// Consecutive ranges (in the order given: forward order) merged while they
-// are adjacent in memory until each group holds at least `min_floats`.
-std::vector<std::pair<int64_t, int64_t>> GroupRanges(
-    const std::vector<std::pair<int64_t, int64_t>>& ranges, int64_t min_floats);
 
 }  // namespace sync
 }  // namespace tandem

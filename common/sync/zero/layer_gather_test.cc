@@ -75,17 +75,6 @@ TEST(LayerGather, EveryRankGetsTheOwnersValuesAtEveryLayout) {
   }
 }
 
-TEST(LayerGather, GroupsAdjacentRangesUpToTheMinimum) {
-  const std::vector<std::pair<int64_t, int64_t>> layers = {{0, 10}, {10, 15}, {15, 40}, {40, 41},
-                                                           {50, 60}, {41, 50}};
-  const std::vector<std::pair<int64_t, int64_t>> want = {{0, 15}, {15, 40}, {40, 41}, {50, 60},
-                                                         {41, 50}};
-  EXPECT_EQ(GroupRanges(layers, 12), want);
-  EXPECT_EQ(GroupRanges(layers, 1), layers);
-  const std::vector<std::pair<int64_t, int64_t>> all = {{0, 41}, {50, 60}, {41, 50}};
-  EXPECT_EQ(GroupRanges(layers, 1000), all);
-}
-
 }  // namespace
 }  // namespace sync
 }  // namespace tandem

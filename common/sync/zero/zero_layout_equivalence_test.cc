@@ -43,7 +43,7 @@ struct Case {
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
   return absl::StrCat(info.param.strategy, "_", absl::StrJoin(info.param.nodes, ""),
                       info.param.adamw ? "_adamw" : "_sgd",
-                      info.param.opts.empty() ? "" : "_small_groups");
+                      info.param.opts.empty() ? "" : "_small_rounds");
 }
 
 absl::Status TrainRank(const Case& c, const std::string& strategy, const Data& data, int rank,
@@ -124,9 +124,8 @@ TEST_P(ZeroLayoutEquivalence, EndsEqualToAllreduce) {
   for (size_t r = 1; r < zero.size(); ++r) EXPECT_EQ(zero[r], zero[0]) << "rank " << r;
 }
 
-// gather_mb tiny: every layer its own collective (ranges inside one shard
-// take the allreduce route); default: one group of the whole small model
-// (the allgather route).
+// gather_mb tiny: many rounds of a few floats per shard, so layers wait for
+// different rounds; default: one round of the whole small model.
 INSTANTIATE_TEST_SUITE_P(
     Layouts, ZeroLayoutEquivalence,
     ::testing::Values(Case{"zero1", {"a", "a", "a", "a"}, false},

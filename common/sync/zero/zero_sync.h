@@ -29,29 +29,30 @@
 // (tested within 1e-5 after K steps).
 //
 // Overlap (option overlap_allgather, with layer_ranges): instead of the
-// chunked allgather at the end of FinishStep, a gather thread brings the
-// other ranks' updated slices in group by group in forward order (the
-// layers grouped to gather_group_mb, each group by one collective, in
-// place or through the packed blocks: layer_gather.h picks a ring
-// allgather, a zero-and-allreduce, or at equal nodes two-level broadcasts,
-// never a one-to-all broadcast), while the trainer thread goes on to the
-// next batch and its forward. The strategy is the model's parameter hook
-// (param_hook(), tensor/param_hook.h): a layer's Gather waits until its
-// group is in, so forward computes group k while group k+1 arrives. Every
-// other call (BeginStep, FinishStep, SyncStateToHost, StateLoaded) first
-// waits for the gather to end, so the gradient collectives never share the
-// communicator with it. The owned slice is final when FinishStep returns
-// (checkpoints read only it). The wait the model sees is exposed comm
-// time. On by default (overlap=1).
+// allgather at the end of FinishStep, a gather thread runs the same rounds
+// while the trainer thread goes on to the next batch and its forward.
+// Round k is one ring allgather of floats [k C, (k + 1) C) of every shard
+// (C = gather_group_mb / N: each collective large enough): every rank
+// sends an equal part, so at every layout (one worker per node, unequal
+// nodes) no link carries more than the ring's (N - 1) / N of the vector —
+// gathering layer by layer instead would have each layer's one or two
+// owners send it to everyone. The strategy is the model's parameter hook
+// (param_hook(), tensor/param_hook.h): a layer's Gather waits only for the
+// rounds that reach the end of its pieces in their shards, so the first
+// layers of every shard arrive first and forward computes while later
+// rounds arrive. Every other call (BeginStep, FinishStep, SyncStateToHost,
+// StateLoaded) first waits for the gather to end, so the gradient
+// collectives never share the communicator with it. The owned slice is
+// final when FinishStep returns (checkpoints read only it). The wait the
+// model sees is exposed comm time. On by default (overlap=1).
 //
 // Memory per rank (memory()): parameters n floats (replicated); reduced
 // gradients n floats (zero1, in the model's buffer) or S floats (zero2;
 // backward's own n-float buffer is the model's and is not counted);
 // optimizer state k * owned floats (k buffers: AdamW 2, SGD with momentum
 // 1); staging: one allgather round (about a bucket; with
-// overlap_allgather at most twice the largest layer group, the packed
-// allgather blocks) plus, for zero2, at most 2 buckets for the packed
-// reduce-scatter.
+// overlap_allgather about gather_group_mb) plus, for zero2, at most 2
+// buckets for the packed reduce-scatter.
 //
 // Thread-safety, ownership and failure as allreduce_sync.h: the
 // communicator, params and grads are borrowed and must outlive this object;
@@ -113,8 +114,7 @@ struct ZeroSyncOptions {
   // of at the end of FinishStep. Ignored (end of FinishStep) without
   // layer_ranges or with one rank.
   bool overlap_allgather = false;
-  // overlap_allgather: consecutive layers are gathered together until a
-  // group holds this many MiB (> 0), each group by one collective.
+  // overlap_allgather: MiB per gather round over all shards (> 0).
   double gather_group_mb = 1;
   // The generation's node groups (borrowed; may be null): with them the
   // overlapped gather broadcasts in two levels (zero_parts.h).
