@@ -48,7 +48,7 @@ absl::Status CompressedSync::RunDense(int b, const BucketLayout& L) {
     // the node): nothing to exchange, on every member of the inter group.
     if (L.x_n == 0) return GatherShares(b, L);
   }
-  float* g = hier_ ? share_.data() : grads_ + L.lo;
+  float* g = hier_ ? shares_->share() : grads_ + L.lo;
   int64_t after = 0;
   // Every slice of this rank's x, block j for rank j of the exchange.
   for (int j = 0; j < W; ++j) {
@@ -84,13 +84,7 @@ absl::Status CompressedSync::RunDense(int b, const BucketLayout& L) {
 }
 
 absl::Status CompressedSync::ReduceShare(int b, const BucketLayout& L) {
-  const float* in = grads_ + L.lo;
-  if (L.n != L.share * local_size_) {  // pad to local_size_ equal shares
-    std::memcpy(node_.data(), in, L.n * sizeof(float));
-    std::fill(node_.begin() + L.n, node_.begin() + L.share * local_size_, 0.f);
-    in = node_.data();
-  }
-  absl::Status s = intra_->ReduceScatter(in, share_.data(), L.share);
+  absl::Status s = shares_->ReduceBucket(grads_ + L.lo, L.n);
   if (!s.ok()) {
     return absl::Status(s.code(), absl::StrCat(kLabel, ": intra-node reduce-scatter of bucket ",
                                                b, ": ", s.message()));
@@ -100,14 +94,11 @@ absl::Status CompressedSync::ReduceShare(int b, const BucketLayout& L) {
 }
 
 absl::Status CompressedSync::GatherShares(int b, const BucketLayout& L) {
-  const bool even = L.n == L.share * local_size_;
-  float* out = even ? grads_ + L.lo : node_.data();
-  absl::Status s = intra_->AllGather(share_.data(), out, L.share * int64_t{sizeof(float)});
+  absl::Status s = shares_->GatherBucket(grads_ + L.lo, L.n);
   if (!s.ok()) {
     return absl::Status(s.code(), absl::StrCat(kLabel, ": intra-node allgather of bucket ", b,
                                                ": ", s.message()));
   }
-  if (!even) std::memcpy(grads_ + L.lo, node_.data(), L.n * sizeof(float));
   CountSent(L.share * int64_t{sizeof(float)}, /*across_nodes=*/false);
   return absl::OkStatus();
 }

@@ -27,6 +27,7 @@
 #include "common/optim/clip.h"
 #include "common/status/status_macros.h"
 #include "common/sync/allreduce/hier_allreduce.h"
+#include "common/sync/allreduce/node_shares.h"
 #include "common/sync/bucket/bucket_engine.h"
 #include "common/sync/compressed/compressed_sync.h"
 #include "common/sync/grad_check.h"
@@ -223,10 +224,10 @@ class CompressedSync final : public GradientSync {
     m.optimizer_bytes = optimizer_->state_bytes();
     m.staging_bytes = static_cast<int64_t>(send_.size() + recv_.size() + sum_block_.size()) +
                       static_cast<int64_t>(sum_.size() + workspace_.size() + local_.size() +
-                                           gathered_.size() + piece_.size() + node_.size() +
-                                           share_.size() + velocity_.size() +
+                                           gathered_.size() + piece_.size() + velocity_.size() +
                                            gathered_velocity_.size()) *
-                          int64_t{sizeof(float)};
+                          int64_t{sizeof(float)} +
+                      (shares_ != nullptr ? shares_->staging_bytes() : 0);
     return m;
   }
 
@@ -253,7 +254,8 @@ class CompressedSync final : public GradientSync {
   absl::Status RunBucket(int b);
   absl::Status RunDense(int b, const BucketLayout& L);
   // Hierarchical: the node's sum of the bucket, this rank's share of it
-  // into share_; and back: every local rank's share into the bucket.
+  // into shares_->share(); and back: every local rank's share into the
+  // bucket (NodeShares, with this strategy's error messages and counts).
   absl::Status ReduceShare(int b, const BucketLayout& L);
   absl::Status GatherShares(int b, const BucketLayout& L);
   absl::Status RunSparse(int b, const BucketLayout& L);
@@ -345,8 +347,8 @@ class CompressedSync final : public GradientSync {
   // Staging (communication thread during steps).
   std::vector<uint8_t> send_, recv_, sum_block_;
   std::vector<float> sum_, workspace_;
-  std::vector<float> node_;   // hier_: local ranks x share (the padded bucket)
-  std::vector<float> share_;  // hier_: this rank's share of the node's sum
+  // hier_: the node's sum of this rank's share of a bucket, and back.
+  std::unique_ptr<NodeShares> shares_;
   // Checkpoint state (trainer thread, between steps).
   std::vector<float> meta_ = std::vector<float>(2 * kMetaFields, 0.f);
   std::vector<float> gathered_;  // rank 0, around a checkpoint: world * local_.size()
