@@ -474,17 +474,11 @@ absl::Status ValidateZeroOptions(const SyncOptions& options) {
   return absl::OkStatus();
 }
 
-bool ZeroUsesNodeGroups(const SyncOptions& options) {
-  absl::StatusOr<int64_t> overlap = GetSyncOptInt(options, "overlap", 1);
-  return overlap.ok() && *overlap == 1;
-}
-
 absl::StatusOr<std::unique_ptr<GradientSync>> CreateZeroSyncForRegistry(
     ZeroStage stage, const SyncOptions& options, SyncEnv env) {
   ZeroSyncOptions o;
   o.stage = stage;
   o.comm = env.comms->world.get();
-  o.groups = env.comms;
   o.params = env.params;
   o.grads = env.grads;
   o.size = env.size;

@@ -85,7 +85,6 @@
 
 #include "absl/status/statusor.h"
 #include "common/comm/communicator.h"
-#include "common/comm/groups.h"
 #include "common/optim/device_stepper.h"
 #include "common/optim/optimizer.h"
 #include "common/shard/zero_shard_map.h"
@@ -116,9 +115,6 @@ struct ZeroSyncOptions {
   bool overlap_allgather = false;
   // overlap_allgather: MiB per gather round over all shards (> 0).
   double gather_group_mb = 1;
-  // The generation's node groups (borrowed; may be null): with them the
-  // overlapped gather broadcasts in two levels (zero_parts.h).
-  const CommGroups* groups = nullptr;
   // Called once with this rank's owned range (ZeroShardMap::owned(rank)).
   std::function<absl::StatusOr<std::unique_ptr<optim::Optimizer>>(optim::ParamRange)>
       make_optimizer;
@@ -147,9 +143,6 @@ absl::StatusOr<std::unique_ptr<ZeroSync>> CreateZeroSync(ZeroSyncOptions options
 // their check (overlap must be 0 or 1).
 std::vector<OptionInfo> ZeroOptionInfo();
 absl::Status ValidateZeroOptions(const SyncOptions& options);
-// overlap=1 gathers in two levels across nodes when the node groups are
-// there (StrategyInfo::uses_node_groups).
-bool ZeroUsesNodeGroups(const SyncOptions& options);
 
 // The registry's factory for `stage` (zero1_strategy.cc, zero2_strategy.cc).
 absl::StatusOr<std::unique_ptr<GradientSync>> CreateZeroSyncForRegistry(
