@@ -43,6 +43,8 @@ LayerGather::LayerGather(Communicator* world, const CommGroups* groups,
       world_size_(world->world_size()),
       broadcast_(world, groups) {
   if (groups != nullptr && groups->num_nodes > 0) nodes_ = groups->num_nodes;
+  single_node_ = groups != nullptr && groups->num_nodes == 1 &&
+                 static_cast<int>(groups->node_of_rank.size()) == world_size_;
   int64_t block = 0;
   for (const auto& [lo, hi] : units) {
     // Only blocks the route choice could pick need room: (N-1) B below the
@@ -54,6 +56,9 @@ LayerGather::LayerGather(Communicator* world, const CommGroups* groups,
 }
 
 GatherRoute LayerGather::RouteFor(int64_t lo, int64_t hi) const {
+  // One node: no network link to spare, and a broadcast through shared
+  // memory is one copy per reader, less work than any ring.
+  if (nodes_ == 1 && single_node_) return GatherRoute::kBroadcast;
   const double n = world_size_, g = static_cast<double>(hi - lo);
   const int64_t b = LargestPiece(map_, lo, hi);
   double best = 2 * (n - 1) / n * g;  // allreduce

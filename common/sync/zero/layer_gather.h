@@ -18,9 +18,10 @@
 //              (M - 1) * G floats on the owner's node link. Best at few
 //              nodes of several ranks.
 //
-// None of them sends a piece over a link once per remote rank (a flat
-// one-to-all broadcast), at any layout: one worker per node, unequal nodes,
-// one node. The choice depends only on the map, the range and the layout,
+// None of them sends a piece over a network link once per remote rank (a
+// flat one-to-all broadcast), at any layout with several nodes: one worker
+// per node, unequal nodes. On one node (no network link) the owners
+// broadcast through shared memory: one copy per reader. The choice depends only on the map, the range and the layout,
 // so every rank makes the same one.
 //
 //   LayerGather g(world, groups, map, units);  // staging sized for `units`
@@ -74,6 +75,7 @@ class LayerGather {
   const int world_size_;
   PieceBroadcast broadcast_;  // two levels when the nodes are equal
   int nodes_ = 1;
+  bool single_node_ = false;  // groups say every rank is on one node
   std::vector<float> blocks_;  // world * the largest packed block
 };
 

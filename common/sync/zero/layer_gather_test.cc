@@ -3,7 +3,8 @@
 // one shard, across shards, a group of layers and the whole vector, every
 // rank ends with each owner's values bit for bit (its own piece untouched,
 // the others' overwritten whatever they held), on the route the costs pick;
-// flat layouts never broadcast.
+// several nodes of one rank, or unequal nodes, never broadcast; one node
+// always does (shared memory).
 #include "common/sync/zero/layer_gather.h"
 
 #include <unistd.h>
@@ -62,11 +63,14 @@ TEST(LayerGather, EveryRankGetsTheOwnersValuesAtEveryLayout) {
       EXPECT_TRUE(statuses[r].ok()) << layout << " rank " << r << ": " << statuses[r];
     }
     for (size_t r = 1; r < routes.size(); ++r) EXPECT_EQ(routes[r], routes[0]) << layout;
-    const bool equal_nodes_of_several = layout == "aabb";
+    const bool equal_nodes_of_several = layout == "aabb" || layout == "aaaa";
     for (size_t k = 0; k < routes[0].size(); ++k) {
       if (!equal_nodes_of_several) {
         EXPECT_NE(routes[0][k], GatherRoute::kBroadcast) << layout << " range " << k;
       }
+    }
+    if (layout == "aaaa") {
+      for (GatherRoute r : routes[0]) EXPECT_EQ(r, GatherRoute::kBroadcast) << "one node: shm";
     }
     if (layout == "abcd") {
       EXPECT_EQ(routes[0][0], GatherRoute::kAllReduce) << "a range inside one shard";
