@@ -110,6 +110,14 @@ ABSL_FLAG(std::string, metrics_file, "",
           "When set, the final /metrics text is written here as the worker exits (for tandem "
           "doctor on a finished job).");
 ABSL_FLAG(int, log_every, 50, "Steps between progress lines (0: none).");
+ABSL_FLAG(double, debug_extra_compute_ms, 0,
+          "Test aid: sleep this long in every step's forward pass (counted as compute), to make "
+          "this worker a straggler on purpose (0: off).");
+ABSL_FLAG(double, debug_extra_data_ms, 0,
+          "Test aid: wait this much longer for every batch (counted as data wait) (0: off).");
+ABSL_FLAG(std::string, debug_slow_worker, "",
+          "Test aid: apply --debug_extra_*_ms only on the worker with this --worker_id (empty: "
+          "on every worker given them).");
 ABSL_FLAG(std::string, backend, "cpu", "Compute backend: cpu or cuda.");
 ABSL_FLAG(int, cuda_device, 0,
           "CUDA device for --backend=cuda; one rank per GPU (tandem local gives worker i device i).");
@@ -229,6 +237,11 @@ int ReadRuntimeFlags(TrainerOptions* o) {
   o->cuda_device = absl::GetFlag(FLAGS_cuda_device);
   o->transport = absl::GetFlag(FLAGS_transport);
   o->sample_log_dir = absl::GetFlag(FLAGS_sample_log_dir);
+  if (const std::string slow = absl::GetFlag(FLAGS_debug_slow_worker);
+      slow.empty() || slow == o->worker_id) {
+    o->debug_extra_compute = absl::Milliseconds(absl::GetFlag(FLAGS_debug_extra_compute_ms));
+    o->debug_extra_data = absl::Milliseconds(absl::GetFlag(FLAGS_debug_extra_data_ms));
+  }
   const double collective = absl::GetFlag(FLAGS_collective_timeout_seconds);
   const double join = absl::GetFlag(FLAGS_join_timeout_seconds);
   const double rejoin = absl::GetFlag(FLAGS_rejoin_timeout_seconds);

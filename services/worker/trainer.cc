@@ -325,6 +325,7 @@ absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& 
   runner.set_sample_log(sample_log_.get(), g.join.generation());
   runner.set_precision(precision_.get());
   runner.set_measure_noise(o_.batch_auto && g.world() > 1);
+  runner.set_debug_delays(o_.debug_extra_compute, o_.debug_extra_data);
   while (state_.step < run.plan.total_steps) {
     ASSIGN_OR_RETURN(std::optional<Outcome> end, TrainStep(g, run, runner, progress));
     if (end.has_value()) return *end;
@@ -411,6 +412,12 @@ absl::StatusOr<std::optional<Trainer::Loop::Outcome>> Trainer::Loop::TrainStep(
   RETURN_IF_ERROR(EvaluateAndCheckpoint(g, run.plan, out.epoch_ended));
   RETURN_IF_ERROR(MaybeResizeBatch(g, run, vote.wanted_global_batch, c));
   progress.Exclude(absl::Now() - aside);  // rates count training only
+  // For the coordinator's straggler detector, with the next heartbeat.
+  const StepTimes& t = out.times;
+  const double compute = t.forward + t.backward + t.optimizer;
+  const double other = absl::ToDoubleSeconds(absl::Now() - step_start) - compute - t.data_wait -
+                       t.comm_wait;
+  client_->AddStepTiming(state_.step, compute, t.data_wait, t.comm_wait, std::max(0.0, other));
   return std::nullopt;
 }
 

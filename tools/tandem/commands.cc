@@ -57,6 +57,11 @@ void AddClusterFlags(FlagTable* t, LocalOptions* o) {
          "Missed heartbeats after which a worker is lost and the generation ends.");
   t->Double("settle_seconds", &o->settle_seconds,
             "Rendezvous waits this long for more workers before fixing the world.");
+  t->Double("straggler_threshold", &o->straggler_threshold,
+            "Name a rank a straggler when its step time is this fraction above the other ranks' "
+            "median (0.25 = 25% slower).");
+  t->Int("straggler_window", &o->straggler_window,
+         "Heartbeats in a row a rank must be that slow to be named (and recovered to be cleared).");
 }
 
 void AddNodeFlags(FlagTable* t, LocalOptions* o) {

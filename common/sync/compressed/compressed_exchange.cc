@@ -33,8 +33,8 @@ absl::Status CompressedSync::RunBucket(int b) {
     // Momentum correction: the velocity goes out whole (momentum SGD).
     if (momentum_correction_) ef_->AddMomentum(grads_ + L.lo, L.lo, L.n);
     RETURN_IF_ERROR(comm_->AllReduce(grads_ + L.lo, L.n, ReduceOp::kSum));
-    CountSent(L.n * kFloat);
-    uncompressed_buckets_.fetch_add(1, std::memory_order_relaxed);
+    stats_.Sent(L.n * kFloat);
+    stats_.Uncompressed();
     return absl::OkStatus();
   }
   return sparse_ ? RunSparse(b, L) : RunDense(b, L);
@@ -72,10 +72,8 @@ absl::Status CompressedSync::RunDense(int b, const BucketLayout& L) {
   for (int j = 0; j < W; ++j) {
     codec_->Decode(send_.data() + j * L.block, SliceLength(L, j), g + SliceStart(L, j));
   }
-  CountSent((W + 1) * L.block);
-  bytes_before_.fetch_add((L.x_n + L.own_len) * int64_t{sizeof(float)},
-                          std::memory_order_relaxed);
-  bytes_after_.fetch_add(after, std::memory_order_relaxed);
+  stats_.Sent((W + 1) * L.block);
+  stats_.Compressed((L.x_n + L.own_len) * int64_t{sizeof(float)}, after);
   if (feedback_) {
     residual_sq_ +=
         ef_->SumOfSquares(L.x_lo, L.x_n) + sum_ef_->SumOfSquares(L.sum_offset, L.own_len);
@@ -89,7 +87,7 @@ absl::Status CompressedSync::ReduceShare(int b, const BucketLayout& L) {
     return absl::Status(s.code(), absl::StrCat(kLabel, ": intra-node reduce-scatter of bucket ",
                                                b, ": ", s.message()));
   }
-  CountSent(L.share * local_size_ * int64_t{sizeof(float)}, /*across_nodes=*/false);
+  stats_.Sent(L.share * local_size_ * int64_t{sizeof(float)}, /*across_nodes=*/false);
   return absl::OkStatus();
 }
 
@@ -99,7 +97,7 @@ absl::Status CompressedSync::GatherShares(int b, const BucketLayout& L) {
     return absl::Status(s.code(), absl::StrCat(kLabel, ": intra-node allgather of bucket ", b,
                                                ": ", s.message()));
   }
-  CountSent(L.share * int64_t{sizeof(float)}, /*across_nodes=*/false);
+  stats_.Sent(L.share * int64_t{sizeof(float)}, /*across_nodes=*/false);
   return absl::OkStatus();
 }
 
@@ -115,9 +113,8 @@ absl::Status CompressedSync::RunSparse(int b, const BucketLayout& L) {
   RETURN_IF_ERROR(comm_->AllGather(send_.data(), recv_.data(), L.block));
   std::fill(g, g + L.n, 0.f);
   for (int i = 0; i < world_size_; ++i) codec_->DecodeAdd(recv_.data() + i * L.block, L.n, g);
-  CountSent(L.block);
-  bytes_before_.fetch_add(L.n * int64_t{sizeof(float)}, std::memory_order_relaxed);
-  bytes_after_.fetch_add(after, std::memory_order_relaxed);
+  stats_.Sent(L.block);
+  stats_.Compressed(L.n * int64_t{sizeof(float)}, after);
   if (feedback_) residual_sq_ += ef_->SumOfSquares(L.lo, L.n);
   return absl::OkStatus();
 }
