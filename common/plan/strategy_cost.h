@@ -13,7 +13,8 @@
 // per-bucket collective one at a time, in order, overlapped with the rest of
 // backward; what is left when backward ends is exposed. The finish (the
 // optimizer step on what this rank owns, plus what a strategy does after the
-// last bucket: ZeRO's parameter allgather, ps's pull) is not overlapped.
+// last bucket: ZeRO's parameter allgather, the pull of ps's last pipelined
+// chunk) is not overlapped.
 // Collective costs are collective_cost.h's alpha-beta terms; each node's
 // link carries what its ranks send (ranks are numbered node by node).
 //
