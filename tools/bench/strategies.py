@@ -176,6 +176,9 @@ def main():
     ap.add_argument("--timeout", type=int, default=600)
     ap.add_argument("--no-accuracy", action="store_true")
     ap.add_argument("--repeat", type=int, default=1, help="runs per configuration (median shown)")
+    ap.add_argument("--servers", default="nodes",
+                    help="ps/hybrid shard-server counts, comma-separated: 'nodes' (one per node) "
+                         "or a number; a number runs as '<variant> sN'")
     a = ap.parse_args()
     if a.repeat < 1:
         sys.exit("strategies.sh: --repeat must be at least 1, got %d" % a.repeat)
@@ -189,18 +192,30 @@ def main():
     dataset = ["--dataset=" + a.dataset] if a.dataset else []
     common = dataset + ["--model=" + a.model, "--epochs=1", "--batch_size=%d" % a.batch,
               "--lr_scaling=none", "--seed=1", "--checkpoint_every=0"]
-    configs = [(label, sync, opt, rate, nodes, per) for label, sync, opt in vs
+    server_specs = [x for x in a.servers.split(",") if x]
+    for x in server_specs:
+        if x != "nodes" and not x.isdigit():
+            sys.exit("strategies.sh: --servers takes 'nodes' or numbers, got '%s'" % x)
+    # ps / hybrid once per server count ('nodes': one per node, the label
+    # unchanged; a number N: '<label> sN').
+    expanded = []
+    for label, sync, opt in vs:
+        specs = server_specs if sync in SHARD_STRATEGIES else ["nodes"]
+        for x in specs:
+            expanded.append((label if x == "nodes" else "%s s%s" % (label, x), sync, opt, x))
+    configs = [(label, sync, opt, rate, nodes, per, srv) for label, sync, opt, srv in expanded
                for rate in rates for nodes, per in layouts]
     runs, header = {}, ""
     # --repeat R: every configuration runs R times, round-robin (one round of
     # all configurations, then the next), so slow drifts in the machine's
     # load spread over all of them; the table shows the median run.
     for rep in range(a.repeat):
-        for label, sync, opt, rate, nodes, per in configs:
+        for label, sync, opt, rate, nodes, per, srv in configs:
             name = "%s_%s_%dx%d" % (label.replace(" ", "_").replace("=", ""), rate, nodes, per)
             sync_args = ["--sync=" + sync] + (["--sync_opt=" + opt] if opt else [])
             # ps / hybrid: one shard server per node, each a node of its own.
-            servers = ["--shard_servers=%d" % nodes] if sync in SHARD_STRATEGIES else []
+            servers = (["--shard_servers=%s" % (nodes if srv == "nodes" else srv)]
+                       if sync in SHARD_STRATEGIES else [])
             args = common + sync_args + servers + ["--nodes=%d" % nodes, "--workers_per_node=%d" % per,
                                          "--link=" + rate, "--max_steps=%d" % a.steps,
                                          "--log_every=%d" % max(1, a.steps // 5)]

@@ -28,9 +28,11 @@
 #   sudo tools/bench/strategies.sh [--out DIR] [--steps 50] [--model mlp:784,256,10] [--dataset fortunes]
 #        [--batch 32] [--epochs 1] [--rates 10gbit,1gbit,100mbit]
 #        [--layouts 1x4,2x2,4x1] [--only "allreduce hier=0,allreduce hier=1"]
-#        [--no-accuracy] [--repeat 3]
+#        [--no-accuracy] [--repeat 3] [--servers nodes,2]
 # --repeat R runs every configuration R times, round-robin, and reports the
-# median run (each run's step ms is in strategies.json).
+# median run (each run's step ms is in strategies.json). --servers: ps and
+# hybrid with one shard server per node ('nodes', the default) and/or a
+# fixed count N (labelled '<variant> sN').
 # TANDEM=path overrides the binary (default bazel-bin/tools/tandem/tandem,
 # resolved once at the start: a later build of another configuration, which
 # repoints bazel-bin, does not change the binaries of a run in progress);
@@ -50,7 +52,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --out) out="$2"; shift 2 ;;
     --out=*) out="${1#--out=}"; shift ;;
-    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
     *) args+=("$1"); shift ;;
   esac
 done
