@@ -9,7 +9,7 @@ namespace {
 // One parameter group: `elements` parameters, `gemm_flops` forward FLOPs per
 // sample, `activations` floats kept per sample.
 struct Group {
-  std::vector<int64_t> params;  // sizes, in layout order
+  std::vector<std::vector<int64_t>> params;  // shapes, in layout order
   double gemm_flops;
   double activations;
   // Backward GEMMs relative to forward: 2 (weight and input gradients), 1
@@ -27,11 +27,14 @@ void Finish(const std::vector<Group>& backward_order, ModelCost* c) {
   int64_t end = 0;  // where the previous parameter ended
   for (const Group& g : backward_order) {
     const int64_t lo = end;
-    for (int64_t n : g.params) {
+    for (const std::vector<int64_t>& shape : g.params) {
+      int64_t n = 1;
+      for (int64_t d : shape) n *= d;
       c->parameters += n;
       end = (end + kAlign - 1) / kAlign * kAlign + n;
     }
     c->groups_backward.push_back(end - lo);
+    c->shapes_backward.push_back(g.params);
     c->backward_flops.push_back(g.backward_factor * g.gemm_flops);
     c->forward_flops += g.gemm_flops;
     c->train_flops += (1 + g.backward_factor) * g.gemm_flops;
@@ -47,7 +50,7 @@ absl::StatusOr<ModelCost> MlpCost(const nn::MlpConfig& m) {
     const double in = m.widths[i - 1], out = m.widths[i];
     // Linear(in, out) with bias; keeps its input and its output.
     const int64_t ni = m.widths[i - 1], no = m.widths[i];
-    groups.push_back({{no * ni, no}, 2 * in * out, in + out, i == 1 ? 1.0 : 2.0});
+    groups.push_back({{{no, ni}, {no}}, 2 * in * out, in + out, i == 1 ? 1.0 : 2.0});
   }
   Finish(groups, &c);
   return c;
@@ -61,18 +64,19 @@ absl::StatusOr<ModelCost> GptCost(const nn::GptConfig& g) {
   // Backward order as gpt.h documents it: head, lnf, then per block from the
   // last: fc2, fc1, ln2, attn.proj, attn.qkv, ln1; embeddings last.
   const int64_t W = g.width, V = g.vocab, T = g.context;
-  groups.push_back({{V * W}, t * 2 * w * v, t * (w + v)});  // head, no bias
-  groups.push_back({{W, W}, 0, t * w});                    // lnf
+  groups.push_back({{{V, W}}, t * 2 * w * v, t * (w + v)});  // head, no bias
+  groups.push_back({{{W}, {W}}, 0, t * w});                  // lnf
   for (int l = 0; l < g.layers; ++l) {
-    groups.push_back({{W * 4 * W, W}, t * 2 * 4 * w * w, t * 4 * w});          // fc2
-    groups.push_back({{4 * W * W, 4 * W}, t * 2 * 4 * w * w, t * 4 * w});      // fc1
-    groups.push_back({{W, W}, 0, t * w});                                      // ln2
+    groups.push_back({{{W, 4 * W}, {W}}, t * 2 * 4 * w * w, t * 4 * w});      // fc2
+    groups.push_back({{{4 * W, W}, {4 * W}}, t * 2 * 4 * w * w, t * 4 * w});  // fc1
+    groups.push_back({{{W}, {W}}, 0, t * w});                                // ln2
     // proj; attention's QK^T and AV (causal: half the t x t scores) count here.
-    groups.push_back({{W * W, W}, t * 2 * w * w + 2 * (t * t * w), t * w + g.heads * t * t / 2});
-    groups.push_back({{3 * W * W, 3 * W}, t * 2 * 3 * w * w, t * 4 * w});      // qkv
-    groups.push_back({{W, W}, 0, t * w});                                      // ln1
+    groups.push_back(
+        {{{W, W}, {W}}, t * 2 * w * w + 2 * (t * t * w), t * w + g.heads * t * t / 2});
+    groups.push_back({{{3 * W, W}, {3 * W}}, t * 2 * 3 * w * w, t * 4 * w});  // qkv
+    groups.push_back({{{W}, {W}}, 0, t * w});                                // ln1
   }
-  groups.push_back({{V * W, T * W}, 0, t * w});  // embeddings: token, position
+  groups.push_back({{{V, W}, {T, W}}, 0, t * w});  // embeddings: token, position
   Finish(groups, &c);
   return c;
 }

@@ -39,6 +39,10 @@ struct ModelCost {
   std::vector<int64_t> groups_backward;
   // FLOPs per group's backward, same order: when each bucket is ready.
   std::vector<double> backward_flops;
+  // Each group's parameter shapes, same order ({rows, cols} for a matrix,
+  // {elements} for a vector), as the model's layout holds them: what
+  // low-rank compression (PowerSGD) can factor.
+  std::vector<std::vector<std::vector<int64_t>>> shapes_backward;
   double forward_flops = 0;  // per sample
   double train_flops = 0;    // per sample: forward + backward
   // Floats kept from forward for backward, per sample (the activations).

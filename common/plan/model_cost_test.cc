@@ -1,5 +1,6 @@
 #include "common/plan/model_cost.h"
 
+#include <algorithm>
 #include <memory>
 #include <numeric>
 
@@ -33,6 +34,16 @@ void ExpectMatchesRealModel(const std::string& spec_text) {
   ASSERT_EQ(cost->backward_flops.size(), cost->groups_backward.size());
   EXPECT_DOUBLE_EQ(std::accumulate(cost->backward_flops.begin(), cost->backward_flops.end(), 0.0),
                    cost->train_flops - cost->forward_flops);
+  // The same parameter shapes (what PowerSGD factors), group by group.
+  ASSERT_EQ(cost->shapes_backward.size(), real.size());
+  std::vector<std::vector<int64_t>> real_shapes, cost_shapes;
+  for (const auto& p : layout.params()) real_shapes.push_back(p.shape);
+  for (const auto& group : cost->shapes_backward) {
+    cost_shapes.insert(cost_shapes.end(), group.begin(), group.end());
+  }
+  std::sort(real_shapes.begin(), real_shapes.end());
+  std::sort(cost_shapes.begin(), cost_shapes.end());
+  EXPECT_EQ(cost_shapes, real_shapes);
 }
 
 TEST(ModelCostTest, CountsMatchTheRealMlp) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -187,9 +188,14 @@ Shape Zero3Shape(const Terms& t, int64_t flat) {
   return s;
 }
 
-// ps: every rank pushes each bucket to the servers and pulls the
-// parameters after backward. hybrid: reduce-scatter in the node, each local
-// rank pushes its 1/K, and the pulled slices are allgathered in the node.
+// ps: every rank pushes each bucket to the servers; hybrid: reduce-scatter
+// in the node, each local rank pushes its 1/K, and the pulled slices are
+// allgathered in the node after the last pull. Pipelined (ps_sync.h,
+// pipeline=1, the default): each chunk (chunk_mb, 0.25 MiB) is pulled
+// right behind its push, on the other direction of the same links, so the
+// pulls ride along with the pushes and what is left after backward's last
+// push is one chunk's pull (plus hybrid's allgather).
+constexpr double kPipelineChunkBytes = 0.25 * (1 << 20);
 absl::StatusOr<Shape> RemoteShape(const std::string& strategy, const Terms& t, int64_t flat) {
   if (t.servers < 1) {
     return absl::InvalidArgumentError(
@@ -198,16 +204,19 @@ absl::StatusOr<Shape> RemoteShape(const std::string& strategy, const Terms& t, i
   Shape s = Replicated(t, flat);
   s.owned_elements = 0;
   s.server_elements = static_cast<double>(ShardElements(flat, t.servers));
+  // The push direction carries the bucket; the pull direction the same
+  // bytes at the same time (full duplex): the bucket's cost is one transfer.
   if (strategy == "ps") {
     s.bucket = [&t](int64_t lo, int64_t hi) { return ServerTransfer(t, (hi - lo) * kFloat, t.k); };
-    s.finish_comm_s = ServerTransfer(t, t.p_bytes, t.k);
+    s.finish_comm_s = ServerTransfer(t, std::min(t.p_bytes, kPipelineChunkBytes), t.k);
     s.node_link_bytes = t.k * t.p_bytes;
   } else {
     s.bucket = [&t](int64_t lo, int64_t hi) {
       const double b = (hi - lo) * kFloat;
       return ShmReduceScatter(t, b) + ServerTransfer(t, b / t.k, t.k);
     };
-    s.finish_comm_s = ServerTransfer(t, t.p_bytes / t.k, t.k) + ShmAllGather(t, t.p_bytes);
+    s.finish_comm_s = ServerTransfer(t, std::min(t.p_bytes / t.k, kPipelineChunkBytes), t.k) +
+                      ShmAllGather(t, t.p_bytes);
     s.node_link_bytes = t.p_bytes;
   }
   return s;
@@ -240,7 +249,66 @@ absl::StatusOr<Shape> CompressedShape(const std::string& codec, const Terms& t, 
   return s;
 }
 
-absl::StatusOr<Shape> ShapeOf(const std::string& strategy, const Terms& t, int64_t flat) {
+// PowerSGD at rank R (powersgd_sync.h): per bucket, one allreduce of every
+// compressed weight's P (rows x R) with the bucket's other values in fp32,
+// one of the Qs (cols x R); three GEMMs of 2 x rows x cols x R FLOPs per
+// weight (P, Q, the reconstruction) and the residual's passes over M.
+// A weight compresses when rows x cols >= 2 (rows + cols) R.
+absl::StatusOr<Shape> PowerSgdShape(const std::string& rank_text, const Terms& t,
+                                    const ModelCost& model) {
+  int rank = 0;
+  if (!absl::SimpleAtoi(rank_text, &rank) || rank < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "compressed:powersgd=", rank_text, ": the rank must be a whole number >= 1, e.g. powersgd=4"));
+  }
+  // Per group (buckets are made of whole groups): floats in the first and
+  // second allreduce, GEMM FLOPs, elements compressed.
+  struct Cost { int64_t lo, hi; double p = 0, q = 0, flops = 0, compressed = 0; };
+  auto groups = std::make_shared<std::vector<Cost>>();
+  int64_t lo = 0;
+  for (size_t g = 0; g < model.groups_backward.size(); ++g) {
+    Cost c{lo, lo + model.groups_backward[g]};
+    for (const std::vector<int64_t>& shape : model.shapes_backward[g]) {
+      const double rows = shape[0], cols = shape.size() > 1 ? shape[1] : 1;
+      if (shape.size() == 2 && rows * cols >= 2.0 * (rows + cols) * rank) {
+        c.p += rows * rank;
+        c.q += cols * rank;
+        c.flops += 3 * 2 * rows * cols * rank;
+        c.compressed += rows * cols;
+      } else {
+        c.p += rows * cols;
+      }
+    }
+    groups->push_back(c);
+    lo += model.groups_backward[g];
+  }
+  Shape s = Replicated(t, model.flat_size);
+  s.bucket = [&t, groups](int64_t lo, int64_t hi) {
+    Cost sum{lo, hi};
+    for (const Cost& c : *groups) {
+      if (c.lo < lo || c.hi > hi) continue;
+      sum.p += c.p;
+      sum.q += c.q;
+      sum.flops += c.flops;
+      sum.compressed += c.compressed;
+    }
+    // The residual: read M, write M - P Q^T / W, read it back next step.
+    return WorldAllReduce(t, sum.p * kFloat) + WorldAllReduce(t, sum.q * kFloat) +
+           sum.flops / t.flops + 3 * sum.compressed * kFloat / t.stream;
+  };
+  double wire = 0;
+  for (const Cost& c : *groups) wire += (c.p + c.q) * kFloat;
+  s.node_link_bytes = t.m > 1 ? RingAllReduceBytes(t.n, wire) : 0;
+  return s;
+}
+
+absl::StatusOr<Shape> ShapeOf(const std::string& strategy, const Terms& t,
+                              const ModelCost& model) {
+  const int64_t flat = model.flat_size;
+  constexpr absl::string_view kPowerSgd = "compressed:powersgd=";
+  if (absl::StartsWith(strategy, kPowerSgd)) {
+    return PowerSgdShape(strategy.substr(kPowerSgd.size()), t, model);
+  }
   if (strategy == "allreduce") return AllReduceShape(t, flat);
   if (strategy == "hier") return HierShape(t, flat);
   if (strategy == "zero1" || strategy == "zero2") return ZeroShape(t, flat, strategy == "zero2");
@@ -252,7 +320,8 @@ absl::StatusOr<Shape> ShapeOf(const std::string& strategy, const Terms& t, int64
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown strategy '", strategy, "' (known: allreduce, hier, zero1, zero2, zero3, ps, hybrid, ",
-      "compressed:int8, compressed:fp16, compressed:bf16, compressed:topk=F)"));
+      "compressed:int8, compressed:fp16, compressed:bf16, compressed:topk=F, "
+      "compressed:powersgd=R)"));
 }
 
 // Optimizer state floats per element and bytes streamed per element stepped.
@@ -312,6 +381,7 @@ std::vector<std::string> PlannedStrategies(const Cluster& cluster) {
     s.push_back("compressed:int8");
     s.push_back("compressed:fp16");
     s.push_back("compressed:topk=0.01");
+    s.push_back("compressed:powersgd=4");
   }
   return s;
 }
@@ -408,7 +478,7 @@ void NameBottleneck(const Terms& t, const Shape& shape, double optimizer_s, Pred
 absl::StatusOr<Prediction> Predict(const PlanRequest& r, const std::string& strategy) {
   RETURN_IF_ERROR(Validate(r));
   const Terms t = TermsOf(r);
-  ASSIGN_OR_RETURN(Shape shape, ShapeOf(strategy, t, r.model.flat_size));
+  ASSIGN_OR_RETURN(Shape shape, ShapeOf(strategy, t, r.model));
 
   Prediction p;
   p.strategy = strategy;

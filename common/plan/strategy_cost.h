@@ -13,7 +13,8 @@
 // per-bucket collective one at a time, in order, overlapped with the rest of
 // backward; what is left when backward ends is exposed. The finish (the
 // optimizer step on what this rank owns, plus what a strategy does after the
-// last bucket: ZeRO's parameter allgather, ps's pull) is not overlapped.
+// last bucket: ZeRO's parameter allgather, the pull of ps's last pipelined
+// chunk) is not overlapped.
 // Collective costs are collective_cost.h's alpha-beta terms; each node's
 // link carries what its ranks send (ranks are numbered node by node).
 //
@@ -29,7 +30,9 @@
 // batch; staging buffers are not modelled.
 //
 // Strategies: allreduce, hier, zero1, zero2, ps, hybrid (servers > 0), and
-// compressed:int8 / compressed:fp16 / compressed:bf16 / compressed:topk=F.
+// compressed:int8 / compressed:fp16 / compressed:bf16 / compressed:topk=F /
+// compressed:powersgd=R (steady state: the codecs' dense warm-up steps, 200
+// for top-k and 10 for PowerSGD by default, are not modelled).
 // Thread-safe (pure functions). INVALID_ARGUMENT for an unknown strategy
 // (listing the known ones), a bad cluster or batch, ps/hybrid without
 // servers.

@@ -56,6 +56,21 @@ TEST(StrategyCostTest, BytesPerNodeLinkAreTheHandWorkedOnes) {
   EXPECT_LT(int8, 0.26 * 1.5 * p);
 }
 
+// PowerSGD rank 4 on the MLP: each weight sends P (rows x 4) and Q (cols x
+// 4), the biases go whole: P side 1024*4 + 1024 + 1024*4 + 1024 + 10*4 + 10,
+// Q side 784*4 + 1024*4 + 1024*4 floats, in ring allreduces.
+TEST(StrategyCostTest, PowerSgdSendsTheFactorsAndTheVectors) {
+  PlanRequest r = MlpRequest("mlp:784,1024,1024,10", 2, 2, 1e9);
+  const double floats = (4096 + 1024 + 4096 + 1024 + 40 + 10) + (3136 + 4096 + 4096);
+  const Prediction p = MustPredict(r, "compressed:powersgd=4");
+  EXPECT_DOUBLE_EQ(p.node_link_bytes, 1.5 * floats * 4);
+  EXPECT_TRUE(p.lossy);
+  // At a rank no weight compresses at, everything goes whole (P side only).
+  const Prediction whole = MustPredict(r, "compressed:powersgd=1000");
+  EXPECT_DOUBLE_EQ(whole.node_link_bytes, 1.5 * r.model.parameters * 4);
+  EXPECT_FALSE(Predict(r, "compressed:powersgd=0").ok());
+}
+
 TEST(StrategyCostTest, CommunicationOnlyCostsWhatBackwardCannotHide) {
   // A fast link and small buckets: every bucket but the last hides behind
   // backward (with the default 25 MiB cap this model is a single bucket).

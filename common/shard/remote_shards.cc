@@ -26,6 +26,7 @@ struct RemoteShards::Lane {
   std::unique_ptr<PushStream> stream;
   std::vector<int> written;  // chunks sent on this step's stream (reserved once)
   std::vector<Job> ring;     // capacity fixed at creation
+  CallCanceller cancel;      // pull lanes: ends a pull waiting on its server
   size_t head = 0, count = 0;
 
   absl::Mutex mu;
@@ -117,6 +118,9 @@ absl::StatusOr<std::unique_ptr<RemoteShards>> RemoteShards::Create(const RemoteS
 }
 
 RemoteShards::~RemoteShards() {
+  // A pull may wait on a step that will never be applied (the step was
+  // abandoned): end it rather than wait for its timeout.
+  for (auto& l : pull_lanes_) l->cancel.Cancel();
   for (auto* lanes : {&lanes_, &pull_lanes_}) {
     for (auto& l : *lanes) {
       absl::MutexLock lock(&l->mu);
@@ -367,9 +371,11 @@ void RemoteShards::RunPull(Lane* l, const LaneJob& j, bool failed) {
                                            : c.size() * int64_t{sizeof(float)};
   absl::Status s;
   if (!failed && j.block != nullptr) {
-    s = l->client->PullDelta(options_.generation, j.step, c.lo, c.hi, j.block, bytes);
+    s = l->client->PullDelta(options_.generation, j.step, c.lo, c.hi, j.block, bytes,
+                             &l->cancel);
   } else if (!failed) {
-    s = l->client->Pull(options_.generation, j.step, c.lo, c.hi, j.params, "", j.reset);
+    s = l->client->Pull(options_.generation, j.step, c.lo, c.hi, j.params, "", j.reset,
+                        &l->cancel);
   }
   absl::MutexLock lock(&mu_);
   if (s.ok() && !failed) {

@@ -26,7 +26,9 @@
 // BeginPushes and ClosePushes for pushes. Failure: the first error of any
 // lane (the server's refusal, DEADLINE_EXCEEDED after the timeout) is
 // returned by WaitPushes / WaitPulled / WaitAllPulls, naming the server;
-// later work is skipped (the object is then done: destroy it). The destructor cancels open streams and joins the lanes.
+// later work is skipped (the object is then done: destroy it). The
+// destructor cancels pulls still waiting on their servers and open streams,
+// and joins the lanes.
 #ifndef TANDEM_COMMON_SHARD_REMOTE_SHARDS_H_
 #define TANDEM_COMMON_SHARD_REMOTE_SHARDS_H_
 

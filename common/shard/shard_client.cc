@@ -164,6 +164,47 @@ absl::StatusOr<bool> ShardClient::Init(
   return response.kept_optimizer_state();
 }
 
+void CallCanceller::Cancel() {
+  absl::MutexLock lock(&mu_);
+  cancelled_ = true;
+  if (ctx_ != nullptr) ctx_->TryCancel();
+}
+
+bool CallCanceller::Register(grpc::ClientContext* ctx) {
+  absl::MutexLock lock(&mu_);
+  if (cancelled_) return false;
+  ctx_ = ctx;
+  return true;
+}
+
+void CallCanceller::Unregister() {
+  absl::MutexLock lock(&mu_);
+  ctx_ = nullptr;
+}
+
+namespace {
+
+// Registers a started call with `cancel` (may be null) for its lifetime.
+class CancelScope {
+ public:
+  CancelScope(CallCanceller* cancel, grpc::ClientContext* ctx) : cancel_(cancel) {
+    if (cancel_ != nullptr && !cancel_->Register(ctx)) {
+      ctx->TryCancel();
+      cancel_ = nullptr;
+    }
+  }
+  ~CancelScope() {
+    if (cancel_ != nullptr) cancel_->Unregister();
+  }
+  CancelScope(const CancelScope&) = delete;
+  CancelScope& operator=(const CancelScope&) = delete;
+
+ private:
+  CallCanceller* cancel_;
+};
+
+}  // namespace
+
 v1::PullParametersRequest ShardClient::PullRequest(int64_t generation, int64_t step, int64_t lo,
                                                    int64_t hi, v1::DType dtype) const {
   v1::PullParametersRequest req;
@@ -179,13 +220,14 @@ v1::PullParametersRequest ShardClient::PullRequest(int64_t generation, int64_t s
 
 absl::Status ShardClient::Pull(int64_t generation, int64_t step, int64_t lo, int64_t hi,
                                float* params, const std::string& state_name,
-                               bool reset_delta_reference) {
+                               bool reset_delta_reference, CallCanceller* cancel) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, options_.timeout);
   v1::PullParametersRequest req = PullRequest(generation, step, lo, hi, v1::DTYPE_F32);
   req.set_state_name(state_name);
   req.set_reset_delta_reference(reset_delta_reference);
   std::unique_ptr<grpc::ClientReader<v1::ParameterChunk>> r = stub_->PullParameters(&ctx, req);
+  CancelScope scope(cancel, &ctx);
   v1::ParameterChunk msg;
   int64_t got = 0;
   absl::Status bad;
@@ -214,11 +256,12 @@ absl::Status ShardClient::Pull(int64_t generation, int64_t step, int64_t lo, int
 }
 
 absl::Status ShardClient::PullDelta(int64_t generation, int64_t step, int64_t lo, int64_t hi,
-                                    uint8_t* block, int64_t bytes) {
+                                    uint8_t* block, int64_t bytes, CallCanceller* cancel) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, options_.timeout);
   const v1::PullParametersRequest req = PullRequest(generation, step, lo, hi, v1::DTYPE_I8);
   std::unique_ptr<grpc::ClientReader<v1::ParameterChunk>> r = stub_->PullParameters(&ctx, req);
+  CancelScope scope(cancel, &ctx);
   v1::ParameterChunk msg;
   int64_t got = 0;
   absl::Status bad;

@@ -25,7 +25,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/shard/shard_layout.h"
 #include "grpcpp/channel.h"
@@ -102,6 +104,24 @@ class PushStream {
   std::unique_ptr<grpc::ClientWriter<v1::GradientChunk>> writer_;
 };
 
+// Lets another thread end a blocking call (a pull waiting for its step):
+// the call registers its context while it runs; Cancel() cancels it and
+// makes every later call through this canceller fail with CANCELLED at
+// once. Thread-safe; must outlive the calls that use it.
+class CallCanceller {
+ public:
+  void Cancel();
+  // For the call (ShardClient), after it has started. False: cancelled
+  // already (the caller cancels its own context).
+  bool Register(grpc::ClientContext* ctx);
+  void Unregister();
+
+ private:
+  absl::Mutex mu_;
+  grpc::ClientContext* ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
+
 class ShardClient {
  public:
   static absl::StatusOr<std::unique_ptr<ShardClient>> Create(const ShardClientOptions& options);
@@ -122,13 +142,15 @@ class ShardClient {
   // that optimizer state buffer instead. reset_delta_reference: the
   // server's int8 deltas of [lo, hi) are taken from these values from now
   // on (the caller will hold them).
+  // `cancel` (may be null) lets another thread end the wait.
   absl::Status Pull(int64_t generation, int64_t step, int64_t lo, int64_t hi, float* params,
-                    const std::string& state_name = "", bool reset_delta_reference = false);
+                    const std::string& state_name = "", bool reset_delta_reference = false,
+                    CallCanceller* cancel = nullptr);
   // The int8 block (Int8BlockBytes(hi - lo, pull_int8_chunk) = `bytes`) of
   // chunk [lo, hi)'s delta for `step` into block[0, bytes), waiting as Pull
   // does; the caller decodes it and adds it to the parameters it holds.
   absl::Status PullDelta(int64_t generation, int64_t step, int64_t lo, int64_t hi, uint8_t* block,
-                         int64_t bytes);
+                         int64_t bytes, CallCanceller* cancel = nullptr);
   // A new stream over this client's channel (owned by the caller).
   std::unique_ptr<PushStream> NewPushStream();
 

@@ -25,6 +25,17 @@ std::vector<Chunk> ShardLayout::CutRange(int64_t lo, int64_t hi, int64_t chunk_e
   return out;
 }
 
+void ShardLayout::ChunksMeeting(int64_t lo, int64_t hi, int* first, int* end) const {
+  *first = *end = 0;
+  if (lo >= hi || chunks_.empty()) return;
+  // The first chunk whose end lies past lo, then the first that starts at or after hi.
+  const auto a = std::partition_point(chunks_.begin(), chunks_.end(),
+                                      [lo](const Chunk& c) { return c.hi <= lo; });
+  const auto b = std::partition_point(a, chunks_.end(), [hi](const Chunk& c) { return c.lo < hi; });
+  *first = static_cast<int>(a - chunks_.begin());
+  *end = static_cast<int>(b - chunks_.begin());
+}
+
 int64_t ShardLayout::ChunkElementsForMb(double mb) {
   return std::max<int64_t>(1, static_cast<int64_t>(std::min(mb * 1024 * 1024 / 4, 1e15)));
 }

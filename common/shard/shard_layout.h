@@ -51,6 +51,9 @@ class ShardLayout {
   const std::vector<Chunk>& chunks() const { return chunks_; }
   const Chunk& chunk(int c) const { return chunks_[c]; }
   int num_chunks() const { return static_cast<int>(chunks_.size()); }
+  // The chunks that meet [lo, hi): [*first, *end) (empty when lo >= hi).
+  // Chunks tile [0, size) in vector order, so this is a binary search.
+  void ChunksMeeting(int64_t lo, int64_t hi, int* first, int* end) const;
   int first_chunk(int s) const { return first_[s]; }
   int end_chunk(int s) const { return first_[s + 1]; }
 

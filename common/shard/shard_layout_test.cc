@@ -43,6 +43,32 @@ TEST(ShardLayout, ChunksOfAServerDifferByAtMostOne) {
   for (const Chunk& ch : c) EXPECT_EQ(ch.size(), 5);
 }
 
+// ChunksMeeting finds exactly the chunks a range touches (checked against
+// a scan over every chunk).
+TEST(ShardLayout, ChunksMeetingARange) {
+  absl::StatusOr<ShardLayout> l = ShardLayout::Create(1000, 3, 64);
+  ASSERT_TRUE(l.ok()) << l.status();
+  for (int64_t lo : {0, 1, 63, 64, 333, 334, 999, 1000}) {
+    for (int64_t hi : {0, 1, 64, 65, 334, 700, 1000}) {
+      int want_first = -1, want_end = -1;
+      for (int c = 0; c < l->num_chunks(); ++c) {
+        if (lo < hi && l->chunk(c).lo < hi && lo < l->chunk(c).hi) {
+          if (want_first < 0) want_first = c;
+          want_end = c + 1;
+        }
+      }
+      int first = -1, end = -1;
+      l->ChunksMeeting(lo, hi, &first, &end);
+      if (want_first < 0) {
+        EXPECT_EQ(first, end) << lo << ".." << hi;
+      } else {
+        EXPECT_EQ(first, want_first) << lo << ".." << hi;
+        EXPECT_EQ(end, want_end) << lo << ".." << hi;
+      }
+    }
+  }
+}
+
 TEST(ShardLayout, RefusesBadArguments) {
   EXPECT_FALSE(ShardLayout::Create(-1, 1, 1).ok());
   EXPECT_FALSE(ShardLayout::Create(10, 0, 1).ok());

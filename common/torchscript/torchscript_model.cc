@@ -423,6 +423,12 @@ void TorchScriptModel::SetHookRanges() {
 
 absl::Status TorchScriptModel::Forward(const nn::Batch& batch) {
   Impl& m = *impl_;
+  // The layers run inside TorchScript, where no per-layer hook reaches: a
+  // strategy whose parameters land during the forward (zero1/zero2
+  // overlap=1, ps/hybrid pipeline=1) is waited for in full first.
+  for (size_t i = 0; i < hook_ranges_.size(); ++i) {
+    RETURN_IF_ERROR(GatherLayer(static_cast<int>(i), tensor::ParamPass::kForward));
+  }
   ASSIGN_OR_RETURN(torch::Tensor x, m.InputTensor(batch));
   ASSIGN_OR_RETURN(torch::Tensor labels, m.LabelTensor(batch, batch.size * m.labels_per_sample));
   int rows = rows_per_sample_;

@@ -56,9 +56,13 @@ absl::Status CopyState(std::vector<std::unique_ptr<ChunkSlot>>& chunks, const st
 
 }  // namespace
 
-RangeStore::RangeStore(const ShardMetrics* metrics) : metrics_(metrics) {}
+RangeStore::RangeStore(const ShardMetrics* metrics, int apply_threads)
+    : metrics_(metrics),
+      apply_(std::make_unique<ApplyQueue>(std::max(0, apply_threads),
+                                          [this](const ApplyJob& j) { RunApply(j); })) {}
 
 RangeStore::~RangeStore() {
+  apply_.reset();  // the queued steps run first
   absl::MutexLock lock(&mu_);
   if (current_ != nullptr) {
     absl::MutexLock s(&current_->mu);

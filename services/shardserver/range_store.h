@@ -48,8 +48,11 @@
 // then hold it: a checkpoint's resync); that step's delta is then gone.
 //
 // Thread-safety: every method is safe to call from many threads (gRPC's).
-// Pushes of different chunks sum in parallel (a mutex per chunk); the
-// optimizer runs on the thread whose push completed the step. WaitForStep
+// Pushes of different chunks sum in parallel (a mutex per chunk). The push
+// that completes a chunk hands its optimizer step to the apply threads
+// (apply_threads > 0, apply_queue.h) and returns, so the stream it came on
+// reads on while the step runs; with apply_threads 0 the step runs on that
+// push's thread before Push returns. WaitForStep
 // blocks on a condition variable until the step is applied, the deadline
 // passes (DEADLINE_EXCEEDED naming the chunks still incomplete) or a new
 // generation replaces this one (ABORTED). Nothing is allocated per step.
@@ -68,6 +71,7 @@
 #include "common/optim/optimizer.h"
 #include "common/shard/shard_layout.h"
 #include "proto/shardserver.pb.h"
+#include "services/shardserver/apply_queue.h"
 #include "services/shardserver/shard_metrics.h"
 
 namespace tandem {
@@ -122,8 +126,9 @@ struct ChunkSlot;  // one chunk's accumulator and optimizer (range_store.cc)
 
 class RangeStore {
  public:
-  // `metrics` may be null; it must outlive the store.
-  explicit RangeStore(const ShardMetrics* metrics = nullptr);
+  // `metrics` may be null; it must outlive the store. apply_threads: see
+  // the file comment (the shard server uses 2).
+  explicit RangeStore(const ShardMetrics* metrics = nullptr, int apply_threads = 0);
   ~RangeStore();
   RangeStore(const RangeStore&) = delete;
   RangeStore& operator=(const RangeStore&) = delete;
@@ -201,10 +206,14 @@ class RangeStore {
   void ApplyStepIfComplete(State& st, int64_t step);
   // apply_per_chunk: chunk `chunk`'s step as soon as it is complete.
   void ApplyChunk(State& st, int chunk, int64_t step);
+  // An apply thread's job: chunk j.chunk of j.state completed j.step.
+  void RunApply(const ApplyJob& j);
 
   const ShardMetrics* const metrics_;
   mutable absl::Mutex mu_;
   std::shared_ptr<State> current_ ABSL_GUARDED_BY(mu_);
+  // Last: its threads call into the members above; the destructor stops it first.
+  std::unique_ptr<ApplyQueue> apply_;
 };
 
 }  // namespace shardserver

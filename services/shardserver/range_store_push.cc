@@ -53,14 +53,18 @@ absl::StatusOr<PushOutcome> RangeStore::Push(const PushHeader& h, const float* d
   absl::StatusOr<SlotSum> summed = SumIntoSlot(st, *st.chunks[ci], h, data, n, where);
   if (!summed.ok()) return refuse(summed.status());
   if (*summed == SlotSum::kDuplicate) return duplicate();
-  if (*summed == SlotSum::kComplete) {
-    if (st.config.apply_per_chunk) {
-      ApplyChunk(st, ci, h.step);
-    } else {
-      ApplyStepIfComplete(st, h.step);
-    }
-  }
+  // The optimizer step leaves the receive path: this stream reads on.
+  if (*summed == SlotSum::kComplete) apply_->Enqueue({*cur, ci, h.step});
   return PushOutcome::kSummed;
+}
+
+void RangeStore::RunApply(const ApplyJob& j) {
+  State& st = *static_cast<State*>(j.state.get());
+  if (st.config.apply_per_chunk) {
+    ApplyChunk(st, j.chunk, j.step);
+  } else {
+    ApplyStepIfComplete(st, j.step);
+  }
 }
 
 namespace {

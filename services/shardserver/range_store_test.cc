@@ -424,3 +424,36 @@ TEST(RangeStore, Int8DeltaPullsRefuseWhatDoesNotFit) {
 }  // namespace
 }  // namespace shardserver
 }  // namespace tandem
+
+namespace tandem {
+namespace shardserver {
+namespace {
+
+// The apply threads (what the shard server runs) give the same parameters
+// as stepping on the push's own thread, per step and per chunk, over
+// several steps of pushes from two ranks; a pull waits for its step.
+TEST(RangeStore, ApplyThreadsMatchApplyingInline) {
+  for (bool per_chunk : {false, true}) {
+    RangeStore inline_store;
+    RangeStore threaded(nullptr, /*apply_threads=*/2);
+    for (RangeStore* s : {&inline_store, &threaded}) {
+      InitConfig c = Config(1, 2, 0, Sgd(0.9));
+      c.apply_per_chunk = per_chunk;
+      Init(*s, c);
+    }
+    for (int64_t step = 1; step <= 4; ++step) {
+      for (RangeStore* s : {&inline_store, &threaded}) {
+        PushAll(*s, 1, step, 0, 0.25f * step);
+        PushAll(*s, 1, step, 1, -1.f / step);
+        ASSERT_TRUE(s->WaitForStep(1, step, absl::Now() + absl::Seconds(30)).ok());
+      }
+      EXPECT_EQ(Read(threaded, 1, step), Read(inline_store, 1, step))
+          << "step " << step << (per_chunk ? " apply per chunk" : " apply per step");
+    }
+    EXPECT_EQ(threaded.info().step, 4);
+  }
+}
+
+}  // namespace
+}  // namespace shardserver
+}  // namespace tandem

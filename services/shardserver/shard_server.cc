@@ -42,7 +42,8 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
   if (!options.server_id.empty()) mo.labels["server"] = options.server_id;
   ASSIGN_OR_RETURN(server->metrics_, Metrics::Create(mo));
   ASSIGN_OR_RETURN(server->shard_metrics_, ShardMetrics::Create(server->metrics_.get()));
-  server->store_ = std::make_unique<RangeStore>(&server->shard_metrics_);
+  server->store_ =
+      std::make_unique<RangeStore>(&server->shard_metrics_, options.apply_threads);
   server->service_ = std::make_unique<ShardService>(server->store_.get(), &server->shard_metrics_,
                                                    options.auth_token);
   ServerOptions ro;

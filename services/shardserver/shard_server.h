@@ -47,6 +47,9 @@ struct ShardServerOptions {
   std::string coordinator;
   std::string job_id;
   absl::Duration report_period = absl::Seconds(2);  // 0 = no background reports
+  // Threads that run the optimizer steps of completed chunks, off the
+  // receive path (range_store.h); 0 = on the push's own thread.
+  int apply_threads = 2;
 };
 
 class ShardServer {

@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "common/checkpoint/checkpoint.h"
 #include "common/codec/int8_codec.h"
 #include "common/rpc/auth.h"
@@ -338,6 +340,40 @@ TEST(ShardService, SaveShardWritesTheRangeAsACheckpointShard) {
   // A server that was never initialised has nothing to save.
   Fixture empty = Start();
   EXPECT_EQ(empty.client->Save(r).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace shardserver
+}  // namespace tandem
+
+namespace tandem {
+namespace shardserver {
+namespace {
+
+// A pull waiting for a step nobody completes ends CANCELLED as soon as
+// another thread cancels it (RemoteShards does this when a step is
+// abandoned), long before its 20 s timeout; later pulls through the same
+// canceller fail at once.
+TEST(ShardService, APullWaitingForItsStepIsCancelled) {
+  Fixture f = Start();
+  std::vector<float> params(kN, 1.f);
+  ASSERT_TRUE(f.client->Init(Init(2), params.data()).ok());
+  shard::CallCanceller cancel;
+  absl::Status pulled;
+  absl::Notification done;
+  std::thread puller([&] {
+    pulled = f.client->Pull(5, 1, 0, 300, params.data(), "", false, &cancel);
+    done.Notify();
+  });
+  // Nobody pushes step 1: the pull can only end by the cancel (or time out).
+  EXPECT_FALSE(done.WaitForNotificationWithTimeout(absl::Milliseconds(200)));
+  const absl::Time start = absl::Now();
+  cancel.Cancel();
+  puller.join();
+  EXPECT_EQ(pulled.code(), absl::StatusCode::kCancelled) << pulled;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_EQ(f.client->Pull(5, 1, 0, 300, params.data(), "", false, &cancel).code(),
+            absl::StatusCode::kCancelled);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "common/log/log.h"
 #include "common/status/status_macros.h"
 #include "common/sync/remote/server_side_checkpoint.h"
+#include "common/trace/trace.h"
 #include "proto/dataserver.pb.h"
 #include "services/worker/model_buffers.h"
 
@@ -314,6 +315,7 @@ absl::Status Checkpointer::EnableMetrics(Metrics* metrics) {
 absl::StatusOr<std::string> Checkpointer::WritePeriodic(Generation& g, TrainingState* state) {
   if (o_.dir.empty()) return std::string();
   if (state->step == state->checkpoint_step) return std::string();  // already on disk
+  trace::Span span("checkpoint write", "io", -1, state->step);
   ASSIGN_OR_RETURN(WritePlan plan, PlanWrite(g, *state));
   // Every rank agrees (the plan is all-gathered): only the single-file
   // layout, written by rank 0 alone, goes to the background.

@@ -106,11 +106,14 @@ sync::SyncEnv MakeSyncEnv(const GenerationEnv& env, const sync::StrategyInfo& in
     se.ready_ranges.push_back({r.lo, r.hi});
   }
   se.layer_ranges = env.model->param_hook_ranges();
+  for (const tensor::ParameterInfo& p : env.model->layout().params()) {
+    se.param_shapes.push_back({p.offset, p.shape});
+  }
   const TrainerOptions* options = env.options;
   // A strategy that applies --momentum itself (DGC momentum correction;
   // ValidateTrainerOptions checked sgd without nesterov) gets an optimizer
   // that steps plain SGD (weight decay stays there).
-  const bool strategy_momentum = sync::TakesMomentum(info, o.sync);
+  const bool strategy_momentum = StrategyAppliesMomentum(o);
   if (strategy_momentum) se.momentum = static_cast<float>(o.momentum);
   se.make_optimizer = [options, strategy_momentum](optim::ParamRange range) {
     if (!strategy_momentum) return MakeOptimizer(*options, range);

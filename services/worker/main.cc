@@ -28,10 +28,12 @@
 #include "common/rpc/auth.h"
 #include "common/rpc/tls_flags.h"
 #include "common/sync/registry.h"
+#include "common/trace/trace_flags.h"
 #include "services/worker/trainer.h"
 #include "services/worker/worker_metrics.h"
 
 TANDEM_TLS_FLAGS();  // --tls_cert, --tls_key, --tls_ca, --tls_mutual, --tls_server_name
+TANDEM_TRACE_FLAGS();  // --trace, --trace_steps, --trace_file
 ABSL_FLAG(std::string, coordinator, "", "Coordinator host:port (required).");
 ABSL_FLAG(std::string, data_servers, "", "Data servers, host:port[,host:port] (required).");
 ABSL_FLAG(std::string, shard_servers, "",
@@ -116,6 +118,14 @@ ABSL_FLAG(std::string, metrics_file, "",
           "When set, the final /metrics text is written here as the worker exits (for tandem "
           "doctor on a finished job).");
 ABSL_FLAG(int, log_every, 50, "Steps between progress lines (0: none).");
+ABSL_FLAG(double, debug_extra_compute_ms, 0,
+          "Test aid: sleep this long in every step's forward pass (counted as compute), to make "
+          "this worker a straggler on purpose (0: off).");
+ABSL_FLAG(double, debug_extra_data_ms, 0,
+          "Test aid: wait this much longer for every batch (counted as data wait) (0: off).");
+ABSL_FLAG(std::string, debug_slow_worker, "",
+          "Test aid: apply --debug_extra_*_ms only on the worker with this --worker_id (empty: "
+          "on every worker given them).");
 ABSL_FLAG(std::string, backend, "cpu", "Compute backend: cpu or cuda.");
 ABSL_FLAG(int, cuda_device, 0,
           "CUDA device for --backend=cuda; one rank per GPU (tandem local gives worker i device i).");
@@ -237,6 +247,11 @@ int ReadRuntimeFlags(TrainerOptions* o) {
   o->cuda_device = absl::GetFlag(FLAGS_cuda_device);
   o->transport = absl::GetFlag(FLAGS_transport);
   o->sample_log_dir = absl::GetFlag(FLAGS_sample_log_dir);
+  if (const std::string slow = absl::GetFlag(FLAGS_debug_slow_worker);
+      slow.empty() || slow == o->worker_id) {
+    o->debug_extra_compute = absl::Milliseconds(absl::GetFlag(FLAGS_debug_extra_compute_ms));
+    o->debug_extra_data = absl::Milliseconds(absl::GetFlag(FLAGS_debug_extra_data_ms));
+  }
   const double collective = absl::GetFlag(FLAGS_collective_timeout_seconds);
   const double join = absl::GetFlag(FLAGS_join_timeout_seconds);
   const double rejoin = absl::GetFlag(FLAGS_rejoin_timeout_seconds);
@@ -272,6 +287,12 @@ int Train(const TrainerOptions& o) {
   // to 3x and is otherwise invisible (also a metric label).
   LOG(INFO) << "worker " << o.worker_id << ": "
             << tandem::worker::WorkerMetrics::CpuKernelsDescription();
+  // Before the trainer (and destroyed after it): the file is written at exit.
+  auto tracer = tandem::StartTraceFromFlags("worker", o.coordinator);
+  if (!tracer.ok()) {
+    std::fprintf(stderr, "worker: %s\n", std::string(tracer.status().message()).c_str());
+    return 2;
+  }
   auto trainer = tandem::worker::Trainer::Create(o);
   if (!trainer.ok()) {
     std::fprintf(stderr, "worker: %s\n", std::string(trainer.status().message()).c_str());

@@ -13,6 +13,8 @@
 #include "common/kernels/factory.h"
 #include "common/log/log.h"
 #include "common/status/status_macros.h"
+#include "common/trace/process_trace.h"
+#include "common/trace/trace.h"
 #include "services/worker/abort_switch.h"
 #include "services/worker/batch_stager.h"
 #include "services/worker/checkpointer.h"
@@ -320,6 +322,10 @@ void Trainer::Loop::ReportFailure(Generation& g, const absl::Status& s) {
 absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& g) {
   GenerationEnv env{&o_, client_.get(), t_->backend_.get(), t_->model_.get()};
   RETURN_IF_ERROR(SetUpGeneration(env, &g));
+  if (trace::Enabled()) {  // this rank's track; the generation as a moment on it
+    trace::SetProcessTrack(g.rank(), absl::StrCat("worker rank ", g.rank()), g.rank());
+    trace::MarkInstant("generation", "control", g.join.generation());
+  }
   abort_.Arm(g.join.generation(),
              {g.ctl.get(), g.grad.world.get(), g.grad.intra.get(), g.grad.inter.get()});
   struct Disarm {
@@ -341,6 +347,7 @@ absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& 
   runner.set_sample_log(sample_log_.get(), g.join.generation());
   runner.set_precision(precision_.get());
   runner.set_measure_noise(o_.batch_auto && g.world() > 1);
+  runner.set_debug_delays(o_.debug_extra_compute, o_.debug_extra_data);
   while (state_.step < run.plan.total_steps) {
     ASSIGN_OR_RETURN(std::optional<Outcome> end, TrainStep(g, run, runner, progress));
     if (end.has_value()) return *end;
@@ -400,6 +407,8 @@ absl::StatusOr<std::optional<Trainer::Loop::Outcome>> Trainer::Loop::TrainStep(
   const absl::Time step_start = absl::Now();
   optim::StepContext ctx;
   ctx.step = state_.step + 1;
+  trace::MarkStep(ctx.step);
+  trace::Span step_span("step", "step", -1, ctx.step);
   ctx.lr = run.plan.schedule.LearningRate(ctx.step);
   ASSIGN_OR_RETURN(StepOutput out, runner.Run(*g.data, *g.sync, ctx));
   // The step is applied: from here on a failure leaves this rank's state
@@ -445,6 +454,12 @@ absl::StatusOr<std::optional<Trainer::Loop::Outcome>> Trainer::Loop::TrainStep(
   RETURN_IF_ERROR(EvaluateAndCheckpoint(g, run.plan, out.epoch_ended));
   RETURN_IF_ERROR(MaybeResizeBatch(g, run, vote.wanted_global_batch, c));
   progress.Exclude(absl::Now() - aside);  // rates count training only
+  // For the coordinator's straggler detector, with the next heartbeat.
+  const StepTimes& t = out.times;
+  const double compute = t.forward + t.backward + t.optimizer;
+  const double other = absl::ToDoubleSeconds(absl::Now() - step_start) - compute - t.data_wait -
+                       t.comm_wait;
+  client_->AddStepTiming(state_.step, compute, t.data_wait, t.comm_wait, std::max(0.0, other));
   return std::nullopt;
 }
 

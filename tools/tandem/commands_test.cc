@@ -120,7 +120,7 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
   const Args args = {
       "local", "--workers=3", "--min-workers=2", "--max_workers=5", "--host", "0.0.0.0",
       "--port=7000", "--job_id=j", "--heartbeat_ms=250", "--heartbeat_misses=4",
-      "--settle_seconds=1.5", "--nodes=3", "--workers_per_node=1", "--link=1gbit",
+      "--settle_seconds=1.5", "--straggler_threshold=0.3", "--straggler_window=7", "--nodes=3", "--workers_per_node=1", "--link=1gbit",
       "--link_delay_ms=2", "--shard_servers=2", "--model=mlp:784,32,10", "--dataset=other", "--eval_dataset=/e", "--data_root=/d",
       "--epochs=3", "--batch-size", "16", "--batch=auto:64,512", "--batch_schedule=10:128",
       "--accumulation=2", "--max_steps=99", "--seed=7",
@@ -128,7 +128,7 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
       "--warmup_steps=10", "--momentum=0.8", "--weight_decay=0.01", "--precision=bf16",
       "--sync=zero1", "--autotune", "--autotune_steps=12",
       "--sync_opt=a=1,b=2", "--bucket_cap_mb=8", "--transport=gloo", "--backend=cuda",
-      "--log_every=5", "--profile", "--doctor", "--decode_threads=3", "--simulate_slow_data_ms=2.5", "--checkpoint_every=20", "--worker_arg=--x=1,--y=2",
+      "--log_every=5", "--profile", "--trace", "--trace_steps=7", "--doctor", "--decode_threads=3", "--simulate_slow_data_ms=2.5", "--checkpoint_every=20", "--worker_arg=--x=1,--y=2",
       "--worker-arg=--z", "--bin_dir=/b", "--run_dir=/r", "--keep_going",
       "--tls", "--max_restarts=1", "--grace_seconds=2"};
   auto c = ParseCommandLine(args);
@@ -145,6 +145,8 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
   EXPECT_EQ(o.heartbeat_ms, 250);
   EXPECT_EQ(o.heartbeat_misses, 4);
   EXPECT_EQ(o.settle_seconds, 1.5);
+  EXPECT_EQ(o.straggler_threshold, 0.3);
+  EXPECT_EQ(o.straggler_window, 7);
   EXPECT_EQ(o.nodes, 3);
   EXPECT_EQ(o.workers_per_node, 1);
   EXPECT_EQ(o.link, "1gbit");
@@ -179,6 +181,8 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
   EXPECT_EQ(o.backend, "cuda");
   EXPECT_EQ(o.log_every, 5);
   EXPECT_TRUE(o.profile);
+  EXPECT_TRUE(o.trace);
+  EXPECT_EQ(o.trace_steps, 7);
   EXPECT_TRUE(o.doctor);
   EXPECT_EQ(o.decode_threads, 3);
   EXPECT_EQ(o.simulate_slow_data_ms, 2.5);
@@ -193,6 +197,21 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
   // separate value and the repeated --worker_arg): a new flag needs a line here.
   LocalOptions defaults;
   EXPECT_EQ(LocalFlags(&defaults).flags().size(), args.size() - 1 - 2 - 1);
+}
+
+TEST(CommandsTest, TraceFlagsSetTheirFields) {
+  auto c = ParseCommandLine({"trace", "--run_dir=/r", "--dir", "/d", "--timeout_seconds=2.5"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->command, "trace");
+  EXPECT_EQ(c->trace.run_dir, "/r");
+  EXPECT_EQ(c->trace.dir, "/d");
+  EXPECT_EQ(c->trace.timeout, absl::Seconds(2.5));
+  TraceCliOptions defaults;
+  EXPECT_EQ(TraceFlags(&defaults).flags().size(), 3u);
+  auto help = ParseCommandLine({"trace", "--help"});
+  ASSERT_TRUE(help.ok());
+  EXPECT_TRUE(absl::StrContains(help->help_text, "SIGUSR1")) << help->help_text;
+  EXPECT_FALSE(ParseCommandLine({"trace", "--steps=3"}).ok());
 }
 
 TEST(CommandsTest, StatusFlagsSetTheirFields) {
@@ -248,7 +267,7 @@ TEST(CommandsTest, OtherUsageErrors) {
   EXPECT_TRUE(absl::StrContains(e, "no command given")) << e;
   EXPECT_TRUE(absl::StrContains(e, "`tandem --help`")) << e;
   e = ErrorOf({"train"});
-  EXPECT_TRUE(absl::StrContains(e, "unknown command 'train' (commands: local, status, plan, doctor, convert, add-worker, exec)")) << e;
+  EXPECT_TRUE(absl::StrContains(e, "unknown command 'train' (commands: local, status, plan, doctor, convert, trace, add-worker, exec)")) << e;
   e = ErrorOf({"--workers=2", "local"});
   EXPECT_TRUE(absl::StrContains(e, "put the command first")) << e;
   e = ErrorOf({"local", "extra"});

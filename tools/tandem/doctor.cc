@@ -87,13 +87,20 @@ struct DataTotals {
   double batches = 0, decode_seconds = 0, queue_depth = 0;
 };
 
+// A rank the coordinator names a straggler (its tandem_straggler series
+// at 1 when the metrics were read).
+struct NamedStraggler {
+  std::string rank, cause;
+};
+
 // What every check reads: the job's totals, the averaged shares and the
-// verdict already in `d`, and the options.
+// verdict already in `d`, the options, and the coordinator's stragglers.
 struct Evidence {
   const std::vector<WorkerTotals>& workers;
   const DataTotals& data;
   const Diagnosis& d;
   const DoctorOptions& o;
+  const std::vector<NamedStraggler>& named;
   const WorkerTotals& w0() const { return workers[0]; }
   double compute() const { return d.forward + d.backward; }
 };
@@ -295,6 +302,28 @@ void CheckStragglers(const Evidence& e, std::vector<Finding>* findings) {
   }
 }
 
+// The ranks the coordinator named live (services/coordinator/
+// straggler_detector.h), with advice for the cause it found.
+void CheckNamedStragglers(const Evidence& e, std::vector<Finding>* findings) {
+  for (const NamedStraggler& s : e.named) {
+    std::string advice = "look for another load on its host (or a slower host or GPU); move it "
+                         "or drop it";
+    if (s.cause == "data") {
+      advice = "its data server or the path to it is slow: raise the data server's "
+               "--decode_threads, or give that rank a data server of its own";
+    } else if (s.cause == "network") {
+      advice = "its link is slower than the others': check its NIC and path; --sync compressed "
+               "or hybrid sends less over it";
+    }
+    findings->push_back(
+        {"straggler",
+         absl::StrCat("the coordinator names rank ", s.rank, " a straggler, cause ", s.cause,
+                      " (its step time stayed over --straggler_threshold above the other ranks' "
+                      "median; tandem_straggler)"),
+         advice});
+  }
+}
+
 void CheckMemory(const Evidence& e, std::vector<Finding>* findings) {
   const WorkerTotals& w0 = e.w0();
   const double held = w0.memory[0] + w0.memory[1] + w0.memory[2] + w0.memory[3];
@@ -321,7 +350,7 @@ void CheckMemory(const Evidence& e, std::vector<Finding>* findings) {
 using Check = void (*)(const Evidence&, std::vector<Finding>*);
 constexpr Check kChecks[] = {CheckData,    CheckPeerWait,  CheckCommunication,
                              CheckCompute, CheckKernels,   CheckOptimizer,
-                             CheckStragglers, CheckMemory};
+                             CheckStragglers, CheckNamedStragglers, CheckMemory};
 
 }  // namespace
 
@@ -329,7 +358,15 @@ absl::StatusOr<Diagnosis> Diagnose(const std::vector<ProcessMetrics>& job,
                                    const DoctorOptions& o) {
   std::vector<WorkerTotals> workers;
   DataTotals data;
+  std::vector<NamedStraggler> named;
   for (const ProcessMetrics& p : job) {
+    for (const PromSample& s : p.samples) {
+      if (s.name != "tandem_straggler" || s.value < 0.5) continue;
+      auto rank = s.labels.find("rank"), cause = s.labels.find("cause");
+      if (rank != s.labels.end() && cause != s.labels.end()) {
+        named.push_back({rank->second, cause->second});
+      }
+    }
     if (IsWorker(p)) workers.push_back(Totals(p));
     if (IsDataServer(p)) {
       ++data.servers;
@@ -346,7 +383,7 @@ absl::StatusOr<Diagnosis> Diagnose(const std::vector<ProcessMetrics>& job,
   Diagnosis d;
   if (absl::Status s = AverageShares(workers, o, &d); !s.ok()) return s;
   d.verdict = Verdict(d);
-  const Evidence evidence{workers, data, d, o};
+  const Evidence evidence{workers, data, d, o, named};
   std::vector<Finding> findings;
   for (Check check : kChecks) check(evidence, &findings);
   d.findings = std::move(findings);

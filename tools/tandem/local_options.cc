@@ -428,6 +428,10 @@ absl::Status ValidateMembership(const LocalOptions& o) {
 // Epochs, batch, learning rate, optimizer, precision, autotune, backend and
 // transport.
 absl::Status ValidateTraining(const LocalOptions& o) {
+  if (o.trace_steps < 1) {
+    return Bad("--trace_steps must be at least 1 (got ", o.trace_steps, "): the steps each "
+               "process keeps in its trace");
+  }
   if (o.epochs < 1) return Bad("--epochs must be at least 1 (got ", o.epochs, ")");
   if (o.batch_size < 1) return Bad("--batch_size must be at least 1 (got ", o.batch_size, ")");
   if (!(o.lr > 0)) return Bad("--lr must be positive (got ", o.lr, ")");
@@ -491,6 +495,10 @@ absl::Status ValidateLocalOptions(const LocalOptions& o) {
   RETURN_IF_ERROR(ValidateTraining(o));
   if (o.port < 0 || o.port > 65535) return Bad("--port must be 0..65535 (got ", o.port, ")");
   if (o.heartbeat_ms < 1) return Bad("--heartbeat_ms must be positive");
+  if (!(o.straggler_threshold > 0) || o.straggler_window < 1) {
+    return Bad("--straggler_threshold must be a positive fraction (0.25 = 25% slower) and "
+               "--straggler_window at least 1 heartbeat");
+  }
   if (o.log_every < 1) return Bad("--log_every must be at least 1");
   RETURN_IF_ERROR(ValidateModelOnData(o));
   RETURN_IF_ERROR(CheckBackendDevices(o, "/dev"));

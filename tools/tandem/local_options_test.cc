@@ -66,6 +66,15 @@ TEST(LocalOptionsTest, DecodeThreads) {
       << Problem(o);
 }
 
+TEST(LocalOptionsTest, TraceSteps) {
+  LocalOptions o;
+  o.trace = true;
+  o.trace_steps = 0;
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--trace_steps must be at least 1")) << Problem(o);
+  o.trace_steps = 1;
+  EXPECT_EQ(Problem(o), "");
+}
+
 TEST(LocalOptionsTest, WorkerCounts) {
   LocalOptions o;
   o.workers = 0;
@@ -406,6 +415,12 @@ TEST(LocalOptionsTest, OtherFieldsChecked) {
   o = LocalOptions{};
   o.backend = "tpu";
   EXPECT_TRUE(absl::StrContains(Problem(o), "--backend")) << Problem(o);
+  o = LocalOptions{};
+  o.straggler_threshold = 0;
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--straggler_threshold")) << Problem(o);
+  o = LocalOptions{};
+  o.straggler_window = 0;
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--straggler_window")) << Problem(o);
 }
 
 // A negative value was dropped for the worker's default before (a

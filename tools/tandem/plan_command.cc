@@ -81,6 +81,9 @@ std::string StrategyLocalFlags(const PlanOptions& o, const std::string& strategy
     std::string codec(strategy.substr(kCompressed.size()));
     // "topk=0.01" is the codec and its fraction: codec=topk,k=0.01.
     if (absl::StartsWith(codec, "topk=")) codec = absl::StrCat("topk,k=", codec.substr(5));
+    if (absl::StartsWith(codec, "powersgd=")) {
+      codec = absl::StrCat("powersgd,rank=", codec.substr(9));
+    }
     return absl::StrCat("--sync compressed --sync_opt codec=", codec);
   }
   return absl::StrCat("--sync ", strategy);

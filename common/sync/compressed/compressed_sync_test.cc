@@ -386,7 +386,7 @@ TEST(CompressedStrategy, BadOptionsGiveClearErrors) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << sync_opt;
     EXPECT_NE(s.message().find(expect), std::string::npos) << sync_opt << ": " << s.message();
   };
-  check("codec=int4", "codec must be one of int8|fp16|bf16|topk|threshold, got 'int4'");
+  check("codec=int4", "codec must be one of int8 | fp16 | bf16 | topk | threshold | powersgd, got 'int4'");
   check("codec=int8,chunk=100", "chunk (int8 values per scale) must be in 256..2048");
   check("codec=int8,chunk=abc", "chunk='abc' is not an integer");
   check("codec=int8,rounding=up", "rounding must be nearest or stochastic");
@@ -408,7 +408,8 @@ TEST(CompressedStrategy, BadOptionsGiveClearErrors) {
   check("codec=topk,ef=0,momentum_correction=1",
         "momentum_correction=1 needs error feedback");
   check("codec=topk,momentum_correction=2", "momentum_correction must be 0");
-  check("codec=topk,masking=0", "masking applies to momentum_correction=1 only");
+  check("codec=topk,momentum_correction=0,masking=0", "masking applies to momentum_correction=1 only");
+  check("codec=int8,masking=0", "masking applies to momentum_correction=1 only");
   check("codec=topk,momentum_correction=1,masking=2", "masking must be 1");
   for (const char* ok : {"", "codec=fp16", "codec=bf16,ef=0", "codec=int8,hier=1", "codec=topk,k=0.001",
                          "codec=threshold,density=0.02,max_density=0.1",
@@ -425,7 +426,11 @@ TEST(CompressedStrategy, BadOptionsGiveClearErrors) {
   ASSERT_TRUE(info.ok());
   EXPECT_FALSE(NeedsNodeGroups(*info, SyncOptions{}));
   // momentum_correction=1 takes the SGD momentum over from the worker.
-  EXPECT_FALSE(TakesMomentum(*info, *ParseSyncOptions("compressed", "codec=topk")));
+  // topk / threshold take it by default (their accurate configuration).
+  EXPECT_TRUE(TakesMomentum(*info, *ParseSyncOptions("compressed", "codec=topk")));
+  EXPECT_FALSE(TakesMomentum(*info, *ParseSyncOptions("compressed", "codec=topk,momentum_correction=0")));
+  EXPECT_FALSE(TakesMomentum(*info, *ParseSyncOptions("compressed", "codec=topk,ef=0")));
+  EXPECT_FALSE(TakesMomentum(*info, *ParseSyncOptions("compressed", "codec=int8")));
   EXPECT_TRUE(TakesMomentum(*info, *ParseSyncOptions("compressed", "codec=topk,momentum_correction=1")));
   EXPECT_FALSE(TakesMomentum(StrategyInfo{}, SyncOptions{}));
 }

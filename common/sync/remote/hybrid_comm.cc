@@ -7,21 +7,32 @@ namespace tandem {
 namespace sync {
 namespace hybrid_internal {
 
-void HybridSyncImpl::PushMine(int g) {
+void HybridSyncImpl::PushMine(int g, int64_t step) {
   const int mine = groups_[g].first + local_rank_;
   if (mine >= groups_[g].end) return;
   const float* values = slice_.data() + slice_offset_[g];
   if (feedback_ == nullptr) {
     remote_->Push(mine, values);
-    return;
+  } else {
+    const shard::Chunk& c = remote_->layout().chunk(mine);
+    uint8_t* block = encoded_.data() + encoded_offset_[g];
+    const int64_t bytes = feedback_->Encode(values, c.lo, c.size(), EncodeParams{}, block);
+    remote_->Push(mine, block);
+    absl::MutexLock lock(&mu_);
+    compress_before_ += c.size() * int64_t{sizeof(float)};
+    compress_after_ += bytes;
   }
-  const shard::Chunk& c = remote_->layout().chunk(mine);
-  uint8_t* block = encoded_.data() + encoded_offset_[g];
-  const int64_t bytes = feedback_->Encode(values, c.lo, c.size(), EncodeParams{}, block);
-  remote_->Push(mine, block);
-  absl::MutexLock lock(&mu_);
-  compress_before_ += c.size() * int64_t{sizeof(float)};
-  compress_after_ += bytes;
+  if (pipeline_) PullMine(g, step);
+}
+
+void HybridSyncImpl::PullMine(int g, int64_t step) {
+  const int mine = groups_[g].first + local_rank_;
+  if (mine >= groups_[g].end) return;
+  if (codec_ != nullptr) {
+    remote_->PullDelta(mine, step, pulled_.data() + encoded_offset_[g]);
+  } else {
+    remote_->Pull(mine, step, params_);
+  }
 }
 
 absl::Status HybridSyncImpl::ReduceGroup(int g) {
@@ -85,14 +96,16 @@ absl::Status HybridSyncImpl::GatherGroup(int g, int64_t step, bool delta) {
 
 absl::Status HybridSyncImpl::RunGroup(int g) {
   bool push = false;
+  int64_t step = 0;
   {
     absl::MutexLock lock(&mu_);
     if (!step_open_ || !comm_error_.ok()) return absl::OkStatus();  // abandoned: skip
     push = push_now_;
+    step = push_step_;
   }
   const auto t = std::chrono::steady_clock::now();
   absl::Status s = ReduceGroup(g);
-  if (s.ok() && push) PushMine(g);
+  if (s.ok() && push) PushMine(g, step);
   absl::MutexLock lock(&mu_);
   comm_seconds_ += SecondsSince(t);
   if (!s.ok()) {

@@ -19,6 +19,7 @@ absl::Status HybridSyncImpl::BeginStep(const StepOptions& options) {
   }
   absl::MutexLock lock(&mu_);
   push_now_ = overlapped;
+  push_step_ = step_.next_step();
   step_open_ = true;
   return absl::OkStatus();
 }
@@ -65,17 +66,12 @@ absl::Status HybridSyncImpl::FinishStep(const optim::StepContext& ctx) {
   if (!pushed_early) {
     absl::Status s = remote_->BeginPushes(step_.Header(ctx.step, ctx.lr));
     if (!s.ok()) return Fail(s);
-    for (size_t g = 0; g < groups_.size(); ++g) PushMine(static_cast<int>(g));
+    for (size_t g = 0; g < groups_.size(); ++g) PushMine(static_cast<int>(g), ctx.step);
     remote_->ClosePushes();
   }
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    const int mine = groups_[g].first + local_rank_;
-    if (mine >= groups_[g].end) continue;
-    if (codec_ != nullptr) {
-      remote_->PullDelta(mine, ctx.step, pulled_.data() + encoded_offset_[g]);
-    } else {
-      remote_->Pull(mine, ctx.step, params_);
-    }
+  // pipeline=1: each pull went out right behind its push.
+  if (!pipeline_) {
+    for (size_t g = 0; g < groups_.size(); ++g) PullMine(static_cast<int>(g), ctx.step);
   }
   absl::Status s = remote_->WaitPushes();
   if (!s.ok()) return Fail(s);

@@ -9,12 +9,16 @@
 //   backward  -> a group is final: the communication thread reduce-scatters
 //                it over the intra-node group (chunks packed into K blocks of
 //                the group's largest chunk) in a fixed order (last group
-//                first, as backward produces them), and pushes its own chunk's
-//                node sum to the chunk's server with weight K (RemoteShards);
-//   FinishStep -> every push acknowledged, the servers apply the optimizer
-//                once every node's contribution is in (weights add up to the
-//                world size), each rank pulls its own chunks into the
-//                parameters, and every group is allgathered inside the node.
+//                first, as backward produces them), pushes its own chunk's
+//                node sum to the chunk's server with weight K (RemoteShards)
+//                and (pipeline=1, the default) issues that chunk's pull
+//                right behind the push: a server (apply=chunk, the default)
+//                applies a chunk once every node's contribution is in
+//                (weights add up to the world size) and answers its pulls
+//                while later groups are still being pushed;
+//   FinishStep -> every push acknowledged (pipeline=0: only now each rank
+//                pulls its own chunks), and each group is allgathered inside
+//                the node as soon as this rank's chunk of it is in.
 //
 // Cross-node traffic per rank is about 2n/K floats (push + pull of its
 // slice) instead of a flat ring's 2n(N-1)/N, and the servers add their

@@ -78,6 +78,7 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
         size_(env.size),
         servers_(std::move(servers)),
         remote_(&servers_->remote()),
+        pipeline_(servers_->pipeline()),
         groups_(MakeGroups(remote_->layout(), local_size_)),
         ready_(BucketReadiness::ForUnitsInOrder(Units(groups_))),
         step_(RemoteStepOptions{"hybrid sync", generation_, world_, servers_.get(), params_,
@@ -197,11 +198,15 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   }
 
  private:
-  // Pushes this rank's chunk of group g; with compress=int8 encoded first
-  // (its residual added and updated). One thread at a time (the
-  // communication thread, or the trainer thread when pushes wait for
-  // FinishStep); the encoded block stays unchanged until WaitPushes.
-  void PushMine(int g);
+  // Pushes this rank's chunk of group g for `step`; with compress=int8
+  // encoded first (its residual added and updated); pipeline=1: its pull
+  // right behind it. One thread at a time (the communication thread, or
+  // the trainer thread when pushes wait for FinishStep); the encoded block
+  // stays unchanged until WaitPushes.
+  void PushMine(int g, int64_t step);
+  // This rank's chunk of group g as of `step` (fp32, or the int8 delta
+  // into pulled_), on the pull lanes; GatherGroup waits for it.
+  void PullMine(int g, int64_t step);
 
   void AllocateGathered() {
     if (world_->rank() == 0 && gathered_.empty()) {
@@ -258,6 +263,7 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   const int64_t size_;
   const std::unique_ptr<ShardServerState> servers_;
   shard::RemoteShards* const remote_;  // servers_'s connection
+  const bool pipeline_;                // --sync_opt pipeline: pulls right behind pushes
   const std::vector<Group> groups_;
   BucketReadiness ready_;  // backward thread during a step
   RemoteStep step_;       // trainer thread: protocol, server init, step count, header
@@ -282,6 +288,7 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   mutable absl::Mutex mu_;
   bool step_open_ ABSL_GUARDED_BY(mu_) = false;
   bool push_now_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t push_step_ ABSL_GUARDED_BY(mu_) = 0;  // the step pushes carry (push_now_)
   absl::Status comm_error_ ABSL_GUARDED_BY(mu_);
   int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t collectives_ ABSL_GUARDED_BY(mu_) = 0;

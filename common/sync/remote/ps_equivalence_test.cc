@@ -5,10 +5,15 @@
 // K = 5 steps within 1e-5 of the allreduce strategy on the same layout
 // (SGD with momentum and AdamW, a decaying learning rate, accumulation, MLP
 // and GPT; pushes overlapped with backward and, without a schedule in the
-// env, sent at FinishStep). The workers hold no optimizer state; every rank
+// env, sent at FinishStep; pulls pipelined behind the pushes and landing
+// through the parameter hook during the next forward (the default) or all
+// at FinishStep (pipeline=0); servers applying per chunk (the default) or
+// per step; nodes of unequal size and one worker per node). The workers hold no optimizer state; every rank
 // ends with the same parameters; bad settings are refused with the reason.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -26,6 +31,7 @@
 #include "common/sync/registry.h"
 #include "common/sync/testing/hier_test_ranks.h"
 #include "common/sync/testing/synthetic_training.h"
+#include "common/tensor/param_hook.h"
 #include "gtest/gtest.h"
 #include "services/shardserver/shard_server.h"
 
@@ -56,12 +62,19 @@ struct Case {
   std::string extra_opt = "";   // more --sync_opt, e.g. apply=chunk
 };
 
+// "apply=step" -> "applystep" (test names take letters, digits and _).
+std::string Identifier(std::string s) {
+  s.erase(std::remove_if(s.begin(), s.end(), [](char c) { return !std::isalnum(c) && c != '_'; }),
+          s.end());
+  return s;
+}
+
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   return absl::StrCat(c.strategy, "_", c.spec.rfind("gpt", 0) == 0 ? "gpt" : "mlp", "_",
                       absl::StrJoin(c.nodes, ""), "_s", c.servers, c.adamw ? "_adamw" : "_sgd",
                       "_k", c.accumulation, c.schedule_in_env ? "" : "_noschedule",
-                      c.extra_opt.empty() ? "" : "_" + c.extra_opt.substr(c.extra_opt.find('=') + 1));
+                      c.extra_opt.empty() ? "" : "_" + Identifier(c.extra_opt));
 }
 
 std::string UniquePrefix(const std::string& extra) {
@@ -118,6 +131,10 @@ absl::Status TrainRank(const Case& c, const std::string& strategy,
     env.shard_servers.learning_rate = [adamw](int64_t step) { return LearningRate(adamw, step); };
   }
   ASSIGN_OR_RETURN(std::unique_ptr<GradientSync> sync, CreateGradientSync(options, std::move(env)));
+  // pipeline=1: pulls land while the next forward runs, through the hook
+  // (what the worker installs for the generation).
+  tensor::ParamHook* hook = sync->param_hook();
+  model->set_param_hook(hook);
   const nn::GradReadyCallback on_ready = [&sync](const nn::GradRange& r) {
     sync->OnGradientsReady(r.lo, r.hi);
   };
@@ -141,6 +158,10 @@ absl::Status TrainRank(const Case& c, const std::string& strategy,
     ctx.step = step;
     ctx.lr = LearningRate(adamw, step);
     RETURN_IF_ERROR(sync->FinishStep(ctx));
+  }
+  if (hook != nullptr) {  // what the worker does at the generation's end
+    RETURN_IF_ERROR(hook->Gather(0, model->storage().size(), tensor::ParamPass::kForward));
+    model->set_param_hook(nullptr);
   }
   out->params.assign(model->storage().params(),
                      model->storage().params() + model->storage().size());
@@ -219,8 +240,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"ps", {"a", "a", "b", "b"}, 2, true, 2},
                       Case{"ps", {"a", "b"}, 3, false, 1, kMlp, /*schedule_in_env=*/false},
                       Case{"ps", {"a", "a", "b", "b"}, 2, true, 1, kGpt},
-                      Case{"ps", {"a", "a", "b", "b"}, 2, true, 1, kMlp, true, "apply=chunk"},
-                      Case{"ps", {"a", "b"}, 3, false, 2, kMlp, true, "apply=chunk"}),
+                      Case{"ps", {"a", "a", "b", "b"}, 2, true, 1, kMlp, true, "apply=step"},
+                      Case{"ps", {"a", "b"}, 3, false, 2, kMlp, true, "apply=step"},
+                      Case{"ps", {"a", "a", "b", "b"}, 2, true, 1, kMlp, true, "pipeline=0"},
+                      Case{"ps", {"a", "a", "b"}, 2, true},       // nodes of 2 and 1
+                      Case{"ps", {"a", "b", "c"}, 2, false, 2},   // 3x1, fewer servers
+                      Case{"ps", {"a", "b", "c"}, 3, true, 1, kGpt, false}),
     CaseName);
 
 INSTANTIATE_TEST_SUITE_P(
@@ -233,8 +258,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"hybrid", {"a", "a", "b"}, 2, true},  // nodes of 2 and 1
                       Case{"hybrid", {"a", "a", "b", "b"}, 2, false, 1, kMlp, false},
                       Case{"hybrid", {"a", "a", "b", "b"}, 2, true, 1, kGpt},
-                      Case{"hybrid", {"a", "a", "b", "b"}, 2, true, 1, kMlp, true, "apply=chunk"},
-                      Case{"hybrid", {"a", "a"}, 1, false, 2, kMlp, false, "apply=chunk"}),
+                      Case{"hybrid", {"a", "a", "b", "b"}, 2, true, 1, kMlp, true, "apply=step"},
+                      Case{"hybrid", {"a", "a"}, 1, false, 2, kMlp, false, "apply=step"},
+                      Case{"hybrid", {"a", "a", "b", "b"}, 2, true, 1, kMlp, true, "pipeline=0"},
+                      Case{"hybrid", {"a", "b", "c"}, 2, true}),  // 3x1, fewer servers
     CaseName);
 
 TEST(PsRegistry, RefusesWhatItCannotDo) {
@@ -332,6 +359,10 @@ absl::Status TrainSpan(const std::string& strategy, const std::vector<std::strin
     }
     RETURN_IF_ERROR(sync->StateLoaded());
   }
+  // pipeline=1: pulls land while the next forward runs, through the hook
+  // (what the worker installs for the generation).
+  tensor::ParamHook* hook = sync->param_hook();
+  model->set_param_hook(hook);
   const nn::GradReadyCallback on_ready = [&sync](const nn::GradRange& r) {
     sync->OnGradientsReady(r.lo, r.hi);
   };

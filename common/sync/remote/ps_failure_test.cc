@@ -1,9 +1,10 @@
 // `ps` and `hybrid` when a worker is lost mid-push: two ranks on two nodes
 // and one in-process shard server train step 1 together; at step 2 rank 1
 // pushes the gradients of its last layer only and is gone. Rank 0's
-// FinishStep must return DEADLINE_EXCEEDED within the configured timeout
-// (never hang), naming the server, and the server must still hold step 1's
-// parameters: nothing of step 2 applied. A new generation initialised by
+// step (FinishStep, or with pipelined pulls the next forward's wait for
+// them) must return DEADLINE_EXCEEDED within the configured timeout
+// (never hang), naming the server; with apply=step the server must still
+// hold step 1's parameters: nothing of step 2 applied. A new generation initialised by
 // the survivor at step 1 trains on from there.
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 #include "common/status/status_macros.h"
 #include "common/sync/registry.h"
 #include "common/sync/testing/hier_test_ranks.h"
+#include "common/tensor/param_hook.h"
 #include "gtest/gtest.h"
 #include "services/shardserver/shard_server.h"
 
@@ -58,7 +60,7 @@ absl::Status SetUpRank(const std::string& strategy, const std::string& server, i
   for (float& x : r->features) x = normal(rng);
   r->labels.resize(kBatch);
   for (int32_t& y : r->labels) y = static_cast<int32_t>(rng() % 5);
-  ASSIGN_OR_RETURN(SyncOptions o, ParseSyncOptions(strategy, "chunk_mb=0.001,timeout_s=2"));
+  ASSIGN_OR_RETURN(SyncOptions o, ParseSyncOptions(strategy, "chunk_mb=0.001,timeout_s=2,apply=step"));
   SyncEnv env;
   env.comms = &g;
   env.params = r->model->storage().params();
@@ -73,6 +75,7 @@ absl::Status SetUpRank(const std::string& strategy, const std::string& server, i
   env.shard_servers.generation = generation;
   env.shard_servers.learning_rate = [](int64_t) { return 0.1f; };
   ASSIGN_OR_RETURN(r->sync, CreateGradientSync(o, std::move(env)));
+  r->model->set_param_hook(r->sync->param_hook());
   return absl::OkStatus();
 }
 
@@ -96,7 +99,12 @@ absl::Status Step(Rank& r, int step, bool only_first_range) {
   optim::StepContext ctx;
   ctx.step = step;
   ctx.lr = 0.1f;
-  return r.sync->FinishStep(ctx);
+  RETURN_IF_ERROR(r.sync->FinishStep(ctx));
+  // Pipelined pulls land during the next forward: wait as it would.
+  if (tensor::ParamHook* hook = r.sync->param_hook(); hook != nullptr) {
+    RETURN_IF_ERROR(hook->Gather(0, r.model->storage().size(), tensor::ParamPass::kForward));
+  }
+  return absl::OkStatus();
 }
 
 class PsFailure : public ::testing::TestWithParam<std::string> {};

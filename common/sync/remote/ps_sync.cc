@@ -12,6 +12,7 @@
 #include "common/sync/bucket/bucket_readiness.h"
 #include "common/sync/remote/shard_server_state.h"
 #include "common/sync/remote/remote_step.h"
+#include "common/tensor/param_hook.h"
 #include "common/timing/seconds_since.h"
 
 namespace tandem {
@@ -19,7 +20,7 @@ namespace sync {
 
 namespace {
 
-class PsSyncImpl final : public GradientSync, public ServerSideCheckpoint {
+class PsSyncImpl final : public GradientSync, public ServerSideCheckpoint, public tensor::ParamHook {
  public:
   PsSyncImpl(SyncEnv env, std::unique_ptr<ShardServerState> servers)
       : world_(env.comms->world.get()),
@@ -28,6 +29,7 @@ class PsSyncImpl final : public GradientSync, public ServerSideCheckpoint {
         size_(env.size),
         servers_(std::move(servers)),
         remote_(&servers_->remote()),
+        pipeline_(servers_->pipeline()),
         ready_(BucketReadiness::ForUnits(Units(remote_->layout()))),
         step_(RemoteStepOptions{"ps sync", env.shard_servers.generation, world_, servers_.get(),
                                 params_, std::move(env.shard_servers.learning_rate)}) {}
@@ -45,9 +47,28 @@ class PsSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   // The servers' optimizer state, visible to checkpoints (optimizer_mirror.h).
   optim::Optimizer* optimizer() override { return servers_->mirror(); }
 
+  // pipeline=1: the model asks for each layer through this hook.
+  tensor::ParamHook* param_hook() override { return pipeline_ ? this : nullptr; }
+
+  // ParamHook (trainer thread): [lo, hi) holds the step's parameters once
+  // the chunks under it are pulled; the others may still be in flight.
+  absl::Status Gather(int64_t lo, int64_t hi, tensor::ParamPass) override {
+    if (!pulls_out_) return absl::OkStatus();
+    int first = 0, end = 0;
+    remote_->layout().ChunksMeeting(lo, hi, &first, &end);
+    const auto start = std::chrono::steady_clock::now();
+    for (int c = first; c < end; ++c) {
+      if (absl::Status s = remote_->WaitPulled(c); !s.ok()) return Fail(s);
+    }
+    AddWait(SecondsSince(start));
+    return absl::OkStatus();
+  }
+  void Release(int64_t, int64_t, tensor::ParamPass) override {}
+
   // Before a checkpoint: rank 0 (the one that writes the whole vector)
   // fetches the servers' state of the last applied step.
   absl::Status SyncStateToHost() override {
+    RETURN_IF_ERROR(WaitForPulls());
     if (!step_.initialised()) return absl::OkStatus();
     absl::Status s = servers_->FetchForCheckpoint(world_->rank(), step_.next_step() - 1);
     return s.ok() ? s : Fail(s);
@@ -57,6 +78,7 @@ class PsSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   bool CanSaveOnServers() const override { return step_.initialised() && step_.ok(); }
   void ExpectServerSave() override { servers_->ExpectServerSave(); }
   absl::StatusOr<std::vector<SavedShard>> SaveOnServers(const ServerSaveRequest& r) override {
+    RETURN_IF_ERROR(WaitForPulls());
     absl::StatusOr<std::vector<SavedShard>> s = servers_->SaveOnServers(r, step_.next_step() - 1);
     if (!s.ok()) return Fail(s.status());
     return s;
@@ -65,6 +87,7 @@ class PsSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   // After a restore: the parameters (and maybe state) changed, so the
   // servers are initialised again at the next step.
   absl::Status StateLoaded() override {
+    RETURN_IF_ERROR(WaitForPulls());
     servers_->Loaded(world_->rank());
     step_.Loaded();
     return absl::OkStatus();
@@ -80,6 +103,7 @@ class PsSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   }
 
   absl::Status BeginStep(const StepOptions& options) override {
+    RETURN_IF_ERROR(WaitForPulls());
     ASSIGN_OR_RETURN(overlapped_, step_.Begin(options));
     servers_->ReleaseAfterCheckpoint();
     ready_.Reset();
@@ -92,7 +116,7 @@ class PsSyncImpl final : public GradientSync, public ServerSideCheckpoint {
 
   void OnGradientsReady(int64_t lo, int64_t hi) override {
     ready_.Report(lo, hi, [this](int c) {
-      if (overlapped_) remote_->Push(c, grads_ + remote_->layout().chunk(c).lo);
+      if (overlapped_) PushChunk(c, step_.next_step());
     });
   }
 
@@ -114,21 +138,26 @@ class PsSyncImpl final : public GradientSync, public ServerSideCheckpoint {
     } else {
       absl::Status s = remote_->BeginPushes(step_.Header(ctx.step, ctx.lr));
       if (!s.ok()) return Fail(s);
-      for (int c = 0; c < remote_->layout().num_chunks(); ++c) {
-        remote_->Push(c, grads_ + remote_->layout().chunk(c).lo);
-      }
+      for (int c = 0; c < remote_->layout().num_chunks(); ++c) PushChunk(c, ctx.step);
     }
     remote_->ClosePushes();
-    for (int c = 0; c < remote_->layout().num_chunks(); ++c) remote_->Pull(c, ctx.step, params_);
+    if (!pipeline_) {
+      for (int c = 0; c < remote_->layout().num_chunks(); ++c) remote_->Pull(c, ctx.step, params_);
+    }
+    pulls_out_ = true;
     absl::Status pushed = remote_->WaitPushes();
-    absl::Status pulled = remote_->WaitAllPulls();
-    if (!pushed.ok()) return Fail(pushed);
-    if (!pulled.ok()) return Fail(pulled);
+    if (!pushed.ok()) {
+      (void)WaitForPulls();
+      return Fail(pushed);
+    }
+    // pipeline=0: everything lands before FinishStep returns; pipeline=1:
+    // the next forward waits layer by layer (Gather), and the next step or
+    // checkpoint for whatever it did not touch.
+    if (!pipeline_) RETURN_IF_ERROR(WaitForPulls());
     step_.Done();
-    const double seconds = SecondsSince(start);
     absl::MutexLock lock(&mu_);
     ++steps_;
-    wait_seconds_ += seconds;
+    wait_seconds_ += SecondsSince(start);
     return absl::OkStatus();
   }
 
@@ -148,16 +177,42 @@ class PsSyncImpl final : public GradientSync, public ServerSideCheckpoint {
  private:
   absl::Status Fail(absl::Status s) { return step_.Fail(std::move(s)); }
 
+  // Chunk c's push and, pipelined, its pull right behind it: the server
+  // answers the pull once every rank's push of c is applied, while the
+  // later chunks are still being pushed (both directions of the link busy).
+  // The pull lands in the parameters: backward is done with chunk c.
+  void PushChunk(int c, int64_t step) {
+    remote_->Push(c, grads_ + remote_->layout().chunk(c).lo);
+    if (pipeline_) remote_->Pull(c, step, params_);
+  }
+
+  // Trainer thread: the last step's pulls are all in (or failed).
+  absl::Status WaitForPulls() {
+    if (!pulls_out_) return absl::OkStatus();
+    const auto start = std::chrono::steady_clock::now();
+    absl::Status s = remote_->WaitAllPulls();
+    pulls_out_ = false;
+    AddWait(SecondsSince(start));
+    return s.ok() ? s : Fail(s);
+  }
+
+  void AddWait(double seconds) {
+    absl::MutexLock lock(&mu_);
+    wait_seconds_ += seconds;
+  }
+
   Communicator* const world_;
   float* const params_;
   float* const grads_;
   const int64_t size_;
   const std::unique_ptr<ShardServerState> servers_;
   shard::RemoteShards* const remote_;  // servers_'s connection
+  const bool pipeline_;    // --sync_opt pipeline
   BucketReadiness ready_;  // backward thread during a step, trainer otherwise
 
   RemoteStep step_;          // the step protocol, server init, step count, header
   bool overlapped_ = false;  // this step's pushes started during backward
+  bool pulls_out_ = false;   // trainer thread: the last step's pulls may be in flight
 
   mutable absl::Mutex mu_;
   int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;

@@ -10,23 +10,27 @@
 // optimizer bytes only around checkpoints.
 //
 //   step t:  backward reports ranges -> every chunk of the ShardLayout
-//            (common/shard/shard_layout.h) that became final is pushed to
-//            its server at once (RemoteShards: streams_per_server streams
-//            per server in flight), weight 1, with step t, lr(t) and the
-//            step's grad_scale;
-//            FinishStep: the streams end (every push acknowledged), the
-//            servers apply the optimizer once every rank's contribution is
-//            in (grad_scale / world, the allreduce average), and the worker
-//            pulls all chunks of step t into its parameters.
-//
-// The pull runs at the end of FinishStep rather than in BeforeForward so
-// the interface's contract holds (FinishStep leaves every rank with the
-// updated parameters; checkpoints and evaluation read them right after).
-// Pulls go out on their own streams while the push streams close, chunks
-// in vector order (first layers first); a server answers a pull once the
-// step (or, with apply=chunk, that chunk) is applied. Overlapping the pull
-// with the next forward needs a per-layer "about to run" hook the model
-// does not have.
+//            (common/shard/shard_layout.h; chunk_mb, 0.25 MiB by default)
+//            that became final is pushed to its server at once
+//            (RemoteShards: streams_per_server streams per server in
+//            flight), weight 1, with step t, lr(t) and the step's
+//            grad_scale, and (pipeline=1, the default) its pull is issued
+//            right behind it on the pull lanes: the server (apply=chunk,
+//            the default) applies a chunk as soon as every rank's push of
+//            it is in and answers its pulls while later chunks are still
+//            being pushed, so both directions of every link are busy;
+//            FinishStep: the push streams end (every push acknowledged) and
+//            it returns. The pulled chunks land in the parameters (backward
+//            is done with a chunk once it is final) while the next forward
+//            runs: the strategy is the model's parameter hook
+//            (param_hook(), tensor/param_hook.h) and a layer's Gather waits
+//            only for the chunks under it. BeginStep, SyncStateToHost,
+//            StateLoaded and SaveOnServers first wait for every pull, so
+//            checkpoints read the step's parameters; a pull's error is
+//            returned by the Gather or call that waited for it.
+//            pipeline=0: FinishStep pulls every chunk before it returns
+//            (the servers apply the optimizer once every rank's
+//            contribution is in: grad_scale / world, the allreduce average).
 //
 // First step of a generation: rank 0 sends every server its range of the
 // current parameters (InitShard: layout, world size, optimizer described

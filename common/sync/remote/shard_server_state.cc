@@ -14,17 +14,27 @@ namespace tandem {
 namespace sync {
 
 std::vector<OptionInfo> RemoteSyncOptionInfo() {
-  return {{"chunk_mb", "4", "MiB of fp32 per chunk pushed to / pulled from a shard server"},
+  return {{"chunk_mb", "0.25", "MiB of fp32 per chunk pushed to / pulled from a shard server"},
           {"streams", "2", "push/pull streams in flight per shard server (1..16)"},
           {"timeout_s", "60", "seconds one push stream or pull may take"},
-          {"apply", "step",
-           "step: servers apply a step once all of it is in; chunk: each chunk as soon as it is "
-           "(pulls overlap pushes)"}};
+          {"apply", "chunk",
+           "chunk: servers apply each chunk as soon as every rank pushed it (pulls overlap "
+           "pushes); step: the whole step once all of it is in"},
+          {"pipeline", "1",
+           "1 = each chunk is pulled as soon as it is pushed and lands during the next forward, "
+           "layer by layer; 0 = everything is pulled before FinishStep returns"}};
 }
 
 absl::StatusOr<RemoteSyncKnobs> ParseRemoteSyncKnobs(const SyncOptions& o) {
   RemoteSyncKnobs k;
-  ASSIGN_OR_RETURN(k.chunk_mb, GetSyncOptDouble(o, "chunk_mb", 4));
+  ASSIGN_OR_RETURN(k.chunk_mb, GetSyncOptDouble(o, "chunk_mb", k.chunk_mb));
+  ASSIGN_OR_RETURN(const int64_t pipeline, GetSyncOptInt(o, "pipeline", 1));
+  if (pipeline != 0 && pipeline != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--sync_opt pipeline must be 1 (pull each chunk as soon as it is pushed) or 0 (pull "
+        "everything at the end of the step), got ", pipeline));
+  }
+  k.pipeline = pipeline == 1;
   ASSIGN_OR_RETURN(int64_t streams, GetSyncOptInt(o, "streams", 2));
   ASSIGN_OR_RETURN(double timeout_s, GetSyncOptDouble(o, "timeout_s", 60));
   if (!(k.chunk_mb > 0)) {
@@ -45,7 +55,7 @@ absl::StatusOr<RemoteSyncKnobs> ParseRemoteSyncKnobs(const SyncOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("--sync_opt apply must be step or chunk, got '", apply->second, "'"));
   }
-  k.apply_per_chunk = apply != o.opts.end() && apply->second == "chunk";
+  k.apply_per_chunk = apply == o.opts.end() || apply->second == "chunk";
   k.timeout = absl::Seconds(timeout_s);
   return k;
 }
@@ -103,7 +113,8 @@ absl::StatusOr<std::unique_ptr<ShardServerState>> ShardServerState::Create(
   ASSIGN_OR_RETURN(std::unique_ptr<shard::RemoteShards> remote, shard::RemoteShards::Create(ro));
   auto mirror = std::make_unique<OptimizerMirror>(*probe, env.size);
   return std::unique_ptr<ShardServerState>(
-      new ShardServerState(std::move(remote), std::move(config), std::move(mirror), env.size));
+      new ShardServerState(std::move(remote), std::move(config), std::move(mirror), env.size,
+                           knobs.pipeline));
 }
 
 absl::Status ShardServerState::InitServers(int rank, int64_t applied_step, const float* params) {

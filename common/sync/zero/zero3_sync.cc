@@ -17,6 +17,7 @@
 #include "common/sync/bucket/comm_executor.h"
 #include "common/sync/grad_clip.h"
 #include "common/sync/step_guard.h"
+#include "common/sync/zero/layer_gather.h"
 #include "common/sync/zero/zero_parts.h"
 #include "common/timing/seconds_since.h"
 
@@ -69,7 +70,7 @@ class Zero3SyncImpl final : public Zero3Sync {
         ready_ranges_(o.ready_ranges),
         layers_(o.layer_ranges),
         release_(o.release),
-        broadcast_(o.comm, o.groups),
+        gather_(o.comm, o.groups, map_, o.layer_ranges),
         plan_(std::move(plan)) {}
 
   // executor_, the last member, stops the communication thread first.
@@ -132,7 +133,7 @@ class Zero3SyncImpl final : public Zero3Sync {
     m.grad_bytes = static_cast<int64_t>(grad_shard_.size()) * int64_t{sizeof(float)};
     m.optimizer_bytes = optimizer_->state_bytes();
     m.staging_bytes =
-        owner_reduce_->staging_floats() * int64_t{sizeof(float)};
+        (owner_reduce_->staging_floats() + gather_.staging_floats()) * int64_t{sizeof(float)};
     return m;
   }
 
@@ -336,11 +337,11 @@ class Zero3SyncImpl final : public Zero3Sync {
                                   : ReduceToOwners(op.bucket, op.lo, op.hi, step);
   }
 
-  // Communication thread: every owner of a piece of [lo, hi) broadcasts it
-  // in place.
+  // Communication thread: [lo, hi) from its owners, in place (layer_gather.h
+  // picks the collective: never a one-to-all broadcast per remote rank).
   absl::Status GatherRange(int64_t lo, int64_t hi, int64_t step) {
     int64_t bytes = 0;
-    absl::Status s = broadcast_.Run(map_, params_, lo, hi, &bytes);
+    absl::Status s = gather_.Run(params_, lo, hi, &bytes);
     if (!s.ok()) {
       return absl::Status(s.code(), absl::StrCat(kLabel, ": ", s.message(), " at step ", step,
                                                  " on rank ", rank_));
@@ -390,7 +391,7 @@ class Zero3SyncImpl final : public Zero3Sync {
   const std::vector<std::pair<int64_t, int64_t>> ready_ranges_;
   const std::vector<std::pair<int64_t, int64_t>> layers_;  // forward order
   const PageRelease release_;
-  PieceBroadcast broadcast_;  // communication thread only
+  LayerGather gather_;  // communication thread only
   OwnedShard shard_;          // set in Start
   const BucketPlan plan_;
 

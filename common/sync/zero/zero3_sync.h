@@ -8,10 +8,12 @@
 // each layer's range is materialised when the model asks for it through
 // the parameter hook (tensor/param_hook.h) and returned to the OS after.
 //
-//   Gather(lo, hi, pass)   every owner j of a piece of [lo, hi) broadcasts
-//                          it into params + piece.lo on the other ranks
-//                          (one collective per shard the layer touches, in
-//                          place: no staging), then the next layer is
+//   Gather(lo, hi, pass)   [lo, hi) comes from the owners of its pieces
+//                          into params on every rank by one ring collective
+//                          (layer_gather.h: a packed allgather, or an
+//                          allreduce with the non-owned part zeroed, or at
+//                          equal nodes two-level broadcasts; staging at
+//                          most twice the largest layer), then the next layer is
 //                          prefetched — the next in forward order during
 //                          forward, the previous one during backward — on
 //                          the communication thread while this one computes.
@@ -118,8 +120,8 @@ struct Zero3SyncOptions {
   double max_grad_norm = 0;   // global L2 clip over all shards; 0 = off
   // What Release does with the host pages it frees (see PageRelease).
   PageRelease release = PageRelease::kLazy;
-  // The generation's node groups (borrowed; may be null): with them layers
-  // are gathered in two levels across nodes (zero_parts.h).
+  // The generation's node groups (borrowed; may be null): with equal nodes
+  // a layer may be gathered in two levels (layer_gather.h).
   const CommGroups* groups = nullptr;
   std::function<absl::StatusOr<std::unique_ptr<optim::Optimizer>>(optim::ParamRange)>
       make_optimizer;

@@ -27,7 +27,7 @@ int64_t CapFloats(double bucket_cap_mb) {
 
 // One layer of the overlapped parameter gather after step `step`.
 struct GatherOp {
-  int layer = 0;
+  int64_t round = 0;
   int64_t step = 0;
 };
 
@@ -55,7 +55,7 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
         layer_ranges_(o.layer_ranges),
         overlap_(!device_ && o.overlap_allgather && !o.layer_ranges.empty() &&
                  o.comm->world_size() > 1),
-        broadcast_(o.comm, o.groups) {}
+        gather_group_mb_(o.gather_group_mb) {}
 
   // gatherer_, the last member, stops first (after the collective in
   // flight, if any).
@@ -92,11 +92,14 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
                                                        ", not at the size ", size_));
       }
     }
-    // Allgather rounds: `chunk_` floats of every shard per round.
-    chunk_ = std::max<int64_t>(1, std::min(map_.shard_size(), CapFloats(o.bucket_cap_mb) / world_));
-    // Device: gathered in place; overlap: layer by layer, in place
-    // (PieceBroadcast). Neither needs the rounds' staging.
-    if (map_.shard_size() == 0 || device_ || overlap_) chunk_ = 0;
+    // Allgather rounds: `chunk_` floats of every shard per round (overlap:
+    // gather_group_mb per round over all shards, so each collective is
+    // large enough and there are several rounds to overlap).
+    const double round_mb = overlap_ ? gather_group_mb_ : o.bucket_cap_mb;
+    chunk_ = std::max<int64_t>(1, std::min(map_.shard_size(), CapFloats(round_mb) / world_));
+    // Device: gathered in place, no staging.
+    if (map_.shard_size() == 0 || device_) chunk_ = 0;
+    rounds_ = chunk_ == 0 ? 0 : (map_.shard_size() + chunk_ - 1) / chunk_;
     gather_in_.assign(chunk_, 0.f);
     gather_out_.assign(chunk_ * world_, 0.f);
     if (!in_place_) grad_shard_.assign(map_.shard_size(), 0.f);
@@ -123,7 +126,7 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
     ASSIGN_OR_RETURN(engine_, BucketEngine::Create(std::move(e)));
     if (overlap_) {
       gatherer_ = std::make_unique<CommExecutor<GatherOp>>(
-          std::max<int64_t>(1, layer_ranges_.size()),
+          std::max<int64_t>(1, rounds_),
           [this](const GatherOp& op) { return RunGather(op); });
     }
     if (!in_place_) {
@@ -163,10 +166,14 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
       return absl::InvalidArgumentError(absl::StrCat(label_, ": parameter range [", lo, ", ", hi,
                                                      ") is outside [0, ", size_, ")"));
     }
-    // Layers arrive in forward order: wait for the last one [lo, hi) meets.
+    // Round k brings floats [k C, (k + 1) C) of every shard: [lo, hi) is in
+    // once the rounds reaching the end of each of its pieces are.
     int64_t need = 0;
-    for (size_t k = 0; k < layer_ranges_.size(); ++k) {
-      if (layer_ranges_[k].first < hi && lo < layer_ranges_[k].second) need = k + 1;
+    for (int j = 0; j < world_ && lo < hi; ++j) {
+      const optim::ParamRange p = map_.piece(j, lo, hi);
+      if (p.size() == 0) continue;
+      const int64_t end = p.hi - int64_t{j} * map_.shard_size();  // offset in shard j
+      need = std::max(need, (end + chunk_ - 1) / chunk_);
     }
     return WaitForLayers(need);
   }
@@ -216,8 +223,8 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
       // forward order, while the trainer moves on to the next forward. The
       // ring holds one step's layers and the last step's were waited for
       // in BeginStep, so Enqueue does not wait.
-      for (size_t k = 0; k < layer_ranges_.size(); ++k) {
-        const int64_t ticket = gatherer_->Enqueue({static_cast<int>(k), step});
+      for (int64_t k = 0; k < rounds_; ++k) {
+        const int64_t ticket = gatherer_->Enqueue({k, step});
         if (k == 0) gather_first_ticket_ = ticket;
       }
     }
@@ -277,7 +284,7 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
   absl::Status WaitForLayers(int64_t layers) {
     if (!overlap_) return absl::OkStatus();
     if (gather_first_ticket_ < 0) return gatherer_->Drain();  // none pending: at once
-    const int64_t n = static_cast<int64_t>(layer_ranges_.size());
+    const int64_t n = rounds_;
     const int64_t last = gather_first_ticket_ + std::min(layers, n) - 1;
     const auto start = std::chrono::steady_clock::now();
     absl::Status s = gatherer_->Wait(last);
@@ -294,21 +301,12 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
   absl::Status RunGather(const GatherOp& op) {
     const auto start = std::chrono::steady_clock::now();
     int64_t bytes = 0;
-    const auto& [lo, hi] = layer_ranges_[op.layer];
-    absl::Status s = GatherLayer(lo, hi, op.step, &bytes);
+    absl::Status s = GatherRound(op.round * chunk_, op.step, &bytes);
     absl::MutexLock lock(&mu_);
     gather_seconds_ += SecondsSince(start);
     ++gather_rounds_;
     bytes_sent_ += bytes;
     return s;
-  }
-
-  // Gather thread: the owner j of each piece of [lo, hi) broadcasts it.
-  absl::Status GatherLayer(int64_t lo, int64_t hi, int64_t step, int64_t* bytes) {
-    absl::Status s = broadcast_.Run(map_, params_, lo, hi, bytes);
-    if (s.ok()) return s;
-    return absl::Status(s.code(), absl::StrCat(label_, ": ", s.message(), " for step ", step + 1,
-                                               " on rank ", rank_));
   }
 
   // Device memory: the slices in place over the world communicator.
@@ -328,45 +326,51 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
     return absl::OkStatus();
   }
 
-  // Round i gathers floats [i*C, (i+1)*C) of every padded shard. A chunk
-  // that lies wholly in real elements is sent from the parameters
-  // themselves; one that reaches into the padding goes through gather_in_.
+  // The whole allgather at the end of FinishStep, round by round.
   absl::Status AllGatherParams(int64_t step) {
     if (world_ == 1 || chunk_ == 0) return absl::OkStatus();
     const auto start = std::chrono::steady_clock::now();
-    const int64_t S = map_.shard_size();
-    int64_t rounds = 0;
-    for (int64_t off = 0; off < S; off += chunk_) {
-      const int64_t c = std::min(chunk_, S - off);
-      const int64_t first = int64_t{rank_} * S + off;
-      const float* in = params_ + first;
-      if (first + c > size_) {
-        const int64_t real = std::max<int64_t>(0, size_ - first);
-        if (real > 0) std::memcpy(gather_in_.data(), params_ + first, real * sizeof(float));
-        std::fill(gather_in_.begin() + real, gather_in_.begin() + c, 0.f);
-        in = gather_in_.data();
-      }
-      absl::Status s = comm_->AllGather(in, gather_out_.data(), c * int64_t{sizeof(float)});
-      if (!s.ok()) {
-        return absl::Status(s.code(), absl::StrCat(label_, ": parameter allgather (floats ", off,
-                                                   "..", off + c, " of each shard of ", S,
-                                                   ") at step ", step, " on rank ", rank_,
-                                                   " failed: ", s.message()));
-      }
-      for (int j = 0; j < world_; ++j) {
-        if (j == rank_) continue;
-        const int64_t dst = int64_t{j} * S + off;
-        const int64_t real = std::min<int64_t>(c, size_ - dst);
-        if (real > 0) {
-          std::memcpy(params_ + dst, gather_out_.data() + j * c, real * sizeof(float));
-        }
-      }
-      ++rounds;
+    int64_t bytes = 0;
+    for (int64_t off = 0; off < map_.shard_size(); off += chunk_) {
+      RETURN_IF_ERROR(GatherRound(off, step, &bytes));
     }
     absl::MutexLock lock(&mu_);
     gather_seconds_ += SecondsSince(start);
-    gather_rounds_ += rounds;
-    bytes_sent_ += S * int64_t{sizeof(float)};
+    gather_rounds_ += rounds_;
+    bytes_sent_ += bytes;
+    return absl::OkStatus();
+  }
+
+  // One round: floats [off, off + C) of every padded shard, by one ring
+  // allgather (balanced: every rank sends the same C floats, so no link
+  // carries more than the ring's (N - 1) / N share). A chunk that lies
+  // wholly in real elements is sent from the parameters themselves; one
+  // that reaches into the padding goes through gather_in_.
+  absl::Status GatherRound(int64_t off, int64_t step, int64_t* bytes) {
+    const int64_t S = map_.shard_size();
+    const int64_t c = std::min(chunk_, S - off);
+    const int64_t first = int64_t{rank_} * S + off;
+    const float* in = params_ + first;
+    if (first + c > size_) {
+      const int64_t real = std::max<int64_t>(0, size_ - first);
+      if (real > 0) std::memcpy(gather_in_.data(), params_ + first, real * sizeof(float));
+      std::fill(gather_in_.begin() + real, gather_in_.begin() + c, 0.f);
+      in = gather_in_.data();
+    }
+    absl::Status s = comm_->AllGather(in, gather_out_.data(), c * int64_t{sizeof(float)});
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(label_, ": parameter allgather (floats ", off,
+                                                 "..", off + c, " of each shard of ", S,
+                                                 ") at step ", step, " on rank ", rank_,
+                                                 " failed: ", s.message()));
+    }
+    for (int j = 0; j < world_; ++j) {
+      if (j == rank_) continue;
+      const int64_t dst = int64_t{j} * S + off;
+      const int64_t real = std::min<int64_t>(c, size_ - dst);
+      if (real > 0) std::memcpy(params_ + dst, gather_out_.data() + j * c, real * sizeof(float));
+    }
+    *bytes += c * int64_t{sizeof(float)};
     return absl::OkStatus();
   }
 
@@ -389,11 +393,12 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
   const std::vector<std::pair<int64_t, int64_t>> ready_ranges_;
   const std::vector<std::pair<int64_t, int64_t>> layer_ranges_;
   const bool overlap_;
-  PieceBroadcast broadcast_;  // gather thread only
+  const double gather_group_mb_;  // overlap: MiB per gather round
   OwnedShard shard_;          // set in Start
 
   // Sized in Start, never resized.
   int64_t chunk_ = 0;
+  int64_t rounds_ = 0;             // ceil(S / chunk_)
   std::vector<float> gather_in_;   // chunk_
   std::vector<float> gather_out_;  // chunk_ * world
   std::vector<float> grad_shard_;  // zero2: S, the reduced gradients of owned_ (+ padding)
@@ -447,8 +452,11 @@ absl::StatusOr<std::unique_ptr<ZeroSync>> CreateZeroSync(ZeroSyncOptions options
 std::vector<OptionInfo> ZeroOptionInfo() {
   return {{"bucket_cap_mb", "25", "MiB per gradient bucket and per allgather round"},
           {"overlap", "1",
-           "1 = the updated slices are gathered layer by layer during the next forward (two "
-           "levels across nodes), 0 = one chunked allgather at the end of the step"}};
+           "1 = the updated slices are gathered layer by layer during the next forward, 0 = one "
+           "chunked allgather at the end of the step"},
+          {"gather_mb", "1",
+           "overlap=1: MiB of parameters per gather round (one ring allgather of an equal part "
+           "of every shard)"}};
 }
 
 absl::Status ValidateZeroOptions(const SyncOptions& options) {
@@ -458,12 +466,12 @@ absl::Status ValidateZeroOptions(const SyncOptions& options) {
         "overlap must be 1 (gather during the next forward) or 0 (allgather at the end of the "
         "step), got ", overlap));
   }
+  ASSIGN_OR_RETURN(const double gather_mb, GetSyncOptDouble(options, "gather_mb", 1));
+  if (!(gather_mb > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gather_mb must be > 0 (MiB per gather round), got ", gather_mb));
+  }
   return absl::OkStatus();
-}
-
-bool ZeroUsesNodeGroups(const SyncOptions& options) {
-  absl::StatusOr<int64_t> overlap = GetSyncOptInt(options, "overlap", 1);
-  return overlap.ok() && *overlap == 1;
 }
 
 absl::StatusOr<std::unique_ptr<GradientSync>> CreateZeroSyncForRegistry(
@@ -471,7 +479,6 @@ absl::StatusOr<std::unique_ptr<GradientSync>> CreateZeroSyncForRegistry(
   ZeroSyncOptions o;
   o.stage = stage;
   o.comm = env.comms->world.get();
-  o.groups = env.comms;
   o.params = env.params;
   o.grads = env.grads;
   o.size = env.size;
@@ -481,6 +488,7 @@ absl::StatusOr<std::unique_ptr<GradientSync>> CreateZeroSyncForRegistry(
   o.max_grad_norm = options.max_grad_norm;
   ASSIGN_OR_RETURN(const int64_t overlap, GetSyncOptInt(options, "overlap", 1));
   o.overlap_allgather = overlap == 1;
+  ASSIGN_OR_RETURN(o.gather_group_mb, GetSyncOptDouble(options, "gather_mb", 1));
   o.make_optimizer = std::move(env.make_optimizer);
   o.make_device_stepper = std::move(env.make_device_stepper);
   o.host_comm = env.host_comm;

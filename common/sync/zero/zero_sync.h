@@ -29,31 +29,30 @@
 // (tested within 1e-5 after K steps).
 //
 // Overlap (option overlap_allgather, with layer_ranges): instead of the
-// chunked allgather at the end of FinishStep, a gather thread brings the
-// other ranks' updated slices in layer by layer in forward order (each
-// owner broadcasts its piece of the layer, in place), while the trainer
-// thread goes on to the next batch and its forward. The strategy is the
-// model's parameter hook (param_hook(), tensor/param_hook.h): a layer's
-// Gather waits until that layer is in, so forward computes layer k while
-// layer k+1 arrives. Every other call (BeginStep, FinishStep,
-// SyncStateToHost, StateLoaded) first waits for the gather to end, so the
-// gradient collectives never share the communicator with it. The owned
-// slice is final when FinishStep returns (checkpoints read only it). The
-// wait the model sees is exposed comm time. On by default (overlap=1).
-// Across nodes (node groups given) each layer goes in two levels, one copy
-// per other node, then shm inside (zero_parts.h): measured on 2 nodes x 2
-// workers at 1 Gbit/s, zero2 127 ms/step against 132 with the allgather,
-// and fewer bytes on the node links than the ring allgather. Flat over the
-// world (Gloo's one-to-all broadcast) it was 1.5x slower: the two levels
-// are what make it pay.
+// allgather at the end of FinishStep, a gather thread runs the same rounds
+// while the trainer thread goes on to the next batch and its forward.
+// Round k is one ring allgather of floats [k C, (k + 1) C) of every shard
+// (C = gather_group_mb / N: each collective large enough): every rank
+// sends an equal part, so at every layout (one worker per node, unequal
+// nodes) no link carries more than the ring's (N - 1) / N of the vector —
+// gathering layer by layer instead would have each layer's one or two
+// owners send it to everyone. The strategy is the model's parameter hook
+// (param_hook(), tensor/param_hook.h): a layer's Gather waits only for the
+// rounds that reach the end of its pieces in their shards, so the first
+// layers of every shard arrive first and forward computes while later
+// rounds arrive. Every other call (BeginStep, FinishStep, SyncStateToHost,
+// StateLoaded) first waits for the gather to end, so the gradient
+// collectives never share the communicator with it. The owned slice is
+// final when FinishStep returns (checkpoints read only it). The wait the
+// model sees is exposed comm time. On by default (overlap=1).
 //
 // Memory per rank (memory()): parameters n floats (replicated); reduced
 // gradients n floats (zero1, in the model's buffer) or S floats (zero2;
 // backward's own n-float buffer is the model's and is not counted);
 // optimizer state k * owned floats (k buffers: AdamW 2, SGD with momentum
-// 1); staging: one allgather round (about a bucket; none with
-// overlap_allgather, whose layer gathers run in place) plus, for zero2, at
-// most 2 buckets for the packed reduce-scatter.
+// 1); staging: one allgather round (about a bucket; with
+// overlap_allgather about gather_group_mb) plus, for zero2, at most 2
+// buckets for the packed reduce-scatter.
 //
 // Thread-safety, ownership and failure as allreduce_sync.h: the
 // communicator, params and grads are borrowed and must outlive this object;
@@ -86,7 +85,6 @@
 
 #include "absl/status/statusor.h"
 #include "common/comm/communicator.h"
-#include "common/comm/groups.h"
 #include "common/optim/device_stepper.h"
 #include "common/optim/optimizer.h"
 #include "common/shard/zero_shard_map.h"
@@ -115,9 +113,8 @@ struct ZeroSyncOptions {
   // of at the end of FinishStep. Ignored (end of FinishStep) without
   // layer_ranges or with one rank.
   bool overlap_allgather = false;
-  // The generation's node groups (borrowed; may be null): with them the
-  // overlapped gather broadcasts in two levels (zero_parts.h).
-  const CommGroups* groups = nullptr;
+  // overlap_allgather: MiB per gather round over all shards (> 0).
+  double gather_group_mb = 1;
   // Called once with this rank's owned range (ZeroShardMap::owned(rank)).
   std::function<absl::StatusOr<std::unique_ptr<optim::Optimizer>>(optim::ParamRange)>
       make_optimizer;
@@ -146,9 +143,6 @@ absl::StatusOr<std::unique_ptr<ZeroSync>> CreateZeroSync(ZeroSyncOptions options
 // their check (overlap must be 0 or 1).
 std::vector<OptionInfo> ZeroOptionInfo();
 absl::Status ValidateZeroOptions(const SyncOptions& options);
-// overlap=1 gathers in two levels across nodes when the node groups are
-// there (StrategyInfo::uses_node_groups).
-bool ZeroUsesNodeGroups(const SyncOptions& options);
 
 // The registry's factory for `stage` (zero1_strategy.cc, zero2_strategy.cc).
 absl::StatusOr<std::unique_ptr<GradientSync>> CreateZeroSyncForRegistry(

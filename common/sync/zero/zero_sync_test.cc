@@ -205,9 +205,9 @@ TEST(ZeroSyncTest, DevicePathEqualsTheHostPath) {
   }
 }
 
-// zero1 holds no staging when the gather overlaps the next forward (layer
-// gathers run in place), and one allgather round's worth without it.
-TEST(ZeroSyncTest, OverlappedGatherNeedsNoStaging) {
+// zero1's staging is one allgather round's worth, with the gather
+// overlapping the next forward (rounds of gather_mb) or not (bucket_cap_mb).
+TEST(ZeroSyncTest, GatherStagesOneRound) {
   for (bool overlap : {true, false}) {
     std::vector<int64_t> staging(2, -1);
     auto results = comm_testing::RunGlooRanks(2, absl::Seconds(30), [&](int rank, Communicator& comm)
@@ -223,7 +223,9 @@ TEST(ZeroSyncTest, OverlappedGatherNeedsNoStaging) {
     for (const absl::Status& s : results) ASSERT_TRUE(s.ok()) << s;
     for (int r = 0; r < 2; ++r) {
       if (overlap) {
-        EXPECT_EQ(staging[r], 0) << "rank " << r;
+        // One round of at most the whole vector: (1 + N) C floats, C <= n / N.
+        EXPECT_GT(staging[r], 0) << "rank " << r;
+        EXPECT_LE(staging[r], 1500 * 4) << "rank " << r;
       } else {
         EXPECT_GT(staging[r], 0) << "rank " << r;
       }

@@ -1,0 +1,131 @@
+#include "common/sync/zero/layer_gather.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace tandem {
+namespace sync {
+
+const char* GatherRouteName(GatherRoute r) {
+  switch (r) {
+    case GatherRoute::kAllGather:
+      return "allgather";
+    case GatherRoute::kAllReduce:
+      return "allreduce";
+    case GatherRoute::kBroadcast:
+      return "broadcast";
+  }
+  return "?";
+}
+
+namespace {
+
+// The largest owned piece of [lo, hi).
+int64_t LargestPiece(const shard::ZeroShardMap& map, int64_t lo, int64_t hi) {
+  int64_t b = 0;
+  if (hi <= lo) return 0;
+  for (int j = map.owner(lo); j < map.world() && j <= map.owner(hi - 1); ++j) {
+    b = std::max(b, map.piece(j, lo, hi).size());
+  }
+  return b;
+}
+
+}  // namespace
+
+LayerGather::LayerGather(Communicator* world, const CommGroups* groups,
+                         const shard::ZeroShardMap& map,
+                         const std::vector<std::pair<int64_t, int64_t>>& units)
+    : world_(world),
+      map_(map),
+      rank_(world->rank()),
+      world_size_(world->world_size()),
+      broadcast_(world, groups) {
+  if (groups != nullptr && groups->num_nodes > 0) nodes_ = groups->num_nodes;
+  single_node_ = groups != nullptr && groups->num_nodes == 1 &&
+                 static_cast<int>(groups->node_of_rank.size()) == world_size_;
+  int64_t block = 0;
+  for (const auto& [lo, hi] : units) {
+    // Only blocks the route choice could pick need room: (N-1) B below the
+    // allreduce's 2 (N-1) G / N means N B < 2 G.
+    const int64_t b = LargestPiece(map_, lo, hi);
+    if (world_size_ * b < 2 * (hi - lo)) block = std::max(block, b);
+  }
+  blocks_.assign(block * world_size_, 0.f);
+}
+
+GatherRoute LayerGather::RouteFor(int64_t lo, int64_t hi) const {
+  // One node: no network link to spare, and a broadcast through shared
+  // memory is one copy per reader, less work than any ring.
+  if (nodes_ == 1 && single_node_) return GatherRoute::kBroadcast;
+  const double n = world_size_, g = static_cast<double>(hi - lo);
+  const int64_t b = LargestPiece(map_, lo, hi);
+  double best = 2 * (n - 1) / n * g;  // allreduce
+  GatherRoute route = GatherRoute::kAllReduce;
+  if (broadcast_.two_level() && (nodes_ - 1) * g < best) {
+    best = (nodes_ - 1) * g;
+    route = GatherRoute::kBroadcast;
+  }
+  if (b * world_size_ <= static_cast<int64_t>(blocks_.size()) && (n - 1) * b <= best) {
+    route = GatherRoute::kAllGather;
+  }
+  return route;
+}
+
+absl::Status LayerGather::Run(float* params, int64_t lo, int64_t hi, int64_t* bytes) {
+  if (world_size_ == 1 || hi <= lo) return absl::OkStatus();
+  const GatherRoute route = RouteFor(lo, hi);
+  absl::Status s;
+  switch (route) {
+    case GatherRoute::kAllGather:
+      s = AllGather(params, lo, hi, bytes);
+      break;
+    case GatherRoute::kAllReduce:
+      s = AllReduce(params, lo, hi, bytes);
+      break;
+    case GatherRoute::kBroadcast:
+      return broadcast_.Run(map_, params, lo, hi, bytes);  // names the range itself
+  }
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat("parameter gather of [", lo, ", ", hi, ") by ",
+                                             GatherRouteName(route), ": ", s.message()));
+}
+
+absl::Status LayerGather::AllGather(float* params, int64_t lo, int64_t hi, int64_t* bytes) {
+  const int64_t b = LargestPiece(map_, lo, hi);
+  float* mine = blocks_.data() + int64_t{rank_} * b;
+  const optim::ParamRange p = map_.piece(rank_, lo, hi);
+  std::memcpy(mine, params + p.lo, p.size() * sizeof(float));
+  std::fill(mine + p.size(), mine + b, 0.f);
+  // In place: this rank's input is its own block of the output.
+  if (absl::Status s = world_->AllGather(mine, blocks_.data(), b * int64_t{sizeof(float)});
+      !s.ok()) {
+    return s;
+  }
+  for (int j = 0; j < world_size_; ++j) {
+    const optim::ParamRange q = map_.piece(j, lo, hi);
+    if (j == rank_ || q.size() == 0) continue;
+    std::memcpy(params + q.lo, blocks_.data() + int64_t{j} * b, q.size() * sizeof(float));
+  }
+  *bytes += (world_size_ - 1) * b * int64_t{sizeof(float)};
+  return absl::OkStatus();
+}
+
+absl::Status LayerGather::AllReduce(float* params, int64_t lo, int64_t hi, int64_t* bytes) {
+  // Keep only this rank's own piece; everyone else's part is summed in.
+  const optim::ParamRange p = map_.piece(rank_, lo, hi);
+  if (p.size() == 0) {
+    std::fill(params + lo, params + hi, 0.f);
+  } else {
+    std::fill(params + lo, params + p.lo, 0.f);
+    std::fill(params + p.hi, params + hi, 0.f);
+  }
+  absl::Status s = world_->AllReduce(params + lo, hi - lo, ReduceOp::kSum);
+  if (!s.ok()) return s;
+  *bytes += 2 * (world_size_ - 1) * (hi - lo) / world_size_ * int64_t{sizeof(float)};
+  return absl::OkStatus();
+}
+
+}  // namespace sync
+}  // namespace tandem

@@ -1,0 +1,84 @@
+// LayerGather at every node layout (one thread per rank, shm inside a node,
+// Gloo across): 1x4, 2x2, 4x1, 3x1 and nodes of 2 and 1. For a range inside
+// one shard, across shards, a group of layers and the whole vector, every
+// rank ends with each owner's values bit for bit (its own piece untouched,
+// the others' overwritten whatever they held), on the route the costs pick;
+// several nodes of one rank, or unequal nodes, never broadcast; one node
+// always does (shared memory).
+#include "common/sync/zero/layer_gather.h"
+
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status/status_macros.h"
+#include "common/sync/testing/hier_test_ranks.h"
+#include "gtest/gtest.h"
+
+namespace tandem {
+namespace sync {
+namespace {
+
+constexpr int64_t kSize = 1001;  // shards of 251 at 4 ranks, 334 at 3: padding at the end
+
+float Value(int64_t i) { return 0.5f + static_cast<float>(i % 97) * 0.25f - (i % 3 == 0 ? 40 : 0); }
+
+TEST(LayerGather, EveryRankGetsTheOwnersValuesAtEveryLayout) {
+  const std::vector<std::vector<std::string>> layouts = {
+      {"a", "a", "a", "a"}, {"a", "a", "b", "b"}, {"a", "b", "c", "d"}, {"a", "b", "c"}, {"a", "a", "b"}};
+  // Inside one shard, across two, a group across all, the whole vector.
+  const std::vector<std::pair<int64_t, int64_t>> ranges = {{10, 60}, {200, 300}, {100, 900}, {0, kSize}};
+  for (const auto& nodes : layouts) {
+    const std::string layout = absl::StrJoin(nodes, "");
+    std::vector<std::vector<GatherRoute>> routes(nodes.size());
+    const auto statuses = hier_testing::RunGroupRanks(
+        nodes, /*node_groups=*/true, absl::StrCat("layer_gather_test_", getpid(), "_", layout),
+        [&](int rank, CommGroups& g) -> absl::Status {
+          const shard::ZeroShardMap map(kSize, g.world->world_size());
+          LayerGather gather(g.world.get(), &g, map, ranges);
+          std::vector<float> params(kSize);
+          for (const auto& [lo, hi] : ranges) {
+            // This rank's own slice holds the values; everything else garbage.
+            for (int64_t i = 0; i < kSize; ++i) params[i] = -1000.f - rank;
+            const optim::ParamRange own = map.owned(rank);
+            for (int64_t i = own.lo; i < own.hi; ++i) params[i] = Value(i);
+            int64_t bytes = 0;
+            routes[rank].push_back(gather.RouteFor(lo, hi));
+            RETURN_IF_ERROR(gather.Run(params.data(), lo, hi, &bytes));
+            for (int64_t i = lo; i < hi; ++i) {
+              if (params[i] != Value(i)) {
+                return absl::InternalError(absl::StrCat("[", lo, ", ", hi, ") by ",
+                                                        GatherRouteName(gather.RouteFor(lo, hi)),
+                                                        ": element ", i, " is ", params[i],
+                                                        ", its owner holds ", Value(i)));
+              }
+            }
+          }
+          return absl::OkStatus();
+        });
+    for (size_t r = 0; r < statuses.size(); ++r) {
+      EXPECT_TRUE(statuses[r].ok()) << layout << " rank " << r << ": " << statuses[r];
+    }
+    for (size_t r = 1; r < routes.size(); ++r) EXPECT_EQ(routes[r], routes[0]) << layout;
+    const bool equal_nodes_of_several = layout == "aabb" || layout == "aaaa";
+    for (size_t k = 0; k < routes[0].size(); ++k) {
+      if (!equal_nodes_of_several) {
+        EXPECT_NE(routes[0][k], GatherRoute::kBroadcast) << layout << " range " << k;
+      }
+    }
+    if (layout == "aaaa") {
+      for (GatherRoute r : routes[0]) EXPECT_EQ(r, GatherRoute::kBroadcast) << "one node: shm";
+    }
+    if (layout == "abcd") {
+      EXPECT_EQ(routes[0][0], GatherRoute::kAllReduce) << "a range inside one shard";
+      EXPECT_EQ(routes[0][3], GatherRoute::kAllGather) << "the whole vector";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sync
+}  // namespace tandem
