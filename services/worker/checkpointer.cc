@@ -350,6 +350,7 @@ absl::StatusOr<std::string> Checkpointer::Write(Generation& g, TrainingState* st
   if (bg_ != nullptr) bg_->Drain();
   if (o_.dir.empty()) return std::string();
   if (state->step == state->checkpoint_step) return std::string();  // already on disk
+  trace::Span span("checkpoint write", "io", -1, state->step);
   ASSIGN_OR_RETURN(WritePlan plan, PlanWrite(g, *state));
   return WritePlanned(g, state, plan);
 }
