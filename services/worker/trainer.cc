@@ -1,4 +1,5 @@
 #include "services/worker/trainer.h"
+#include "services/worker/trainer_loop.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +9,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/checkpoint/checkpoint.h"
 #include "common/comm/factory.h"
 #include "common/kernels/factory.h"
 #include "common/log/log.h"
@@ -47,91 +47,6 @@ bool MembershipChanged(const absl::Status& s) {
 
 }  // namespace
 
-class Trainer::Loop {
- public:
-  explicit Loop(Trainer* t) : t_(t), o_(t->options_) {}
-  absl::StatusOr<TrainResult> Run();
-
- private:
-  enum class Outcome { kDone, kStopped, kRejoin };
-  // Run's steps, once per process: where progress lines go, the metrics
-  // endpoint, the datasets' shapes and the model built for them (with the
-  // batch stager), the coordinator connection, and the state that outlives
-  // generations (sample log, loss scale, checkpointer).
-  void InstallProgressSink();
-  absl::Status StartMetrics();
-  absl::Status ProbeDataAndModel(const nn::ModelSpec& spec);
-  absl::Status ConnectCoordinator();
-  absl::Status PrepareStepState();
-  // Joins the next generation into `g`; the first join also creates the
-  // rank-labelled metrics and the evaluator (CreateRankMetrics).
-  absl::Status JoinGeneration(Generation& g);
-  absl::Status CreateRankMetrics(int rank);
-  // The result of a run that ended with `outcome` (kDone or kStopped); leaves.
-  absl::StatusOr<TrainResult> Finish(Outcome outcome);
-  // One generation's plan and the --batch auto gradient-noise window (sums
-  // of the per-rank and synced gradient norms since the last report).
-  struct GenerationRun {
-    PlanInputs inputs;
-    TrainingPlan plan;
-    double noise_local = 0, noise_global = 0;
-    int noise_n = 0;
-  };
-  // Set up, restore, train to the end of the plan, a stop or a re-join.
-  absl::StatusOr<Outcome> RunGeneration(Generation& g);
-  // The checkpoint (if any) and the loss scale; says so on rank 0.
-  absl::Status RestoreState(Generation& g);
-  // The learning-rate schedule, the batch metric and the data stream of `plan`.
-  absl::Status StartStream(Generation& g, const TrainingPlan& plan);
-  // One optimizer step, the vote after it and what the vote decides; an
-  // outcome ends the generation.
-  absl::StatusOr<std::optional<Outcome>> TrainStep(Generation& g, GenerationRun& run,
-                                                   StepRunner& runner, ProgressReporter& progress);
-  // Loss, metrics, the skipped-step line and the progress window.
-  void ReportStep(Generation& g, GenerationRun& run, const optim::StepContext& ctx,
-                  const StepOutput& out, const StepVote& vote, ProgressReporter& progress);
-  // The coordinator's STOP: checkpoint, wait for rank 0's commit, leave.
-  absl::Status Stop(Generation& g, const Command& c);
-  absl::Status EvaluateAndCheckpoint(Generation& g, const TrainingPlan& plan, bool epoch_ended);
-  absl::Status MaybeResizeBatch(Generation& g, GenerationRun& run, int64_t agreed,
-                                const Command& c);
-  void ReportFailure(Generation& g, const absl::Status& s);
-  bool Crashed() const { return o_.crash_after_step > 0 && state_.step == o_.crash_after_step; }
-  // The generation ended: this rank's state stays for the next one's
-  // restore (recovery from memory).
-  void RetainState(Generation& g) {
-    state_.loss_scaler = precision_->SerializeState();
-    checkpointer_->Retain(g, state_);
-  }
-  void Print(const std::string& line) { progress_sink_(line); }
-  // The global batch the options ask for now (0 = batch_size x world): the
-  // forced schedule at the current step, else with --batch auto the
-  // coordinator's decision `decided` (0 = none yet).
-  int64_t WantedGlobalBatch(int64_t decided) const {
-    if (!o_.batch_schedule.empty()) return ScheduledGlobalBatch(o_, state_.step);
-    // The coordinator decides samples per optimizer step.
-    return o_.batch_auto && decided > 0 ? std::max<int64_t>(1, decided / o_.accumulation) : 0;
-  }
-
-  Trainer* const t_;
-  const TrainerOptions& o_;
-  std::function<void(const std::string&)> progress_sink_;
-  // Before client_: its heartbeat thread fires the switch until it is joined.
-  AbortSwitch abort_;
-  std::unique_ptr<CoordinatorClient> client_;
-  DatasetProbe probe_;
-  std::unique_ptr<BatchStager> stager_;
-  std::unique_ptr<Checkpointer> checkpointer_;
-  std::unique_ptr<Evaluator> evaluator_;
-  std::unique_ptr<data::ClientMetrics> client_metrics_;
-  std::unique_ptr<WorkerMetrics> metrics_;
-  std::unique_ptr<SampleLog> sample_log_;  // --sample_log_dir, else null
-  std::unique_ptr<StepPrecision> precision_;  // survives generations (loss scale)
-  TrainingState state_;  // survives generations
-  TrainResult result_;
-  std::string failure_;  // the last membership failure, for the final error
-};
-
 absl::StatusOr<TrainResult> Trainer::Loop::Run() {
   InstallProgressSink();
   ASSIGN_OR_RETURN(nn::ModelSpec spec, nn::ParseModelSpec(o_.model));
@@ -163,113 +78,6 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
     }
     return Finish(*outcome);
   }
-}
-
-void Trainer::Loop::InstallProgressSink() {
-  progress_sink_ = o_.progress ? o_.progress : [](const std::string& line) {
-    std::fprintf(stdout, "%s\n", line.c_str());
-    std::fflush(stdout);
-  };
-}
-
-absl::Status Trainer::Loop::StartMetrics() {
-  MetricsOptions mo;
-  mo.port = o_.metrics_port;
-  mo.labels = {{"job", o_.job_id}, {"service", "worker"}};
-  ASSIGN_OR_RETURN(t_->metrics_, Metrics::Create(mo));
-  // Bound before joining (port 0 in tandem local) and logged in the form
-  // `tandem local` reads back, so no one has to guess a free port.
-  if (t_->metrics_->port() > 0) {
-    LOG(INFO) << "worker " << o_.worker_id << ": metrics port " << t_->metrics_->port();
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Trainer::Loop::ProbeDataAndModel(const nn::ModelSpec& spec) {
-  ProbeOptions po;
-  po.data_servers = o_.data_servers;
-  po.dataset = o_.dataset;
-  po.eval_dataset = o_.eval_dataset;
-  po.connect_attempts = o_.connect_attempts;
-  ASSIGN_OR_RETURN(probe_, ProbeDatasets(po, spec));
-  if (t_->model_ == nullptr) {  // torchscript: checked against the samples
-    ASSIGN_OR_RETURN(t_->model_, CreateWorkerModel(o_, t_->backend_.get(), &probe_.inputs));
-  }
-  // Sized once for the largest per-rank batch --batch auto / --batch_schedule
-  // may ask for.
-  ASSIGN_OR_RETURN(stager_, BatchStager::Create(t_->backend_.get(), probe_.inputs,
-                                                static_cast<int>(LocalBatchCapacity(o_))));
-  return absl::OkStatus();
-}
-
-absl::Status Trainer::Loop::ConnectCoordinator() {
-  CoordinatorClientOptions co;
-  co.target = o_.coordinator;
-  co.job_id = o_.job_id;
-  co.worker_id = o_.worker_id;
-  co.incarnation = o_.incarnation;
-  co.endpoint.set_host(o_.hostname);
-  co.endpoint.set_metrics_port(std::max(t_->metrics_->port(), 0));
-  co.node = o_.node_id.empty() ? o_.hostname : o_.node_id;
-  co.join_attempts = o_.connect_attempts;
-  co.lost_after = o_.coordinator_lost_after;
-  ASSIGN_OR_RETURN(client_, CoordinatorClient::Create(co));
-  // The coordinator ended our generation by a failure: abort its
-  // collectives now, so a hung peer costs a heartbeat, not the timeout.
-  client_->SetFailureHandler(
-      [this](int64_t generation, const std::string& reason) { abort_.Fire(generation, reason); });
-  return absl::OkStatus();
-}
-
-absl::Status Trainer::Loop::PrepareStepState() {
-  nn::Model& model = *t_->model_;
-  if (!o_.sample_log_dir.empty()) {
-    ASSIGN_OR_RETURN(sample_log_,
-                     SampleLog::Create(absl::StrCat(o_.sample_log_dir, "/", o_.worker_id, ".samples")));
-  }
-  ASSIGN_OR_RETURN(StepPrecisionOptions spo, MakeStepPrecisionOptions(o_));
-  ASSIGN_OR_RETURN(precision_, StepPrecision::Create(spo, t_->backend_.get(), &model));
-  CheckpointerOptions ck;
-  ck.dir = o_.checkpoint_dir;
-  ck.model_text = o_.model;
-  ck.fingerprint = checkpoint::ModelFingerprint(
-      absl::StrCat(model.spec().ToString(), "\n", model.layout().DebugString()));
-  ck.seed = o_.seed;
-  ck.batch_size = o_.batch_size;
-  ck.background = o_.background_checkpoint;
-  ck.write_options = o_.checkpoint_write_options;
-  ck.recover_from_memory = o_.recover_from_memory;
-  checkpointer_ = std::make_unique<Checkpointer>(ck, t_->backend_.get(), &model, client_.get());
-  return absl::OkStatus();
-}
-
-absl::Status Trainer::Loop::JoinGeneration(Generation& g) {
-  absl::StatusOr<v1::JoinResponse> join =
-      client_->Join(result_.generations == 0 ? o_.join_timeout : o_.rejoin_timeout);
-  if (!join.ok()) {
-    if (failure_.empty()) return join.status();
-    return absl::Status(join.status().code(), absl::StrCat(failure_, "; re-joining failed: ",
-                                                           join.status().message()));
-  }
-  g.join = *join;
-  ++result_.generations;
-  if (metrics_ == nullptr) RETURN_IF_ERROR(CreateRankMetrics(g.rank()));
-  metrics_->SetGeneration(g.join.generation());
-  return absl::OkStatus();
-}
-
-absl::Status Trainer::Loop::CreateRankMetrics(int rank) {
-  RETURN_IF_ERROR(t_->metrics_->AddConstLabel("rank", absl::StrCat(rank)));
-  ASSIGN_OR_RETURN(data::ClientMetrics cm, data::ClientMetrics::Create(t_->metrics_.get()));
-  client_metrics_ = std::make_unique<data::ClientMetrics>(cm);
-  ASSIGN_OR_RETURN(metrics_, WorkerMetrics::Create(t_->metrics_.get(), o_.sync.strategy));
-  RETURN_IF_ERROR(checkpointer_->EnableMetrics(t_->metrics_.get()));
-  EvaluatorOptions eo{o_.data_servers,    o_.eval_dataset, probe_.eval_samples,
-                      o_.batch_size,      probe_.inputs.normalize_to_f32,
-                      client_metrics_.get()};
-  evaluator_ = std::make_unique<Evaluator>(eo, t_->backend_.get(), t_->model_.get(),
-                                           stager_.get());
-  return absl::OkStatus();
 }
 
 absl::StatusOr<TrainResult> Trainer::Loop::Finish(Outcome outcome) {
