@@ -13,6 +13,7 @@ namespace tandem {
 namespace kernels {
 namespace {
 
+using cpu_internal::GeluAndGradFast;
 using cpu_internal::GeluFast;
 using cpu_internal::GeluGradFast;
 using cpu_internal::ScaleOrZero;
@@ -153,6 +154,67 @@ TANDEM_CPU_INLINE void GeluRangeBody(int n, const float* __restrict x, float* __
 }
 TANDEM_CPU_DISPATCHED(GeluRange, (int n, const float* x, float* y), (n, x, y))
 
+// v = z + bias (bias may be null) over rows; y = act(v), z = act'(v).
+// y and z do not overlap.
+TANDEM_CPU_INLINE void BiasActKeepGradBody(Activation act, int rows, int cols,
+                                           const float* __restrict bias, float* __restrict z,
+                                           float* __restrict y) {
+  for (int r = 0; r < rows; ++r) {
+    float* __restrict zr = z + static_cast<int64_t>(r) * cols;
+    float* __restrict yr = y + static_cast<int64_t>(r) * cols;
+    if (bias != nullptr) {
+      for (int c = 0; c < cols; ++c) zr[c] += bias[c];
+    }
+    switch (act) {
+      case Activation::kGelu:
+        for (int c = 0; c < cols; ++c) yr[c] = GeluAndGradFast(zr[c], &zr[c]);
+        break;
+      case Activation::kRelu:
+        for (int c = 0; c < cols; ++c) {
+          const float v = zr[c];
+          yr[c] = v > 0.f ? v : 0.f;
+          zr[c] = v > 0.f ? 1.f : 0.f;
+        }
+        break;
+      case Activation::kNone:
+        for (int c = 0; c < cols; ++c) {
+          yr[c] = zr[c];
+          zr[c] = 1.f;
+        }
+        break;
+    }
+  }
+}
+TANDEM_CPU_DISPATCHED(BiasActKeepGrad,
+                      (Activation act, int rows, int cols, const float* bias, float* z, float* y),
+                      (act, rows, cols, bias, z, y))
+
+// dz = dy * g over [rows, cols]; dbias (may be null) += column sums of dz.
+// dz either equals dy or does not overlap it.
+TANDEM_CPU_INLINE void MulGradBody(int rows, int cols, const float* __restrict g, const float* dy,
+                                   float* dz, float* __restrict dbias) {
+  for (int r = 0; r < rows; ++r) {
+    const int64_t off = static_cast<int64_t>(r) * cols;
+    const float* __restrict gr = g + off;
+    if (dz == dy) {
+      float* __restrict d = dz + off;
+      for (int c = 0; c < cols; ++c) d[c] *= gr[c];
+    } else {
+      const float* __restrict in = dy + off;
+      float* __restrict d = dz + off;
+      for (int c = 0; c < cols; ++c) d[c] = in[c] * gr[c];
+    }
+    if (dbias != nullptr) {
+      const float* __restrict d = dz + off;
+      for (int c = 0; c < cols; ++c) dbias[c] += d[c];
+    }
+  }
+}
+TANDEM_CPU_DISPATCHED(MulGrad,
+                      (int rows, int cols, const float* g, const float* dy, float* dz,
+                       float* dbias),
+                      (rows, cols, g, dy, dz, dbias))
+
 // Rows of at most kGeluBlock: dy and dz may alias, so each block is
 // computed into a stack buffer, then copied.
 constexpr int kGeluBlock = 1024;
@@ -237,6 +299,18 @@ void CpuBackend::BiasActivationBackward(Activation act, int rows, int cols,
     return;
   }
   GeluBackwardRows(rows, cols, z, dy, dz, dbias);
+}
+
+void CpuBackend::BiasActivationForwardKeepGrad(Activation act, int rows, int cols,
+                                               const float* bias, float* z, float* y) {
+  BiasActKeepGrad(act, rows, cols, bias, z, y);
+}
+
+void CpuBackend::BiasActivationBackwardFromGrad(int rows, int cols, const float* act_grad,
+                                                const float* dy, float* dz, float* dbias,
+                                                float dbias_beta) {
+  if (dbias != nullptr) ScaleOrZero(cols, dbias_beta, dbias);
+  MulGrad(rows, cols, act_grad, dy, dz, dbias);
 }
 
 void CpuBackend::ActivationForward(Activation act, int64_t n, const float* x,

@@ -52,6 +52,13 @@ class CpuBackend final : public Backend {
   void BiasActivationBackward(Activation act, int rows, int cols,
                               const float* z, const float* dy, float* dz,
                               float* dbias, float dbias_beta) override;
+  void BiasActivationForwardKeepGrad(Activation act, int rows, int cols,
+                                     const float* bias, float* z,
+                                     float* y) override;
+  void BiasActivationBackwardFromGrad(int rows, int cols,
+                                      const float* act_grad, const float* dy,
+                                      float* dz, float* dbias,
+                                      float dbias_beta) override;
   void ActivationForward(Activation act, int64_t n, const float* x,
                          float* y) override;
   void ActivationBackward(Activation act, int64_t n, const float* x,

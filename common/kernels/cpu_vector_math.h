@@ -70,6 +70,13 @@ TANDEM_CPU_INLINE float GeluGradFast(float x) {
   return s + 2.f * x * s * (1.f - s) * kGeluC * (1.f + 3.f * kGeluA * x * x);
 }
 
+// GeluFast(x), with GeluGradFast(x) in *grad from the same sigmoid.
+TANDEM_CPU_INLINE float GeluAndGradFast(float x, float* grad) {
+  const float s = SigmoidOfTwo(kGeluC * (x + kGeluA * x * x * x));
+  *grad = s + 2.f * x * s * (1.f - s) * kGeluC * (1.f + 3.f * kGeluA * x * x);
+  return x * s;
+}
+
 // Reductions over 16 fixed lanes, folded in a fixed order: vectorised
 // without -ffast-math and with the same result at every width.
 constexpr int kLanes = 16;

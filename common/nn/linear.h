@@ -55,7 +55,9 @@ class Linear {
   int max_rows_ = 0;
   int rows_ = 0;
   const float* x_ = nullptr;
-  kernels::DeviceBuffer z_;  // pre-activation (output when act is kNone)
+  // Pre-activation (the output when act is kNone); with kGelu, the GELU's
+  // derivative at it (BiasActivationForwardKeepGrad).
+  kernels::DeviceBuffer z_;
   kernels::DeviceBuffer y_;  // activation output
 };
 

@@ -18,7 +18,7 @@ using kernels::Transpose;
 
 // Every buffer the step's kernels touch, sized once.
 struct Buffers {
-  float *x, *y, *dy, *dx, *qkv, *dqkv, *scores, *dscores, *merged;
+  float *x, *y, *dy, *dx, *qkv, *dqkv, *scores, *dprobs, *dscores, *merged;
   float *hz, *hy, *dh, *logits, *probs, *weight, *dweight, *bias, *dbias;
   float *gamma, *beta, *mean, *rstd, *token, *pos, *dtoken, *dpos, *loss;
   int32_t *ids, *labels;
@@ -53,6 +53,7 @@ absl::Status AllocAll(const nn::GptConfig& c, int batch, Backend* be, Storage* s
   ASSIGN_OR_RETURN(b->qkv, Alloc(be, s, R * 3 * W, &rng));
   ASSIGN_OR_RETURN(b->dqkv, Alloc(be, s, R * 3 * W, &rng));
   ASSIGN_OR_RETURN(b->scores, Alloc(be, s, scores, &rng));
+  ASSIGN_OR_RETURN(b->dprobs, Alloc(be, s, scores, &rng));
   ASSIGN_OR_RETURN(b->dscores, Alloc(be, s, scores, &rng));
   float** hidden[] = {&b->hz, &b->hy, &b->dh};
   for (float** p : hidden) {
@@ -138,7 +139,8 @@ void AddForward(const nn::GptConfig& c, int batch, Backend* be, const Buffers& b
   AddGemm(out, "fc1.gemm", L, be, Transpose::kNo, Transpose::kYes, R, 4 * W, W, b.y, b.weight,
           b.hz);
   out->push_back({"fc1.bias+gelu", L, 0, 12 * rw, [=] {
-                    be->BiasActivationForward(Activation::kGelu, R, 4 * W, b.bias, b.hz, b.hy);
+                    be->BiasActivationForwardKeepGrad(Activation::kGelu, R, 4 * W, b.bias, b.hz,
+                                                      b.hy);
                   }});
   AddGemm(out, "fc2.gemm", L, be, Transpose::kNo, Transpose::kYes, R, W, 4 * W, b.hy, b.weight,
           b.y);
@@ -179,8 +181,7 @@ void AddBackward(const nn::GptConfig& c, int batch, Backend* be, const Buffers& 
   AddGemm(out, "fc2.dx", L, be, Transpose::kNo, Transpose::kNo, R, 4 * W, W, b.dy, b.weight,
           b.dh);
   out->push_back({"fc1.bias+gelu.bwd", L, 0, 12 * rw, [=] {
-                    be->BiasActivationBackward(Activation::kGelu, R, 4 * W, b.hz, b.dh, b.dh,
-                                               b.dbias, 0.f);
+                    be->BiasActivationBackwardFromGrad(R, 4 * W, b.hz, b.dh, b.dh, b.dbias, 0.f);
                   }});
   AddGemm(out, "fc1.dW", L, be, Transpose::kYes, Transpose::kNo, 4 * W, W, R, b.dh, b.y,
           b.dweight);
@@ -195,11 +196,13 @@ void AddBackward(const nn::GptConfig& c, int batch, Backend* be, const Buffers& 
   const nn::CausalAttentionShape shape{batch, T, H, D};
   const double af = nn::CausalAttentionGemmFlops(shape);
   out->push_back({"attn.dP = dO V^T (causal)", L, af, tt / 2 + 2 * rw,
-                  [=] { nn::CausalProbsGrad(be, shape, b.merged, b.qkv, b.dscores); }});
+                  [=] { nn::CausalProbsGrad(be, shape, b.merged, b.qkv, b.dprobs); }});
   out->push_back({"attn.dV = P^T dO (causal)", L, af, tt / 2 + 2 * rw,
                   [=] { nn::CausalValueGrad(be, shape, b.scores, b.merged, b.dqkv); }});
+  // Out of place: repeated in place (as the timing loop runs it) the
+  // gradient would shrink into denormals and slow every GEMM after it.
   out->push_back({"attn.softmax.bwd", L, 0, 1.5 * tt, [=] {
-                    be->CausalSoftmaxBackward(BH, T, 0.125f, b.scores, b.dscores, b.dscores);
+                    be->CausalSoftmaxBackward(BH, T, 0.125f, b.scores, b.dprobs, b.dscores);
                   }});
   out->push_back({"attn.dQ, dK (causal)", L, 2 * af, tt + 4 * rw,
                   [=] { nn::CausalQueryKeyGrad(be, shape, b.dscores, b.qkv, b.dqkv); }});
