@@ -77,7 +77,8 @@ class CausalSelfAttention {
                     const tensor::FlatStorage& storage, int max_batch);
   // x [batch, seq, width] -> output() [batch, seq, width]; seq <= context.
   absl::Status Forward(const float* x, int batch, int seq);
-  // dy (overwritten) -> dx (must not alias dy). `after_proj` runs once the
+  // dy (left as is: the output projection has no activation) -> dx (must
+  // not alias dy). `after_proj` runs once the
   // output projection's gradients are final (the QKV ones are final when
   // Backward returns), so callers can report both groups as they finish.
   absl::Status Backward(float* dy, float* dx, float grad_beta,

@@ -170,8 +170,6 @@ void AddBackward(const nn::GptConfig& c, int batch, Backend* be, const Buffers& 
                     be->LayerNormBackward(R, W, b.x, b.gamma, b.mean, b.rstd, b.dy, b.dx, b.dbias,
                                           b.dbias + W, 0.f);
                   }});
-  out->push_back({"residual.copy", 2 * L, 0, 2 * rw,
-                  [=] { be->Copy(b.dx, b.dy, n * sizeof(float)); }});
   out->push_back({"proj.bias_grad / fc2.bias_grad", 2 * L, 0, rw, [=] {
                     be->BiasActivationBackward(Activation::kNone, R, W, b.y, b.dy, b.dy, b.dbias,
                                                0.f);
