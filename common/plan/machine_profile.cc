@@ -22,6 +22,7 @@ struct Field {
   const char* key;
   const char* meaning;
   std::function<double&(MachineProfile&)> ref;
+  bool optional = false;  // 0 allowed: "not known / not used"
 };
 
 const std::vector<Field>& Fields() {
@@ -36,8 +37,14 @@ const std::vector<Field>& Fields() {
        [](MachineProfile& p) -> double& { return p.loopback_bytes_per_s; }},
       {"link_alpha_s", "seconds per message round across a link",
        [](MachineProfile& p) -> double& { return p.link_alpha_s; }},
-      {"shm_alpha_s", "seconds per shared-memory round",
+      {"shm_alpha_s", "seconds per shared-memory (gpu: NVLink) round",
        [](MachineProfile& p) -> double& { return p.shm_alpha_s; }},
+      {"intra_node_bytes_per_s", "between the ranks of a node per direction; 0 = shared memory",
+       [](MachineProfile& p) -> double& { return p.intra_node_bytes_per_s; }, true},
+      {"node_link_bits_per_s", "a node's network when no --link is given; 0 = loopback",
+       [](MachineProfile& p) -> double& { return p.node_link_bits_per_s; }, true},
+      {"memory_bytes_per_rank", "memory one rank may hold; 0 = not checked",
+       [](MachineProfile& p) -> double& { return p.memory_bytes_per_rank; }, true},
   };
   return *fields;
 }
@@ -69,6 +76,7 @@ std::string FormatMachineProfile(const MachineProfile& p) {
   MachineProfile copy = p;
   std::string out = absl::StrCat("# tandem plan machine profile: ", p.source, "\n");
   absl::StrAppend(&out, "source = ", p.source, "\n");
+  absl::StrAppend(&out, "kind = ", p.kind, "\n");
   absl::StrAppend(&out, "cores = ", p.cores, "\n");
   for (const Field& f : Fields()) {
     absl::StrAppend(&out, "# ", f.meaning, "\n", f.key, " = ", f.ref(copy), "\n");
@@ -96,6 +104,14 @@ absl::StatusOr<MachineProfile> ParseMachineProfile(const std::string& text,
       p.source = value;
       continue;
     }
+    if (key == "kind") {
+      if (value != "cpu" && value != "gpu") {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": kind must be cpu or gpu, got '", value, "'"));
+      }
+      p.kind = value;
+      continue;
+    }
     if (key == "cores") {
       if (!absl::SimpleAtoi(value, &p.cores) || p.cores < 1) {
         return absl::InvalidArgumentError(
@@ -108,14 +124,16 @@ absl::StatusOr<MachineProfile> ParseMachineProfile(const std::string& text,
       if (key != f.key) continue;
       known = true;
       double v = 0;
-      if (!absl::SimpleAtod(value, &v) || !(v > 0) || !std::isfinite(v)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, ": ", key, " must be a positive number, got '", value, "'"));
+      const bool parsed = absl::SimpleAtod(value, &v) && std::isfinite(v);
+      if (!parsed || !(f.optional ? v >= 0 : v > 0)) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": ", key, " must be a ",
+                                                       f.optional ? "number >= 0" : "positive number",
+                                                       ", got '", value, "'"));
       }
       f.ref(p) = v;
     }
     if (!known) {
-      std::string keys = "source, cores";
+      std::string keys = "source, kind, cores";
       for (const Field& f : Fields()) absl::StrAppend(&keys, ", ", f.key);
       return absl::InvalidArgumentError(
           absl::StrCat(where, ": unknown key '", key, "' (known: ", keys, ")"));

@@ -36,6 +36,18 @@ struct MachineProfile {
   double shm_alpha_s = 5e-6;     // per shared-memory round (a barrier)
   int cores = 1;                 // cores the ranks of one host share
   std::string source = "built-in defaults (run `tandem plan --calibrate`)";
+  // "cpu": the ranks of one host share its `cores` (and their rates);
+  // "gpu": each rank has a device of its own, at the full rates above.
+  std::string kind = "cpu";
+  // Between the ranks of one node, per direction per rank (gpu: NVLink);
+  // 0 = the host's shared memory at stream_bytes_per_s.
+  double intra_node_bytes_per_s = 0;
+  // Each node's network when the cluster names no link (gpu: the reference
+  // node's NICs together), bits/s; 0 = the loopback rate.
+  double node_link_bits_per_s = 0;
+  // Memory one rank may hold (gpu: the device's), bytes; 0 = not checked.
+  double memory_bytes_per_rank = 0;
+  bool per_rank_device() const { return kind == "gpu"; }
 };
 
 // Where the ranks run and what connects them.

@@ -27,22 +27,30 @@ struct Terms {
   double server_rate;  // one server's link, bytes/s
   double stream;       // bytes/s one core streams
   double shm_alpha;
+  Link intra;          // between a node's ranks when they have a link (gpu: NVLink)
   double codec;
   double flops;        // one rank's GEMM rate after sharing the host's cores
   double p_bytes;      // the flat vector, bytes
 };
 
-// Shared-memory collectives inside a node (common/comm/shm): each rank
-// copies its buffer in (2B moved), reduces its 1/K slice reading all K
-// (B + B/K), copies the result out (2B).
+// Collectives inside a node. On a CPU host, shared memory (common/comm/shm):
+// each rank copies its buffer in (2B moved), reduces its 1/K slice reading
+// all K (B + B/K), copies the result out (2B). Between devices with a link
+// of their own (NVLink), NCCL's ring over the K devices.
 double ShmAllReduce(const Terms& t, double b) {
-  return t.k <= 1 ? 0 : 2 * t.shm_alpha + 5 * b / t.stream;
+  if (t.k <= 1) return 0;
+  if (t.intra.bytes_per_s > 0) return RingAllReduceSeconds(t.k, b, t.intra);
+  return 2 * t.shm_alpha + 5 * b / t.stream;
 }
 double ShmReduceScatter(const Terms& t, double b) {
-  return t.k <= 1 ? 0 : t.shm_alpha + 3 * b / t.stream;
+  if (t.k <= 1) return 0;
+  if (t.intra.bytes_per_s > 0) return RingReduceScatterSeconds(t.k, b, t.intra);
+  return t.shm_alpha + 3 * b / t.stream;
 }
 double ShmAllGather(const Terms& t, double b) {
-  return t.k <= 1 ? 0 : t.shm_alpha + 2 * b / t.stream;
+  if (t.k <= 1) return 0;
+  if (t.intra.bytes_per_s > 0) return RingAllGatherSeconds(t.k, b, t.intra);
+  return t.shm_alpha + 2 * b / t.stream;
 }
 
 // Flat collectives over the world: shm on one node, else a ring whose
@@ -97,121 +105,154 @@ struct Shape {
   double node_link_bytes = 0;
   int64_t grad_bytes = 0;
   int64_t param_bytes = -1;       // parameters held per rank; -1 = all of them
-  double codec_s_per_byte = 0;    // codec time per bucket byte (compressed)
 };
 
 int64_t ShardElements(int64_t size, int world) { return (size + world - 1) / world; }
 
-absl::StatusOr<Shape> ShapeOf(const std::string& strategy, const Terms& t, int64_t flat) {
+// What every rank keeps unless its strategy shards it: all the reduced
+// gradients, the optimizer step over all of the parameters.
+Shape Replicated(const Terms& t, int64_t flat) {
   Shape s;
-  const double p = t.p_bytes;
-  s.grad_bytes = static_cast<int64_t>(p);
+  s.grad_bytes = static_cast<int64_t>(t.p_bytes);
   s.owned_elements = static_cast<double>(flat);
-  if (strategy == "allreduce") {
-    s.bucket = [&t](int64_t lo, int64_t hi) {
-      const double b = (hi - lo) * kFloat; return WorldAllReduce(t, b); };
-    s.node_link_bytes = t.m > 1 ? RingAllReduceBytes(t.n, p) : 0;
-  } else if (strategy == "hier") {
-    if (t.m == 1) return ShapeOf("allreduce", t, flat);
-    // Reduce-scatter in the node, K concurrent rings across nodes (one per
-    // local rank, each on 1/K of the bucket, sharing the node's link),
-    // allgather in the node.
-    s.bucket = [&t](int64_t lo, int64_t hi) {
-      const double b = (hi - lo) * kFloat;
-      const Link shared{t.node.alpha_s, t.node.bytes_per_s / t.k};
-      return ShmReduceScatter(t, b) + RingAllReduceSeconds(t.m, b / t.k, shared) +
-             ShmAllGather(t, b);
+  return s;
+}
+
+// The flat ring: every bucket allreduced over the world.
+Shape AllReduceShape(const Terms& t, int64_t flat) {
+  Shape s = Replicated(t, flat);
+  s.bucket = [&t](int64_t lo, int64_t hi) { return WorldAllReduce(t, (hi - lo) * kFloat); };
+  s.node_link_bytes = t.m > 1 ? RingAllReduceBytes(t.n, t.p_bytes) : 0;
+  return s;
+}
+
+// Reduce-scatter in the node, K concurrent rings across nodes (one per
+// local rank, each on 1/K of the bucket, sharing the node's link),
+// allgather in the node.
+Shape HierShape(const Terms& t, int64_t flat) {
+  if (t.m == 1) return AllReduceShape(t, flat);
+  Shape s = Replicated(t, flat);
+  s.bucket = [&t](int64_t lo, int64_t hi) {
+    const double b = (hi - lo) * kFloat;
+    const Link shared{t.node.alpha_s, t.node.bytes_per_s / t.k};
+    return ShmReduceScatter(t, b) + RingAllReduceSeconds(t.m, b / t.k, shared) +
+           ShmAllGather(t, b);
+  };
+  s.node_link_bytes = t.k * RingAllReduceBytes(t.m, t.p_bytes / t.k);
+  return s;
+}
+
+// zero1: allreduce, then each rank steps its 1/N and the parameters are
+// allgathered. zero2: as zero_sync.cc routes a bucket — its pieces (one per
+// shard) packed into N equal blocks and reduce-scattered when N * largest
+// piece <= 2 * bucket, else allreduced in place (a bucket mostly in one
+// shard); it keeps only its shard of the reduced gradients.
+Shape ZeroShape(const Terms& t, int64_t flat, bool stage2) {
+  Shape s = AllReduceShape(t, flat);
+  const int64_t shard = ShardElements(flat, t.n);
+  s.owned_elements = static_cast<double>(std::min(shard, flat));
+  if (stage2) {
+    s.bucket = [&t, shard, flat](int64_t lo, int64_t hi) {
+      int64_t largest = 0;
+      for (int j = 0; j < t.n; ++j) {
+        const int64_t plo = std::max(lo, j * shard);
+        const int64_t phi = std::min({hi, (j + 1) * shard, flat});
+        largest = std::max<int64_t>(largest, phi - plo);
+      }
+      if (t.n > 1 && largest * t.n <= 2 * (hi - lo)) {
+        return WorldReduceScatter(t, static_cast<double>(largest) * t.n * kFloat);
+      }
+      return WorldAllReduce(t, (hi - lo) * kFloat);
     };
-    s.node_link_bytes = t.k * RingAllReduceBytes(t.m, p / t.k);
-  } else if (strategy == "zero3") {
-    // zero2's reduce-scatter of the gradients; the parameters stay sharded
-    // and each layer's are gathered before its forward and again before its
-    // backward (counted as not hidden: the prefetch of the next layer
-    // overlaps only part of it), so a rank holds 1/N of them (plus the
-    // layers in flight, left out here).
-    ASSIGN_OR_RETURN(s, ShapeOf("zero2", t, flat));
-    s.finish_comm_s = 2 * WorldAllGather(t, p);
-    s.node_link_bytes = t.m > 1 ? 3 * RingReduceScatterBytes(t.n, p) : 0;
-    s.param_bytes = static_cast<int64_t>(std::min(ShardElements(flat, t.n), flat) * kFloat);
-  } else if (strategy == "zero1" || strategy == "zero2") {
-    const bool stage2 = strategy == "zero2";
-    const int64_t shard = ShardElements(flat, t.n);
-    s.owned_elements = static_cast<double>(std::min(shard, flat));
-    if (stage2) {
-      // As zero_sync.cc routes a bucket: its pieces (one per shard) packed
-      // into N equal blocks and reduce-scattered when N * largest piece <=
-      // 2 * bucket, else allreduced in place (a bucket mostly in one shard).
-      s.bucket = [&t, shard, flat](int64_t lo, int64_t hi) {
-        int64_t largest = 0;
-        for (int j = 0; j < t.n; ++j) {
-          const int64_t plo = std::max(lo, j * shard);
-          const int64_t phi = std::min({hi, (j + 1) * shard, flat});
-          largest = std::max<int64_t>(largest, phi - plo);
-        }
-        if (t.n > 1 && largest * t.n <= 2 * (hi - lo)) {
-          return WorldReduceScatter(t, static_cast<double>(largest) * t.n * kFloat);
-        }
-        return WorldAllReduce(t, (hi - lo) * kFloat);
-      };
-      s.grad_bytes = static_cast<int64_t>(shard * kFloat);
-    } else {
-      s.bucket = [&t](int64_t lo, int64_t hi) {
-      const double b = (hi - lo) * kFloat; return WorldAllReduce(t, b); };
-    }
-    s.finish_comm_s = WorldAllGather(t, p);
-    // zero1: allreduce + the parameters' allgather; zero2: reduce-scatter +
-    // allgather (as many bytes as one allreduce).
-    s.node_link_bytes = t.m > 1 ? (stage2 ? 2 * RingReduceScatterBytes(t.n, p)
-                                          : RingAllReduceBytes(t.n, p) +
-                                                RingReduceScatterBytes(t.n, p))
-                                : 0;
-  } else if (strategy == "ps" || strategy == "hybrid") {
-    if (t.servers < 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(strategy, " needs shard servers: give --shard_servers S (S >= 1)"));
-    }
-    s.owned_elements = 0;
-    s.server_elements = static_cast<double>(ShardElements(flat, t.servers));
-    if (strategy == "ps") {
-      s.bucket = [&t](int64_t lo, int64_t hi) {
-      const double b = (hi - lo) * kFloat; return ServerTransfer(t, b, t.k); };
-      s.finish_comm_s = ServerTransfer(t, p, t.k);
-      s.node_link_bytes = t.k * p;
-    } else {
-      // Reduce-scatter in the node; each local rank pushes its 1/K.
-      s.bucket = [&t](int64_t lo, int64_t hi) {
-      const double b = (hi - lo) * kFloat; return ShmReduceScatter(t, b) + ServerTransfer(t, b / t.k, t.k); };
-      s.finish_comm_s = ServerTransfer(t, p / t.k, t.k) + ShmAllGather(t, p);
-      s.node_link_bytes = p;
-    }
-  } else if (absl::StartsWith(strategy, "compressed:")) {
-    ASSIGN_OR_RETURN(Codec c, ParseCodec(strategy.substr(11)));
-    if (c.sparse) {
-      // Allgather of every rank's (index, value) set; each rank decodes n sets.
-      s.bucket = [&t, c](int64_t lo, int64_t hi) {
-      const double b = (hi - lo) * kFloat;
-        return WorldAllGather(t, t.n * c.ratio * b) + (1 + t.n * c.ratio) * b / t.codec;
-      };
-      s.node_link_bytes = t.m > 1 ? (t.n - 1) * c.ratio * p : 0;
-    } else {
-      // All-to-all of compressed slices, fp32 sum, re-compress, allgather of
-      // the compressed sums: encode B, decode B, encode B/n, decode B.
-      s.bucket = [&t, c](int64_t lo, int64_t hi) {
-      const double b = (hi - lo) * kFloat;
-        const double wire = c.ratio * b;
-        const double link = t.m == 1 ? 2 * (2 * wire / t.stream)
-                                     : AllToAllSeconds(t.n, wire, t.node) +
-                                           RingAllGatherSeconds(t.n, wire, t.node);
-        return link + (3 + 1.0 / t.n) * b / t.codec;
-      };
-      s.node_link_bytes = t.m > 1 ? 2 * RingReduceScatterBytes(t.n, c.ratio * p) : 0;
-    }
+    s.grad_bytes = static_cast<int64_t>(shard * kFloat);
+  }
+  s.finish_comm_s = WorldAllGather(t, t.p_bytes);
+  // zero1: allreduce + the parameters' allgather; zero2: reduce-scatter +
+  // allgather (as many bytes as one allreduce).
+  const double rs = RingReduceScatterBytes(t.n, t.p_bytes);
+  s.node_link_bytes = t.m > 1 ? (stage2 ? 2 * rs : RingAllReduceBytes(t.n, t.p_bytes) + rs) : 0;
+  return s;
+}
+
+// zero2's reduce-scatter of the gradients; the parameters stay sharded and
+// each layer's are gathered before its forward and again before its
+// backward (counted as not hidden: the prefetch of the next layer overlaps
+// only part of it), so a rank holds 1/N of them (plus the layers in
+// flight, left out here).
+Shape Zero3Shape(const Terms& t, int64_t flat) {
+  Shape s = ZeroShape(t, flat, /*stage2=*/true);
+  s.finish_comm_s = 2 * WorldAllGather(t, t.p_bytes);
+  s.node_link_bytes = t.m > 1 ? 3 * RingReduceScatterBytes(t.n, t.p_bytes) : 0;
+  s.param_bytes = static_cast<int64_t>(std::min(ShardElements(flat, t.n), flat) * kFloat);
+  return s;
+}
+
+// ps: every rank pushes each bucket to the servers and pulls the
+// parameters after backward. hybrid: reduce-scatter in the node, each local
+// rank pushes its 1/K, and the pulled slices are allgathered in the node.
+absl::StatusOr<Shape> RemoteShape(const std::string& strategy, const Terms& t, int64_t flat) {
+  if (t.servers < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(strategy, " needs shard servers: give --shard_servers S (S >= 1)"));
+  }
+  Shape s = Replicated(t, flat);
+  s.owned_elements = 0;
+  s.server_elements = static_cast<double>(ShardElements(flat, t.servers));
+  if (strategy == "ps") {
+    s.bucket = [&t](int64_t lo, int64_t hi) { return ServerTransfer(t, (hi - lo) * kFloat, t.k); };
+    s.finish_comm_s = ServerTransfer(t, t.p_bytes, t.k);
+    s.node_link_bytes = t.k * t.p_bytes;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown strategy '", strategy, "' (known: allreduce, hier, zero1, zero2, zero3, ps, hybrid, ",
-        "compressed:int8, compressed:fp16, compressed:bf16, compressed:topk=F)"));
+    s.bucket = [&t](int64_t lo, int64_t hi) {
+      const double b = (hi - lo) * kFloat;
+      return ShmReduceScatter(t, b) + ServerTransfer(t, b / t.k, t.k);
+    };
+    s.finish_comm_s = ServerTransfer(t, t.p_bytes / t.k, t.k) + ShmAllGather(t, t.p_bytes);
+    s.node_link_bytes = t.p_bytes;
   }
   return s;
+}
+
+// Sparse codecs: an allgather of every rank's (index, value) set; each
+// rank decodes n sets. Dense codecs: all-to-all of compressed slices, fp32
+// sum, re-compress, allgather of the compressed sums (encode B, decode B,
+// encode B/n, decode B).
+absl::StatusOr<Shape> CompressedShape(const std::string& codec, const Terms& t, int64_t flat) {
+  ASSIGN_OR_RETURN(Codec c, ParseCodec(codec));
+  Shape s = Replicated(t, flat);
+  if (c.sparse) {
+    s.bucket = [&t, c](int64_t lo, int64_t hi) {
+      const double b = (hi - lo) * kFloat;
+      return WorldAllGather(t, t.n * c.ratio * b) + (1 + t.n * c.ratio) * b / t.codec;
+    };
+    s.node_link_bytes = t.m > 1 ? (t.n - 1) * c.ratio * t.p_bytes : 0;
+    return s;
+  }
+  s.bucket = [&t, c](int64_t lo, int64_t hi) {
+    const double b = (hi - lo) * kFloat;
+    const double wire = c.ratio * b;
+    const double link = t.m == 1 ? 2 * (2 * wire / t.stream)
+                                 : AllToAllSeconds(t.n, wire, t.node) +
+                                       RingAllGatherSeconds(t.n, wire, t.node);
+    return link + (3 + 1.0 / t.n) * b / t.codec;
+  };
+  s.node_link_bytes = t.m > 1 ? 2 * RingReduceScatterBytes(t.n, c.ratio * t.p_bytes) : 0;
+  return s;
+}
+
+absl::StatusOr<Shape> ShapeOf(const std::string& strategy, const Terms& t, int64_t flat) {
+  if (strategy == "allreduce") return AllReduceShape(t, flat);
+  if (strategy == "hier") return HierShape(t, flat);
+  if (strategy == "zero1" || strategy == "zero2") return ZeroShape(t, flat, strategy == "zero2");
+  if (strategy == "zero3") return Zero3Shape(t, flat);
+  if (strategy == "ps" || strategy == "hybrid") return RemoteShape(strategy, t, flat);
+  constexpr absl::string_view kCompressed = "compressed:";
+  if (absl::StartsWith(strategy, kCompressed)) {
+    return CompressedShape(strategy.substr(kCompressed.size()), t, flat);
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown strategy '", strategy, "' (known: allreduce, hier, zero1, zero2, zero3, ps, hybrid, ",
+      "compressed:int8, compressed:fp16, compressed:bf16, compressed:topk=F)"));
 }
 
 // Optimizer state floats per element and bytes streamed per element stepped.
@@ -275,8 +316,9 @@ std::vector<std::string> PlannedStrategies(const Cluster& cluster) {
   return s;
 }
 
-absl::StatusOr<Prediction> Predict(const PlanRequest& r, const std::string& strategy) {
-  RETURN_IF_ERROR(Validate(r));
+namespace {
+
+Terms TermsOf(const PlanRequest& r) {
   const Cluster& c = r.cluster;
   const MachineProfile& mp = r.machine;
   Terms t;
@@ -284,30 +326,32 @@ absl::StatusOr<Prediction> Predict(const PlanRequest& r, const std::string& stra
   t.k = c.per_node;
   t.n = c.ranks();
   t.servers = c.servers;
-  const double loopback = mp.loopback_bytes_per_s;
-  t.node = {mp.link_alpha_s, c.link_bits_per_s > 0 ? c.link_bits_per_s / 8 : loopback};
+  double node_bits = c.link_bits_per_s;
+  if (node_bits == 0 && c.nodes > 1) node_bits = mp.node_link_bits_per_s;
+  t.node = {mp.link_alpha_s, node_bits > 0 ? node_bits / 8 : mp.loopback_bytes_per_s};
   t.server_rate = c.server_link_bits_per_s > 0 ? c.server_link_bits_per_s / 8 : t.node.bytes_per_s;
   t.stream = mp.stream_bytes_per_s;
   t.shm_alpha = mp.shm_alpha_s;
+  t.intra = {mp.shm_alpha_s, mp.intra_node_bytes_per_s};
   t.codec = mp.codec_bytes_per_s;
   // Ranks sharing one host's cores: their compute, codec and memory passes
-  // all run at that share of the measured one-thread rates.
+  // all run at that share of the measured one-thread rates. A rank with a
+  // device of its own shares nothing.
   const int busy = c.one_host ? t.n : t.k;
-  const double share = std::min(1.0, static_cast<double>(mp.cores) / busy);
+  const double share =
+      mp.per_rank_device() ? 1.0 : std::min(1.0, static_cast<double>(mp.cores) / busy);
   t.flops = mp.gemm_flops_per_s * share;
   t.stream *= share;
   t.codec *= share;
-  const int64_t flat = r.model.flat_size;
-  t.p_bytes = flat * kFloat;
+  t.p_bytes = r.model.flat_size * kFloat;
+  return t;
+}
 
-  ASSIGN_OR_RETURN(Shape shape, ShapeOf(strategy, t, flat));
-
-  Prediction p;
-  p.strategy = strategy;
-  p.lossy = absl::StartsWith(strategy, "compressed:");
-  p.forward_s = r.model.forward_flops * r.batch / t.flops;
-
-  // Buckets exactly as the strategies plan them, from the model's ranges.
+// Backward, and the buckets' collectives overlapped with it: fills
+// backward_s, comm_s and exposed_comm_s. Buckets exactly as the strategies
+// plan them, from the model's ranges; range i is ready after the FLOPs of
+// ranges [0, i]; one collective at a time, in plan order.
+absl::Status Timeline(const PlanRequest& r, const Terms& t, const Shape& shape, Prediction* p) {
   std::vector<std::pair<int64_t, int64_t>> ranges;
   int64_t lo = 0;
   for (int64_t g : r.model.groups_backward) {
@@ -315,23 +359,62 @@ absl::StatusOr<Prediction> Predict(const PlanRequest& r, const std::string& stra
     lo += g;
   }
   ASSIGN_OR_RETURN(sync::BucketPlan plan,
-                   sync::PlanBuckets(ranges, flat, static_cast<int64_t>(r.bucket_cap_mb * (1 << 20))));
-  // Backward passes range i after the FLOPs of ranges [0, i].
+                   sync::PlanBuckets(ranges, r.model.flat_size,
+                                     static_cast<int64_t>(r.bucket_cap_mb * (1 << 20))));
   std::vector<double> done_at(ranges.size());
   double elapsed = 0;
   for (size_t i = 0; i < ranges.size(); ++i) {
     elapsed += r.model.backward_flops[i] * r.batch / t.flops;
     done_at[i] = elapsed;
   }
-  p.backward_s = elapsed;
+  p->backward_s = elapsed;
   double comm_free = 0;
   for (const sync::Bucket& b : plan.buckets) {
-    const double ready = done_at[b.end_range - 1];
     const double cost = shape.bucket(b.lo, b.hi);
-    p.comm_s += cost;
-    comm_free = std::max(comm_free, ready) + cost;
+    p->comm_s += cost;
+    comm_free = std::max(comm_free, done_at[b.end_range - 1]) + cost;
   }
-  p.exposed_comm_s = std::max(0.0, comm_free - p.backward_s);
+  p->exposed_comm_s = std::max(0.0, comm_free - p->backward_s);
+  return absl::OkStatus();
+}
+
+// The largest term names the bottleneck, with the numbers behind it.
+void NameBottleneck(const Terms& t, const Shape& shape, double optimizer_s, Prediction* p) {
+  const double compute = p->forward_s + p->backward_s;
+  const double comm = p->exposed_comm_s + shape.finish_comm_s;
+  std::string where = "node link";
+  if (t.m == 1) where = t.intra.bytes_per_s > 0 ? "intra-node link" : "memory bandwidth";
+  if (shape.server_elements > 0 && t.servers * t.server_rate < t.m * t.node.bytes_per_s) {
+    where = "server links";
+  }
+  if (compute >= comm && compute >= optimizer_s) {
+    p->bottleneck = "compute";
+    p->why = absl::StrFormat("forward + backward %.1f ms of a %.1f ms step (%.0f%%)",
+                             compute * 1e3, p->step_s * 1e3, 100 * compute / p->step_s);
+  } else if (comm >= optimizer_s) {
+    p->bottleneck = where;
+    p->why = absl::StrFormat(
+        "communication not hidden by backward %.1f ms of a %.1f ms step (%.0f%%)", comm * 1e3,
+        p->step_s * 1e3, 100 * comm / p->step_s);
+  } else {
+    p->bottleneck = "memory bandwidth";
+    p->why = absl::StrFormat("optimizer %.1f ms of a %.1f ms step", optimizer_s * 1e3,
+                             p->step_s * 1e3);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<Prediction> Predict(const PlanRequest& r, const std::string& strategy) {
+  RETURN_IF_ERROR(Validate(r));
+  const Terms t = TermsOf(r);
+  ASSIGN_OR_RETURN(Shape shape, ShapeOf(strategy, t, r.model.flat_size));
+
+  Prediction p;
+  p.strategy = strategy;
+  p.lossy = absl::StartsWith(strategy, "compressed:");
+  p.forward_s = r.model.forward_flops * r.batch / t.flops;
+  RETURN_IF_ERROR(Timeline(r, t, shape, &p));
 
   const auto [state_floats, stream_per_element] = OptimizerCost(r);
   const double optimizer_s =
@@ -346,27 +429,9 @@ absl::StatusOr<Prediction> Predict(const PlanRequest& r, const std::string& stra
   p.optimizer_bytes = static_cast<int64_t>(state_floats * shape.owned_elements * kFloat);
   p.activation_bytes = static_cast<int64_t>(r.model.activation_floats * r.batch * kFloat);
   p.server_bytes = static_cast<int64_t>((1 + state_floats) * shape.server_elements * kFloat);
-
-  // The largest term names the bottleneck.
-  const double compute = p.forward_s + p.backward_s;
-  const double comm = p.exposed_comm_s + shape.finish_comm_s;
-  std::string where = "node link";
-  if (t.m == 1) where = "memory bandwidth";
-  if (shape.server_elements > 0 && t.servers * t.server_rate < t.m * t.node.bytes_per_s) {
-    where = "server links";
-  }
-  if (compute >= comm && compute >= optimizer_s) {
-    p.bottleneck = "compute";
-    p.why = absl::StrFormat("forward + backward %.1f ms of a %.1f ms step (%.0f%%)", compute * 1e3,
-                            p.step_s * 1e3, 100 * compute / p.step_s);
-  } else if (comm >= optimizer_s) {
-    p.bottleneck = where;
-    p.why = absl::StrFormat("communication not hidden by backward %.1f ms of a %.1f ms step (%.0f%%)",
-                            comm * 1e3, p.step_s * 1e3, 100 * comm / p.step_s);
-  } else {
-    p.bottleneck = "memory bandwidth";
-    p.why = absl::StrFormat("optimizer %.1f ms of a %.1f ms step", optimizer_s * 1e3, p.step_s * 1e3);
-  }
+  const double limit = r.machine.memory_bytes_per_rank;
+  p.fits = limit == 0 || static_cast<double>(p.total_bytes()) <= limit;
+  NameBottleneck(t, shape, optimizer_s, &p);
   return p;
 }
 

@@ -17,6 +17,12 @@
 // Collective costs are collective_cost.h's alpha-beta terms; each node's
 // link carries what its ranks send (ranks are numbered node by node).
 //
+// On a gpu profile (gpu_profile.h, or one measured on a GPU machine) each
+// rank has a device of its own: nothing is shared between a node's ranks
+// but its network, and collectives inside a node are rings over the
+// profile's intra-node link (NVLink) instead of shared memory; a node with
+// no --link uses the profile's node network.
+//
 // Memory per rank follows each strategy's memory() (SyncMemory) exactly for
 // parameters, reduced gradients and optimizer state (tested against the
 // real strategies); activations are the model's per-sample floats times the
@@ -71,10 +77,14 @@ struct Prediction {
   }
   // Per shard server (ps, hybrid): fp32 master + optimizer state.
   int64_t server_bytes = 0;
+  // total_bytes() within the profile's memory per rank (always, when the
+  // profile states none).
+  bool fits = true;
   // Changes the numbers training sees (compression): worth recommending only
   // where its accuracy has been checked for the job.
   bool lossy = false;
-  std::string bottleneck;  // "compute", "node link", "server links", "memory bandwidth", "codec"
+  // "compute", "node link", "intra-node link", "server links", "memory bandwidth"
+  std::string bottleneck;
   std::string why;         // one line with the numbers behind `bottleneck`
 };
 

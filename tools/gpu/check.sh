@@ -28,7 +28,9 @@
 #   3. kernel_bench (each kernel's GB/s against the measured D2D copy);
 #   4. the GPT step: gpt_step_bench and gpt_step_torch.py (PyTorch eager,
 #      never under the pack's LD_LIBRARY_PATH) with the same model, compared
-#      by parameter count and tokens/s.
+#      by parameter count and tokens/s; each math's tandem step also writes a
+#      measured `tandem plan` profile, $OUT/plan_profile.<math> (use it with
+#      tandem plan --profile FILE instead of the datasheet's --gpu).
 # Steps the deadline leaves no time for are reported "not run" and count as
 # failed. Every finished step appends a row to the summary, which is copied
 # to $OUT at once with all logs in one archive ($OUT/gpu-check.tar.gz), so a
@@ -469,7 +471,8 @@ run() {
     if [[ ! -x "$pack/bin/gpt_step_bench" || -n "${BROKEN[gpt_step_bench]:-}" ]]; then
       record "gpt_step tandem $math" bench 0 1 0 0 "not runnable (not packed or missing libraries)"
     elif run_step "gpt_step tandem $math" "$GPT_TIMEOUT_S" "$tl" \
-        "${loader[@]}" "$pack/bin/gpt_step_bench" "${gpt_args[@]}" --math="$math"; then
+        "${loader[@]}" "$pack/bin/gpt_step_bench" "${gpt_args[@]}" --math="$math" \
+        --profile_out="${RESULTS:-$LOGS}/plan_profile.$math"; then
       if ((STEP_RC == 0)) && grep -q '^gpt_step ' "$tl"; then
         record "gpt_step tandem $math" bench 1 0 0 "$STEP_SECS" "ok: $(grep -m1 '^gpt_step ' "$tl" | grep -oE '[0-9]+ tokens/s')"
       else record "gpt_step tandem $math" bench 0 1 0 "$STEP_SECS" "FAIL (rc $STEP_RC): $(tail -1 "$tl" | cut -c1-80)"; fi

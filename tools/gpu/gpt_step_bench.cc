@@ -4,9 +4,14 @@
 // Median of --iters steps (CUDA events) after 3 warm-up steps; prints the
 // first and last loss as a sanity check (about ln(vocab) at the start).
 // Runs on a GPU machine via tools/gpu/check.sh; exits non-zero on failure.
+// With --profile_out it also writes a measured `tandem plan` profile: the
+// step's model FLOP rate as the GEMM rate, a device-to-device copy as the
+// memory rate and the device's memory, with NVLink and the node network
+// from the matching datasheet (one GPU cannot measure those).
 //
 //   gpt_step_bench [--spec=gpt:layers=12,heads=12,width=768,context=1024,vocab=50304]
 //                  [--batch=8] [--iters=10] [--math=fp32|tf32|bf16]
+//                  [--profile_out=PATH]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -19,12 +24,18 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/kernels/backend.h"
 #include "common/kernels/cuda/cuda_backend.h"
 #include "common/kernels/cuda/cuda_status.h"
 #include "common/kernels/cuda/optimizer_kernels.h"
 #include "common/nn/model.h"
+#include "common/nn/model_spec.h"
 #include "common/optim/adamw.h"
+#include "common/plan/gpu_profile.h"
+#include "common/plan/machine_profile.h"
+#include "common/plan/model_cost.h"
 #include "common/status/status_macros.h"
 
 namespace tandem {
@@ -36,7 +47,68 @@ struct Options {
   int batch = 8;
   int iters = 10;
   std::string math = "fp32";
+  std::string profile_out;  // "" = write no plan profile
 };
+
+// Device-to-device copy rate (bytes read + written per second), median of 5.
+absl::StatusOr<double> CopyBytesPerSecond(kernels::Backend* be, cudaStream_t stream) {
+  constexpr int64_t kBytes = int64_t{256} << 20;
+  ASSIGN_OR_RETURN(kernels::DeviceBuffer a, be->Allocate(kBytes));
+  ASSIGN_OR_RETURN(kernels::DeviceBuffer b, be->Allocate(kBytes));
+  cudaEvent_t start, stop;
+  RETURN_IF_CUDA_ERROR(cudaEventCreate(&start), "cudaEventCreate");
+  RETURN_IF_CUDA_ERROR(cudaEventCreate(&stop), "cudaEventCreate");
+  std::vector<float> ms;
+  for (int i = 0; i < 6; ++i) {
+    cudaEventRecord(start, stream);
+    be->Copy(b.data(), a.data(), kBytes);
+    cudaEventRecord(stop, stream);
+    RETURN_IF_CUDA_ERROR(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float t = 0;
+    RETURN_IF_CUDA_ERROR(cudaEventElapsedTime(&t, start, stop), "elapsed");
+    if (i > 0) ms.push_back(t);  // the first is a warm-up
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(ms.begin(), ms.end());
+  return 2.0 * kBytes / (ms[ms.size() / 2] * 1e-3);
+}
+
+// The measured profile: this device's rates over the datasheet of the part
+// its name matches (H200, H100, A100; else H100's links, said so).
+absl::Status WriteMeasuredProfile(const Options& opt, kernels::Backend* be, cudaStream_t stream,
+                                  double step_ms) {
+  ASSIGN_OR_RETURN(nn::ModelSpec spec, nn::ParseModelSpec(opt.spec));
+  ASSIGN_OR_RETURN(plan::ModelCost cost, plan::ModelCostOf(spec));
+  cudaDeviceProp prop;
+  RETURN_IF_CUDA_ERROR(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  const std::string name = prop.name;
+  std::string sheet = "h100";
+  std::string matched = "no datasheet matches this device; the H100's links are assumed";
+  for (const char* part : {"H200", "H100", "A100"}) {
+    if (name.find(part) == std::string::npos) continue;
+    sheet = part;
+    std::transform(sheet.begin(), sheet.end(), sheet.begin(), ::tolower);
+    matched = absl::StrCat("NVLink and node network from the ", part, " datasheet x 0.80");
+    break;
+  }
+  plan::GpuProfileOptions g;
+  g.gpu = sheet;
+  g.math = opt.math;
+  ASSIGN_OR_RETURN(plan::MachineProfile p, plan::GpuProfile(g));
+  ASSIGN_OR_RETURN(double copy, CopyBytesPerSecond(be, stream));
+  p.gemm_flops_per_s = cost.train_flops * opt.batch / (step_ms * 1e-3);
+  p.stream_bytes_per_s = copy;
+  p.codec_bytes_per_s = copy / 1.25;
+  p.memory_bytes_per_rank = static_cast<double>(prop.totalGlobalMem);
+  p.source = absl::StrFormat(
+      "measured on %s by gpt_step_bench (%s, batch %d, %s: model %.1f TFLOP/s; device copy %.0f "
+      "GB/s); %s",
+      name, opt.spec, opt.batch, opt.math, p.gemm_flops_per_s / 1e12, copy / 1e9, matched);
+  RETURN_IF_ERROR(plan::SaveMachineProfile(p, opt.profile_out));
+  std::printf("plan profile written to %s: %s\n", opt.profile_out.c_str(), p.source.c_str());
+  return absl::OkStatus();
+}
 
 absl::Status Run(const Options& opt) {
   kernels::BackendOptions bo;
@@ -133,6 +205,7 @@ absl::Status Run(const Options& opt) {
               first_loss, last_loss);
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
+  if (!opt.profile_out.empty()) return WriteMeasuredProfile(opt, be.get(), be->stream(), med);
   return absl::OkStatus();
 }
 
@@ -152,9 +225,11 @@ int main(int argc, char** argv) {
       opt.iters = std::atoi(arg + 8);
     } else if (std::strncmp(arg, "--math=", 7) == 0) {
       opt.math = arg + 7;
+    } else if (std::strncmp(arg, "--profile_out=", 14) == 0) {
+      opt.profile_out = arg + 14;
     } else {
       std::fprintf(stderr, "usage: gpt_step_bench [--spec=gpt:...] [--batch=N] "
-                           "[--iters=N] [--math=fp32|tf32|bf16]\n");
+                           "[--iters=N] [--math=fp32|tf32|bf16] [--profile_out=PATH]\n");
       return 2;
     }
   }

@@ -194,6 +194,15 @@ FlagTable PlanFlags(PlanOptions* o) {
            "Machine profile file (\"\" = $HOME/.config/tandem/plan_profile, else built-in defaults).");
   t.Bool("calibrate", &o->calibrate, "Measure this machine first and save the profile (a few seconds).");
   t.Bool("json", &o->json, "Print the predictions as JSON instead of a table.");
+  t.String("gpu", &o->gpu,
+           "Plan for GPU workers from datasheet figures: h200, h100 or a100 (8 per node, NVLink, "
+           "the reference node's network unless --link); \"\" = this machine's CPU profile.");
+  t.String("gpu_math", &o->gpu_math, "The GEMMs' math on --gpu: bf16, tf32 or fp32.");
+  t.Double("gpu_efficiency", &o->gpu_efficiency,
+           "Achieved / datasheet GEMM rate on --gpu, in (0, 1] (stated in the output).");
+  t.Double("tie_fraction", &o->tie_fraction,
+           "Step times within this fraction of the fastest are a tie; the recommendation then "
+           "takes the one with the least memory per worker.");
   return t;
 }
 

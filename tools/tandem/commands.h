@@ -51,6 +51,12 @@ struct PlanOptions {
   std::string profile;            // machine profile file; "" = the default path
   bool calibrate = false;         // measure this machine, save the profile, then plan
   bool json = false;
+  std::string gpu;                // "" = the CPU profile; h200, h100, a100: datasheet GPU profile
+  std::string gpu_math = "bf16";  // bf16, tf32 or fp32 GEMMs on --gpu
+  double gpu_efficiency = 0.5;    // achieved / datasheet GEMM rate on --gpu
+  // Strategies whose step times are within this fraction of the fastest
+  // are a tie: the recommendation takes the one needing least memory.
+  double tie_fraction = 0.03;
 };
 
 // `tandem doctor`: where a job's step time goes and what to change.

@@ -6,9 +6,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/io/file.h"
 #include "common/nn/model_spec.h"
 #include "common/plan/calibrate.h"
+#include "common/plan/gpu_profile.h"
 #include "common/status/status_macros.h"
 #include "tools/tandem/link_rate.h"
 
@@ -22,13 +24,40 @@ std::string DefaultProfilePath(const std::string& home) {
 
 double MiB(double bytes) { return bytes / (1 << 20); }
 
-// The fastest strategy that trains the same numbers (not lossy); the
-// fastest overall when every one is lossy.
-const plan::Prediction* Recommended(const std::vector<plan::Prediction>& ps) {
+// What the plan recommends: the fastest strategy that trains the same
+// numbers (not lossy) and fits in memory; among those within tie_fraction
+// of it, the one needing least memory per worker. The fastest overall when
+// every strategy is lossy; none when nothing fits.
+struct Recommendation {
+  const plan::Prediction* best = nullptr;
+  std::vector<const plan::Prediction*> tied;  // within tie_fraction of the fastest, best included
+};
+
+Recommendation Recommend(const std::vector<plan::Prediction>& ps, double tie_fraction) {
+  Recommendation r;
+  std::vector<const plan::Prediction*> candidates;
   for (const plan::Prediction& p : ps) {
-    if (!p.lossy) return &p;
+    if (!p.lossy && p.fits) candidates.push_back(&p);
   }
-  return ps.empty() ? nullptr : &ps[0];
+  if (candidates.empty()) {
+    for (const plan::Prediction& p : ps) {
+      if (p.fits) candidates.push_back(&p);
+    }
+  }
+  if (candidates.empty()) return r;
+  const double limit = candidates[0]->step_s * (1 + tie_fraction);
+  r.best = candidates[0];
+  for (const plan::Prediction* p : candidates) {
+    if (p->step_s > limit) break;
+    r.tied.push_back(p);
+    if (p->total_bytes() < r.best->total_bytes()) r.best = p;
+  }
+  return r;
+}
+
+std::string Rate(double per_s, const char* unit) {
+  if (per_s >= 1e12) return absl::StrFormat("%.1f T%s", per_s / 1e12, unit);
+  return absl::StrFormat("%.1f G%s", per_s / 1e9, unit);
 }
 
 std::string JsonString(const std::string& s) {
@@ -103,85 +132,155 @@ absl::StatusOr<plan::PlanRequest> PlanRequestFrom(const PlanOptions& o,
   return r;
 }
 
-std::string FormatPlan(const PlanOptions& o, const plan::PlanRequest& r,
+namespace {
+
+std::string FormatJson(const PlanOptions& o, const plan::PlanRequest& r,
                        const std::vector<plan::Prediction>& ps) {
-  const plan::Cluster& c = r.cluster;
   const std::string common = CommonLocalFlags(o);
-  if (o.json) {
-    std::string out = "{\"predictions\": [";
-    for (size_t i = 0; i < ps.size(); ++i) {
-      const plan::Prediction& p = ps[i];
-      absl::StrAppendFormat(
-          &out,
-          "%s\n  {\"strategy\": %s, \"step_s\": %.6g, \"samples_per_s\": %.6g, "
-          "\"forward_s\": %.6g, \"backward_s\": %.6g, \"comm_s\": %.6g, \"exposed_comm_s\": %.6g, "
-          "\"finish_s\": %.6g, \"node_link_bytes\": %.6g, \"param_bytes\": %d, \"grad_bytes\": %d, "
-          "\"optimizer_bytes\": %d, \"activation_bytes\": %d, \"server_bytes\": %d, "
-          "\"lossy\": %s, \"bottleneck\": %s, \"flags\": %s}",
-          i == 0 ? "" : ",", JsonString(p.strategy), p.step_s, p.samples_per_s, p.forward_s,
-          p.backward_s, p.comm_s, p.exposed_comm_s, p.finish_s, p.node_link_bytes, p.param_bytes,
-          p.grad_bytes, p.optimizer_bytes, p.activation_bytes, p.server_bytes,
-          p.lossy ? "true" : "false", JsonString(p.bottleneck),
-          JsonString(absl::StrCat(common, " ", StrategyLocalFlags(o, p.strategy))));
-    }
-    const plan::Prediction* best = Recommended(ps);
-    absl::StrAppend(&out, "\n], \"recommended\": ", best == nullptr ? "null" : JsonString(best->strategy),
-                    ", \"profile\": ", JsonString(r.machine.source), "}\n");
-    return out;
+  std::string out = "{\"predictions\": [";
+  for (size_t i = 0; i < ps.size(); ++i) {
+    const plan::Prediction& p = ps[i];
+    absl::StrAppendFormat(
+        &out,
+        "%s\n  {\"strategy\": %s, \"step_s\": %.6g, \"samples_per_s\": %.6g, "
+        "\"forward_s\": %.6g, \"backward_s\": %.6g, \"comm_s\": %.6g, \"exposed_comm_s\": %.6g, "
+        "\"finish_s\": %.6g, \"node_link_bytes\": %.6g, \"param_bytes\": %d, \"grad_bytes\": %d, "
+        "\"optimizer_bytes\": %d, \"activation_bytes\": %d, \"server_bytes\": %d, "
+        "\"lossy\": %s, \"fits\": %s, \"bottleneck\": %s, \"flags\": %s}",
+        i == 0 ? "" : ",", JsonString(p.strategy), p.step_s, p.samples_per_s, p.forward_s,
+        p.backward_s, p.comm_s, p.exposed_comm_s, p.finish_s, p.node_link_bytes, p.param_bytes,
+        p.grad_bytes, p.optimizer_bytes, p.activation_bytes, p.server_bytes,
+        p.lossy ? "true" : "false", p.fits ? "true" : "false", JsonString(p.bottleneck),
+        JsonString(absl::StrCat(common, " ", StrategyLocalFlags(o, p.strategy))));
+  }
+  const Recommendation rec = Recommend(ps, o.tie_fraction);
+  std::string tied;
+  for (const plan::Prediction* p : rec.tied) {
+    absl::StrAppend(&tied, tied.empty() ? "" : ", ", JsonString(p->strategy));
+  }
+  absl::StrAppend(&out, "\n], \"recommended\": ",
+                  rec.best == nullptr ? "null" : JsonString(rec.best->strategy), ", \"tied\": [",
+                  tied, "], \"profile\": ", JsonString(r.machine.source),
+                  ", \"profile_kind\": ", JsonString(r.machine.kind), "}\n");
+  return out;
+}
+
+std::string FormatHeader(const plan::PlanRequest& r) {
+  const plan::Cluster& c = r.cluster;
+  const plan::MachineProfile& m = r.machine;
+  std::string links = "unshaped (loopback)";
+  if (c.link_bits_per_s > 0) {
+    links = FormatLinkRate(static_cast<int64_t>(c.link_bits_per_s));
+  } else if (c.nodes > 1 && m.node_link_bits_per_s > 0) {
+    links = absl::StrCat(FormatLinkRate(static_cast<int64_t>(m.node_link_bits_per_s)),
+                         " per node (the profile's node network)");
   }
   std::string out = absl::StrFormat(
       "tandem plan: %d parameters, %.2f MFLOP per sample; batch %d per worker; %d node(s) x %d "
       "worker(s)%s, links %s%s\n",
       r.model.parameters, r.model.train_flops / 1e6, r.batch, c.nodes, c.per_node,
-      c.servers > 0 ? absl::StrCat(", ", c.servers, " shard server(s)") : "",
-      c.link_bits_per_s > 0 ? FormatLinkRate(static_cast<int64_t>(c.link_bits_per_s))
-                            : "unshaped (loopback)",
+      c.servers > 0 ? absl::StrCat(", ", c.servers, " shard server(s)") : "", links,
       c.one_host ? ", all on this machine" : "");
-  absl::StrAppendFormat(&out,
-                        "profile: %s\n  %.1f GFLOP/s per worker, %.1f GB/s streaming, loopback %.2f "
-                        "GB/s, alpha %.0f us, %d core(s)\n\n",
-                        r.machine.source, r.machine.gemm_flops_per_s / 1e9,
-                        r.machine.stream_bytes_per_s / 1e9, r.machine.loopback_bytes_per_s / 1e9,
-                        r.machine.link_alpha_s * 1e6, r.machine.cores);
+  if (m.per_rank_device()) {
+    absl::StrAppendFormat(&out,
+                          "profile: %s\n  %s per worker, %s HBM, %s NVLink per direction, %.0f GB "
+                          "per worker\n\n",
+                          m.source, Rate(m.gemm_flops_per_s, "FLOP/s"),
+                          Rate(m.stream_bytes_per_s, "B/s"), Rate(m.intra_node_bytes_per_s, "B/s"),
+                          m.memory_bytes_per_rank / 1e9);
+  } else {
+    absl::StrAppendFormat(&out,
+                          "profile: %s\n  %.1f GFLOP/s per worker, %.1f GB/s streaming, loopback "
+                          "%.2f GB/s, alpha %.0f us, %d core(s)\n\n",
+                          m.source, m.gemm_flops_per_s / 1e9, m.stream_bytes_per_s / 1e9,
+                          m.loopback_bytes_per_s / 1e9, m.link_alpha_s * 1e6, m.cores);
+  }
+  return out;
+}
+
+std::string FormatRecommendation(const PlanOptions& o, const std::vector<plan::Prediction>& ps) {
+  const Recommendation rec = Recommend(ps, o.tie_fraction);
+  if (rec.best == nullptr) {
+    return "\nno strategy fits in the memory per worker: use more workers (zero3 and ps keep less "
+           "per worker), a smaller --batch_size or a GPU with more memory\n";
+  }
+  const plan::Prediction& best = *rec.best;
+  std::string out = absl::StrCat("\nrecommended: tandem local ", CommonLocalFlags(o), " ",
+                                  StrategyLocalFlags(o, best.strategy), " (", best.why, ")");
+  for (const plan::Prediction& p : ps) {
+    const bool tied = std::find(rec.tied.begin(), rec.tied.end(), &p) != rec.tied.end();
+    if (tied || p.lossy || !p.fits) continue;
+    absl::StrAppendFormat(&out, "; %.2fx faster than %s", p.step_s / best.step_s, p.strategy);
+    break;
+  }
+  if (rec.tied.size() > 1) {
+    std::vector<std::string> names;
+    for (const plan::Prediction* p : rec.tied) names.push_back(p->strategy);
+    absl::StrAppendFormat(&out,
+                          "\n  %s are within %.0f%% of each other's step time, a tie for this "
+                          "model: %s is chosen for the least memory per worker (%.1f MiB",
+                          absl::StrJoin(names, ", "), 100 * o.tie_fraction, best.strategy,
+                          MiB(best.total_bytes()));
+    if (rec.tied[0] != &best) {
+      absl::StrAppendFormat(&out, " against %.1f MiB for %s", MiB(rec.tied[0]->total_bytes()),
+                            rec.tied[0]->strategy);
+    }
+    absl::StrAppend(&out, ")");
+  }
+  if (ps[0].lossy && &ps[0] != &best) {
+    absl::StrAppendFormat(&out,
+                          "\n  %s (%s) is %.2fx faster still, if the job's accuracy holds "
+                          "with it (check: tools/bench/strategies.sh)",
+                          ps[0].strategy, StrategyLocalFlags(o, ps[0].strategy),
+                          best.step_s / ps[0].step_s);
+  }
+  absl::StrAppend(&out,
+                  "\ncomm ms = communication backward did not hide; link MiB = bytes leaving one "
+                  "node per step; * = lossy (compression)\n");
+  return out;
+}
+
+}  // namespace
+
+std::string FormatPlan(const PlanOptions& o, const plan::PlanRequest& r,
+                       const std::vector<plan::Prediction>& ps) {
+  if (o.json) return FormatJson(o, r, ps);
+  std::string out = FormatHeader(r);
   absl::StrAppendFormat(&out, "%-22s %10s %11s %10s %10s %12s %12s  %-16s  %s\n", "strategy",
                         "step ms", "samples/s", "comm ms", "finish ms", "link MiB", "MiB/worker",
                         "bottleneck", "flags");
   for (const plan::Prediction& p : ps) {
     absl::StrAppendFormat(&out, "%-22s %10.2f %11.0f %10.2f %10.2f %12.1f %12.1f  %-16s  %s\n",
-                          p.lossy ? p.strategy + " *" : p.strategy,
-                          p.step_s * 1e3, p.samples_per_s, p.exposed_comm_s * 1e3,
-                          p.finish_s * 1e3, MiB(p.node_link_bytes), MiB(p.total_bytes()),
-                          p.bottleneck, StrategyLocalFlags(o, p.strategy));
+                          p.lossy ? p.strategy + " *" : p.strategy, p.step_s * 1e3,
+                          p.samples_per_s, p.exposed_comm_s * 1e3, p.finish_s * 1e3,
+                          MiB(p.node_link_bytes), MiB(p.total_bytes()),
+                          p.fits ? p.bottleneck : "does not fit", StrategyLocalFlags(o, p.strategy));
   }
-  absl::StrAppend(&out, "every row runs as: tandem local ", common, " FLAGS\n");
-  const plan::Prediction* best = Recommended(ps);
-  if (best != nullptr) {
-    absl::StrAppend(&out, "\nrecommended: tandem local ", common, " ",
-                    StrategyLocalFlags(o, best->strategy), " (", best->why, ")");
-    for (const plan::Prediction& p : ps) {
-      if (&p == best || p.lossy) continue;
-      absl::StrAppendFormat(&out, "; %.2fx faster than %s", p.step_s / best->step_s, p.strategy);
-      break;
-    }
-    if (ps[0].lossy) {
-      absl::StrAppendFormat(&out,
-                            "\n  %s (%s) is %.2fx faster still, if the job's accuracy holds "
-                            "with it (check: tools/bench/strategies.sh)",
-                            ps[0].strategy, StrategyLocalFlags(o, ps[0].strategy),
-                            best->step_s / ps[0].step_s);
-    }
-    absl::StrAppend(&out,
-                    "\ncomm ms = communication backward did not hide; link MiB = bytes leaving one "
-                    "node per step; * = lossy (compression)\n");
-  }
-  return out;
+  absl::StrAppend(&out, "every row runs as: tandem local ", CommonLocalFlags(o), " FLAGS\n");
+  return out + FormatRecommendation(o, ps);
 }
 
 absl::StatusOr<std::string> RunPlan(const PlanOptions& o, const std::string& home) {
   const std::string path = o.profile.empty() ? DefaultProfilePath(home) : o.profile;
   std::string notes;
   plan::MachineProfile profile;
-  if (o.calibrate) {
+  if (!(o.tie_fraction >= 0 && o.tie_fraction < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tie_fraction must be in [0, 1), e.g. 0.03, got ", o.tie_fraction));
+  }
+  if (!o.gpu.empty()) {
+    if (o.calibrate || !o.profile.empty() || o.one_host) {
+      return absl::InvalidArgumentError(
+          "--gpu plans from datasheet figures; --calibrate, --profile and --one_host describe "
+          "this machine: give --gpu or those, not both (a GPU profile measured by "
+          "tools/gpu/check.sh is read with --profile)");
+    }
+    plan::GpuProfileOptions g;
+    g.gpu = o.gpu;
+    g.math = o.gpu_math;
+    g.gemm_efficiency = o.gpu_efficiency;
+    ASSIGN_OR_RETURN(profile, plan::GpuProfile(g));
+  } else if (o.calibrate) {
     plan::CalibrateOptions co;
     co.model = o.model;
     co.batch = o.batch_size;

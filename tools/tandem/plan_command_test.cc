@@ -21,6 +21,7 @@ TEST(PlanCommandTest, TableListsEveryStrategyAndRecommendsTheFastest) {
   o.per_node = 2;
   o.servers = 2;
   o.link = "100mbit";
+  o.tie_fraction = 0;  // the fastest, whatever its memory
   auto text = RunPlan(o, "");
   ASSERT_TRUE(text.ok()) << text.status();
   for (const char* s :
@@ -59,6 +60,105 @@ TEST(PlanCommandTest, JsonHasOneObjectPerStrategy) {
   }
   EXPECT_EQ(count, plan::PlannedStrategies(plan::Cluster{2, 1}).size());
   EXPECT_NE(text->find("\"recommended\": \""), std::string::npos);
+}
+
+plan::Prediction Row(const char* strategy, double step_s, int64_t bytes) {
+  plan::Prediction p;
+  p.strategy = strategy;
+  p.step_s = step_s;
+  p.param_bytes = bytes;
+  p.bottleneck = "compute";
+  p.why = "forward + backward";
+  return p;
+}
+
+// Within --tie_fraction of the fastest, the least memory per worker wins and
+// the line says why; outside it, speed does; a row that does not fit never.
+TEST(PlanCommandTest, NearTiesAreDecidedByMemoryPerWorker) {
+  PlanOptions o;
+  o.per_node = 4;
+  plan::PlanRequest r;
+  r.cluster.per_node = 4;
+  std::vector<plan::Prediction> ps = {Row("allreduce", 0.1000, 400 << 20),
+                                      Row("zero1", 0.1010, 300 << 20),
+                                      Row("zero2", 0.1020, 200 << 20),
+                                      Row("zero3", 0.1500, 100 << 20)};
+  std::string text = FormatPlan(o, r, ps);
+  EXPECT_NE(text.find("recommended: tandem local " + CommonLocalFlags(o) + " --sync zero2 ("),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("allreduce, zero1, zero2 are within 3% of each other's step time"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("(200.0 MiB against 400.0 MiB for allreduce)"), std::string::npos) << text;
+  EXPECT_NE(text.find("; 1.47x faster than zero3"), std::string::npos) << text;
+
+  o.tie_fraction = 0.015;  // only zero1 is tied with allreduce now
+  text = FormatPlan(o, r, ps);
+  EXPECT_NE(text.find("--sync zero1 ("), std::string::npos) << text;
+
+  o.tie_fraction = 0.03;
+  ps[2].fits = false;  // zero2 does not fit: zero1 is the least memory that does
+  text = FormatPlan(o, r, ps);
+  EXPECT_NE(text.find("--sync zero1 ("), std::string::npos) << text;
+  EXPECT_NE(text.find("does not fit"), std::string::npos) << text;
+  o.json = true;
+  text = FormatPlan(o, r, ps);
+  EXPECT_NE(text.find("\"recommended\": \"zero1\", \"tied\": [\"allreduce\", \"zero1\"]"),
+            std::string::npos)
+      << text;
+
+  for (plan::Prediction& p : ps) p.fits = false;
+  o.json = false;
+  text = FormatPlan(o, r, ps);
+  EXPECT_NE(text.find("no strategy fits in the memory per worker"), std::string::npos) << text;
+}
+
+double FirstStepSeconds(const std::string& json) {
+  const size_t at = json.find("\"step_s\": ");
+  EXPECT_NE(at, std::string::npos) << json;
+  return at == std::string::npos ? 0 : std::stod(json.substr(at + 10));
+}
+
+// GPT-2 small on 64 nodes x 8: this machine's CPU profile predicts
+// minutes per step; the H100 datasheet profile a fraction of a second, and
+// says where its numbers come from.
+TEST(PlanCommandTest, GpuProfilesPlanGpuClusters) {
+  PlanOptions o;
+  o.model = "gpt:layers=12,heads=12,width=768,context=1024,vocab=50304";
+  o.nodes = 64;
+  o.per_node = 8;
+  o.batch_size = 8;
+  o.optimizer = "adamw";
+  o.json = true;
+  auto cpu = RunPlan(o, "");
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  o.gpu = "h100";
+  auto gpu = RunPlan(o, "");
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  EXPECT_GT(FirstStepSeconds(*cpu), 60);
+  EXPECT_LT(FirstStepSeconds(*gpu), 1);
+  EXPECT_GT(FirstStepSeconds(*gpu), 0.005);
+  EXPECT_NE(gpu->find("\"profile_kind\": \"gpu\""), std::string::npos);
+  o.json = false;
+  auto table = RunPlan(o, "");
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_NE(table->find("datasheet-derived, not measured: NVIDIA H100 SXM5 80GB, bf16"),
+            std::string::npos)
+      << *table;
+  EXPECT_NE(table->find("per node (the profile's node network)"), std::string::npos) << *table;
+
+  o.calibrate = true;
+  auto both = RunPlan(o, "");
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("give --gpu or those, not both"), std::string::npos);
+  o.calibrate = false;
+  o.gpu = "v100";
+  auto unknown = RunPlan(o, "");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("unknown GPU 'v100' (known: h200, h100, a100)"),
+            std::string::npos)
+      << unknown.status();
 }
 
 // Each strategy's flags as a row prints them.
