@@ -144,8 +144,23 @@ TANDEM_CPU_INLINE void SoftmaxRowInPlace(float* __restrict x, int n, float scale
     for (int j = 0; j < n; ++j) x[j] *= scale;
   }
   const float mx = MaxOf(x, n);
-  for (int j = 0; j < n; ++j) x[j] = ExpApprox(x[j] - mx);
-  const float sum = SumOf(x, n);
+  // exp and its sum in one pass, summed in SumOf's order (same bits).
+  float acc[kLanes] = {};
+  int j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      const float e = ExpApprox(x[j + l] - mx);
+      x[j + l] = e;
+      acc[l] += e;
+    }
+  }
+  float tail = 0.f;
+  for (; j < n; ++j) {
+    const float e = ExpApprox(x[j] - mx);
+    x[j] = e;
+    tail += e;
+  }
+  const float sum = FoldLanes(acc, tail);
   const float inv = 1.f / sum;
   for (int j = 0; j < n; ++j) x[j] *= inv;
   *sum_out = sum;

@@ -45,9 +45,10 @@ struct CausalAttentionShape {
 inline constexpr int kCausalBlock = 64;
 // GEMM FLOP of any one of the six calls below (they cover the same blocks).
 double CausalAttentionGemmFlops(const CausalAttentionShape& s);
-// scores = Q K^T.
-void CausalScores(kernels::Backend* be, const CausalAttentionShape& s, const float* qkv,
-                  float* scores);
+// scores = alpha Q K^T (alpha = 1/sqrt(head_dim) folds the softmax's scale
+// into the GEMM).
+void CausalScores(kernels::Backend* be, const CausalAttentionShape& s, float alpha,
+                  const float* qkv, float* scores);
 // out = P V.
 void CausalProbsTimesV(kernels::Backend* be, const CausalAttentionShape& s, const float* probs,
                        const float* qkv, float* out);

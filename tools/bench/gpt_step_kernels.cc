@@ -122,9 +122,9 @@ void AddForward(const nn::GptConfig& c, int batch, Backend* be, const Buffers& b
   const nn::CausalAttentionShape shape{batch, T, H, D};
   const double af = nn::CausalAttentionGemmFlops(shape);
   out->push_back({"attn.scores QK^T (causal)", L, af, tt / 2 + 2 * rw,
-                  [=] { nn::CausalScores(be, shape, b.qkv, b.scores); }});
+                  [=] { nn::CausalScores(be, shape, 0.125f, b.qkv, b.scores); }});
   out->push_back({"attn.softmax.fwd", L, 0, tt, [=] {
-                    be->CausalSoftmaxForward(BH, T, 0.125f, b.scores, b.scores);
+                    be->CausalSoftmaxForward(BH, T, 1.f, b.scores, b.scores);
                   }});
   out->push_back({"attn.PV (causal)", L, af, tt / 2 + 2 * rw,
                   [=] { nn::CausalProbsTimesV(be, shape, b.scores, b.qkv, b.merged); }});
