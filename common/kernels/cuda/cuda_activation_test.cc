@@ -18,8 +18,6 @@ namespace cuda {
 namespace {
 
 using kernels::Activation;
-using testing::Download;
-using testing::ExpectAllClose;
 using testing::MakeTwin;
 using testing::RandomVector;
 using testing::Twin;
@@ -42,10 +40,7 @@ class CudaActivationTest : public ::testing::Test {
     return t;
   }
   void Compare(const Twin& t, int64_t n, double rel, double abs, const std::string& what) {
-    std::vector<float> want, got;
-    TANDEM_ASSERT_OK(Download(*cpu_, t.r(), n, &want));
-    TANDEM_ASSERT_OK(Download(*gpu_, t.d(), n, &got));
-    ExpectAllClose(got, want, rel, abs, what);
+    testing::ExpectTwinClose(*cpu_, *gpu_, t, n, rel, abs, what);
   }
   std::unique_ptr<kernels::CpuBackend> cpu_;
   std::unique_ptr<CudaBackend> gpu_;
