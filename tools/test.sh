@@ -18,6 +18,13 @@ for a in "$@"; do
   esac
 done
 
+# A whole-tree run also checks that no two packages depend on each other
+# (tools/package_cycles.py: a sandboxed test cannot query the workspace).
+cycles_rc=0
+if [ "${targets[*]}" = "//..." ]; then
+  tools/package_cycles.py || cycles_rc=1
+fi
+
 log=$(mktemp /tmp/tandem-test.XXXXXX)
 bazel test --keep_going --test_summary=short --test_output=errors \
   --test_tag_filters=-benchmark,-manual "${args[@]}" -- "${targets[@]}" 2>&1 \
@@ -29,7 +36,8 @@ summary_rc=$?
 rm -f "$log"
 # Bazel exit 4 = no test targets; 0 = all passed. Anything else is a failure
 # even when every counted case passed (e.g. a non-test target failed to build).
-if [ $summary_rc -ne 0 ] || { [ $bazel_rc -ne 0 ] && [ $bazel_rc -ne 4 ]; }; then
+if [ $summary_rc -ne 0 ] || [ $cycles_rc -ne 0 ] ||
+   { [ $bazel_rc -ne 0 ] && [ $bazel_rc -ne 4 ]; }; then
   exit 1
 fi
 exit 0

@@ -11,9 +11,10 @@
 //
 // Every transport registers itself the same way, from its own alwayslink
 // target: //common/comm/gloo:gloo_transport, //common/comm/shm:shm_transport,
-// //common/comm/nccl:nccl_transport. //common/comm:factory links the first
-// two, so every caller has gloo and shm; //common/comm:transports adds nccl
-// in CUDA builds. (//common/comm:transport_registry is the registry alone.)
+// //common/comm/nccl:nccl_transport. //common/comm/transports:factory links
+// the first two, so every caller has gloo and shm;
+// //common/comm/transports:transports adds nccl in CUDA builds.
+// (//common/comm:transport_registry is the registry alone.)
 //
 // Thread-safety: every function is thread-safe. CreateCommunicator is as
 // collective as the transport's own Create: every rank of the group calls it

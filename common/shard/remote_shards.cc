@@ -8,16 +8,18 @@
 namespace tandem {
 namespace shard {
 
+struct RemoteShards::LaneJob {
+  enum Kind { kPush, kClose, kPull } kind = kPush;
+  int chunk = 0;
+  int64_t step = 0;
+  float* params = nullptr;      // pulls: where the chunk lands
+  uint8_t* block = nullptr;     // delta pulls: where the int8 block lands
+  bool reset = false;           // pulls: reset_delta_reference
+  const void* data = nullptr;   // pushes: read only
+};
+
 struct RemoteShards::Lane {
-  struct Job {
-    enum Kind { kPush, kClose, kPull } kind = kPush;
-    int chunk = 0;
-    int64_t step = 0;
-    float* params = nullptr;      // pulls: where the chunk lands
-    uint8_t* block = nullptr;     // delta pulls: where the int8 block lands
-    bool reset = false;           // pulls: reset_delta_reference
-    const void* data = nullptr;   // pushes: read only
-  };
+  using Job = LaneJob;
 
   int server = 0;
   ShardClient* client = nullptr;
@@ -30,6 +32,17 @@ struct RemoteShards::Lane {
   absl::CondVar cv;
   bool stop ABSL_GUARDED_BY(mu) = false;
   std::thread thread;
+
+  // Waits for the next job; false once the lane is stopped.
+  bool Next(Job* j) {
+    absl::MutexLock lock(&mu);
+    while (count == 0 && !stop) cv.Wait(&mu);
+    if (stop) return false;
+    *j = ring[head];
+    head = (head + 1) % ring.size();
+    --count;
+    return true;
+  }
 
   void Enqueue(const Job& j) {
     absl::MutexLock lock(&mu);
@@ -281,82 +294,92 @@ void RemoteShards::RunLane(Lane* l) {
   std::vector<const void*> data(layout_.num_chunks(), nullptr);
   for (;;) {
     Lane::Job j;
-    {
-      absl::MutexLock lock(&l->mu);
-      while (l->count == 0 && !l->stop) l->cv.Wait(&l->mu);
-      if (l->stop) return;
-      j = l->ring[l->head];
-      l->head = (l->head + 1) % l->ring.size();
-      --l->count;
-    }
+    if (!l->Next(&j)) return;
     const bool failed = !FirstError().ok();
-    absl::Status s;
-    if (j.kind == Lane::Job::kPush) {
-      if (failed) continue;
-      data[j.chunk] = j.data;
-      const Chunk& c = layout_.chunk(j.chunk);
-      for (int attempt = 1;; ++attempt) {
-        if (!l->stream->open()) {
-          s = l->stream->Open(header_);
-          // A reopened stream resends what the broken one carried.
-          for (size_t i = 0; s.ok() && i < l->written.size(); ++i) {
-            s = l->stream->Write(layout_.chunk(l->written[i]), data[l->written[i]]);
-          }
-        }
-        if (s.ok()) s = l->stream->Write(c, j.data);
-        if (s.ok() || !Retryable(s) || attempt >= options_.push_attempts) break;
-        l->stream->Cancel();
-      }
-      if (s.ok()) l->written.push_back(j.chunk);
-      absl::MutexLock lock(&mu_);
-      if (s.ok()) {
-        stats_.pushed_bytes += PushPayloadBytes(header_, c.size());
-      } else if (error_.ok()) {
-        error_ = s;
-      }
-      cv_.SignalAll();
-    } else if (j.kind == Lane::Job::kClose) {
-      int64_t dups = 0;
-      if (!failed && l->stream->open()) {
-        for (int attempt = 1;; ++attempt) {
-          absl::StatusOr<v1::PushGradientsResponse> r = l->stream->Finish();
-          s = r.status();
-          if (r.ok()) dups = r->duplicates();
-          if (s.ok() || !Retryable(s) || attempt >= options_.push_attempts) break;
-          s = l->stream->Open(header_);
-          for (size_t i = 0; s.ok() && i < l->written.size(); ++i) {
-            s = l->stream->Write(layout_.chunk(l->written[i]), data[l->written[i]]);
-          }
-          if (!s.ok() && !Retryable(s)) break;
-        }
-      }
-      if (l->stream->open()) l->stream->Cancel();
-      l->written.clear();
-      absl::MutexLock lock(&mu_);
-      if (!s.ok() && error_.ok()) error_ = s;
-      stats_.duplicates += dups;
-      --closes_pending_;
-      cv_.SignalAll();
-    } else {
-      const Chunk& c = layout_.chunk(j.chunk);
-      const int64_t bytes = j.block != nullptr ? Int8BlockBytes(c.size(), options_.pull_int8_chunk)
-                                               : c.size() * int64_t{sizeof(float)};
-      if (!failed && j.block != nullptr) {
-        s = l->client->PullDelta(options_.generation, j.step, c.lo, c.hi, j.block, bytes);
-      } else if (!failed) {
-        s = l->client->Pull(options_.generation, j.step, c.lo, c.hi, j.params, "", j.reset);
-      }
-      absl::MutexLock lock(&mu_);
-      if (s.ok() && !failed) {
-        pulled_[j.chunk] = 1;
-        stats_.pulled_bytes += bytes;
-      } else if (error_.ok() && !s.ok()) {
-        error_ = s;
-      }
-      --pulls_pending_;
-      cv_.SignalAll();
+    switch (j.kind) {
+      case Lane::Job::kPush:
+        if (!failed) RunPush(l, j, data);
+        break;
+      case Lane::Job::kClose:
+        RunClose(l, failed, data);
+        break;
+      case Lane::Job::kPull:
+        RunPull(l, j, failed);
+        break;
     }
   }
+}
+
+absl::Status RemoteShards::ReopenStream(Lane* l, const std::vector<const void*>& data) {
+  absl::Status s = l->stream->Open(header_);
+  // A reopened stream resends what the broken one carried.
+  for (size_t i = 0; s.ok() && i < l->written.size(); ++i) {
+    s = l->stream->Write(layout_.chunk(l->written[i]), data[l->written[i]]);
+  }
+  return s;
+}
+
+void RemoteShards::RunPush(Lane* l, const LaneJob& j, std::vector<const void*>& data) {
+  data[j.chunk] = j.data;
+  const Chunk& c = layout_.chunk(j.chunk);
+  absl::Status s;
+  for (int attempt = 1;; ++attempt) {
+    if (!l->stream->open()) s = ReopenStream(l, data);
+    if (s.ok()) s = l->stream->Write(c, j.data);
+    if (s.ok() || !Retryable(s) || attempt >= options_.push_attempts) break;
+    l->stream->Cancel();
+  }
+  if (s.ok()) l->written.push_back(j.chunk);
+  absl::MutexLock lock(&mu_);
+  if (s.ok()) {
+    stats_.pushed_bytes += PushPayloadBytes(header_, c.size());
+  } else if (error_.ok()) {
+    error_ = s;
+  }
+  cv_.SignalAll();
+}
+
+void RemoteShards::RunClose(Lane* l, bool failed, const std::vector<const void*>& data) {
+  absl::Status s;
+  int64_t dups = 0;
+  if (!failed && l->stream->open()) {
+    for (int attempt = 1;; ++attempt) {
+      absl::StatusOr<v1::PushGradientsResponse> r = l->stream->Finish();
+      s = r.status();
+      if (r.ok()) dups = r->duplicates();
+      if (s.ok() || !Retryable(s) || attempt >= options_.push_attempts) break;
+      s = ReopenStream(l, data);
+      if (!s.ok() && !Retryable(s)) break;
+    }
+  }
+  if (l->stream->open()) l->stream->Cancel();
+  l->written.clear();
+  absl::MutexLock lock(&mu_);
+  if (!s.ok() && error_.ok()) error_ = s;
+  stats_.duplicates += dups;
+  --closes_pending_;
+  cv_.SignalAll();
+}
+
+void RemoteShards::RunPull(Lane* l, const LaneJob& j, bool failed) {
+  const Chunk& c = layout_.chunk(j.chunk);
+  const int64_t bytes = j.block != nullptr ? Int8BlockBytes(c.size(), options_.pull_int8_chunk)
+                                           : c.size() * int64_t{sizeof(float)};
+  absl::Status s;
+  if (!failed && j.block != nullptr) {
+    s = l->client->PullDelta(options_.generation, j.step, c.lo, c.hi, j.block, bytes);
+  } else if (!failed) {
+    s = l->client->Pull(options_.generation, j.step, c.lo, c.hi, j.params, "", j.reset);
+  }
+  absl::MutexLock lock(&mu_);
+  if (s.ok() && !failed) {
+    pulled_[j.chunk] = 1;
+    stats_.pulled_bytes += bytes;
+  } else if (error_.ok() && !s.ok()) {
+    error_ = s;
+  }
+  --pulls_pending_;
+  cv_.SignalAll();
 }
 
 }  // namespace shard

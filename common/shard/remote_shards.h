@@ -111,9 +111,17 @@ class RemoteShards {
 
  private:
   struct Lane;
+  struct LaneJob;
   explicit RemoteShards(const RemoteShardsOptions& options, ShardLayout layout);
   Lane& LaneOf(int chunk, bool pull = false);
+  // A lane's thread: its jobs in order until stopped. A push job is
+  // dropped once any lane has failed; closes and pulls still count down.
   void RunLane(Lane* lane);
+  // `data`: each chunk's push data this step, resent when a stream reopens.
+  void RunPush(Lane* lane, const LaneJob& job, std::vector<const void*>& data);
+  void RunClose(Lane* lane, bool failed, const std::vector<const void*>& data);
+  void RunPull(Lane* lane, const LaneJob& job, bool failed);
+  absl::Status ReopenStream(Lane* lane, const std::vector<const void*>& data);
   // A pull job: into params (fp32) or block (an int8 delta).
   void EnqueuePull(int chunk, int64_t step, float* params, uint8_t* block, bool reset);
   absl::Status FirstError() const;

@@ -57,6 +57,14 @@
 namespace tandem {
 namespace sync {
 
+// One parameter's place and shape in the flat vector (from the model's
+// ParameterLayout): what a strategy that treats weights as matrices
+// (compressed codec=powersgd) needs beyond the flat ranges.
+struct ParamShape {
+  int64_t offset = 0;          // first element in the flat vector
+  std::vector<int64_t> shape;  // e.g. {1024, 784}; the size is the product
+};
+
 struct StepOptions {
   // Multiplies the summed gradients before the update, together with the
   // 1/world_size average: 1/k for k accumulated micro-batches, times

@@ -68,6 +68,9 @@ struct SyncEnv {
   // The ranges the model's parameter hook gathers, in forward order
   // (Model::param_hook_ranges()); only zero3 uses them (for prefetching).
   std::vector<std::pair<int64_t, int64_t>> layer_ranges;
+  // Every parameter's offset and shape, in layout order; only compressed
+  // codec=powersgd uses them (it compresses each weight as a matrix).
+  std::vector<ParamShape> param_shapes;
   // Builds the optimizer over the range the strategy owns.
   std::function<absl::StatusOr<std::unique_ptr<optim::Optimizer>>(optim::ParamRange)>
       make_optimizer;

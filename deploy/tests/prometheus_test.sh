@@ -25,4 +25,10 @@ cp prometheus/tests/tandem.rules.test.yml "$TMP/broken/tests/"
 if promtool test rules "$TMP/broken/tests/tandem.rules.test.yml" >/dev/null 2>&1; then
   fail "promtool test rules passed with a broken TandemLossNaN rule"
 fi
+# Likewise a TandemStraggler that never fires.
+sed 's/(tandem_straggler{job="tandem-coordinator"}) == 1/(tandem_straggler{job="tandem-coordinator"}) == 2/' \
+  prometheus/rules/tandem.rules.yml > "$TMP/broken/rules/tandem.rules.yml"
+if promtool test rules "$TMP/broken/tests/tandem.rules.test.yml" >/dev/null 2>&1; then
+  fail "promtool test rules passed with a broken TandemStraggler rule"
+fi
 echo "PASS: prometheus configs, rules and rule unit tests"

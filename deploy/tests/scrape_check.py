@@ -105,12 +105,20 @@ def main():
             metrics[name] = wait_for(f"{name}'s metrics port",
                                      port_from(logs[name], r"metrics port (\d+)"), 60, procs)
         scraped = {}
-        for name, port in metrics.items():
+        # Workers first: the coordinator's per-rank series (tandem_straggler)
+        # exist once a worker's heartbeat has carried step times.
+        order = sorted(metrics, key=lambda n: not n.startswith("worker"))
+        for name in order:
+            port = metrics[name]
             if name.startswith("worker"):
                 # After the first step every worker metric has a sample.
                 text = wait_for(f"a step on {name}",
                                 lambda: (lambda t: t if re.search(r"^tandem_step_seconds_count\{[^}]*\} [1-9]", t, re.M) else None)(scrape(port)),
                                 120, procs)
+            elif name == "coordinator":
+                text = wait_for("the coordinator's per-rank straggler series",
+                                lambda: (lambda t: t if "tandem_straggler{" in t else None)(scrape(port)),
+                                30, procs)
             else:
                 text = wait_for(f"{name}'s /metrics", lambda: scrape(port) or None, 30, procs)
             scraped[name] = set(re.findall(r"^(tandem_[a-z0-9_]+)", text, re.M))

@@ -33,13 +33,26 @@ absl::Status ValidateCoordinatorOptions(const CoordinatorOptions& o) {
     if (b.reference_batch == 0) b.reference_batch = 1;  // 0 = the first reported
     RETURN_IF_ERROR(ValidateBatchControllerOptions(b));
   }
+  RETURN_IF_ERROR(ValidateStragglerOptions(o.straggler));
   if (o.global_batch_size < 0) {
     return absl::InvalidArgumentError("global batch size must not be negative");
   }
   return absl::OkStatus();
 }
 
-CoordinatorCore::CoordinatorCore(const CoordinatorOptions& options) : options_(options) {
+namespace {
+
+StragglerOptions WithClock(StragglerOptions o, std::function<absl::Time()> clock) {
+  o.clock = std::move(clock);
+  return o;
+}
+
+}  // namespace
+
+CoordinatorCore::CoordinatorCore(const CoordinatorOptions& options)
+    : options_(options),
+      stragglers_(std::make_unique<StragglerDetector>(
+          WithClock(options.straggler, options.clock))) {
   global_batch_size_ = options.global_batch_size;
 }
 

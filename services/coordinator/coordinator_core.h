@@ -23,6 +23,10 @@
 // not called for `stall_gap` (this process was stopped or starved: the
 // silence was its own), every member gets a fresh tolerance instead.
 //
+// The step times heartbeats carry (HeartbeatRequest.timing) feed a
+// StragglerDetector (straggler_detector.h): a named rank is logged and
+// listed in GetJobStatus (`stragglers`).
+//
 // Workers expelled for missing heartbeats are listed in GetJobStatus
 // (`lost`), for a supervisor that kills them; a REJOIN after a failure says
 // so (HeartbeatResponse.failure) so survivors abort their collectives.
@@ -51,6 +55,7 @@
 #include "absl/time/time.h"
 #include "proto/coordinator.pb.h"
 #include "services/coordinator/batch_controller.h"
+#include "services/coordinator/straggler_detector.h"
 
 namespace tandem {
 
@@ -83,6 +88,9 @@ struct CoordinatorOptions {
   // reply and join. reference_batch 0 = the first batch reported.
   BatchControllerOptions batch_auto{.min_global_batch = 0, .max_global_batch = 0,
                                     .reference_batch = 0};
+  // Straggler detection from the step times in heartbeats
+  // (--straggler_threshold, --straggler_window); its clock is `clock`.
+  StragglerOptions straggler;
   // Time source for liveness; tests substitute a manual clock.
   std::function<absl::Time()> clock = [] { return absl::Now(); };
 };
@@ -130,6 +138,10 @@ class CoordinatorCore {
   // Dynamic batch sizing: the last decision and its inputs (zeros when off
   // or before rank 0's first report).
   BatchDecision batch_decision();
+  // The ranks named as stragglers now, and every rank that reported step
+  // times in the running generation (for the per-rank gauges).
+  std::vector<v1::Straggler> stragglers() { return stragglers_->Named(); }
+  std::vector<int> timed_ranks() { return stragglers_->Ranks(); }
 
  private:
   enum class Phase { kWaiting, kRunning, kRecovering, kFinished };
@@ -176,6 +188,9 @@ class CoordinatorCore {
   std::string StatePath() const;
 
   const CoordinatorOptions options_;
+  // Thread-safe itself; called under mu_ (it never calls back). Reset when
+  // a generation forms or ends (ranks are renumbered).
+  const std::unique_ptr<StragglerDetector> stragglers_;
 
   mutable absl::Mutex mu_;
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kWaiting;

@@ -112,6 +112,7 @@ void CoordinatorCore::FormGeneration() {
     r.set_heartbeat_misses(options_.heartbeat_misses);
   }
   pending_.clear();
+  stragglers_->Reset();
   phase_ = Phase::kRunning;
   end_reason_.clear();
   LOG(INFO) << "coordinator: generation " << generation_ << " formed with " << world
@@ -125,6 +126,7 @@ void CoordinatorCore::EndGeneration(const std::string& reason, bool failure) {
   if (failure) last_failed_generation_ = generation_;
   if (failure) ++restarts_;
   ++state_version_;
+  stragglers_->Reset();
   LOG(WARNING) << "coordinator: generation " << generation_ << " ended: " << reason;
 }
 
@@ -287,6 +289,9 @@ absl::StatusOr<v1::HeartbeatResponse> CoordinatorCore::Heartbeat(
   m.last_heartbeat = options_.clock();
   m.confirmed = true;
   m.progress = request.progress();
+  if (auto e = stragglers_->Report(m.rank, m.worker_id, request.timing())) {
+    LOG(WARNING) << "coordinator: " << e->line;
+  }
   if (options_.batch_auto.max_global_batch > 0) {
     if (m.rank == 0) ObserveBatch(m.progress);
     reply.set_global_batch_size(global_batch_size_);

@@ -116,6 +116,7 @@ v1::GetJobStatusResponse CoordinatorCore::GetJobStatus() {
   s.set_restarts(restarts_);
   for (const v1::LostWorker& l : lost_) *s.add_lost() = l;
   for (const auto& [id, server] : shard_servers_) *s.add_shard_servers() = server;
+  for (const v1::Straggler& x : stragglers_->Named()) *s.add_stragglers() = x;
   if (phase_ == Phase::kWaiting || phase_ == Phase::kRecovering) {
     s.set_message(absl::StrCat(pending_.size(), " of min ", options_.min_workers,
                                " worker(s) waiting to join",

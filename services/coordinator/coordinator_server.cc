@@ -1,5 +1,6 @@
 #include "services/coordinator/coordinator_server.h"
 
+#include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
 
 namespace tandem {
@@ -83,6 +84,31 @@ void CoordinatorServer::UpdateGauges() {
     noise_gauge_->Set(d.noise_scale);
     efficiency_gauge_->Set(d.efficiency);
     goodput_gauge_->Set(d.goodput);
+  }
+  UpdateStragglerGauges();
+}
+
+void CoordinatorServer::UpdateStragglerGauges() {
+  static constexpr const char* kCauses[3] = {"compute", "data", "network"};
+  for (int rank : core_->timed_ranks()) {
+    if (straggler_gauges_.count(rank) > 0) continue;
+    std::array<prometheus::Gauge*, 3>& g = straggler_gauges_[rank];
+    for (int c = 0; c < 3; ++c) {
+      absl::StatusOr<prometheus::Gauge*> made = metrics_->Gauge(
+          "tandem_straggler",
+          "1 while the coordinator names this rank a straggler for this cause (compute, data, "
+          "network), else 0.",
+          {{"rank", absl::StrCat(rank)}, {"cause", kCauses[c]}});
+      g[c] = made.ok() ? *made : nullptr;
+    }
+  }
+  std::map<int, std::string> named;
+  for (const v1::Straggler& s : core_->stragglers()) named[s.rank()] = s.cause();
+  for (auto& [rank, gauges] : straggler_gauges_) {
+    auto it = named.find(rank);
+    for (int c = 0; c < 3; ++c) {
+      if (gauges[c] != nullptr) gauges[c]->Set(it != named.end() && it->second == kCauses[c]);
+    }
   }
 }
 

@@ -11,6 +11,8 @@
 #ifndef TANDEM_SERVICES_COORDINATOR_COORDINATOR_SERVER_H_
 #define TANDEM_SERVICES_COORDINATOR_COORDINATOR_SERVER_H_
 
+#include <array>
+#include <map>
 #include <memory>
 #include <thread>
 
@@ -66,6 +68,11 @@ class CoordinatorServer {
   prometheus::Gauge* noise_gauge_ = nullptr;
   prometheus::Gauge* efficiency_gauge_ = nullptr;
   prometheus::Gauge* goodput_gauge_ = nullptr;
+  // tandem_straggler{rank, cause}: per rank that reported step times, one
+  // series per cause (compute, data, network); 1 for the named rank's
+  // cause, else 0. Made when a rank first reports (liveness thread only).
+  std::map<int, std::array<prometheus::Gauge*, 3>> straggler_gauges_;
+  void UpdateStragglerGauges();
   absl::Notification stop_;
   std::thread liveness_;
 };

@@ -39,6 +39,12 @@ ABSL_FLAG(std::string, batch_auto, "",
           "MIN,MAX: dynamic batch sizing; pick the goodput-maximising global batch (samples per "
           "optimizer step) in MIN..MAX from rank 0's throughput and gradient-noise reports, for "
           "workers started with --batch auto (empty: off).");
+ABSL_FLAG(double, straggler_threshold, 0.25,
+          "Name a rank a straggler when its step time (compute + data wait + own network time) "
+          "is at least this fraction above the median of the other ranks (0.25: 25% slower).");
+ABSL_FLAG(int, straggler_window, 5,
+          "Consecutive heartbeat reports (about one a second) a rank must be that slow to be "
+          "named, and back within half the threshold to be cleared.");
 
 int main(int argc, char** argv) {
   tandem::flags::InstallFlagUsage("tandem coordinator: rendezvous, heartbeats, checkpoints.");
@@ -66,6 +72,8 @@ int main(int argc, char** argv) {
   o.coordinator.step_time_factor = absl::GetFlag(FLAGS_step_time_factor);
   o.coordinator.state_dir = absl::GetFlag(FLAGS_state_dir);
   o.coordinator.global_batch_size = absl::GetFlag(FLAGS_global_batch_size);
+  o.coordinator.straggler.threshold = absl::GetFlag(FLAGS_straggler_threshold);
+  o.coordinator.straggler.window = absl::GetFlag(FLAGS_straggler_window);
   if (const std::string b = absl::GetFlag(FLAGS_batch_auto); !b.empty()) {
     const std::vector<std::string> parts = absl::StrSplit(b, ',');
     int64_t lo = 0, hi = 0;

@@ -311,7 +311,7 @@ TEST_F(ShardedCheckpointTest, MomentumCorrectionVelocityTravelsWithTheCheckpoint
     }
     return all;
   };
-  const std::string dgc = ",codec=topk,k=0.05,momentum_correction=1";
+  const std::string dgc = ",codec=topk,k=0.05,momentum_correction=1,masking=1,warmup_steps=0";
   StartCoordinator(2, state);
   std::vector<TrainerRun> one = RunTrainers(options(4, "compressed", dgc));
   for (const TrainerRun& r : one) ASSERT_TRUE(r.result.ok()) << r.result.status();

@@ -99,6 +99,7 @@ absl::StatusOr<v1::JoinResponse> CoordinatorClient::Join(absl::Duration timeout)
   {
     absl::MutexLock lock(&mu_);
     generation_ = response.generation();
+    timing_.Clear();  // the previous generation's steps are not this one's
     rank_ = response.rank();
     command_ = Command{Command::kContinue, "", response.generation()};
     last_reply_ = absl::Now();
@@ -139,6 +140,7 @@ absl::Status CoordinatorClient::HeartbeatOnce() {
     request.set_generation(generation_);
     request.set_rank(rank_);
     *request.mutable_progress() = progress_;
+    *request.mutable_timing() = timing_;
   }
   grpc::ClientContext ctx;
   SetDeadline(&ctx, options_.rpc_timeout);
@@ -166,6 +168,14 @@ absl::Status CoordinatorClient::HeartbeatOnce() {
     return status;
   }
   last_reply_ = absl::Now();
+  // The steps it carried were counted; later ones stay for the next beat.
+  const v1::StepTiming& sent = request.timing();
+  timing_.set_steps(timing_.steps() - sent.steps());
+  timing_.set_compute_seconds(timing_.compute_seconds() - sent.compute_seconds());
+  timing_.set_data_wait_seconds(timing_.data_wait_seconds() - sent.data_wait_seconds());
+  timing_.set_comm_seconds(timing_.comm_seconds() - sent.comm_seconds());
+  timing_.set_other_seconds(timing_.other_seconds() - sent.other_seconds());
+  if (timing_.steps() == 0) timing_.Clear();  // no rounding residue
   // A STOP or REJOIN sticks until the trainer acts on it (Join resets it).
   if (command_.kind == Command::kStop || command_.kind == Command::kRejoin) return status;
   switch (response.command()) {
@@ -188,6 +198,17 @@ void CoordinatorClient::SetFailureHandler(
     std::function<void(int64_t generation, const std::string& reason)> handler) {
   absl::MutexLock lock(&mu_);
   on_failure_ = std::move(handler);
+}
+
+void CoordinatorClient::AddStepTiming(int64_t step, double compute, double data_wait,
+                                      double comm, double other) {
+  absl::MutexLock lock(&mu_);
+  timing_.set_steps(timing_.steps() + 1);
+  timing_.set_compute_seconds(timing_.compute_seconds() + compute);
+  timing_.set_data_wait_seconds(timing_.data_wait_seconds() + data_wait);
+  timing_.set_comm_seconds(timing_.comm_seconds() + comm);
+  timing_.set_other_seconds(timing_.other_seconds() + other);
+  timing_.set_last_step(step);
 }
 
 void CoordinatorClient::SetProgress(const v1::WorkerProgress& progress) {

@@ -100,6 +100,11 @@ class CoordinatorClient {
 
   // Progress to send with the following heartbeats.
   void SetProgress(const v1::WorkerProgress& progress);
+  // One finished step's times (seconds; see v1::StepTiming), summed into
+  // the next heartbeat's StepTiming for the coordinator's straggler
+  // detector; an answered heartbeat takes what it sent off the sums.
+  // Allocates nothing.
+  void AddStepTiming(int64_t step, double compute, double data_wait, double comm, double other);
   Command command() const;
 
   // Tells the coordinator a collective failed (ends the generation).
@@ -138,6 +143,7 @@ class CoordinatorClient {
   int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   int rank_ ABSL_GUARDED_BY(mu_) = -1;
   v1::WorkerProgress progress_ ABSL_GUARDED_BY(mu_);
+  v1::StepTiming timing_ ABSL_GUARDED_BY(mu_);  // since the last answered heartbeat
   Command command_ ABSL_GUARDED_BY(mu_);
   absl::Time last_reply_ ABSL_GUARDED_BY(mu_);
   std::function<void(int64_t, const std::string&)> on_failure_ ABSL_GUARDED_BY(mu_);

@@ -22,6 +22,7 @@ class CoordinatorClientTest : public ::testing::Test {
     o.coordinator.settle_time = absl::ZeroDuration();
     o.coordinator.heartbeat_period = heartbeat;
     o.run_liveness_thread = false;
+    o.coordinator.straggler.window = 2;
     auto server = CoordinatorServer::Start(o);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
@@ -78,6 +79,27 @@ TEST_F(CoordinatorClientTest, JoinGivesDenseRanksAndHeartbeatsContinue) {
     }
   }
   EXPECT_TRUE(found);
+}
+
+TEST_F(CoordinatorClientTest, StepTimesReachTheStragglerDetectorWithHeartbeats) {
+  Start(2, absl::Minutes(1));  // heartbeats by hand below
+  auto a = Client("a"), b = Client("b");
+  JoinAll({a.get(), b.get()});
+  for (int beat = 0; beat < 3; ++beat) {
+    for (int step = 0; step < 10; ++step) {
+      a->AddStepTiming(step, /*compute=*/0.013, /*data_wait=*/0, /*comm=*/0.001, /*other=*/0);
+      b->AddStepTiming(step, /*compute=*/0.010, /*data_wait=*/0, /*comm=*/0.004, /*other=*/0);
+    }
+    ASSERT_TRUE(a->HeartbeatOnce().ok());
+    ASSERT_TRUE(b->HeartbeatOnce().ok());
+  }
+  std::vector<v1::Straggler> named = server_->core().stragglers();
+  ASSERT_EQ(named.size(), 1u);
+  EXPECT_EQ(named[0].worker_id(), "a");
+  EXPECT_EQ(named[0].cause(), "compute");
+  EXPECT_NEAR(named[0].slower_fraction(), 0.3 / 1.1, 1e-6);
+  // Each beat carried only the steps since the one before: 10 a beat.
+  EXPECT_EQ(named[0].steps(), 20);
 }
 
 TEST_F(CoordinatorClientTest, FailureReportMakesThePeerRejoinWithAReason) {

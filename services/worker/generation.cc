@@ -31,39 +31,47 @@ absl::StatusOr<std::unique_ptr<optim::Optimizer>> MakeOptimizer(const TrainerOpt
   return std::unique_ptr<optim::Optimizer>(std::move(s));
 }
 
-absl::Status SetUpGeneration(const GenerationEnv& env, Generation* g) {
-  const TrainerOptions& o = *env.options;
-  const int rank = g->rank(), world = g->world();
-  const int64_t gen = g->join.generation();
+namespace {
+
+absl::Status ConnectStore(const TrainerOptions& o, CoordinatorClient* client, Generation* g) {
   CoordinatorStoreOptions so;
-  so.channel = env.client->channel();
+  so.channel = client->channel();
   so.job_id = o.job_id;
-  so.generation = gen;
+  so.generation = g->join.generation();
   so.default_wait = o.collective_timeout;
   ASSIGN_OR_RETURN(g->store, CoordinatorStore::Create(so));
+  return absl::OkStatus();
+}
 
-  const bool all_local = g->join.local_world_size() == world;
+// The control mesh's options (the gradient groups start from them).
+// Control mesh: host memory whatever the backend; a few floats per step and
+// the state broadcast once per generation, so small shm slots do.
+absl::StatusOr<CommOptions> ControlMeshOptions(const TrainerOptions& o, const Generation& g) {
+  const int world = g.world();
+  const int64_t gen = g.join.generation();
+  const bool all_local = g.join.local_world_size() == world;
   if (o.transport == "shm" && !all_local) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--transport=shm needs every rank on this node, but generation ", gen, " has ",
-        g->join.local_world_size(), " of ", world, " ranks here: use --transport=auto or gloo"));
+        g.join.local_world_size(), " of ", world, " ranks here: use --transport=auto or gloo"));
   }
   const bool shm = o.transport != "gloo" && all_local;
-
-  // Control mesh: host memory whatever the backend; a few floats per step
-  // and the state broadcast once per generation, so small shm slots do.
   CommOptions ctl;
   ctl.transport = shm ? "shm" : "gloo";
-  ctl.rank = rank;
+  ctl.rank = g.rank();
   ctl.world_size = world;
-  ctl.store = g->store.get();
+  ctl.store = g.store.get();
   ctl.hostname = o.hostname;
   ctl.timeout = o.collective_timeout;
   ctl.prefix = absl::StrCat(o.job_id, "/gen", gen, "/ctl");
   ctl.shm_chunk_bytes = int64_t{256} << 10;
-  ASSIGN_OR_RETURN(g->ctl, CreateCommunicator(ctl));
+  return ctl;
+}
 
-  ASSIGN_OR_RETURN(sync::StrategyInfo info, sync::FindStrategy(o.sync.strategy));
+absl::Status CreateGradientGroups(const GenerationEnv& env, const sync::StrategyInfo& info,
+                                  const CommOptions& ctl, Generation* g) {
+  const TrainerOptions& o = *env.options;
+  const int64_t gen = g->join.generation();
   const bool device = !env.backend->host_accessible();
   GroupOptions go;
   go.base = ctl;
@@ -76,11 +84,18 @@ absl::Status SetUpGeneration(const GenerationEnv& env, Generation* g) {
   go.transport = device ? "nccl" : (o.transport == "gloo" ? "gloo" : "auto");
   go.node_groups = sync::BuildNodeGroups(info, o.sync);
   ASSIGN_OR_RETURN(g->grad, CreateCommGroups(go));
-  if (rank == 0) {
-    LOG(INFO) << "generation " << gen << ": " << world << " rank(s), " << o.sync.strategy
+  if (g->rank() == 0) {
+    LOG(INFO) << "generation " << gen << ": " << g->world() << " rank(s), " << o.sync.strategy
               << " over " << g->grad.world->backend();
   }
+  return absl::OkStatus();
+}
 
+// What the strategy trains over: the model's flat buffers and ranges, the
+// optimizer factory, the shard servers and the learning rate they apply.
+sync::SyncEnv MakeSyncEnv(const GenerationEnv& env, const sync::StrategyInfo& info,
+                          Generation* g) {
+  const TrainerOptions& o = *env.options;
   tensor::FlatStorage& storage = env.model->storage();
   sync::SyncEnv se;
   se.comms = &g->grad;
@@ -91,11 +106,14 @@ absl::Status SetUpGeneration(const GenerationEnv& env, Generation* g) {
     se.ready_ranges.push_back({r.lo, r.hi});
   }
   se.layer_ranges = env.model->param_hook_ranges();
+  for (const tensor::ParameterInfo& p : env.model->layout().params()) {
+    se.param_shapes.push_back({p.offset, p.shape});
+  }
   const TrainerOptions* options = env.options;
   // A strategy that applies --momentum itself (DGC momentum correction;
   // ValidateTrainerOptions checked sgd without nesterov) gets an optimizer
   // that steps plain SGD (weight decay stays there).
-  const bool strategy_momentum = sync::TakesMomentum(info, o.sync);
+  const bool strategy_momentum = StrategyAppliesMomentum(o);
   if (strategy_momentum) se.momentum = static_cast<float>(o.momentum);
   se.make_optimizer = [options, strategy_momentum](optim::ParamRange range) {
     if (!strategy_momentum) return MakeOptimizer(*options, range);
@@ -107,13 +125,25 @@ absl::Status SetUpGeneration(const GenerationEnv& env, Generation* g) {
   se.host_comm = g->ctl.get();  // device ZeRO: gradient norms over host memory
   se.shard_servers.addresses = o.shard_servers;
   se.shard_servers.job_id = o.job_id;
-  se.shard_servers.generation = gen;
+  se.shard_servers.generation = g->join.generation();
   // Read at BeginStep; NaN (no plan yet) makes ps / hybrid push at FinishStep.
   se.shard_servers.learning_rate = [g](int64_t step) {
     return g->lr_schedule.has_value() ? g->lr_schedule->LearningRate(step)
                                       : std::numeric_limits<float>::quiet_NaN();
   };
-  ASSIGN_OR_RETURN(g->sync, sync::CreateGradientSync(o.sync, std::move(se)));
+  return se;
+}
+
+}  // namespace
+
+absl::Status SetUpGeneration(const GenerationEnv& env, Generation* g) {
+  const TrainerOptions& o = *env.options;
+  RETURN_IF_ERROR(ConnectStore(o, env.client, g));
+  ASSIGN_OR_RETURN(const CommOptions ctl, ControlMeshOptions(o, *g));
+  ASSIGN_OR_RETURN(g->ctl, CreateCommunicator(ctl));
+  ASSIGN_OR_RETURN(sync::StrategyInfo info, sync::FindStrategy(o.sync.strategy));
+  RETURN_IF_ERROR(CreateGradientGroups(env, info, ctl, g));
+  ASSIGN_OR_RETURN(g->sync, sync::CreateGradientSync(o.sync, MakeSyncEnv(env, info, g)));
   // zero3 shards the parameters: the model gathers each layer through the
   // strategy for the generation's life (~Generation unhooks it).
   if (tensor::ParamHook* hook = g->sync->param_hook(); hook != nullptr) {

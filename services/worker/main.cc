@@ -110,6 +110,14 @@ ABSL_FLAG(std::string, metrics_file, "",
           "When set, the final /metrics text is written here as the worker exits (for tandem "
           "doctor on a finished job).");
 ABSL_FLAG(int, log_every, 50, "Steps between progress lines (0: none).");
+ABSL_FLAG(double, debug_extra_compute_ms, 0,
+          "Test aid: sleep this long in every step's forward pass (counted as compute), to make "
+          "this worker a straggler on purpose (0: off).");
+ABSL_FLAG(double, debug_extra_data_ms, 0,
+          "Test aid: wait this much longer for every batch (counted as data wait) (0: off).");
+ABSL_FLAG(std::string, debug_slow_worker, "",
+          "Test aid: apply --debug_extra_*_ms only on the worker with this --worker_id (empty: "
+          "on every worker given them).");
 ABSL_FLAG(std::string, backend, "cpu", "Compute backend: cpu or cuda.");
 ABSL_FLAG(int, cuda_device, 0,
           "CUDA device for --backend=cuda; one rank per GPU (tandem local gives worker i device i).");
@@ -126,115 +134,113 @@ ABSL_FLAG(std::string, sample_log_dir, "",
           "Append the sample ids of every trained batch to <dir>/<worker_id>.samples (fault tests).");
 ABSL_FLAG(double, rejoin_timeout_seconds, 60.0, "Longest wait for a rendezvous after a failure.");
 
-int main(int argc, char** argv) {
-  tandem::flags::InstallFlagUsage("tandem worker: trains one data-parallel replica.");
-  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
-  if (rest.size() > 1) {
-    std::fprintf(stderr, "worker: unexpected argument '%s' (flags are --name=value)\n", rest[1]);
-    return 2;
-  }
-  // Batches arrive as MB-sized gRPC messages: keep glibc from mmapping and
-  // unmapping a fresh buffer for each (see common/data/prefetch_client.h).
-  mallopt(M_MMAP_THRESHOLD, 256 << 20);
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+namespace {
 
-  tandem::worker::TrainerOptions o;
-  o.coordinator = absl::GetFlag(FLAGS_coordinator);
+using tandem::worker::TrainerOptions;
+
+// Each Read* step fills its part of TrainerOptions; a non-zero return is
+// the exit status, after one line on stderr (2: unparsable flags).
+
+// Who this worker is and what it trains on.
+void ReadJobFlags(TrainerOptions* o) {
+  o->coordinator = absl::GetFlag(FLAGS_coordinator);
   for (absl::string_view s :
        absl::StrSplit(absl::GetFlag(FLAGS_data_servers), ',', absl::SkipEmpty())) {
-    o.data_servers.emplace_back(s);
+    o->data_servers.emplace_back(s);
   }
   for (absl::string_view s :
        absl::StrSplit(absl::GetFlag(FLAGS_shard_servers), ',', absl::SkipEmpty())) {
-    o.shard_servers.emplace_back(s);
+    o->shard_servers.emplace_back(s);
   }
-  o.job_id = absl::GetFlag(FLAGS_job_id);
-  o.worker_id = absl::GetFlag(FLAGS_worker_id);
-  if (o.worker_id.empty()) {
+  o->job_id = absl::GetFlag(FLAGS_job_id);
+  o->worker_id = absl::GetFlag(FLAGS_worker_id);
+  if (o->worker_id.empty()) {
     char host[256] = {0};
     gethostname(host, sizeof(host) - 1);
-    o.worker_id = absl::StrCat(host, ":", getpid());
+    o->worker_id = absl::StrCat(host, ":", getpid());
   }
-  o.incarnation = absl::GetFlag(FLAGS_incarnation);
-  o.hostname = absl::GetFlag(FLAGS_host);
-  o.model = absl::GetFlag(FLAGS_model);
-  o.torch_threads = absl::GetFlag(FLAGS_torch_threads);
-  o.broadcast_buffers = absl::GetFlag(FLAGS_broadcast_buffers);
-  o.dataset = absl::GetFlag(FLAGS_dataset);
-  o.eval_dataset = absl::GetFlag(FLAGS_eval_dataset);
-  o.epochs = absl::GetFlag(FLAGS_epochs);
-  o.batch_size = absl::GetFlag(FLAGS_batch_size);
-  o.accumulation = absl::GetFlag(FLAGS_accumulation);
+  o->incarnation = absl::GetFlag(FLAGS_incarnation);
+  o->hostname = absl::GetFlag(FLAGS_host);
+  o->node_id = absl::GetFlag(FLAGS_node_id);
+  o->model = absl::GetFlag(FLAGS_model);
+  o->torch_threads = absl::GetFlag(FLAGS_torch_threads);
+  o->broadcast_buffers = absl::GetFlag(FLAGS_broadcast_buffers);
+  o->dataset = absl::GetFlag(FLAGS_dataset);
+  o->eval_dataset = absl::GetFlag(FLAGS_eval_dataset);
+}
+
+// Batches, learning rate, optimizer, precision and checkpoints.
+int ReadStepFlags(TrainerOptions* o) {
+  o->epochs = absl::GetFlag(FLAGS_epochs);
+  o->batch_size = absl::GetFlag(FLAGS_batch_size);
+  o->accumulation = absl::GetFlag(FLAGS_accumulation);
   if (absl::Status s = tandem::worker::ParseBatchFlags(absl::GetFlag(FLAGS_batch),
-                                                      absl::GetFlag(FLAGS_batch_schedule), &o);
+                                                      absl::GetFlag(FLAGS_batch_schedule), o);
       !s.ok()) {
     std::fprintf(stderr, "worker: %s\n", std::string(s.message()).c_str());
     return 2;
   }
-  o.lr = absl::GetFlag(FLAGS_lr);
-  o.lr_scaling = absl::GetFlag(FLAGS_lr_scaling);
-  o.lr_reference_batch = absl::GetFlag(FLAGS_lr_reference_batch);
-  o.precision = absl::GetFlag(FLAGS_precision);
-  o.check_nonfinite = absl::GetFlag(FLAGS_check_nonfinite);
-  o.max_nonfinite_steps = absl::GetFlag(FLAGS_max_nonfinite_steps);
-  o.loss_scale = static_cast<float>(absl::GetFlag(FLAGS_loss_scale));
-  o.loss_scale_growth_interval = absl::GetFlag(FLAGS_loss_scale_growth_interval);
-  o.inject_nonfinite = absl::GetFlag(FLAGS_inject_nonfinite);
-  o.schedule = absl::GetFlag(FLAGS_schedule);
-  o.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
-  o.optimizer = absl::GetFlag(FLAGS_optimizer);
-  o.momentum = absl::GetFlag(FLAGS_momentum);
-  o.nesterov = absl::GetFlag(FLAGS_nesterov);
-  o.weight_decay = absl::GetFlag(FLAGS_weight_decay);
-  o.seed = absl::GetFlag(FLAGS_seed);
-  o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
-  o.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
-  {
-    auto sync = tandem::sync::ParseSyncOptions(absl::GetFlag(FLAGS_sync), absl::GetFlag(FLAGS_sync_opt));
-    if (!sync.ok()) {
-      std::fprintf(stderr, "worker: --sync_opt: %s\n", std::string(sync.status().message()).c_str());
+  o->lr = absl::GetFlag(FLAGS_lr);
+  o->lr_scaling = absl::GetFlag(FLAGS_lr_scaling);
+  o->lr_reference_batch = absl::GetFlag(FLAGS_lr_reference_batch);
+  o->precision = absl::GetFlag(FLAGS_precision);
+  o->check_nonfinite = absl::GetFlag(FLAGS_check_nonfinite);
+  o->max_nonfinite_steps = absl::GetFlag(FLAGS_max_nonfinite_steps);
+  o->loss_scale = static_cast<float>(absl::GetFlag(FLAGS_loss_scale));
+  o->loss_scale_growth_interval = absl::GetFlag(FLAGS_loss_scale_growth_interval);
+  o->inject_nonfinite = absl::GetFlag(FLAGS_inject_nonfinite);
+  o->schedule = absl::GetFlag(FLAGS_schedule);
+  o->warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
+  o->optimizer = absl::GetFlag(FLAGS_optimizer);
+  o->momentum = absl::GetFlag(FLAGS_momentum);
+  o->nesterov = absl::GetFlag(FLAGS_nesterov);
+  o->weight_decay = absl::GetFlag(FLAGS_weight_decay);
+  o->seed = absl::GetFlag(FLAGS_seed);
+  o->checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  o->checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
+  o->max_steps = absl::GetFlag(FLAGS_max_steps);
+  return 0;
+}
+
+// --sync, --sync_opt and the two knobs that may also come as flags.
+int ReadSyncFlags(TrainerOptions* o) {
+  auto sync = tandem::sync::ParseSyncOptions(absl::GetFlag(FLAGS_sync), absl::GetFlag(FLAGS_sync_opt));
+  if (!sync.ok()) {
+    std::fprintf(stderr, "worker: --sync_opt: %s\n", std::string(sync.status().message()).c_str());
+    return 2;
+  }
+  o->sync = *sync;
+  // --bucket_cap_mb / --max_grad_norm set the same knobs as --sync_opt;
+  // given both ways it is an error rather than a silent choice.
+  for (const char* name : {"bucket_cap_mb", "max_grad_norm"}) {
+    const absl::CommandLineFlag* f = absl::FindCommandLineFlag(name);
+    if (f->CurrentValue() == f->DefaultValue()) continue;
+    if (absl::StrContains(absl::GetFlag(FLAGS_sync_opt), absl::StrCat(name, "="))) {
+      std::fprintf(stderr, "worker: --%s and --sync_opt %s= both given: keep one\n", name, name);
       return 2;
     }
-    o.sync = *sync;
-    // --bucket_cap_mb / --max_grad_norm set the same knobs as --sync_opt;
-    // given both ways it is an error rather than a silent choice.
-    for (const char* name : {"bucket_cap_mb", "max_grad_norm"}) {
-      const absl::CommandLineFlag* f = absl::FindCommandLineFlag(name);
-      if (f->CurrentValue() == f->DefaultValue()) continue;
-      if (absl::StrContains(absl::GetFlag(FLAGS_sync_opt), absl::StrCat(name, "="))) {
-        std::fprintf(stderr, "worker: --%s and --sync_opt %s= both given: keep one\n", name,
-                     name);
-        return 2;
-      }
-      if (std::string(name) == "bucket_cap_mb") {
-        o.sync.bucket_cap_mb = absl::GetFlag(FLAGS_bucket_cap_mb);
-      } else {
-        o.sync.max_grad_norm = absl::GetFlag(FLAGS_max_grad_norm);
-      }
+    if (std::string(name) == "bucket_cap_mb") {
+      o->sync.bucket_cap_mb = absl::GetFlag(FLAGS_bucket_cap_mb);
+    } else {
+      o->sync.max_grad_norm = absl::GetFlag(FLAGS_max_grad_norm);
     }
   }
-  o.node_id = absl::GetFlag(FLAGS_node_id);
-  o.profile = absl::GetFlag(FLAGS_profile);
-  o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
-  o.log_every = absl::GetFlag(FLAGS_log_every);
-  o.backend = absl::GetFlag(FLAGS_backend);
-  o.cuda_device = absl::GetFlag(FLAGS_cuda_device);
-  o.max_steps = absl::GetFlag(FLAGS_max_steps);
-  o.transport = absl::GetFlag(FLAGS_transport);
-  o.sample_log_dir = absl::GetFlag(FLAGS_sample_log_dir);
-  {
-    // Every channel this process opens sends the job's token.
-    absl::StatusOr<std::string> token = tandem::LoadAuthToken(absl::GetFlag(FLAGS_token_file));
-    if (!token.ok()) {
-      std::fprintf(stderr, "worker: %s\n", std::string(token.status().message()).c_str());
-      return 1;
-    }
-    tandem::SetDefaultAuthToken(*token);
-    // TLS on the gRPC plane when --tls_* are given (common/rpc/tls.h).
-    if (absl::Status tls = tandem::InstallTls(tandem::TlsOptionsFromFlags()); !tls.ok()) {
-      std::fprintf(stderr, "worker: %s\n", std::string(tls.message()).c_str());
-      return 1;
-    }
+  return 0;
+}
+
+// Transport, backend, reporting and timeouts.
+int ReadRuntimeFlags(TrainerOptions* o) {
+  o->profile = absl::GetFlag(FLAGS_profile);
+  o->metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  o->log_every = absl::GetFlag(FLAGS_log_every);
+  o->backend = absl::GetFlag(FLAGS_backend);
+  o->cuda_device = absl::GetFlag(FLAGS_cuda_device);
+  o->transport = absl::GetFlag(FLAGS_transport);
+  o->sample_log_dir = absl::GetFlag(FLAGS_sample_log_dir);
+  if (const std::string slow = absl::GetFlag(FLAGS_debug_slow_worker);
+      slow.empty() || slow == o->worker_id) {
+    o->debug_extra_compute = absl::Milliseconds(absl::GetFlag(FLAGS_debug_extra_compute_ms));
+    o->debug_extra_data = absl::Milliseconds(absl::GetFlag(FLAGS_debug_extra_data_ms));
   }
   const double collective = absl::GetFlag(FLAGS_collective_timeout_seconds);
   const double join = absl::GetFlag(FLAGS_join_timeout_seconds);
@@ -243,10 +249,30 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "worker: timeouts must be positive numbers of seconds\n");
     return 1;
   }
-  o.collective_timeout = absl::Seconds(collective);
-  o.join_timeout = absl::Seconds(join);
-  o.rejoin_timeout = absl::Seconds(rejoin);
+  o->collective_timeout = absl::Seconds(collective);
+  o->join_timeout = absl::Seconds(join);
+  o->rejoin_timeout = absl::Seconds(rejoin);
+  return 0;
+}
 
+// The job's token on every channel this process opens, and TLS on the gRPC
+// plane when --tls_* are given (common/rpc/tls.h).
+int InstallChannelSecurity() {
+  absl::StatusOr<std::string> token = tandem::LoadAuthToken(absl::GetFlag(FLAGS_token_file));
+  if (!token.ok()) {
+    std::fprintf(stderr, "worker: %s\n", std::string(token.status().message()).c_str());
+    return 1;
+  }
+  tandem::SetDefaultAuthToken(*token);
+  if (absl::Status tls = tandem::InstallTls(tandem::TlsOptionsFromFlags()); !tls.ok()) {
+    std::fprintf(stderr, "worker: %s\n", std::string(tls.message()).c_str());
+    return 1;
+  }
+  return 0;
+}
+
+// Trains; writes --metrics_file whatever the outcome.
+int Train(const TrainerOptions& o) {
   // The kernels this process computes with: a weak OpenBLAS core costs up
   // to 3x and is otherwise invisible (also a metric label).
   LOG(INFO) << "worker " << o.worker_id << ": "
@@ -274,4 +300,27 @@ int main(int argc, char** argv) {
     return absl::IsInvalidArgument(result.status()) && !(*trainer)->has_model() ? 2 : 1;
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tandem::flags::InstallFlagUsage("tandem worker: trains one data-parallel replica.");
+  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  if (rest.size() > 1) {
+    std::fprintf(stderr, "worker: unexpected argument '%s' (flags are --name=value)\n", rest[1]);
+    return 2;
+  }
+  // Batches arrive as MB-sized gRPC messages: keep glibc from mmapping and
+  // unmapping a fresh buffer for each (see common/data/prefetch_client.h).
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+
+  TrainerOptions o;
+  ReadJobFlags(&o);
+  if (int rc = ReadStepFlags(&o); rc != 0) return rc;
+  if (int rc = ReadSyncFlags(&o); rc != 0) return rc;
+  if (int rc = InstallChannelSecurity(); rc != 0) return rc;
+  if (int rc = ReadRuntimeFlags(&o); rc != 0) return rc;
+  return Train(o);
 }

@@ -37,6 +37,8 @@ absl::StatusOr<StepOutput> StepRunner::Run(data::PrefetchClient& data, sync::Gra
   float loss_sum = 0;
   for (int m = 0; m < k_; ++m) {
     t = absl::Now();
+    // A straggler on purpose (tests): the sleep is the behaviour under test.
+    if (extra_data_ > absl::ZeroDuration()) absl::SleepFor(extra_data_);
     ASSIGN_OR_RETURN(const data::HostBatch* hb, data.Next());
     times.data_wait += Since(t);
     out.epoch_ended |= hb->last_in_epoch;
@@ -44,6 +46,7 @@ absl::StatusOr<StepOutput> StepRunner::Run(data::PrefetchClient& data, sync::Gra
     ASSIGN_OR_RETURN(nn::Batch batch, stager_->Stage(*hb));
     t = absl::Now();
     RETURN_IF_ERROR(model_->Forward(batch));
+    if (m == 0 && extra_compute_ > absl::ZeroDuration()) absl::SleepFor(extra_compute_);
     times.forward += Since(t);
     t = absl::Now();
     const float beta = m == 0 ? 0.f : 1.f;

@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/data/prefetch_client.h"
 #include "common/kernels/backend.h"
 #include "common/nn/model.h"
@@ -62,6 +63,13 @@ class StepRunner {
   // Null: fp32, gradients unchecked.
   void set_precision(StepPrecision* precision) { precision_ = precision; }
 
+  // Test aid (--debug_extra_compute_ms / --debug_extra_data_ms): sleep this
+  // long in each step's first forward pass and before each batch is taken.
+  void set_debug_delays(absl::Duration compute, absl::Duration data) {
+    extra_compute_ = compute;
+    extra_data_ = data;
+  }
+
   // Dynamic batch sizing (--batch auto): measure the gradient's squared
   // norm before and after the sync, the two batch sizes the gradient noise
   // scale is estimated from. Host-accessible gradients only (a no-op on a
@@ -86,6 +94,8 @@ class StepRunner {
   sync::GradientSync* sync_ = nullptr;
   int64_t step_ = 0;
   bool measure_noise_ = false;
+  absl::Duration extra_compute_;
+  absl::Duration extra_data_;
   double local_sum_sq_ = 0;  // over the ranges seen this step (backward thread)
 };
 

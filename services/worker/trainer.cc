@@ -52,6 +52,21 @@ class Trainer::Loop {
 
  private:
   enum class Outcome { kDone, kStopped, kRejoin };
+  // Run's steps, once per process: where progress lines go, the metrics
+  // endpoint, the datasets' shapes and the model built for them (with the
+  // batch stager), the coordinator connection, and the state that outlives
+  // generations (sample log, loss scale, checkpointer).
+  void InstallProgressSink();
+  absl::Status StartMetrics();
+  absl::Status ProbeDataAndModel(const nn::ModelSpec& spec);
+  absl::Status ConnectCoordinator();
+  absl::Status PrepareStepState();
+  // Joins the next generation into `g`; the first join also creates the
+  // rank-labelled metrics and the evaluator (CreateRankMetrics).
+  absl::Status JoinGeneration(Generation& g);
+  absl::Status CreateRankMetrics(int rank);
+  // The result of a run that ended with `outcome` (kDone or kStopped); leaves.
+  absl::StatusOr<TrainResult> Finish(Outcome outcome);
   // One generation's plan and the --batch auto gradient-noise window (sums
   // of the per-rank and synced gradient norms since the last report).
   struct GenerationRun {
@@ -109,11 +124,41 @@ class Trainer::Loop {
 };
 
 absl::StatusOr<TrainResult> Trainer::Loop::Run() {
+  InstallProgressSink();
+  ASSIGN_OR_RETURN(nn::ModelSpec spec, nn::ParseModelSpec(o_.model));
+  RETURN_IF_ERROR(StartMetrics());
+  RETURN_IF_ERROR(ProbeDataAndModel(spec));
+  RETURN_IF_ERROR(ConnectCoordinator());
+  RETURN_IF_ERROR(PrepareStepState());
+  while (true) {
+    if (result_.generations >= o_.max_rejoins) {
+      return absl::AbortedError(absl::StrCat("gave up after ", result_.generations,
+                                             " generations; last failure: ", failure_));
+    }
+    Generation g;
+    RETURN_IF_ERROR(JoinGeneration(g));
+    absl::StatusOr<Outcome> outcome = RunGeneration(g);
+    if (!outcome.ok()) {
+      if (!MembershipChanged(outcome.status())) {
+        (void)client_->Leave(false);
+        return outcome.status();
+      }
+      ReportFailure(g, outcome.status());
+      continue;
+    }
+    if (*outcome == Outcome::kRejoin) continue;
+    return Finish(*outcome);
+  }
+}
+
+void Trainer::Loop::InstallProgressSink() {
   progress_sink_ = o_.progress ? o_.progress : [](const std::string& line) {
     std::fprintf(stdout, "%s\n", line.c_str());
     std::fflush(stdout);
   };
-  ASSIGN_OR_RETURN(nn::ModelSpec spec, nn::ParseModelSpec(o_.model));
+}
+
+absl::Status Trainer::Loop::StartMetrics() {
   MetricsOptions mo;
   mo.port = o_.metrics_port;
   mo.labels = {{"job", o_.job_id}, {"service", "worker"}};
@@ -123,6 +168,10 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
   if (t_->metrics_->port() > 0) {
     LOG(INFO) << "worker " << o_.worker_id << ": metrics port " << t_->metrics_->port();
   }
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::Loop::ProbeDataAndModel(const nn::ModelSpec& spec) {
   ProbeOptions po;
   po.data_servers = o_.data_servers;
   po.dataset = o_.dataset;
@@ -132,13 +181,14 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
   if (t_->model_ == nullptr) {  // torchscript: checked against the samples
     ASSIGN_OR_RETURN(t_->model_, CreateWorkerModel(o_, t_->backend_.get(), &probe_.inputs));
   }
-  nn::Model& model = *t_->model_;
-  const std::string spec_text = model.spec().ToString();
   // Sized once for the largest per-rank batch --batch auto / --batch_schedule
   // may ask for.
   ASSIGN_OR_RETURN(stager_, BatchStager::Create(t_->backend_.get(), probe_.inputs,
                                                 static_cast<int>(LocalBatchCapacity(o_))));
+  return absl::OkStatus();
+}
 
+absl::Status Trainer::Loop::ConnectCoordinator() {
   CoordinatorClientOptions co;
   co.target = o_.coordinator;
   co.job_id = o_.job_id;
@@ -154,7 +204,11 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
   // collectives now, so a hung peer costs a heartbeat, not the timeout.
   client_->SetFailureHandler(
       [this](int64_t generation, const std::string& reason) { abort_.Fire(generation, reason); });
+  return absl::OkStatus();
+}
 
+absl::Status Trainer::Loop::PrepareStepState() {
+  nn::Model& model = *t_->model_;
   if (!o_.sample_log_dir.empty()) {
     ASSIGN_OR_RETURN(sample_log_,
                      SampleLog::Create(absl::StrCat(o_.sample_log_dir, "/", o_.worker_id, ".samples")));
@@ -165,54 +219,48 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
   ck.dir = o_.checkpoint_dir;
   ck.model_text = o_.model;
   ck.fingerprint = checkpoint::ModelFingerprint(
-      absl::StrCat(spec_text, "\n", model.layout().DebugString()));
+      absl::StrCat(model.spec().ToString(), "\n", model.layout().DebugString()));
   ck.seed = o_.seed;
   ck.batch_size = o_.batch_size;
   checkpointer_ = std::make_unique<Checkpointer>(ck, t_->backend_.get(), &model, client_.get());
+  return absl::OkStatus();
+}
 
-  while (true) {
-    if (result_.generations >= o_.max_rejoins) {
-      return absl::AbortedError(absl::StrCat("gave up after ", result_.generations,
-                                             " generations; last failure: ", failure_));
-    }
-    Generation g;
-    absl::StatusOr<v1::JoinResponse> join =
-        client_->Join(result_.generations == 0 ? o_.join_timeout : o_.rejoin_timeout);
-    if (!join.ok()) {
-      if (failure_.empty()) return join.status();
-      return absl::Status(join.status().code(), absl::StrCat(failure_, "; re-joining failed: ",
-                                                             join.status().message()));
-    }
-    g.join = *join;
-    ++result_.generations;
-    if (metrics_ == nullptr) {  // the first rank labels this process's series
-      RETURN_IF_ERROR(t_->metrics_->AddConstLabel("rank", absl::StrCat(g.rank())));
-      ASSIGN_OR_RETURN(data::ClientMetrics cm, data::ClientMetrics::Create(t_->metrics_.get()));
-      client_metrics_ = std::make_unique<data::ClientMetrics>(cm);
-      ASSIGN_OR_RETURN(metrics_, WorkerMetrics::Create(t_->metrics_.get(), o_.sync.strategy));
-      EvaluatorOptions eo{o_.data_servers,    o_.eval_dataset, probe_.eval_samples,
-                          o_.batch_size,      probe_.inputs.normalize_to_f32,
-                          client_metrics_.get()};
-      evaluator_ = std::make_unique<Evaluator>(eo, t_->backend_.get(), &model, stager_.get());
-    }
-    metrics_->SetGeneration(g.join.generation());
-    absl::StatusOr<Outcome> outcome = RunGeneration(g);
-    if (!outcome.ok()) {
-      if (!MembershipChanged(outcome.status())) {
-        (void)client_->Leave(false);
-        return outcome.status();
-      }
-      ReportFailure(g, outcome.status());
-      continue;
-    }
-    if (*outcome == Outcome::kRejoin) continue;
-    result_.steps = state_.step;
-    result_.skipped_steps = precision_->skipped_steps();
-    result_.cursor = state_.cursor;
-    result_.stopped = *outcome == Outcome::kStopped;
-    RETURN_IF_ERROR(client_->Leave(/*finished=*/!result_.stopped));
-    return result_;
+absl::Status Trainer::Loop::JoinGeneration(Generation& g) {
+  absl::StatusOr<v1::JoinResponse> join =
+      client_->Join(result_.generations == 0 ? o_.join_timeout : o_.rejoin_timeout);
+  if (!join.ok()) {
+    if (failure_.empty()) return join.status();
+    return absl::Status(join.status().code(), absl::StrCat(failure_, "; re-joining failed: ",
+                                                           join.status().message()));
   }
+  g.join = *join;
+  ++result_.generations;
+  if (metrics_ == nullptr) RETURN_IF_ERROR(CreateRankMetrics(g.rank()));
+  metrics_->SetGeneration(g.join.generation());
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::Loop::CreateRankMetrics(int rank) {
+  RETURN_IF_ERROR(t_->metrics_->AddConstLabel("rank", absl::StrCat(rank)));
+  ASSIGN_OR_RETURN(data::ClientMetrics cm, data::ClientMetrics::Create(t_->metrics_.get()));
+  client_metrics_ = std::make_unique<data::ClientMetrics>(cm);
+  ASSIGN_OR_RETURN(metrics_, WorkerMetrics::Create(t_->metrics_.get(), o_.sync.strategy));
+  EvaluatorOptions eo{o_.data_servers,    o_.eval_dataset, probe_.eval_samples,
+                      o_.batch_size,      probe_.inputs.normalize_to_f32,
+                      client_metrics_.get()};
+  evaluator_ = std::make_unique<Evaluator>(eo, t_->backend_.get(), t_->model_.get(),
+                                           stager_.get());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TrainResult> Trainer::Loop::Finish(Outcome outcome) {
+  result_.steps = state_.step;
+  result_.skipped_steps = precision_->skipped_steps();
+  result_.cursor = state_.cursor;
+  result_.stopped = outcome == Outcome::kStopped;
+  RETURN_IF_ERROR(client_->Leave(/*finished=*/!result_.stopped));
+  return result_;
 }
 
 void Trainer::Loop::ReportFailure(Generation& g, const absl::Status& s) {
@@ -277,6 +325,7 @@ absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& 
   runner.set_sample_log(sample_log_.get(), g.join.generation());
   runner.set_precision(precision_.get());
   runner.set_measure_noise(o_.batch_auto && g.world() > 1);
+  runner.set_debug_delays(o_.debug_extra_compute, o_.debug_extra_data);
   while (state_.step < run.plan.total_steps) {
     ASSIGN_OR_RETURN(std::optional<Outcome> end, TrainStep(g, run, runner, progress));
     if (end.has_value()) return *end;
@@ -363,6 +412,12 @@ absl::StatusOr<std::optional<Trainer::Loop::Outcome>> Trainer::Loop::TrainStep(
   RETURN_IF_ERROR(EvaluateAndCheckpoint(g, run.plan, out.epoch_ended));
   RETURN_IF_ERROR(MaybeResizeBatch(g, run, vote.wanted_global_batch, c));
   progress.Exclude(absl::Now() - aside);  // rates count training only
+  // For the coordinator's straggler detector, with the next heartbeat.
+  const StepTimes& t = out.times;
+  const double compute = t.forward + t.backward + t.optimizer;
+  const double other = absl::ToDoubleSeconds(absl::Now() - step_start) - compute - t.data_wait -
+                       t.comm_wait;
+  client_->AddStepTiming(state_.step, compute, t.data_wait, t.comm_wait, std::max(0.0, other));
   return std::nullopt;
 }
 

@@ -15,9 +15,18 @@
 namespace tandem {
 namespace worker {
 
-absl::Status CheckStrategyMomentum(const TrainerOptions& o) {
+bool StrategyAppliesMomentum(const TrainerOptions& o) {
   absl::StatusOr<sync::StrategyInfo> info = sync::FindStrategy(o.sync.strategy);
-  if (!info.ok() || !sync::TakesMomentum(*info, o.sync)) return absl::OkStatus();
+  if (!info.ok() || !sync::TakesMomentum(*info, o.sync)) return false;
+  // A codec's default (compressed topk / threshold) gives way to an
+  // optimizer with momentum of its own; the strategy sees that optimizer
+  // and turns the correction off. Asked for by name, it must fit.
+  const bool asked = o.sync.opts.count("momentum_correction") != 0;
+  return asked || (o.optimizer == "sgd" && !o.nesterov);
+}
+
+absl::Status CheckStrategyMomentum(const TrainerOptions& o) {
+  if (!StrategyAppliesMomentum(o)) return absl::OkStatus();
   if (o.optimizer != "sgd") {
     return absl::InvalidArgumentError(absl::StrCat(
         "--sync ", o.sync.strategy, " with momentum_correction=1 applies the SGD momentum in the "
@@ -71,6 +80,10 @@ absl::Status ValidateTrainerOptions(const TrainerOptions& o) {
   RETURN_IF_ERROR(sync::ValidateSyncOptions(o.sync));
   RETURN_IF_ERROR(CheckStrategyMomentum(o));
   if (o.checkpoint_every < 0) return bad("--checkpoint_every must be >= 0");
+  if (o.debug_extra_compute < absl::ZeroDuration() || o.debug_extra_data < absl::ZeroDuration() ||
+      o.debug_extra_compute > absl::Minutes(1) || o.debug_extra_data > absl::Minutes(1)) {
+    return bad("--debug_extra_compute_ms and --debug_extra_data_ms must be in [0, 60000]");
+  }
   if (o.cuda_device < 0) return bad("--cuda_device must be >= 0");
   if (o.backend != "cpu" && o.backend != "cuda") {
     return bad(absl::StrCat("--backend '", o.backend, "' is unknown: use cpu or cuda"));

@@ -126,6 +126,11 @@ struct TrainerOptions {
   // Fault tests: append every trained batch's sample ids to
   // <dir>/<worker_id>.samples (services/worker/sample_log.h); empty = off.
   std::string sample_log_dir;
+  // Straggler tests (--debug_extra_compute_ms, --debug_extra_data_ms): a
+  // sleep per step in the forward pass (counted as compute) and before
+  // each batch is taken (counted as data wait). Zero = off.
+  absl::Duration debug_extra_compute;
+  absl::Duration debug_extra_data;
   // ---- Output -----------------------------------------------------------
   int log_every = 50;                     // steps between progress lines; 0 = none
   // Adds a line per progress window with where a step's time went
@@ -163,6 +168,11 @@ absl::Status ValidateTrainerOptions(const TrainerOptions& options);
 // ValidateTrainerOptions; the generation checks it again before building
 // the optimizer without momentum.
 absl::Status CheckStrategyMomentum(const TrainerOptions& options);
+// Whether the generation gives the SGD momentum to the strategy (and builds
+// the optimizer without it): sync::TakesMomentum, unless that is only the
+// strategy's default (no momentum_correction key) and --optimizer adamw or
+// --nesterov keep their own momentum.
+bool StrategyAppliesMomentum(const TrainerOptions& options);
 
 // The numerics flags as StepPrecision's options (INVALID_ARGUMENT naming a
 // bad flag: precision, loss scale, --inject_nonfinite syntax, ...).

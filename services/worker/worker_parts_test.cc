@@ -259,6 +259,14 @@ TEST(TrainerOptionsTest, MomentumCorrectionNeedsSgdWithoutNesterov) {
   EXPECT_TRUE(ValidateTrainerOptions(adamw).ok()) << ValidateTrainerOptions(adamw);
   nesterov.sync = adamw.sync;
   EXPECT_TRUE(ValidateTrainerOptions(nesterov).ok()) << ValidateTrainerOptions(nesterov);
+  // topk's default momentum correction: taken with plain sgd, given up for
+  // adamw / nesterov (their own momentum stays in the optimizer).
+  TrainerOptions plain = o;
+  plain.sync = adamw.sync;
+  EXPECT_TRUE(StrategyAppliesMomentum(plain));
+  EXPECT_FALSE(StrategyAppliesMomentum(adamw));
+  EXPECT_FALSE(StrategyAppliesMomentum(nesterov));
+  EXPECT_TRUE(StrategyAppliesMomentum(o)) << "asked for by name";
 }
 
 TEST(TrainingPlanTest, BatchFlagsParseAndSizeTheBuffers) {

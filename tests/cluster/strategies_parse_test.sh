@@ -43,6 +43,11 @@ check("hybrid with apply", [v[0] for v in s.variants([("hybrid", ["apply", "comp
       ["hybrid", "hybrid int8+EF", "hybrid apply=chunk", "hybrid int8+EF apply=chunk"])
 check("zero3 variants", [v[0] for v in s.variants([("zero3", ["bucket_cap_mb", "release"])])],
       ["zero3", "zero3 release=now"])
+check("allreduce with wire", [v[0] for v in s.variants([("allreduce", ["hier", "wire"])])],
+      ["allreduce hier=0", "allreduce hier=1", "allreduce wire=fp16"])
+check("compressed codecs", [v[0] for v in s.variants([("compressed", ["codec"])])],
+      ["compressed int8+EF", "compressed int8+EF hier=1", "compressed topk",
+       "compressed topk plain-EF", "compressed threshold", "compressed powersgd r4"])
 check("hybrid without compress", [v[0] for v in s.variants([("hybrid", ["chunk_mb"])])], ["hybrid"])
 out = "\n".join([
     "network: 2 node(s) in a private network namespace, each node's link 1gbit (htb on lo)",
@@ -66,6 +71,19 @@ check("a failed run fails the configuration",
 check("two largest layers", s.two_largest_layers_bytes("mlp:784,1024,1024,10"), 4 * (1025 * 1024 + 785 * 1024))
 check("two largest layers, gpt", s.two_largest_layers_bytes("gpt:2,64,4"), None)
 import contextlib, io
+cbuf = io.StringIO()
+crow = lambda v, rate, vs32, vs16, acc: {"variant": v, "ok": True, "rate": rate, "layout": "2x2",
+                                        "step_ms_vs_ring": vs32, "step_ms_vs_fp16": vs16,
+                                        "test_accuracy": acc}
+with contextlib.redirect_stdout(cbuf):
+    s.print_compression_checks({"baseline": "allreduce hier=0"},
+                               [crow("allreduce hier=0", "100mbit", 1.0, 2.0, 0.85),
+                                crow("compressed powersgd r4", "100mbit", 0.25, 0.5, 0.848),
+                                crow("compressed topk", "100mbit", 0.1, 0.2, 0.84)])
+ctext = cbuf.getvalue()
+check("powersgd against both rings", "speed-up 4.00x / 2.00x, accuracy -0.20 points vs fp16 ring ok "
+      "(target > 1x); accuracy ok" in ctext, True)
+check("topk below", "accuracy -1.00 points accuracy BELOW" in ctext, True)
 row = lambda v, ms, p, g, o: {"variant": v, "ok": True, "rate": "1gbit", "layout": "2x2", "nodes": 2,
                              "workers_per_node": 2, "step_ms": ms,
                              "memory_bytes": {"params": p, "grads": g, "optimizer": o}}

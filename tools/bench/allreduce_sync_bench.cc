@@ -45,6 +45,65 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// One bucket cap: AllreduceSync over `comm`, timed steps; rank 0 prints
+// the row.
+int BenchCap(Communicator* comm, nn::Model& m, const nn::Batch& b, double cap, int rank,
+             int world) {
+  const int batch = b.size;
+  sync::AllreduceSyncOptions o;
+  o.comm = comm;
+  o.params = m.storage().params();
+  o.grads = m.storage().grads();
+  o.size = m.storage().size();
+  for (const nn::GradRange& r : nn::GroupRanges(m.layout())) o.ready_ranges.push_back({r.lo, r.hi});
+  o.bucket_cap_mb = cap;
+  optim::SgdOptions so;
+  so.momentum = 0.9f;
+  o.optimizer = *optim::Sgd::Create({0, o.size}, so);
+  auto created = sync::CreateAllreduceSync(std::move(o));
+  if (!created.ok()) {
+    std::fprintf(stderr, "%s\n", created.status().ToString().c_str());
+    return 1;
+  }
+  sync::GradientSync& s = **created;
+  const nn::GradReadyCallback on_ready = [&s](const nn::GradRange& r) {
+    s.OnGradientsReady(r.lo, r.hi);
+  };
+  const int steps = absl::GetFlag(FLAGS_steps);
+  std::vector<double> times;
+  sync::SyncStats before;
+  int buckets_per_step = 0;
+  for (int step = 1; step <= 3 + steps; ++step) {
+    if (step == 4) before = s.stats();
+    const auto t0 = Clock::now();
+    absl::Status st = m.Forward(b);
+    if (st.ok()) st = s.BeginStep({});
+    if (st.ok()) st = m.Backward(0.f, on_ready);
+    optim::StepContext ctx;
+    ctx.step = step;
+    ctx.lr = 0.01f;
+    if (st.ok()) st = s.FinishStep(ctx);
+    if (!st.ok()) {
+      std::fprintf(stderr, "rank %d: %s\n", rank, st.ToString().c_str());
+      return 1;
+    }
+    if (step > 3) times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  const sync::SyncStats after = s.stats();
+  buckets_per_step = static_cast<int>((after.buckets - before.buckets) / steps);
+  std::sort(times.begin(), times.end());
+  const double t = times[times.size() / 2];
+  const double comm_s = (after.comm_seconds - before.comm_seconds) / steps;
+  const double exposed = (after.exposed_wait_seconds - before.exposed_wait_seconds) / steps;
+  if (rank == 0) {
+    std::printf("%5d %9.0f %7d %9.2f %10.0f %9.2f %11.2f %7.0f%%\n", world, cap,
+                buckets_per_step, t * 1e3, world * batch / t, comm_s * 1e3, exposed * 1e3,
+                comm_s > 0 ? 100.0 * (1.0 - exposed / comm_s) : 0.0);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 int RunRank(int rank, int world, const std::string& dir, const std::vector<double>& caps) {
   gloo::rendezvous::FileStore store(dir);
   GlooOptions go;
@@ -83,57 +142,7 @@ int RunRank(int rank, int world, const std::string& dir, const std::vector<doubl
   b.labels = y.data();
 
   for (double cap : caps) {
-    sync::AllreduceSyncOptions o;
-    o.comm = comm->get();
-    o.params = m.storage().params();
-    o.grads = m.storage().grads();
-    o.size = m.storage().size();
-    for (const nn::GradRange& r : nn::GroupRanges(m.layout())) o.ready_ranges.push_back({r.lo, r.hi});
-    o.bucket_cap_mb = cap;
-    optim::SgdOptions so;
-    so.momentum = 0.9f;
-    o.optimizer = *optim::Sgd::Create({0, o.size}, so);
-    auto created = sync::CreateAllreduceSync(std::move(o));
-    if (!created.ok()) {
-      std::fprintf(stderr, "%s\n", created.status().ToString().c_str());
-      return 1;
-    }
-    sync::GradientSync& s = **created;
-    const nn::GradReadyCallback on_ready = [&s](const nn::GradRange& r) {
-      s.OnGradientsReady(r.lo, r.hi);
-    };
-    const int steps = absl::GetFlag(FLAGS_steps);
-    std::vector<double> times;
-    sync::SyncStats before;
-    int buckets_per_step = 0;
-    for (int step = 1; step <= 3 + steps; ++step) {
-      if (step == 4) before = s.stats();
-      const auto t0 = Clock::now();
-      absl::Status st = m.Forward(b);
-      if (st.ok()) st = s.BeginStep({});
-      if (st.ok()) st = m.Backward(0.f, on_ready);
-      optim::StepContext ctx;
-      ctx.step = step;
-      ctx.lr = 0.01f;
-      if (st.ok()) st = s.FinishStep(ctx);
-      if (!st.ok()) {
-        std::fprintf(stderr, "rank %d: %s\n", rank, st.ToString().c_str());
-        return 1;
-      }
-      if (step > 3) times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-    }
-    const sync::SyncStats after = s.stats();
-    buckets_per_step = static_cast<int>((after.buckets - before.buckets) / steps);
-    std::sort(times.begin(), times.end());
-    const double t = times[times.size() / 2];
-    const double comm_s = (after.comm_seconds - before.comm_seconds) / steps;
-    const double exposed = (after.exposed_wait_seconds - before.exposed_wait_seconds) / steps;
-    if (rank == 0) {
-      std::printf("%5d %9.0f %7d %9.2f %10.0f %9.2f %11.2f %7.0f%%\n", world, cap,
-                  buckets_per_step, t * 1e3, world * batch / t, comm_s * 1e3, exposed * 1e3,
-                  comm_s > 0 ? 100.0 * (1.0 - exposed / comm_s) : 0.0);
-      std::fflush(stdout);
-    }
+    if (int rc = BenchCap(comm->get(), m, b, cap, rank, world); rc != 0) return rc;
   }
   return 0;
 }

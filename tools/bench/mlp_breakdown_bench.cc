@@ -140,6 +140,169 @@ void ComputeLimit(kernels::CpuBackend& be, const std::vector<int>& widths, int b
               sysconf(_SC_NPROCESSORS_ONLN), total_sec * 1e3);
 }
 
+// Communicator i (0: gradients, 1: the control mesh) of `rank`.
+absl::StatusOr<std::unique_ptr<Communicator>> MakeComm(int rank, int world,
+                                                       gloo::rendezvous::Store* store, int i) {
+  if (absl::GetFlag(FLAGS_transport) == "shm") {
+    ShmOptions so;
+    so.rank = rank;
+    so.world_size = world;
+    so.store = store;
+    so.prefix = i == 0 ? "bench/grad" : "bench/ctl";
+    if (i == 0 && absl::GetFlag(FLAGS_chunk_kb) > 0) {
+      so.chunk_bytes = int64_t{absl::GetFlag(FLAGS_chunk_kb)} << 10;
+    }
+    if (i == 1) so.chunk_bytes = int64_t{256} << 10;
+    auto s = ShmCommunicator::Create(so);
+    if (!s.ok()) return s.status();
+    return std::unique_ptr<Communicator>(std::move(*s));
+  }
+  GlooOptions go;
+  go.rank = rank;
+  go.world_size = world;
+  go.store = store;
+  go.prefix = i == 0 ? "grad" : "ctl";
+  auto g = GlooCommunicator::Create(go);
+  if (!g.ok()) return g.status();
+  return std::unique_ptr<Communicator>(std::move(*g));
+}
+
+// AllreduceSync with SGD momentum over `comm`, as the worker builds it.
+absl::StatusOr<std::unique_ptr<sync::GradientSync>> MakeSync(nn::Model& m, Communicator* comm,
+                                                             const optim::SgdOptions& so) {
+  sync::AllreduceSyncOptions o;
+  o.comm = comm;
+  o.params = m.storage().params();
+  o.grads = m.storage().grads();
+  o.size = m.storage().size();
+  for (const nn::GradRange& r : nn::GroupRanges(m.layout())) o.ready_ranges.push_back({r.lo, r.hi});
+  o.bucket_cap_mb = absl::GetFlag(FLAGS_bucket_cap_mb);
+  o.optimizer = *optim::Sgd::Create({0, o.size}, so);
+  return sync::CreateAllreduceSync(std::move(o));
+}
+
+// A pool of synthetic batches cycled through.
+struct Pool {
+  static constexpr int kSize = 8;
+  std::vector<std::vector<float>> xs;
+  std::vector<std::vector<int32_t>> ys;
+
+  Pool(int rank, int batch, int in, int classes)
+      : xs(kSize, std::vector<float>(static_cast<size_t>(batch) * in)),
+        ys(kSize, std::vector<int32_t>(batch)) {
+    std::mt19937 rng(rank + 1);
+    std::normal_distribution<float> normal;
+    for (int p = 0; p < kSize; ++p) {
+      for (float& v : xs[p]) v = normal(rng);
+      for (int32_t& v : ys[p]) v = static_cast<int32_t>(rng() % classes);
+    }
+  }
+};
+
+// Per-part times of every step (ms).
+struct Samples {
+  std::vector<double> wall[kParts], cpu[kParts], step_wall, proc_cpu;
+};
+
+// What one rank trains with: the model, its backend, the sync (world > 1)
+// or a local optimizer, the control mesh (world > 1).
+struct Rank {
+  kernels::CpuBackend* backend;
+  nn::Model* model;
+  sync::GradientSync* sync;       // null: one rank
+  optim::Optimizer* local_opt;    // one rank
+  Communicator* ctl;              // null: one rank
+};
+
+// FinishStep, or the local optimizer step, timed into kWait / kOptimizer.
+absl::Status TimedFinish(const Rank& r, const optim::StepContext& ctx, Timer& t, Samples& s) {
+  if (r.sync == nullptr) {
+    nn::Model& m = *r.model;
+    absl::Status st =
+        r.local_opt->Step(m.storage().params(), m.storage().grads(), m.storage().size(), ctx);
+    s.wall[kWait].push_back(0), s.cpu[kWait].push_back(0);
+    t.Stop(&s.wall[kOptimizer], &s.cpu[kOptimizer]);
+    return st;
+  }
+  const double exposed0 = r.sync->stats().exposed_wait_seconds;
+  absl::Status st = r.sync->FinishStep(ctx);
+  const double w1 = Wall(), c1 = ThreadCpu();
+  const double exposed = (r.sync->stats().exposed_wait_seconds - exposed0) * 1e3;
+  const double total_w = (w1 - t.w) * 1e3, total_c = (c1 - t.c) * 1e3;
+  // The exposed wait is wall time; its CPU share is unknown (spin vs
+  // sleep), so the split of CPU time charges all but the wait's wall
+  // time (at most) to the optimizer.
+  s.wall[kWait].push_back(exposed);
+  s.wall[kOptimizer].push_back(total_w - exposed);
+  s.cpu[kOptimizer].push_back(std::min(total_c, total_w - exposed));
+  s.cpu[kWait].push_back(total_c - s.cpu[kOptimizer].back());
+  t.w = w1, t.c = c1;
+  return st;
+}
+
+// One training step with every part timed into `s`; the loss added to *loss_sum.
+absl::Status TimedStep(const Rank& r, const Pool& pool, int batch, int step, Samples& s,
+                       double* loss_sum) {
+  nn::Model& m = *r.model;
+  Timer t;
+  t.Start();
+  nn::Batch b;
+  b.size = batch;
+  b.features = pool.xs[step % Pool::kSize].data();
+  b.labels = pool.ys[step % Pool::kSize].data();
+  t.Stop(&s.wall[kData], &s.cpu[kData]);
+  absl::Status st = m.Forward(b);
+  t.Stop(&s.wall[kForward], &s.cpu[kForward]);
+  if (st.ok() && r.sync != nullptr) st = r.sync->BeginStep({});
+  if (st.ok()) {
+    sync::GradientSync* sy = r.sync;
+    st = sy != nullptr
+             ? m.Backward(0.f, [sy](const nn::GradRange& g) { sy->OnGradientsReady(g.lo, g.hi); })
+             : m.Backward(0.f, nullptr);
+  }
+  t.Stop(&s.wall[kBackward], &s.cpu[kBackward]);
+  float loss = 0;
+  if (st.ok()) st = r.backend->CopyToHost(&loss, m.loss(), sizeof(float));
+  *loss_sum += loss;
+  t.Stop(&s.wall[kLoss], &s.cpu[kLoss]);
+  optim::StepContext ctx;
+  ctx.step = step;
+  ctx.lr = 0.01f;
+  if (st.ok()) st = TimedFinish(r, ctx, t, s);
+  if (st.ok() && r.ctl != nullptr) {
+    float flags[3] = {0, 0, 0};
+    st = r.ctl->AllReduce(flags, 3, ReduceOp::kMax);
+  }
+  t.Stop(&s.wall[kControl], &s.cpu[kControl]);
+  return st;
+}
+
+// Rank 0's table and its RESULT line.
+void Report(const Samples& s, int world, int batch, int steps, double comm_ms) {
+  std::printf("breakdown rank 0 of %d (%s), %s batch %d, median of %d steps, ms/step:\n", world,
+              world > 1 ? absl::GetFlag(FLAGS_transport).c_str() : "no comm",
+              absl::GetFlag(FLAGS_model).c_str(), batch, steps);
+  std::printf("  %-15s %8s %8s\n", "part", "wall", "cpu");
+  double sw = 0, sc = 0;
+  for (int p = 0; p < kParts; ++p) {
+    const double mw = Median(s.wall[p]), mc = Median(s.cpu[p]);
+    sw += mw, sc += mc;
+    std::printf("  %-15s %8.3f %8.3f\n", kPartNames[p], mw, mc);
+  }
+  std::printf("  %-15s %8.3f %8.3f   (sum of medians)\n", "total", sw, sc);
+  const double step_ms = Median(s.step_wall);
+  std::printf("  step wall %.3f ms => %.0f samples/s for %d rank(s); proc_cpu %.3f ms/step; "
+              "comm thread busy %.3f ms/step; trainer cpu/wall %.0f%%\n",
+              step_ms, world * batch / step_ms * 1e3, world, Median(s.proc_cpu), comm_ms,
+              100.0 * sc / sw);
+  std::printf("RESULT breakdown world=%d forward=%.3f backward=%.3f wait=%.3f optimizer=%.3f "
+              "ctl=%.3f step_wall=%.3f cpu_step=%.3f samples_per_s=%.0f\n",
+              world, Median(s.cpu[kForward]), Median(s.cpu[kBackward]), Median(s.wall[kWait]),
+              Median(s.cpu[kOptimizer]), Median(s.wall[kControl]), step_ms, Median(s.proc_cpu),
+              world * batch / step_ms * 1e3);
+  std::fflush(stdout);
+}
+
 int RunRank(int rank, int world, const std::string& dir) {
   kernels::CpuBackend backend;
   const int batch = absl::GetFlag(FLAGS_batch);
@@ -155,56 +318,23 @@ int RunRank(int rank, int world, const std::string& dir) {
   const std::vector<int>& widths = m.spec().mlp.widths;
   if (rank == 0 && absl::GetFlag(FLAGS_limit)) ComputeLimit(backend, widths, batch);
 
-  std::unique_ptr<Communicator> grad_comm, ctl_comm;
+  std::unique_ptr<Communicator> comms[2];  // gradients, control
   std::unique_ptr<gloo::rendezvous::FileStore> store;
-  if (world > 1) {
-    store = std::make_unique<gloo::rendezvous::FileStore>(dir);
-    const std::string transport = absl::GetFlag(FLAGS_transport);
-    for (int i = 0; i < 2; ++i) {
-      absl::StatusOr<std::unique_ptr<Communicator>> c;
-      if (transport == "shm") {
-        ShmOptions so;
-        so.rank = rank;
-        so.world_size = world;
-        so.store = store.get();
-        so.prefix = i == 0 ? "bench/grad" : "bench/ctl";
-        if (i == 0 && absl::GetFlag(FLAGS_chunk_kb) > 0) {
-          so.chunk_bytes = int64_t{absl::GetFlag(FLAGS_chunk_kb)} << 10;
-        }
-        if (i == 1) so.chunk_bytes = int64_t{256} << 10;
-        auto s = ShmCommunicator::Create(so);
-        if (s.ok()) c = std::unique_ptr<Communicator>(std::move(*s)); else c = s.status();
-      } else {
-        GlooOptions go;
-        go.rank = rank;
-        go.world_size = world;
-        go.store = store.get();
-        go.prefix = i == 0 ? "grad" : "ctl";
-        auto g = GlooCommunicator::Create(go);
-        if (g.ok()) c = std::unique_ptr<Communicator>(std::move(*g)); else c = g.status();
-      }
-      if (!c.ok()) {
-        std::fprintf(stderr, "rank %d: %s\n", rank, c.status().ToString().c_str());
-        return 1;
-      }
-      (i == 0 ? grad_comm : ctl_comm) = std::move(*c);
-    }
-  }
-
-  sync::AllreduceSyncOptions o;
   std::unique_ptr<sync::GradientSync> sync;
   std::unique_ptr<optim::Optimizer> local_opt;
   optim::SgdOptions so;
   so.momentum = 0.9f;
   if (world > 1) {
-    o.comm = grad_comm.get();
-    o.params = m.storage().params();
-    o.grads = m.storage().grads();
-    o.size = m.storage().size();
-    for (const nn::GradRange& r : nn::GroupRanges(m.layout())) o.ready_ranges.push_back({r.lo, r.hi});
-    o.bucket_cap_mb = absl::GetFlag(FLAGS_bucket_cap_mb);
-    o.optimizer = *optim::Sgd::Create({0, o.size}, so);
-    auto created = sync::CreateAllreduceSync(std::move(o));
+    store = std::make_unique<gloo::rendezvous::FileStore>(dir);
+    for (int i = 0; i < 2; ++i) {
+      auto c = MakeComm(rank, world, store.get(), i);
+      if (!c.ok()) {
+        std::fprintf(stderr, "rank %d: %s\n", rank, c.status().ToString().c_str());
+        return 1;
+      }
+      comms[i] = std::move(*c);
+    }
+    auto created = MakeSync(m, comms[0].get(), so);
     if (!created.ok()) {
       std::fprintf(stderr, "%s\n", created.status().ToString().c_str());
       return 1;
@@ -213,115 +343,31 @@ int RunRank(int rank, int world, const std::string& dir) {
   } else {
     local_opt = *optim::Sgd::Create({0, m.storage().size()}, so);
   }
-
-  const int in = widths.front(), classes = widths.back();
-  constexpr int kPool = 8;
-  std::mt19937 rng(rank + 1);
-  std::normal_distribution<float> normal;
-  std::vector<std::vector<float>> xs(kPool, std::vector<float>(static_cast<size_t>(batch) * in));
-  std::vector<std::vector<int32_t>> ys(kPool, std::vector<int32_t>(batch));
-  for (int p = 0; p < kPool; ++p) {
-    for (float& v : xs[p]) v = normal(rng);
-    for (int32_t& v : ys[p]) v = static_cast<int32_t>(rng() % classes);
-  }
+  const Pool pool(rank, batch, widths.front(), widths.back());
+  const Rank r{&backend, &m, sync.get(), local_opt.get(), comms[1].get()};
 
   const int steps = absl::GetFlag(FLAGS_steps);
-  std::vector<double> wall[kParts], cpu[kParts], step_wall, proc_cpu;
+  Samples s;
   sync::SyncStats before;
   double loss_sum = 0;
   for (int step = 1; step <= 5 + steps; ++step) {
-    if (step == 6) {
+    if (step == 6) {  // after 5 warm-up steps
       if (sync) before = sync->stats();
-      for (int p = 0; p < kParts; ++p) wall[p].clear(), cpu[p].clear();
+      for (int p = 0; p < kParts; ++p) s.wall[p].clear(), s.cpu[p].clear();
     }
     const double w0 = Wall(), p0 = ProcCpu();
-    Timer t;
-    t.Start();
-    nn::Batch b;
-    b.size = batch;
-    b.features = xs[step % kPool].data();
-    b.labels = ys[step % kPool].data();
-    t.Stop(&wall[kData], &cpu[kData]);
-    absl::Status st = m.Forward(b);
-    t.Stop(&wall[kForward], &cpu[kForward]);
-    if (st.ok() && sync) st = sync->BeginStep({});
-    if (st.ok()) {
-      if (sync) {
-        sync::GradientSync* s = sync.get();
-        st = m.Backward(0.f, [s](const nn::GradRange& r) { s->OnGradientsReady(r.lo, r.hi); });
-      } else {
-        st = m.Backward(0.f, nullptr);
-      }
-    }
-    t.Stop(&wall[kBackward], &cpu[kBackward]);
-    float loss = 0;
-    if (st.ok()) st = backend.CopyToHost(&loss, m.loss(), sizeof(float));
-    loss_sum += loss;
-    t.Stop(&wall[kLoss], &cpu[kLoss]);
-    optim::StepContext ctx;
-    ctx.step = step;
-    ctx.lr = 0.01f;
-    if (st.ok()) {
-      if (sync) {
-        const double exposed0 = sync->stats().exposed_wait_seconds;
-        st = sync->FinishStep(ctx);
-        const double w1 = Wall(), c1 = ThreadCpu();
-        const double exposed = (sync->stats().exposed_wait_seconds - exposed0) * 1e3;
-        const double total_w = (w1 - t.w) * 1e3, total_c = (c1 - t.c) * 1e3;
-        // The exposed wait is wall time; its CPU share is unknown (spin vs
-        // sleep), so the split of CPU time charges all but the wait's wall
-        // time (at most) to the optimizer.
-        wall[kWait].push_back(exposed);
-        wall[kOptimizer].push_back(total_w - exposed);
-        cpu[kOptimizer].push_back(std::min(total_c, total_w - exposed));
-        cpu[kWait].push_back(total_c - cpu[kOptimizer].back());
-        t.w = w1, t.c = c1;
-      } else {
-        st = local_opt->Step(m.storage().params(), m.storage().grads(), m.storage().size(), ctx);
-        wall[kWait].push_back(0), cpu[kWait].push_back(0);
-        t.Stop(&wall[kOptimizer], &cpu[kOptimizer]);
-      }
-    }
-    if (st.ok() && ctl_comm) {
-      float flags[3] = {0, 0, 0};
-      st = ctl_comm->AllReduce(flags, 3, ReduceOp::kMax);
-    }
-    t.Stop(&wall[kControl], &cpu[kControl]);
-    if (!st.ok()) {
+    if (absl::Status st = TimedStep(r, pool, batch, step, s, &loss_sum); !st.ok()) {
       std::fprintf(stderr, "rank %d step %d: %s\n", rank, step, st.ToString().c_str());
       return 1;
     }
     if (step > 5) {
-      step_wall.push_back((Wall() - w0) * 1e3);
-      proc_cpu.push_back((ProcCpu() - p0) * 1e3);
+      s.step_wall.push_back((Wall() - w0) * 1e3);
+      s.proc_cpu.push_back((ProcCpu() - p0) * 1e3);
     }
   }
   const double comm_ms =
       sync ? (sync->stats().comm_seconds - before.comm_seconds) / steps * 1e3 : 0.0;
-  if (rank == 0) {
-    std::printf("breakdown rank 0 of %d (%s), %s batch %d, median of %d steps, ms/step:\n", world,
-                world > 1 ? absl::GetFlag(FLAGS_transport).c_str() : "no comm",
-                absl::GetFlag(FLAGS_model).c_str(), batch, steps);
-    std::printf("  %-15s %8s %8s\n", "part", "wall", "cpu");
-    double sw = 0, sc = 0;
-    for (int p = 0; p < kParts; ++p) {
-      const double mw = Median(wall[p]), mc = Median(cpu[p]);
-      sw += mw, sc += mc;
-      std::printf("  %-15s %8.3f %8.3f\n", kPartNames[p], mw, mc);
-    }
-    std::printf("  %-15s %8.3f %8.3f   (sum of medians)\n", "total", sw, sc);
-    const double step_ms = Median(step_wall);
-    std::printf("  step wall %.3f ms => %.0f samples/s for %d rank(s); proc_cpu %.3f ms/step; "
-                "comm thread busy %.3f ms/step; trainer cpu/wall %.0f%%\n",
-                step_ms, world * batch / step_ms * 1e3, world, Median(proc_cpu), comm_ms,
-                100.0 * sc / sw);
-    std::printf("RESULT breakdown world=%d forward=%.3f backward=%.3f wait=%.3f optimizer=%.3f "
-                "ctl=%.3f step_wall=%.3f cpu_step=%.3f samples_per_s=%.0f\n",
-                world, Median(cpu[kForward]), Median(cpu[kBackward]), Median(wall[kWait]),
-                Median(cpu[kOptimizer]), Median(wall[kControl]), step_ms, Median(proc_cpu),
-                world * batch / step_ms * 1e3);
-    std::fflush(stdout);
-  }
+  if (rank == 0) Report(s, world, batch, steps, comm_ms);
   if (loss_sum != loss_sum) std::fprintf(stderr, "rank %d: NaN loss\n", rank);
   return 0;
 }

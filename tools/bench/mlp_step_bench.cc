@@ -59,12 +59,14 @@ void CorePeak(int* flop_per_cycle, double* ghz, std::string* what) {
           std::string(", ") + model.substr(model.find(':') + 2);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct Flags {
   std::string spec = "mlp:784,1024,1024,10";
   std::vector<int> batches = {64, 256};
   int steps = 30, repeats = 5, threads = 1;
+};
+
+// argv into *f; false (after a line on stderr) on a bad flag.
+bool ParseFlags(int argc, char** argv, Flags* f) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const char* key) -> const char* {
@@ -72,91 +74,88 @@ int main(int argc, char** argv) {
       return a.compare(0, n, key) == 0 ? argv[i] + n : nullptr;
     };
     if (const char* v = value("--spec=")) {
-      spec = v;
+      f->spec = v;
     } else if (const char* v = value("--batches=")) {
-      batches.clear();
+      f->batches.clear();
       for (absl::string_view p : absl::StrSplit(v, ',')) {
         int b;
         if (!absl::SimpleAtoi(p, &b) || b <= 0) {
           std::fprintf(stderr, "bad --batches entry \"%s\"\n", std::string(p).c_str());
-          return 2;
+          return false;
         }
-        batches.push_back(b);
+        f->batches.push_back(b);
       }
     } else if (const char* v = value("--steps=")) {
-      steps = std::atoi(v);
+      f->steps = std::atoi(v);
     } else if (const char* v = value("--repeats=")) {
-      repeats = std::atoi(v);
+      f->repeats = std::atoi(v);
     } else if (const char* v = value("--threads=")) {
-      threads = std::atoi(v);
+      f->threads = std::atoi(v);
     } else {
       std::fprintf(stderr, "unknown flag %s\n", argv[i]);
-      return 2;
+      return false;
     }
   }
-  if (steps <= 0 || repeats <= 0 || threads <= 0) {
+  if (f->steps <= 0 || f->repeats <= 0 || f->threads <= 0) {
     std::fprintf(stderr, "--steps, --repeats and --threads must be positive\n");
-    return 2;
+    return false;
   }
+  return true;
+}
 
-  tandem::kernels::BackendOptions bo;
-  bo.cpu_threads = threads;
-  tandem::kernels::CpuBackend backend(bo);
-  absl::StatusOr<tandem::nn::ModelSpec> parsed = tandem::nn::ParseModelSpec(spec);
-  if (!parsed.ok() || parsed->kind != tandem::nn::ModelSpec::Kind::kMlp) {
-    std::fprintf(stderr, "%s\n", parsed.ok() ? "need an mlp: spec"
-                                             : std::string(parsed.status().message()).c_str());
-    return 2;
+// The RESULT line of one batch size: median samples/s over the repeats.
+int BenchBatch(tandem::kernels::CpuBackend& backend, const tandem::nn::ModelSpec& spec,
+               const Flags& f, int batch) {
+  const int in = spec.mlp.widths.front();
+  const int classes = spec.mlp.widths.back();
+  tandem::nn::ModelOptions mo;
+  mo.max_batch = batch;
+  auto model = tandem::nn::CreateModel(spec, &backend, mo);
+  if (!model.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(model.status().message()).c_str());
+    return 1;
   }
-  const int in = parsed->mlp.widths.front();
-  const int classes = parsed->mlp.widths.back();
-
-  for (int batch : batches) {
-    tandem::nn::ModelOptions mo;
-    mo.max_batch = batch;
-    auto model = tandem::nn::CreateModel(*parsed, &backend, mo);
-    if (!model.ok()) {
-      std::fprintf(stderr, "%s\n", std::string(model.status().message()).c_str());
-      return 1;
+  tandem::nn::Model& m = **model;
+  std::mt19937_64 rng(1);
+  std::normal_distribution<float> nd;
+  std::vector<float> x(static_cast<size_t>(batch) * in);
+  for (float& v : x) v = nd(rng);
+  std::vector<int32_t> y(batch);
+  for (int i = 0; i < batch; ++i) y[i] = i % classes;
+  float* params = m.storage().params();
+  const float* grads = m.storage().grads();
+  const int64_t n = m.storage().size();
+  std::vector<float> velocity(n, 0.f);
+  tandem::nn::Batch b;
+  b.size = batch;
+  b.features = x.data();
+  b.labels = y.data();
+  auto step = [&] {
+    if (!m.Forward(b).ok() || !m.Backward(0.f, nullptr).ok()) std::abort();
+    float* v = velocity.data();
+    for (int64_t i = 0; i < n; ++i) {
+      v[i] = 0.9f * v[i] + grads[i];
+      params[i] -= 1e-3f * v[i];
     }
-    tandem::nn::Model& m = **model;
-    std::mt19937_64 rng(1);
-    std::normal_distribution<float> nd;
-    std::vector<float> x(static_cast<size_t>(batch) * in);
-    for (float& v : x) v = nd(rng);
-    std::vector<int32_t> y(batch);
-    for (int i = 0; i < batch; ++i) y[i] = i % classes;
-    float* params = m.storage().params();
-    const float* grads = m.storage().grads();
-    const int64_t n = m.storage().size();
-    std::vector<float> velocity(n, 0.f);
-    tandem::nn::Batch b;
-    b.size = batch;
-    b.features = x.data();
-    b.labels = y.data();
-    auto step = [&] {
-      if (!m.Forward(b).ok() || !m.Backward(0.f, nullptr).ok()) std::abort();
-      float* v = velocity.data();
-      for (int64_t i = 0; i < n; ++i) {
-        v[i] = 0.9f * v[i] + grads[i];
-        params[i] -= 1e-3f * v[i];
-      }
-    };
-    for (int i = 0; i < 3; ++i) step();  // warm-up
-    std::vector<double> rates;
-    for (int r = 0; r < repeats; ++r) {
-      const auto t0 = Clock::now();
-      for (int s = 0; s < steps; ++s) step();
-      const double sec = std::chrono::duration<double>(Clock::now() - t0).count();
-      rates.push_back(static_cast<double>(steps) * batch / sec);
-    }
-    std::printf("RESULT tandem %s batch=%d threads=%d samples_per_s=%.1f "
-                "(median of %d x %d steps; min %.1f max %.1f)\n",
-                spec.c_str(), batch, threads, Median(rates), repeats, steps,
-                *std::min_element(rates.begin(), rates.end()),
-                *std::max_element(rates.begin(), rates.end()));
+  };
+  for (int i = 0; i < 3; ++i) step();  // warm-up
+  std::vector<double> rates;
+  for (int r = 0; r < f.repeats; ++r) {
+    const auto t0 = Clock::now();
+    for (int s = 0; s < f.steps; ++s) step();
+    const double sec = std::chrono::duration<double>(Clock::now() - t0).count();
+    rates.push_back(static_cast<double>(f.steps) * batch / sec);
   }
+  std::printf("RESULT tandem %s batch=%d threads=%d samples_per_s=%.1f "
+              "(median of %d x %d steps; min %.1f max %.1f)\n",
+              f.spec.c_str(), batch, f.threads, Median(rates), f.repeats, f.steps,
+              *std::min_element(rates.begin(), rates.end()),
+              *std::max_element(rates.begin(), rates.end()));
+  return 0;
+}
 
+// sgemm GFLOP/s at the MLP's shapes against the core's peak.
+void GemmTable(tandem::kernels::CpuBackend& backend, int threads) {
   int fpc = 0;
   double ghz = 0;
   std::string cpu;
@@ -191,5 +190,25 @@ int main(int argc, char** argv) {
     std::printf("GEMM %-13s m=%-5d n=%-5d k=%-5d %7.1f GFLOP/s  %5.1f%% of peak\n",
                 s.what, s.m, s.n, s.k, med, peak > 0 ? 100.0 * med / peak : 0.0);
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags f;
+  if (!ParseFlags(argc, argv, &f)) return 2;
+  tandem::kernels::BackendOptions bo;
+  bo.cpu_threads = f.threads;
+  tandem::kernels::CpuBackend backend(bo);
+  absl::StatusOr<tandem::nn::ModelSpec> parsed = tandem::nn::ParseModelSpec(f.spec);
+  if (!parsed.ok() || parsed->kind != tandem::nn::ModelSpec::Kind::kMlp) {
+    std::fprintf(stderr, "%s\n", parsed.ok() ? "need an mlp: spec"
+                                             : std::string(parsed.status().message()).c_str());
+    return 2;
+  }
+  for (int batch : f.batches) {
+    if (int rc = BenchBatch(backend, *parsed, f, batch); rc != 0) return rc;
+  }
+  GemmTable(backend, f.threads);
   return 0;
 }

@@ -59,6 +59,31 @@ void Die(const std::string& what) {
   std::exit(1);
 }
 
+// One pass: its name, bytes moved per element, median seconds.
+struct Row {
+  const char* name;
+  double bytes_per_element;
+  double seconds;
+};
+
+// The table, each pass in GB/s against memcpy (rows[0]) and the in-place
+// scale (rows[1]).
+void PrintRows(const std::vector<Row>& rows, int64_t n, int reps) {
+  const double memcpy_gbs = 8.0 * n / rows[0].seconds / 1e9;
+  const double inplace_gbs = 8.0 * n / rows[1].seconds / 1e9;
+  std::printf("optim_bench: n = %lld floats (%.0f MiB per buffer), one thread, "
+              "median of %d\n",
+              static_cast<long long>(n), n * 4.0 / (1 << 20), reps);
+  std::printf("%-20s %8s %9s %9s %10s %10s\n", "pass", "B/elem", "ms", "GB/s",
+              "vs memcpy", "vs inplace");
+  for (const Row& r : rows) {
+    const double gbs = r.bytes_per_element * n / r.seconds / 1e9;
+    std::printf("%-20s %8.0f %9.2f %9.2f %10.2f %10.2f\n", r.name,
+                r.bytes_per_element, r.seconds * 1e3, gbs, gbs / memcpy_gbs,
+                gbs / inplace_gbs);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -92,11 +117,6 @@ int main(int argc, char** argv) {
     if (!s.ok()) Die(std::string(s.message()));
   };
 
-  struct Row {
-    const char* name;
-    double bytes_per_element;
-    double seconds;
-  };
   std::vector<Row> rows;
   volatile double sink = 0;
   rows.push_back({"memcpy", 8, MedianSeconds(reps, [&] {
@@ -135,18 +155,6 @@ int main(int argc, char** argv) {
                     (void)tandem::numeric::FloatToHalf(params, absl::MakeSpan(half));
                   })});
 
-  const double memcpy_gbs = 8.0 * n / rows[0].seconds / 1e9;
-  const double inplace_gbs = 8.0 * n / rows[1].seconds / 1e9;
-  std::printf("optim_bench: n = %lld floats (%.0f MiB per buffer), one thread, "
-              "median of %d\n",
-              static_cast<long long>(n), n * 4.0 / (1 << 20), reps);
-  std::printf("%-20s %8s %9s %9s %10s %10s\n", "pass", "B/elem", "ms", "GB/s",
-              "vs memcpy", "vs inplace");
-  for (const Row& r : rows) {
-    const double gbs = r.bytes_per_element * n / r.seconds / 1e9;
-    std::printf("%-20s %8.0f %9.2f %9.2f %10.2f %10.2f\n", r.name,
-                r.bytes_per_element, r.seconds * 1e3, gbs, gbs / memcpy_gbs,
-                gbs / inplace_gbs);
-  }
+  PrintRows(rows, n, reps);
   return sink == -1.0 ? 1 : 0;
 }

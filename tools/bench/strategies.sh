@@ -6,16 +6,22 @@
 # test accuracy after EPOCHS epochs, each also as a ratio to plain ring
 # allreduce. allreduce runs as hier=0 and hier=1 once `tandem local --help`
 # lists the hier key; a strategy that fails is reported and the rest go on.
-# `compressed` runs as three variants (issue 13): "compressed int8+EF",
-# "compressed topk+EF" (k=0.01) and "compressed fp16" (ef=0), with the
-# speed-up and accuracy checks printed after the table; `hybrid` runs as
+# `compressed` runs as its codecs: "compressed int8+EF" (also hier=1),
+# "compressed topk" and "compressed threshold" with their accurate defaults,
+# "compressed topk plain-EF" (no warm-up, no momentum correction) and
+# "compressed powersgd r4"; allreduce also as "allreduce wire=fp16" (fp16
+# buckets, fp32 sums: the fair baseline). Every row has its step-time ratio
+# to the fp32 ring and to the fp16 ring, and the codecs' speed-up and
+# accuracy checks against both are printed after the table (issue 33:
+#   sudo tools/bench/strategies.sh --layouts 2x2 --rates 100mbit --epochs 1 \
+#     --only "allreduce hier=0,allreduce wire=fp16,compressed topk,compressed threshold,compressed powersgd r4"); `hybrid` runs as
 # "hybrid" (fp32 pushes) and "hybrid int8+EF" (compress=int8), with its
 # speed-up against the flat and hierarchical rings printed (issue 12:
 #   sudo tools/bench/strategies.sh --layouts 2x2 --rates 1gbit --no-accuracy \
 #     --only "allreduce hier=0,allreduce hier=1,hybrid,hybrid int8+EF").
 # Issue 13's run:
 #   sudo tools/bench/strategies.sh --layouts 2x2 --rates 1gbit,100mbit --epochs 2 \
-#     --only "allreduce hier=0,compressed int8+EF,compressed topk+EF,compressed fp16"
+#     --only "allreduce hier=0,compressed int8+EF,compressed topk plain-EF,allreduce wire=fp16"
 # Writes OUT/strategies.json and OUT/strategies.png (python3-matplotlib).
 #
 #   bazel build -c opt //tools/tandem
@@ -44,7 +50,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --out) out="$2"; shift 2 ;;
     --out=*) out="${1#--out=}"; shift ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
     *) args+=("$1"); shift ;;
   esac
 done

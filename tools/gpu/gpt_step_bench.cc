@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -110,6 +111,37 @@ absl::Status WriteMeasuredProfile(const Options& opt, kernels::Backend* be, cuda
   return absl::OkStatus();
 }
 
+absl::StatusOr<float> ReadLoss(kernels::Backend* be, nn::Model& model) {
+  float loss = 0.0f;
+  RETURN_IF_ERROR(be->CopyToHost(&loss, model.loss(), sizeof(float)));
+  return loss;
+}
+
+// Median milliseconds of `step` over `iters` runs, timed by CUDA events on
+// `stream`.
+absl::StatusOr<double> MedianStepMs(cudaStream_t stream, int iters,
+                                    const std::function<absl::Status()>& step) {
+  cudaEvent_t start, stop;
+  RETURN_IF_CUDA_ERROR(cudaEventCreate(&start), "cudaEventCreate");
+  RETURN_IF_CUDA_ERROR(cudaEventCreate(&stop), "cudaEventCreate");
+  std::vector<float> ms;
+  absl::Status status;
+  for (int i = 0; i < iters && status.ok(); ++i) {
+    cudaEventRecord(start, stream);
+    status = step();
+    cudaEventRecord(stop, stream);
+    if (status.ok()) status = CudaStatus(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float t = 0.0f;
+    if (status.ok()) status = CudaStatus(cudaEventElapsedTime(&t, start, stop), "elapsed");
+    ms.push_back(t);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  RETURN_IF_ERROR(status);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
 absl::Status Run(const Options& opt) {
   kernels::BackendOptions bo;
   bo.device = "cuda";
@@ -169,42 +201,21 @@ absl::Status Run(const Options& opt) {
         "AdamW step");
     return absl::OkStatus();
   };
-  auto read_loss = [&]() -> absl::StatusOr<float> {
-    float loss = 0.0f;
-    RETURN_IF_ERROR(be->CopyToHost(&loss, model->loss(), sizeof(float)));
-    return loss;
-  };
 
   // Warm-up with a sync after every op, so a faulting kernel is named.
   be->set_check_each_call(true);
   for (int i = 0; i < 3; ++i) RETURN_IF_ERROR(train_step());
   be->set_check_each_call(false);
   RETURN_IF_ERROR(be->Synchronize());
-  ASSIGN_OR_RETURN(float first_loss, read_loss());
-  cudaEvent_t start, stop;
-  RETURN_IF_CUDA_ERROR(cudaEventCreate(&start), "cudaEventCreate");
-  RETURN_IF_CUDA_ERROR(cudaEventCreate(&stop), "cudaEventCreate");
-  std::vector<float> ms;
-  for (int i = 0; i < opt.iters; ++i) {
-    cudaEventRecord(start, be->stream());
-    RETURN_IF_ERROR(train_step());
-    cudaEventRecord(stop, be->stream());
-    RETURN_IF_CUDA_ERROR(cudaEventSynchronize(stop), "cudaEventSynchronize");
-    float t = 0.0f;
-    RETURN_IF_CUDA_ERROR(cudaEventElapsedTime(&t, start, stop), "elapsed");
-    ms.push_back(t);
-  }
+  ASSIGN_OR_RETURN(float first_loss, ReadLoss(be.get(), *model));
+  ASSIGN_OR_RETURN(const double med, MedianStepMs(be->stream(), opt.iters, train_step));
   RETURN_IF_ERROR(be->Synchronize());
-  ASSIGN_OR_RETURN(float last_loss, read_loss());
-  std::sort(ms.begin(), ms.end());
-  const double med = ms[ms.size() / 2];
+  ASSIGN_OR_RETURN(float last_loss, ReadLoss(be.get(), *model));
   std::printf("gpt_step tandem %s batch=%d math=%s params=%lld: median %.2f ms, "
               "%.0f tokens/s, loss %.4f -> %.4f\n",
               opt.spec.c_str(), opt.batch, opt.math.c_str(),
               static_cast<long long>(n), med, tokens / (med * 1e-3),
               first_loss, last_loss);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
   if (!opt.profile_out.empty()) return WriteMeasuredProfile(opt, be.get(), be->stream(), med);
   return absl::OkStatus();
 }

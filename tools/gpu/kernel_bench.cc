@@ -99,33 +99,58 @@ class Bench {
   int iters_;
 };
 
-absl::Status Run(const Options& opt) {
-  ASSIGN_OR_RETURN(DeviceInfo info, ProbeDevice(0));
-  std::printf("device: %s\n", DescribeDevice(info).c_str());
-  ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> be,
-                   CudaBackend::Create(kernels::BackendOptions()));
-  Bench bench(be.get(), opt.iters);
-  const int64_t n = opt.elements;
+// One table row per kernel: GB/s of compulsory traffic against the
+// device-to-device memcpy measured first.
+class Reporter {
+ public:
+  Reporter(Bench* bench, int64_t n, double copy_gbs) : bench_(bench), n_(n), copy_gbs_(copy_gbs) {}
+
+  absl::Status Report(const char* name, double bytes_per_elem, const std::function<void()>& f) {
+    ASSIGN_OR_RETURN(double ms, bench_->MedianMs(name, f));
+    const double gbs = bytes_per_elem * n_ / (ms * 1e6);
+    std::printf("%-34s %12.1f %10.3f %10.1f %8.1f%%\n", name, bytes_per_elem,
+                ms, gbs, 100.0 * gbs / copy_gbs_);
+    std::fflush(stdout);
+    return absl::OkStatus();
+  }
+
+ private:
+  Bench* bench_;
+  int64_t n_;
+  double copy_gbs_;
+};
+
+// The element-wise passes' buffers: five of n floats and a 1 MiB scratch.
+struct Buffers {
+  kernels::DeviceBuffer x, y, z, w, m, small;
+  float *X, *Y, *Z, *W, *M, *S;
+};
+
+absl::StatusOr<Buffers> AllocateBuffers(CudaBackend* be, int64_t n) {
   const size_t bytes = n * sizeof(float);
-
-  ASSIGN_OR_RETURN(kernels::DeviceBuffer x, be->Allocate(bytes));
-  ASSIGN_OR_RETURN(kernels::DeviceBuffer y, be->Allocate(bytes));
-  ASSIGN_OR_RETURN(kernels::DeviceBuffer z, be->Allocate(bytes));
-  ASSIGN_OR_RETURN(kernels::DeviceBuffer w, be->Allocate(bytes));
-  ASSIGN_OR_RETURN(kernels::DeviceBuffer m, be->Allocate(bytes));
-  ASSIGN_OR_RETURN(kernels::DeviceBuffer small, be->Allocate(1 << 20));
-  // Inputs in (-1, 1) via a cheap deterministic pattern on the host? No:
-  // fill on the device (values do not change the kernels' memory traffic).
-  be->Fill(x.f32(), n, 0.5f);
-  be->Fill(y.f32(), n, -0.25f);
-  be->Fill(z.f32(), n, 0.75f);
-  be->Fill(w.f32(), n, 0.1f);
-  be->Fill(m.f32(), n, 0.0f);
-  be->Fill(small.f32(), (1 << 20) / 4, 1.0f);
+  Buffers b;
+  for (kernels::DeviceBuffer* buf : {&b.x, &b.y, &b.z, &b.w, &b.m}) {
+    ASSIGN_OR_RETURN(*buf, be->Allocate(bytes));
+  }
+  ASSIGN_OR_RETURN(b.small, be->Allocate(1 << 20));
+  b.X = b.x.f32(), b.Y = b.y.f32(), b.Z = b.z.f32(), b.W = b.w.f32(), b.M = b.m.f32();
+  b.S = b.small.f32();
+  // Filled on the device (values do not change the kernels' memory traffic).
+  be->Fill(b.X, n, 0.5f);
+  be->Fill(b.Y, n, -0.25f);
+  be->Fill(b.Z, n, 0.75f);
+  be->Fill(b.W, n, 0.1f);
+  be->Fill(b.M, n, 0.0f);
+  be->Fill(b.S, (1 << 20) / 4, 1.0f);
   RETURN_IF_ERROR(be->Synchronize());
+  return b;
+}
 
+// The memcpy reference row (and the table's header); its GB/s.
+absl::StatusOr<double> MeasureCopy(CudaBackend* be, Bench& bench, Buffers& b, int64_t n) {
+  const size_t bytes = n * sizeof(float);
   ASSIGN_OR_RETURN(double copy_ms, bench.MedianMs("memcpy_d2d", [&] {
-                     be->Copy(y.data(), x.data(), bytes);
+                     be->Copy(b.y.data(), b.x.data(), bytes);
                    }));
   const double copy_gbs = 2.0 * bytes / (copy_ms * 1e6);
   std::printf("\n%-34s %12s %10s %10s %9s\n", "kernel", "bytes/elem",
@@ -133,56 +158,49 @@ absl::Status Run(const Options& opt) {
   std::printf("%-34s %12d %10.3f %10.1f %8.1f%%\n", "memcpy_d2d", 8, copy_ms,
               copy_gbs, 100.0);
   std::fflush(stdout);
+  return copy_gbs;
+}
 
-  auto report = [&](const char* name, double bytes_per_elem,
-                    const std::function<void()>& f) -> absl::Status {
-    ASSIGN_OR_RETURN(double ms, bench.MedianMs(name, f));
-    const double gbs = bytes_per_elem * n / (ms * 1e6);
-    std::printf("%-34s %12.1f %10.3f %10.1f %8.1f%%\n", name, bytes_per_elem,
-                ms, gbs, 100.0 * gbs / copy_gbs);
-    std::fflush(stdout);
-    return absl::OkStatus();
-  };
-  float* X = x.f32();
-  float* Y = y.f32();
-  float* Z = z.f32();
-  float* W = w.f32();
-  float* M = m.f32();
-  float* S = small.f32();
+absl::Status BenchElementwise(CudaBackend* be, Reporter& r, const Buffers& b, int64_t n) {
+  float *X = b.X, *Y = b.Y, *Z = b.Z, *W = b.W, *S = b.S;
   const int cols = 1024;
   const int rows = static_cast<int>(n / cols);
-
-  RETURN_IF_ERROR(report("fill", 4, [&] { be->Fill(Y, n, 1.0f); }));
-  RETURN_IF_ERROR(report("scale", 8, [&] { be->Scale(n, 0.999f, Y); }));
-  RETURN_IF_ERROR(report("axpy", 12, [&] { be->Axpy(n, 0.5f, X, Y); }));
-  RETURN_IF_ERROR(report("add", 12, [&] { be->Add(n, X, Y, Z); }));
-  RETURN_IF_ERROR(report("sum_squares", 4, [&] { be->SumSquares(n, X, S); }));
+  RETURN_IF_ERROR(r.Report("fill", 4, [&] { be->Fill(Y, n, 1.0f); }));
+  RETURN_IF_ERROR(r.Report("scale", 8, [&] { be->Scale(n, 0.999f, Y); }));
+  RETURN_IF_ERROR(r.Report("axpy", 12, [&] { be->Axpy(n, 0.5f, X, Y); }));
+  RETURN_IF_ERROR(r.Report("add", 12, [&] { be->Add(n, X, Y, Z); }));
+  RETURN_IF_ERROR(r.Report("sum_squares", 4, [&] { be->SumSquares(n, X, S); }));
   RETURN_IF_ERROR(
-      report("count_non_finite", 4, [&] { be->CountNonFinite(n, X, S); }));
-  RETURN_IF_ERROR(report("cast_f32_to_bf16", 6, [&] {
+      r.Report("count_non_finite", 4, [&] { be->CountNonFinite(n, X, S); }));
+  RETURN_IF_ERROR(r.Report("cast_f32_to_bf16", 6, [&] {
     be->CastF32ToBf16(n, X, reinterpret_cast<uint16_t*>(W));
   }));
-  RETURN_IF_ERROR(report("cast_bf16_to_f32", 6, [&] {
+  RETURN_IF_ERROR(r.Report("cast_bf16_to_f32", 6, [&] {
     be->CastBf16ToF32(n, reinterpret_cast<const uint16_t*>(W), Z);
   }));
-  RETURN_IF_ERROR(report("bias_relu_fwd 1024 cols", 12, [&] {
+  RETURN_IF_ERROR(r.Report("bias_relu_fwd 1024 cols", 12, [&] {
     be->BiasActivationForward(kernels::Activation::kRelu, rows, cols, S, Z, Y);
   }));
-  RETURN_IF_ERROR(report("bias_gelu_fwd 1024 cols", 12, [&] {
+  RETURN_IF_ERROR(r.Report("bias_gelu_fwd 1024 cols", 12, [&] {
     be->BiasActivationForward(kernels::Activation::kGelu, rows, cols, S, Z, Y);
   }));
-  RETURN_IF_ERROR(report("bias_gelu_bwd+dbias 1024 cols", 12, [&] {
+  RETURN_IF_ERROR(r.Report("bias_gelu_bwd+dbias 1024 cols", 12, [&] {
     be->BiasActivationBackward(kernels::Activation::kGelu, rows, cols, X, Y, Z,
                                S, 0.0f);
   }));
-  RETURN_IF_ERROR(report("layernorm_fwd 1024 cols", 8, [&] {
+  RETURN_IF_ERROR(r.Report("layernorm_fwd 1024 cols", 8, [&] {
     be->LayerNormForward(rows, cols, 1e-5f, X, S, S, Y, W, W + rows);
   }));
   be->LayerNormForward(rows, cols, 1e-5f, X, S, S, Y, W, W + rows);
-  RETURN_IF_ERROR(report("layernorm_bwd 1024 cols", 20, [&] {
+  return r.Report("layernorm_bwd 1024 cols", 20, [&] {
     be->LayerNormBackward(rows, cols, X, S, W, W + rows, Y, Z, S + 4096,
                           S + 8192, 0.0f);
-  }));
+  });
+}
+
+// Cross-entropy, causal softmax, embedding and the head split.
+absl::Status BenchTransformer(CudaBackend* be, Reporter& r, const Buffers& b, int64_t n) {
+  float *X = b.X, *Y = b.Y, *Z = b.Z, *W = b.W, *S = b.S;
   {
     const int classes = 32768;
     const int xrows = static_cast<int>(n / classes);
@@ -192,10 +210,10 @@ absl::Status Run(const Options& opt) {
     RETURN_IF_CUDA_ERROR(cudaMemsetAsync(labels, 0, xrows * sizeof(int32_t),
                                          be->stream()),
                          "cudaMemsetAsync labels");
-    RETURN_IF_ERROR(report("softmax_xent_fwd 32768 classes", 8, [&] {
+    RETURN_IF_ERROR(r.Report("softmax_xent_fwd 32768 classes", 8, [&] {
       be->SoftmaxCrossEntropyForward(xrows, classes, X, labels, 1.0f, Y, S);
     }));
-    RETURN_IF_ERROR(report("softmax_xent_bwd 32768 classes", 8, [&] {
+    RETURN_IF_ERROR(r.Report("softmax_xent_bwd 32768 classes", 8, [&] {
       be->SoftmaxCrossEntropyBackward(xrows, classes, Y, labels, 1.0f, Z);
     }));
   }
@@ -203,58 +221,54 @@ absl::Status Run(const Options& opt) {
     const int seq = 1024;
     const int batch = static_cast<int>(n / (int64_t{seq} * seq));
     // Reads the lower triangle (about half), writes everything.
-    RETURN_IF_ERROR(report("causal_softmax_fwd seq 1024", 6, [&] {
+    RETURN_IF_ERROR(r.Report("causal_softmax_fwd seq 1024", 6, [&] {
       be->CausalSoftmaxForward(batch, seq, 0.125f, X, Y);
     }));
-    RETURN_IF_ERROR(report("causal_softmax_bwd seq 1024", 8, [&] {
+    RETURN_IF_ERROR(r.Report("causal_softmax_bwd seq 1024", 8, [&] {
       be->CausalSoftmaxBackward(batch, seq, 0.125f, Y, X, Z);
     }));
   }
-  {
-    const int dim = 1024, seq = 1024;
-    const int batch = static_cast<int>(n / (int64_t{dim} * seq));
-    int32_t* ids = reinterpret_cast<int32_t*>(S + 65536);
-    RETURN_IF_CUDA_ERROR(
-        cudaMemsetAsync(ids, 0, int64_t{batch} * seq * 4, be->stream()),
-        "cudaMemsetAsync ids");
-    // Token rows all hit row 0 (cached): count the output and position reads.
-    RETURN_IF_ERROR(report("embedding_fwd dim 1024", 8, [&] {
-      be->EmbeddingForward(batch, seq, dim, ids, W, W + int64_t{dim} * 4096, Y);
-    }));
-    RETURN_IF_ERROR(report("split_heads n=3 (fused qkv)", 8, [&] {
-      be->SplitHeads(batch / 3 > 0 ? batch / 3 : 1, seq, 3, 16, 64, X, Y);
-    }));
-  }
-  {
-    SgdStepArgs sgd;
-    sgd.lr = 0.01f;
-    sgd.momentum = 0.9f;
-    sgd.weight_decay = 1e-4f;
-    // The raw launchers return their launch error: keep the first one.
-    absl::Status launch;
-    auto keep = [&launch](cudaError_t e, const char* what) {
-      if (e != cudaSuccess && launch.ok()) launch = CudaStatus(e, what);
-    };
-    RETURN_IF_ERROR(report("sgd_momentum_step", 20, [&] {
-      keep(LaunchSgdStep(n, sgd, Y, X, Z, be->stream()), "LaunchSgdStep");
-    }));
-    RETURN_IF_ERROR(launch);
-    AdamWStepArgs adam;
-    adam.step_size = 1e-3f;
-    RETURN_IF_ERROR(report("adamw_step", 28, [&] {
-      keep(LaunchAdamWStep(n, adam, Y, X, Z, M, be->stream()),
-           "LaunchAdamWStep");
-    }));
-    RETURN_IF_ERROR(launch);
-  }
+  const int dim = 1024, seq = 1024;
+  const int batch = static_cast<int>(n / (int64_t{dim} * seq));
+  int32_t* ids = reinterpret_cast<int32_t*>(S + 65536);
+  RETURN_IF_CUDA_ERROR(
+      cudaMemsetAsync(ids, 0, int64_t{batch} * seq * 4, be->stream()),
+      "cudaMemsetAsync ids");
+  // Token rows all hit row 0 (cached): count the output and position reads.
+  RETURN_IF_ERROR(r.Report("embedding_fwd dim 1024", 8, [&] {
+    be->EmbeddingForward(batch, seq, dim, ids, W, W + int64_t{dim} * 4096, Y);
+  }));
+  return r.Report("split_heads n=3 (fused qkv)", 8, [&] {
+    be->SplitHeads(batch / 3 > 0 ? batch / 3 : 1, seq, 3, 16, 64, X, Y);
+  });
+}
 
-  // ---- GEMMs: fp32 data (three math modes) and bf16 storage.
-  x.Reset();
-  y.Reset();
-  z.Reset();
-  w.Reset();
-  m.Reset();
-  const int g = opt.gemm;
+absl::Status BenchOptimizers(CudaBackend* be, Reporter& r, const Buffers& b, int64_t n) {
+  float *X = b.X, *Y = b.Y, *Z = b.Z, *M = b.M;
+  SgdStepArgs sgd;
+  sgd.lr = 0.01f;
+  sgd.momentum = 0.9f;
+  sgd.weight_decay = 1e-4f;
+  // The raw launchers return their launch error: keep the first one.
+  absl::Status launch;
+  auto keep = [&launch](cudaError_t e, const char* what) {
+    if (e != cudaSuccess && launch.ok()) launch = CudaStatus(e, what);
+  };
+  RETURN_IF_ERROR(r.Report("sgd_momentum_step", 20, [&] {
+    keep(LaunchSgdStep(n, sgd, Y, X, Z, be->stream()), "LaunchSgdStep");
+  }));
+  RETURN_IF_ERROR(launch);
+  AdamWStepArgs adam;
+  adam.step_size = 1e-3f;
+  RETURN_IF_ERROR(r.Report("adamw_step", 28, [&] {
+    keep(LaunchAdamWStep(n, adam, Y, X, Z, M, be->stream()),
+         "LaunchAdamWStep");
+  }));
+  return launch;
+}
+
+// GEMMs of g x g: fp32 data (three math modes) and bf16 storage.
+absl::Status BenchGemms(CudaBackend* be, Bench& bench, int g) {
   const size_t gbytes = size_t{static_cast<size_t>(g)} * g * sizeof(float);
   ASSIGN_OR_RETURN(kernels::DeviceBuffer a, be->Allocate(gbytes));
   ASSIGN_OR_RETURN(kernels::DeviceBuffer b, be->Allocate(gbytes));
@@ -301,6 +315,24 @@ absl::Status Run(const Options& opt) {
                 g, ms, flops / (ms * 1e9));
   }
   return be->Synchronize();
+}
+
+absl::Status Run(const Options& opt) {
+  ASSIGN_OR_RETURN(DeviceInfo info, ProbeDevice(0));
+  std::printf("device: %s\n", DescribeDevice(info).c_str());
+  ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> be,
+                   CudaBackend::Create(kernels::BackendOptions()));
+  Bench bench(be.get(), opt.iters);
+  const int64_t n = opt.elements;
+  {
+    ASSIGN_OR_RETURN(Buffers buffers, AllocateBuffers(be.get(), n));
+    ASSIGN_OR_RETURN(const double copy_gbs, MeasureCopy(be.get(), bench, buffers, n));
+    Reporter r(&bench, n, copy_gbs);
+    RETURN_IF_ERROR(BenchElementwise(be.get(), r, buffers, n));
+    RETURN_IF_ERROR(BenchTransformer(be.get(), r, buffers, n));
+    RETURN_IF_ERROR(BenchOptimizers(be.get(), r, buffers, n));
+  }  // the element-wise buffers go back before the GEMMs allocate theirs
+  return BenchGemms(be.get(), bench, opt.gemm);
 }
 
 }  // namespace

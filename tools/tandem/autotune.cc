@@ -147,7 +147,10 @@ std::string FormatAutotune(const AutotuneResult& r) {
   return out;
 }
 
-absl::StatusOr<AutotuneResult> RunAutotune(const LocalOptions& o, const LocalEnv& env) {
+namespace {
+
+// Where the trials' run directories go: --run_dir, else a fresh /tmp one.
+absl::StatusOr<std::string> TrialsDirectory(const LocalOptions& o) {
   std::string parent = o.run_dir;
   if (parent.empty()) {
     std::string tmpl = "/tmp/tandem-autotune-XXXXXX";
@@ -157,6 +160,81 @@ absl::StatusOr<AutotuneResult> RunAutotune(const LocalOptions& o, const LocalEnv
     parent = tmpl;
   }
   RETURN_IF_ERROR(MakeDirectories(parent));
+  return parent;
+}
+
+// The job's options for trial `i`: `c`'s strategy for `steps` steps, no
+// doctor, no evaluation, no checkpoints, in its own run directory.
+LocalOptions TrialOptions(const LocalOptions& o, const AutotuneCandidate& c, int steps,
+                          const std::string& parent, size_t i) {
+  LocalOptions t = o;
+  t.autotune = false;
+  t.doctor = false;
+  t.evaluate = false;  // a trial is timed, not judged: no test pass at its end
+  t.sync = c.sync;
+  t.sync_opt = c.sync_opt;
+  t.max_steps = steps;
+  t.checkpoint_every = 0;
+  t.run_dir = absl::StrCat(parent, "/autotune-", i);
+  return t;
+}
+
+// Runs one trial and times its steps from the workers' metrics; a trial
+// that fails is a trial with an error, not an error (CANCELLED only when
+// the user interrupted).
+absl::StatusOr<AutotuneTrial> RunTrial(const LocalOptions& o, const LocalOptions& t,
+                                       const AutotuneCandidate& c, const LocalEnv& env) {
+  // A trial always starts from step 0: an earlier --autotune in this run
+  // directory (before an interrupt) left its trial's job state there.
+  std::remove(absl::StrCat(t.run_dir, "/coordinator-state/coordinator_state.pb").c_str());
+  AutotuneTrial trial;
+  trial.candidate = c;
+  // The trial's console goes to a file next to its run directory.
+  const std::string console = t.run_dir + ".out";
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> out(std::fopen(console.c_str(), "w"),
+                                                      &std::fclose);
+  if (out == nullptr) return absl::InternalError(absl::StrCat("cannot write ", console));
+  LocalEnv trial_env = env;
+  trial_env.out = out.get();
+  absl::Status s = RunLocal(t, trial_env);
+  if (env.stop_requested()) return absl::CancelledError("interrupted during autotune");
+  if (!s.ok()) {
+    trial.error = absl::StrCat(s.message(), " (see ", console, ")");
+    return trial;
+  }
+  auto metrics = LoadRunMetrics(t.run_dir);
+  auto step = metrics.ok() ? MeanStepSeconds(*metrics) : metrics.status();
+  if (!step.ok()) {
+    trial.error = std::string(step.status().message());
+    return trial;
+  }
+  trial.step_seconds = *step;
+  // A step consumes batch x micro-batches samples on every worker.
+  const int micro = o.accumulation > 0 ? o.accumulation : 1;
+  trial.samples_per_second = static_cast<double>(o.batch_size) * micro * o.workers / *step;
+  return trial;
+}
+
+// r->chosen and the options it trains with; an error naming every trial's
+// failure when none ran.
+absl::Status ChooseFastest(AutotuneResult* r) {
+  r->chosen = FastestTrial(r->trials);
+  if (r->chosen < 0) {
+    std::string why;
+    for (const AutotuneTrial& t : r->trials) {
+      absl::StrAppend(&why, "; ", Describe(t.candidate), ": ", t.error);
+    }
+    return absl::FailedPreconditionError(absl::StrCat("autotune: no trial ran", why));
+  }
+  r->chosen_options.sync = r->trials[r->chosen].candidate.sync;
+  r->chosen_options.sync_opt = r->trials[r->chosen].candidate.sync_opt;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<AutotuneResult> RunAutotune(const LocalOptions& o, const LocalEnv& env) {
+  ASSIGN_OR_RETURN(const std::string parent, TrialsDirectory(o));
   AutotuneResult r;
   ASSIGN_OR_RETURN(const JobShape shape, ShapeOf(o));
   std::vector<std::string> skipped;
@@ -190,55 +268,11 @@ absl::StatusOr<AutotuneResult> RunAutotune(const LocalOptions& o, const LocalEnv
       100.0 * steps * candidates.size() / std::max<int64_t>(1, shape.job_steps),
       static_cast<long long>(shape.job_steps), parent));
   for (size_t i = 0; i < candidates.size(); ++i) {
-    LocalOptions t = o;
-    t.autotune = false;
-    t.doctor = false;
-    t.evaluate = false;  // a trial is timed, not judged: no test pass at its end
-    t.sync = candidates[i].sync;
-    t.sync_opt = candidates[i].sync_opt;
-    t.max_steps = steps;
-    t.checkpoint_every = 0;
-    t.run_dir = absl::StrCat(parent, "/autotune-", i);
-    // A trial always starts from step 0: an earlier --autotune in this run
-    // directory (before an interrupt) left its trial's job state there.
-    std::remove(absl::StrCat(t.run_dir, "/coordinator-state/coordinator_state.pb").c_str());
-    AutotuneTrial trial;
-    trial.candidate = candidates[i];
-    // The trial's console goes to a file next to its run directory.
-    const std::string console = t.run_dir + ".out";
-    std::unique_ptr<std::FILE, int (*)(std::FILE*)> out(std::fopen(console.c_str(), "w"),
-                                                        &std::fclose);
-    if (out == nullptr) return absl::InternalError(absl::StrCat("cannot write ", console));
-    LocalEnv trial_env = env;
-    trial_env.out = out.get();
-    absl::Status s = RunLocal(t, trial_env);
-    if (env.stop_requested()) return absl::CancelledError("interrupted during autotune");
-    if (s.ok()) {
-      auto metrics = LoadRunMetrics(t.run_dir);
-      auto step = metrics.ok() ? MeanStepSeconds(*metrics) : metrics.status();
-      if (step.ok()) {
-        trial.step_seconds = *step;
-        // A step consumes batch x micro-batches samples on every worker.
-        const int micro = o.accumulation > 0 ? o.accumulation : 1;
-        trial.samples_per_second = static_cast<double>(o.batch_size) * micro * o.workers / *step;
-      } else {
-        trial.error = std::string(step.status().message());
-      }
-    } else {
-      trial.error = absl::StrCat(s.message(), " (see ", console, ")");
-    }
+    const LocalOptions t = TrialOptions(o, candidates[i], steps, parent, i);
+    ASSIGN_OR_RETURN(AutotuneTrial trial, RunTrial(o, t, candidates[i], env));
     r.trials.push_back(std::move(trial));
   }
-  r.chosen = FastestTrial(r.trials);
-  if (r.chosen < 0) {
-    std::string why;
-    for (const AutotuneTrial& t : r.trials) {
-      absl::StrAppend(&why, "; ", Describe(t.candidate), ": ", t.error);
-    }
-    return absl::FailedPreconditionError(absl::StrCat("autotune: no trial ran", why));
-  }
-  r.chosen_options.sync = r.trials[r.chosen].candidate.sync;
-  r.chosen_options.sync_opt = r.trials[r.chosen].candidate.sync_opt;
+  RETURN_IF_ERROR(ChooseFastest(&r));
   return r;
 }
 

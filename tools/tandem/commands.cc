@@ -16,14 +16,15 @@ absl::Status Usage(const std::string& message, const std::string& help_command) 
 }
 
 // Runs `table` over `args` and turns a stray positional into a usage error.
-absl::StatusOr<bool> ParseInto(const FlagTable& table, const std::vector<std::string>& args) {
+absl::StatusOr<FlagTable::Parsed> ParseArgs(const FlagTable& table,
+                                            const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(FlagTable::Parsed p, table.Parse(args));
   if (!p.help && !p.positionals.empty()) {
     return Usage(absl::StrCat("unexpected argument '", p.positionals.front(), "' for `",
                               table.command(), "` (flags are --name=value)"),
                  table.command());
   }
-  return p.help;
+  return p;
 }
 
 }  // namespace
@@ -40,113 +41,140 @@ std::vector<CommandInfo> Commands() {
   };
 }
 
+namespace {
+
+void AddClusterFlags(FlagTable* t, LocalOptions* o) {
+  t->Section("cluster");
+  t->Int("workers", &o->workers, "Worker processes to start (one rank each).");
+  t->Int("min_workers", &o->min_workers,
+         "Fewest workers a generation may run with after a loss (0 = --workers).");
+  t->Int("max_workers", &o->max_workers, "Most workers the coordinator admits (0 = --workers).");
+  t->String("host", &o->host, "Interface every process binds and advertises.");
+  t->Int("port", &o->port, "Coordinator gRPC port (0 = a free one, printed at start).");
+  t->String("job_id", &o->job_id, "Job name (tandem status --job_id).");
+  t->Int("heartbeat_ms", &o->heartbeat_ms, "Worker heartbeat period in milliseconds.");
+  t->Int("heartbeat_misses", &o->heartbeat_misses,
+         "Missed heartbeats after which a worker is lost and the generation ends.");
+  t->Double("settle_seconds", &o->settle_seconds,
+            "Rendezvous waits this long for more workers before fixing the world.");
+  t->Double("straggler_threshold", &o->straggler_threshold,
+            "Name a rank a straggler when its step time is this fraction above the other ranks' "
+            "median (0.25 = 25% slower).");
+  t->Int("straggler_window", &o->straggler_window,
+         "Heartbeats in a row a rank must be that slow to be named (and recovered to be cleared).");
+}
+
+void AddNodeFlags(FlagTable* t, LocalOptions* o) {
+  t->Section("simulated nodes (root: a private network namespace)");
+  t->Int("nodes", &o->nodes,
+         "Simulated hosts, node n at 127.0.1.n, services at 127.0.1.100 (0 = none: one host).");
+  t->Int("workers_per_node", &o->workers_per_node,
+         "Workers on each node; --workers = --nodes x this (0 = --workers / --nodes).");
+  t->String("link", &o->link,
+            "Each node's outgoing link rate, shaped by tc htb: 10gbit, 1gbit, 100mbit (\"\" = unshaped).");
+  t->Double("link_delay_ms", &o->link_delay_ms,
+            "Added latency per node link via netem, where the kernel has it (0 = none).");
+  t->Section("shard servers (--sync ps / hybrid)");
+  t->Int("shard_servers", &o->shard_servers,
+         "Shard servers to start; with --nodes each is a node of its own (0 = none).");
+}
+
+void AddModelAndDataFlags(FlagTable* t, LocalOptions* o) {
+  t->Section("model and data");
+  t->String("model", &o->model, "Model spec: mlp:IN,HIDDEN,...,OUT (input and output fit the dataset).");
+  t->String("dataset", &o->dataset,
+            "fashion-mnist or fortunes (under --data_root), or a directory `tandem convert` wrote.");
+  t->String("eval_dataset", &o->eval_dataset,
+            "A converted directory to evaluate on (\"\" = the dataset's own eval set, if any).");
+  t->String("data_root", &o->data_root, "Directory holding the datasets.");
+  t->Int("epochs", &o->epochs, "Epochs to train.");
+  t->Int("batch_size", &o->batch_size, "Samples per worker per micro-batch.");
+  t->String("batch", &o->batch,
+            "fixed (\"\" = --batch_size per worker), auto or auto:MIN,MAX: the coordinator picks the "
+            "goodput-maximising global batch (gradient noise scale x throughput) and workers follow.");
+  t->String("batch_schedule", &o->batch_schedule,
+            "STEP:SIZE,...: after optimizer step STEP the global batch is SIZE (forced schedule).");
+  t->Int("accumulation", &o->accumulation,
+         "Micro-batches per optimizer step (0 = the worker's default, 1).");
+  t->Int64("max_steps", &o->max_steps, "Stop after this many optimizer steps (0 = all epochs).");
+  t->Int("seed", &o->seed, "Seed for the model initialisation and the data order.");
+}
+
+void AddOptimizerFlags(FlagTable* t, LocalOptions* o) {
+  t->Section("optimizer");
+  t->Double("lr", &o->lr, "Base learning rate for one worker (see --lr_scaling).");
+  t->String("optimizer", &o->optimizer, "sgd or adamw.");
+  t->String("lr_scaling", &o->lr_scaling,
+            "Scale lr with the world size: linear, sqrt or none (\"\" = worker's default, linear).");
+  t->String("schedule", &o->schedule,
+            "LR schedule: constant, cosine or linear (\"\" = worker's default, cosine).");
+  t->Int("warmup_steps", &o->warmup_steps, "Linear warm-up steps (-1 = worker's default, 0).");
+  t->Double("momentum", &o->momentum, "SGD momentum (-1 = worker's default, 0.9).");
+  t->Double("weight_decay", &o->weight_decay,
+            "Weight decay; sgd: L2, adamw: decoupled (-1 = worker's default, 0).");
+  t->String("precision", &o->precision,
+            "Gradient precision: fp32, bf16 or fp16 (loss-scaled); fp32 master weights (\"\" = fp32).");
+}
+
+void AddSyncFlags(FlagTable* t, LocalOptions* o) {
+  t->Section("gradient synchronisation");
+  t->String("sync", &o->sync,
+            "Gradient sync strategy, checked against the registered ones before anything starts.");
+  t->String("sync_opt", &o->sync_opt,
+            "Strategy options k=v,... (an unknown key is an error that lists the valid ones); "
+            "compressed momentum_correction=1 moves --momentum into the strategy (sgd only).");
+  t->Bool("autotune", &o->autotune,
+          "Before training, time allreduce bucket sizes, hier=1 and zero1/zero2 for a few steps "
+          "each; train with the fastest.");
+  t->Int("autotune_steps", &o->autotune_steps, "Steps per autotune trial.");
+  t->Double("bucket_cap_mb", &o->bucket_cap_mb,
+            "MiB of gradients per allreduce bucket (-1 = worker's default, 25).");
+  t->String("transport", &o->transport,
+            "Collective transport: auto, shm or gloo (\"\" = worker's default, auto = shm here).");
+}
+
+void AddRunFlags(FlagTable* t, LocalOptions* o) {
+  t->Section("run");
+  t->String("backend", &o->backend, "cpu or cuda (worker i uses GPU i).");
+  t->Int("log_every", &o->log_every, "Steps between rank 0's progress lines.");
+  t->Bool("profile", &o->profile, "Workers print a per-step time breakdown line.");
+  t->Double("simulate_slow_data_ms", &o->simulate_slow_data_ms,
+            "Simulated slow storage: the data server takes at least this many ms per batch (0 = off).");
+  t->Int("decode_threads", &o->decode_threads,
+         "The data server's threads reading and packing batches (more if tandem doctor says data-bound).");
+  t->Bool("doctor", &o->doctor,
+          "When the job ends, print where its step time went and what to change (tandem doctor).");
+  t->Int("checkpoint_every", &o->checkpoint_every,
+         "Steps between checkpoints (-1 = worker's default, 500; 0 = only at the end).");
+  t->StringList("worker_arg", &o->worker_args,
+                "Extra worker flags, comma-separated or repeated (e.g. --worker_arg=--nesterov).");
+  t->String("bin_dir", &o->bin_dir,
+            "Where the coordinator, dataserver and worker binaries are (\"\" = next to tandem).");
+  t->String("run_dir", &o->run_dir,
+            "Logs, port files, checkpoints (\"\" = a fresh /tmp/tandem-local-XXXXXX); one run at a "
+            "time; the same command again resumes an interrupted run there.");
+  t->Bool("keep_going", &o->keep_going,
+          "Leave a dead worker to the coordinator (survivors re-join) instead of stopping all.");
+  t->Bool("tls", &o->tls,
+          "Mutual TLS on every RPC: a CA made for the run signs one certificate (<run_dir>/tls).");
+  t->Int("max_restarts", &o->max_restarts,
+         "Restarts of a coordinator or data server that dies mid-run, in all (0 = none).");
+  t->Seconds("grace_seconds", &o->grace, "Wait between SIGTERM and SIGKILL when stopping processes.");
+}
+
+}  // namespace
+
 FlagTable LocalFlags(LocalOptions* o) {
   FlagTable t("tandem local",
               "Starts a coordinator, a data server and --workers worker processes on this "
               "machine,\nprints rank 0's progress and the test accuracy at each epoch end, and "
               "stops every\nprocess when the job ends, fails or is interrupted (Ctrl-C).");
-  t.Section("cluster");
-  t.Int("workers", &o->workers, "Worker processes to start (one rank each).");
-  t.Int("min_workers", &o->min_workers,
-        "Fewest workers a generation may run with after a loss (0 = --workers).");
-  t.Int("max_workers", &o->max_workers, "Most workers the coordinator admits (0 = --workers).");
-  t.String("host", &o->host, "Interface every process binds and advertises.");
-  t.Int("port", &o->port, "Coordinator gRPC port (0 = a free one, printed at start).");
-  t.String("job_id", &o->job_id, "Job name (tandem status --job_id).");
-  t.Int("heartbeat_ms", &o->heartbeat_ms, "Worker heartbeat period in milliseconds.");
-  t.Int("heartbeat_misses", &o->heartbeat_misses,
-        "Missed heartbeats after which a worker is lost and the generation ends.");
-  t.Double("settle_seconds", &o->settle_seconds,
-           "Rendezvous waits this long for more workers before fixing the world.");
-
-  t.Section("simulated nodes (root: a private network namespace)");
-  t.Int("nodes", &o->nodes,
-        "Simulated hosts, node n at 127.0.1.n, services at 127.0.1.100 (0 = none: one host).");
-  t.Int("workers_per_node", &o->workers_per_node,
-        "Workers on each node; --workers = --nodes x this (0 = --workers / --nodes).");
-  t.String("link", &o->link,
-           "Each node's outgoing link rate, shaped by tc htb: 10gbit, 1gbit, 100mbit (\"\" = unshaped).");
-  t.Double("link_delay_ms", &o->link_delay_ms,
-           "Added latency per node link via netem, where the kernel has it (0 = none).");
-
-  t.Section("shard servers (--sync ps / hybrid)");
-  t.Int("shard_servers", &o->shard_servers,
-        "Shard servers to start; with --nodes each is a node of its own (0 = none).");
-
-  t.Section("model and data");
-  t.String("model", &o->model, "Model spec: mlp:IN,HIDDEN,...,OUT (input and output fit the dataset).");
-  t.String("dataset", &o->dataset,
-           "fashion-mnist or fortunes (under --data_root), or a directory `tandem convert` wrote.");
-  t.String("eval_dataset", &o->eval_dataset,
-           "A converted directory to evaluate on (\"\" = the dataset's own eval set, if any).");
-  t.String("data_root", &o->data_root, "Directory holding the datasets.");
-  t.Int("epochs", &o->epochs, "Epochs to train.");
-  t.Int("batch_size", &o->batch_size, "Samples per worker per micro-batch.");
-  t.String("batch", &o->batch,
-           "fixed (\"\" = --batch_size per worker), auto or auto:MIN,MAX: the coordinator picks the "
-           "goodput-maximising global batch (gradient noise scale x throughput) and workers follow.");
-  t.String("batch_schedule", &o->batch_schedule,
-           "STEP:SIZE,...: after optimizer step STEP the global batch is SIZE (forced schedule).");
-  t.Int("accumulation", &o->accumulation,
-        "Micro-batches per optimizer step (0 = the worker's default, 1).");
-  t.Int64("max_steps", &o->max_steps, "Stop after this many optimizer steps (0 = all epochs).");
-  t.Int("seed", &o->seed, "Seed for the model initialisation and the data order.");
-
-  t.Section("optimizer");
-  t.Double("lr", &o->lr, "Base learning rate for one worker (see --lr_scaling).");
-  t.String("optimizer", &o->optimizer, "sgd or adamw.");
-  t.String("lr_scaling", &o->lr_scaling,
-           "Scale lr with the world size: linear, sqrt or none (\"\" = worker's default, linear).");
-  t.String("schedule", &o->schedule,
-           "LR schedule: constant, cosine or linear (\"\" = worker's default, cosine).");
-  t.Int("warmup_steps", &o->warmup_steps, "Linear warm-up steps (-1 = worker's default, 0).");
-  t.Double("momentum", &o->momentum, "SGD momentum (-1 = worker's default, 0.9).");
-  t.Double("weight_decay", &o->weight_decay,
-           "Weight decay; sgd: L2, adamw: decoupled (-1 = worker's default, 0).");
-  t.String("precision", &o->precision,
-           "Gradient precision: fp32, bf16 or fp16 (loss-scaled); fp32 master weights (\"\" = fp32).");
-
-  t.Section("gradient synchronisation");
-  t.String("sync", &o->sync,
-           "Gradient sync strategy, checked against the registered ones before anything starts.");
-  t.String("sync_opt", &o->sync_opt,
-           "Strategy options k=v,... (an unknown key is an error that lists the valid ones); "
-           "compressed momentum_correction=1 moves --momentum into the strategy (sgd only).");
-  t.Bool("autotune", &o->autotune,
-         "Before training, time allreduce bucket sizes, hier=1 and zero1/zero2 for a few steps "
-         "each; train with the fastest.");
-  t.Int("autotune_steps", &o->autotune_steps, "Steps per autotune trial.");
-  t.Double("bucket_cap_mb", &o->bucket_cap_mb,
-           "MiB of gradients per allreduce bucket (-1 = worker's default, 25).");
-  t.String("transport", &o->transport,
-           "Collective transport: auto, shm or gloo (\"\" = worker's default, auto = shm here).");
-
-  t.Section("run");
-  t.String("backend", &o->backend, "cpu or cuda (worker i uses GPU i).");
-  t.Int("log_every", &o->log_every, "Steps between rank 0's progress lines.");
-  t.Bool("profile", &o->profile, "Workers print a per-step time breakdown line.");
-  t.Double("simulate_slow_data_ms", &o->simulate_slow_data_ms,
-           "Simulated slow storage: the data server takes at least this many ms per batch (0 = off).");
-  t.Int("decode_threads", &o->decode_threads,
-        "The data server's threads reading and packing batches (more if tandem doctor says data-bound).");
-  t.Bool("doctor", &o->doctor,
-         "When the job ends, print where its step time went and what to change (tandem doctor).");
-  t.Int("checkpoint_every", &o->checkpoint_every,
-        "Steps between checkpoints (-1 = worker's default, 500; 0 = only at the end).");
-  t.StringList("worker_arg", &o->worker_args,
-               "Extra worker flags, comma-separated or repeated (e.g. --worker_arg=--nesterov).");
-  t.String("bin_dir", &o->bin_dir,
-           "Where the coordinator, dataserver and worker binaries are (\"\" = next to tandem).");
-  t.String("run_dir", &o->run_dir,
-           "Logs, port files, checkpoints (\"\" = a fresh /tmp/tandem-local-XXXXXX); one run at a "
-           "time; the same command again resumes an interrupted run there.");
-  t.Bool("keep_going", &o->keep_going,
-         "Leave a dead worker to the coordinator (survivors re-join) instead of stopping all.");
-  t.Bool("tls", &o->tls,
-         "Mutual TLS on every RPC: a CA made for the run signs one certificate (<run_dir>/tls).");
-  t.Int("max_restarts", &o->max_restarts,
-        "Restarts of a coordinator or data server that dies mid-run, in all (0 = none).");
-  t.Seconds("grace_seconds", &o->grace, "Wait between SIGTERM and SIGKILL when stopping processes.");
+  AddClusterFlags(&t, o);
+  AddNodeFlags(&t, o);
+  AddModelAndDataFlags(&t, o);
+  AddOptimizerFlags(&t, o);
+  AddSyncFlags(&t, o);
+  AddRunFlags(&t, o);
   return t;
 }
 
@@ -260,6 +288,72 @@ std::string TopLevelHelp() {
   return out;
 }
 
+namespace {
+
+// A command whose flags need nothing beyond their table.
+absl::Status ParseFlags(const FlagTable& t, const std::vector<std::string>& rest,
+                        CommandLine* c) {
+  ASSIGN_OR_RETURN(FlagTable::Parsed p, ParseArgs(t, rest));
+  c->help = p.help;
+  if (c->help) c->help_text = t.Help();
+  return absl::OkStatus();
+}
+
+absl::Status ParseLocal(const std::vector<std::string>& rest, CommandLine* c) {
+  FlagTable t = LocalFlags(&c->local);
+  ASSIGN_OR_RETURN(FlagTable::Parsed p, ParseArgs(t, rest));
+  c->help = p.help;
+  if (c->help) {
+    c->help_text = t.Help() + SyncStrategiesHelp();
+    return absl::OkStatus();
+  }
+  return ResolveNodeLayout(&c->local, p.Given("nodes"), p.Given("workers"));
+}
+
+absl::Status ParseConvert(const std::vector<std::string>& rest, CommandLine* c) {
+  FlagTable t = ConvertFlags(&c->convert);
+  ASSIGN_OR_RETURN(FlagTable::Parsed p, ParseArgs(t, rest));
+  c->help = p.help;
+  if (c->help) c->help_text = t.Help();
+  c->convert.given = p.given;
+  return absl::OkStatus();
+}
+
+// main.cc runs `tandem exec -- PROG` itself; only its help comes here.
+void ExecHelp(CommandLine* c) {
+  c->help = true;
+  c->help_text =
+      "usage: tandem exec [--] PROGRAM [ARGS...]\n"
+      "Runs PROGRAM with the OPENBLAS_CORETYPE this CPU needs when OpenBLAS would pick a\n"
+      "weaker kernel (what tandem local gives its workers); a value already set in the\n"
+      "environment is kept. The exit status is PROGRAM's (127 if it cannot be run).\n"
+      "Container entrypoints use it: deploy/docker.\n";
+}
+
+// The words after `command` into c's options for it.
+absl::Status ParseCommand(const std::string& command, const std::vector<std::string>& rest,
+                          CommandLine* c) {
+  c->command = command;
+  if (command == "local") return ParseLocal(rest, c);
+  if (command == "status") return ParseFlags(StatusFlags(&c->status), rest, c);
+  if (command == "exec") {
+    ExecHelp(c);
+    return absl::OkStatus();
+  }
+  if (command == "doctor") return ParseFlags(DoctorFlags(&c->doctor), rest, c);
+  if (command == "add-worker" || command == "add_worker") {
+    c->command = "add-worker";
+    return ParseFlags(AddWorkerFlags(&c->add_worker), rest, c);
+  }
+  if (command == "convert") return ParseConvert(rest, c);
+  if (command == "plan") return ParseFlags(PlanFlags(&c->plan), rest, c);
+  std::string names;
+  for (const CommandInfo& info : Commands()) absl::StrAppend(&names, names.empty() ? "" : ", ", info.name);
+  return Usage(absl::StrCat("unknown command '", command, "' (commands: ", names, ")"), "tandem");
+}
+
+}  // namespace
+
 absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
   CommandLine c;
   if (args.empty()) return Usage("no command given", "tandem");
@@ -280,75 +374,8 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
                               command, " before any command"),
                  "tandem");
   }
-  c.command = command;
-  if (command == "local") {
-    FlagTable t = LocalFlags(&c.local);
-    ASSIGN_OR_RETURN(FlagTable::Parsed p, t.Parse(rest));
-    if (!p.help && !p.positionals.empty()) {
-      return Usage(absl::StrCat("unexpected argument '", p.positionals.front(), "' for `",
-                                t.command(), "` (flags are --name=value)"),
-                   t.command());
-    }
-    c.help = p.help;
-    if (c.help) {
-      c.help_text = t.Help() + SyncStrategiesHelp();
-      return c;
-    }
-    RETURN_IF_ERROR(ResolveNodeLayout(&c.local, p.Given("nodes"), p.Given("workers")));
-    return c;
-  }
-  if (command == "status") {
-    FlagTable t = StatusFlags(&c.status);
-    ASSIGN_OR_RETURN(c.help, ParseInto(t, rest));
-    if (c.help) c.help_text = t.Help();
-    return c;
-  }
-  if (command == "exec") {
-    // main.cc runs `tandem exec -- PROG` itself; only its help comes here.
-    c.help = true;
-    c.help_text =
-        "usage: tandem exec [--] PROGRAM [ARGS...]\n"
-        "Runs PROGRAM with the OPENBLAS_CORETYPE this CPU needs when OpenBLAS would pick a\n"
-        "weaker kernel (what tandem local gives its workers); a value already set in the\n"
-        "environment is kept. The exit status is PROGRAM's (127 if it cannot be run).\n"
-        "Container entrypoints use it: deploy/docker.\n";
-    return c;
-  }
-  if (command == "doctor") {
-    FlagTable t = DoctorFlags(&c.doctor);
-    ASSIGN_OR_RETURN(c.help, ParseInto(t, rest));
-    if (c.help) c.help_text = t.Help();
-    return c;
-  }
-  if (command == "add-worker" || command == "add_worker") {
-    c.command = "add-worker";
-    FlagTable t = AddWorkerFlags(&c.add_worker);
-    ASSIGN_OR_RETURN(c.help, ParseInto(t, rest));
-    if (c.help) c.help_text = t.Help();
-    return c;
-  }
-  if (command == "convert") {
-    FlagTable t = ConvertFlags(&c.convert);
-    ASSIGN_OR_RETURN(FlagTable::Parsed p, t.Parse(rest));
-    if (!p.help && !p.positionals.empty()) {
-      return Usage(absl::StrCat("unexpected argument '", p.positionals.front(),
-                                "' for `tandem convert` (flags are --name=value)"),
-                   t.command());
-    }
-    c.help = p.help;
-    if (c.help) c.help_text = t.Help();
-    c.convert.given = p.given;
-    return c;
-  }
-  if (command == "plan") {
-    FlagTable t = PlanFlags(&c.plan);
-    ASSIGN_OR_RETURN(c.help, ParseInto(t, rest));
-    if (c.help) c.help_text = t.Help();
-    return c;
-  }
-  std::string names;
-  for (const CommandInfo& info : Commands()) absl::StrAppend(&names, names.empty() ? "" : ", ", info.name);
-  return Usage(absl::StrCat("unknown command '", command, "' (commands: ", names, ")"), "tandem");
+  RETURN_IF_ERROR(ParseCommand(command, rest, &c));
+  return c;
 }
 
 }  // namespace cli

@@ -120,7 +120,7 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
   const Args args = {
       "local", "--workers=3", "--min-workers=2", "--max_workers=5", "--host", "0.0.0.0",
       "--port=7000", "--job_id=j", "--heartbeat_ms=250", "--heartbeat_misses=4",
-      "--settle_seconds=1.5", "--nodes=3", "--workers_per_node=1", "--link=1gbit",
+      "--settle_seconds=1.5", "--straggler_threshold=0.3", "--straggler_window=7", "--nodes=3", "--workers_per_node=1", "--link=1gbit",
       "--link_delay_ms=2", "--shard_servers=2", "--model=mlp:784,32,10", "--dataset=other", "--eval_dataset=/e", "--data_root=/d",
       "--epochs=3", "--batch-size", "16", "--batch=auto:64,512", "--batch_schedule=10:128",
       "--accumulation=2", "--max_steps=99", "--seed=7",
@@ -145,6 +145,8 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
   EXPECT_EQ(o.heartbeat_ms, 250);
   EXPECT_EQ(o.heartbeat_misses, 4);
   EXPECT_EQ(o.settle_seconds, 1.5);
+  EXPECT_EQ(o.straggler_threshold, 0.3);
+  EXPECT_EQ(o.straggler_window, 7);
   EXPECT_EQ(o.nodes, 3);
   EXPECT_EQ(o.workers_per_node, 1);
   EXPECT_EQ(o.link, "1gbit");

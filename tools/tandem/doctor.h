@@ -4,7 +4,9 @@
 // data-bound (data wait share, the data server's decode time per batch and
 // queue depth), communication-bound (comm wait share, bytes per step, the
 // rate achieved, bucket count), compute-bound (and a BLAS kernel weaker than
-// the CPU supports), optimizer-heavy, a straggler rank, memory per worker.
+// the CPU supports), optimizer-heavy, a straggler rank (from the workers'
+// compute, and the ranks the coordinator names: its tandem_straggler
+// gauge), memory per worker.
 //
 //   std::vector<ProcessMetrics> job = ...;      // one per worker / data server
 //   ASSIGN_OR_RETURN(Diagnosis d, Diagnose(job, DoctorOptions{}));

@@ -190,6 +190,35 @@ TEST(DoctorTest, StragglerIsNamed) {
       << f->evidence;
 }
 
+TEST(DoctorTest, StragglersTheCoordinatorNamedAreReportedWithAdviceForTheCause) {
+  auto coordinator = ParsePromText(
+      "tandem_straggler{job=\"j\",cause=\"compute\",rank=\"1\"} 0\n"
+      "tandem_straggler{job=\"j\",cause=\"data\",rank=\"1\"} 1\n"
+      "tandem_straggler{job=\"j\",cause=\"network\",rank=\"1\"} 0\n"
+      "tandem_straggler{job=\"j\",cause=\"compute\",rank=\"0\"} 0\n"
+      "tandem_live_workers 2\n");
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  const Phases even{1, 2, 3, 0.1, 0.1};
+  auto d = Diagnose({Worker("worker-0", even, 100), Worker("worker-1", even, 100),
+                     {"coordinator", *coordinator}},
+                    Avx2Machine());
+  ASSERT_TRUE(d.ok()) << d.status();
+  const Finding* f = FindKind(*d, "straggler");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->evidence.find("the coordinator names rank 1 a straggler, cause data"),
+            std::string::npos)
+      << f->evidence;
+  EXPECT_NE(f->advice.find("--decode_threads"), std::string::npos) << f->advice;
+  // Nobody named: no such line.
+  auto quiet = ParsePromText("tandem_straggler{cause=\"data\",rank=\"1\"} 0\n");
+  ASSERT_TRUE(quiet.ok());
+  d = Diagnose({Worker("worker-0", even, 100), Worker("worker-1", even, 100),
+                {"coordinator", *quiet}},
+               Avx2Machine());
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(FindKind(*d, "straggler"), nullptr);
+}
+
 TEST(DoctorTest, MemoryNearTheLimitSuggestsZero) {
   DoctorOptions o = Avx2Machine();
   o.memory_bytes_per_worker = 30e6;

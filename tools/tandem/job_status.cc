@@ -142,10 +142,30 @@ std::vector<v1::LostWorker> JobWatch::NewlyLost(absl::Duration timeout) {
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   std::vector<v1::LostWorker> out;
   if (!stub_->GetJobStatus(&ctx, request, &reply).ok()) return out;
+  stragglers_.assign(reply.stragglers().begin(), reply.stragglers().end());
   for (const v1::LostWorker& l : reply.lost()) {
     if (seen_.insert({l.worker_id(), l.generation()}).second) out.push_back(l);
   }
   return out;
+}
+
+std::vector<std::string> JobWatch::StragglerChanges() {
+  std::vector<std::string> lines;
+  std::map<std::string, v1::Straggler> now;
+  for (const v1::Straggler& s : stragglers_) {
+    auto before = named_.find(s.worker_id());
+    if (before == named_.end() || before->second.since_unix_millis() != s.since_unix_millis()) {
+      lines.push_back(s.message());
+    }
+    now[s.worker_id()] = s;
+  }
+  for (const auto& [id, s] : named_) {
+    if (now.count(id) == 0) {
+      lines.push_back(absl::StrCat("straggler cleared: rank ", s.rank(), " (", id, ")"));
+    }
+  }
+  named_ = std::move(now);
+  return lines;
 }
 
 namespace {
@@ -204,6 +224,10 @@ std::string FormatJobStatus(const v1::GetJobStatusResponse& s) {
                     HumanBytes(v.bytes_served()), "  steps applied ", v.steps_applied(),
                     "  at step ", v.step(), " (generation ", v.generation(), ")\n");
   }
+  if (s.state() == v1::GetJobStatusResponse::RUNNING && s.stragglers_size() == 0) {
+    absl::StrAppend(&out, "stragglers: none\n");
+  }
+  for (const v1::Straggler& x : s.stragglers()) absl::StrAppend(&out, x.message(), "\n");
   return out;
 }
 

@@ -13,6 +13,7 @@
 #ifndef TANDEM_TOOLS_TANDEM_JOB_STATUS_H_
 #define TANDEM_TOOLS_TANDEM_JOB_STATUS_H_
 
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -57,7 +58,8 @@ std::string ExplainStatusFailure(const std::string& target, const absl::Status& 
 // Several lines: state, generation, world size, restarts, the last committed
 // checkpoint, the coordinator's message, then one line per worker (rank, id,
 // step, epoch, loss, samples/s, metrics address), then one line per shard
-// server that reported (id, address, ranges, bytes served, steps applied).
+// server that reported (id, address, ranges, bytes served, steps applied),
+// then the ranks named as stragglers ("stragglers: none" while running).
 std::string FormatJobStatus(const v1::GetJobStatusResponse& status);
 
 // A supervisor's view of the coordinator (`tandem local`): polls its job
@@ -74,12 +76,17 @@ class JobWatch {
   static std::unique_ptr<JobWatch> Create(const std::string& target, const std::string& job_id,
                                           const std::string& token = "");
   std::vector<v1::LostWorker> NewlyLost(absl::Duration timeout = absl::Milliseconds(250));
+  // From the status NewlyLost fetched: a line for each rank named a
+  // straggler since the previous call, and one for each that was cleared.
+  std::vector<std::string> StragglerChanges();
 
  private:
   JobWatch() = default;
   std::unique_ptr<v1::Coordinator::Stub> stub_;
   std::string job_id_;
   std::set<std::pair<std::string, int64_t>> seen_;  // (worker_id, generation)
+  std::vector<v1::Straggler> stragglers_;   // in the last reply
+  std::map<std::string, v1::Straggler> named_;  // by worker_id, as last reported
 };
 
 }  // namespace cli

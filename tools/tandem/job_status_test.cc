@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -237,6 +239,81 @@ TEST(JobStatusTest, GlobalBatchComesFromTheWorkersReports) {
   EXPECT_TRUE(absl::StrContains(FormatJobStatus(s), "global batch (not reported yet)"));
   s.add_workers()->mutable_progress()->set_global_batch(256);
   EXPECT_TRUE(absl::StrContains(FormatJobStatus(s), "  global batch 256\n")) << FormatJobStatus(s);
+}
+
+}  // namespace
+}  // namespace cli
+}  // namespace tandem
+
+namespace tandem {
+namespace cli {
+namespace {
+
+TEST(JobStatusStragglerTest, StatusListsStragglersOrSaysNone) {
+  v1::GetJobStatusResponse s;
+  s.set_state(v1::GetJobStatusResponse::RUNNING);
+  EXPECT_TRUE(absl::StrContains(FormatJobStatus(s), "stragglers: none\n")) << FormatJobStatus(s);
+  v1::Straggler* x = s.add_stragglers();
+  x->set_rank(2);
+  x->set_message(
+      "straggler: rank 2 (worker-2) is 41% slower than the median for 12 steps: compute");
+  const std::string text = FormatJobStatus(s);
+  EXPECT_FALSE(absl::StrContains(text, "stragglers: none")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "\nstraggler: rank 2 (worker-2) is 41% slower")) << text;
+}
+
+// Two workers heartbeat step times into a real coordinator; `tandem
+// local`'s watch prints the naming once and the clearing once.
+TEST(JobStatusStragglerTest, JobWatchHandsBackEachNamingAndClearingOnce) {
+  CoordinatorServerOptions o;
+  o.coordinator.job_id = "watch";
+  o.coordinator.min_workers = o.coordinator.max_workers = 2;
+  o.coordinator.settle_time = absl::ZeroDuration();
+  o.coordinator.straggler.window = 1;
+  o.run_liveness_thread = false;
+  auto server = CoordinatorServer::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  CoordinatorCore& core = (*server)->core();
+  std::vector<std::thread> joins;
+  std::vector<int> ranks(2);
+  for (int i = 0; i < 2; ++i) {
+    joins.emplace_back([&, i] {
+      v1::JoinRequest r;
+      r.set_worker_id(absl::StrCat("worker-", i));
+      auto reply = core.Join(r, absl::Seconds(20));
+      ASSERT_TRUE(reply.ok()) << reply.status();
+      ranks[i] = reply->rank();
+    });
+  }
+  for (auto& t : joins) t.join();
+  auto beat = [&](double slow_compute) {
+    for (int i = 0; i < 2; ++i) {
+      v1::HeartbeatRequest r;
+      r.set_worker_id(absl::StrCat("worker-", i));
+      r.set_generation(1);
+      r.mutable_timing()->set_steps(10);
+      r.mutable_timing()->set_compute_seconds(i == 1 ? slow_compute : 0.1);
+      ASSERT_TRUE(core.Heartbeat(r).ok());
+    }
+  };
+  auto watch = JobWatch::Create(absl::StrCat("127.0.0.1:", (*server)->port()), "watch");
+  beat(0.2);
+  watch->NewlyLost(absl::Seconds(10));
+  std::vector<std::string> lines = watch->StragglerChanges();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_TRUE(absl::StartsWith(
+      lines[0], absl::StrCat("straggler: rank ", ranks[1], " (worker-1) is 100% slower")))
+      << lines[0];
+  EXPECT_TRUE(absl::StrContains(lines[0], ": compute")) << lines[0];
+  beat(0.2);
+  watch->NewlyLost(absl::Seconds(10));
+  EXPECT_TRUE(watch->StragglerChanges().empty()) << "named once";
+  beat(0.1);
+  watch->NewlyLost(absl::Seconds(10));
+  lines = watch->StragglerChanges();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0], absl::StrCat("straggler cleared: rank ", ranks[1], " (worker-1)"));
+  (*server)->Shutdown();
 }
 
 }  // namespace

@@ -340,102 +340,121 @@ absl::Status CheckBackendDevices(const LocalOptions& o, const std::string& dev_d
   return absl::OkStatus();
 }
 
-absl::Status ValidateLocalOptions(const LocalOptions& o) {
-  auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
-  if (absl::Status s = ResolveBatchRange(o).status(); !s.ok()) return s;
-  if (absl::Status s = ValidateNonNegative(o); !s.ok()) return s;
-  if (!o.batch_schedule.empty()) {
-    int64_t last = 0;
-    for (absl::string_view item : absl::StrSplit(o.batch_schedule, ',')) {
-      const std::vector<std::string> kv = absl::StrSplit(item, ':');
-      int64_t step = 0, size = 0;
-      if (kv.size() != 2 || !absl::SimpleAtoi(kv[0], &step) || !absl::SimpleAtoi(kv[1], &size) ||
-          step <= last || size < 1) {
-        return bad("--batch_schedule: '", item, "' is not STEP:SIZE with steps increasing from 1 "
-                   "and a global batch >= 1 (e.g. 100:256,300:512)");
-      }
-      last = step;
+namespace {
+
+template <typename... Parts>
+absl::Status Bad(const Parts&... parts) {
+  return absl::InvalidArgumentError(absl::StrCat(parts...));
+}
+
+absl::Status ValidateBatchSchedule(const std::string& schedule) {
+  if (schedule.empty()) return absl::OkStatus();
+  int64_t last = 0;
+  for (absl::string_view item : absl::StrSplit(schedule, ',')) {
+    const std::vector<std::string> kv = absl::StrSplit(item, ':');
+    int64_t step = 0, size = 0;
+    if (kv.size() != 2 || !absl::SimpleAtoi(kv[0], &step) || !absl::SimpleAtoi(kv[1], &size) ||
+        step <= last || size < 1) {
+      return Bad("--batch_schedule: '", item, "' is not STEP:SIZE with steps increasing from 1 "
+                 "and a global batch >= 1 (e.g. 100:256,300:512)");
     }
+    last = step;
   }
-  if (o.workers < 1) return bad("--workers must be at least 1 (got ", o.workers, ")");
+  return absl::OkStatus();
+}
+
+// Workers, the data servers' threads, simulated nodes and their links.
+absl::Status ValidateLayout(const LocalOptions& o) {
+  if (o.workers < 1) return Bad("--workers must be at least 1 (got ", o.workers, ")");
   if (!(o.simulate_slow_data_ms >= 0) || o.simulate_slow_data_ms > 60000) {
-    return bad("--simulate_slow_data_ms must be 0..60000 (got ", o.simulate_slow_data_ms, ")");
+    return Bad("--simulate_slow_data_ms must be 0..60000 (got ", o.simulate_slow_data_ms, ")");
   }
   if (o.decode_threads < 1 || o.decode_threads > 256) {
-    return bad("--decode_threads must be between 1 and 256 (got ", o.decode_threads, ")");
+    return Bad("--decode_threads must be between 1 and 256 (got ", o.decode_threads, ")");
   }
   if (o.nodes < 0 || o.nodes > kMaxSimulatedNodes) {
-    return bad("--nodes must be 1..", kMaxSimulatedNodes, " (got ", o.nodes, ")");
+    return Bad("--nodes must be 1..", kMaxSimulatedNodes, " (got ", o.nodes, ")");
   }
   if (o.nodes == 0) {
-    if (o.workers_per_node != 0) return bad("--workers_per_node needs --nodes");
-    if (!o.link.empty()) return bad("--link needs --nodes (links are between simulated nodes)");
-    if (o.link_delay_ms != 0) return bad("--link_delay_ms needs --nodes");
-  } else {
-    if (o.workers_per_node < 1 || o.workers != o.nodes * o.workers_per_node) {
-      return bad("--workers=", o.workers, " is not --nodes=", o.nodes, " x --workers_per_node=",
-                 o.workers_per_node, "; give --nodes and --workers_per_node only");
-    }
-    if (!o.link.empty()) {
-      auto rate = ParseLinkRate(o.link);
-      if (!rate.ok()) return rate.status();
-    }
-    if (o.host != LocalOptions().host) {
-      return bad("--host=", o.host, " has no effect with --nodes (node n is 127.0.1.n, the "
-                 "services 127.0.1.100); drop --host");
-    }
-    if (o.link_delay_ms < 0) {
-      return bad("--link_delay_ms must not be negative (got ", o.link_delay_ms, ")");
-    }
+    if (o.workers_per_node != 0) return Bad("--workers_per_node needs --nodes");
+    if (!o.link.empty()) return Bad("--link needs --nodes (links are between simulated nodes)");
+    if (o.link_delay_ms != 0) return Bad("--link_delay_ms needs --nodes");
+    return absl::OkStatus();
   }
+  if (o.workers_per_node < 1 || o.workers != o.nodes * o.workers_per_node) {
+    return Bad("--workers=", o.workers, " is not --nodes=", o.nodes, " x --workers_per_node=",
+               o.workers_per_node, "; give --nodes and --workers_per_node only");
+  }
+  if (!o.link.empty()) {
+    auto rate = ParseLinkRate(o.link);
+    if (!rate.ok()) return rate.status();
+  }
+  if (o.host != LocalOptions().host) {
+    return Bad("--host=", o.host, " has no effect with --nodes (node n is 127.0.1.n, the "
+               "services 127.0.1.100); drop --host");
+  }
+  if (o.link_delay_ms < 0) {
+    return Bad("--link_delay_ms must not be negative (got ", o.link_delay_ms, ")");
+  }
+  return absl::OkStatus();
+}
+
+// Shard servers, elastic membership bounds and restarts.
+absl::Status ValidateMembership(const LocalOptions& o) {
   if (o.shard_servers < 0 || o.nodes + o.shard_servers > kMaxSimulatedNodes) {
-    return bad("--shard_servers must be 0..", kMaxSimulatedNodes - o.nodes, " (got ",
+    return Bad("--shard_servers must be 0..", kMaxSimulatedNodes - o.nodes, " (got ",
                o.shard_servers, ")");
   }
   if ((o.sync == "ps" || o.sync == "hybrid") && o.shard_servers < 1) {
-    return bad("--sync ", o.sync, " needs shard servers: add --shard_servers N (N >= 1)");
+    return Bad("--sync ", o.sync, " needs shard servers: add --shard_servers N (N >= 1)");
   }
   const int min = o.min_workers == 0 ? o.workers : o.min_workers;
   const int max = o.max_workers == 0 ? o.workers : o.max_workers;
-  if (min < 1) return bad("--min_workers must be at least 1 (got ", min, ")");
+  if (min < 1) return Bad("--min_workers must be at least 1 (got ", min, ")");
   if (min > max) {
-    return bad("--min_workers (", min, ") is greater than --max_workers (", max,
+    return Bad("--min_workers (", min, ") is greater than --max_workers (", max,
                "); make min <= max");
   }
   if (min > o.workers) {
-    return bad("--min_workers (", min, ") is more than the ", o.workers,
+    return Bad("--min_workers (", min, ") is more than the ", o.workers,
                " worker(s) started; lower it or raise --workers");
   }
   if (o.max_restarts < 0) {
-    return bad("--max_restarts must not be negative (got ", o.max_restarts, ")");
+    return Bad("--max_restarts must not be negative (got ", o.max_restarts, ")");
   }
-  if (o.epochs < 1) return bad("--epochs must be at least 1 (got ", o.epochs, ")");
-  if (o.batch_size < 1) return bad("--batch_size must be at least 1 (got ", o.batch_size, ")");
-  if (!(o.lr > 0)) return bad("--lr must be positive (got ", o.lr, ")");
+  return absl::OkStatus();
+}
+
+// Epochs, batch, learning rate, optimizer, precision, autotune, backend and
+// transport.
+absl::Status ValidateTraining(const LocalOptions& o) {
+  if (o.epochs < 1) return Bad("--epochs must be at least 1 (got ", o.epochs, ")");
+  if (o.batch_size < 1) return Bad("--batch_size must be at least 1 (got ", o.batch_size, ")");
+  if (!(o.lr > 0)) return Bad("--lr must be positive (got ", o.lr, ")");
   if (o.optimizer != "sgd" && o.optimizer != "adamw") {
-    return bad("unknown --optimizer '", o.optimizer, "'; use sgd or adamw");
+    return Bad("unknown --optimizer '", o.optimizer, "'; use sgd or adamw");
   }
   if (!o.precision.empty() && o.precision != "fp32" && o.precision != "bf16" &&
       o.precision != "fp16") {
-    return bad("unknown --precision '", o.precision, "'; use fp32, bf16 or fp16");
+    return Bad("unknown --precision '", o.precision, "'; use fp32, bf16 or fp16");
   }
   if (!o.precision.empty() && o.precision != "fp32" && (o.sync == "ps" || o.sync == "hybrid")) {
-    return bad("--precision ", o.precision, " needs a strategy that steps on the workers; --sync ",
+    return Bad("--precision ", o.precision, " needs a strategy that steps on the workers; --sync ",
                o.sync, " steps on the shard servers in fp32 (use --precision fp32)");
   }
   if (o.autotune && (o.sync != LocalOptions().sync || !o.sync_opt.empty() || o.bucket_cap_mb > 0)) {
-    return bad("--autotune chooses --sync, --sync_opt and the bucket size itself: drop those "
+    return Bad("--autotune chooses --sync, --sync_opt and the bucket size itself: drop those "
                "flags, or drop --autotune to run the configuration you gave");
   }
   if (o.autotune && o.autotune_steps < 5) {
-    return bad("--autotune_steps must be at least 5 (got ", o.autotune_steps, ") to time a step");
+    return Bad("--autotune_steps must be at least 5 (got ", o.autotune_steps, ") to time a step");
   }
   if (o.backend != "cpu" && o.backend != "cuda") {
-    return bad("unknown --backend '", o.backend, "'; use cpu or cuda");
+    return Bad("unknown --backend '", o.backend, "'; use cpu or cuda");
   }
   if (!o.transport.empty() && o.transport != "auto" && o.transport != "shm" &&
       o.transport != "gloo") {
-    return bad("unknown --transport '", o.transport, "'; use auto, shm or gloo");
+    return Bad("unknown --transport '", o.transport, "'; use auto, shm or gloo");
   }
   // The strategy registry's own messages name the registered strategies and
   // a strategy's keys. --bucket_cap_mb, when set, is the value the worker
@@ -443,21 +462,42 @@ absl::Status ValidateLocalOptions(const LocalOptions& o) {
   auto sync_options = sync::ParseSyncOptions(o.sync, o.sync_opt);
   if (!sync_options.ok()) return sync_options.status();
   if (o.bucket_cap_mb > 0) sync_options->bucket_cap_mb = o.bucket_cap_mb;
-  if (absl::Status s = sync::ValidateSyncOptions(*sync_options); !s.ok()) return s;
-  if (o.port < 0 || o.port > 65535) return bad("--port must be 0..65535 (got ", o.port, ")");
-  if (o.heartbeat_ms < 1) return bad("--heartbeat_ms must be positive");
-  if (o.log_every < 1) return bad("--log_every must be at least 1");
+  return sync::ValidateSyncOptions(*sync_options);
+}
+
+// The model parses, fits the dataset and suits the strategy.
+absl::Status ValidateModelOnData(const LocalOptions& o) {
   auto spec = nn::ParseModelSpec(o.model);
-  if (!spec.ok()) return bad("bad --model: ", spec.status().message());
+  if (!spec.ok()) return Bad("bad --model: ", spec.status().message());
   auto data = ResolveDataset(o);
   if (!data.ok()) return data.status();
   if (absl::Status fit = nn::CheckModelFitsDataset(*spec, data->inputs); !fit.ok()) {
-    return bad("--model ", o.model, " does not fit dataset '", o.dataset, "': ", fit.message());
+    return Bad("--model ", o.model, " does not fit dataset '", o.dataset, "': ", fit.message());
   }
   if (absl::Status s = CheckModelOnDataset(*spec, data->inputs, o.sync); !s.ok()) {
-    return bad("--model ", o.model, ": ", s.message());
+    return Bad("--model ", o.model, ": ", s.message());
   }
-  if (absl::Status s = CheckBackendDevices(o, "/dev"); !s.ok()) return s;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateLocalOptions(const LocalOptions& o) {
+  RETURN_IF_ERROR(ResolveBatchRange(o).status());
+  RETURN_IF_ERROR(ValidateNonNegative(o));
+  RETURN_IF_ERROR(ValidateBatchSchedule(o.batch_schedule));
+  RETURN_IF_ERROR(ValidateLayout(o));
+  RETURN_IF_ERROR(ValidateMembership(o));
+  RETURN_IF_ERROR(ValidateTraining(o));
+  if (o.port < 0 || o.port > 65535) return Bad("--port must be 0..65535 (got ", o.port, ")");
+  if (o.heartbeat_ms < 1) return Bad("--heartbeat_ms must be positive");
+  if (!(o.straggler_threshold > 0) || o.straggler_window < 1) {
+    return Bad("--straggler_threshold must be a positive fraction (0.25 = 25% slower) and "
+               "--straggler_window at least 1 heartbeat");
+  }
+  if (o.log_every < 1) return Bad("--log_every must be at least 1");
+  RETURN_IF_ERROR(ValidateModelOnData(o));
+  RETURN_IF_ERROR(CheckBackendDevices(o, "/dev"));
   if (o.port != 0) return CheckPortFree(o.host, o.port);
   return absl::OkStatus();
 }

@@ -39,6 +39,11 @@ struct LocalOptions {
   // coordinator itself blames nobody (services/coordinator/coordinator_core.h).
   int heartbeat_ms = 1000;
   int heartbeat_misses = 3;
+  // The coordinator names a rank a straggler when its step time stays this
+  // fraction above the other ranks' median for `straggler_window`
+  // heartbeats (services/coordinator/straggler_detector.h).
+  double straggler_threshold = 0.25;
+  int straggler_window = 5;
   double settle_seconds = 0.2;  // all workers are local: they join at once
   // --- simulated nodes (tools/tandem/sim_network.h) ---
   // nodes > 0: a private network namespace with one loopback address per

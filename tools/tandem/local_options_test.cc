@@ -406,6 +406,12 @@ TEST(LocalOptionsTest, OtherFieldsChecked) {
   o = LocalOptions{};
   o.backend = "tpu";
   EXPECT_TRUE(absl::StrContains(Problem(o), "--backend")) << Problem(o);
+  o = LocalOptions{};
+  o.straggler_threshold = 0;
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--straggler_threshold")) << Problem(o);
+  o = LocalOptions{};
+  o.straggler_window = 0;
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--straggler_window")) << Problem(o);
 }
 
 // A negative value was dropped for the worker's default before (a

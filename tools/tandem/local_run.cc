@@ -315,7 +315,9 @@ void Runner::WaitForMetricsLine(Child& c) {
   // Every child logs its metrics port once it serves /metrics (the servers
   // right after their port file, workers before joining).
   // A child that already exited may still have logged it: read once more.
-  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  // 20 s: a worker on a loaded machine (2 cores, many processes) has taken
+  // 3-4 s to get there; one that exits stops the wait at once.
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
   while (c.metrics_port < 0) {
     const bool exited = c.process->Poll();
     c.metrics_port = ParseMetricsPort(ReadAll(c.process->log_path()));
@@ -577,6 +579,8 @@ absl::Status Runner::StartServices(const DatasetFiles& data) {
       absl::StrCat("--settle_seconds=", o_.settle_seconds),
       absl::StrCat("--heartbeat_ms=", o_.heartbeat_ms),
       absl::StrCat("--heartbeat_misses=", o_.heartbeat_misses),
+      absl::StrCat("--straggler_threshold=", o_.straggler_threshold),
+      absl::StrCat("--straggler_window=", o_.straggler_window),
       "--state_dir=" + run_dir_ + "/coordinator-state"};
   if (batch_range.second > 0) {
     coordinator_argv.push_back(
@@ -753,6 +757,11 @@ absl::Status Runner::Supervise() {
     RETURN_IF_ERROR(RestartDeadServers());
     if (absl::Now() >= next_watch) {
       KillLostWorkers();
+      // The coordinator's straggler verdicts, as they change (its log has
+      // them too).
+      if (watch_ != nullptr) {
+        for (const std::string& line : watch_->StragglerChanges()) Print(line);
+      }
       next_watch = absl::Now() + watch_every;
     }
     KillExpelledWorkers();

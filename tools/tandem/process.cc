@@ -45,6 +45,91 @@ void WaitForExitEvent(pid_t pid, absl::Duration timeout) {
   }
 }
 
+// The descriptors Start opens before fork; -1 = not open.
+struct StartFds {
+  int log = -1;
+  int out[2] = {-1, -1};  // the child's stdout, when piped
+  // exec failures are reported through this close-on-exec pipe: EOF means
+  // exec succeeded, an errno value means it did not.
+  int status[2] = {-1, -1};
+
+  void Close(int* fd) {
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+  }
+  void CloseAll() {
+    for (int* fd : {&log, &out[0], &out[1], &status[0], &status[1]}) Close(fd);
+  }
+};
+
+absl::Status OpenStartFds(const SubprocessOptions& options, StartFds* fds) {
+  fds->log = open(options.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fds->log < 0) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot open log file ", options.log_path,
+                                                    ": ", std::strerror(errno)));
+  }
+  if ((options.pipe_stdout && pipe2(fds->out, O_CLOEXEC) != 0) ||
+      pipe2(fds->status, O_CLOEXEC) != 0) {
+    const int err = errno;
+    fds->CloseAll();
+    return absl::InternalError(absl::StrCat("pipe: ", std::strerror(err)));
+  }
+  return absl::OkStatus();
+}
+
+// This process's environment with `overrides` (KEY=VALUE) replacing the
+// same keys. Built before fork: after it only async-signal-safe calls.
+std::vector<std::string> ChildEnvironment(const std::vector<std::string>& overrides) {
+  std::vector<std::string> env = overrides;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    const std::string key = entry.substr(0, entry.find('=') + 1);
+    bool overridden = false;
+    for (const std::string& o : overrides) overridden = overridden || o.rfind(key, 0) == 0;
+    if (!overridden) env.push_back(entry);
+  }
+  return env;
+}
+
+std::vector<char*> Pointers(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (std::string& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// In the forked child: only async-signal-safe calls from here to exec.
+[[noreturn]] void ExecChild(const StartFds& fds, bool pipe_stdout, pid_t parent, char** argv,
+                            char** envp) {
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid() != parent) _exit(127);  // the supervisor already died
+  setpgid(0, 0);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGPIPE, SIG_DFL);
+  dup2(pipe_stdout ? fds.out[1] : fds.log, STDOUT_FILENO);
+  dup2(fds.log, STDERR_FILENO);
+  const int devnull = open("/dev/null", O_RDONLY);
+  if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+  execve(argv[0], argv, envp);
+  const int err = errno;
+  ssize_t ignored = write(fds.status[1], &err, sizeof(err));
+  (void)ignored;
+  _exit(127);
+}
+
+// The errno of the child's failed exec, or 0 once exec closed the pipe.
+int ReadExecErrno(int status_fd) {
+  int child_errno = 0;
+  ssize_t n;
+  while ((n = read(status_fd, &child_errno, sizeof(child_errno))) < 0 && errno == EINTR) {
+  }
+  return n == static_cast<ssize_t>(sizeof(child_errno)) ? child_errno : 0;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(SubprocessOptions options) {
@@ -54,90 +139,36 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(SubprocessOptions 
                                             options.name, ": ", std::strerror(errno),
                                             " (build it, or pass --bin_dir)"));
   }
-  const int log_fd =
-      open(options.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (log_fd < 0) {
-    return absl::PermissionDeniedError(absl::StrCat("cannot open log file ", options.log_path,
-                                                    ": ", std::strerror(errno)));
-  }
-  int out[2] = {-1, -1};
-  if (options.pipe_stdout && pipe2(out, O_CLOEXEC) != 0) {
-    close(log_fd);
-    return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
-  }
-  // exec failures are reported through this close-on-exec pipe: EOF means
-  // exec succeeded, an errno value means it did not.
-  int status_pipe[2];
-  if (pipe2(status_pipe, O_CLOEXEC) != 0) {
-    close(log_fd);
-    return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
-  }
-  std::vector<char*> argv;
-  for (std::string& a : options.argv) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  // The environment is built here: after fork only async-signal-safe calls.
-  std::vector<std::string> env_strings = options.env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string entry = *e;
-    const std::string key = entry.substr(0, entry.find('=') + 1);
-    bool overridden = false;
-    for (const std::string& o : options.env) overridden = overridden || o.rfind(key, 0) == 0;
-    if (!overridden) env_strings.push_back(entry);
-  }
-  std::vector<char*> envp;
-  for (std::string& e : env_strings) envp.push_back(e.data());
-  envp.push_back(nullptr);
+  StartFds fds;
+  if (absl::Status s = OpenStartFds(options, &fds); !s.ok()) return s;
+  std::vector<char*> argv = Pointers(options.argv);
+  std::vector<std::string> env_strings = ChildEnvironment(options.env);
+  std::vector<char*> envp = Pointers(env_strings);
   const pid_t parent = getpid();
 
   const pid_t pid = fork();
   if (pid < 0) {
     const int err = errno;
-    close(log_fd);
-    close(status_pipe[0]);
-    close(status_pipe[1]);
-    if (out[0] >= 0) close(out[0]), close(out[1]);
+    fds.CloseAll();
     return absl::ResourceExhaustedError(absl::StrCat("fork: ", std::strerror(err)));
   }
-  if (pid == 0) {
-    // Child: only async-signal-safe calls from here to exec.
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent) _exit(127);  // the supervisor already died
-    setpgid(0, 0);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGPIPE, SIG_DFL);
-    dup2(options.pipe_stdout ? out[1] : log_fd, STDOUT_FILENO);
-    dup2(log_fd, STDERR_FILENO);
-    const int devnull = open("/dev/null", O_RDONLY);
-    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
-    execve(argv[0], argv.data(), envp.data());
-    const int err = errno;
-    ssize_t ignored = write(status_pipe[1], &err, sizeof(err));
-    (void)ignored;
-    _exit(127);
-  }
-  close(log_fd);
-  close(status_pipe[1]);
-  if (options.pipe_stdout) close(out[1]);
-  int child_errno = 0;
-  ssize_t n;
-  while ((n = read(status_pipe[0], &child_errno, sizeof(child_errno))) < 0 && errno == EINTR) {
-  }
-  close(status_pipe[0]);
-  if (n == static_cast<ssize_t>(sizeof(child_errno))) {
+  if (pid == 0) ExecChild(fds, options.pipe_stdout, parent, argv.data(), envp.data());
+  fds.Close(&fds.log);
+  fds.Close(&fds.status[1]);
+  fds.Close(&fds.out[1]);
+  const int child_errno = ReadExecErrno(fds.status[0]);
+  fds.Close(&fds.status[0]);
+  if (child_errno != 0) {
     waitpid(pid, nullptr, 0);
-    if (options.pipe_stdout) close(out[0]);
+    fds.Close(&fds.out[0]);
     return absl::InternalError(absl::StrCat("cannot execute ", options.argv[0], " for ",
                                             options.name, ": ", std::strerror(child_errno)));
   }
   auto p = std::unique_ptr<Subprocess>(new Subprocess(std::move(options)));
   p->pid_ = pid;
   if (p->options_.pipe_stdout) {
-    fcntl(out[0], F_SETFL, fcntl(out[0], F_GETFL) | O_NONBLOCK);
-    p->stdout_fd_ = out[0];
+    fcntl(fds.out[0], F_SETFL, fcntl(fds.out[0], F_GETFL) | O_NONBLOCK);
+    p->stdout_fd_ = fds.out[0];
   }
   return p;
 }

@@ -1,7 +1,7 @@
 // The "gloo" transport of the communicator factory (common/comm/factory.h):
 // linking this alwayslink target registers it, as nccl_transport does for
-// "nccl". //common/comm:factory links gloo and shm, so every binary that can
-// call CreateCommunicator has them.
+// "nccl". //common/comm/transports:factory links gloo and shm, so every
+// binary that can call CreateCommunicator has them.
 #include <memory>
 #include <utility>
 

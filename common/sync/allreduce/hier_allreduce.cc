@@ -1,7 +1,6 @@
 #include "common/sync/allreduce/hier_allreduce.h"
 
 #include <algorithm>
-#include <cstring>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -72,13 +71,12 @@ absl::StatusOr<std::unique_ptr<HierAllreduce>> HierAllreduce::Create(
 }
 
 HierAllreduce::HierAllreduce(const CommGroups& groups, int64_t max_count)
-    : intra_(groups.intra.get()),
-      inter_(groups.inter.get()),
+    : inter_(groups.inter.get()),
       local_size_(groups.intra->world_size()),
       local_rank_(groups.intra->rank()),
       node_index_(groups.node_index),
-      padded_(static_cast<size_t>(ShareCount(max_count) * local_size_)),
-      share_(static_cast<size_t>(ShareCount(max_count))) {}
+      max_share_(ShareCount(max_count)),
+      shares_(groups.intra.get(), max_share_) {}
 
 absl::Status HierAllreduce::Failed(const absl::Status& s, const char* phase,
                                    int64_t count) const {
@@ -89,35 +87,22 @@ absl::Status HierAllreduce::Failed(const absl::Status& s, const char* phase,
 
 absl::Status HierAllreduce::Run(float* data, int64_t count) {
   const int64_t share = ShareCount(count);
-  if (count < 0 || share > static_cast<int64_t>(share_.size())) {
+  if (count < 0 || share > max_share_) {
     return absl::InvalidArgumentError(
         absl::StrCat("hierarchical allreduce: bucket of ", count,
                      " floats is outside the staging sized in Create for at most ",
-                     share_.size() * local_size_, " (pass the largest bucket as max_count)"));
+                     max_share_ * local_size_, " (pass the largest bucket as max_count)"));
   }
   if (count == 0) return absl::OkStatus();
-  // A bucket that splits evenly is reduce-scattered from and gathered into
-  // the gradients directly; otherwise through the zero-padded staging copy.
-  const bool even = count % local_size_ == 0;
-  float* full = data;
-  if (!even) {
-    std::memcpy(padded_.data(), data, sizeof(float) * count);
-    // The pad only reaches pad positions of the result (the sum is
-    // elementwise), which are dropped; zeroing it keeps stale sums out of
-    // the staging anyway.
-    std::fill(padded_.begin() + count, padded_.begin() + share * local_size_, 0.f);
-    full = padded_.data();
-  }
-  if (absl::Status s = intra_->ReduceScatter(full, share_.data(), share); !s.ok()) {
+  if (absl::Status s = shares_.ReduceBucket(data, count); !s.ok()) {
     return Failed(s, "intra-node reduce-scatter", count);
   }
-  if (absl::Status s = inter_->AllReduce(share_.data(), share, ReduceOp::kSum); !s.ok()) {
+  if (absl::Status s = inter_->AllReduce(shares_.share(), share, ReduceOp::kSum); !s.ok()) {
     return Failed(s, "inter-node allreduce", share);
   }
-  if (absl::Status s = intra_->AllGather(share_.data(), full, sizeof(float) * share); !s.ok()) {
+  if (absl::Status s = shares_.GatherBucket(data, count); !s.ok()) {
     return Failed(s, "intra-node allgather", count);
   }
-  if (!even) std::memcpy(data, padded_.data(), sizeof(float) * count);
   return absl::OkStatus();
 }
 

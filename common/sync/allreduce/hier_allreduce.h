@@ -27,6 +27,8 @@
 // member on the small node at all. HierarchicalUnusableReason says why a
 // layout cannot use this scheme (then the caller uses flat allreduce).
 //
+// Steps 1 and 3 are NodeShares' reduce-to-share and gather-from-share
+// (node_shares.h), which compressed (hier=1) and hybrid use too.
 // Memory: host memory only (the staging buffers are host vectors), so Gloo
 // and shm communicators; the staging is allocated once in Create, sized for
 // max_count, and Run allocates nothing.
@@ -50,6 +52,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/comm/groups.h"
+#include "common/sync/allreduce/node_shares.h"
 
 namespace tandem {
 namespace sync {
@@ -80,9 +83,7 @@ class HierAllreduce {
   // Floats of a `count` bucket this rank hands to the inter-node allreduce:
   // ceil(count / L).
   // Bytes of the staging buffers (allocated once at Create).
-  int64_t staging_bytes() const {
-    return static_cast<int64_t>((padded_.size() + share_.size()) * sizeof(float));
-  }
+  int64_t staging_bytes() const { return shares_.staging_bytes(); }
   int64_t ShareCount(int64_t count) const { return (count + local_size_ - 1) / local_size_; }
   int local_size() const { return local_size_; }
 
@@ -90,13 +91,13 @@ class HierAllreduce {
   HierAllreduce(const CommGroups& groups, int64_t max_count);
   absl::Status Failed(const absl::Status& s, const char* phase, int64_t count) const;
 
-  Communicator* const intra_;
   Communicator* const inter_;
   const int local_size_;
   const int local_rank_;
   const int node_index_;
-  std::vector<float> padded_;  // L * ShareCount(max_count): the bucket, zero-padded
-  std::vector<float> share_;   // ShareCount(max_count): this rank's share
+  const int64_t max_share_;  // ShareCount(max_count)
+  // The intra-node phases and their staging (L x max_share_ + max_share_).
+  NodeShares shares_;
 };
 
 }  // namespace sync

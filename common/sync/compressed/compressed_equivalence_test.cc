@@ -12,6 +12,8 @@
 //   too (dropping it changes the result);
 // - resumed at another world size the residuals (and velocity) reset: the
 //   run equals one started from the same parameters with fresh residuals;
+//   PowerSGD keeps its Q there and restores Q, residuals and its step count
+//   bit-identically at the same world size;
 // - int8+EF and top-k+EF train close to allreduce on the same data.
 #include <unistd.h>
 
@@ -121,6 +123,9 @@ absl::Status SetUp(const std::string& strategy, const std::string& sync_opt, Com
   env.size = run->model->storage().size();
   for (const nn::GradRange& r : nn::GroupRanges(run->model->layout())) {
     env.ready_ranges.push_back({r.lo, r.hi});
+  }
+  for (const tensor::ParameterInfo& p : run->model->layout().params()) {
+    env.param_shapes.push_back({p.offset, p.shape});
   }
   // As the worker: a strategy that takes the momentum over gets it in the
   // env, and the optimizer steps without it.
@@ -282,21 +287,29 @@ TEST_P(CompressedResume, RestoresResidualsBitIdentically) {
 INSTANTIATE_TEST_SUITE_P(
     Codecs, CompressedResume,
     ::testing::Values(ResumeCase{"codec=int8,rounding=stochastic,chunk=256", 2},
-                      ResumeCase{"codec=int8", 3}, ResumeCase{"codec=topk,k=0.05", 2},
-                      ResumeCase{"codec=threshold,density=0.05", 3},
+                      ResumeCase{"codec=int8", 3}, ResumeCase{"codec=topk,k=0.05,warmup_steps=0,momentum_correction=0", 2},
+                      ResumeCase{"codec=threshold,density=0.05,warmup_steps=0,momentum_correction=0", 3},
                       ResumeCase{"codec=fp16", 2}, ResumeCase{"codec=int8,hier=1", 4, 2},
-                      ResumeCase{"codec=topk,k=0.05,momentum_correction=1", 2, 0,
+                      ResumeCase{"codec=topk,k=0.05,momentum_correction=1,masking=1,warmup_steps=0", 2, 0,
                                  kResidualsAndVelocity},
-                      ResumeCase{"codec=topk,k=0.05,momentum_correction=1", 3, 0,
+                      ResumeCase{"codec=topk,k=0.05,momentum_correction=1,masking=1,warmup_steps=0", 3, 0,
                                  kResidualsAndVelocity},
-                      ResumeCase{"codec=threshold,density=0.05,momentum_correction=1", 2, 0,
+                      ResumeCase{"codec=threshold,density=0.05,momentum_correction=1,masking=1,warmup_steps=0", 2, 0,
                                  kResidualsAndVelocity},
-                      ResumeCase{"codec=topk,k=0.05,momentum_correction=1,masking=0", 2, 0,
+                      ResumeCase{"codec=topk,k=0.05,momentum_correction=1,masking=0,warmup_steps=0", 2, 0,
                                  kResidualsAndVelocity},
                       // Saved inside the warm-up (residuals still zero),
                       // resumed across its end: the velocity carries on.
-                      ResumeCase{"codec=topk,k=0.05,momentum_correction=1,warmup_steps=6", 2,
-                                 0, {"compressed/velocity"}}),
+                      ResumeCase{"codec=topk,k=0.05,momentum_correction=1,masking=1,warmup_steps=6", 2,
+                                 0, {"compressed/velocity"}},
+                      // PowerSGD: Q (warm start) and the residuals restore;
+                      // the step count too (saved inside the warm-up).
+                      ResumeCase{"codec=powersgd,rank=2,warmup_steps=1", 2, 0,
+                                 {"powersgd/residuals", "powersgd/q"}},
+                      ResumeCase{"codec=powersgd,rank=1,warmup_steps=1", 3, 0,
+                                 {"powersgd/residuals", "powersgd/q"}},
+                      ResumeCase{"codec=powersgd,rank=2,warmup_steps=6", 2, 0,
+                                 {"powersgd/meta"}}),
     [](const ::testing::TestParamInfo<ResumeCase>& i) {
       std::string s = absl::StrCat(i.param.opts, "_w", i.param.world,
                                    i.param.per_node > 0 ? absl::StrCat("_l", i.param.per_node) : "");
@@ -318,11 +331,24 @@ TEST(CompressedResume, AnotherWorldSizeResetsTheResiduals) {
   // would have changed the result (see RestoresResidualsBitIdentically).
 }
 
+// PowerSGD at another world size: the residuals reset (as if the
+// checkpoint had none), Q is kept (dropping it changes the result).
+TEST(CompressedResume, PowerSgdAtAnotherWorldSizeKeepsQResetsResiduals) {
+  const Data data = MakeData(512);
+  const std::string opts = "codec=powersgd,rank=2,warmup_steps=1";
+  const auto resumed = Resumed(2, 3, opts, data);
+  const auto no_residuals = Resumed(2, 3, opts, data, {"powersgd/residuals"});
+  const auto no_q = Resumed(2, 3, opts, data, {"powersgd/q"});
+  ASSERT_FALSE(resumed[0].empty());
+  EXPECT_EQ(resumed[0], no_residuals[0]);
+  EXPECT_NE(resumed[0], no_q[0]);
+}
+
 // The velocity too: at another world size (its saved blob does not fit)
 // it starts from zero, as in a checkpoint that never had one.
 TEST(CompressedResume, AnotherWorldSizeResetsTheVelocity) {
   const Data data = MakeData(512);
-  const std::string opts = "codec=topk,k=0.05,momentum_correction=1";
+  const std::string opts = "codec=topk,k=0.05,momentum_correction=1,masking=1,warmup_steps=0";
   const auto resumed = Resumed(2, 3, opts, data);
   const auto fresh = Resumed(2, 3, opts, data, {"compressed/meta", "compressed/velocity"});
   ASSERT_FALSE(resumed[0].empty());
@@ -340,7 +366,7 @@ TEST(CompressedResume, AnotherWorldSizeResetsTheVelocity) {
 TEST(CompressedResume, RankZeroFreesTheGatheredStateAfterTheCheckpoint) {
   const Data data = MakeData(512);
   // momentum_correction's gathered velocity (world x parameters) as well.
-  for (const std::string opts : {"codec=int8", "codec=topk,k=0.05,momentum_correction=1"}) {
+  for (const std::string opts : {"codec=int8", "codec=topk,k=0.05,momentum_correction=1,warmup_steps=0"}) {
     SCOPED_TRACE(opts);
     const bool velocity = opts.find("momentum_correction=1") != std::string::npos;
     int64_t staging[2][3] = {};
@@ -422,16 +448,16 @@ TEST(CompressedTraining, Int8AndTopkWithFeedbackTrackAllreduce) {
   double topk_ef = 0, topk_no_ef = 0;
   for (const Expect& e : {Expect{"codec=int8", 0.05, 0.01}, Expect{"codec=fp16", 0.05, 0.01},
                           Expect{"codec=bf16", 0.05, 0.01},
-                          Expect{"codec=topk,k=0.1", 0.25, 0.05},
-                          Expect{"codec=topk,k=0.1,ef=0", 1e9, 1e9}}) {
+                          Expect{"codec=topk,k=0.1,warmup_steps=0,momentum_correction=0", 0.25, 0.05},
+                          Expect{"codec=topk,k=0.1,ef=0,warmup_steps=0", 1e9, 1e9}}) {
     const Trained t = TrainWith("compressed", e.opts, train, eval, kSteps);
     const double diff = RelativeDifference(t.params, reference.params);
     std::printf("%-22s: parameters %.3g from allreduce's, held-out loss %.4f (allreduce %.4f)\n",
                 e.opts.c_str(), diff, t.eval_loss, reference.eval_loss);
     EXPECT_LE(diff, e.max_difference) << e.opts;
     EXPECT_LE(t.eval_loss, reference.eval_loss + e.max_loss_gap) << e.opts;
-    if (e.opts == "codec=topk,k=0.1") topk_ef = diff;
-    if (e.opts == "codec=topk,k=0.1,ef=0") topk_no_ef = diff;
+    if (e.opts == "codec=topk,k=0.1,warmup_steps=0,momentum_correction=0") topk_ef = diff;
+    if (e.opts == "codec=topk,k=0.1,ef=0,warmup_steps=0") topk_no_ef = diff;
   }
   EXPECT_LT(2 * topk_ef, topk_no_ef) << "error feedback keeps top-k close to allreduce";
 }

@@ -33,8 +33,8 @@ absl::Status CompressedSync::RunBucket(int b) {
     // Momentum correction: the velocity goes out whole (momentum SGD).
     if (momentum_correction_) ef_->AddMomentum(grads_ + L.lo, L.lo, L.n);
     RETURN_IF_ERROR(comm_->AllReduce(grads_ + L.lo, L.n, ReduceOp::kSum));
-    CountSent(L.n * kFloat);
-    uncompressed_buckets_.fetch_add(1, std::memory_order_relaxed);
+    stats_.Sent(L.n * kFloat);
+    stats_.Uncompressed();
     return absl::OkStatus();
   }
   return sparse_ ? RunSparse(b, L) : RunDense(b, L);
@@ -48,7 +48,7 @@ absl::Status CompressedSync::RunDense(int b, const BucketLayout& L) {
     // the node): nothing to exchange, on every member of the inter group.
     if (L.x_n == 0) return GatherShares(b, L);
   }
-  float* g = hier_ ? share_.data() : grads_ + L.lo;
+  float* g = hier_ ? shares_->share() : grads_ + L.lo;
   int64_t after = 0;
   // Every slice of this rank's x, block j for rank j of the exchange.
   for (int j = 0; j < W; ++j) {
@@ -72,10 +72,8 @@ absl::Status CompressedSync::RunDense(int b, const BucketLayout& L) {
   for (int j = 0; j < W; ++j) {
     codec_->Decode(send_.data() + j * L.block, SliceLength(L, j), g + SliceStart(L, j));
   }
-  CountSent((W + 1) * L.block);
-  bytes_before_.fetch_add((L.x_n + L.own_len) * int64_t{sizeof(float)},
-                          std::memory_order_relaxed);
-  bytes_after_.fetch_add(after, std::memory_order_relaxed);
+  stats_.Sent((W + 1) * L.block);
+  stats_.Compressed((L.x_n + L.own_len) * int64_t{sizeof(float)}, after);
   if (feedback_) {
     residual_sq_ +=
         ef_->SumOfSquares(L.x_lo, L.x_n) + sum_ef_->SumOfSquares(L.sum_offset, L.own_len);
@@ -84,31 +82,22 @@ absl::Status CompressedSync::RunDense(int b, const BucketLayout& L) {
 }
 
 absl::Status CompressedSync::ReduceShare(int b, const BucketLayout& L) {
-  const float* in = grads_ + L.lo;
-  if (L.n != L.share * local_size_) {  // pad to local_size_ equal shares
-    std::memcpy(node_.data(), in, L.n * sizeof(float));
-    std::fill(node_.begin() + L.n, node_.begin() + L.share * local_size_, 0.f);
-    in = node_.data();
-  }
-  absl::Status s = intra_->ReduceScatter(in, share_.data(), L.share);
+  absl::Status s = shares_->ReduceBucket(grads_ + L.lo, L.n);
   if (!s.ok()) {
     return absl::Status(s.code(), absl::StrCat(kLabel, ": intra-node reduce-scatter of bucket ",
                                                b, ": ", s.message()));
   }
-  CountSent(L.share * local_size_ * int64_t{sizeof(float)}, /*across_nodes=*/false);
+  stats_.Sent(L.share * local_size_ * int64_t{sizeof(float)}, /*across_nodes=*/false);
   return absl::OkStatus();
 }
 
 absl::Status CompressedSync::GatherShares(int b, const BucketLayout& L) {
-  const bool even = L.n == L.share * local_size_;
-  float* out = even ? grads_ + L.lo : node_.data();
-  absl::Status s = intra_->AllGather(share_.data(), out, L.share * int64_t{sizeof(float)});
+  absl::Status s = shares_->GatherBucket(grads_ + L.lo, L.n);
   if (!s.ok()) {
     return absl::Status(s.code(), absl::StrCat(kLabel, ": intra-node allgather of bucket ", b,
                                                ": ", s.message()));
   }
-  if (!even) std::memcpy(grads_ + L.lo, node_.data(), L.n * sizeof(float));
-  CountSent(L.share * int64_t{sizeof(float)}, /*across_nodes=*/false);
+  stats_.Sent(L.share * int64_t{sizeof(float)}, /*across_nodes=*/false);
   return absl::OkStatus();
 }
 
@@ -124,9 +113,8 @@ absl::Status CompressedSync::RunSparse(int b, const BucketLayout& L) {
   RETURN_IF_ERROR(comm_->AllGather(send_.data(), recv_.data(), L.block));
   std::fill(g, g + L.n, 0.f);
   for (int i = 0; i < world_size_; ++i) codec_->DecodeAdd(recv_.data() + i * L.block, L.n, g);
-  CountSent(L.block);
-  bytes_before_.fetch_add(L.n * int64_t{sizeof(float)}, std::memory_order_relaxed);
-  bytes_after_.fetch_add(after, std::memory_order_relaxed);
+  stats_.Sent(L.block);
+  stats_.Compressed(L.n * int64_t{sizeof(float)}, after);
   if (feedback_) residual_sq_ += ef_->SumOfSquares(L.lo, L.n);
   return absl::OkStatus();
 }

@@ -74,8 +74,7 @@ void CompressedSync::Layout() {
   sum_block_.assign(block, 0);
   sum_.assign(slice, 0.f);
   workspace_.assign(workspace, 0.f);
-  node_.assign(share * local_size_, 0.f);
-  share_.assign(share, 0.f);
+  if (hier_) shares_ = std::make_unique<NodeShares>(intra_, share);
   piece_.assign(world_size_ * std::min<int64_t>(kStatePiece, local_.size()), 0.f);
 }
 

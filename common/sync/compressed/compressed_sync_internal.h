@@ -27,8 +27,10 @@
 #include "common/optim/clip.h"
 #include "common/status/status_macros.h"
 #include "common/sync/allreduce/hier_allreduce.h"
+#include "common/sync/allreduce/node_shares.h"
 #include "common/sync/bucket/bucket_engine.h"
 #include "common/sync/compressed/compressed_sync.h"
+#include "common/sync/compressed/compression_stats.h"
 #include "common/sync/grad_check.h"
 #include "common/sync/grad_clip.h"
 #include "common/sync/rank0_state.h"
@@ -206,14 +208,11 @@ class CompressedSync final : public GradientSync {
       std::fill(local_.begin(), local_.end() - (thresholds_ != nullptr ? buckets_.size() : 0), 0.f);
       std::fill(velocity_.begin(), velocity_.end(), 0.f);
     }
-    const double seconds = SecondsSince(start);
     ++steps_done_;
-    absl::MutexLock lock(&mu_);
-    optimizer_seconds_ += seconds;
-    RETURN_IF_ERROR(guard_.Record(s));
-    ++steps_;
-    if (feedback_ && compress_now_) residual_norm_ = report_.applied ? std::sqrt(residual_sq_) : 0;
-    return absl::OkStatus();
+    const bool gauge = feedback_ && compress_now_;
+    stats_.StepFinished(SecondsSince(start), s.ok(),
+                        !gauge ? -1 : report_.applied ? std::sqrt(residual_sq_) : 0);
+    return guard_.Record(s);
   }
 
   SyncMemory memory() const override {
@@ -223,37 +222,22 @@ class CompressedSync final : public GradientSync {
     m.optimizer_bytes = optimizer_->state_bytes();
     m.staging_bytes = static_cast<int64_t>(send_.size() + recv_.size() + sum_block_.size()) +
                       static_cast<int64_t>(sum_.size() + workspace_.size() + local_.size() +
-                                           gathered_.size() + piece_.size() + node_.size() +
-                                           share_.size() + velocity_.size() +
+                                           gathered_.size() + piece_.size() + velocity_.size() +
                                            gathered_velocity_.size()) *
-                          int64_t{sizeof(float)};
+                          int64_t{sizeof(float)} +
+                      (shares_ != nullptr ? shares_->staging_bytes() : 0);
     return m;
   }
 
-  SyncStats stats() const override {
-    const BucketEngineStats e = engine_->stats();
-    SyncStats s;
-    s.buckets = e.buckets;
-    s.bytes_sent = bytes_sent_.load(std::memory_order_relaxed);
-    s.inter_node_bytes = inter_node_bytes_.load(std::memory_order_relaxed);
-    s.comm_seconds = e.busy_seconds;
-    s.exposed_wait_seconds = e.exposed_wait_seconds;
-    s.compress_bytes_before = bytes_before_.load(std::memory_order_relaxed);
-    s.compress_bytes_after = bytes_after_.load(std::memory_order_relaxed);
-    s.uncompressed_buckets = uncompressed_buckets_.load(std::memory_order_relaxed);
-    absl::MutexLock lock(&mu_);
-    s.steps = steps_;
-    s.optimizer_seconds = optimizer_seconds_;
-    s.residual_norm = residual_norm_;
-    return s;
-  }
+  SyncStats stats() const override { return stats_.Get(engine_->stats()); }
 
  private:
   void Layout();
   absl::Status RunBucket(int b);
   absl::Status RunDense(int b, const BucketLayout& L);
   // Hierarchical: the node's sum of the bucket, this rank's share of it
-  // into share_; and back: every local rank's share into the bucket.
+  // into shares_->share(); and back: every local rank's share into the
+  // bucket (NodeShares, with this strategy's error messages and counts).
   absl::Status ReduceShare(int b, const BucketLayout& L);
   absl::Status GatherShares(int b, const BucketLayout& L);
   absl::Status RunSparse(int b, const BucketLayout& L);
@@ -288,13 +272,6 @@ class CompressedSync final : public GradientSync {
     if (rank_ == 0 && gathered_.empty()) gathered_.assign(world_size_ * local_.size(), 0.f);
     if (rank_ == 0 && momentum_correction_ && gathered_velocity_.empty()) {
       gathered_velocity_.assign(kVelocityTag + world_size_ * velocity_.size(), 0.f);
-    }
-  }
-  // across_nodes: over a group that spans nodes (the world's, or inter).
-  void CountSent(int64_t bytes, bool across_nodes = true) {
-    bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
-    if (world_spans_nodes_ && across_nodes) {
-      inter_node_bytes_.fetch_add(bytes, std::memory_order_relaxed);
     }
   }
   void PutMeta(Meta field, int64_t v) { std::memcpy(&meta_[2 * field], &v, sizeof(v)); }
@@ -345,8 +322,8 @@ class CompressedSync final : public GradientSync {
   // Staging (communication thread during steps).
   std::vector<uint8_t> send_, recv_, sum_block_;
   std::vector<float> sum_, workspace_;
-  std::vector<float> node_;   // hier_: local ranks x share (the padded bucket)
-  std::vector<float> share_;  // hier_: this rank's share of the node's sum
+  // hier_: the node's sum of this rank's share of a bucket, and back.
+  std::unique_ptr<NodeShares> shares_;
   // Checkpoint state (trainer thread, between steps).
   std::vector<float> meta_ = std::vector<float>(2 * kMetaFields, 0.f);
   std::vector<float> gathered_;  // rank 0, around a checkpoint: world * local_.size()
@@ -361,20 +338,11 @@ class CompressedSync final : public GradientSync {
   float last_grad_scale_ = 0;  // the previous step's grad_scale (0: none yet)
   double residual_sq_ = 0;  // communication thread during a step
 
-  std::atomic<int64_t> bytes_sent_{0};
-  std::atomic<int64_t> inter_node_bytes_{0};
-  std::atomic<int64_t> bytes_before_{0};
-  std::atomic<int64_t> bytes_after_{0};
-  std::atomic<int64_t> uncompressed_buckets_{0};
+  CompressionStats stats_{world_spans_nodes_};
 
   // Trainer thread only.
   StepGuard guard_{kLabel};
   StepReport report_;
-
-  mutable absl::Mutex mu_;
-  int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
-  double optimizer_seconds_ ABSL_GUARDED_BY(mu_) = 0;
-  double residual_norm_ ABSL_GUARDED_BY(mu_) = 0;
 
   std::unique_ptr<BucketEngine> engine_;  // last: its thread calls into the members above
 };

@@ -35,24 +35,14 @@ absl::Status HybridSyncImpl::ReduceGroup(int g) {
     }
     return absl::OkStatus();
   }
-  for (int j = 0; j < local_size_; ++j) {
-    float* block = rs_in_.data() + j * gr.block;
-    int64_t n = 0;
-    if (gr.first + j < gr.end) {
-      const shard::Chunk& c = l.chunk(gr.first + j);
-      n = c.size();
-      std::memcpy(block, grads_ + c.lo, n * sizeof(float));
-    }
-    std::fill(block + n, block + gr.block, 0.f);
-  }
-  absl::Status s = intra_->ReduceScatter(rs_in_.data(), rs_out_.data(), gr.block);
+  absl::Status s = shares_->ReducePieces(grads_, gr.pieces, gr.block);
   if (!s.ok()) {
     return absl::Status(s.code(), absl::StrCat("hybrid sync: intra-node reduce-scatter of chunk "
                                                "group ", g, " on rank ", world_->rank(), ": ",
                                                s.message()));
   }
   if (mine < gr.end) {
-    std::memcpy(slice_.data() + slice_offset_[g], rs_out_.data(),
+    std::memcpy(slice_.data() + slice_offset_[g], shares_->share(),
                 l.chunk(mine).size() * sizeof(float));
   }
   absl::MutexLock lock(&mu_);
@@ -76,24 +66,16 @@ absl::Status HybridSyncImpl::GatherGroup(int g, int64_t step, bool delta) {
     }
   }
   if (local_size_ == 1) return absl::OkStatus();
-  int64_t n = 0;
+  // This rank's chunk (pulled) is its share; the other ranks' come back.
   if (mine < gr.end) {
     const shard::Chunk& c = l.chunk(mine);
-    n = c.size();
-    std::memcpy(gather_in_.data(), params_ + c.lo, n * sizeof(float));
+    std::memcpy(shares_->share(), params_ + c.lo, c.size() * sizeof(float));
   }
-  std::fill(gather_in_.begin() + n, gather_in_.begin() + gr.block, 0.f);
-  absl::Status s =
-      intra_->AllGather(gather_in_.data(), gather_out_.data(), gr.block * int64_t{sizeof(float)});
+  absl::Status s = shares_->GatherPieces(params_, gr.pieces, gr.block);
   if (!s.ok()) {
     return absl::Status(s.code(), absl::StrCat("hybrid sync: intra-node allgather of chunk group ",
                                                g, " at step ", step, " on rank ", world_->rank(),
                                                ": ", s.message()));
-  }
-  for (int j = 0; j < local_size_; ++j) {
-    if (j == local_rank_ || gr.first + j >= gr.end) continue;
-    const shard::Chunk& c = l.chunk(gr.first + j);
-    std::memcpy(params_ + c.lo, gather_out_.data() + j * gr.block, c.size() * sizeof(float));
   }
   absl::MutexLock lock(&mu_);
   intra_bytes_ += gr.block * int64_t{sizeof(float)};

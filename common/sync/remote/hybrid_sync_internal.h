@@ -25,6 +25,7 @@
 #include "common/log/log.h"
 #include "common/shard/remote_shards.h"
 #include "common/status/status_macros.h"
+#include "common/sync/allreduce/node_shares.h"
 #include "common/sync/bucket/bucket_readiness.h"
 #include "common/sync/bucket/comm_executor.h"
 #include "common/sync/remote/hybrid_sync.h"
@@ -58,6 +59,8 @@ struct Group {
   int end = 0;
   int64_t block = 0;
   int64_t lo = 0, hi = 0;  // elements covered
+  // Local rank k's piece: chunk first + k, or none past the end.
+  std::vector<NodeShares::Piece> pieces;
 };
 
 class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
@@ -87,10 +90,7 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
       slice_offset_.push_back(slice);
       if (mine < g.end) slice += remote_->layout().chunk(mine).size();
     }
-    rs_in_.assign(max_block * local_size_, 0.f);
-    rs_out_.assign(max_block, 0.f);
-    gather_in_.assign(max_block, 0.f);
-    gather_out_.assign(max_block * local_size_, 0.f);
+    shares_ = std::make_unique<NodeShares>(intra_, max_block);
     slice_.assign(slice, 0.f);
     if (codec_ != nullptr) {
       int64_t bytes = 0;
@@ -117,6 +117,13 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
       g.first = first;
       g.end = std::min(first + k, l.num_chunks());
       for (int c = g.first; c < g.end; ++c) g.block = std::max(g.block, l.chunk(c).size());
+      for (int j = 0; j < k; ++j) {
+        if (g.first + j >= g.end) {
+          g.pieces.push_back({0, 0});
+        } else {
+          g.pieces.push_back({l.chunk(g.first + j).lo, l.chunk(g.first + j).size()});
+        }
+      }
       g.lo = l.chunk(g.first).lo;
       g.hi = l.chunk(g.end - 1).hi;
       out.push_back(g);
@@ -159,10 +166,10 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
     m.param_bytes = size_ * int64_t{sizeof(float)};
     m.grad_bytes = static_cast<int64_t>(slice_.size()) * int64_t{sizeof(float)};
     m.optimizer_bytes = servers_->mirror()->held_bytes();  // only around checkpoints
-    m.staging_bytes = static_cast<int64_t>(rs_in_.size() + rs_out_.size() + gather_in_.size() +
-                                           gather_out_.size() + gathered_.size() + piece_.size() +
+    m.staging_bytes = static_cast<int64_t>(gathered_.size() + piece_.size() +
                                            (feedback_ != nullptr ? size_ : 0)) *
                           int64_t{sizeof(float)} +
+                      shares_->staging_bytes() +
                       static_cast<int64_t>(encoded_.size() + pulled_.size());
     return m;
   }
@@ -258,7 +265,9 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   // Sized once.
   std::vector<int64_t> slice_offset_;  // per group: where this rank's chunk sits in slice_
   std::vector<float> slice_;           // this rank's chunks, node-reduced
-  std::vector<float> rs_in_, rs_out_, gather_in_, gather_out_;
+  // The intra-node reduce-scatter of a group's chunks and the allgather
+  // back (communication thread, then the trainer thread after Drain).
+  std::unique_ptr<NodeShares> shares_;
   // compress=int8: residuals by flat offset, this step's encoded blocks.
   std::unique_ptr<ErrorFeedback> feedback_;
   std::vector<int64_t> encoded_offset_;  // per group

@@ -3,7 +3,7 @@
 # --mode=text end to end, the two dataset directories it writes, --help,
 # and one-line errors for bad flags.
 set -u
-BIN="${TEST_SRCDIR}/${TEST_WORKSPACE}/tools/convert/convert"
+BIN="${TEST_SRCDIR}/${TEST_WORKSPACE}/tools/tandem/convert"
 T="${TEST_TMPDIR}"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
