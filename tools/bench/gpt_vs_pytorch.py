@@ -63,7 +63,7 @@ def load_window_split(data_dir, context):
     data = torch.frombuffer(bytearray(text), dtype=torch.uint8).long()
     n = len(data) // (context + 1)
     windows = data[:n * (context + 1)].view(n, context + 1)
-    n_eval = max(1, int(n * 0.05))
+    n_eval = max(1, int(math.floor(n * 0.05 + 0.5)))  # tools/convert: llround
     return windows[:n - n_eval], windows[n - n_eval:]
 
 
