@@ -165,6 +165,21 @@ class Backend {
                                       const float* z, const float* dy,
                                       float* dz, float* dbias,
                                       float dbias_beta) = 0;
+  // The same forward keeping the activation's derivative instead of the
+  // pre-activation: with v = z + bias, y = act(v) and z = act'(v), so the
+  // backward pass is a multiply (BiasActivationBackwardFromGrad) instead of
+  // a second evaluation of the activation (GELU: an exp and a division per
+  // element). y must not alias z.
+  virtual void BiasActivationForwardKeepGrad(Activation act, int rows, int cols,
+                                             const float* bias, float* z,
+                                             float* y) = 0;
+  // dz = dy * act_grad (act_grad as BiasActivationForwardKeepGrad left it in
+  // z; dz may alias dy); dbias as in BiasActivationBackward.
+  virtual void BiasActivationBackwardFromGrad(int rows, int cols,
+                                              const float* act_grad,
+                                              const float* dy, float* dz,
+                                              float* dbias,
+                                              float dbias_beta) = 0;
   // Stand-alone activation on n elements: y = act(x) (y may alias x).
   virtual void ActivationForward(Activation act, int64_t n, const float* x,
                                  float* y) = 0;

@@ -3,6 +3,9 @@
 // (contiguous inner loops, no aliasing surprises, -O3). The bias / ReLU
 // passes of the MLP's training step are also compiled for AVX2+FMA and
 // picked per CPU at first use (the build itself targets x86-64-v2).
+// The implementation is split by concept: cpu_backend.cc (memory, GEMM,
+// embedding, vector ops, casts), cpu_activation.cc, cpu_layer_norm.cc,
+// cpu_attention.cc and cpu_loss.cc, sharing cpu_vector_math.h.
 //
 // Device memory is host memory (64-byte aligned), so copies are memcpy and
 // Synchronize() has nothing to wait for. Thread-compatible, like every
@@ -49,6 +52,13 @@ class CpuBackend final : public Backend {
   void BiasActivationBackward(Activation act, int rows, int cols,
                               const float* z, const float* dy, float* dz,
                               float* dbias, float dbias_beta) override;
+  void BiasActivationForwardKeepGrad(Activation act, int rows, int cols,
+                                     const float* bias, float* z,
+                                     float* y) override;
+  void BiasActivationBackwardFromGrad(int rows, int cols,
+                                      const float* act_grad, const float* dy,
+                                      float* dz, float* dbias,
+                                      float dbias_beta) override;
   void ActivationForward(Activation act, int64_t n, const float* x,
                          float* y) override;
   void ActivationBackward(Activation act, int64_t n, const float* x,

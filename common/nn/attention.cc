@@ -48,12 +48,12 @@ double CausalAttentionGemmFlops(const CausalAttentionShape& s) {
 }
 
 // Row block [i0, i1) of every head: S[i0:i1, 0:i1] = Q[i0:i1] K[0:i1]^T.
-void CausalScores(kernels::Backend* be, const CausalAttentionShape& s, const float* qkv,
-                  float* scores) {
+void CausalScores(kernels::Backend* be, const CausalAttentionShape& s, float alpha,
+                  const float* qkv, float* scores) {
   ForBlocks(s, [&](int b, int i0, int i1) {
     const SeqViews v(s, b);
     const float* q = qkv + v.qkv_off;
-    be->GemmStridedBatched(Transpose::kNo, Transpose::kYes, i1 - i0, i1, s.head_dim, 1.f,
+    be->GemmStridedBatched(Transpose::kNo, Transpose::kYes, i1 - i0, i1, s.head_dim, alpha,
                            q + static_cast<int64_t>(i0) * v.ld_qkv, v.ld_qkv, s.head_dim,
                            q + v.width, v.ld_qkv, s.head_dim, 0.f,
                            scores + v.score_off + static_cast<int64_t>(i0) * s.seq, s.seq,
@@ -162,9 +162,10 @@ absl::Status CausalSelfAttention::Forward(const float* x, int batch, int seq) {
   seq_ = seq;
   const CausalAttentionShape s{batch, seq, heads_, head_dim_};
   RETURN_IF_ERROR(qkv_.Forward(x, batch * seq));
-  CausalScores(backend_, s, qkv_.output(), probs_.f32());
+  // The 1/sqrt(head_dim) scale rides on the GEMM, so the softmax skips a pass.
   const float scale = 1.f / std::sqrt(static_cast<float>(head_dim_));
-  backend_->CausalSoftmaxForward(batch * heads_, seq, scale, probs_.f32(), probs_.f32());
+  CausalScores(backend_, s, scale, qkv_.output(), probs_.f32());
+  backend_->CausalSoftmaxForward(batch * heads_, seq, 1.f, probs_.f32(), probs_.f32());
   CausalProbsTimesV(backend_, s, probs_.f32(), qkv_.output(), merged_.f32());
   return proj_.Forward(merged_.f32(), batch * seq);
 }

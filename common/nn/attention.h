@@ -45,9 +45,10 @@ struct CausalAttentionShape {
 inline constexpr int kCausalBlock = 64;
 // GEMM FLOP of any one of the six calls below (they cover the same blocks).
 double CausalAttentionGemmFlops(const CausalAttentionShape& s);
-// scores = Q K^T.
-void CausalScores(kernels::Backend* be, const CausalAttentionShape& s, const float* qkv,
-                  float* scores);
+// scores = alpha Q K^T (alpha = 1/sqrt(head_dim) folds the softmax's scale
+// into the GEMM).
+void CausalScores(kernels::Backend* be, const CausalAttentionShape& s, float alpha,
+                  const float* qkv, float* scores);
 // out = P V.
 void CausalProbsTimesV(kernels::Backend* be, const CausalAttentionShape& s, const float* probs,
                        const float* qkv, float* out);
@@ -77,7 +78,8 @@ class CausalSelfAttention {
                     const tensor::FlatStorage& storage, int max_batch);
   // x [batch, seq, width] -> output() [batch, seq, width]; seq <= context.
   absl::Status Forward(const float* x, int batch, int seq);
-  // dy (overwritten) -> dx (must not alias dy). `after_proj` runs once the
+  // dy (left as is: the output projection has no activation) -> dx (must
+  // not alias dy). `after_proj` runs once the
   // output projection's gradients are final (the QKV ones are final when
   // Backward returns), so callers can report both groups as they finish.
   absl::Status Backward(float* dy, float* dx, float grad_beta,

@@ -186,7 +186,6 @@ absl::Status GptModel::Backward(float grad_beta,
   };
   const int rows = batch_ * spec_.gpt.context;
   const int64_t n = static_cast<int64_t>(rows) * spec_.gpt.width;
-  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
   float* dres = d_residual_.f32();
   float* t1 = tmp1_.f32();
   float* t2 = tmp2_.f32();
@@ -199,11 +198,11 @@ absl::Status GptModel::Backward(float grad_beta,
   ready();
   for (int l = static_cast<int>(blocks_.size()) - 1; l >= 0; --l) {
     Block& b = *blocks_[l];
-    // out = mid + fc2(fc1(ln2(mid))): the branch gets a copy, since Linear
-    // consumes its output gradient in place.
+    // out = mid + fc2(fc1(ln2(mid))). fc2 and the attention's output
+    // projection have no activation, so their Backward leaves dy as is and
+    // both branches read the residual gradient itself.
     const int u = BlockUnit(l);
-    backend_->Copy(t1, dres, bytes);
-    RETURN_IF_ERROR(Run(u + 4, kBwd, [&] { return b.fc2.Backward(t1, d_hidden_.f32(), grad_beta); }));
+    RETURN_IF_ERROR(Run(u + 4, kBwd, [&] { return b.fc2.Backward(dres, d_hidden_.f32(), grad_beta); }));
     ready();
     RETURN_IF_ERROR(Run(u + 3, kBwd, [&] { return b.fc1.Backward(d_hidden_.f32(), t2, grad_beta); }));
     ready();
@@ -211,8 +210,7 @@ absl::Status GptModel::Backward(float grad_beta,
     ready();
     backend_->Axpy(n, 1.f, t1, dres);
     // mid = in + attn(ln1(in)).
-    backend_->Copy(t1, dres, bytes);
-    RETURN_IF_ERROR(Run(u + 1, kBwd, [&] { return b.attn.Backward(t1, t2, grad_beta, ready); }));
+    RETURN_IF_ERROR(Run(u + 1, kBwd, [&] { return b.attn.Backward(dres, t2, grad_beta, ready); }));
     ready();
     RETURN_IF_ERROR(Run(u, kBwd, [&] { return b.ln1.Backward(t2, t1, grad_beta); }));
     ready();

@@ -105,6 +105,9 @@ TEST(LinearGradTest, MatchesFiniteDifferences) {
       // Accumulation: start from garbage-free ones and beta 1 to check the
       // "adds to" contract, then subtract.
       ASSERT_TRUE(layer.Backward(dy.data(), dx.data(), 0.f).ok());
+      // Without an activation dy is left as is (GptModel passes its residual
+      // gradient straight in).
+      if (act == Activation::kNone) EXPECT_EQ(dy, r);
       const int iact = act == Activation::kNone ? 0 : act == Activation::kRelu ? 1 : 2;
       auto loss = [&](const std::vector<Vec>& v) {
         return Dot(ref::Linear(v[0], s.rows, s.in, s.out, v[1].data(),
@@ -257,6 +260,7 @@ TEST(AttentionGradTest, MatchesFiniteDifferences) {
     ASSERT_TRUE(layer.Backward(dy.data(), dx.data(), 0.f,
                                [&] { proj_ready = true; }).ok());
     EXPECT_TRUE(proj_ready);
+    EXPECT_EQ(dy, r);  // read, not consumed
     auto loss = [&](const std::vector<Vec>& v) {
       return Dot(ref::Attention(v[0], s.batch, s.seq, s.width, s.heads,
                                 v[1].data(), v[2].data(), v[3].data(), v[4].data()),

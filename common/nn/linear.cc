@@ -38,7 +38,10 @@ absl::Status Linear::Forward(const float* x, int rows) {
   rows_ = rows;
   backend_->Gemm(Transpose::kNo, Transpose::kYes, rows, out_, in_, 1.f, x, in_,
                  w_, in_, 0.f, z_.f32(), out_);
-  if (b_ != nullptr || act_ != Activation::kNone) {
+  if (act_ == Activation::kGelu) {
+    // z_ keeps gelu'(z), so Backward multiplies instead of re-evaluating it.
+    backend_->BiasActivationForwardKeepGrad(act_, rows, out_, b_, z_.f32(), y_.f32());
+  } else if (b_ != nullptr || act_ != Activation::kNone) {
     backend_->BiasActivationForward(act_, rows, out_, b_, z_.f32(),
                                     act_ == Activation::kNone ? z_.f32() : y_.f32());
   }
@@ -51,7 +54,9 @@ absl::Status Linear::Backward(float* dy, float* dx, float grad_beta) {
   }
   const int rows = rows_;
   // dz = dy * act'(z), in place; db = column sums of dz.
-  if (act_ != Activation::kNone || db_ != nullptr) {
+  if (act_ == Activation::kGelu) {
+    backend_->BiasActivationBackwardFromGrad(rows, out_, z_.f32(), dy, dy, db_, grad_beta);
+  } else if (act_ != Activation::kNone || db_ != nullptr) {
     backend_->BiasActivationBackward(act_, rows, out_, z_.f32(), dy, dy, db_,
                                      grad_beta);
   }

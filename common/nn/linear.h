@@ -32,8 +32,9 @@ class Linear {
 
   // x [rows, in] -> output() [rows, out].
   absl::Status Forward(const float* x, int rows);
-  // dy [rows, out] (may be overwritten) -> dx [rows, in] (skipped when
-  // null) plus dW, db.
+  // dy [rows, out] -> dx [rows, in] (skipped when null) plus dW, db. dy is
+  // overwritten with dy * act'(z) when act is not kNone; with kNone it is
+  // left as is (so a residual gradient can be passed without a copy).
   absl::Status Backward(float* dy, float* dx, float grad_beta);
 
   float* output() const { return act_ == kernels::Activation::kNone ? z_.f32() : y_.f32(); }
@@ -55,7 +56,9 @@ class Linear {
   int max_rows_ = 0;
   int rows_ = 0;
   const float* x_ = nullptr;
-  kernels::DeviceBuffer z_;  // pre-activation (output when act is kNone)
+  // Pre-activation (the output when act is kNone); with kGelu, the GELU's
+  // derivative at it (BiasActivationForwardKeepGrad).
+  kernels::DeviceBuffer z_;
   kernels::DeviceBuffer y_;  // activation output
 };
 

@@ -49,6 +49,15 @@ class NamedDeviceBackend final : public kernels::Backend {
                               float* dz, float* dbias, float dbias_beta) override {
     std::abort();
   }
+  void BiasActivationForwardKeepGrad(Activation act, int rows, int cols, const float* bias,
+                                     float* z, float* y) override {
+    std::abort();
+  }
+  void BiasActivationBackwardFromGrad(int rows, int cols, const float* act_grad,
+                                      const float* dy, float* dz, float* dbias,
+                                      float dbias_beta) override {
+    std::abort();
+  }
   void ActivationForward(Activation act, int64_t n, const float* x, float* y) override {
     std::abort();
   }

@@ -11,9 +11,16 @@ over gloo, one process per rank and one thread each. AdamW (0.9, 0.999,
 eps 1e-8, no weight decay) at a constant lr, no scaling with the world, a
 seeded permutation per epoch split into per-rank slices.
 
+After the last step every rank evaluates its slice of the held-out windows
+(the last 5%, the windows tandem's --dataset fortunes evaluates on) and the
+sums are all-reduced, as tandem's evaluator does, so both sides report the
+mean next-token loss on the same text after the same number of steps.
+
 Prints progress lines in tandem's format ("step S/T epoch E loss L ...
-tokens/s X ...", loss = mean over the window on rank 0), then
+tokens/s X ...", loss = mean over the window on rank 0), tandem's eval line
+("final (step S) eval loss L token accuracy A (N sequences)"), then
   RESULT pytorch world=W tokens_per_s=<median of windows after the first> loss=<last window>
+         eval_loss=<held-out loss>
 """
 import argparse
 import math
@@ -56,7 +63,7 @@ def load_window_split(data_dir, context):
     data = torch.frombuffer(bytearray(text), dtype=torch.uint8).long()
     n = len(data) // (context + 1)
     windows = data[:n * (context + 1)].view(n, context + 1)
-    n_eval = max(1, int(n * 0.05))
+    n_eval = max(1, int(math.floor(n * 0.05 + 0.5)))  # tools/convert: llround
     return windows[:n - n_eval], windows[n - n_eval:]
 
 
@@ -105,13 +112,36 @@ class Gpt(torch.nn.Module):
                     ("proj.weight", "fc2.weight")) else 0.02
                 torch.nn.init.normal_(p, 0.0, std)
 
-    def forward(self, idx, targets):
+    def logits(self, idx):
         t = idx.shape[1]
         x = self.tok(idx) + self.pos(torch.arange(t))
         for blk in self.blocks:
             x = blk(x, self.mask)
-        logits = self.head(self.ln_f(x))
+        return self.head(self.ln_f(x))
+
+    def forward(self, idx, targets):
+        logits = self.logits(idx)
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def evaluate(model, held_out, rank, world, batch_size):
+    """Mean next-token loss and token accuracy over every held-out window, as
+    tandem's evaluator computes them (services/worker/evaluator): each rank
+    takes a contiguous 1/world slice in batches of batch_size, the sums meet
+    in an all-reduce."""
+    per_rank = (len(held_out) + world - 1) // world
+    mine = held_out[rank * per_rank:(rank + 1) * per_rank]
+    sums = torch.zeros(3, dtype=torch.float64)  # loss sum, right, tokens
+    with torch.no_grad():
+        for lo in range(0, len(mine), batch_size):
+            xb = mine[lo:lo + batch_size]
+            logits = model.logits(xb[:, :-1])
+            flat, target = logits.reshape(-1, logits.shape[-1]), xb[:, 1:].reshape(-1)
+            sums[0] += F.cross_entropy(flat, target, reduction="sum").double()
+            sums[1] += (flat.argmax(dim=-1) == target).sum().double()
+            sums[2] += target.numel()
+    dist.all_reduce(sums)
+    return sums[0].item() / sums[2].item(), sums[1].item() / sums[2].item()
 
 
 def run(rank, world, a, port):
@@ -123,7 +153,7 @@ def run(rank, world, a, port):
     model = torch.nn.parallel.DistributedDataParallel(Gpt(cfg))
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8,
                             weight_decay=0.0)
-    windows = load_windows(a.data_dir, cfg["context"])
+    windows, held_out = load_window_split(a.data_dir, cfg["context"])
     global_batch = a.batch_size * world
     per_epoch = len(windows) // global_batch
     total = a.max_steps
@@ -162,11 +192,15 @@ def run(rank, world, a, port):
                           f"world {world}", flush=True)
         epoch += 1
     dist.barrier()
+    eval_loss, eval_acc = evaluate(model.module, held_out, rank, world, a.batch_size)
     if rank == 0:
+        print(f"final (step {total}) eval loss {eval_loss:.4f} token accuracy {eval_acc:.4f} "
+              f"({len(held_out)} sequences)", flush=True)
         steady = rates[1:] if len(rates) > 2 else rates
         n = total % a.log_every or a.log_every
         print(f"RESULT pytorch world={world} tokens_per_s={statistics.median(steady):.1f} "
-              f"loss={sum(losses[-n:]) / n:.4f} torch={torch.__version__}", flush=True)
+              f"loss={sum(losses[-n:]) / n:.4f} eval_loss={eval_loss:.4f} "
+              f"torch={torch.__version__}", flush=True)
     dist.destroy_process_group()
 
 

@@ -72,6 +72,7 @@ ORDER=(
   common.kernels.cuda.optimizer_kernels_test:60
   common.kernels.cuda.gemm_test:60
   common.kernels.cuda.cuda_backend_test:90
+  common.kernels.cuda.cuda_activation_test:60
   common.comm.nccl.nccl_communicator_test:60
   common.sync.cuda_allreduce_sync_test:60
   services.worker.trainer_cuda_test:240

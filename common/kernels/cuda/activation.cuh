@@ -37,6 +37,8 @@ __device__ __forceinline__ float ActGrad(Act act, float x) {
       return 0.5f * (1.0f + t) +
              0.5f * x * (1.0f - t * t) * kGeluK * (1.0f + 3.0f * kGeluC * x * x);
     }
+    case Act::kSavedGrad:
+      return x;
     default:
       return 1.0f;
   }

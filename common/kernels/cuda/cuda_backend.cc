@@ -252,6 +252,25 @@ void CudaBackend::BiasActivationBackward(Activation act, int rows, int cols,
        "BiasActivationBackward");
 }
 
+void CudaBackend::BiasActivationForwardKeepGrad(Activation act, int rows,
+                                                int cols, const float* bias,
+                                                float* z, float* y) {
+  Note(LaunchBiasActivationForwardKeepGrad(ToAct(act), rows, cols, bias, z, y,
+                                           stream_),
+       "BiasActivationForwardKeepGrad");
+}
+
+void CudaBackend::BiasActivationBackwardFromGrad(int rows, int cols,
+                                                 const float* act_grad,
+                                                 const float* dy, float* dz,
+                                                 float* dbias,
+                                                 float dbias_beta) {
+  // The fused backward with the saved derivative standing in for z.
+  Note(LaunchBiasActivationBackward(Act::kSavedGrad, rows, cols, act_grad, dy,
+                                    dz, dbias, dbias_beta, stream_),
+       "BiasActivationBackwardFromGrad");
+}
+
 void CudaBackend::ActivationForward(Activation act, int64_t n, const float* x,
                                     float* y) {
   Note(LaunchActivationForward(ToAct(act), n, x, y, stream_),

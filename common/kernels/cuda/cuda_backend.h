@@ -81,6 +81,13 @@ class CudaBackend final : public kernels::Backend {
   void BiasActivationBackward(kernels::Activation act, int rows, int cols,
                               const float* z, const float* dy, float* dz,
                               float* dbias, float dbias_beta) override;
+  void BiasActivationForwardKeepGrad(kernels::Activation act, int rows,
+                                     int cols, const float* bias, float* z,
+                                     float* y) override;
+  void BiasActivationBackwardFromGrad(int rows, int cols,
+                                      const float* act_grad, const float* dy,
+                                      float* dz, float* dbias,
+                                      float dbias_beta) override;
   void ActivationForward(kernels::Activation act, int64_t n, const float* x,
                          float* y) override;
   void ActivationBackward(kernels::Activation act, int64_t n, const float* x,

@@ -60,12 +60,8 @@ class CudaBackendTest : public ::testing::Test {
   }
 
   // Compares the first n floats of a twin once both backends are done.
-  void Compare(const Twin& t, int64_t n, double rel, double abs,
-               const std::string& what) {
-    std::vector<float> want, got;
-    TANDEM_ASSERT_OK(Download(*cpu_, t.r(), n, &want));
-    TANDEM_ASSERT_OK(Download(*gpu_, t.d(), n, &got));
-    ExpectAllClose(got, want, rel, abs, what);
+  void Compare(const Twin& t, int64_t n, double rel, double abs, const std::string& what) {
+    testing::ExpectTwinClose(*cpu_, *gpu_, t, n, rel, abs, what);
   }
 
   std::unique_ptr<kernels::CpuBackend> cpu_;

@@ -32,6 +32,18 @@ __global__ void BiasActForwardKernel(Act act, int64_t rows, int64_t cols,
   }
 }
 
+__global__ void BiasActForwardKeepGradKernel(Act act, int64_t rows,
+                                             int64_t cols, const float* bias,
+                                             float* z, float* y) {
+  const int64_t n = rows * cols;
+  for (int64_t i = GlobalIndex(); i < n; i += GridStride()) {
+    float v = z[i];
+    if (bias != nullptr) v += bias[i % cols];
+    y[i] = ApplyAct(act, v);
+    z[i] = ActGrad(act, v);
+  }
+}
+
 __global__ void ActForwardKernel(Act act, int64_t n, const float* x, float* y) {
   for (int64_t i = GlobalIndex(); i < n; i += GridStride()) {
     y[i] = ApplyAct(act, x[i]);
@@ -190,6 +202,17 @@ cudaError_t LaunchBiasActivationForward(Act act, int64_t rows, int64_t cols,
   if (n <= 0) return cudaSuccess;
   BiasActForwardKernel<<<GridFor(n), kThreads, 0, stream>>>(act, rows, cols,
                                                             bias, z, y);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchBiasActivationForwardKeepGrad(Act act, int64_t rows,
+                                                int64_t cols, const float* bias,
+                                                float* z, float* y,
+                                                cudaStream_t stream) {
+  const int64_t n = rows * cols;
+  if (n <= 0) return cudaSuccess;
+  BiasActForwardKeepGradKernel<<<GridFor(n), kThreads, 0, stream>>>(
+      act, rows, cols, bias, z, y);
   return cudaGetLastError();
 }
 

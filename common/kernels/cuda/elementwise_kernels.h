@@ -19,12 +19,20 @@ namespace tandem {
 namespace cuda {
 
 // Mirrors kernels::Activation (kept separate so .cu files need no absl).
-enum class Act : int { kNone = 0, kRelu = 1, kGeluTanh = 2 };
+// kSavedGrad (backward only): z already holds act'(pre-activation), as
+// LaunchBiasActivationForwardKeepGrad leaves it, so act'(z) reads z as is.
+enum class Act : int { kNone = 0, kRelu = 1, kGeluTanh = 2, kSavedGrad = 3 };
 
 // z[r, c] += bias[c] (bias may be null), then y = act(z); y may alias z.
 cudaError_t LaunchBiasActivationForward(Act act, int64_t rows, int64_t cols,
                                         const float* bias, float* z, float* y,
                                         cudaStream_t stream);
+// With v = z + bias (bias may be null): y = act(v), z = act'(v); y must
+// not alias z.
+cudaError_t LaunchBiasActivationForwardKeepGrad(Act act, int64_t rows,
+                                                int64_t cols, const float* bias,
+                                                float* z, float* y,
+                                                cudaStream_t stream);
 // dz = dy * act'(z) (dz may alias dy; dz null writes nothing, which with
 // Act::kNone and z = dy is a plain bias gradient); if dbias is non-null,
 // dbias = dbias_beta * dbias + column sums of dz (dbias_beta == 0 ignores the

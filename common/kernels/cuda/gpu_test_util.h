@@ -115,6 +115,18 @@ absl::Status Download(kernels::Backend& backend, const void* src, int64_t n,
   return backend.CopyToHost(out->data(), src, n * sizeof(T));
 }
 
+// Compares the first n floats of a twin once both backends are done:
+// `dev`'s copy against `ref`'s, as ExpectAllClose.
+inline void ExpectTwinClose(kernels::Backend& ref, kernels::Backend& dev, const Twin& t,
+                            int64_t n, double rel_tol, double abs_tol, const std::string& what) {
+  std::vector<float> want, got;
+  const absl::Status a = Download(ref, t.r(), n, &want);
+  ASSERT_TRUE(a.ok()) << what << ": " << a;
+  const absl::Status b = Download(dev, t.d(), n, &got);
+  ASSERT_TRUE(b.ok()) << what << ": " << b;
+  ExpectAllClose(got, want, rel_tol, abs_tol, what);
+}
+
 }  // namespace testing
 }  // namespace cuda
 }  // namespace tandem
