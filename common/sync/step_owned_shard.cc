@@ -6,6 +6,7 @@
 #include "absl/types/span.h"
 #include "common/optim/clip.h"
 #include "common/sync/grad_check.h"
+#include "common/trace/trace.h"
 
 namespace tandem {
 namespace sync {
@@ -13,6 +14,7 @@ namespace sync {
 absl::Status StepOwnedShard(const OwnedShard& shard, const optim::StepContext& context,
                             int64_t step, double extra_scale, const StepOptions& options,
                             StepReport* report) {
+  trace::Span span("optimizer", "compute");
   if (context.step < 1 || !std::isfinite(context.lr)) {
     return absl::InvalidArgumentError(absl::StrCat(shard.label, ": bad step context at step ", step,
                                                    " (step ", context.step, ", lr ", context.lr,

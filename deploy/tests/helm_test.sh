@@ -65,6 +65,17 @@ for want in -- '--tls_mutual' '--tls_ca=/etc/tandem/tls/ca.crt' 'mountPath: /etc
   got=$(grep -c -- "$want" "$TMP/rendered-tls.yaml" || true)
   [ "$got" -eq "$workloads" ] || fail "tls example: '$want' in $got of $workloads workloads"
 done
+# --trace: off by default; the trace example gives every worker, data server
+# and shard server the flags and the shared traces volume.
+if grep -q -- '--trace' "$TMP/rendered-default.yaml"; then fail "default values turn --trace on"; fi
+traced=$(grep -c '^kind: \(StatefulSet\|Job\)$' "$TMP/rendered-trace.yaml")
+traced=$((traced - 1))  # not the coordinator
+for want in -- '--trace_file=/var/lib/tandem/traces/' 'mountPath: /var/lib/tandem/traces' \
+    'claimName: tandem-traces'; do
+  [ "$want" = -- ] && continue
+  got=$(grep -c -- "$want" "$TMP/rendered-trace.yaml" || true)
+  [ "$got" -eq "$traced" ] || fail "trace example: '$want' in $got of $traced workloads"
+done
 # The schema must refuse bad values, naming the field.
 refuse() {  # refuse EXPECTED_TEXT --set ...
   local want=$1
@@ -82,4 +93,5 @@ refuse "/job/id" --set job.id=Not_A_DNS_Label
 refuse "/workers/extraArgs/0" --set 'workers.extraArgs[0]=no-dashes'
 refuse "/securityContext/runAsNonRoot" --set securityContext.runAsNonRoot=false
 refuse "typo" --set workers.typo=1
+refuse "/trace/steps" --set trace.steps=0
 echo "PASS: chart lints, renders $n value sets, all objects valid, bad values refused"

@@ -5,6 +5,7 @@
 
 #include "common/rpc/auth.h"
 #include "common/rpc/grpc_status.h"
+#include "common/trace/clock.h"
 
 namespace tandem {
 namespace {
@@ -99,6 +100,13 @@ grpc::Status CoordinatorService::ReportShardServer(grpc::ServerContext* ctx,
                                                    v1::ReportShardServerResponse*) {
   if (grpc::Status auth = CheckCallToken(*ctx, auth_token_); !auth.ok()) return auth;
   return ToGrpcStatus(core_->ReportShardServer(*req));
+}
+
+grpc::Status CoordinatorService::Clock(grpc::ServerContext* ctx, const v1::ClockRequest*,
+                                       v1::ClockResponse* resp) {
+  if (grpc::Status auth = CheckCallToken(*ctx, auth_token_); !auth.ok()) return auth;
+  resp->set_now_ns(trace::NowNanos());
+  return grpc::Status::OK;
 }
 
 }  // namespace tandem

@@ -43,6 +43,8 @@ class CoordinatorService final : public v1::Coordinator::Service {
   grpc::Status ReportShardServer(grpc::ServerContext* ctx,
                                  const v1::ReportShardServerRequest* req,
                                  v1::ReportShardServerResponse* resp) override;
+  grpc::Status Clock(grpc::ServerContext* ctx, const v1::ClockRequest* req,
+                     v1::ClockResponse* resp) override;
 
  private:
   CoordinatorCore* core_;

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status/status_macros.h"
+#include "common/trace/trace.h"
 
 namespace tandem {
 namespace dataserver {
@@ -146,6 +147,7 @@ void BatchStream::Pack(int index) {
   std::string* ldata = b.mutable_labels()->mutable_data();
   fdata->resize(n * (normalize_ ? feature_elems_ * 4 : fb));
   ldata->resize(n * label_bytes_);
+  trace::Span span("read and pack batch", "data", static_cast<int64_t>(fdata->size() + ldata->size()));
   uint8_t* fp = reinterpret_cast<uint8_t*>(fdata->data());
   uint8_t* lp = reinterpret_cast<uint8_t*>(ldata->data());
   for (int64_t k = 0; k < n && status.ok(); ++k) {

@@ -17,9 +17,11 @@
 #include "common/flags/usage.h"
 #include "common/rpc/auth.h"
 #include "common/rpc/tls_flags.h"
+#include "common/trace/trace_flags.h"
 #include "services/dataserver/data_server.h"
 
 TANDEM_TLS_FLAGS();  // --tls_cert, --tls_key, --tls_ca, --tls_mutual, --tls_server_name
+TANDEM_TRACE_FLAGS();  // --trace, --trace_steps, --trace_file
 ABSL_FLAG(std::vector<std::string>, dataset, {},
           "name=path[,name=path...]; path is a directory of .tshard files, a "
           ".tshard file, or an IDX prefix (.../fashion-mnist/train); a bare path "
@@ -33,6 +35,8 @@ ABSL_FLAG(int, max_streams, 256, "concurrent streams allowed");
 ABSL_FLAG(double, simulate_slow_data_ms, 0,
           "simulated slow storage: each batch takes at least this many ms to read (0 = off)");
 ABSL_FLAG(std::string, port_file, "", "if set, the bound port is written here");
+ABSL_FLAG(std::string, coordinator, "",
+          "coordinator host:port, only to align --trace timestamps to its clock (optional)");
 ABSL_FLAG(std::string, token_file, "",
           "file with the job's token every RPC must carry (empty: $TANDEM_TOKEN, else none)");
 
@@ -77,6 +81,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   options.service.auth_token = *token;
+  // Services run until killed: their trace is written on SIGUSR1 (`tandem
+  // trace`, and `tandem local` before it stops them).
+  auto tracer = tandem::StartTraceFromFlags("dataserver", absl::GetFlag(FLAGS_coordinator));
+  if (!tracer.ok()) {
+    std::fprintf(stderr, "dataserver: %s\n", std::string(tracer.status().message()).c_str());
+    return 1;
+  }
+  tandem::trace::SetProcessTrack(tandem::trace::ServiceTrackId(), "data server", 1000000);
   auto server = tandem::dataserver::DataServer::Start(options);
   if (!server.ok()) {
     std::fprintf(stderr, "dataserver: %s\n", server.status().ToString().c_str());

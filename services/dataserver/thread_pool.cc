@@ -2,13 +2,20 @@
 
 #include <utility>
 
+#include "common/trace/recorder.h"
+
 namespace tandem {
 namespace dataserver {
 
 ThreadPool::ThreadPool(int num_threads) {
   if (num_threads < 1) num_threads = 1;
   threads_.reserve(num_threads);
-  for (int i = 0; i < num_threads; ++i) threads_.emplace_back([this] { Loop(); });
+  for (int i = 0; i < num_threads; ++i) {
+    threads_.emplace_back([this] {
+      trace::SetThreadName("decode");
+      Loop();
+    });
+  }
 }
 
 ThreadPool::~ThreadPool() {

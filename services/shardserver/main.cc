@@ -15,12 +15,15 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
 #include "common/flags/usage.h"
 #include "common/rpc/auth.h"
 #include "common/rpc/tls_flags.h"
+#include "common/trace/trace_flags.h"
 #include "services/shardserver/shard_server.h"
 
 TANDEM_TLS_FLAGS();  // --tls_cert, --tls_key, --tls_ca, --tls_mutual, --tls_server_name
+TANDEM_TRACE_FLAGS();  // --trace, --trace_steps, --trace_file
 ABSL_FLAG(std::string, bind, "127.0.0.1", "interface to bind (0.0.0.0 for all)");
 ABSL_FLAG(int, port, 0, "gRPC port; 0 picks a free one");
 ABSL_FLAG(int, metrics_port, -1, "Prometheus /metrics port; 0 = free, -1 = off");
@@ -66,6 +69,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.auth_token = *token;
+  // Services run until killed: their trace is written on SIGUSR1 (`tandem
+  // trace`, and `tandem local` before it stops them).
+  auto tracer = tandem::StartTraceFromFlags("shardserver", options.coordinator);
+  if (!tracer.ok()) {
+    std::fprintf(stderr, "shardserver: %s\n", std::string(tracer.status().message()).c_str());
+    return 2;
+  }
+  tandem::trace::SetProcessTrack(tandem::trace::ServiceTrackId(), absl::StrCat("shard server ", options.server_id), 1000000);
   auto server = tandem::shardserver::ShardServer::Start(options);
   if (!server.ok()) {
     std::fprintf(stderr, "shardserver: %s\n", server.status().ToString().c_str());

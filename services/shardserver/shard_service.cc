@@ -15,6 +15,7 @@
 #include "common/shard/optimizer_config.h"
 #include "common/status/status_macros.h"
 #include "common/timing/seconds_since.h"
+#include "common/trace/trace.h"
 
 namespace tandem {
 namespace shardserver {
@@ -168,6 +169,7 @@ absl::Status ShardService::Push(grpc::ServerReader<v1::GradientChunk>* reader,
     h.weight = msg.weight();
     h.learning_rate = msg.learning_rate();
     h.grad_scale = msg.grad_scale();
+    trace::Span span("push chunk", "shard", msg.data().data().size(), h.step);
     ASSIGN_OR_RETURN(PushOutcome o, store_->Push(h, values, h.hi - h.lo));
     bytes += msg.data().data().size();
     ++chunks;
@@ -219,7 +221,10 @@ absl::Status ShardService::Pull(grpc::ServerContext* context,
                             ? absl::InfiniteFuture()
                             : absl::FromChrono(context->deadline());
   if (r.timeout_ms() > 0) deadline = std::min(deadline, absl::Now() + absl::Milliseconds(r.timeout_ms()));
-  RETURN_IF_ERROR(store_->WaitForStep(r.generation(), r.step(), deadline, lo, hi));
+  {
+    trace::Span span("pull wait", "shard", -1, r.step());
+    RETURN_IF_ERROR(store_->WaitForStep(r.generation(), r.step(), deadline, lo, hi));
+  }
   if (delta) return PullDelta(r, writer);
   const int64_t piece =
       std::max<int64_t>(1, (r.chunk_bytes() > 0 ? r.chunk_bytes() : kDefaultPullBytes) / 4);
@@ -230,6 +235,7 @@ absl::Status ShardService::Pull(grpc::ServerContext* context,
   msg.mutable_data()->set_dtype(v1::DTYPE_F32);
   for (int64_t at = lo; at < hi || (at == lo && lo == hi); at += piece) {
     const int64_t end = std::min(hi, at + piece);
+    trace::Span span("pull chunk", "shard", (end - at) * int64_t{sizeof(float)}, r.step());
     std::string* data = msg.mutable_data()->mutable_data();
     data->resize((end - at) * sizeof(float));
     float* out = reinterpret_cast<float*>(data->data());

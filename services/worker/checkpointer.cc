@@ -15,6 +15,7 @@
 #include "common/log/log.h"
 #include "common/status/status_macros.h"
 #include "common/sync/remote/server_side_checkpoint.h"
+#include "common/trace/trace.h"
 #include "proto/dataserver.pb.h"
 #include "services/worker/model_buffers.h"
 
@@ -278,6 +279,7 @@ struct Checkpointer::WritePlan {
 absl::StatusOr<std::string> Checkpointer::Write(Generation& g, TrainingState* state) {
   if (o_.dir.empty()) return std::string();
   if (state->step == state->checkpoint_step) return std::string();  // already on disk
+  trace::Span span("checkpoint write", "io", -1, state->step);
   ASSIGN_OR_RETURN(WritePlan plan, PlanWrite(g, *state));
   absl::Status wrote = g.sync->SyncStateToHost();
   if (plan.i_write && wrote.ok()) wrote = WriteShard(g, *state, plan);

@@ -28,10 +28,12 @@
 #include "common/rpc/auth.h"
 #include "common/rpc/tls_flags.h"
 #include "common/sync/registry.h"
+#include "common/trace/trace_flags.h"
 #include "services/worker/trainer.h"
 #include "services/worker/worker_metrics.h"
 
 TANDEM_TLS_FLAGS();  // --tls_cert, --tls_key, --tls_ca, --tls_mutual, --tls_server_name
+TANDEM_TRACE_FLAGS();  // --trace, --trace_steps, --trace_file
 ABSL_FLAG(std::string, coordinator, "", "Coordinator host:port (required).");
 ABSL_FLAG(std::string, data_servers, "", "Data servers, host:port[,host:port] (required).");
 ABSL_FLAG(std::string, shard_servers, "",
@@ -277,6 +279,12 @@ int Train(const TrainerOptions& o) {
   // to 3x and is otherwise invisible (also a metric label).
   LOG(INFO) << "worker " << o.worker_id << ": "
             << tandem::worker::WorkerMetrics::CpuKernelsDescription();
+  // Before the trainer (and destroyed after it): the file is written at exit.
+  auto tracer = tandem::StartTraceFromFlags("worker", o.coordinator);
+  if (!tracer.ok()) {
+    std::fprintf(stderr, "worker: %s\n", std::string(tracer.status().message()).c_str());
+    return 2;
+  }
   auto trainer = tandem::worker::Trainer::Create(o);
   if (!trainer.ok()) {
     std::fprintf(stderr, "worker: %s\n", std::string(trainer.status().message()).c_str());

@@ -2,12 +2,21 @@
 
 #include "absl/time/clock.h"
 #include "common/status/status_macros.h"
+#include "common/trace/trace.h"
 
 namespace tandem {
 namespace worker {
 namespace {
 
 double Since(absl::Time t) { return absl::ToDoubleSeconds(absl::Now() - t); }
+
+// The next batch; `extra` first, inside the data wait (a straggler on
+// purpose, tests: the sleep is the behaviour under test).
+absl::StatusOr<const data::HostBatch*> NextBatch(data::PrefetchClient& data, absl::Duration extra) {
+  trace::Span span("data wait", "data");
+  if (extra > absl::ZeroDuration()) absl::SleepFor(extra);
+  return data.Next();
+}
 
 }  // namespace
 
@@ -29,7 +38,10 @@ absl::StatusOr<StepOutput> StepRunner::Run(data::PrefetchClient& data, sync::Gra
   StepTimes& times = out.times;
   const sync::SyncStats before = sync.stats();
   absl::Time t = absl::Now();
-  RETURN_IF_ERROR(sync.BeforeForward());
+  {
+    trace::Span span("before forward", "comm");
+    RETURN_IF_ERROR(sync.BeforeForward());
+  }
   times.comm_wait += Since(t);
   sync_ = &sync;
   step_ = ctx.step;
@@ -37,18 +49,20 @@ absl::StatusOr<StepOutput> StepRunner::Run(data::PrefetchClient& data, sync::Gra
   float loss_sum = 0;
   for (int m = 0; m < k_; ++m) {
     t = absl::Now();
-    // A straggler on purpose (tests): the sleep is the behaviour under test.
-    if (extra_data_ > absl::ZeroDuration()) absl::SleepFor(extra_data_);
-    ASSIGN_OR_RETURN(const data::HostBatch* hb, data.Next());
+    ASSIGN_OR_RETURN(const data::HostBatch* hb, NextBatch(data, extra_data_));
     times.data_wait += Since(t);
     out.epoch_ended |= hb->last_in_epoch;
     if (sample_log_ != nullptr) sample_log_->Append(*hb, generation_, ctx.step);
     ASSIGN_OR_RETURN(nn::Batch batch, stager_->Stage(*hb));
     t = absl::Now();
-    RETURN_IF_ERROR(model_->Forward(batch));
-    if (m == 0 && extra_compute_ > absl::ZeroDuration()) absl::SleepFor(extra_compute_);
+    {
+      trace::Span span("forward", "compute");
+      RETURN_IF_ERROR(model_->Forward(batch));
+      if (m == 0 && extra_compute_ > absl::ZeroDuration()) absl::SleepFor(extra_compute_);
+    }
     times.forward += Since(t);
     t = absl::Now();
+    trace::Span backward("backward", "compute");
     const float beta = m == 0 ? 0.f : 1.f;
     if (m + 1 < k_) {
       RETURN_IF_ERROR(model_->Backward(beta, nullptr, loss_scale));
@@ -70,7 +84,10 @@ absl::StatusOr<StepOutput> StepRunner::Run(data::PrefetchClient& data, sync::Gra
     loss_sum += loss;
     out.samples += batch.size;
   }
-  RETURN_IF_ERROR(sync.FinishStep(ctx));
+  {
+    trace::Span span("finish step", "comm");  // exposed communication wait, then optimizer
+    RETURN_IF_ERROR(sync.FinishStep(ctx));
+  }
   if (precision_ != nullptr) {
     ASSIGN_OR_RETURN(out.verdict, precision_->AfterStep(ctx.step, sync.last_step()));
   }

@@ -13,6 +13,8 @@
 #include "common/kernels/factory.h"
 #include "common/log/log.h"
 #include "common/status/status_macros.h"
+#include "common/trace/process_trace.h"
+#include "common/trace/trace.h"
 #include "services/worker/abort_switch.h"
 #include "services/worker/batch_stager.h"
 #include "services/worker/checkpointer.h"
@@ -304,6 +306,10 @@ void Trainer::Loop::ReportFailure(Generation& g, const absl::Status& s) {
 absl::StatusOr<Trainer::Loop::Outcome> Trainer::Loop::RunGeneration(Generation& g) {
   GenerationEnv env{&o_, client_.get(), t_->backend_.get(), t_->model_.get()};
   RETURN_IF_ERROR(SetUpGeneration(env, &g));
+  if (trace::Enabled()) {  // this rank's track; the generation as a moment on it
+    trace::SetProcessTrack(g.rank(), absl::StrCat("worker rank ", g.rank()), g.rank());
+    trace::MarkInstant("generation", "control", g.join.generation());
+  }
   abort_.Arm(g.join.generation(),
              {g.ctl.get(), g.grad.world.get(), g.grad.intra.get(), g.grad.inter.get()});
   struct Disarm {
@@ -370,6 +376,8 @@ absl::StatusOr<std::optional<Trainer::Loop::Outcome>> Trainer::Loop::TrainStep(
   const absl::Time step_start = absl::Now();
   optim::StepContext ctx;
   ctx.step = state_.step + 1;
+  trace::MarkStep(ctx.step);
+  trace::Span step_span("step", "step", -1, ctx.step);
   ctx.lr = run.plan.schedule.LearningRate(ctx.step);
   ASSIGN_OR_RETURN(StepOutput out, runner.Run(*g.data, *g.sync, ctx));
   // Rank 0's BatchNorm statistics everywhere, as PyTorch DDP's default.

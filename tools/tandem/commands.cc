@@ -36,6 +36,7 @@ std::vector<CommandInfo> Commands() {
       {"plan", "Predict step time, memory and link bytes of every strategy on a cluster."},
       {"doctor", "Say where a job's step time goes and which flags would help."},
       {"convert", "Turn .npy arrays, IDX, token or text files into a dataset: tandem convert --help."},
+      {"trace", "Merge a --trace run's per-process timelines into RUN_DIR/trace.json (Perfetto)."},
       {"add-worker", "Start one more worker for a running tandem local job (up to --max_workers)."},
       {"exec", "Run a program with the OpenBLAS kernel this CPU needs: tandem exec -- PROG ARGS."},
   };
@@ -138,6 +139,10 @@ void AddRunFlags(FlagTable* t, LocalOptions* o) {
   t->String("backend", &o->backend, "cpu or cuda (worker i uses GPU i).");
   t->Int("log_every", &o->log_every, "Steps between rank 0's progress lines.");
   t->Bool("profile", &o->profile, "Workers print a per-step time breakdown line.");
+  t->Bool("trace", &o->trace,
+          "Every worker and service records a timeline; merged into RUN_DIR/trace.json at the end "
+          "(Perfetto; also tandem trace --run_dir).");
+  t->Int("trace_steps", &o->trace_steps, "With --trace: the last steps each process keeps.");
   t->Double("simulate_slow_data_ms", &o->simulate_slow_data_ms,
             "Simulated slow storage: the data server takes at least this many ms per batch (0 = off).");
   t->Int("decode_threads", &o->decode_threads,
@@ -248,6 +253,20 @@ FlagTable DoctorFlags(DoctorCliOptions* o) {
   return t;
 }
 
+FlagTable TraceFlags(TraceCliOptions* o) {
+  FlagTable t("tandem trace",
+              "Collects the timelines of a tandem local --trace run in --run_dir: asks each\n"
+              "process still running to write its trace (SIGUSR1), then merges every process's\n"
+              "file into RUN_DIR/trace.json, one track per rank and per service on the\n"
+              "coordinator's clock. Open it in https://ui.perfetto.dev or chrome://tracing.");
+  t.String("run_dir", &o->run_dir, "The run directory tandem local printed.");
+  t.String("dir", &o->dir,
+           "Instead: a folder of trace files (processes run with --trace_file=DIR/, e.g. a "
+           "compose or Helm volume) to merge into DIR/trace.json.");
+  t.Seconds("timeout_seconds", &o->timeout, "How long to wait for each running process's file.");
+  return t;
+}
+
 FlagTable AddWorkerFlags(AddWorkerCliOptions* o) {
   FlagTable t("tandem add-worker",
               "Starts one more worker for the tandem local job in --run_dir, which must have been\n"
@@ -345,6 +364,7 @@ absl::Status ParseCommand(const std::string& command, const std::vector<std::str
     c->command = "add-worker";
     return ParseFlags(AddWorkerFlags(&c->add_worker), rest, c);
   }
+  if (command == "trace") return ParseFlags(TraceFlags(&c->trace), rest, c);
   if (command == "convert") return ParseConvert(rest, c);
   if (command == "plan") return ParseFlags(PlanFlags(&c->plan), rest, c);
   std::string names;

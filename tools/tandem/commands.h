@@ -67,6 +67,13 @@ struct DoctorCliOptions {
   absl::Duration timeout = absl::Seconds(5);
 };
 
+// `tandem trace`: merge a --trace run's timelines (trace_command.h).
+struct TraceCliOptions {
+  std::string run_dir;  // the run directory tandem local printed
+  std::string dir;      // or: a folder of trace files (--trace_file=DIR/) to merge
+  absl::Duration timeout = absl::Seconds(10);
+};
+
 // `tandem add-worker`: one more worker for a running tandem local job.
 struct AddWorkerCliOptions {
   std::string run_dir;  // the run directory tandem local printed; required
@@ -87,6 +94,7 @@ FlagTable StatusFlags(StatusOptions* o);
 FlagTable PlanFlags(PlanOptions* o);
 FlagTable DoctorFlags(DoctorCliOptions* o);
 FlagTable AddWorkerFlags(AddWorkerCliOptions* o);
+FlagTable TraceFlags(TraceCliOptions* o);
 
 // `tandem --help`: the commands, one line each, and how to get more.
 std::string TopLevelHelp();
@@ -100,6 +108,7 @@ struct CommandLine {
   PlanOptions plan;
   DoctorCliOptions doctor;
   AddWorkerCliOptions add_worker;
+  TraceCliOptions trace;
   ConvertCliOptions convert;
 };
 

@@ -128,7 +128,7 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
       "--warmup_steps=10", "--momentum=0.8", "--weight_decay=0.01", "--precision=bf16",
       "--sync=zero1", "--autotune", "--autotune_steps=12",
       "--sync_opt=a=1,b=2", "--bucket_cap_mb=8", "--transport=gloo", "--backend=cuda",
-      "--log_every=5", "--profile", "--doctor", "--decode_threads=3", "--simulate_slow_data_ms=2.5", "--checkpoint_every=20", "--worker_arg=--x=1,--y=2",
+      "--log_every=5", "--profile", "--trace", "--trace_steps=7", "--doctor", "--decode_threads=3", "--simulate_slow_data_ms=2.5", "--checkpoint_every=20", "--worker_arg=--x=1,--y=2",
       "--worker-arg=--z", "--bin_dir=/b", "--run_dir=/r", "--keep_going",
       "--tls", "--max_restarts=1", "--grace_seconds=2"};
   auto c = ParseCommandLine(args);
@@ -181,6 +181,8 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
   EXPECT_EQ(o.backend, "cuda");
   EXPECT_EQ(o.log_every, 5);
   EXPECT_TRUE(o.profile);
+  EXPECT_TRUE(o.trace);
+  EXPECT_EQ(o.trace_steps, 7);
   EXPECT_TRUE(o.doctor);
   EXPECT_EQ(o.decode_threads, 3);
   EXPECT_EQ(o.simulate_slow_data_ms, 2.5);
@@ -195,6 +197,21 @@ TEST(CommandsTest, EveryLocalFlagSetsItsField) {
   // separate value and the repeated --worker_arg): a new flag needs a line here.
   LocalOptions defaults;
   EXPECT_EQ(LocalFlags(&defaults).flags().size(), args.size() - 1 - 2 - 1);
+}
+
+TEST(CommandsTest, TraceFlagsSetTheirFields) {
+  auto c = ParseCommandLine({"trace", "--run_dir=/r", "--dir", "/d", "--timeout_seconds=2.5"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->command, "trace");
+  EXPECT_EQ(c->trace.run_dir, "/r");
+  EXPECT_EQ(c->trace.dir, "/d");
+  EXPECT_EQ(c->trace.timeout, absl::Seconds(2.5));
+  TraceCliOptions defaults;
+  EXPECT_EQ(TraceFlags(&defaults).flags().size(), 3u);
+  auto help = ParseCommandLine({"trace", "--help"});
+  ASSERT_TRUE(help.ok());
+  EXPECT_TRUE(absl::StrContains(help->help_text, "SIGUSR1")) << help->help_text;
+  EXPECT_FALSE(ParseCommandLine({"trace", "--steps=3"}).ok());
 }
 
 TEST(CommandsTest, StatusFlagsSetTheirFields) {
@@ -250,7 +267,7 @@ TEST(CommandsTest, OtherUsageErrors) {
   EXPECT_TRUE(absl::StrContains(e, "no command given")) << e;
   EXPECT_TRUE(absl::StrContains(e, "`tandem --help`")) << e;
   e = ErrorOf({"train"});
-  EXPECT_TRUE(absl::StrContains(e, "unknown command 'train' (commands: local, status, plan, doctor, convert, add-worker, exec)")) << e;
+  EXPECT_TRUE(absl::StrContains(e, "unknown command 'train' (commands: local, status, plan, doctor, convert, trace, add-worker, exec)")) << e;
   e = ErrorOf({"--workers=2", "local"});
   EXPECT_TRUE(absl::StrContains(e, "put the command first")) << e;
   e = ErrorOf({"local", "extra"});

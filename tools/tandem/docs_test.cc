@@ -56,9 +56,10 @@ TEST(DocsTest, UserGuideListsEveryLocalStatusAndPlanFlag) {
   DoctorCliOptions doctor;
   AddWorkerCliOptions add_worker;
   ConvertCliOptions convert;
+  TraceCliOptions trace;
   for (const FlagTable& t : {LocalFlags(&local), StatusFlags(&status), PlanFlags(&plan),
                              DoctorFlags(&doctor), AddWorkerFlags(&add_worker),
-                             ConvertFlags(&convert)}) {
+                             ConvertFlags(&convert), TraceFlags(&trace)}) {
     for (const std::string& name : FlagNames(t)) {
       EXPECT_TRUE(absl::StrContains(guide, "| `--" + name + "` |"))
           << t.command() << " --" << name << " is not in docs/user-guide.md";
@@ -125,7 +126,7 @@ std::set<std::string> NamesInSources(const std::vector<std::string>& files,
 
 TEST(DocsTest, WorkerFlagTableListsExactlyTheWorkersFlags) {
   const std::set<std::string> defined = NamesInSources(
-      {"services/worker/main.cc", "common/rpc/tls_flags.h"},
+      {"services/worker/main.cc", "common/rpc/tls_flags.h", "common/trace/trace_flags.h"},
       "ABSL_FLAG\\(\\s*[^,]+,\\s*([a-z0-9_]+)\\s*,");
   const std::set<std::string> documented =
       FirstCellNames(Section(Read("docs/user-guide.md"), "## Worker flags"), "`--([a-z0-9_]+)`");

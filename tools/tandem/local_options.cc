@@ -428,6 +428,10 @@ absl::Status ValidateMembership(const LocalOptions& o) {
 // Epochs, batch, learning rate, optimizer, precision, autotune, backend and
 // transport.
 absl::Status ValidateTraining(const LocalOptions& o) {
+  if (o.trace_steps < 1) {
+    return Bad("--trace_steps must be at least 1 (got ", o.trace_steps, "): the steps each "
+               "process keeps in its trace");
+  }
   if (o.epochs < 1) return Bad("--epochs must be at least 1 (got ", o.epochs, ")");
   if (o.batch_size < 1) return Bad("--batch_size must be at least 1 (got ", o.batch_size, ")");
   if (!(o.lr > 0)) return Bad("--lr must be positive (got ", o.lr, ")");

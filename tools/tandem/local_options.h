@@ -91,6 +91,8 @@ struct LocalOptions {
   std::string sync = "allreduce";
   std::string sync_opt;
   bool profile = false;        // workers print a per-step time breakdown
+  bool trace = false;          // every process records a timeline; merged into RUN_DIR/trace.json
+  int trace_steps = 200;       // with trace: the steps each process keeps, >= 1
   bool autotune = false;       // time a few sync configurations first, train with the fastest
   int autotune_steps = 30;     // steps per autotune trial
   bool tls = false;            // mutual TLS on every RPC, with a CA made for the run

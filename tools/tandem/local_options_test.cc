@@ -66,6 +66,15 @@ TEST(LocalOptionsTest, DecodeThreads) {
       << Problem(o);
 }
 
+TEST(LocalOptionsTest, TraceSteps) {
+  LocalOptions o;
+  o.trace = true;
+  o.trace_steps = 0;
+  EXPECT_TRUE(absl::StrContains(Problem(o), "--trace_steps must be at least 1")) << Problem(o);
+  o.trace_steps = 1;
+  EXPECT_EQ(Problem(o), "");
+}
+
 TEST(LocalOptionsTest, WorkerCounts) {
   LocalOptions o;
   o.workers = 0;

@@ -38,6 +38,7 @@
 #include "tools/tandem/link_rate.h"
 #include "tools/tandem/process.h"
 #include "tools/tandem/run_dir.h"
+#include "tools/tandem/trace_command.h"
 #include "tools/tandem/sim_network.h"
 
 namespace tandem {
@@ -113,6 +114,7 @@ class Runner {
   void PumpStdout(int timeout_ms);
   void DrainLines(Child& c, bool eof);
   void StopEverything();
+  void SaveTrace();  // --trace: collect and merge RUN_DIR/trace.json
   // Scrapes the services still running into RUN_DIR/metrics/ (the workers
   // wrote theirs as they exited); a failed scrape is only a line of output.
   void SaveServiceMetrics();
@@ -262,6 +264,9 @@ absl::StatusOr<Child*> Runner::Spawn(const std::string& name, std::vector<std::s
   so.argv = std::move(argv);
   // Every child talks gRPC: the job's token (and TLS files) go to each.
   so.argv.insert(so.argv.end(), security_args_.begin(), security_args_.end());
+  if (o_.trace && name != "coordinator") {
+    for (std::string& a : TraceChildArgs(run_dir_, name, o_.trace_steps)) so.argv.push_back(a);
+  }
   so.log_path = absl::StrCat(run_dir_, "/", name, ".log");
   // A resumed run directory: the previous run's log is kept beside (one
   // back), so what this run reads from the log (metrics port, last lines)
@@ -445,6 +450,15 @@ void Runner::SaveServiceMetrics() {
   }
 }
 
+void Runner::SaveTrace() {
+  if (!o_.trace || run_dir_.empty()) return;
+  // Before the services stop: they write theirs when asked (SIGUSR1).
+  auto trace = CollectRunTrace(run_dir_, absl::Seconds(10));
+  Print(trace.ok() ? FormatTraceCollection(*trace)
+                   : absl::StrCat("tandem local: the trace was not merged: ",
+                                  trace.status().message()));
+}
+
 void Runner::StopEverything() {
   // Workers `tandem add-worker` started are not children: SIGTERM them
   // first (their add-worker reaps them), so none outlives the services.
@@ -481,6 +495,7 @@ absl::Status Runner::Run() {
   RETURN_IF_ERROR(StartWorkers(data, worker_bin));
   absl::Status supervised = Supervise();
   if (!supervised.ok()) {
+    SaveTrace();  // a failed or interrupted run's timeline is the one to look at
     StopEverything();
     return supervised;
   }
@@ -700,6 +715,11 @@ absl::Status Runner::StartWorkers(const DatasetFiles& data, const std::string& w
       // Spawn adds these to the workers it starts; a slot is started by
       // tandem add-worker, so its command line carries them itself.
       argv.insert(argv.end(), security_args_.begin(), security_args_.end());
+      if (o_.trace) {
+        for (std::string& a : TraceChildArgs(run_dir_, absl::StrCat("worker-", i), o_.trace_steps)) {
+          argv.push_back(a);
+        }
+      }
       RETURN_IF_ERROR(WriteWorkerSlot(run_dir_, i, env, argv));
     }
     if (max_workers() > o_.workers) {
@@ -816,6 +836,7 @@ absl::Status Runner::FinishRun(absl::Time started) {
                        last.empty() ? "" : ": ", last));
   }
   SaveServiceMetrics();
+  SaveTrace();
   StopEverything();
   PrintLinkBytes();
   // keep_going: workers killed by a signal were lost and the job went on

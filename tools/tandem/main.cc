@@ -6,6 +6,7 @@
 //   tandem exec -- worker --coordinator=...   (the right OPENBLAS_CORETYPE, then exec)
 //   tandem doctor --run_dir /tmp/tandem-local-XXXXXX
 //   tandem add-worker --run_dir /tmp/tandem-local-XXXXXX   (scale up, to --max_workers)
+//   tandem trace --run_dir /tmp/tandem-local-XXXXXX   (merge a --trace run's timelines)
 //   tandem convert --mode=npy --features=X.npy --labels=Y.npy --out_dir=DIR
 //   tandem plan --model mlp:784,1024,1024,10 --nodes 2 --workers_per_node 2 --link 1gbit
 //   tandem --help | tandem local --help | tandem status --help
@@ -39,6 +40,7 @@
 #include "tools/tandem/local_run.h"
 #include "tools/tandem/plan_command.h"
 #include "tools/tandem/run_dir.h"
+#include "tools/tandem/trace_command.h"
 
 namespace {
 
@@ -138,6 +140,23 @@ int AddWorker(const tandem::cli::AddWorkerCliOptions& o) {
   return 0;
 }
 
+int Trace(const tandem::cli::TraceCliOptions& o) {
+  if (o.run_dir.empty() == o.dir.empty()) {
+    std::fprintf(stderr,
+                 "tandem trace: pass one of --run_dir DIR (printed by tandem local --trace) or "
+                 "--dir DIR (a folder of --trace_file=DIR/ files)\n");
+    return 2;
+  }
+  auto c = o.dir.empty() ? tandem::cli::CollectRunTrace(o.run_dir, o.timeout)
+                         : tandem::cli::MergeTraceDir(o.dir);
+  if (!c.ok()) {
+    std::fprintf(stderr, "tandem trace: %s\n", std::string(c.status().message()).c_str());
+    return 1;
+  }
+  std::printf("%s\n", tandem::cli::FormatTraceCollection(*c).c_str());
+  return 0;
+}
+
 int Plan(const tandem::cli::PlanOptions& o) {
   const char* home = std::getenv("HOME");
   auto text = tandem::cli::RunPlan(o, home != nullptr ? home : "");
@@ -228,6 +247,7 @@ int main(int argc, char** argv) {
   if (c->command == "plan") return Plan(c->plan);
   if (c->command == "doctor") return Doctor(c->doctor);
   if (c->command == "add-worker") return AddWorker(c->add_worker);
+  if (c->command == "trace") return Trace(c->trace);
   if (c->command == "convert") return tandem::cli::RunConvertCommand(c->convert, stdout, stderr);
   return Status(c->status);
 }

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/trace/trace.h"
 
 namespace tandem {
 namespace sync {
@@ -94,14 +95,24 @@ absl::Status HierAllreduce::Run(float* data, int64_t count) {
                      max_share_ * local_size_, " (pass the largest bucket as max_count)"));
   }
   if (count == 0) return absl::OkStatus();
-  if (absl::Status s = shares_.ReduceBucket(data, count); !s.ok()) {
-    return Failed(s, "intra-node reduce-scatter", count);
+  const int64_t bytes = int64_t{sizeof(float)} * count;
+  {
+    trace::Span t("reduce-scatter", "comm", bytes);
+    if (absl::Status s = shares_.ReduceBucket(data, count); !s.ok()) {
+      return Failed(s, "intra-node reduce-scatter", count);
+    }
   }
-  if (absl::Status s = inter_->AllReduce(shares_.share(), share, ReduceOp::kSum); !s.ok()) {
-    return Failed(s, "inter-node allreduce", share);
+  {
+    trace::Span t("inter-node", "comm", int64_t{sizeof(float)} * share);
+    if (absl::Status s = inter_->AllReduce(shares_.share(), share, ReduceOp::kSum); !s.ok()) {
+      return Failed(s, "inter-node allreduce", share);
+    }
   }
-  if (absl::Status s = shares_.GatherBucket(data, count); !s.ok()) {
-    return Failed(s, "intra-node allgather", count);
+  {
+    trace::Span t("allgather", "comm", bytes);
+    if (absl::Status s = shares_.GatherBucket(data, count); !s.ok()) {
+      return Failed(s, "intra-node allgather", count);
+    }
   }
   return absl::OkStatus();
 }

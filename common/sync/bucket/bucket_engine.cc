@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
 #include "common/timing/seconds_since.h"
+#include "common/trace/trace.h"
 
 namespace tandem {
 namespace sync {
@@ -30,6 +31,7 @@ BucketEngine::BucketEngine(BucketEngineOptions options, BucketPlan plan)
       operation_(std::move(options.operation)),
       label_(std::move(options.label)),
       operation_name_(std::move(options.operation_name)),
+      trace_name_(trace::Intern(operation_name_)),
       rank_(options.rank),
       plan_(std::move(plan)),
       readiness_(BucketReadiness::ForPlan(plan_, ranges_)),
@@ -127,7 +129,11 @@ absl::Status BucketEngine::RunBucket(int b) {
     step = stats_.steps + 1;
   }
   const auto start = std::chrono::steady_clock::now();
-  absl::Status s = operation_(b, bucket.lo, bucket.hi);
+  absl::Status s;
+  {
+    trace::Span span(trace_name_, "comm", int64_t{sizeof(float)} * bucket.size(), b);
+    s = operation_(b, bucket.lo, bucket.hi);
+  }
   const double seconds = SecondsSince(start);
   absl::MutexLock lock(&mu_);
   stats_.busy_seconds += seconds;

@@ -110,6 +110,7 @@ class BucketEngine {
   const BucketOperation operation_;
   const std::string label_;
   const std::string operation_name_;
+  const char* const trace_name_;  // operation_name_ interned: the bucket's trace span
   const int rank_;
   const BucketPlan plan_;
 

@@ -33,6 +33,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "common/timing/seconds_since.h"
+#include "common/trace/recorder.h"
 
 namespace tandem {
 namespace sync {
@@ -52,7 +53,10 @@ class CommExecutor {
   // capacity > 0. Starts the thread.
   CommExecutor(int64_t capacity, Run run)
       : run_(std::move(run)), ring_(capacity > 0 ? capacity : 1) {
-    thread_ = std::thread([this] { Loop(); });
+    thread_ = std::thread([this] {
+      trace::SetThreadName("comm");
+      Loop();
+    });
   }
   ~CommExecutor() {
     {

@@ -2,6 +2,7 @@
 // (warm-up, small buckets), dense codecs (flat or hierarchical), sparse
 // codecs; and the stochastic-rounding seeds they use.
 #include "common/sync/compressed/compressed_sync_internal.h"
+#include "common/trace/trace.h"
 
 namespace tandem {
 namespace sync {
@@ -50,27 +51,45 @@ absl::Status CompressedSync::RunDense(int b, const BucketLayout& L) {
   }
   float* g = hier_ ? shares_->share() : grads_ + L.lo;
   int64_t after = 0;
-  // Every slice of this rank's x, block j for rank j of the exchange.
-  for (int j = 0; j < W; ++j) {
-    const int64_t len = SliceLength(L, j);
-    EncodeParams p;
-    p.seed = CompressedSeed(seed_step_, b, rank_, j, 0);
-    uint8_t* out = send_.data() + j * L.block;
-    const int64_t at = SliceStart(L, j);
-    after += feedback_ ? ef_->Encode(g + at, L.x_lo + at, len, p, out)
-                       : codec_->Encode(g + at, len, p, out);
+  {
+    trace::Span t("encode", "comm", L.x_n * int64_t{sizeof(float)}, b);
+    // Every slice of this rank's x, block j for rank j of the exchange.
+    for (int j = 0; j < W; ++j) {
+      const int64_t len = SliceLength(L, j);
+      EncodeParams p;
+      p.seed = CompressedSeed(seed_step_, b, rank_, j, 0);
+      uint8_t* out = send_.data() + j * L.block;
+      const int64_t at = SliceStart(L, j);
+      after += feedback_ ? ef_->Encode(g + at, L.x_lo + at, len, p, out)
+                         : codec_->Encode(g + at, len, p, out);
+    }
   }
-  RETURN_IF_ERROR(exchange_->AllToAll(send_.data(), recv_.data(), L.block));
-  // This rank's slice from every rank, summed in fp32 in rank order.
-  std::fill(sum_.begin(), sum_.begin() + L.own_len, 0.f);
-  for (int i = 0; i < W; ++i) codec_->DecodeAdd(recv_.data() + i * L.block, L.own_len, sum_.data());
-  EncodeParams p;
-  p.seed = CompressedSeed(seed_step_, b, rank_, ex_rank_, 1);
-  after += feedback_ ? sum_ef_->Encode(sum_.data(), L.sum_offset, L.own_len, p, sum_block_.data())
-                     : codec_->Encode(sum_.data(), L.own_len, p, sum_block_.data());
-  RETURN_IF_ERROR(exchange_->AllGather(sum_block_.data(), send_.data(), L.block));
-  for (int j = 0; j < W; ++j) {
-    codec_->Decode(send_.data() + j * L.block, SliceLength(L, j), g + SliceStart(L, j));
+  {
+    trace::Span t("all-to-all", "comm", W * L.block, b);
+    RETURN_IF_ERROR(exchange_->AllToAll(send_.data(), recv_.data(), L.block));
+  }
+  {
+    trace::Span t("decode", "comm", W * L.block, b);
+    // This rank's slice from every rank, summed in fp32 in rank order.
+    std::fill(sum_.begin(), sum_.begin() + L.own_len, 0.f);
+    for (int i = 0; i < W; ++i) codec_->DecodeAdd(recv_.data() + i * L.block, L.own_len, sum_.data());
+  }
+  {
+    trace::Span t("encode", "comm", L.own_len * int64_t{sizeof(float)}, b);
+    EncodeParams p;
+    p.seed = CompressedSeed(seed_step_, b, rank_, ex_rank_, 1);
+    after += feedback_ ? sum_ef_->Encode(sum_.data(), L.sum_offset, L.own_len, p, sum_block_.data())
+                       : codec_->Encode(sum_.data(), L.own_len, p, sum_block_.data());
+  }
+  {
+    trace::Span t("allgather", "comm", W * L.block, b);
+    RETURN_IF_ERROR(exchange_->AllGather(sum_block_.data(), send_.data(), L.block));
+  }
+  {
+    trace::Span t("decode", "comm", W * L.block, b);
+    for (int j = 0; j < W; ++j) {
+      codec_->Decode(send_.data() + j * L.block, SliceLength(L, j), g + SliceStart(L, j));
+    }
   }
   stats_.Sent((W + 1) * L.block);
   stats_.Compressed((L.x_n + L.own_len) * int64_t{sizeof(float)}, after);
@@ -107,12 +126,22 @@ absl::Status CompressedSync::RunSparse(int b, const BucketLayout& L) {
   p.seed = CompressedSeed(seed_step_, b, rank_, 0, 0);
   p.workspace = workspace_.data();
   if (thresholds_ != nullptr) p.threshold = thresholds_->threshold(b);
-  const int64_t after = feedback_ ? ef_->Encode(g, L.lo, L.n, p, send_.data())
-                                  : codec_->Encode(g, L.n, p, send_.data());
-  if (thresholds_ != nullptr) thresholds_->Update(b, send_.data(), L.n);
-  RETURN_IF_ERROR(comm_->AllGather(send_.data(), recv_.data(), L.block));
-  std::fill(g, g + L.n, 0.f);
-  for (int i = 0; i < world_size_; ++i) codec_->DecodeAdd(recv_.data() + i * L.block, L.n, g);
+  int64_t after;
+  {
+    trace::Span t("encode", "comm", L.n * int64_t{sizeof(float)}, b);
+    after = feedback_ ? ef_->Encode(g, L.lo, L.n, p, send_.data())
+                      : codec_->Encode(g, L.n, p, send_.data());
+    if (thresholds_ != nullptr) thresholds_->Update(b, send_.data(), L.n);
+  }
+  {
+    trace::Span t("allgather", "comm", world_size_ * L.block, b);
+    RETURN_IF_ERROR(comm_->AllGather(send_.data(), recv_.data(), L.block));
+  }
+  {
+    trace::Span t("decode", "comm", world_size_ * L.block, b);
+    std::fill(g, g + L.n, 0.f);
+    for (int i = 0; i < world_size_; ++i) codec_->DecodeAdd(recv_.data() + i * L.block, L.n, g);
+  }
   stats_.Sent(L.block);
   stats_.Compressed(L.n * int64_t{sizeof(float)}, after);
   if (feedback_) residual_sq_ += ef_->SumOfSquares(L.lo, L.n);

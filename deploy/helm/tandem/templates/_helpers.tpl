@@ -132,3 +132,30 @@ imagePullSecrets:
     defaultMode: 0400
 {{- end }}
 {{- end -}}
+
+{{/* --trace: the flags, the traces folder's mount and its volume (values.trace). */}}
+{{- define "tandem.traceArgs" -}}
+{{- if .Values.trace.enabled }}
+- --trace
+- --trace_steps={{ .Values.trace.steps }}
+- --trace_file=/var/lib/tandem/traces/
+{{- end }}
+{{- end -}}
+
+{{- define "tandem.traceMount" -}}
+{{- if .Values.trace.enabled }}
+- name: traces
+  mountPath: /var/lib/tandem/traces
+{{- end }}
+{{- end -}}
+
+{{- define "tandem.traceVolume" -}}
+{{- if .Values.trace.enabled }}
+- name: traces
+{{- if .Values.trace.volume }}
+{{- toYaml .Values.trace.volume | nindent 2 }}
+{{- else }}
+  emptyDir: {}
+{{- end }}
+{{- end }}
+{{- end -}}
