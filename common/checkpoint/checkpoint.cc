@@ -77,7 +77,8 @@ absl::Status Corrupt(const std::string& path, absl::string_view what) {
 // Buffered writer over a file descriptor; large payloads bypass the buffer.
 class FileWriter {
  public:
-  FileWriter(int fd, const std::string& path) : fd_(fd), path_(path) {
+  FileWriter(int fd, const std::string& path, const WriteOptions& options)
+      : fd_(fd), path_(path), options_(options) {
     buffer_.reserve(kWriteBufferSize);
   }
 
@@ -104,6 +105,7 @@ class FileWriter {
 
  private:
   absl::Status WriteAll(const char* p, size_t n) {
+    if (n > 0 && options_.before_write) RETURN_IF_ERROR(options_.before_write(written_, n));
     while (n > 0) {
       const ssize_t w = ::write(fd_, p, n);
       if (w < 0) {
@@ -119,6 +121,7 @@ class FileWriter {
 
   int fd_;
   const std::string& path_;
+  const WriteOptions& options_;
   std::string buffer_;
   uint64_t written_ = 0;
 };
@@ -480,6 +483,11 @@ const std::vector<float>* Checkpoint::FindOptimizerState(
 
 absl::Status WriteCheckpoint(const std::string& path,
                              const CheckpointView& view) {
+  return WriteCheckpoint(path, view, WriteOptions());
+}
+
+absl::Status WriteCheckpoint(const std::string& path, const CheckpointView& view,
+                             const WriteOptions& options) {
   RETURN_IF_ERROR(ValidateView(path, view));
   static std::atomic<uint64_t> counter{0};
   const std::string tmp =
@@ -490,7 +498,7 @@ absl::Status WriteCheckpoint(const std::string& path,
 
   absl::Status status;
   {
-    FileWriter writer(fd, path);
+    FileWriter writer(fd, path, options);
     status = WriteBody(&writer, view);
   }
   if (status.ok() && ::fsync(fd) != 0) status = ErrnoError("fsync", path, errno);

@@ -56,6 +56,7 @@
 #define TANDEM_COMMON_CHECKPOINT_CHECKPOINT_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -107,7 +108,18 @@ struct ReadOptions {
   std::optional<uint64_t> expected_model_fingerprint;
 };
 
+// Fault injection for tests (the Env pattern): `before_write` runs before
+// each write(2) of the temporary file with the bytes written so far and the
+// size of the next write; an error it returns fails the write there, mid-file,
+// as a full disk would (the temporary file is removed, `path` is untouched).
+// It may also block, to hold a writer mid-file while a test looks on.
+struct WriteOptions {
+  std::function<absl::Status(uint64_t offset, uint64_t bytes)> before_write;
+};
+
 absl::Status WriteCheckpoint(const std::string& path, const CheckpointView& view);
+absl::Status WriteCheckpoint(const std::string& path, const CheckpointView& view,
+                             const WriteOptions& options);
 
 absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path,
                                           const ReadOptions& options);

@@ -329,3 +329,47 @@ TEST(CheckpointTest, FingerprintIsStableAndDiscriminates) {
 }  // namespace
 }  // namespace checkpoint
 }  // namespace tandem
+
+namespace tandem {
+namespace checkpoint {
+namespace {
+
+// A writer that fails mid-file (the test hook, as a full disk or a crash
+// would) leaves the previous file at the path whole and no temporary file.
+TEST(CheckpointTest, AWriteFailingMidFileLeavesThePreviousFile) {
+  Fixture f;
+  const std::string dir = TestDir("midfile");
+  const std::string path = dir + "/ckpt";
+  ASSERT_TRUE(WriteCheckpoint(path, f.View()).ok());
+  const std::string before = ReadFile(path);
+  // Large enough for several write(2) calls: the header is flushed first.
+  const std::vector<float> big = RandomVector(600000, 7);
+  CheckpointView v = f.View();
+  v.step = 9;
+  v.range_lo = 0;
+  v.range_hi = static_cast<int64_t>(big.size());
+  v.total_params = v.range_hi;
+  v.params = big;
+  v.optimizer_name.clear();
+  v.optimizer_state.clear();
+  WriteOptions wo;
+  int calls = 0;
+  uint64_t failed_at = 0;
+  wo.before_write = [&](uint64_t offset, uint64_t) -> absl::Status {
+    if (++calls < 2) return absl::OkStatus();
+    failed_at = offset;
+    return absl::ResourceExhaustedError("test hook: the disk filled up");
+  };
+  absl::Status s = WriteCheckpoint(path, v, wo);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_GT(failed_at, 0u) << "the hook should have failed after some bytes were written";
+  EXPECT_EQ(ReadFile(path), before);
+  EXPECT_EQ(ListDir(dir), std::vector<std::string>{"ckpt"});
+  auto c = ReadCheckpoint(path, f.Expect());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->step, 3);
+}
+
+}  // namespace
+}  // namespace checkpoint
+}  // namespace tandem

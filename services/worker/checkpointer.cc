@@ -98,6 +98,14 @@ absl::StatusOr<bool> Checkpointer::Restore(Generation& g, TrainingState* state) 
   // know whether there is a checkpoint at all.
   std::string path = g.join.resume_from().path();
   restored_path_.clear();
+  ASSIGN_OR_RETURN(recovery_,
+                   memory_.TryRestore(g, path.empty() ? -1 : g.join.resume_from().step()));
+  if (recovery_.restored) {
+    RETURN_IF_ERROR(RestoreFromMemory(g, state));
+    memory_.MarkLive();
+    return true;
+  }
+  memory_.Invalidate();  // the parameters are overwritten from here on
   // header: ok, step, epoch, samples_in_epoch
   int64_t header[4] = {1, 0, 0, 0};
   absl::Status load;
@@ -123,12 +131,37 @@ absl::StatusOr<bool> Checkpointer::Restore(Generation& g, TrainingState* state) 
   RETURN_IF_ERROR(g.sync->StateLoaded());
   RETURN_IF_ERROR(BroadcastModelBuffers(*g.ctl, g.rank(), *model_,
                                         c.has_value() ? c->FindBlob(kBuffersBlob) : nullptr));
-  RETURN_IF_ERROR(BroadcastLossScaler(g, c.has_value() ? &*c : nullptr, &state->loss_scaler));
+  const std::string* scaler = c.has_value() ? c->FindBlob("loss_scaler") : nullptr;
+  RETURN_IF_ERROR(BroadcastLossScaler(g, scaler, 0, &state->loss_scaler));
   state->step = header[1];
   state->cursor = data::Cursor{header[2], 0};
   state->samples_in_epoch = header[3];
   if (!path.empty()) state->checkpoint_step = state->step;
+  memory_.MarkLive();
   return !path.empty();
+}
+
+// Parameters and optimizer state are in place (TryRestore); the rest of a
+// restore, from the source rank: compressed's per-rank state starts at zero
+// (memory_state.h), the model's buffers and the loss scaler are the
+// source's, step and data position the agreed ones.
+absl::Status Checkpointer::RestoreFromMemory(Generation& g, TrainingState* state) {
+  const int source = recovery_.source;
+  LoadExtraState(g, nullptr, "");
+  RETURN_IF_ERROR(g.sync->StateLoaded());
+  const std::string buffers = model_->SaveBuffers();
+  RETURN_IF_ERROR(BroadcastModelBuffers(*g.ctl, g.rank(), *model_, &buffers, source));
+  const std::string scaler = state->loss_scaler;
+  RETURN_IF_ERROR(BroadcastLossScaler(g, &scaler, source, &state->loss_scaler));
+  state->step = recovery_.step;
+  state->cursor = data::Cursor{recovery_.epoch, 0};
+  state->samples_in_epoch = recovery_.samples_in_epoch;
+  // The same on every rank (Write's skip is collective): on disk already
+  // only when the last commit is this very step.
+  const v1::CheckpointRecord& committed = g.join.resume_from();
+  state->checkpoint_step =
+      !committed.path().empty() && committed.step() == state->step ? state->step : -1;
+  return absl::OkStatus();
 }
 
 absl::Status Checkpointer::LoadOnRank0(Generation& g, std::string* path, int64_t header[4],
@@ -248,17 +281,14 @@ void Checkpointer::LoadExtraState(Generation& g, const checkpoint::Checkpoint* c
 }
 
 // fp16's loss-scaler record (a few dozen bytes; none in other modes).
-absl::Status Checkpointer::BroadcastLossScaler(Generation& g, const checkpoint::Checkpoint* c,
+absl::Status Checkpointer::BroadcastLossScaler(Generation& g, const std::string* blob, int root,
                                                std::string* out) {
   char scaler[kMaxScalerBytes + 1] = {0};
-  if (g.rank() == 0 && c != nullptr) {
-    const std::string* blob = c->FindBlob("loss_scaler");
-    if (blob != nullptr && blob->size() <= kMaxScalerBytes) {
-      scaler[0] = static_cast<char>(blob->size());
-      std::memcpy(scaler + 1, blob->data(), blob->size());
-    }
+  if (g.rank() == root && blob != nullptr && blob->size() <= kMaxScalerBytes) {
+    scaler[0] = static_cast<char>(blob->size());
+    std::memcpy(scaler + 1, blob->data(), blob->size());
   }
-  RETURN_IF_ERROR(g.ctl->Broadcast(scaler, sizeof(scaler), 0));
+  RETURN_IF_ERROR(g.ctl->Broadcast(scaler, sizeof(scaler), root));
   out->assign(scaler + 1, static_cast<unsigned char>(scaler[0]));
   return absl::OkStatus();
 }
@@ -276,11 +306,58 @@ struct Checkpointer::WritePlan {
   v1::DataCursor cursor;
 };
 
-absl::StatusOr<std::string> Checkpointer::Write(Generation& g, TrainingState* state) {
+absl::Status Checkpointer::EnableMetrics(Metrics* metrics) {
+  if (metrics_ != nullptr || metrics == nullptr) return absl::OkStatus();
+  ASSIGN_OR_RETURN(metrics_, CheckpointMetrics::Create(metrics));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Checkpointer::WritePeriodic(Generation& g, TrainingState* state) {
   if (o_.dir.empty()) return std::string();
   if (state->step == state->checkpoint_step) return std::string();  // already on disk
   trace::Span span("checkpoint write", "io", -1, state->step);
   ASSIGN_OR_RETURN(WritePlan plan, PlanWrite(g, *state));
+  // Every rank agrees (the plan is all-gathered): only the single-file
+  // layout, written by rank 0 alone, goes to the background.
+  if (!o_.background || !plan.single || plan.on_servers != nullptr) {
+    return WritePlanned(g, state, plan);
+  }
+  RETURN_IF_ERROR(g.sync->SyncStateToHost());  // collective for some strategies
+  if (g.rank() != 0) return std::string();
+  RETURN_IF_ERROR(MakeDirectories(o_.dir));
+  if (bg_ == nullptr) {
+    BackgroundCheckpointOptions bo;
+    bo.write = o_.write_options;
+    bo.metrics = metrics_.get();
+    bg_ = std::make_unique<BackgroundCheckpointWriter>(
+        bo, [this](const v1::CheckpointRecord& r, int64_t generation) {
+          return client_->CommitCheckpoint(r, generation);
+        });
+  }
+  CheckpointSnapshot* snapshot = bg_->Acquire();  // waits for the previous write
+  RETURN_IF_ERROR(WithShardView(g, *state, plan, [&](const checkpoint::CheckpointView& v) {
+    snapshot->Capture(v);
+    return absl::OkStatus();
+  }));
+  bg_->Submit(plan.single_path, Record(g, state->step, plan.cursor, plan.single_path),
+              g.join.generation());
+  return std::string();
+}
+
+absl::StatusOr<std::string> Checkpointer::Write(Generation& g, TrainingState* state) {
+  // A background write in flight finishes first: files reach the disk
+  // and the coordinator in step order.
+  if (bg_ != nullptr) bg_->Drain();
+  if (o_.dir.empty()) return std::string();
+  if (state->step == state->checkpoint_step) return std::string();  // already on disk
+  trace::Span span("checkpoint write", "io", -1, state->step);
+  ASSIGN_OR_RETURN(WritePlan plan, PlanWrite(g, *state));
+  return WritePlanned(g, state, plan);
+}
+
+absl::StatusOr<std::string> Checkpointer::WritePlanned(Generation& g, TrainingState* state,
+                                                       const WritePlan& plan) {
+  const absl::Time start = absl::Now();
   absl::Status wrote = g.sync->SyncStateToHost();
   if (plan.i_write && wrote.ok()) wrote = WriteShard(g, *state, plan);
   // Every shard must be on disk before the manifest names it.
@@ -304,6 +381,9 @@ absl::StatusOr<std::string> Checkpointer::Write(Generation& g, TrainingState* st
                                            "step ", state->step, " checkpoint (see its log)"));
   }
   state->checkpoint_step = state->step;
+  if (metrics_ != nullptr && plan.i_write) {
+    metrics_->RecordWrite(absl::ToDoubleSeconds(absl::Now() - start), -1);
+  }
   return g.rank() == 0 ? plan.path : std::string();
 }
 
@@ -352,9 +432,9 @@ absl::StatusOr<Checkpointer::WritePlan> Checkpointer::PlanWrite(Generation& g,
   return plan;
 }
 
-absl::Status Checkpointer::WriteShard(Generation& g, const TrainingState& state,
-                                      const WritePlan& plan) {
-  RETURN_IF_ERROR(MakeDirectories(o_.dir));
+absl::Status Checkpointer::WithShardView(
+    Generation& g, const TrainingState& state, const WritePlan& plan,
+    const std::function<absl::Status(const checkpoint::CheckpointView&)>& use) {
   tensor::FlatStorage& storage = model_->storage();
   const float* params = storage.params();
   if (!backend_->host_accessible()) {
@@ -386,11 +466,19 @@ absl::Status Checkpointer::WriteShard(Generation& g, const TrainingState& state,
     v.blobs.push_back({"model_spec", o_.model_text});
     if (!state.loss_scaler.empty()) v.blobs.push_back({"loss_scaler", state.loss_scaler});
   }
-  return checkpoint::WriteCheckpoint(
+  return use(v);
+}
+
+absl::Status Checkpointer::WriteShard(Generation& g, const TrainingState& state,
+                                      const WritePlan& plan) {
+  RETURN_IF_ERROR(MakeDirectories(o_.dir));
+  const std::string path =
       plan.single
           ? plan.single_path
-          : absl::StrCat(o_.dir, "/", checkpoint::ShardFileName(state.step, g.rank(), g.world())),
-      v);
+          : absl::StrCat(o_.dir, "/", checkpoint::ShardFileName(state.step, g.rank(), g.world()));
+  return WithShardView(g, state, plan, [&](const checkpoint::CheckpointView& v) {
+    return checkpoint::WriteCheckpoint(path, v, o_.write_options);
+  });
 }
 
 absl::Status Checkpointer::AllWrote(Generation& g, const absl::Status& wrote, int64_t step) {
@@ -421,15 +509,21 @@ checkpoint::Manifest Checkpointer::ManifestHeader(Generation& g, int64_t step) c
   return m;
 }
 
-absl::Status Checkpointer::CommitAt(Generation& g, int64_t step, const v1::DataCursor& cursor,
-                                    const std::string& committed_path) {
+v1::CheckpointRecord Checkpointer::Record(Generation& g, int64_t step,
+                                          const v1::DataCursor& cursor,
+                                          const std::string& committed_path) const {
   v1::CheckpointRecord record;
   record.set_step(step);
   record.set_path(committed_path);
   *record.mutable_cursor() = cursor;
   record.set_world_size(g.world());
   record.set_unix_millis(absl::ToUnixMillis(absl::Now()));
-  return client_->CommitCheckpoint(record);
+  return record;
+}
+
+absl::Status Checkpointer::CommitAt(Generation& g, int64_t step, const v1::DataCursor& cursor,
+                                    const std::string& committed_path) {
+  return client_->CommitCheckpoint(Record(g, step, cursor, committed_path));
 }
 
 absl::Status Checkpointer::CommitShards(Generation& g, const TrainingState& state,

@@ -51,6 +51,8 @@
 #define TANDEM_SERVICES_WORKER_CHECKPOINTER_H_
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -61,9 +63,12 @@
 #include "common/data/sampler.h"
 #include "common/kernels/backend.h"
 #include "common/nn/model.h"
+#include "common/metrics/metrics.h"
 #include "proto/dataserver.pb.h"
+#include "services/worker/background_checkpoint.h"
 #include "services/worker/coordinator_client.h"
 #include "services/worker/generation.h"
+#include "services/worker/memory_state.h"
 
 namespace tandem {
 namespace worker {
@@ -84,6 +89,14 @@ struct TrainingState {
 
 struct CheckpointerOptions {
   std::string dir;            // empty: never write
+  // WritePeriodic in the background where the layout is one file written
+  // by rank 0 (allreduce, hier, compressed); sharded and server-side
+  // checkpoints stay synchronous. --background_checkpoint.
+  bool background = false;
+  checkpoint::WriteOptions write_options;  // test hook: fault injection
+  // Restore continues from the ranks' in-memory state where it can
+  // (memory_state.h); --recover_from_memory.
+  bool recover_from_memory = false;
   std::string model_text;     // the --model string, stored in the file
   uint64_t fingerprint = 0;   // checkpoint::ModelFingerprint of the model
   uint64_t seed = 1;          // initialisation when there is no checkpoint
@@ -94,10 +107,24 @@ class Checkpointer {
  public:
   Checkpointer(CheckpointerOptions options, kernels::Backend* backend, nn::Model* model,
                CoordinatorClient* client)
-      : o_(std::move(options)), backend_(backend), model_(model), client_(client) {}
+      : o_(std::move(options)),
+        backend_(backend),
+        model_(model),
+        client_(client),
+        memory_(o_.recover_from_memory, backend, model) {}
 
-  // True when it resumed from a checkpoint (false: the seeded start).
+  // True when it resumed from a checkpoint or from memory (false: the
+  // seeded start). From memory first (MemoryState::TryRestore, every
+  // rank), else the disk as described above.
   absl::StatusOr<bool> Restore(Generation& g, TrainingState* state);
+  // What the last Restore's agreement decided: from memory (`restored`),
+  // and the newest step any rank had reached (steps redone = reached - step).
+  const MemoryRecovery& last_recovery() const { return recovery_; }
+  // At the end of a generation, before it is destroyed (the trainer's
+  // re-join path): keeps this rank's state for the next Restore.
+  void Retain(Generation& g, const TrainingState& state) {
+    memory_.Retain(g, state.step, state.cursor.epoch, state.samples_in_epoch);
+  }
   // Rank 0, after Restore: the file it loaded ("" for none), and one line
   // per committed checkpoint it skipped as unreadable (taken: cleared).
   const std::string& restored_path() const { return restored_path_; }
@@ -106,7 +133,18 @@ class Checkpointer {
   // no-op when `dir` is empty or the step is already on disk. Returns the
   // committed path on rank 0, "" elsewhere. A rank that could not write its
   // shard makes every rank return an error naming it; nothing is committed.
+  // Synchronous (the end of a run, a STOP): first waits for a background
+  // write in flight.
   absl::StatusOr<std::string> Write(Generation& g, TrainingState* state);
+  // A --checkpoint_every checkpoint (collective, as Write). With `background`
+  // and the single-file layout, rank 0 copies the state into its snapshot
+  // (waiting first if the previous one is still being written) and returns
+  // "" at once: the file is written and committed by the background writer
+  // (background_checkpoint.h); a failure there is a warning and a metric,
+  // never an error here. Otherwise as Write.
+  absl::StatusOr<std::string> WritePeriodic(Generation& g, TrainingState* state);
+  // Registers the checkpoint metrics (once the process's rank label is set).
+  absl::Status EnableMetrics(Metrics* metrics);
 
  private:
   struct WritePlan;  // who writes which shard, and what is committed
@@ -126,15 +164,26 @@ class Checkpointer {
   absl::Status ReshardOptimizerState(Generation& g, checkpoint::Checkpoint* c,
                                      bool from_checkpoint);
   void LoadExtraState(Generation& g, const checkpoint::Checkpoint* c, const std::string& path);
-  absl::Status BroadcastLossScaler(Generation& g, const checkpoint::Checkpoint* c,
+  // `blob` (on `root`; null: none) to every rank's *out.
+  absl::Status BroadcastLossScaler(Generation& g, const std::string* blob, int root,
                                    std::string* out);
+  absl::Status RestoreFromMemory(Generation& g, TrainingState* state);
 
   // Write's steps: plan the shards, write mine, agree every rank wrote,
   // rank 0 commits (shard manifest, or the shard servers save).
   absl::StatusOr<WritePlan> PlanWrite(Generation& g, const TrainingState& state);
+  absl::StatusOr<std::string> WritePlanned(Generation& g, TrainingState* state,
+                                           const WritePlan& plan);
+  // Builds this rank's shard as a view over the live state and hands it to
+  // `use` (write it, or copy it into the background snapshot).
+  absl::Status WithShardView(
+      Generation& g, const TrainingState& state, const WritePlan& plan,
+      const std::function<absl::Status(const checkpoint::CheckpointView&)>& use);
   absl::Status WriteShard(Generation& g, const TrainingState& state, const WritePlan& plan);
   absl::Status AllWrote(Generation& g, const absl::Status& wrote, int64_t step);
   checkpoint::Manifest ManifestHeader(Generation& g, int64_t step) const;
+  v1::CheckpointRecord Record(Generation& g, int64_t step, const v1::DataCursor& cursor,
+                              const std::string& committed_path) const;
   absl::Status CommitAt(Generation& g, int64_t step, const v1::DataCursor& cursor,
                         const std::string& committed_path);
   absl::Status CommitShards(Generation& g, const TrainingState& state, const WritePlan& plan);
@@ -147,6 +196,11 @@ class Checkpointer {
   std::vector<float> host_params_;
   std::string restored_path_;
   std::vector<std::string> warnings_;
+  std::unique_ptr<CheckpointMetrics> metrics_;       // null until EnableMetrics
+  MemoryState memory_;
+  MemoryRecovery recovery_;
+  // Last: its destructor waits for the write in flight, which uses client_.
+  std::unique_ptr<BackgroundCheckpointWriter> bg_;  // made at the first background write
 };
 
 }  // namespace worker

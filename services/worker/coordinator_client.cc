@@ -256,10 +256,15 @@ absl::Status CoordinatorClient::ReportFailure(const std::string& operation, int 
 }
 
 absl::Status CoordinatorClient::CommitCheckpoint(const v1::CheckpointRecord& record) {
+  return CommitCheckpoint(record, generation());
+}
+
+absl::Status CoordinatorClient::CommitCheckpoint(const v1::CheckpointRecord& record,
+                                                 int64_t generation) {
   v1::CommitCheckpointRequest request;
   *request.mutable_job() = Job();
   request.set_worker_id(options_.worker_id);
-  request.set_generation(generation());
+  request.set_generation(generation);
   *request.mutable_checkpoint() = record;
   v1::CommitCheckpointResponse response;
   RetryOptions retry;

@@ -112,6 +112,9 @@ class CoordinatorClient {
                              const std::string& message);
   // Records a durably written checkpoint for the current generation.
   absl::Status CommitCheckpoint(const v1::CheckpointRecord& record);
+  // ... for `generation` (a background write committing a snapshot taken
+  // then: refused when that generation has ended).
+  absl::Status CommitCheckpoint(const v1::CheckpointRecord& record, int64_t generation);
   // Stops heartbeats and leaves; finished = the job completed here.
   absl::Status Leave(bool finished);
 

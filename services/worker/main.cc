@@ -92,6 +92,12 @@ ABSL_FLAG(std::string, inject_nonfinite, "",
 ABSL_FLAG(uint64_t, seed, 1, "Seed for the model initialisation and the data order.");
 ABSL_FLAG(std::string, checkpoint_dir, "", "Where rank 0 writes checkpoints (empty: none).");
 ABSL_FLAG(int64_t, checkpoint_every, 500, "Checkpoint every N steps (0: only at the end).");
+ABSL_FLAG(bool, background_checkpoint, true,
+          "Write --checkpoint_every checkpoints from a host snapshot on a background thread while "
+          "training continues (false: stop every rank while rank 0 writes).");
+ABSL_FLAG(bool, recover_from_memory, true,
+          "After a lost worker or a scale-up, replicated strategies (allreduce, hier, compressed) "
+          "continue from the survivors' in-memory state instead of the last disk checkpoint.");
 ABSL_FLAG(double, bucket_cap_mb, 25.0, "Gradient bucket size in MiB (same as --sync_opt bucket_cap_mb=).");
 ABSL_FLAG(std::string, sync, "allreduce",
           "Gradient sync strategy (registered: see the error for an unknown one), e.g. allreduce.");
@@ -200,6 +206,8 @@ int ReadStepFlags(TrainerOptions* o) {
   o->seed = absl::GetFlag(FLAGS_seed);
   o->checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   o->checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
+  o->background_checkpoint = absl::GetFlag(FLAGS_background_checkpoint);
+  o->recover_from_memory = absl::GetFlag(FLAGS_recover_from_memory);
   o->max_steps = absl::GetFlag(FLAGS_max_steps);
   return 0;
 }

@@ -1,7 +1,8 @@
 // The model's registered buffers (nn::Model::SaveBuffers: BatchNorm running
 // statistics of a torchscript: module) made the same on every rank: rank
 // 0's copy (or `saved`, a checkpoint's, on rank 0) broadcast over the
-// control mesh and loaded everywhere. The checkpointer calls it on every
+// control mesh and loaded everywhere (`root`'s instead of rank 0's: a
+// recovery from memory takes the source rank's). The checkpointer calls it on every
 // restore (start, re-join, generation change); with --broadcast_buffers the
 // trainer also after every step, as PyTorch DDP does by default.
 //
@@ -24,7 +25,7 @@ namespace tandem {
 namespace worker {
 
 absl::Status BroadcastModelBuffers(Communicator& ctl, int rank, nn::Model& model,
-                                   const std::string* saved);
+                                   const std::string* saved, int root = 0);
 
 }  // namespace worker
 }  // namespace tandem

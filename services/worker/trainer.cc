@@ -96,6 +96,13 @@ class Trainer::Loop {
   absl::Status MaybeResizeBatch(Generation& g, GenerationRun& run, int64_t agreed,
                                 const Command& c);
   void ReportFailure(Generation& g, const absl::Status& s);
+  bool Crashed() const { return o_.crash_after_step > 0 && state_.step == o_.crash_after_step; }
+  // The generation ended: this rank's state stays for the next one's
+  // restore (recovery from memory).
+  void RetainState(Generation& g) {
+    state_.loss_scaler = precision_->SerializeState();
+    checkpointer_->Retain(g, state_);
+  }
   void Print(const std::string& line) { progress_sink_(line); }
   // The global batch the options ask for now (0 = batch_size x world): the
   // forced schedule at the current step, else with --batch auto the
@@ -142,13 +149,18 @@ absl::StatusOr<TrainResult> Trainer::Loop::Run() {
     absl::StatusOr<Outcome> outcome = RunGeneration(g);
     if (!outcome.ok()) {
       if (!MembershipChanged(outcome.status())) {
+        if (Crashed()) return outcome.status();  // no Leave: peers see a lost worker
         (void)client_->Leave(false);
         return outcome.status();
       }
       ReportFailure(g, outcome.status());
+      RetainState(g);
       continue;
     }
-    if (*outcome == Outcome::kRejoin) continue;
+    if (*outcome == Outcome::kRejoin) {
+      RetainState(g);
+      continue;
+    }
     return Finish(*outcome);
   }
 }
@@ -224,6 +236,9 @@ absl::Status Trainer::Loop::PrepareStepState() {
       absl::StrCat(model.spec().ToString(), "\n", model.layout().DebugString()));
   ck.seed = o_.seed;
   ck.batch_size = o_.batch_size;
+  ck.background = o_.background_checkpoint;
+  ck.write_options = o_.checkpoint_write_options;
+  ck.recover_from_memory = o_.recover_from_memory;
   checkpointer_ = std::make_unique<Checkpointer>(ck, t_->backend_.get(), &model, client_.get());
   return absl::OkStatus();
 }
@@ -248,6 +263,7 @@ absl::Status Trainer::Loop::CreateRankMetrics(int rank) {
   ASSIGN_OR_RETURN(data::ClientMetrics cm, data::ClientMetrics::Create(t_->metrics_.get()));
   client_metrics_ = std::make_unique<data::ClientMetrics>(cm);
   ASSIGN_OR_RETURN(metrics_, WorkerMetrics::Create(t_->metrics_.get(), o_.sync.strategy));
+  RETURN_IF_ERROR(checkpointer_->EnableMetrics(t_->metrics_.get()));
   EvaluatorOptions eo{o_.data_servers,    o_.eval_dataset, probe_.eval_samples,
                       o_.batch_size,      probe_.inputs.normalize_to_f32,
                       client_metrics_.get()};
@@ -351,11 +367,26 @@ absl::Status Trainer::Loop::RestoreState(Generation& g) {
   }
   precision_->set_rank(g.rank());
   for (const std::string& w : checkpointer_->TakeWarnings()) Print("warning: " + w);
-  if (resumed && g.rank() == 0) {
+  const MemoryRecovery& mem = checkpointer_->last_recovery();
+  // Steps some rank had completed that this generation trains again.
+  const std::string redone =
+      mem.reached >= 0
+          ? absl::StrCat(" (", std::max<int64_t>(0, mem.reached - state_.step), " steps redone)")
+          : "";
+  if (resumed && g.rank() == 0 && mem.restored) {
+    Print(absl::StrCat("recovered from memory at step ", state_.step, redone, " (epoch ",
+                       state_.cursor.epoch + 1, ", sample ", state_.samples_in_epoch,
+                       ") in generation ", g.join.generation(), " with ", g.world(),
+                       " worker(s); state sent from rank ", mem.source, " to ", mem.received,
+                       " rank(s)"));
+  } else if (resumed && g.rank() == 0) {
     Print(absl::StrCat("resumed from ", checkpointer_->restored_path(), " at step ", state_.step,
                        " (epoch ", state_.cursor.epoch + 1, ", sample ", state_.samples_in_epoch,
                        ") in generation ", g.join.generation(), " with ", g.world(),
-                       " worker(s)"));
+                       " worker(s)", redone));
+  } else if (g.rank() == 0 && mem.reached > 0) {  // lost work, no checkpoint to go back to
+    Print(absl::StrCat("restarted from the initial state (no committed checkpoint) in generation ",
+                       g.join.generation(), " with ", g.world(), " worker(s)", redone));
   }
   return absl::OkStatus();
 }
@@ -380,14 +411,17 @@ absl::StatusOr<std::optional<Trainer::Loop::Outcome>> Trainer::Loop::TrainStep(
   trace::Span step_span("step", "step", -1, ctx.step);
   ctx.lr = run.plan.schedule.LearningRate(ctx.step);
   ASSIGN_OR_RETURN(StepOutput out, runner.Run(*g.data, *g.sync, ctx));
-  // Rank 0's BatchNorm statistics everywhere, as PyTorch DDP's default.
-  if (o_.broadcast_buffers) {
-    RETURN_IF_ERROR(BroadcastModelBuffers(*g.ctl, g.rank(), *t_->model_, nullptr));
-  }
+  // The step is applied: from here on a failure leaves this rank's state
+  // at the new step (what a recovery from memory continues from).
   ++state_.step;
   state_.cursor = out.cursor;
   state_.samples_in_epoch =
       state_.cursor.offset + state_.cursor.step_in_epoch * run.plan.global_batch;
+  if (Crashed()) return absl::InternalError(absl::StrCat("crash_after_step ", state_.step));
+  // Rank 0's BatchNorm statistics everywhere, as PyTorch DDP's default.
+  if (o_.broadcast_buffers) {
+    RETURN_IF_ERROR(BroadcastModelBuffers(*g.ctl, g.rank(), *t_->model_, nullptr));
+  }
 
   // Every rank acts on the coordinator's command at the same step.
   const Command c = client_->command();
@@ -409,7 +443,7 @@ absl::StatusOr<std::optional<Trainer::Loop::Outcome>> Trainer::Loop::TrainStep(
   if (vote.rejoin) {
     failure_ = absl::StrCat("generation ", g.join.generation(), " ended",
                             c.reason.empty() ? "" : ": ", c.reason);
-    if (g.rank() == 0) Print(failure_ + "; re-joining and resuming from the last checkpoint");
+    if (g.rank() == 0) Print(failure_ + "; re-joining");
     return Outcome::kRejoin;
   }
   if (vote.stop) {
@@ -503,7 +537,7 @@ absl::Status Trainer::Loop::EvaluateAndCheckpoint(Generation& g, const TrainingP
   if (o_.checkpoint_every > 0 && state_.step % o_.checkpoint_every == 0 &&
       state_.step < plan.total_steps) {
     state_.loss_scaler = precision_->SerializeState();
-    ASSIGN_OR_RETURN(std::string path, checkpointer_->Write(g, &state_));
+    ASSIGN_OR_RETURN(std::string path, checkpointer_->WritePeriodic(g, &state_));
     if (!path.empty()) result_.last_checkpoint = path;
   }
   return absl::OkStatus();

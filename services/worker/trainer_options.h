@@ -21,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/checkpoint/checkpoint.h"
 #include "common/sync/registry.h"
 #include "services/worker/step_precision.h"
 
@@ -94,12 +95,25 @@ struct TrainerOptions {
   int64_t loss_scale_growth_interval = 2000;
   // Fault tests: "STEP[@RANK]:..." steps whose gradients get an inf.
   std::string inject_nonfinite;
+  // Tests (in-process fault tests): right after this step (> 0) Run returns
+  // an error without leaving, as a killed worker looks to its peers.
+  int64_t crash_after_step = 0;
   // ---- Gradient sync: the strategy and all its knobs (bucket_cap_mb,
   // max_grad_norm, --sync_opt keys) ----------------------------------------
   sync::SyncOptions sync;
   // ---- Checkpoints, backend ------------------------------------------------
   std::string checkpoint_dir;             // empty: no checkpoints
   int64_t checkpoint_every = 500;         // steps; 0 = only at the end
+  // --checkpoint_every checkpoints are copied to a host snapshot at the step
+  // boundary and written + committed by a background thread while training
+  // goes on (single-file layouts: allreduce, hier, compressed); false: the
+  // synchronous write that stops every rank.
+  bool background_checkpoint = true;
+  // After a lost worker or a scale-up, replicated strategies (allreduce,
+  // hier, compressed) continue from the survivors' in-memory state at the
+  // last step every one of them completed, instead of the disk checkpoint.
+  bool recover_from_memory = true;
+  checkpoint::WriteOptions checkpoint_write_options;  // tests: fault injection
   // "cpu", or "cuda": on a GPU (CUDA build) the model, gradients and the
   // optimizer step live on the device and the gradient mesh is NCCL (the
   // ctl mesh stays Gloo / shm); without a GPU it falls back to cpu.

@@ -2,6 +2,10 @@
 
 #include <thread>
 
+#include "common/io/file.h"
+#include "gtest/gtest.h"
+#include "proto/coordinator.pb.h"
+
 namespace tandem {
 namespace worker {
 
@@ -23,6 +27,22 @@ std::vector<TrainerRun> RunTrainers(const std::vector<TrainerOptions>& options) 
   }
   for (auto& t : threads) t.join();
   return runs;
+}
+
+absl::StatusOr<std::unique_ptr<dataserver::DataServer>> StartFashionMnistServer() {
+  dataserver::DataServerOptions o;
+  o.datasets = {{"fashion-mnist/train", "/usr/share/datasets/fashion-mnist/train"}};
+  return dataserver::DataServer::Start(o);
+}
+
+void ClearFinishedFlag(const std::string& state_dir) {
+  const std::string path = state_dir + "/coordinator_state.pb";
+  absl::StatusOr<std::string> bytes = ReadFileToString(path);
+  if (!bytes.ok()) return;
+  v1::CoordinatorState s;
+  ASSERT_TRUE(s.ParseFromString(*bytes)) << path;
+  s.set_finished(false);
+  ASSERT_TRUE(WriteFileAtomically(path, s.SerializeAsString()).ok()) << path;
 }
 
 }  // namespace worker

@@ -4,7 +4,12 @@
 // state for the last committed checkpoint and flips one byte in the middle
 // of that file, then kills worker-2 and lets the others go on. The two
 // survivors re-join and rank 0 must not load the damaged file: it warns,
-// naming it, and resumes from the commit before it; the job finishes.
+// naming it, and resumes from the commit before it; the job finishes. The
+// workers run with --recover_from_memory=false (under allreduce the
+// survivors would otherwise continue from memory and read no checkpoint)
+// and --background_checkpoint=false (a snapshot already handed to the
+// background writer but not yet opened leaves no temporary file, so the
+// test could not tell that a newer checkpoint is still to be committed).
 #include <dirent.h>
 #include <signal.h>
 
@@ -67,6 +72,7 @@ TEST(CorruptCheckpointTest, RankZeroFallsBackToThePreviousCommitNamingTheFile) {
   TandemRun r = RunTandem(
       {"local", "--workers=3", "--min-workers=2", "--keep-going", "--settle-seconds=2", "--model=mlp:784,128,10",
        "--epochs=1", "--max-steps=150", "--log-every=5", "--checkpoint-every=10",
+       "--worker-arg=--recover_from_memory=false", "--worker-arg=--background_checkpoint=false",
        "--run-dir=" + run_dir},
       [&](const std::string& line) {
         int64_t step = 0;

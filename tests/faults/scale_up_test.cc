@@ -5,10 +5,12 @@
 // progress lines say so, and the LR follows --lr_scaling linear: 0.05 x
 // 100/50 at world 2, x 150/50 at world 3); the job finishes; and what the
 // final model trained on (the workers' --sample_log_dir, rolled-back steps
-// not counted) is every sample of each epoch exactly once. The new
-// generation resumes at the last checkpoint's sample position (every 7 steps
-// of 100 samples), which need not be a multiple of world 3's global batch of
-// 150: the cursor is a sample offset, not a batch index.
+// not counted) is every sample of each epoch exactly once. The new worker
+// receives the state from rank 0 at the step boundary where the job grew
+// (recovery from memory: 0 steps redone, no checkpoint read); the new
+// generation resumes at that step's sample position, which need not be a
+// multiple of world 3's global batch of 150: the cursor is a sample offset,
+// not a batch index.
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -66,6 +68,12 @@ TEST(ScaleUpTest, AThirdWorkerJoinsMidEpochAndEverySampleIsSeenOnce) {
   EXPECT_TRUE(world2) << r.stdout_text;
   EXPECT_TRUE(world3) << "the third worker never trained:\n" << r.stdout_text;
   EXPECT_TRUE(lr2 && lr3) << "LR not rescaled for the new world:\n" << r.stdout_text;
+  // The new worker got the state from the running ranks: nothing redone,
+  // no disk checkpoint read.
+  EXPECT_TRUE(absl::StrContains(r.stdout_text, " (0 steps redone)")) << r.stdout_text;
+  EXPECT_TRUE(absl::StrContains(r.stdout_text, "state sent from rank 0 to 1 rank(s)"))
+      << r.stdout_text;
+  EXPECT_FALSE(absl::StrContains(r.stdout_text, "resumed from")) << r.stdout_text;
   EXPECT_TRUE(absl::StrContains(ReadFile(run_dir + "/coordinator.log"),
                                 "worker-2 joined; growing the job"));
   // The summary counts the added worker (it said "2 of 2" for a world of 3).

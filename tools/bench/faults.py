@@ -12,11 +12,17 @@ of the epoch should be there exactly once.
 
 Columns: scenario, outcome (survived / refused / clean error / FAILED),
 detect_s (fault to the first console line naming it), recover_s (fault to
-training going on), lost, repeated. "-" where a column does not apply.
+the first training step after it), redone (optimizer steps some rank had
+completed that the job trained again: the "(N steps redone)" of rank 0's
+"recovered from memory at step ...", "resumed from ..." or "restarted from
+the initial state ..." line; 0 when the
+job never rolled back), path (memory / disk / - : where the state came
+from), lost, repeated. "-" where a column does not apply.
 """
 
 import argparse
 import os
+import re
 import signal
 import struct
 import subprocess
@@ -111,6 +117,19 @@ class Run:
         return None
 
 
+REDONE = re.compile(
+    r"^(recovered from memory|resumed from|restarted from the initial state) .*?\((\d+) steps redone\)")
+
+
+def redone_and_path(run):
+    """Steps redone and the path of the first recovery after the fault."""
+    for _, line in run.lines:
+        m = REDONE.match(line)
+        if m:
+            return int(m.group(2)), "memory" if m.group(1).startswith("recovered") else "disk"
+    return 0, "-"
+
+
 def fmt(x):
     return "-" if x is None else ("%.1f" % x if isinstance(x, float) else str(x))
 
@@ -131,7 +150,30 @@ def hung_worker(tandem, root):
     lost, rep = lost_repeated(r.samples)
     ok = r.code == 0 and detect is not None and recover is not None
     return ("hung worker (SIGSTOP 1 of 3, --keep_going)", "survived" if ok else "FAILED",
-            detect - t0 if ok else None, recover - t0 if ok else None, lost, rep)
+            detect - t0 if ok else None, recover - t0 if ok else None) + redone_and_path(r) + (
+                lost, rep)
+
+
+def killed_worker(tandem, root, sync):
+    """SIGKILL 1 of 3 at step 25 (between checkpoints every 10): allreduce and
+    compressed continue from memory, zero1 from the step-20 checkpoint."""
+    state = {}
+
+    def on_line(line, t, run):
+        if "t0" not in state and line.startswith("step 25/"):
+            os.kill(read_pid(run.run_dir, "worker-2"), signal.SIGKILL)
+            state["t0"] = time.monotonic()
+
+    r = Run(tandem, root, "killed-" + sync, ["--keep-going", "--min-workers=2", "--log-every=5",
+                                            "--settle-seconds=2", "--sync=" + sync]).go(on_line)
+    t0 = state.get("t0")
+    detect = r.first(lambda l: "re-joining" in l, t0 or 0)
+    recover = r.first(lambda l: l.startswith("step ") and " world 2 " in l, t0 or 0)
+    lost, rep = lost_repeated(r.samples)
+    ok = r.code == 0 and detect is not None and recover is not None
+    return ("killed worker (SIGKILL 1 of 3, --sync %s)" % sync, "survived" if ok else "FAILED",
+            detect - t0 if ok else None, recover - t0 if ok else None) + redone_and_path(r) + (
+                lost, rep)
 
 
 def service_restart(tandem, root, service):
@@ -152,7 +194,8 @@ def service_restart(tandem, root, service):
     rejoined = any("re-joining" in l for _, l in r.lines)
     ok = r.code == 0 and back is not None and not rejoined
     return ("%s restart (SIGKILL)" % service, "survived" if ok else "FAILED",
-            detect - t0 if detect else None, (stepped or back) - t0 if back else None, lost, rep)
+            detect - t0 if detect else None, (stepped or back) - t0 if back else None) + \
+        redone_and_path(r) + (lost, rep)
 
 
 def restarts_exhausted(tandem, root):
@@ -169,7 +212,7 @@ def restarts_exhausted(tandem, root):
     ok = r.code == 1 and "restart(s) of --max_restarts are used up" in r.stderr
     # detect: from the last kill to tandem local's exit with the error.
     return ("--max_restarts used up", "clean error" if ok else "FAILED",
-            (r.end - state["t"]) if ok else None, None, "-", "-")
+            (r.end - state["t"]) if ok else None, None, "-", "-", "-", "-")
 
 
 def refused_status(tandem, root, name, label, extra, status_args, env, refused):
@@ -194,7 +237,7 @@ def refused_status(tandem, root, name, label, extra, status_args, env, refused):
 
     r = Run(tandem, root, name, ["--epochs=2"] + extra, samples=False).go(on_line)
     ok = r.code == 0 and state.get("refused")
-    return (label, "refused" if ok else "FAILED", state.get("dt"), None, "-", "-")
+    return (label, "refused" if ok else "FAILED", state.get("dt"), None, "-", "-", "-", "-")
 
 
 def no_token(tandem, root):
@@ -221,8 +264,8 @@ def scale_up(tandem, root):
                                               stderr=subprocess.DEVNULL)
             state["t0"] = time.monotonic()
 
-    # 60,000 divides into global batches of 100 and 150; the switch lands on
-    # a checkpoint's sample position, which the new world continues from.
+    # 60,000 divides into global batches of 100 and 150; the new world
+    # continues from the sample position of the step where the job grew.
     r = Run(tandem, root, "scale-up", ["--max-workers=3"], workers=2).go(on_line)
     t0 = state.get("t0")
     added_ok = "adder" in state and state["adder"].wait(timeout=120) == 0
@@ -231,14 +274,15 @@ def scale_up(tandem, root):
     lost, rep = lost_repeated(r.samples)
     ok = r.code == 0 and added_ok and recover is not None
     return ("scale up (tandem add-worker, 2 -> 3)", "survived" if ok else "FAILED",
-            detect - t0 if ok and detect else None, recover - t0 if ok else None, lost, rep)
+            detect - t0 if ok and detect else None, recover - t0 if ok else None) + \
+        redone_and_path(r) + (lost, rep)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tandem", required=True)
     ap.add_argument("--out", default="")
-    ap.add_argument("--only", default="", help="comma-separated scenario numbers (1-7)")
+    ap.add_argument("--only", default="", help="comma-separated scenario numbers (1-10)")
     a = ap.parse_args()
     root = a.out or tempfile.mkdtemp(prefix="tandem-faults-")
     scenarios = [
@@ -249,6 +293,9 @@ def main():
         lambda: no_token(a.tandem, root),
         lambda: scale_up(a.tandem, root),
         lambda: no_certificate(a.tandem, root),
+        lambda: killed_worker(a.tandem, root, "allreduce"),
+        lambda: killed_worker(a.tandem, root, "compressed"),
+        lambda: killed_worker(a.tandem, root, "zero1"),
     ]
     only = {int(x) for x in a.only.split(",") if x}
     rows = []
@@ -258,8 +305,8 @@ def main():
         try:
             rows.append(s())
         except Exception as e:  # a broken scenario is a row, not the end of the table
-            rows.append(("scenario %d" % i, "FAILED (%s)" % e, None, None, "-", "-"))
-    head = ("scenario", "outcome", "detect_s", "recover_s", "lost", "repeated")
+            rows.append(("scenario %d" % i, "FAILED (%s)" % e, None, None, "-", "-", "-", "-"))
+    head = ("scenario", "outcome", "detect_s", "recover_s", "redone", "path", "lost", "repeated")
     table = [head] + [tuple(fmt(x) for x in r) for r in rows]
     widths = [max(len(r[c]) for r in table) for c in range(len(head))]
     for r in table:

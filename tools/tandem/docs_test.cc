@@ -143,7 +143,8 @@ TEST(DocsTest, WorkerFlagTableListsExactlyTheWorkersFlags) {
 // Histogram with a literal name: the only way tandem registers one).
 TEST(DocsTest, MetricsTableListsExactlyTheRegisteredMetrics) {
   const std::set<std::string> registered = NamesInSources(
-      {"services/worker/worker_metrics.cc", "common/data/prefetch_client.cc",
+      {"services/worker/worker_metrics.cc", "services/worker/background_checkpoint.cc",
+       "common/data/prefetch_client.cc",
        "services/dataserver/server_metrics.cc", "services/coordinator/coordinator_server.cc",
        "services/shardserver/shard_metrics.cc"},
       "(?:Counter|Gauge|Histogram)\\(\\s*\"(tandem_[a-z0-9_]+)\"");

@@ -1,0 +1,141 @@
+#include "services/worker/background_checkpoint.h"
+
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <utility>
+
+#include "absl/time/clock.h"
+#include "common/log/log.h"
+#include "common/status/status_macros.h"
+
+namespace tandem {
+namespace worker {
+
+absl::StatusOr<std::unique_ptr<CheckpointMetrics>> CheckpointMetrics::Create(Metrics* m) {
+  std::unique_ptr<CheckpointMetrics> c(new CheckpointMetrics());
+  ASSIGN_OR_RETURN(c->write_seconds_,
+                   m->Histogram("tandem_checkpoint_write_seconds",
+                                "Seconds to write, fsync and commit one checkpoint this rank "
+                                "wrote (on the writer thread when in the background).",
+                                Metrics::LatencyBuckets()));
+  ASSIGN_OR_RETURN(c->snapshot_bytes_,
+                   m->Gauge("tandem_checkpoint_snapshot_bytes",
+                            "Host bytes of the background checkpoint snapshot (one at a time)."));
+  ASSIGN_OR_RETURN(c->waits_, m->Counter("tandem_checkpoint_waits_total",
+                                         "Checkpoint steps that waited for the previous "
+                                         "background write to finish."));
+  ASSIGN_OR_RETURN(c->wait_seconds_,
+                   m->Counter("tandem_checkpoint_wait_seconds_total",
+                              "Seconds checkpoint steps waited for the previous background write."));
+  ASSIGN_OR_RETURN(c->failures_,
+                   m->Counter("tandem_checkpoint_failures_total",
+                              "Background checkpoints that were not committed (write or commit "
+                              "failed; the previous committed checkpoint stays)."));
+  return c;
+}
+
+void CheckpointMetrics::RecordWrite(double seconds, int64_t snapshot_bytes) {
+  write_seconds_->Observe(seconds);
+  if (snapshot_bytes >= 0) snapshot_bytes_->Set(static_cast<double>(snapshot_bytes));
+}
+
+void CheckpointMetrics::RecordWait(double seconds) {
+  waits_->Increment();
+  wait_seconds_->Increment(seconds);
+}
+
+void CheckpointMetrics::RecordFailure() { failures_->Increment(); }
+
+BackgroundCheckpointWriter::BackgroundCheckpointWriter(BackgroundCheckpointOptions options,
+                                                       CommitFn commit)
+    : o_(std::move(options)), commit_(std::move(commit)) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+BackgroundCheckpointWriter::~BackgroundCheckpointWriter() {
+  {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(this, &BackgroundCheckpointWriter::Idle));
+    quit_ = true;
+  }
+  thread_.join();
+}
+
+CheckpointSnapshot* BackgroundCheckpointWriter::Acquire() {
+  const absl::Time start = absl::Now();
+  bool waited = false;
+  {
+    absl::MutexLock lock(&mu_);
+    waited = busy_;
+    mu_.Await(absl::Condition(this, &BackgroundCheckpointWriter::Idle));
+  }
+  if (waited && o_.metrics != nullptr) {
+    o_.metrics->RecordWait(absl::ToDoubleSeconds(absl::Now() - start));
+  }
+  return &snapshot_;
+}
+
+void BackgroundCheckpointWriter::Submit(std::string path, v1::CheckpointRecord record,
+                                        int64_t generation) {
+  absl::MutexLock lock(&mu_);
+  DCHECK(!busy_);
+  job_.path = std::move(path);
+  job_.record = std::move(record);
+  job_.generation = generation;
+  busy_ = true;
+}
+
+BackgroundCheckpointWriter::Outcome BackgroundCheckpointWriter::Drain() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(this, &BackgroundCheckpointWriter::Idle));
+  return last_;
+}
+
+int64_t BackgroundCheckpointWriter::in_flight_step() const {
+  absl::MutexLock lock(&mu_);
+  return busy_ ? job_.record.step() : -1;
+}
+
+void BackgroundCheckpointWriter::Loop() {
+  // Below the training threads: checksumming and copying into the page
+  // cache take CPU, and on a machine whose cores training fills the write
+  // should use what is left rather than slow the step (Linux: per-thread
+  // nice). Failure to lower it only costs speed.
+  (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), o_.nice);
+  while (true) {
+    Job job;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &BackgroundCheckpointWriter::HasWorkOrQuit));
+      if (quit_ && !busy_) return;
+      job = job_;  // the snapshot stays ours until busy_ is cleared
+    }
+    const absl::Time start = absl::Now();
+    absl::Status s = Write(job);
+    if (o_.metrics != nullptr) {
+      if (s.ok()) {
+        o_.metrics->RecordWrite(absl::ToDoubleSeconds(absl::Now() - start), snapshot_.bytes());
+      } else {
+        o_.metrics->RecordFailure();
+      }
+    }
+    if (!s.ok()) {
+      LOG(WARNING) << "background checkpoint at step " << job.record.step() << " (" << job.path
+                   << ") was not committed: " << s.message()
+                   << "; the previous committed checkpoint stays the one to resume from";
+    }
+    absl::MutexLock lock(&mu_);
+    last_ = Outcome{job.record.step(), job.path, s};
+    busy_ = false;
+  }
+}
+
+absl::Status BackgroundCheckpointWriter::Write(const Job& job) {
+  RETURN_IF_ERROR(checkpoint::WriteCheckpoint(job.path, snapshot_.View(), o_.write));
+  return commit_(job.record, job.generation);
+}
+
+}  // namespace worker
+}  // namespace tandem
