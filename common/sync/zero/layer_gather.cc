@@ -20,6 +20,24 @@ const char* GatherRouteName(GatherRoute r) {
   return "?";
 }
 
+GatherRoute CheapestGatherRoute(const GatherLinkCosts& c) {
+  double best = c.allreduce;
+  GatherRoute route = GatherRoute::kAllReduce;
+  if (c.broadcast >= 0 && (best < 0 || c.broadcast < best)) {
+    best = c.broadcast;
+    route = GatherRoute::kBroadcast;
+  }
+  if (c.allgather >= 0 && (best < 0 || c.allgather <= best)) route = GatherRoute::kAllGather;
+  return route;
+}
+
+GatherRoute RoundGatherRoute(int world, int nodes, bool two_level) {
+  GatherLinkCosts c;
+  c.allgather = world - 1;  // per float of a shard's part of the round
+  if (two_level && nodes > 0) c.broadcast = static_cast<double>(nodes - 1) * (world / nodes);
+  return CheapestGatherRoute(c);
+}
+
 namespace {
 
 // The largest owned piece of [lo, hi).
@@ -61,16 +79,12 @@ GatherRoute LayerGather::RouteFor(int64_t lo, int64_t hi) const {
   if (nodes_ == 1 && single_node_) return GatherRoute::kBroadcast;
   const double n = world_size_, g = static_cast<double>(hi - lo);
   const int64_t b = LargestPiece(map_, lo, hi);
-  double best = 2 * (n - 1) / n * g;  // allreduce
-  GatherRoute route = GatherRoute::kAllReduce;
-  if (broadcast_.two_level() && (nodes_ - 1) * g < best) {
-    best = (nodes_ - 1) * g;
-    route = GatherRoute::kBroadcast;
-  }
-  if (b * world_size_ <= static_cast<int64_t>(blocks_.size()) && (n - 1) * b <= best) {
-    route = GatherRoute::kAllGather;
-  }
-  return route;
+  GatherLinkCosts c;
+  c.allreduce = 2 * (n - 1) / n * g;
+  // The owners' node link, when they sit on one node (a layer's usual case).
+  if (broadcast_.two_level()) c.broadcast = (nodes_ - 1) * g;
+  if (b * world_size_ <= static_cast<int64_t>(blocks_.size())) c.allgather = (n - 1) * b;
+  return CheapestGatherRoute(c);
 }
 
 absl::Status LayerGather::Run(float* params, int64_t lo, int64_t hi, int64_t* bytes) {

@@ -50,6 +50,27 @@ namespace sync {
 enum class GatherRoute { kAllGather, kAllReduce, kBroadcast };
 const char* GatherRouteName(GatherRoute r);
 
+// The rule every ZeRO parameter gather picks its collective by: the route
+// with the fewest floats on the busiest link. A cost < 0 means the route
+// cannot run there. Ties go to the allgather, then the allreduce; at least
+// one cost must be >= 0.
+struct GatherLinkCosts {
+  double allgather = -1;
+  double allreduce = -1;
+  double broadcast = -1;
+};
+GatherRoute CheapestGatherRoute(const GatherLinkCosts& costs);
+
+// zero1/zero2's gather rounds (zero_sync.h: C floats of every one of the N
+// shards per round) among `nodes` nodes: one flat ring allgather puts
+// (N - 1) C on every link; with `two_level` (PieceBroadcast over nodes of
+// equal size L = N / nodes) each rank's C floats go once to every other
+// node and then through shm, (nodes - 1) L C on each node's link. So the
+// two levels win at equal nodes of several ranks; one rank per node, unequal
+// nodes and one node keep the ring. Allreduce has no part (the round's
+// floats are not one contiguous range).
+GatherRoute RoundGatherRoute(int world, int nodes, bool two_level);
+
 class LayerGather {
  public:
   // `groups` may be null (flat over `world`). `units`: the ranges Run will

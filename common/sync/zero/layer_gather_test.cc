@@ -79,6 +79,24 @@ TEST(LayerGather, EveryRankGetsTheOwnersValuesAtEveryLayout) {
   }
 }
 
+// zero1/zero2's rounds: two levels only where they put fewer bytes on a
+// node's link than the ring, i.e. at equal nodes of several ranks.
+TEST(RoundGatherRoute, TwoLevelsOnlyAtEqualNodesOfSeveralRanks) {
+  EXPECT_EQ(RoundGatherRoute(4, 2, true), GatherRoute::kBroadcast);   // 2x2: 2C vs 3C
+  EXPECT_EQ(RoundGatherRoute(8, 4, true), GatherRoute::kBroadcast);   // 4x2: 6C vs 7C
+  EXPECT_EQ(RoundGatherRoute(4, 4, true), GatherRoute::kAllGather);   // 4x1: a tie, the ring
+  EXPECT_EQ(RoundGatherRoute(3, 2, false), GatherRoute::kAllGather);  // 2+1
+  EXPECT_EQ(RoundGatherRoute(4, 1, false), GatherRoute::kAllGather);  // one node
+}
+
+TEST(CheapestGatherRoute, FewestFloatsOnTheBusiestLinkTiesToAllGather) {
+  EXPECT_EQ(CheapestGatherRoute({3, 2, 1}), GatherRoute::kBroadcast);
+  EXPECT_EQ(CheapestGatherRoute({2, 2, 2}), GatherRoute::kAllGather);
+  EXPECT_EQ(CheapestGatherRoute({-1, 2, 2}), GatherRoute::kAllReduce);
+  EXPECT_EQ(CheapestGatherRoute({-1, -1, 5}), GatherRoute::kBroadcast);
+  EXPECT_EQ(CheapestGatherRoute({9, -1, -1}), GatherRoute::kAllGather);
+}
+
 }  // namespace
 }  // namespace sync
 }  // namespace tandem

@@ -17,6 +17,7 @@ StrategyInfo Zero1Info() {
       "ZeRO-1: bucketed gradient allreduce overlapped with backward; each rank keeps optimizer state for its 1/N slice, steps it, and the slices are allgathered";
   info.options = ZeroOptionInfo();
   info.validate = ValidateZeroOptions;
+  info.uses_node_groups = ZeroUsesNodeGroups;
   return info;
 }
 

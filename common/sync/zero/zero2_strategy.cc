@@ -17,6 +17,7 @@ StrategyInfo Zero2Info() {
       "ZeRO-2: gradient buckets reduced to their owners' 1/N shards while backward runs; sharded optimizer state and step; the slices are allgathered";
   info.options = ZeroOptionInfo();
   info.validate = ValidateZeroOptions;
+  info.uses_node_groups = ZeroUsesNodeGroups;
   return info;
 }
 

@@ -13,6 +13,7 @@
 #include "common/sync/bucket/comm_executor.h"
 #include "common/sync/grad_clip.h"
 #include "common/sync/step_guard.h"
+#include "common/sync/zero/layer_gather.h"
 #include "common/sync/zero/zero_parts.h"
 #include "common/tensor/param_hook.h"
 #include "common/timing/seconds_since.h"
@@ -55,7 +56,10 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
         layer_ranges_(o.layer_ranges),
         overlap_(!device_ && o.overlap_allgather && !o.layer_ranges.empty() &&
                  o.comm->world_size() > 1),
-        gather_group_mb_(o.gather_group_mb) {}
+        gather_group_mb_(o.gather_group_mb),
+        broadcast_(o.comm, o.groups),
+        round_route_(RoundGatherRoute(world_, o.groups == nullptr ? 1 : o.groups->num_nodes,
+                                      broadcast_.two_level())) {}
 
   // gatherer_, the last member, stops first (after the collective in
   // flight, if any).
@@ -72,6 +76,10 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
       if (o.overlap_allgather && !o.layer_ranges.empty() && world_ > 1) {
         LOG(INFO) << label_ << ": overlap=1 is host-only; gathering at the end of each step";
       }
+    }
+    if (!device_ && rank_ == 0 && round_route_ == GatherRoute::kBroadcast) {
+      LOG(INFO) << label_ << ": parameter gather rounds in two levels (" << o.groups->num_nodes
+                << " nodes of " << world_ / o.groups->num_nodes << " ranks)";
     }
     if (overlap_) {
       // Forward order need not be address order; together they must tile
@@ -349,6 +357,7 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
   absl::Status GatherRound(int64_t off, int64_t step, int64_t* bytes) {
     const int64_t S = map_.shard_size();
     const int64_t c = std::min(chunk_, S - off);
+    if (round_route_ == GatherRoute::kBroadcast) return BroadcastRound(off, c, step, bytes);
     const int64_t first = int64_t{rank_} * S + off;
     const float* in = params_ + first;
     if (first + c > size_) {
@@ -374,6 +383,25 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
     return absl::OkStatus();
   }
 
+  // One round in two levels: rank j's floats [off, off + c) of its shard
+  // (its real part; padding is never sent) by PieceBroadcast, in rank
+  // order, in place. No staging.
+  absl::Status BroadcastRound(int64_t off, int64_t c, int64_t step, int64_t* bytes) {
+    const int64_t S = map_.shard_size();
+    for (int j = 0; j < world_; ++j) {
+      const int64_t lo = int64_t{j} * S + off;
+      const int64_t hi = std::min(lo + c, size_);
+      if (hi <= lo) break;  // this and later shards are padding here
+      absl::Status s = broadcast_.Run(map_, params_, lo, hi, bytes);
+      if (!s.ok()) {
+        return absl::Status(s.code(), absl::StrCat(label_, ": two-level parameter broadcast at step ",
+                                                   step, " on rank ", rank_, " failed: ",
+                                                   s.message()));
+      }
+    }
+    return absl::OkStatus();
+  }
+
   const ZeroStage stage_;
   const std::string label_;
   Communicator* const comm_;
@@ -394,6 +422,8 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
   const std::vector<std::pair<int64_t, int64_t>> layer_ranges_;
   const bool overlap_;
   const double gather_group_mb_;  // overlap: MiB per gather round
+  PieceBroadcast broadcast_;      // two levels at equal nodes (else unused)
+  const GatherRoute round_route_;  // kAllGather (flat ring) or kBroadcast
   OwnedShard shard_;          // set in Start
 
   // Sized in Start, never resized.
@@ -474,11 +504,14 @@ absl::Status ValidateZeroOptions(const SyncOptions& options) {
   return absl::OkStatus();
 }
 
+bool ZeroUsesNodeGroups(const SyncOptions&) { return true; }
+
 absl::StatusOr<std::unique_ptr<GradientSync>> CreateZeroSyncForRegistry(
     ZeroStage stage, const SyncOptions& options, SyncEnv env) {
   ZeroSyncOptions o;
   o.stage = stage;
   o.comm = env.comms->world.get();
+  o.groups = env.comms;
   o.params = env.params;
   o.grads = env.grads;
   o.size = env.size;

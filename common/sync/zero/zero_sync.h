@@ -46,6 +46,15 @@
 // final when FinishStep returns (checkpoints read only it). The wait the
 // model sees is exposed comm time. On by default (overlap=1).
 //
+// Gather rounds (both overlap modes) take the route of RoundGatherRoute
+// (layer_gather.h, LayerGather's rule: fewest bytes on the busiest link):
+// the ring allgather above, or, given node groups with equal nodes of
+// several ranks (L each, M nodes), every rank's C floats broadcast in two
+// levels (PieceBroadcast: once to the same local rank of every other node,
+// then through shm inside each node): (M - 1) L C floats on a node's link
+// instead of the ring's (N - 1) C (2x2: 2 C instead of 3 C). One rank per
+// node, unequal nodes, one node, or no groups: the ring.
+//
 // Memory per rank (memory()): parameters n floats (replicated); reduced
 // gradients n floats (zero1, in the model's buffer) or S floats (zero2;
 // backward's own n-float buffer is the model's and is not counted);
@@ -85,6 +94,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/comm/communicator.h"
+#include "common/comm/groups.h"
 #include "common/optim/device_stepper.h"
 #include "common/optim/optimizer.h"
 #include "common/shard/zero_shard_map.h"
@@ -115,6 +125,10 @@ struct ZeroSyncOptions {
   bool overlap_allgather = false;
   // overlap_allgather: MiB per gather round over all shards (> 0).
   double gather_group_mb = 1;
+  // The generation's node groups (borrowed; may be null: flat rounds). With
+  // nodes of equal size and several ranks each, every round goes in two
+  // levels (see "Gather rounds" above).
+  const CommGroups* groups = nullptr;
   // Called once with this rank's owned range (ZeroShardMap::owned(rank)).
   std::function<absl::StatusOr<std::unique_ptr<optim::Optimizer>>(optim::ParamRange)>
       make_optimizer;
@@ -143,6 +157,9 @@ absl::StatusOr<std::unique_ptr<ZeroSync>> CreateZeroSync(ZeroSyncOptions options
 // their check (overlap must be 0 or 1).
 std::vector<OptionInfo> ZeroOptionInfo();
 absl::Status ValidateZeroOptions(const SyncOptions& options);
+// The gather rounds go in two levels when the node groups are there
+// (StrategyInfo::uses_node_groups): always true.
+bool ZeroUsesNodeGroups(const SyncOptions& options);
 
 // The registry's factory for `stage` (zero1_strategy.cc, zero2_strategy.cc).
 absl::StatusOr<std::unique_ptr<GradientSync>> CreateZeroSyncForRegistry(
