@@ -4,18 +4,13 @@
 
 #include <cmath>
 
+#include "common/numeric/mix64.h"
+
 namespace tandem {
 namespace codec {
 namespace {
 
-uint64_t Mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x;
-}
+using numeric::Mix64;
 
 // (0, 1]: never 0, so the logarithm is finite.
 double Uniform(uint64_t seed, uint64_t i) {

@@ -2,22 +2,13 @@
 // (warm-up, small buckets), dense codecs (flat or hierarchical), sparse
 // codecs; and the stochastic-rounding seeds they use.
 #include "common/sync/compressed/compressed_sync_internal.h"
+
+#include "common/numeric/mix64.h"
 #include "common/trace/trace.h"
 
 namespace tandem {
 namespace sync {
-namespace {
-
-uint64_t Mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x;
-}
-
-}  // namespace
+using numeric::Mix64;
 
 uint64_t CompressedSeed(int64_t step, int bucket, int rank, int slice, int stage) {
   uint64_t h = Mix64(static_cast<uint64_t>(step) + 0x9e3779b97f4a7c15ull);
