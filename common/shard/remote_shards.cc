@@ -347,13 +347,16 @@ void RemoteShards::RunClose(Lane* l, bool failed, const std::vector<const void*>
   absl::Status s;
   int64_t dups = 0;
   if (!failed && l->stream->open()) {
+    // A failed Finish, or a reopen whose resend failed, leaves the stream
+    // closed: each retry reopens it (resending what it carried) first.
     for (int attempt = 1;; ++attempt) {
-      absl::StatusOr<v1::PushGradientsResponse> r = l->stream->Finish();
-      s = r.status();
-      if (r.ok()) dups = r->duplicates();
+      if (!l->stream->open()) s = ReopenStream(l, data);
+      if (s.ok()) {
+        absl::StatusOr<v1::PushGradientsResponse> r = l->stream->Finish();
+        s = r.status();
+        if (r.ok()) dups = r->duplicates();
+      }
       if (s.ok() || !Retryable(s) || attempt >= options_.push_attempts) break;
-      s = ReopenStream(l, data);
-      if (!s.ok() && !Retryable(s)) break;
     }
   }
   if (l->stream->open()) l->stream->Cancel();
