@@ -93,6 +93,19 @@ if [ -e "$run_dir" ]; then
   failures=$((failures + 1))
 fi
 
+# tandem plan for GPU clusters, through the binary's own flag parsing: the
+# datasheet profile is named in the output, the H100's memory is checked,
+# and bad GPU choices exit 2 with what is known.
+gpt2='gpt:layers=12,heads=12,width=768,context=1024,vocab=50304'
+expect 0 'profile: datasheet-derived, not measured: NVIDIA H100 SXM5 80GB, bf16' \
+  plan --gpu h100 --model "$gpt2" --nodes 2 --workers_per_node 8 --batch_size 8
+expect 0 '80 GB per worker' plan --gpu=h100 --model "$gpt2" --workers_per_node 8
+expect 0 '"tied": \[' plan --gpu a100 --gpu_math tf32 --model "$gpt2" --json
+expect 2 "unknown GPU 'v100' \(known: h200, h100, a100\)" plan --gpu v100
+expect 2 'known: bf16, tf32, fp32' plan --gpu h100 --gpu_math fp8
+expect 2 'give --gpu or those, not both' plan --gpu h100 --calibrate
+expect 2 'tie_fraction must be in \[0, 1\)' plan --tie_fraction 1.5
+
 if [ "$failures" != 0 ]; then
   echo "$failures failure(s)"
   exit 1
