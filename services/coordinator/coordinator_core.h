@@ -21,7 +21,19 @@
 // heartbeat came for its tolerance, max(heartbeat_period x heartbeat_misses,
 // step_time_factor x its reported step time). When CheckLiveness itself was
 // not called for `stall_gap` (this process was stopped or starved: the
-// silence was its own), every member gets a fresh tolerance instead.
+// silence was its own), every member gets a fresh tolerance instead. A rank
+// that reports a failed collective ends the generation at once; when it
+// also saw the peer's process exit (ReportFailureRequest.peer_exited: the
+// shm transport checks the pid), that member is lost at once, without
+// waiting for its heartbeats. A report without that evidence removes
+// nobody: a slow-but-alive rank stays expected in the next rendezvous.
+// Members silent past their tolerance, or seen to exit, are listed in
+// GetJobStatus (`lost`).
+//
+// The rendezvous after a generation ended forms as soon as every member of
+// that generation not lost and not left has joined again (and min_workers
+// are there), instead of waiting settle_time after the last join; one
+// still missing keeps the settle_time rule (and max_workers forms at once).
 //
 // The step times heartbeats carry (HeartbeatRequest.timing) feed a
 // StragglerDetector (straggler_detector.h): a named rank is logged and
@@ -160,6 +172,9 @@ class CoordinatorCore {
     v1::WorkerProgress progress;
     bool left = false;
     bool finished = false;
+    // Expelled for silence or seen to exit: the next rendezvous does not
+    // wait for it.
+    bool gone = false;
   };
   static constexpr int kMaxLost = 64;
   static constexpr int kMaxShardServers = 1024;
@@ -182,6 +197,11 @@ class CoordinatorCore {
   bool IsNewIncarnation(const v1::JoinRequest& request) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // How long `m` may be silent (see the header comment).
   absl::Duration Tolerance(const Member& m) const;
+  // Marks `m` gone and lists it in lost_ with `reason`.
+  void MarkLost(Member& m, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Recovering, and every member of the ended generation is back in the
+  // rendezvous, lost or left.
+  bool EveryLiveMemberRejoined() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Snapshot under mu_, write outside it (locks are released around I/O).
   void Persist() ABSL_LOCKS_EXCLUDED(mu_);
   v1::CoordinatorState StateLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -3,6 +3,10 @@
 // the step time it reports; after a restart from the state directory, a
 // worker of a new job incarnation resumes the job from its checkpoint
 // instead of being refused as a duplicate of the stored generation.
+// Issue 34: a rank reported as exited by a peer is lost at once, without
+// waiting for its heartbeats, and the rendezvous after it forms as soon as
+// every member still alive is back; a rank reported without that evidence
+// (slow, not dead) is not removed.
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -191,6 +195,133 @@ TEST(Incarnation, WithoutIncarnationsAnUnconfirmedMemberIsNoDuplicate) {
   ASSERT_TRUE(g[0].ok()) << g[0].status();
   ASSERT_TRUE(g[1].ok()) << g[1].status();
   EXPECT_EQ(g[1]->resume_from().step(), 300);
+}
+
+// Three members in generation 1; settle_time so long that a rendezvous can
+// only form by max_workers or by every live member being back.
+CoordinatorOptions ThreeOptions(ManualClock* clock) {
+  CoordinatorOptions o = Options(clock);
+  o.min_workers = 2;
+  o.max_workers = 3;
+  o.settle_time = absl::Hours(1);
+  return o;
+}
+
+// Joins `ids` concurrently; the replies in the same order.
+std::vector<absl::StatusOr<v1::JoinResponse>> JoinAll(CoordinatorCore& core,
+                                                      const std::vector<std::string>& ids) {
+  std::vector<absl::StatusOr<v1::JoinResponse>> out(ids.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    threads.emplace_back([&, i] { out[i] = core.Join(Req(ids[i], ""), absl::Seconds(20)); });
+  }
+  for (std::thread& t : threads) t.join();
+  return out;
+}
+
+int RankOf(const std::vector<absl::StatusOr<v1::JoinResponse>>& g, int i) {
+  return g[i].ok() ? g[i]->rank() : -1;
+}
+
+v1::ReportFailureRequest Report(const std::string& from, int rank, int peer, bool exited) {
+  v1::ReportFailureRequest r;
+  r.mutable_job()->set_job_id("job");
+  r.set_worker_id(from);
+  r.set_generation(1);
+  r.set_rank(rank);
+  r.set_operation("training step");
+  r.set_peer_rank(peer);
+  r.set_peer_exited(exited);
+  r.set_message("shm allreduce on rank 0: rank 2 (pid 1) exited");
+  return r;
+}
+
+TEST(ReportedExit, TheExitedRankIsLostAtOnceAndTheRendezvousGoesOnWithoutIt) {
+  ManualClock clock;
+  auto core = CoordinatorCore::Create(ThreeOptions(&clock));
+  ASSERT_TRUE(core.ok());
+  auto g = JoinAll(**core, {"w0", "w1", "w2"});
+  ASSERT_TRUE(g[0].ok() && g[1].ok() && g[2].ok());
+  // The clock never moves: no heartbeat was missed when the report came.
+  ASSERT_TRUE((*core)->ReportFailure(Report("w0", RankOf(g, 0), RankOf(g, 2), true)).ok());
+  const v1::HeartbeatResponse hb = Beat(**core, "w1", 1);
+  EXPECT_EQ(hb.command(), v1::HeartbeatResponse::REJOIN);
+  EXPECT_TRUE(hb.failure());
+  EXPECT_TRUE(absl::StrContains(hb.reason(), "(w2) exited (seen by rank ")) << hb.reason();
+  v1::GetJobStatusResponse s = (*core)->GetJobStatus();
+  ASSERT_EQ(s.lost_size(), 1);
+  EXPECT_EQ(s.lost(0).worker_id(), "w2");
+  EXPECT_FALSE((*core)->CheckLiveness());
+  // The survivors alone form generation 2: no settle_time, no w2.
+  auto g2 = JoinAll(**core, {"w0", "w1"});
+  ASSERT_TRUE(g2[0].ok()) << g2[0].status();
+  ASSERT_TRUE(g2[1].ok()) << g2[1].status();
+  EXPECT_EQ(g2[0]->generation(), 2);
+  EXPECT_EQ(g2[0]->world_size(), 2);
+  EXPECT_EQ((*core)->restarts(), 1);
+}
+
+TEST(ReportedExit, AReportWithoutEvidenceOfAnExitRemovesNobody) {
+  ManualClock clock;
+  auto core = CoordinatorCore::Create(ThreeOptions(&clock));
+  ASSERT_TRUE(core.ok());
+  auto g = JoinAll(**core, {"w0", "w1", "w2"});
+  ASSERT_TRUE(g[0].ok() && g[1].ok() && g[2].ok());
+  // w0 blames w2 (a timeout, a reset connection), but w2 is only slow.
+  ASSERT_TRUE((*core)->ReportFailure(Report("w0", RankOf(g, 0), RankOf(g, 2), false)).ok());
+  EXPECT_EQ(Beat(**core, "w1", 1).command(), v1::HeartbeatResponse::REJOIN);
+  EXPECT_EQ((*core)->GetJobStatus().lost_size(), 0);
+  std::vector<absl::StatusOr<v1::JoinResponse>> survivors;
+  std::thread rejoin([&] { survivors = JoinAll(**core, {"w0", "w1"}); });
+  // Both survivors wait in the rendezvous (for w2, not for settle_time) ...
+  while (!absl::StartsWith((*core)->GetJobStatus().message(), "2 of min 2 ")) {
+    std::this_thread::yield();
+  }
+  // ... until the slow rank comes back: all three form generation 2.
+  auto slow = (*core)->Join(Req("w2", ""), absl::Seconds(20));
+  rejoin.join();
+  ASSERT_TRUE(slow.ok()) << slow.status();
+  ASSERT_TRUE(survivors[0].ok() && survivors[1].ok());
+  for (const auto& r : {*survivors[0], *survivors[1], *slow}) {
+    EXPECT_EQ(r.generation(), 2);
+    EXPECT_EQ(r.world_size(), 3);
+  }
+}
+
+TEST(ReportedExit, AnExitReportForAnotherGenerationOrAFakeRankChangesNothing) {
+  ManualClock clock;
+  auto core = CoordinatorCore::Create(ThreeOptions(&clock));
+  ASSERT_TRUE(core.ok());
+  auto g = JoinAll(**core, {"w0", "w1", "w2"});
+  ASSERT_TRUE(g[0].ok() && g[1].ok() && g[2].ok());
+  v1::ReportFailureRequest stale = Report("w0", RankOf(g, 0), RankOf(g, 2), true);
+  stale.set_generation(0);
+  ASSERT_TRUE((*core)->ReportFailure(stale).ok());
+  ASSERT_TRUE((*core)->ReportFailure(Report("w0", RankOf(g, 0), 7, true)).ok());
+  // The second report (current generation) ends it, but names no member.
+  EXPECT_EQ(Beat(**core, "w1", 1).command(), v1::HeartbeatResponse::REJOIN);
+  EXPECT_EQ((*core)->GetJobStatus().lost_size(), 0);
+}
+
+TEST(ReportedExit, AnExpelledRankIsNotWaitedForEither) {
+  ManualClock clock;
+  auto core = CoordinatorCore::Create(ThreeOptions(&clock));
+  ASSERT_TRUE(core.ok());
+  auto g = JoinAll(**core, {"w0", "w1", "w2"});
+  ASSERT_TRUE(g[0].ok() && g[1].ok() && g[2].ok());
+  // w2 hangs (SIGSTOP): w0 and w1 keep beating until it is expelled.
+  bool ended = false;
+  for (int tick = 0; tick < 20 && !ended; ++tick) {
+    clock.Advance(absl::Milliseconds(250));
+    Beat(**core, "w0", 1);
+    Beat(**core, "w1", 1);
+    ended = (*core)->CheckLiveness();
+  }
+  ASSERT_TRUE(ended);
+  ASSERT_EQ((*core)->GetJobStatus().lost_size(), 1);
+  auto g2 = JoinAll(**core, {"w0", "w1"});
+  ASSERT_TRUE(g2[0].ok() && g2[1].ok());
+  EXPECT_EQ(g2[0]->world_size(), 2);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // CoordinatorCore's membership: joins (rendezvous, incarnations, name
 // collisions), generations formed and ended, heartbeats with the batch
-// controller's observations, failure reports, leaves, liveness, stop.
+// controller's observations, leaves, stop. Failure detection (liveness,
+// failure reports, who the rendezvous waits for) is coordinator_liveness.cc.
 #include "services/coordinator/coordinator_core.h"
 
 #include <algorithm>
@@ -57,17 +58,13 @@ bool CoordinatorCore::IsNewIncarnation(const v1::JoinRequest& request) const {
   return true;
 }
 
-absl::Duration CoordinatorCore::Tolerance(const Member& m) const {
-  const absl::Duration beats = options_.heartbeat_period * options_.heartbeat_misses;
-  const double step = m.progress.step_seconds();
-  if (options_.step_time_factor <= 0 || !(step > 0)) return beats;
-  return std::max(beats, absl::Seconds(options_.step_time_factor * std::min(step, 3600.0)));
-}
-
 bool CoordinatorCore::RendezvousReady(absl::Time now) const {
   const int n = static_cast<int>(pending_.size());
   if (n >= options_.max_workers) return true;
-  return n >= options_.min_workers && now - last_join_ >= options_.settle_time;
+  if (n < options_.min_workers) return false;
+  // After a generation ended, nobody else is coming once every member that
+  // may still be alive is back: form now rather than after settle_time.
+  return EveryLiveMemberRejoined() || now - last_join_ >= options_.settle_time;
 }
 
 void CoordinatorCore::FormGeneration() {
@@ -200,8 +197,9 @@ absl::StatusOr<v1::JoinResponse> CoordinatorCore::Join(const v1::JoinRequest& re
         wake = std::min(wake, last_join_ + options_.settle_time);
       }
       auto answered = [this, &id]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return results_.count(id) > 0 || pending_.count(id) == 0 ||
-               static_cast<int>(pending_.size()) >= options_.max_workers;
+        const int n = static_cast<int>(pending_.size());
+        return results_.count(id) > 0 || pending_.count(id) == 0 || n >= options_.max_workers ||
+               (n >= options_.min_workers && EveryLiveMemberRejoined());
       };
       mu_.AwaitWithDeadline(absl::Condition(&answered), wake);
     }
@@ -306,29 +304,6 @@ absl::StatusOr<v1::HeartbeatResponse> CoordinatorCore::Heartbeat(
   return reply;
 }
 
-absl::StatusOr<v1::ReportFailureResponse> CoordinatorCore::ReportFailure(
-    const v1::ReportFailureRequest& request) {
-  RETURN_IF_ERROR(CheckJob(request.job()));
-  v1::ReportFailureResponse reply;
-  {
-    absl::MutexLock lock(&mu_);
-    if (request.generation() == generation_ && phase_ == Phase::kRunning) {
-      std::string reason = absl::StrCat("rank ", request.rank(), " reported that ",
-                                        request.operation(), " failed");
-      if (request.peer_rank() >= 0) absl::StrAppend(&reason, " (peer rank ", request.peer_rank(), ")");
-      if (!request.message().empty()) absl::StrAppend(&reason, ": ", request.message());
-      EndGeneration(reason, true);
-    } else if (request.generation() == generation_ && phase_ == Phase::kRecovering) {
-      // It ended for a planned resize, but a rank failed in it: the peers
-      // still in its collectives must abort them (HeartbeatResponse.failure).
-      last_failed_generation_ = generation_;
-    }
-    reply.set_generation(generation_);
-  }
-  Persist();
-  return reply;
-}
-
 absl::Status CoordinatorCore::Leave(const v1::LeaveRequest& request) {
   RETURN_IF_ERROR(CheckJob(request.job()));
   {
@@ -355,57 +330,6 @@ absl::Status CoordinatorCore::Leave(const v1::LeaveRequest& request) {
   }
   Persist();
   return absl::OkStatus();
-}
-
-bool CoordinatorCore::CheckLiveness() {
-  bool ended = false;
-  {
-    absl::MutexLock lock(&mu_);
-    const absl::Time now = options_.clock();
-    const absl::Time previous = last_liveness_check_;
-    last_liveness_check_ = now;
-    if (phase_ != Phase::kRunning) return false;
-    if (options_.stall_gap > absl::ZeroDuration() && previous != absl::InfinitePast() &&
-        now - previous >= options_.stall_gap) {
-      // This loop was not scheduled: whatever silence it sees now is (at
-      // least partly) its own. Nobody is blamed; every member's silence
-      // counts again from now.
-      for (auto& [id, m] : members_) m.last_heartbeat = std::max(m.last_heartbeat, now);
-      ++stalls_;
-      LOG(WARNING) << "coordinator: no liveness check for "
-                   << absl::FormatDuration(now - previous)
-                   << " (this process was stopped or starved); every worker gets a fresh "
-                      "heartbeat tolerance";
-      return false;
-    }
-    for (const auto& [id, m] : members_) {
-      if (m.left) continue;
-      const absl::Duration limit = Tolerance(m);
-      if (now - m.last_heartbeat > limit) {
-        const absl::Duration beats = options_.heartbeat_period * options_.heartbeat_misses;
-        const std::string reason = absl::StrCat(
-            "rank ", m.rank, " (", id, ") missed ", options_.heartbeat_misses,
-            " heartbeats (silent for ", absl::FormatDuration(now - m.last_heartbeat),
-            limit > beats ? absl::StrCat("; tolerance ", absl::FormatDuration(limit),
-                                         " for its step time")
-                          : std::string(),
-            ")");
-        v1::LostWorker lost;
-        lost.set_worker_id(id);
-        lost.set_rank(m.rank);
-        lost.set_generation(generation_);
-        lost.set_reason(reason);
-        lost.set_unix_millis(absl::ToUnixMillis(absl::Now()));
-        lost_.push_back(lost);
-        if (static_cast<int>(lost_.size()) > kMaxLost) lost_.erase(lost_.begin());
-        EndGeneration(reason, true);
-        ended = true;
-        break;
-      }
-    }
-  }
-  if (ended) Persist();
-  return ended;
 }
 
 void CoordinatorCore::RequestStop(const std::string& reason) {

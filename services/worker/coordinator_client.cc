@@ -232,7 +232,7 @@ int CoordinatorClient::rank() const {
 }
 
 absl::Status CoordinatorClient::ReportFailure(const std::string& operation, int peer_rank,
-                                              const std::string& message) {
+                                              const std::string& message, bool peer_exited) {
   v1::ReportFailureRequest request;
   *request.mutable_job() = Job();
   request.set_worker_id(options_.worker_id);
@@ -244,6 +244,7 @@ absl::Status CoordinatorClient::ReportFailure(const std::string& operation, int 
   request.set_operation(operation);
   request.set_peer_rank(peer_rank);
   request.set_message(message);
+  request.set_peer_exited(peer_exited && peer_rank >= 0);
   v1::ReportFailureResponse response;
   RetryOptions retry;
   retry.call_timeout = options_.rpc_timeout;

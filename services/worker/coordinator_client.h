@@ -108,8 +108,10 @@ class CoordinatorClient {
   Command command() const;
 
   // Tells the coordinator a collective failed (ends the generation).
+  // peer_exited: this process saw peer_rank's process gone (not merely
+  // slow or unreachable), so the coordinator stops waiting for it at once.
   absl::Status ReportFailure(const std::string& operation, int peer_rank,
-                             const std::string& message);
+                             const std::string& message, bool peer_exited = false);
   // Records a durably written checkpoint for the current generation.
   absl::Status CommitCheckpoint(const v1::CheckpointRecord& record);
   // ... for `generation` (a background write committing a snapshot taken

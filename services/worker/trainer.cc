@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/comm/factory.h"
+#include "common/comm/peer_exited.h"
 #include "common/kernels/factory.h"
 #include "common/log/log.h"
 #include "common/status/status_macros.h"
@@ -90,28 +91,24 @@ absl::StatusOr<TrainResult> Trainer::Loop::Finish(Outcome outcome) {
 }
 
 void Trainer::Loop::ReportFailure(Generation& g, const absl::Status& s) {
-  // A collective fails on the survivors at once when a peer dies, before
-  // the coordinator notices the silence. Give its liveness check a chance
-  // first (heartbeat_misses + 1 periods): its reason names the lost rank,
-  // which a transport error cannot. If the generation is still running
-  // after that (a hung peer, a network error), end it with a report.
-  const absl::Duration period = absl::Milliseconds(std::max(1, g.join.heartbeat_period_ms()));
-  const absl::Time deadline = absl::Now() + period * (std::max(1, g.join.heartbeat_misses()) + 1);
-  while (client_->command().kind == Command::kContinue && absl::Now() < deadline) {
-    absl::SleepFor(std::min(period / 4, absl::Milliseconds(100)));
-  }
+  // Report at once, naming the peer when the transport saw its process
+  // exit: the coordinator then ends the generation and stops waiting for
+  // that rank now, not after its missed heartbeats. One heartbeat first
+  // tells a planned end (a worker joined: REJOIN without a failure, so
+  // nothing was aborted) from a failure: a planned end refuses what this
+  // rank sent after it with ABORTED, which is the membership changing, not
+  // a step failing.
+  (void)client_->HeartbeatOnce();
   Command c = client_->command();
-  // A planned end (a worker joined: no failure signalled, so nothing was
-  // aborted) refuses what this rank sent after it with ABORTED: that is the
-  // membership changing, not a step failing.
   const bool planned = c.kind == Command::kRejoin && absl::IsAborted(s) && !c.reason.empty() &&
                        abort_.reason(g.join.generation()).empty();
   // Report even when the generation has ended already (a planned resize):
   // the coordinator then counts it as failed, so the peers still waiting
   // in its collectives for this rank abort them too.
-  (void)client_->ReportFailure("training step", -1, std::string(s.message()));
+  const int exited = ExitedPeerRank(s.message());
+  (void)client_->ReportFailure("training step", exited, std::string(s.message()), exited >= 0);
   if (c.kind == Command::kContinue) {
-    (void)client_->HeartbeatOnce();
+    (void)client_->HeartbeatOnce();  // the coordinator's reason, for the message below
     c = client_->command();
   }
   failure_ = planned ? absl::StrCat("generation ", g.join.generation(), " ended: ", c.reason,

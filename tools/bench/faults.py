@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Fault scenarios on `tandem local`, one table (tools/bench/faults.sh).
 
 Each scenario runs a small job (3 workers, Fashion-MNIST, one epoch of a
@@ -10,14 +9,24 @@ of each optimizer step only the newest generation that ran it counts (steps
 rolled back with a failed generation were re-done), then every sample index
 of the epoch should be there exactly once.
 
+Rows: a worker killed (SIGKILL, 1 of 3) under each strategy family
+(allreduce, hier, compressed, zero1/2/3, ps, hybrid), a worker added
+(scale-up 2 -> 3), a shard server killed (ps, 2 servers), a hung worker
+(SIGSTOP), a coordinator and a data-server restart, --max_restarts used up,
+an RPC without the job's token or without a certificate. Select rows with
+--only (numbers or names, comma-separated; --list prints them).
+
 Columns: scenario, outcome (survived / refused / clean error / FAILED),
 detect_s (fault to the first console line naming it), recover_s (fault to
 the first training step after it), redone (optimizer steps some rank had
 completed that the job trained again: the "(N steps redone)" of rank 0's
 "recovered from memory at step ...", "resumed from ..." or "restarted from
-the initial state ..." line; 0 when the
-job never rolled back), path (memory / disk / - : where the state came
-from), lost, repeated. "-" where a column does not apply.
+the initial state ..." line; 0 when the job never rolled back), path
+(memory / disk / - : where the state came from), lost, repeated, once (every
+sample of the epoch exactly once), acc (final test accuracy), d_acc (acc
+minus that of an undisturbed run of the same job, in points; the reference
+runs once per configuration, --no-reference skips it). "-" where a column
+does not apply.
 """
 
 import argparse
@@ -130,10 +139,6 @@ def redone_and_path(run):
     return 0, "-"
 
 
-def fmt(x):
-    return "-" if x is None else ("%.1f" % x if isinstance(x, float) else str(x))
-
-
 def hung_worker(tandem, root):
     state = {}
 
@@ -142,21 +147,32 @@ def hung_worker(tandem, root):
             os.kill(read_pid(run.run_dir, "worker-2"), signal.SIGSTOP)
             state["t0"] = time.monotonic()
 
-    r = Run(tandem, root, "hung", ["--keep-going", "--min-workers=2", "--settle-seconds=2",
-                                   "--worker-arg=--collective_timeout_seconds=600"]).go(on_line)
+    extra = ["--keep-going", "--min-workers=2", "--settle-seconds=2",
+             "--worker-arg=--collective_timeout_seconds=600"]
+    r = Run(tandem, root, "hung", extra).go(on_line)
     t0 = state.get("t0")
     detect = r.first(lambda l: "expelled worker-2" in l, t0 or 0)
     recover = r.first(lambda l: l.startswith("step ") and " world 2 " in l, t0 or 0)
-    lost, rep = lost_repeated(r.samples)
     ok = r.code == 0 and detect is not None and recover is not None
-    return ("hung worker (SIGSTOP 1 of 3, --keep_going)", "survived" if ok else "FAILED",
-            detect - t0 if ok else None, recover - t0 if ok else None) + redone_and_path(r) + (
-                lost, rep)
+    return row("hung worker (SIGSTOP 1 of 3, --keep_going)", r, ok, t0, detect, recover, extra)
 
 
-def killed_worker(tandem, root, sync):
-    """SIGKILL 1 of 3 at step 25 (between checkpoints every 10): allreduce and
-    compressed continue from memory, zero1 from the step-20 checkpoint."""
+# Strategy families: (label, tandem local flags). hier is allreduce's
+# hierarchical form (node-local sum first; one host here, so one node).
+FAMILIES = [
+    ("allreduce", ["--sync=allreduce"]),
+    ("hier", ["--sync=allreduce", "--sync-opt=hier=1"]),
+    ("compressed", ["--sync=compressed"]),
+    ("zero1", ["--sync=zero1"]),
+    ("zero2", ["--sync=zero2"]),
+    ("zero3", ["--sync=zero3"]),
+    ("ps", ["--sync=ps", "--shard-servers=2"]),
+    ("hybrid", ["--sync=hybrid", "--shard-servers=2"]),
+]
+
+
+def killed_worker(tandem, root, family, flags):
+    """SIGKILL 1 of 3 at step 25 (between checkpoints every 10)."""
     state = {}
 
     def on_line(line, t, run):
@@ -164,16 +180,31 @@ def killed_worker(tandem, root, sync):
             os.kill(read_pid(run.run_dir, "worker-2"), signal.SIGKILL)
             state["t0"] = time.monotonic()
 
-    r = Run(tandem, root, "killed-" + sync, ["--keep-going", "--min-workers=2", "--log-every=5",
-                                            "--settle-seconds=2", "--sync=" + sync]).go(on_line)
+    extra = ["--keep-going", "--min-workers=2", "--log-every=5", "--settle-seconds=2"] + flags
+    r = Run(tandem, root, "killed-" + family, extra).go(on_line)
     t0 = state.get("t0")
     detect = r.first(lambda l: "re-joining" in l, t0 or 0)
     recover = r.first(lambda l: l.startswith("step ") and " world 2 " in l, t0 or 0)
-    lost, rep = lost_repeated(r.samples)
     ok = r.code == 0 and detect is not None and recover is not None
-    return ("killed worker (SIGKILL 1 of 3, --sync %s)" % sync, "survived" if ok else "FAILED",
-            detect - t0 if ok else None, recover - t0 if ok else None) + redone_and_path(r) + (
-                lost, rep)
+    return row("killed worker (SIGKILL 1 of 3, %s)" % family, r, ok, t0, detect, recover, extra)
+
+
+def shard_server_lost(tandem, root):
+    """ps with 2 shard servers; shard-1 killed (SIGKILL) at step 25."""
+    state = {}
+
+    def on_line(line, t, run):
+        if "t0" not in state and line.startswith("step 25/"):
+            os.kill(read_pid(run.run_dir, "shard-1"), signal.SIGKILL)
+            state["t0"] = time.monotonic()
+
+    extra = ["--keep-going", "--log-every=5", "--sync=ps", "--shard-servers=2"]
+    r = Run(tandem, root, "shard-server", extra).go(on_line)
+    t0 = state.get("t0")
+    detect = r.first(lambda l: l.startswith("tandem local: shard-1") or "re-joining" in l, t0 or 0)
+    recover = r.first(lambda l: l.startswith("step "), detect or t0 or 0)
+    ok = r.code == 0 and detect is not None and recover is not None
+    return row("shard server killed (SIGKILL 1 of 2, ps)", r, ok, t0, detect, recover, extra)
 
 
 def service_restart(tandem, root, service):
@@ -190,12 +221,9 @@ def service_restart(tandem, root, service):
                      t0 or 0)
     back = r.first(lambda l: service + " is back" in l, t0 or 0)
     stepped = back and r.first(lambda l: l.startswith("step "), back)
-    lost, rep = lost_repeated(r.samples)
     rejoined = any("re-joining" in l for _, l in r.lines)
     ok = r.code == 0 and back is not None and not rejoined
-    return ("%s restart (SIGKILL)" % service, "survived" if ok else "FAILED",
-            detect - t0 if detect else None, (stepped or back) - t0 if back else None) + \
-        redone_and_path(r) + (lost, rep)
+    return row("%s restart (SIGKILL)" % service, r, ok, t0, detect, stepped or back, [])
 
 
 def restarts_exhausted(tandem, root):
@@ -211,8 +239,8 @@ def restarts_exhausted(tandem, root):
     r = Run(tandem, root, "exhausted", ["--max-restarts=1"], samples=False).go(on_line)
     ok = r.code == 1 and "restart(s) of --max_restarts are used up" in r.stderr
     # detect: from the last kill to tandem local's exit with the error.
-    return ("--max_restarts used up", "clean error" if ok else "FAILED",
-            (r.end - state["t"]) if ok else None, None, "-", "-", "-", "-")
+    return plain_row("--max_restarts used up", "clean error" if ok else "FAILED",
+                     (r.end - state["t"]) if ok else None)
 
 
 def refused_status(tandem, root, name, label, extra, status_args, env, refused):
@@ -237,7 +265,7 @@ def refused_status(tandem, root, name, label, extra, status_args, env, refused):
 
     r = Run(tandem, root, name, ["--epochs=2"] + extra, samples=False).go(on_line)
     ok = r.code == 0 and state.get("refused")
-    return (label, "refused" if ok else "FAILED", state.get("dt"), None, "-", "-", "-", "-")
+    return plain_row(label, "refused" if ok else "FAILED", state.get("dt"))
 
 
 def no_token(tandem, root):
@@ -266,47 +294,130 @@ def scale_up(tandem, root):
 
     # 60,000 divides into global batches of 100 and 150; the new world
     # continues from the sample position of the step where the job grew.
-    r = Run(tandem, root, "scale-up", ["--max-workers=3"], workers=2).go(on_line)
+    extra = ["--max-workers=3"]
+    r = Run(tandem, root, "scale-up", extra, workers=2).go(on_line)
     t0 = state.get("t0")
     added_ok = "adder" in state and state["adder"].wait(timeout=120) == 0
     detect = r.first(lambda l: "growing the job" in l, t0 or 0)
     recover = r.first(lambda l: l.startswith("step ") and " world 3 " in l, t0 or 0)
-    lost, rep = lost_repeated(r.samples)
     ok = r.code == 0 and added_ok and recover is not None
-    return ("scale up (tandem add-worker, 2 -> 3)", "survived" if ok else "FAILED",
-            detect - t0 if ok and detect else None, recover - t0 if ok else None) + \
-        redone_and_path(r) + (lost, rep)
+    return row("scale up (tandem add-worker, 2 -> 3)", r, ok, t0, detect, recover, extra, workers=2)
+
+
+ACCURACY = re.compile(r"^(?:epoch \d+|final \(step \d+\)) test accuracy ([0-9.]+)")
+
+
+def final_accuracy(run):
+    acc = None
+    for _, line in run.lines:
+        m = ACCURACY.match(line)
+        if m:
+            acc = float(m.group(1))
+    return acc
+
+
+class References:
+    """Undisturbed runs, one per (flags, workers), for the d_acc column."""
+
+    def __init__(self, tandem, root, enabled):
+        self.tandem, self.root, self.enabled, self.acc = tandem, root, enabled, {}
+
+    def accuracy(self, flags, workers):
+        # Fault-handling flags do not change an undisturbed run's result.
+        keep = tuple(f for f in flags if f.startswith(("--sync", "--shard-servers")))
+        key = (keep, workers)
+        if self.enabled and key not in self.acc:
+            name = "reference-%d-%s" % (workers, "-".join(
+                re.sub(r"[^a-z0-9]+", "", f) for f in keep) or "allreduce")
+            self.acc[key] = final_accuracy(
+                Run(self.tandem, self.root, name, list(keep), samples=False,
+                    workers=workers).go(lambda *_: None))
+        return self.acc.get(key)
+
+
+REFERENCES = None
+
+
+def row(label, r, ok, t0, detect, recover, flags, workers=3):
+    """A table row for a run that injected a fault at t0 (see module doc)."""
+    lost, rep = lost_repeated(r.samples)
+    once = "yes" if (lost, rep) == (0, 0) else ("?" if lost == "?" else "no")
+    acc = final_accuracy(r)
+    ref = REFERENCES.accuracy(flags, workers) if REFERENCES and ok else None
+    d_acc = 100.0 * (acc - ref) if acc is not None and ref is not None else None
+    return (label, "survived" if ok else "FAILED",
+            detect - t0 if ok and detect and t0 else None,
+            recover - t0 if ok and recover and t0 else None) + redone_and_path(r) + (
+                lost, rep, once, None if acc is None else "%.4f" % acc,
+                None if d_acc is None else "%+.2f" % d_acc)
+
+
+def plain_row(label, outcome, detect):
+    return (label, outcome, detect, None) + ("-",) * 7
+
+
+def fmt(x):
+    if x is None:
+        return "-"
+    return "%.1f" % x if isinstance(x, float) else str(x)
+
+
+def scenarios(tandem, root):
+    """[(name, run)] in table order."""
+    out = [("killed-" + f, (lambda f=f, fl=fl: killed_worker(tandem, root, f, fl)))
+           for f, fl in FAMILIES]
+    out += [
+        ("scale-up", lambda: scale_up(tandem, root)),
+        ("shard-server", lambda: shard_server_lost(tandem, root)),
+        ("hung", lambda: hung_worker(tandem, root)),
+        ("coordinator", lambda: service_restart(tandem, root, "coordinator")),
+        ("dataserver", lambda: service_restart(tandem, root, "dataserver")),
+        ("exhausted", lambda: restarts_exhausted(tandem, root)),
+        ("token", lambda: no_token(tandem, root)),
+        ("tls", lambda: no_certificate(tandem, root)),
+    ]
+    return out
 
 
 def main():
+    global REFERENCES
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tandem", required=True)
     ap.add_argument("--out", default="")
-    ap.add_argument("--only", default="", help="comma-separated scenario numbers (1-10)")
+    ap.add_argument("--only", default="",
+                    help="comma-separated scenario numbers or names (see --list)")
+    ap.add_argument("--list", action="store_true", help="print the scenarios and exit")
+    ap.add_argument("--no-reference", action="store_true",
+                    help="skip the undisturbed reference runs (d_acc column '-')")
     a = ap.parse_args()
     root = a.out or tempfile.mkdtemp(prefix="tandem-faults-")
-    scenarios = [
-        lambda: hung_worker(a.tandem, root),
-        lambda: service_restart(a.tandem, root, "coordinator"),
-        lambda: service_restart(a.tandem, root, "dataserver"),
-        lambda: restarts_exhausted(a.tandem, root),
-        lambda: no_token(a.tandem, root),
-        lambda: scale_up(a.tandem, root),
-        lambda: no_certificate(a.tandem, root),
-        lambda: killed_worker(a.tandem, root, "allreduce"),
-        lambda: killed_worker(a.tandem, root, "compressed"),
-        lambda: killed_worker(a.tandem, root, "zero1"),
-    ]
-    only = {int(x) for x in a.only.split(",") if x}
+    table_of = scenarios(a.tandem, root)
+    if a.list:
+        for i, (name, _) in enumerate(table_of, 1):
+            print(i, name)
+        return 0
+    names = [name for name, _ in table_of]
+    only = set()
+    for x in filter(None, a.only.split(",")):
+        if x.isdigit() and 1 <= int(x) <= len(names):
+            only.add(names[int(x) - 1])
+        elif x in names:
+            only.add(x)
+        else:
+            print("faults.sh: unknown scenario '%s'; --list shows them" % x, file=sys.stderr)
+            return 2
+    REFERENCES = References(a.tandem, root, not a.no_reference)
     rows = []
-    for i, s in enumerate(scenarios, 1):
-        if only and i not in only:
+    for i, (name, s) in enumerate(table_of, 1):
+        if only and name not in only:
             continue
         try:
             rows.append(s())
         except Exception as e:  # a broken scenario is a row, not the end of the table
-            rows.append(("scenario %d" % i, "FAILED (%s)" % e, None, None, "-", "-", "-", "-"))
-    head = ("scenario", "outcome", "detect_s", "recover_s", "redone", "path", "lost", "repeated")
+            rows.append(plain_row("%d %s" % (i, name), "FAILED (%s)" % e, None))
+        print("  done:", name, "-", rows[-1][1], file=sys.stderr, flush=True)
+    head = ("scenario", "outcome", "detect_s", "recover_s", "redone", "path", "lost", "repeated",
+            "once", "acc", "d_acc")
     table = [head] + [tuple(fmt(x) for x in r) for r in rows]
     widths = [max(len(r[c]) for r in table) for c in range(len(head))]
     for r in table:

@@ -19,6 +19,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "common/comm/peer_exited.h"
 #include "common/comm/shm/shm_segment.h"
 #include "common/numeric/cpu_dispatch.h"
 #include "common/status/status_macros.h"
@@ -377,9 +378,8 @@ absl::Status ShmCommunicator::WaitAll(absl::Time deadline, absl::string_view op)
         uint32_t expected = 0;
         c.aborted.compare_exchange_strong(expected, static_cast<uint32_t>(rank_ + 1));
         FutexWakeAll(&c.generation);
-        return fail(absl::UnavailableError(absl::StrCat(
-            "shm ", op, " on rank ", rank_, ": rank ", r, " (pid ", ranks_[r].pid,
-            ") exited")));
+        return fail(absl::UnavailableError(absl::StrCat("shm ", op, " on rank ", rank_, ": ",
+                                                        PeerExitedText(r, ranks_[r].pid))));
       }
     }
     const absl::Duration left = deadline - now;

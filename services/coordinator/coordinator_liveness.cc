@@ -1,0 +1,125 @@
+// CoordinatorCore's failure detection: members silent past their tolerance
+// (missed heartbeats), failed collectives reported by a rank (a peer seen
+// to exit among them), and whom the rendezvous after a failure still waits
+// for. See "Failure detection" in coordinator_core.h.
+#include <algorithm>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/log/log.h"
+#include "common/status/status_macros.h"
+#include "services/coordinator/coordinator_core.h"
+
+namespace tandem {
+
+absl::Duration CoordinatorCore::Tolerance(const Member& m) const {
+  const absl::Duration beats = options_.heartbeat_period * options_.heartbeat_misses;
+  const double step = m.progress.step_seconds();
+  if (options_.step_time_factor <= 0 || !(step > 0)) return beats;
+  return std::max(beats, absl::Seconds(options_.step_time_factor * std::min(step, 3600.0)));
+}
+
+void CoordinatorCore::MarkLost(Member& m, const std::string& reason) {
+  m.gone = true;
+  v1::LostWorker lost;
+  lost.set_worker_id(m.worker_id);
+  lost.set_rank(m.rank);
+  lost.set_generation(generation_);
+  lost.set_reason(reason);
+  lost.set_unix_millis(absl::ToUnixMillis(absl::Now()));
+  lost_.push_back(lost);
+  if (static_cast<int>(lost_.size()) > kMaxLost) lost_.erase(lost_.begin());
+}
+
+bool CoordinatorCore::EveryLiveMemberRejoined() const {
+  if (phase_ != Phase::kRecovering || members_.empty()) return false;
+  for (const auto& [id, m] : members_) {
+    if (!m.left && !m.gone && pending_.count(id) == 0) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<v1::ReportFailureResponse> CoordinatorCore::ReportFailure(
+    const v1::ReportFailureRequest& request) {
+  RETURN_IF_ERROR(CheckJob(request.job()));
+  v1::ReportFailureResponse reply;
+  {
+    absl::MutexLock lock(&mu_);
+    std::string reason = absl::StrCat("rank ", request.rank(), " reported that ",
+                                      request.operation(), " failed");
+    if (request.peer_rank() >= 0) absl::StrAppend(&reason, " (peer rank ", request.peer_rank(), ")");
+    if (!request.message().empty()) absl::StrAppend(&reason, ": ", request.message());
+    Member* exited = nullptr;
+    if (request.peer_exited() && request.generation() == generation_ &&
+        phase_ != Phase::kFinished) {
+      for (auto& [id, m] : members_) {
+        if (m.rank == request.peer_rank() && !m.left && !m.gone) exited = &m;
+      }
+    }
+    if (exited != nullptr) {
+      // The reporter saw the process gone (not merely slow): name it, and
+      // let the rendezvous go on without it (EveryLiveMemberRejoined).
+      reason = absl::StrCat("rank ", exited->rank, " (", exited->worker_id, ") exited (seen by rank ",
+                            request.rank(), ": ", request.operation(), " failed)");
+      MarkLost(*exited, reason);
+    }
+    if (request.generation() == generation_ && phase_ == Phase::kRunning) {
+      EndGeneration(reason, true);
+    } else if (request.generation() == generation_ && phase_ == Phase::kRecovering) {
+      // It ended already (a planned resize, or another rank's report), but
+      // a rank failed in it: the peers still in its collectives must abort
+      // them (HeartbeatResponse.failure).
+      last_failed_generation_ = generation_;
+      if (exited != nullptr) LOG(WARNING) << "coordinator: " << reason;
+    }
+    reply.set_generation(generation_);
+  }
+  Persist();
+  return reply;
+}
+
+bool CoordinatorCore::CheckLiveness() {
+  bool ended = false;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = options_.clock();
+    const absl::Time previous = last_liveness_check_;
+    last_liveness_check_ = now;
+    if (phase_ != Phase::kRunning) return false;
+    if (options_.stall_gap > absl::ZeroDuration() && previous != absl::InfinitePast() &&
+        now - previous >= options_.stall_gap) {
+      // This loop was not scheduled: whatever silence it sees now is (at
+      // least partly) its own. Nobody is blamed; every member's silence
+      // counts again from now.
+      for (auto& [id, m] : members_) m.last_heartbeat = std::max(m.last_heartbeat, now);
+      ++stalls_;
+      LOG(WARNING) << "coordinator: no liveness check for "
+                   << absl::FormatDuration(now - previous)
+                   << " (this process was stopped or starved); every worker gets a fresh "
+                      "heartbeat tolerance";
+      return false;
+    }
+    for (auto& [id, m] : members_) {
+      if (m.left) continue;
+      const absl::Duration limit = Tolerance(m);
+      if (now - m.last_heartbeat > limit) {
+        const absl::Duration beats = options_.heartbeat_period * options_.heartbeat_misses;
+        const std::string reason = absl::StrCat(
+            "rank ", m.rank, " (", id, ") missed ", options_.heartbeat_misses,
+            " heartbeats (silent for ", absl::FormatDuration(now - m.last_heartbeat),
+            limit > beats ? absl::StrCat("; tolerance ", absl::FormatDuration(limit),
+                                         " for its step time")
+                          : std::string(),
+            ")");
+        MarkLost(m, reason);
+        EndGeneration(reason, true);
+        ended = true;
+        break;
+      }
+    }
+  }
+  if (ended) Persist();
+  return ended;
+}
+
+}  // namespace tandem
