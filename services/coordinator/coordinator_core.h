@@ -24,11 +24,9 @@
 // silence was its own), every member gets a fresh tolerance instead. A rank
 // that reports a failed collective ends the generation at once; when it
 // also saw the peer's process exit (ReportFailureRequest.peer_exited: the
-// shm transport checks the pid), that member is lost at once, without
+// shm transport checks the pid), that member counts as gone at once, without
 // waiting for its heartbeats. A report without that evidence removes
 // nobody: a slow-but-alive rank stays expected in the next rendezvous.
-// Members silent past their tolerance, or seen to exit, are listed in
-// GetJobStatus (`lost`).
 //
 // The rendezvous after a generation ended forms as soon as every member of
 // that generation not lost and not left has joined again (and min_workers
@@ -198,7 +196,7 @@ class CoordinatorCore {
   // How long `m` may be silent (see the header comment).
   absl::Duration Tolerance(const Member& m) const;
   // Marks `m` gone and lists it in lost_ with `reason`.
-  void MarkLost(Member& m, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Expel(Member& m, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Recovering, and every member of the ended generation is back in the
   // rendezvous, lost or left.
   bool EveryLiveMemberRejoined() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

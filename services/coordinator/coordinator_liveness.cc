@@ -19,7 +19,7 @@ absl::Duration CoordinatorCore::Tolerance(const Member& m) const {
   return std::max(beats, absl::Seconds(options_.step_time_factor * std::min(step, 3600.0)));
 }
 
-void CoordinatorCore::MarkLost(Member& m, const std::string& reason) {
+void CoordinatorCore::Expel(Member& m, const std::string& reason) {
   m.gone = true;
   v1::LostWorker lost;
   lost.set_worker_id(m.worker_id);
@@ -58,10 +58,12 @@ absl::StatusOr<v1::ReportFailureResponse> CoordinatorCore::ReportFailure(
     }
     if (exited != nullptr) {
       // The reporter saw the process gone (not merely slow): name it, and
-      // let the rendezvous go on without it (EveryLiveMemberRejoined).
+      // let the rendezvous go on without it (EveryLiveMemberRejoined). Not
+      // listed in lost_: that list is for a supervisor to kill (expelled,
+      // maybe hung); this process is gone already.
       reason = absl::StrCat("rank ", exited->rank, " (", exited->worker_id, ") exited (seen by rank ",
                             request.rank(), ": ", request.operation(), " failed)");
-      MarkLost(*exited, reason);
+      exited->gone = true;
     }
     if (request.generation() == generation_ && phase_ == Phase::kRunning) {
       EndGeneration(reason, true);
@@ -70,7 +72,11 @@ absl::StatusOr<v1::ReportFailureResponse> CoordinatorCore::ReportFailure(
       // a rank failed in it: the peers still in its collectives must abort
       // them (HeartbeatResponse.failure).
       last_failed_generation_ = generation_;
-      if (exited != nullptr) LOG(WARNING) << "coordinator: " << reason;
+      if (exited != nullptr) {
+        // The more specific cause, for the survivors' messages from here on.
+        end_reason_ = reason;
+        LOG(WARNING) << "coordinator: " << reason;
+      }
     }
     reply.set_generation(generation_);
   }
@@ -111,7 +117,7 @@ bool CoordinatorCore::CheckLiveness() {
                                          " for its step time")
                           : std::string(),
             ")");
-        MarkLost(m, reason);
+        Expel(m, reason);
         EndGeneration(reason, true);
         ended = true;
         break;

@@ -248,9 +248,9 @@ TEST(ReportedExit, TheExitedRankIsLostAtOnceAndTheRendezvousGoesOnWithoutIt) {
   EXPECT_EQ(hb.command(), v1::HeartbeatResponse::REJOIN);
   EXPECT_TRUE(hb.failure());
   EXPECT_TRUE(absl::StrContains(hb.reason(), "(w2) exited (seen by rank ")) << hb.reason();
-  v1::GetJobStatusResponse s = (*core)->GetJobStatus();
-  ASSERT_EQ(s.lost_size(), 1);
-  EXPECT_EQ(s.lost(0).worker_id(), "w2");
+  // Not listed as lost (that list is for a supervisor to kill: expelled,
+  // maybe hung); the process is gone already.
+  EXPECT_EQ((*core)->GetJobStatus().lost_size(), 0);
   EXPECT_FALSE((*core)->CheckLiveness());
   // The survivors alone form generation 2: no settle_time, no w2.
   auto g2 = JoinAll(**core, {"w0", "w1"});

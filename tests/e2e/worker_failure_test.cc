@@ -8,8 +8,9 @@
 //  - with --min-workers equal to the world size, the survivors cannot form a
 //    new generation and stop cleanly (bounded by --rejoin_timeout_seconds,
 //    no hang) with an error naming the failed generation, their rank, the
-//    collective that failed and the lost rank ("rank 3 (worker-3) missed 3
-//    heartbeats"); tandem exits non-zero naming a worker.
+//    collective that failed and the lost rank ("rank 3 (worker-3) exited":
+//    a survivor saw its process gone and reported it, so nobody waited for
+//    its heartbeats); tandem exits non-zero naming a worker.
 #include <signal.h>
 
 #include <string>
@@ -26,9 +27,9 @@ namespace {
 std::vector<std::string> Args(const std::string& run_dir, int min_workers) {
   return {"local", "--workers=4", absl::StrCat("--min-workers=", min_workers), "--keep-going",
           "--model=mlp:784,256,10", "--epochs=2", "--log-every=10", "--checkpoint-every=10",
-          // 1 s heartbeats: the coordinator notices the silence after 3 s;
-          // survivors wait 4 periods for that verdict (which names the lost
-          // rank) before reporting the Gloo error themselves.
+          // 1 s heartbeats: the coordinator would notice the silence after
+          // 3 s, but a survivor's shm collective sees the process gone
+          // first and reports it at once (naming the lost rank).
           "--heartbeat-ms=1000", "--worker-arg=--rejoin_timeout_seconds=5",
           // Wait for all 4 before the first generation forms: on a loaded
           // machine it could form with 2 and grow, and the worker killed at
@@ -67,7 +68,7 @@ TEST(WorkerFailureTest, SurvivorsRejoinAsThreeAndFinish) {
   // machine the first generation may form with 2 and grow before the kill).
   const std::string coordinator_log = ReadFile(run_dir + "/coordinator.log");
   EXPECT_TRUE(absl::StrContains(coordinator_log, " ended: rank ")) << coordinator_log;
-  EXPECT_TRUE(absl::StrContains(coordinator_log, "(worker-3) missed")) << coordinator_log;
+  EXPECT_TRUE(absl::StrContains(coordinator_log, "(worker-3) exited")) << coordinator_log;
 }
 
 TEST(WorkerFailureTest, SurvivorsStopCleanlyWhenTheyCannotRegroup) {
@@ -89,7 +90,7 @@ TEST(WorkerFailureTest, SurvivorsStopCleanlyWhenTheyCannotRegroup) {
   EXPECT_TRUE(absl::StrContains(r.stderr_text, "generation 1, rank ")) << r.stderr_text;
   EXPECT_TRUE(absl::StrContains(r.stderr_text, "allreduce")) << r.stderr_text;
   // ... and the lost rank, from the coordinator's verdict.
-  EXPECT_TRUE(absl::StrContains(r.stderr_text, "(worker-3) missed")) << r.stderr_text;
+  EXPECT_TRUE(absl::StrContains(r.stderr_text, "(worker-3) exited")) << r.stderr_text;
   // Every survivor exited on its own with that error (none was still
   // running to be stopped by tandem).
   for (int i = 0; i < 3; ++i) {

@@ -304,6 +304,16 @@ absl::Status ShmCommunicator::CheckUsable(absl::string_view op) const {
                                                     "failure (", broken_reason_, ")"));
 }
 
+void ShmCommunicator::PublishReason(const std::string& reason) {
+  uint32_t unclaimed = 0;
+  if (control_->reason_claimed.compare_exchange_strong(unclaimed, 1)) {
+    const size_t n = std::min(reason.size(), sizeof(control_->abort_reason) - 1);
+    std::memcpy(control_->abort_reason, reason.data(), n);
+    control_->abort_reason[n] = '\0';
+    control_->reason_ready.store(1, std::memory_order_release);
+  }
+}
+
 void ShmCommunicator::Abort(const std::string& reason) {
   // The first caller writes the reason, then publishes the flag; waiters
   // read the reason only after seeing the flag (acquire).
@@ -314,13 +324,7 @@ void ShmCommunicator::Abort(const std::string& reason) {
   if (control_ == nullptr || world_size_ == 1) return;
   // Fail the peers' waits too, with the reason, and wake every sleeper on
   // the barrier word.
-  uint32_t unclaimed = 0;
-  if (control_->reason_claimed.compare_exchange_strong(unclaimed, 1)) {
-    const size_t n = std::min(abort_reason_.size(), sizeof(control_->abort_reason) - 1);
-    std::memcpy(control_->abort_reason, abort_reason_.data(), n);
-    control_->abort_reason[n] = '\0';
-    control_->reason_ready.store(1, std::memory_order_release);
-  }
+  PublishReason(abort_reason_);
   uint32_t none = 0;
   control_->aborted.compare_exchange_strong(none, static_cast<uint32_t>(rank_ + 1));
   FutexWakeAll(&control_->generation);
@@ -375,11 +379,15 @@ absl::Status ShmCommunicator::WaitAll(absl::Time deadline, absl::string_view op)
     if (now - start > kLivenessAfter) {
       for (int r : watch_) {
         if (!ProcessExited(ranks_[r].pid)) continue;
+        // The peers' errors name the exited rank too (their workers report
+        // it to the coordinator, whichever report arrives first).
+        const std::string exited = PeerExitedText(r, ranks_[r].pid);
+        PublishReason(exited);
         uint32_t expected = 0;
         c.aborted.compare_exchange_strong(expected, static_cast<uint32_t>(rank_ + 1));
         FutexWakeAll(&c.generation);
         return fail(absl::UnavailableError(absl::StrCat("shm ", op, " on rank ", rank_, ": ",
-                                                        PeerExitedText(r, ranks_[r].pid))));
+                                                        exited)));
       }
     }
     const absl::Duration left = deadline - now;

@@ -33,7 +33,8 @@
 // operation and this rank. A peer process that exits or is killed is noticed
 // after ~0.1 s of waiting (its pid, recorded in the segment, is gone or a
 // zombie; only peers in this pid namespace) and turns into UNAVAILABLE
-// naming it. The rank that times out marks the segment
+// naming it (PeerExitedText, common/comm/peer_exited.h); the peers' errors
+// (ABORTED) carry the same text. The rank that times out marks the segment
 // aborted and wakes the others, whose waits then fail with ABORTED at once;
 // after any failure the instance is unusable (FAILED_PRECONDITION) and must be
 // rebuilt, as after a failed Gloo collective. Abort() (any thread) marks
@@ -100,6 +101,9 @@ class ShmCommunicator final : public Communicator {
 
  private:
   struct Control;
+  // Writes `reason` into the segment for the peers' errors, unless a
+  // reason is there already.
+  void PublishReason(const std::string& reason);
   struct RankInfo;
   ShmCommunicator(int rank, int world_size, const ShmOptions& options);
 
