@@ -14,12 +14,14 @@ namespace {
 
 class CoordinatorClientTest : public ::testing::Test {
  protected:
-  void Start(int workers, absl::Duration heartbeat = absl::Seconds(1)) {
+  // min_workers 0 = `workers`.
+  void Start(int workers, absl::Duration heartbeat = absl::Seconds(1), int min_workers = 0,
+             absl::Duration settle = absl::ZeroDuration()) {
     CoordinatorServerOptions o;
     o.coordinator.job_id = "client-test";
-    o.coordinator.min_workers = workers;
+    o.coordinator.min_workers = min_workers > 0 ? min_workers : workers;
     o.coordinator.max_workers = workers;
-    o.coordinator.settle_time = absl::ZeroDuration();
+    o.coordinator.settle_time = settle;
     o.coordinator.heartbeat_period = heartbeat;
     o.run_liveness_thread = false;
     o.coordinator.straggler.window = 2;
@@ -117,6 +119,23 @@ TEST_F(CoordinatorClientTest, FailureReportMakesThePeerRejoinWithAReason) {
   EXPECT_EQ(b->command().kind, Command::kContinue);
   ASSERT_TRUE(b->HeartbeatOnce().ok());
   EXPECT_EQ(b->command().kind, Command::kContinue);
+}
+
+TEST_F(CoordinatorClientTest, AnExitedPeerIsNamedAndNotWaitedFor) {
+  // An hour of settle time and no liveness thread: generation 2 can only
+  // form because the coordinator took c's exit from a's report.
+  Start(3, absl::Minutes(1), /*min_workers=*/2, /*settle=*/absl::Hours(1));
+  auto a = Client("a"), b = Client("b"), c = Client("c");
+  std::vector<v1::JoinResponse> j = JoinAll({a.get(), b.get(), c.get()});
+  ASSERT_TRUE(a->ReportFailure("training step", j[2].rank(), "rank 2 (pid 7) exited",
+                               /*peer_exited=*/true)
+                  .ok());
+  ASSERT_TRUE(b->HeartbeatOnce().ok());
+  EXPECT_EQ(b->command().kind, Command::kRejoin);
+  EXPECT_NE(b->command().reason.find("(c) exited"), std::string::npos) << b->command().reason;
+  std::vector<v1::JoinResponse> j2 = JoinAll({a.get(), b.get()});
+  EXPECT_EQ(j2[0].generation(), j[0].generation() + 1);
+  EXPECT_EQ(j2[0].world_size(), 2);
 }
 
 TEST_F(CoordinatorClientTest, HeartbeatThreadDeliversStop) {

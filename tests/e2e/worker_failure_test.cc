@@ -69,6 +69,9 @@ TEST(WorkerFailureTest, SurvivorsRejoinAsThreeAndFinish) {
   const std::string coordinator_log = ReadFile(run_dir + "/coordinator.log");
   EXPECT_TRUE(absl::StrContains(coordinator_log, " ended: rank ")) << coordinator_log;
   EXPECT_TRUE(absl::StrContains(coordinator_log, "(worker-3) exited")) << coordinator_log;
+  // ... from a survivor's report, before any heartbeat was missed: the
+  // generation that ended was never judged by its silence.
+  EXPECT_FALSE(absl::StrContains(coordinator_log, "(worker-3) missed")) << coordinator_log;
 }
 
 TEST(WorkerFailureTest, SurvivorsStopCleanlyWhenTheyCannotRegroup) {
