@@ -294,7 +294,9 @@ def scale_up(tandem, root):
 
     # 60,000 divides into global batches of 100 and 150; the new world
     # continues from the sample position of the step where the job grew.
-    extra = ["--max-workers=3"]
+    # 10 ms more per step: the epoch must outlast the new worker's start
+    # (seconds on a loaded machine), or the job ends before it grows.
+    extra = ["--max-workers=3", "--worker-arg=--debug_extra_compute_ms=10"]
     r = Run(tandem, root, "scale-up", extra, workers=2).go(on_line)
     t0 = state.get("t0")
     added_ok = "adder" in state and state["adder"].wait(timeout=120) == 0
