@@ -24,19 +24,23 @@ bool Survived(const std::vector<ReplicaOffer>& offers, int64_t generation, int64
   return false;
 }
 
-// Finds, for every old rank, the lowest new rank holding its shard at `step`.
+// Finds, for every old rank, who sends its shard at `step`: the survivor
+// holding its own snapshot, else the lowest new rank holding a copy.
 bool FindSources(const std::vector<ReplicaOffer>& offers, int64_t generation, int64_t world,
                  int64_t step, PeerRestorePlan* plan, int64_t* missing) {
   plan->source.assign(world, -1);
   plan->slot.assign(world, -1);
+  const int passes[2][2] = {{0, 2}, {2, kSlots}};  // own slots, then the held copy
   for (int64_t q = 0; q < world; ++q) {
-    for (size_t r = 0; r < offers.size() && plan->source[q] < 0; ++r) {
-      for (int i = 0; i < kSlots; ++i) {
-        const ReplicaMeta& m = offers[r].slot[i];
-        if (m.generation == generation && m.rank == q && m.step == step) {
-          plan->source[q] = static_cast<int>(r);
-          plan->slot[q] = i;
-          break;
+    for (const auto& pass : passes) {
+      for (size_t r = 0; r < offers.size() && plan->source[q] < 0; ++r) {
+        for (int i = pass[0]; i < pass[1]; ++i) {
+          const ReplicaMeta& m = offers[r].slot[i];
+          if (m.generation == generation && m.rank == q && m.step == step) {
+            plan->source[q] = static_cast<int>(r);
+            plan->slot[q] = i;
+            break;
+          }
         }
       }
     }

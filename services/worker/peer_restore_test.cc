@@ -35,9 +35,10 @@ TEST(PlanPeerRestore, ALostRanksShardComesFromItsSuccessor) {
   const PeerRestorePlan p = PlanPeerRestore(offers, /*committed_step=*/-1);
   ASSERT_EQ(p.step, 5) << p.reason;
   EXPECT_EQ(p.generation, kGen);
-  EXPECT_EQ(p.source, (std::vector<int>{0, 1, 0}));  // 2's copy of 1, 0's own of 0, ...
-  EXPECT_EQ(p.slot[1], 2);  // old rank 1: new rank 1's (old 2's) held copy
-  EXPECT_EQ(p.slot[0], 0);
+  // Each survivor sends its own shard; old rank 1's comes from the copy
+  // its successor (old rank 2, new rank 1) holds.
+  EXPECT_EQ(p.source, (std::vector<int>{0, 1, 1}));
+  EXPECT_EQ(p.slot, (std::vector<int>{0, 2, 0}));
 }
 
 TEST(PlanPeerRestore, TakesTheNewestStepEveryShardIsHeldAt) {
