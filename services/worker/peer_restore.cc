@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "common/log/log.h"
@@ -56,16 +55,26 @@ bool FindSources(const std::vector<ReplicaOffer>& offers, int64_t generation, in
 
 PeerRestorePlan PlanPeerRestore(const std::vector<ReplicaOffer>& offers, int64_t committed_step) {
   PeerRestorePlan plan;
-  int64_t world = 0;
+  // Every (step, generation, world) any slot is of, newest step first: a
+  // generation that failed before its own copies all arrived can still be
+  // served by the previous generation's (the same trajectory: a disk
+  // restore clears them).
+  struct Candidate {
+    int64_t step, generation, world;
+    bool operator<(const Candidate& o) const {
+      return step != o.step ? step > o.step : generation > o.generation;
+    }
+    bool operator==(const Candidate& o) const {
+      return step == o.step && generation == o.generation;
+    }
+  };
+  std::vector<Candidate> candidates;
   for (const ReplicaOffer& o : offers) {
     for (const ReplicaMeta& m : o.slot) {
-      if (m.generation > plan.generation) {
-        plan.generation = m.generation;
-        world = m.world;
-      }
+      if (m.generation >= 0) candidates.push_back({m.step, m.generation, m.world});
     }
   }
-  if (plan.generation < 0) return plan;  // none taken (yet): nothing to say
+  if (candidates.empty()) return plan;  // none taken (yet): nothing to say
   for (size_t r = 0; r < offers.size(); ++r) {
     if (offers[r].fits == 0) {
       plan.reason = absl::StrCat("rank ", r, "'s optimizer state does not match the replicas, or "
@@ -73,34 +82,29 @@ PeerRestorePlan PlanPeerRestore(const std::vector<ReplicaOffer>& offers, int64_t
       return plan;
     }
   }
-  std::vector<int64_t> steps;
-  for (const ReplicaOffer& o : offers) {
-    for (const ReplicaMeta& m : o.slot) {
-      if (m.generation == plan.generation) steps.push_back(m.step);
-    }
-  }
-  std::sort(steps.begin(), steps.end(), std::greater<int64_t>());
-  steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
-  for (const int64_t step : steps) {
-    if (step < committed_step) {
+  std::sort(candidates.begin(), candidates.end());
+  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+  for (const Candidate& c : candidates) {
+    if (c.step < committed_step) {
       if (plan.reason.empty()) {
         plan.reason = absl::StrCat("the committed checkpoint (step ", committed_step,
-                                   ") is newer than the peer replicas (step ", step, ")");
+                                   ") is newer than the peer replicas (step ", c.step, ")");
       }
       break;
     }
     int64_t missing = -1;
-    if (FindSources(offers, plan.generation, world, step, &plan, &missing)) {
-      plan.step = step;
+    if (FindSources(offers, c.generation, c.world, c.step, &plan, &missing)) {
+      plan.step = c.step;
+      plan.generation = c.generation;
       plan.reason.clear();
       return plan;
     }
     if (!plan.reason.empty()) continue;  // the newest step's reason is the one to tell
-    const int64_t next = (missing + 1) % world;
-    plan.reason = absl::StrCat("old rank ", missing, "'s shard at step ", step,
+    const int64_t next = (missing + 1) % c.world;
+    plan.reason = absl::StrCat("old rank ", missing, "'s shard at step ", c.step,
                                " is held by no survivor: ");
     absl::StrAppend(&plan.reason,
-                    Survived(offers, plan.generation, next)
+                    Survived(offers, c.generation, next)
                         ? absl::StrCat("rank ", next, " had not received its replica")
                         : absl::StrCat("rank ", next, ", which held its replica, was lost too"));
   }

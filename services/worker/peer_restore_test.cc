@@ -68,15 +68,32 @@ TEST(PlanPeerRestore, ANewerCommittedCheckpointWins) {
   EXPECT_TRUE(absl::StrContains(p.reason, "committed checkpoint (step 6) is newer")) << p.reason;
 }
 
-TEST(PlanPeerRestore, OnlyTheNewestGenerationsShardsCount) {
-  // Generation 3's snapshots (world 2, step 5) are left from before; gen 4
-  // (world 3) took step 10. A gen-3 shard never stands in for a gen-4 one.
-  ReplicaOffer a = Survivor(0, 3, 10, -1, 10), b = Survivor(2, 3, 10, -1, 10);
-  a.slot[1] = ReplicaMeta{3, 0, 2, 5, 0, 0, 0, 15};
+TEST(PlanPeerRestore, AShardOfOneGenerationNeverStandsInForAnothers) {
+  // Generation 3 (world 2) left a snapshot of its rank 1 at step 10; in
+  // generation 4 (world 3) old rank 1 and its successor are lost. Gen 3's
+  // rank 1 covered another range: no plan at step 10 may use it.
+  ReplicaOffer a = Survivor(0, 3, 10, -1, 10);
+  a.slot[1] = ReplicaMeta{3, 1, 2, 10, 0, 0, 15, 30};
+  const PeerRestorePlan p = PlanPeerRestore({a}, -1);
+  EXPECT_EQ(p.step, -1);
+  EXPECT_TRUE(absl::StrContains(p.reason, "old rank 1's shard at step 10")) << p.reason;
+}
+
+TEST(PlanPeerRestore, AnEarlierGenerationServesWhenTheNewestCannot) {
+  // Generation 5 (world 2) took step 10, but its rank 1's shard survives
+  // nowhere; generation 4's step-5 shards (world 3) are all still held.
+  ReplicaOffer a, b;
+  a.slot[0] = ReplicaMeta{5, 0, 2, 10, 0, 0, 0, 15};
+  a.slot[1] = ReplicaMeta{4, 0, 3, 5, 0, 0, 0, 10};
+  a.slot[2] = ReplicaMeta{4, 2, 3, 5, 0, 0, 20, 30};  // the copy of gen 4's rank 2
+  b.slot[0] = ReplicaMeta{4, 1, 3, 5, 0, 0, 10, 20};
+  a.fits = b.fits = 1;
   const PeerRestorePlan p = PlanPeerRestore({a, b}, -1);
-  ASSERT_EQ(p.step, 10) << p.reason;
-  EXPECT_EQ(p.generation, kGen);
-  EXPECT_EQ(p.source.size(), 3u);
+  ASSERT_EQ(p.step, 5) << p.reason;
+  EXPECT_EQ(p.generation, 4);
+  EXPECT_EQ(p.source, (std::vector<int>{0, 1, 0}));
+  EXPECT_EQ(p.slot, (std::vector<int>{1, 0, 2}));
+  EXPECT_TRUE(p.reason.empty());
 }
 
 TEST(PlanPeerRestore, NothingHeldIsNoReasonToComplain) {
