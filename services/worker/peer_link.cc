@@ -134,6 +134,13 @@ absl::Status PeerLink::WaitSent() {
   return sent_;
 }
 
+bool PeerLink::Done(absl::Status* status) {
+  absl::MutexLock lock(&mu_);
+  if (pending_) return false;
+  *status = sent_;
+  return true;
+}
+
 absl::Status PeerLink::Connect() {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;

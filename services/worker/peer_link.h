@@ -81,6 +81,9 @@ class PeerLink {
   void Send(const PeerFrameHeader& header, const char* payload, uint64_t bytes);
   // Waits for the frame in flight (if any) and returns its outcome.
   absl::Status WaitSent();
+  // Never blocks: false while a frame is in flight; else true with the
+  // last frame's outcome in *status.
+  bool Done(absl::Status* status);
 
  private:
   PeerLink(const PeerLinkOptions& options, PeerSink* sink, int listen_fd)

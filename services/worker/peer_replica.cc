@@ -27,14 +27,23 @@ absl::Status PeerReplica::MaybeSnapshot(Generation& g, int64_t step, int64_t epo
     ASSIGN_OR_RETURN(link_, PeerLink::Start(*g.ctl, o_.link, this));
     link_generation_ = g.join.generation();
   }
-  // Device optimizer state (and zero1/2's overlapped gather) settle first.
+  // Device optimizer state (and zero1/2's overlapped gather) settle first
+  // (on every rank alike: for some strategies it could be collective).
   RETURN_IF_ERROR(g.sync->SyncStateToHost());
   if (sending_) {
-    // K steps after it started: normally long done. A failure loses this
-    // one copy (the neighbour holds the one before, or none).
-    if (absl::Status s = link_->WaitSent(); !s.ok()) {
+    // Started K steps ago: normally long done. Still going (a neighbour
+    // that stalls): this step gets no replica rather than the step waiting
+    // (the slot in flight is the one the next snapshot would overwrite).
+    // A failure loses that one copy (the neighbour holds the one before).
+    absl::Status sent;
+    if (!link_->Done(&sent)) {
+      LOG(WARNING) << "rank " << g.rank() << ": the previous peer replica is still being sent; "
+                   << "no replica at step " << step;
+      return absl::OkStatus();
+    }
+    if (!sent.ok()) {
       LOG(WARNING) << "rank " << g.rank() << ": peer replica not held by the next rank: "
-                   << s.message();
+                   << sent.message();
     }
     sending_ = false;
   }
@@ -43,8 +52,7 @@ absl::Status PeerReplica::MaybeSnapshot(Generation& g, int64_t step, int64_t epo
   const std::vector<optim::StateBuffer> buffers = g.sync->optimizer()->state();
   ReplicaSlot& s = own_[next_];
   next_ ^= 1;
-  s.meta = ReplicaMeta{g.join.generation(), g.rank(), g.world(), step, epoch,
-                       samples_in_epoch,    owned.lo,  owned.hi};
+  s.meta = ReplicaMeta{};  // valid again only once whole
   s.data.resize(static_cast<size_t>(size) * (1 + buffers.size()));
   RETURN_IF_ERROR(backend_->CopyToHost(s.data.data(), model_->storage().params() + owned.lo,
                                        size * sizeof(float)));
@@ -52,6 +60,8 @@ absl::Status PeerReplica::MaybeSnapshot(Generation& g, int64_t step, int64_t epo
     DCHECK_EQ(static_cast<int64_t>(buffers[b].data.size()), size);
     std::copy(buffers[b].data.begin(), buffers[b].data.end(), s.data.begin() + (b + 1) * size);
   }
+  s.meta = ReplicaMeta{g.join.generation(), g.rank(), g.world(), step, epoch,
+                       samples_in_epoch,    owned.lo,  owned.hi};
   PeerFrameHeader header;
   std::memcpy(header.data(), &s.meta, sizeof(s.meta));
   link_->Send(header, reinterpret_cast<const char*>(s.data.data()), s.data.size() * sizeof(float));

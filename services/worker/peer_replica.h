@@ -30,7 +30,9 @@
 // thread; the sink is the link's receive thread (held copies are guarded).
 // Borrows backend and model. Failure: MaybeSnapshot returns the strategy's
 // SyncStateToHost error or the link's start error (membership problems);
-// a send that fails is a warning and a lost replica, never an error.
+// a send that fails is a warning and a lost replica, never an error, and a
+// send still in flight at the next replica step (a stalled neighbour)
+// skips that step's replica instead of making the step wait.
 #ifndef TANDEM_SERVICES_WORKER_PEER_REPLICA_H_
 #define TANDEM_SERVICES_WORKER_PEER_REPLICA_H_
 
