@@ -98,7 +98,7 @@ struct CheckpointerOptions {
   // (memory_state.h); --recover_from_memory.
   bool recover_from_memory = false;
   // Sharded strategies' peer replicas (every 0: off); --replica_every.
-  PeerReplicaOptions replica{0, {}};
+  PeerReplicaOptions replica{0, false, {}};
   std::string model_text;     // the --model string, stored in the file
   uint64_t fingerprint = 0;   // checkpoint::ModelFingerprint of the model
   uint64_t seed = 1;          // initialisation when there is no checkpoint

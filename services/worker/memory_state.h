@@ -78,7 +78,7 @@ struct MemoryRecovery {
 class MemoryState {
  public:
   MemoryState(bool enabled, kernels::Backend* backend, nn::Model* model,
-              const PeerReplicaOptions& peers = PeerReplicaOptions{0, {}})
+              const PeerReplicaOptions& peers = PeerReplicaOptions{0, false, {}})
       : enabled_(enabled), backend_(backend), model_(model), peers_(peers, backend, model) {}
 
   // The strategy holds every parameter and the optimizer state for all of

@@ -1,6 +1,9 @@
 // Recovery of sharded strategies (zero1, zero2, zero3) from the ring
 // neighbours' replicas (issue 34 item 1), through the worker: 3 trainers on
-// threads, a replica every K = 5 steps.
+// threads, a replica every K = 5 steps (synchronous here: the step waits
+// for the neighbour's acknowledgement, so the fault 2 steps later always
+// finds the step-5 copies held; the background send is exercised by
+// peer_link_test and tools/bench/faults.sh).
 //
 //  - A worker lost after step 7: the survivors agree on R = 5 (the newest
 //    step every old rank's shard is held at: the lost rank's from its

@@ -66,6 +66,13 @@ absl::Status PeerReplica::MaybeSnapshot(Generation& g, int64_t step, int64_t epo
   std::memcpy(header.data(), &s.meta, sizeof(s.meta));
   link_->Send(header, reinterpret_cast<const char*>(s.data.data()), s.data.size() * sizeof(float));
   sending_ = true;
+  if (o_.synchronous) {
+    if (absl::Status sent = link_->WaitSent(); !sent.ok()) {
+      LOG(WARNING) << "rank " << g.rank() << ": peer replica not held by the next rank: "
+                   << sent.message();
+    }
+    sending_ = false;
+  }
   return absl::OkStatus();
 }
 

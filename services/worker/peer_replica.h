@@ -72,6 +72,10 @@ struct ReplicaSlot {
 
 struct PeerReplicaOptions {
   int every = 5;          // K: a replica every K steps; 0 = off
+  // Tests: the replica step waits for the neighbour's acknowledgement, so
+  // which steps are held does not depend on thread scheduling (a fault
+  // injected 2 steps after a replica step finds it held). Off in real runs.
+  bool synchronous = false;
   PeerLinkOptions link;
 };
 

@@ -117,6 +117,7 @@ struct TrainerOptions {
   // its shard to host memory and to its ring neighbour, so a lost worker
   // costs at most this many steps redone (peer_replica.h); 0 = off.
   int replica_every = 5;
+  bool replica_synchronous = false;  // tests: PeerReplicaOptions::synchronous
   checkpoint::WriteOptions checkpoint_write_options;  // tests: fault injection
   // "cpu", or "cuda": on a GPU (CUDA build) the model, gradients and the
   // optimizer step live on the device and the gradient mesh is NCCL (the
