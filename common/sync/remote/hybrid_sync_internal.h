@@ -106,7 +106,8 @@ class HybridSyncImpl final : public GradientSync,
       if (mine < g.end) slice += remote_->layout().chunk(mine).size();
     }
     shares_ = std::make_unique<NodeShares>(intra_, max_block);
-    slice_.assign(slice, 0.f);
+    // One rank per node pushes straight from the gradient buffer (PushMine).
+    if (local_size_ > 1) slice_.assign(slice, 0.f);
     if (codec_ != nullptr) {
       int64_t bytes = 0;
       for (const Group& g : groups_) {
@@ -309,7 +310,7 @@ class HybridSyncImpl final : public GradientSync,
 
   // Sized once.
   std::vector<int64_t> slice_offset_;  // per group: where this rank's chunk sits in slice_
-  std::vector<float> slice_;           // this rank's chunks, node-reduced
+  std::vector<float> slice_;           // this rank's chunks, node-reduced (empty when K = 1)
   // The intra-node reduce-scatter of a group's chunks and the allgather
   // back (communication thread, then the trainer thread after Drain).
   std::unique_ptr<NodeShares> shares_;
