@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -146,12 +147,15 @@ def run_tandem(tandem, args, run_dir, timeout):
     shutil.rmtree(run_dir, ignore_errors=True)
     cmd = [tandem, "local", "--run_dir=" + run_dir] + args
     t0 = time.time()
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         rc, out, err = p.returncode, p.stdout, p.stderr
     except subprocess.TimeoutExpired as e:
         rc, out, err = -1, (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or ""), "timed out after %d s" % timeout
-    return rc, out, err, time.time() - t0, cmd
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    return rc, out, err, time.time() - t0, cmd, cpu
 
 
 MEMORY = re.compile(r'^tandem_sync_memory_bytes\{[^}]*kind="(\w+)"[^}]*\} (\S+)')
@@ -263,8 +267,8 @@ def main():
             args = common + sync_args + servers + ["--nodes=%d" % nodes, "--workers_per_node=%d" % per,
                                          "--link=" + rate, "--max_steps=%d" % a.steps,
                                          "--log_every=%d" % max(1, a.steps // 5)]
-            rc, out, err, wall, cmd = run_tandem(binary, args, os.path.join(a.out, "runs", name),
-                                                 a.timeout)
+            rc, out, err, wall, cmd, cpu = run_tandem(binary, args,
+                                                      os.path.join(a.out, "runs", name), a.timeout)
             if "cannot create a network namespace" in err:
                 sys.exit("strategies.sh: " + err.strip().splitlines()[-1] +
                          "\n(simulated nodes need root: run it as root)")
@@ -283,6 +287,10 @@ def main():
                 r["samples_per_s"] = sum(s[1] for s in body) / len(body)
                 r["link_bytes_per_step"] = (link_bytes / a.steps) if link_bytes is not None else None
                 r["link_busy"] = busy_fractions(by_node, rate, a.steps, r["step_ms"])
+                # CPU seconds of the whole job (every process tandem local
+                # waited for, start-up and evaluation included) per step:
+                # the per-CPU-second measure for a loaded machine.
+                r["cpu_ms_per_step"] = 1000 * cpu / a.steps
                 mem = worker_memory(os.path.join(a.out, "runs", name))
                 r["memory_bytes"] = mem
                 r["memory_mib"] = sum(mem.values()) / 2**20 if mem else None
@@ -307,7 +315,7 @@ def main():
             if sync in SHARD_STRATEGIES:
                 args.append("--shard_servers=%d" % acc_layout[0])
             name = "accuracy_" + label.replace(" ", "_").replace("=", "")
-            rc, out, err, wall, _ = run_tandem(a.tandem, args, os.path.join(a.out, "runs", name), a.timeout)
+            rc, out, err, wall, _, _ = run_tandem(a.tandem, args, os.path.join(a.out, "runs", name), a.timeout)
             _, _, acc, _ = parse(out)
             accuracy[label] = acc if rc == 0 else None
             print("  accuracy %-22s %s" % (label, acc if rc == 0 else "FAILED: " + last_error(rc, out, err)),
@@ -416,7 +424,8 @@ def print_hybrid_checks(meta, results):
     against the flat ring (issue 33's targets: >= 0.85x with fewer shard
     servers than nodes, >= 1.3x with as many, at every rate) and the
     hierarchical ring; and how busy the links were while stepping
-    (busy_fractions: the servers' links, target >= 85%, and the workers')."""
+    (busy_fractions: the servers' links, target >= 85%, and the workers'),
+    and the job's CPU ms per step beside the flat ring's."""
     rows = [r for r in results if r["sync"] in SHARD_STRATEGIES and r["ok"]]
     if not rows:
         return
@@ -435,10 +444,14 @@ def print_hybrid_checks(meta, results):
             verdict.append("flat-ring target >= %.2fx %s" % (target, "ok" if vs_flat >= target else "BELOW"))
         if busy.get("server") is not None:
             verdict.append("server links %s" % ("ok" if busy["server"] >= 0.85 else "BELOW 85%"))
-        print("  %-26s %-8s %-5s vs flat ring %s, vs hierarchical ring %s; busy %s / %s; %s" % (
-            r["variant"], r["rate"], r["layout"], fmt(vs_flat, "%.2fx"), fmt(vs_hier, "%.2fx"),
-            fmt(busy.get("server") and 100 * busy["server"], "%.0f%%"),
-            fmt(busy.get("worker") and 100 * busy["worker"], "%.0f%%"), "; ".join(verdict)))
+        print("  %-26s %-8s %-5s vs flat ring %s, vs hierarchical ring %s; busy %s / %s; "
+              "CPU ms/step %s (flat ring %s); %s" % (
+                  r["variant"], r["rate"], r["layout"], fmt(vs_flat, "%.2fx"), fmt(vs_hier, "%.2fx"),
+                  fmt(busy.get("server") and 100 * busy["server"], "%.0f%%"),
+                  fmt(busy.get("worker") and 100 * busy["worker"], "%.0f%%"),
+                  fmt(r.get("cpu_ms_per_step"), "%.0f"),
+                  fmt(ring[key].get("cpu_ms_per_step") if key in ring else None, "%.0f"),
+                  "; ".join(verdict)))
 
 
 def two_largest_layers_bytes(model):
