@@ -20,10 +20,11 @@ Columns: scenario, outcome (survived / refused / clean error / FAILED),
 detect_s (fault to the first console line naming it), recover_s (fault to
 the first training step after it), redone (optimizer steps some rank had
 completed that the job trained again: the "(N steps redone)" of rank 0's
-"recovered from memory at step ...", "resumed from ..." or "restarted from
-the initial state ..." line; 0 when the job never rolled back), path
-(memory / disk / - : where the state came from), lost, repeated, once (every
-sample of the epoch exactly once), acc (final test accuracy), d_acc (acc
+"recovered from [peer] memory at step ...", "resumed from ..." or
+"restarted from the initial state ..." line; 0 when the job never rolled
+back), path (memory / peer memory / disk / - : the rank's own memory, the
+ring neighbours' replicas of sharded state, a checkpoint), lost, repeated,
+once (every sample of the epoch exactly once), acc (final test accuracy), d_acc (acc
 minus that of an undisturbed run of the same job, in points; the reference
 runs once per configuration, --no-reference skips it). "-" where a column
 does not apply.
@@ -127,7 +128,8 @@ class Run:
 
 
 REDONE = re.compile(
-    r"^(recovered from memory|resumed from|restarted from the initial state) .*?\((\d+) steps redone\)")
+    r"^(recovered from memory|recovered from peer memory|resumed from|"
+    r"restarted from the initial state) .*?\((\d+) steps redone\)")
 
 
 def redone_and_path(run):
@@ -135,7 +137,9 @@ def redone_and_path(run):
     for _, line in run.lines:
         m = REDONE.match(line)
         if m:
-            return int(m.group(2)), "memory" if m.group(1).startswith("recovered") else "disk"
+            kind = m.group(1)
+            return int(m.group(2)), ("peer memory" if "peer" in kind else
+                                     "memory" if kind.startswith("recovered") else "disk")
     return 0, "-"
 
 

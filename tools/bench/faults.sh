@@ -12,7 +12,7 @@
 # steps do not count), every sample once, final test accuracy and its
 # difference (points) to an undisturbed run of the same configuration.
 # Targets (issue 34): lost worker <= 1 step redone for allreduce/compressed,
-# <= K sharded; scale-up 0; lost shard server with a replica <= 1; every
+# <= K sharded (zero1/2/3 from peer memory: K = --replica_every, 5); scale-up 0; lost shard server with a replica <= 1; every
 # sample once; accuracy within 0.5 point; recovery <= 5 s.
 # Each run is a small one-epoch job (~5-10 s unloaded).
 #
