@@ -29,9 +29,10 @@
 // nobody: a slow-but-alive rank stays expected in the next rendezvous.
 //
 // The rendezvous after a generation ended forms as soon as every member of
-// that generation not lost and not left has joined again (and min_workers
-// are there), instead of waiting settle_time after the last join; one
-// still missing keeps the settle_time rule (and max_workers forms at once).
+// that generation that may still be alive (not expelled, not seen to exit,
+// not left) has joined again and min_workers are there, instead of waiting
+// settle_time after the last join; while one is still missing the
+// settle_time rule holds (and max_workers forms at once).
 //
 // The step times heartbeats carry (HeartbeatRequest.timing) feed a
 // StragglerDetector (straggler_detector.h): a named rank is logged and
