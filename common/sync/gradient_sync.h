@@ -63,6 +63,7 @@ namespace sync {
 struct ParamShape {
   int64_t offset = 0;          // first element in the flat vector
   std::vector<int64_t> shape;  // e.g. {1024, 784}; the size is the product
+  std::string name;            // the layout's name, e.g. "embed.token"; may be ""
 };
 
 struct StepOptions {
