@@ -253,7 +253,8 @@ absl::StatusOr<Shape> CompressedShape(const std::string& codec, const Terms& t, 
 // compressed weight's P (rows x R) with the bucket's other values in fp32,
 // one of the Qs (cols x R); three GEMMs of 2 x rows x cols x R FLOPs per
 // weight (P, Q, the reconstruction) and the residual's passes over M.
-// A weight compresses when rows x cols >= 2 (rows + cols) R.
+// A weight compresses when rows x cols >= 2 (rows + cols) R and it is not an
+// embedding table (embeddings=0, the default: they go with the fp32 values).
 absl::StatusOr<Shape> PowerSgdShape(const std::string& rank_text, const Terms& t,
                                     const ModelCost& model) {
   int rank = 0;
@@ -270,7 +271,8 @@ absl::StatusOr<Shape> PowerSgdShape(const std::string& rank_text, const Terms& t
     Cost c{lo, lo + model.groups_backward[g]};
     for (const std::vector<int64_t>& shape : model.shapes_backward[g]) {
       const double rows = shape[0], cols = shape.size() > 1 ? shape[1] : 1;
-      if (shape.size() == 2 && rows * cols >= 2.0 * (rows + cols) * rank) {
+      if (shape.size() == 2 && rows * cols >= 2.0 * (rows + cols) * rank &&
+          !(g < model.embeddings_backward.size() && model.embeddings_backward[g])) {
         c.p += rows * rank;
         c.q += cols * rank;
         c.flops += 3 * 2 * rows * cols * rank;

@@ -1,5 +1,6 @@
 #include "common/plan/strategy_cost.h"
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -69,6 +70,17 @@ TEST(StrategyCostTest, PowerSgdSendsTheFactorsAndTheVectors) {
   const Prediction whole = MustPredict(r, "compressed:powersgd=1000");
   EXPECT_DOUBLE_EQ(whole.node_link_bytes, 1.5 * r.model.parameters * 4);
   EXPECT_FALSE(Predict(r, "compressed:powersgd=0").ok());
+}
+
+TEST(StrategyCostTest, PowerSgdSendsEmbeddingTablesWhole) {
+  // The GPT's token (256 x 64) and position (16 x 64) tables go as fp32
+  // (embeddings=0, the codec's default) instead of as rank-4 factors.
+  PlanRequest r = MlpRequest("gpt:layers=1,heads=1,width=64,context=16,vocab=256", 2, 2, 1e9);
+  const Prediction whole = MustPredict(r, "compressed:powersgd=4");
+  std::fill(r.model.embeddings_backward.begin(), r.model.embeddings_backward.end(), false);
+  const Prediction factored = MustPredict(r, "compressed:powersgd=4");
+  const double tables = 256 * 64 + 16 * 64, factors = 4 * (256 + 64) + 4 * (16 + 64);
+  EXPECT_DOUBLE_EQ(whole.node_link_bytes - factored.node_link_bytes, 1.5 * (tables - factors) * 4);
 }
 
 TEST(StrategyCostTest, CommunicationOnlyCostsWhatBackwardCannotHide) {
