@@ -189,12 +189,16 @@ Shape Zero3Shape(const Terms& t, int64_t flat) {
 }
 
 // ps: every rank pushes each bucket to the servers; hybrid: reduce-scatter
-// in the node, each local rank pushes its 1/K, and the pulled slices are
-// allgathered in the node after the last pull. Pipelined (ps_sync.h,
-// pipeline=1, the default): each chunk (chunk_mb, 0.25 MiB) is pulled
-// right behind its push, on the other direction of the same links, so the
-// pulls ride along with the pushes and what is left after backward's last
-// push is one chunk's pull (plus hybrid's allgather).
+// in the node, each local rank pushes its 1/K, and each group of K chunks
+// is allgathered in the node as soon as its pulls are in. Pipelined
+// (ps_sync.h, pipeline=1, the default): each chunk is pulled right behind
+// its push, on the other direction of the same links, so the pulls ride
+// along with the pushes and what is left after backward's last push is
+// the pull of the last chunk (every rank of a node pulls one: ps the same
+// chunk, hybrid one chunk of the group each) plus hybrid's allgather of
+// that group. A chunk is chunk_mb (0.25 MiB) or, for a vector that small,
+// one server's whole range: the ShardLayout cuts each server's 1/S range
+// into chunks (common/shard/shard_layout.h).
 constexpr double kPipelineChunkBytes = 0.25 * (1 << 20);
 absl::StatusOr<Shape> RemoteShape(const std::string& strategy, const Terms& t, int64_t flat) {
   if (t.servers < 1) {
@@ -206,17 +210,17 @@ absl::StatusOr<Shape> RemoteShape(const std::string& strategy, const Terms& t, i
   s.server_elements = static_cast<double>(ShardElements(flat, t.servers));
   // The push direction carries the bucket; the pull direction the same
   // bytes at the same time (full duplex): the bucket's cost is one transfer.
+  const double chunk = std::min(t.p_bytes / t.servers, kPipelineChunkBytes);
   if (strategy == "ps") {
     s.bucket = [&t](int64_t lo, int64_t hi) { return ServerTransfer(t, (hi - lo) * kFloat, t.k); };
-    s.finish_comm_s = ServerTransfer(t, std::min(t.p_bytes, kPipelineChunkBytes), t.k);
+    s.finish_comm_s = ServerTransfer(t, chunk, t.k);
     s.node_link_bytes = t.k * t.p_bytes;
   } else {
     s.bucket = [&t](int64_t lo, int64_t hi) {
       const double b = (hi - lo) * kFloat;
       return ShmReduceScatter(t, b) + ServerTransfer(t, b / t.k, t.k);
     };
-    s.finish_comm_s = ServerTransfer(t, std::min(t.p_bytes / t.k, kPipelineChunkBytes), t.k) +
-                      ShmAllGather(t, t.p_bytes);
+    s.finish_comm_s = ServerTransfer(t, chunk, t.k) + ShmAllGather(t, t.k * chunk);
     s.node_link_bytes = t.p_bytes;
   }
   return s;
