@@ -54,7 +54,8 @@ int64_t LargestPiece(const shard::ZeroShardMap& map, int64_t lo, int64_t hi) {
 
 LayerGather::LayerGather(Communicator* world, const CommGroups* groups,
                          const shard::ZeroShardMap& map,
-                         const std::vector<std::pair<int64_t, int64_t>>& units)
+                         const std::vector<std::pair<int64_t, int64_t>>& units,
+                         int64_t max_staging_floats)
     : world_(world),
       map_(map),
       rank_(world->rank()),
@@ -70,6 +71,10 @@ LayerGather::LayerGather(Communicator* world, const CommGroups* groups,
     const int64_t b = LargestPiece(map_, lo, hi);
     if (world_size_ * b < 2 * (hi - lo)) block = std::max(block, b);
   }
+  // Larger pieces go in rounds of this many floats each.
+  if (max_staging_floats > 0) {
+    block = std::min(block, std::max<int64_t>(1, max_staging_floats / world_size_));
+  }
   blocks_.assign(block * world_size_, 0.f);
 }
 
@@ -83,7 +88,7 @@ GatherRoute LayerGather::RouteFor(int64_t lo, int64_t hi) const {
   c.allreduce = 2 * (n - 1) / n * g;
   // The owners' node link, when they sit on one node (a layer's usual case).
   if (broadcast_.two_level()) c.broadcast = (nodes_ - 1) * g;
-  if (b * world_size_ <= static_cast<int64_t>(blocks_.size())) c.allgather = (n - 1) * b;
+  if (!blocks_.empty()) c.allgather = (n - 1) * b;  // in rounds when b is above the staging
   return CheapestGatherRoute(c);
 }
 
@@ -107,22 +112,30 @@ absl::Status LayerGather::Run(float* params, int64_t lo, int64_t hi, int64_t* by
 }
 
 absl::Status LayerGather::AllGather(float* params, int64_t lo, int64_t hi, int64_t* bytes) {
+  // Round by round: floats [off, off + c) of every rank's piece, each
+  // padded with zeros to c, by one ring allgather into the staging blocks.
   const int64_t b = LargestPiece(map_, lo, hi);
-  float* mine = blocks_.data() + int64_t{rank_} * b;
+  const int64_t round = static_cast<int64_t>(blocks_.size()) / world_size_;
   const optim::ParamRange p = map_.piece(rank_, lo, hi);
-  std::memcpy(mine, params + p.lo, p.size() * sizeof(float));
-  std::fill(mine + p.size(), mine + b, 0.f);
-  // In place: this rank's input is its own block of the output.
-  if (absl::Status s = world_->AllGather(mine, blocks_.data(), b * int64_t{sizeof(float)});
-      !s.ok()) {
-    return s;
+  for (int64_t off = 0; off < b; off += round) {
+    const int64_t c = std::min(round, b - off);
+    float* mine = blocks_.data() + int64_t{rank_} * c;
+    const int64_t have = std::clamp<int64_t>(p.size() - off, 0, c);
+    if (have > 0) std::memcpy(mine, params + p.lo + off, have * sizeof(float));
+    std::fill(mine + have, mine + c, 0.f);
+    // In place: this rank's input is its own block of the output.
+    if (absl::Status s = world_->AllGather(mine, blocks_.data(), c * int64_t{sizeof(float)});
+        !s.ok()) {
+      return s;
+    }
+    for (int j = 0; j < world_size_; ++j) {
+      const optim::ParamRange q = map_.piece(j, lo, hi);
+      const int64_t got = std::clamp<int64_t>(q.size() - off, 0, c);
+      if (j == rank_ || got == 0) continue;
+      std::memcpy(params + q.lo + off, blocks_.data() + int64_t{j} * c, got * sizeof(float));
+    }
+    *bytes += (world_size_ - 1) * c * int64_t{sizeof(float)};
   }
-  for (int j = 0; j < world_size_; ++j) {
-    const optim::ParamRange q = map_.piece(j, lo, hi);
-    if (j == rank_ || q.size() == 0) continue;
-    std::memcpy(params + q.lo, blocks_.data() + int64_t{j} * b, q.size() * sizeof(float));
-  }
-  *bytes += (world_size_ - 1) * b * int64_t{sizeof(float)};
   return absl::OkStatus();
 }
 

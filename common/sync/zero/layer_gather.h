@@ -24,11 +24,13 @@
 // broadcast through shared memory: one copy per reader. The choice depends only on the map, the range and the layout,
 // so every rank makes the same one.
 //
-//   LayerGather g(world, groups, map, units);  // staging sized for `units`
+//   LayerGather g(world, groups, map, units, max_staging);  // staging for `units`
 //   RETURN_IF_ERROR(g.Run(params, lo, hi, &bytes));
 //
-// Staging (allgather blocks) is sized once for the largest of `units`; a
-// range whose packed blocks would not fit takes the best of the other two.
+// Staging (allgather blocks) is sized once for the largest of `units`, at
+// most max_staging floats (0 = no cap): a range whose packed blocks are
+// larger goes in rounds, each one ring allgather of the next part of every
+// piece (same bytes, more hand-offs).
 // Thread-compatible: one thread at a time (the strategy's gather thread).
 // Failure: the collective's error, naming the range and the route.
 #ifndef TANDEM_COMMON_SYNC_ZERO_LAYER_GATHER_H_
@@ -76,7 +78,8 @@ class LayerGather {
   // `groups` may be null (flat over `world`). `units`: the ranges Run will
   // mostly be called with (for the staging size).
   LayerGather(Communicator* world, const CommGroups* groups, const shard::ZeroShardMap& map,
-              const std::vector<std::pair<int64_t, int64_t>>& units);
+              const std::vector<std::pair<int64_t, int64_t>>& units,
+              int64_t max_staging_floats = 0);
 
   GatherRoute RouteFor(int64_t lo, int64_t hi) const;
 
