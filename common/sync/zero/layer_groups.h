@@ -3,8 +3,9 @@
 // the group holds at least `min_floats` parameters, so a model of many
 // small layers does not pay one collective (its hand-offs, the owners'
 // uneven pieces) per layer. A group is one contiguous range of the flat
-// vector: a layer whose range does not start where the previous one ends
-// starts a new group. A last group smaller than `min_floats` joins the one
+// vector: a layer joins the open group only when its range touches the
+// group's (either end: models may lay layers out in forward or in backward
+// order); otherwise it starts a new group. A last group smaller than `min_floats` joins the one
 // before it (when contiguous), so every group but at most the last holds
 // >= min_floats floats. min_floats <= 0: every layer its own group.
 //

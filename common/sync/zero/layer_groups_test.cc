@@ -39,10 +39,22 @@ TEST(GroupLayers, AMinimumAboveTheModelMakesOneGroup) {
 }
 
 TEST(GroupLayers, LayersThatDoNotTouchStartANewGroup) {
-  // Forward order that is not address order: [20, 30) does not follow [0, 10).
-  const LayerGroups g = GroupLayers({{0, 10}, {20, 30}, {10, 20}}, 1000);
-  EXPECT_EQ(g.ranges(), (Ranges{{0, 10}, {20, 30}, {10, 20}}));
+  // [20, 30) does not touch [0, 10), nor [40, 50) [20, 30).
+  const LayerGroups g = GroupLayers({{0, 10}, {20, 30}, {40, 50}}, 1000);
+  EXPECT_EQ(g.ranges(), (Ranges{{0, 10}, {20, 30}, {40, 50}}));
   EXPECT_EQ(g.group_of_layer, (std::vector<int>{0, 1, 2}));
+  // [10, 20) touches [20, 30) (joins it), and the short tail then touches [0, 10).
+  const LayerGroups joined = GroupLayers({{0, 10}, {20, 30}, {10, 20}}, 1000);
+  EXPECT_EQ(joined.ranges(), (Ranges{{0, 30}}));
+}
+
+TEST(GroupLayers, LayersLaidOutInBackwardOrderGroupToo) {
+  // The MLP's layout: the first layer at the end of the vector.
+  const LayerGroups g = GroupLayers({{14, 30}, {4, 14}, {0, 4}}, 20);
+  EXPECT_EQ(g.ranges(), (Ranges{{0, 30}}));
+  EXPECT_EQ(g.group_of_layer, (std::vector<int>{0, 0, 0}));
+  const LayerGroups two = GroupLayers({{14, 30}, {4, 14}, {0, 4}}, 12);
+  EXPECT_EQ(two.ranges(), (Ranges{{14, 30}, {0, 14}}));
 }
 
 TEST(GroupLayers, NoLayersNoGroups) {
