@@ -5,20 +5,26 @@
 namespace tandem {
 namespace sync {
 
-TwoLevelAllGather::TwoLevelAllGather(const CommGroups* groups, int world_size) {
+std::vector<int> EqualNodesLocalRanks(const CommGroups* groups, int world_size) {
   if (groups == nullptr || groups->intra == nullptr || groups->inter == nullptr ||
       groups->num_nodes < 2 || static_cast<int>(groups->node_of_rank.size()) != world_size) {
-    return;
+    return {};
   }
-  std::vector<int> per_node(groups->num_nodes, 0);
-  for (int node : groups->node_of_rank) local_of_rank_.push_back(per_node[node]++);
+  std::vector<int> per_node(groups->num_nodes, 0), local_of_rank;
+  for (int node : groups->node_of_rank) local_of_rank.push_back(per_node[node]++);
   for (int c : per_node) {
-    if (c != per_node[0]) return;  // unequal nodes: some inter groups miss a node
+    if (c != per_node[0]) return {};  // unequal nodes: some inter groups miss a node
   }
+  return local_of_rank;
+}
+
+TwoLevelAllGather::TwoLevelAllGather(const CommGroups* groups, int world_size)
+    : local_of_rank_(EqualNodesLocalRanks(groups, world_size)) {
+  if (local_of_rank_.empty()) return;
   intra_ = groups->intra.get();
   inter_ = groups->inter.get();
   nodes_ = groups->num_nodes;
-  local_size_ = per_node[0];
+  local_size_ = world_size / nodes_;
   node_index_ = groups->node_index;
   local_rank_ = groups->local_rank;
   node_of_rank_ = groups->node_of_rank;

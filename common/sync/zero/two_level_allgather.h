@@ -34,6 +34,11 @@
 namespace tandem {
 namespace sync {
 
+// The local index of every world rank when `groups` has intra and inter
+// communicators over `world_size` ranks on several nodes that all hold the
+// same number of ranks (two levels can run); empty otherwise.
+std::vector<int> EqualNodesLocalRanks(const CommGroups* groups, int world_size);
+
 class TwoLevelAllGather {
  public:
   // Usable only with intra and inter groups, several nodes and every node

@@ -492,8 +492,15 @@ absl::StatusOr<std::unique_ptr<Zero3Sync>> CreateZero3Sync(Zero3SyncOptions opti
   if (absl::Status g = CheckZero3GroupOptions(options.group_mb, options.gather_mb); !g.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(kLabel, ": ", g.message()));
   }
+  // One node has no network link for groups to spare hand-offs on; its
+  // shared-memory broadcasts are cheap per layer, and one whole-model group
+  // measured 2-4x slower there (zero3_sync.h): every layer alone.
+  const CommGroups* g = options.groups;
+  const bool one_node = g != nullptr && g->num_nodes == 1 &&
+                        static_cast<int>(g->node_of_rank.size()) == options.comm->world_size();
   LayerGroups groups = GroupLayers(
-      options.layer_ranges, options.group_mb == 0 ? 0 : MibFloats(options.group_mb));
+      options.layer_ranges,
+      options.group_mb == 0 || one_node ? 0 : MibFloats(options.group_mb));
   absl::StatusOr<BucketPlan> plan = PlanBuckets(
       options.ready_ranges, options.size,
       static_cast<int64_t>(std::min(options.bucket_cap_mb * 1024 * 1024, 4e15)));
