@@ -130,7 +130,8 @@ TEST_P(ZeroLayoutEquivalence, EndsEqualToAllreduce) {
 
 // gather_mb tiny: many rounds of a few floats per shard, so layers wait for
 // different rounds; default: one round of the whole small model. zero3:
-// by default (group_mb=4) the small model is one gather group; group_mb=0
+// by default (group_mb=4) the small model is one gather group (on one node
+// every layer alone, whatever group_mb says); group_mb=0
 // gathers every layer alone, 0.002 (524 floats) in two groups, with
 // gather_mb 0.0005 the allgather in rounds of a few floats per piece. At 2x2 the
 // zero1/zero2 rounds go in two levels (zero_sync.h), also at the end of the
@@ -148,6 +149,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"zero3", {"a", "b", "c", "d"}, false},
                       Case{"zero3", {"a", "b", "c"}, true},
                       Case{"zero3", {"a", "a", "b"}, false},
+                      Case{"zero3", {"a", "a", "a", "a"}, true},
                       Case{"zero3", {"a", "b", "c", "d"}, true, "group_mb=0"},
                       Case{"zero3", {"a", "a", "b", "b"}, false, "group_mb=0"},
                       Case{"zero3", {"a", "b", "c"}, false, "group_mb=0.002,gather_mb=0.0005"},
