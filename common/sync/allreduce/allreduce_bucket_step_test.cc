@@ -258,23 +258,35 @@ TEST(BucketStep, MeasuringTheNormStepsTheWholeVector) {
   EXPECT_GT(a[0].reports[0].grad_sum_sq, 0);
 }
 
+// A plain-SGD sync over `params` / `grads` with one step begun (with `ctx`
+// as StepOptions::context when give_context) and every range reported.
+absl::StatusOr<std::unique_ptr<GradientSync>> StartSgdStep(Communicator& c,
+                                                           std::vector<float>& params,
+                                                           std::vector<float>& grads,
+                                                           const optim::StepContext& ctx,
+                                                           bool give_context) {
+  AllreduceSyncOptions o;
+  o.comm = &c;
+  o.params = params.data();
+  o.grads = grads.data();
+  o.size = kSize;
+  o.ready_ranges = kRanges;
+  o.optimizer = MakeOptimizer(Opt::kSgd);
+  ASSIGN_OR_RETURN(std::unique_ptr<GradientSync> sync, CreateAllreduceSync(std::move(o)));
+  StepOptions so;
+  if (give_context) so.context = ctx;
+  RETURN_IF_ERROR(sync->BeginStep(so));
+  for (const auto& range : kRanges) sync->OnGradientsReady(range.first, range.second);
+  return sync;
+}
+
 TEST(BucketStep, FinishStepWithAnotherContextIsAnError) {
   auto statuses = comm_testing::RunGlooRanks(2, [&](int rank, Communicator& c) {
     std::vector<float> params(kSize, 1.f), grads(kSize, 1.f);
-    AllreduceSyncOptions o;
-    o.comm = &c;
-    o.params = params.data();
-    o.grads = grads.data();
-    o.size = kSize;
-    o.ready_ranges = kRanges;
-    o.optimizer = MakeOptimizer(Opt::kSgd);
-    ASSIGN_OR_RETURN(std::unique_ptr<GradientSync> sync, CreateAllreduceSync(std::move(o)));
     optim::StepContext ctx;
     ctx.lr = 0.1f;
-    StepOptions so;
-    so.context = ctx;
-    RETURN_IF_ERROR(sync->BeginStep(so));
-    for (const auto& range : kRanges) sync->OnGradientsReady(range.first, range.second);
+    ASSIGN_OR_RETURN(std::unique_ptr<GradientSync> sync,
+                     StartSgdStep(c, params, grads, ctx, /*give_context=*/true));
     ctx.lr = 0.2f;
     const absl::Status s = sync->FinishStep(ctx);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
@@ -294,20 +306,10 @@ TEST(BucketStep, FailedCollectiveAfterPerBucketSteppingIsAPartialUpdate) {
           RETURN_IF_ERROR(c.Barrier());
           if (rank == 1) return absl::OkStatus();  // leaves: its sockets close
           std::vector<float> params(kSize, 1.f), grads(kSize, 1.f);
-          AllreduceSyncOptions o;
-          o.comm = &c;
-          o.params = params.data();
-          o.grads = grads.data();
-          o.size = kSize;
-          o.ready_ranges = kRanges;
-          o.optimizer = MakeOptimizer(Opt::kSgd);
-          ASSIGN_OR_RETURN(std::unique_ptr<GradientSync> sync, CreateAllreduceSync(std::move(o)));
           optim::StepContext ctx;
           ctx.lr = 0.1f;
-          StepOptions so;
-          if (give_context) so.context = ctx;
-          RETURN_IF_ERROR(sync->BeginStep(so));
-          for (const auto& range : kRanges) sync->OnGradientsReady(range.first, range.second);
+          ASSIGN_OR_RETURN(std::unique_ptr<GradientSync> sync,
+                           StartSgdStep(c, params, grads, ctx, give_context));
           EXPECT_FALSE(sync->FinishStep(ctx).ok());
           partial = sync->partially_updated();
           if (!give_context) {
