@@ -15,6 +15,7 @@ struct Group {
   // Backward GEMMs relative to forward: 2 (weight and input gradients), 1
   // for the MLP's first layer, whose input gradient is never computed.
   double backward_factor = 2;
+  bool embedding = false;
 };
 
 // Offsets in the flat vector are multiples of ParameterLayout::kAlignElems.
@@ -35,6 +36,7 @@ void Finish(const std::vector<Group>& backward_order, ModelCost* c) {
     }
     c->groups_backward.push_back(end - lo);
     c->shapes_backward.push_back(g.params);
+    c->embeddings_backward.push_back(g.embedding);
     c->backward_flops.push_back(g.backward_factor * g.gemm_flops);
     c->forward_flops += g.gemm_flops;
     c->train_flops += (1 + g.backward_factor) * g.gemm_flops;
@@ -76,7 +78,7 @@ absl::StatusOr<ModelCost> GptCost(const nn::GptConfig& g) {
     groups.push_back({{{3 * W, W}, {3 * W}}, t * 2 * 3 * w * w, t * 4 * w});  // qkv
     groups.push_back({{{W}, {W}}, 0, t * w});                                // ln1
   }
-  groups.push_back({{{V, W}, {T, W}}, 0, t * w});  // embeddings: token, position
+  groups.push_back({{{V, W}, {T, W}}, 0, t * w, 2, /*embedding=*/true});  // token, position
   Finish(groups, &c);
   return c;
 }

@@ -43,6 +43,10 @@ struct ModelCost {
   // {elements} for a vector), as the model's layout holds them: what
   // low-rank compression (PowerSGD) can factor.
   std::vector<std::vector<std::vector<int64_t>>> shapes_backward;
+  // Whether each group holds embedding tables (the GPT's token and
+  // position tables), same order: PowerSGD sends them uncompressed
+  // (embeddings=0, its default).
+  std::vector<bool> embeddings_backward;
   double forward_flops = 0;  // per sample
   double train_flops = 0;    // per sample: forward + backward
   // Floats kept from forward for backward, per sample (the activations).

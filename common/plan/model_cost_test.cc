@@ -4,6 +4,7 @@
 #include <memory>
 #include <numeric>
 
+#include "absl/strings/match.h"
 #include "common/kernels/cpu_backend.h"
 #include "common/nn/model.h"
 #include "gtest/gtest.h"
@@ -44,6 +45,12 @@ void ExpectMatchesRealModel(const std::string& spec_text) {
   std::sort(real_shapes.begin(), real_shapes.end());
   std::sort(cost_shapes.begin(), cost_shapes.end());
   EXPECT_EQ(cost_shapes, real_shapes);
+  // The groups marked as embeddings are those of the layout's embed.* tables.
+  std::vector<bool> real_embeddings(real.size(), false);
+  for (const auto& p : layout.params()) {
+    if (absl::StartsWith(p.name, "embed.")) real_embeddings[p.group] = true;
+  }
+  EXPECT_EQ(cost->embeddings_backward, real_embeddings);
 }
 
 TEST(ModelCostTest, CountsMatchTheRealMlp) {

@@ -189,12 +189,16 @@ Shape Zero3Shape(const Terms& t, int64_t flat) {
 }
 
 // ps: every rank pushes each bucket to the servers; hybrid: reduce-scatter
-// in the node, each local rank pushes its 1/K, and the pulled slices are
-// allgathered in the node after the last pull. Pipelined (ps_sync.h,
-// pipeline=1, the default): each chunk (chunk_mb, 0.25 MiB) is pulled
-// right behind its push, on the other direction of the same links, so the
-// pulls ride along with the pushes and what is left after backward's last
-// push is one chunk's pull (plus hybrid's allgather).
+// in the node, each local rank pushes its 1/K, and each group of K chunks
+// is allgathered in the node as soon as its pulls are in. Pipelined
+// (ps_sync.h, pipeline=1, the default): each chunk is pulled right behind
+// its push, on the other direction of the same links, so the pulls ride
+// along with the pushes and what is left after backward's last push is
+// the pull of the last chunk (every rank of a node pulls one: ps the same
+// chunk, hybrid one chunk of the group each) plus hybrid's allgather of
+// that group. A chunk is chunk_mb (0.25 MiB) or, for a vector that small,
+// one server's whole range: the ShardLayout cuts each server's 1/S range
+// into chunks (common/shard/shard_layout.h).
 constexpr double kPipelineChunkBytes = 0.25 * (1 << 20);
 absl::StatusOr<Shape> RemoteShape(const std::string& strategy, const Terms& t, int64_t flat) {
   if (t.servers < 1) {
@@ -206,17 +210,17 @@ absl::StatusOr<Shape> RemoteShape(const std::string& strategy, const Terms& t, i
   s.server_elements = static_cast<double>(ShardElements(flat, t.servers));
   // The push direction carries the bucket; the pull direction the same
   // bytes at the same time (full duplex): the bucket's cost is one transfer.
+  const double chunk = std::min(t.p_bytes / t.servers, kPipelineChunkBytes);
   if (strategy == "ps") {
     s.bucket = [&t](int64_t lo, int64_t hi) { return ServerTransfer(t, (hi - lo) * kFloat, t.k); };
-    s.finish_comm_s = ServerTransfer(t, std::min(t.p_bytes, kPipelineChunkBytes), t.k);
+    s.finish_comm_s = ServerTransfer(t, chunk, t.k);
     s.node_link_bytes = t.k * t.p_bytes;
   } else {
     s.bucket = [&t](int64_t lo, int64_t hi) {
       const double b = (hi - lo) * kFloat;
       return ShmReduceScatter(t, b) + ServerTransfer(t, b / t.k, t.k);
     };
-    s.finish_comm_s = ServerTransfer(t, std::min(t.p_bytes / t.k, kPipelineChunkBytes), t.k) +
-                      ShmAllGather(t, t.p_bytes);
+    s.finish_comm_s = ServerTransfer(t, chunk, t.k) + ShmAllGather(t, t.k * chunk);
     s.node_link_bytes = t.p_bytes;
   }
   return s;
@@ -253,7 +257,8 @@ absl::StatusOr<Shape> CompressedShape(const std::string& codec, const Terms& t, 
 // compressed weight's P (rows x R) with the bucket's other values in fp32,
 // one of the Qs (cols x R); three GEMMs of 2 x rows x cols x R FLOPs per
 // weight (P, Q, the reconstruction) and the residual's passes over M.
-// A weight compresses when rows x cols >= 2 (rows + cols) R.
+// A weight compresses when rows x cols >= 2 (rows + cols) R and it is not an
+// embedding table (embeddings=0, the default: they go with the fp32 values).
 absl::StatusOr<Shape> PowerSgdShape(const std::string& rank_text, const Terms& t,
                                     const ModelCost& model) {
   int rank = 0;
@@ -270,7 +275,8 @@ absl::StatusOr<Shape> PowerSgdShape(const std::string& rank_text, const Terms& t
     Cost c{lo, lo + model.groups_backward[g]};
     for (const std::vector<int64_t>& shape : model.shapes_backward[g]) {
       const double rows = shape[0], cols = shape.size() > 1 ? shape[1] : 1;
-      if (shape.size() == 2 && rows * cols >= 2.0 * (rows + cols) * rank) {
+      if (shape.size() == 2 && rows * cols >= 2.0 * (rows + cols) * rank &&
+          !(g < model.embeddings_backward.size() && model.embeddings_backward[g])) {
         c.p += rows * rank;
         c.q += cols * rank;
         c.flops += 3 * 2 * rows * cols * rank;

@@ -1,9 +1,11 @@
 #include "common/plan/strategy_cost.h"
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/comm/testing/gloo_ranks.h"
 #include "common/nn/model_spec.h"
 #include "common/optim/sgd.h"
@@ -71,6 +73,17 @@ TEST(StrategyCostTest, PowerSgdSendsTheFactorsAndTheVectors) {
   EXPECT_FALSE(Predict(r, "compressed:powersgd=0").ok());
 }
 
+TEST(StrategyCostTest, PowerSgdSendsEmbeddingTablesWhole) {
+  // The GPT's token (256 x 64) and position (16 x 64) tables go as fp32
+  // (embeddings=0, the codec's default) instead of as rank-4 factors.
+  PlanRequest r = MlpRequest("gpt:layers=1,heads=1,width=64,context=16,vocab=256", 2, 2, 1e9);
+  const Prediction whole = MustPredict(r, "compressed:powersgd=4");
+  std::fill(r.model.embeddings_backward.begin(), r.model.embeddings_backward.end(), false);
+  const Prediction factored = MustPredict(r, "compressed:powersgd=4");
+  const double tables = 256 * 64 + 16 * 64, factors = 4 * (256 + 64) + 4 * (16 + 64);
+  EXPECT_DOUBLE_EQ(whole.node_link_bytes - factored.node_link_bytes, 1.5 * (tables - factors) * 4);
+}
+
 TEST(StrategyCostTest, CommunicationOnlyCostsWhatBackwardCannotHide) {
   // A fast link and small buckets: every bucket but the last hides behind
   // backward (with the default 25 MiB cap this model is a single bucket).
@@ -113,6 +126,27 @@ TEST(StrategyCostTest, PredictAllIsFastestFirstAndCoversTheCluster) {
   for (size_t i = 1; i < all->size(); ++i) EXPECT_LE((*all)[i - 1].step_s, (*all)[i].step_s);
   // One node, one rank: only allreduce is worth planning.
   EXPECT_EQ(PlannedStrategies(Cluster{}), std::vector<std::string>{"allreduce"});
+}
+
+TEST(StrategyCostTest, PipelinedPsExposesThePullOfOneChunk) {
+  // After the last push, one chunk's pull is left: chunk_mb (0.25 MiB) of a
+  // large vector, one server's whole 1/S range of a small one (the
+  // ShardLayout cuts each server's range into chunks). Memory passes made
+  // free, so finish is communication only.
+  for (const char* spec : {"mlp:784,64,10", "mlp:784,1024,1024,10"}) {
+    for (int servers : {2, 4}) {
+      SCOPED_TRACE(absl::StrCat(spec, " servers ", servers));
+      PlanRequest r = MlpRequest(spec, 2, 2, 100e6);
+      r.cluster.servers = servers;
+      r.machine.stream_bytes_per_s = 1e30;
+      const double chunk = std::min(r.model.flat_size * 4.0 / servers, 0.25 * (1 << 20));
+      const double rate = 100e6 / 8, alpha = r.machine.link_alpha_s;
+      // Both ranks of a node pull: ps the same chunk, hybrid one each.
+      EXPECT_NEAR(MustPredict(r, "ps").finish_s, alpha + 2 * chunk / rate, 1e-9);
+      EXPECT_NEAR(MustPredict(r, "hybrid").finish_s,
+                  alpha + 2 * chunk / rate + r.machine.shm_alpha_s, 1e-9);
+    }
+  }
 }
 
 TEST(StrategyCostTest, BadInputIsAClearError) {

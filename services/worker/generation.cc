@@ -107,7 +107,7 @@ sync::SyncEnv MakeSyncEnv(const GenerationEnv& env, const sync::StrategyInfo& in
   }
   se.layer_ranges = env.model->param_hook_ranges();
   for (const tensor::ParameterInfo& p : env.model->layout().params()) {
-    se.param_shapes.push_back({p.offset, p.shape});
+    se.param_shapes.push_back({p.offset, p.shape, p.name});
   }
   const TrainerOptions* options = env.options;
   // A strategy that applies --momentum itself (DGC momentum correction;

@@ -40,6 +40,7 @@ void MemoryState::Retain(Generation& g, int64_t step, int64_t epoch, int64_t sam
   reached_ = step;
   step_ = -1;
   if (!enabled_ || g.sync == nullptr || !Replicated(g, model_->storage().size())) return;
+  if (g.sync->partially_updated()) return;  // a failed per-bucket step: no step's state
   // Device-resident optimizer state to its host buffers (allreduce and hier
   // do this without a collective; compressed is host-only).
   if (!backend_->host_accessible() && !g.sync->SyncStateToHost().ok()) return;

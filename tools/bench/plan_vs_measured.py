@@ -12,22 +12,35 @@ import subprocess
 import sys
 import tempfile
 
-# strategies.sh variant label -> tandem plan strategy name
-PLAN_NAME = {
-    "allreduce hier=0": "allreduce",
-    "allreduce": "allreduce",
-    "allreduce hier=1": "hier",
-}
+def dense_warmup(sync, opt):
+    """Steps a compressed codec sends dense before compressing (its default
+    unless warmup_steps= is given): plan costs the steady state, so a run
+    whose measured steps are all in the warm-up is not compared."""
+    if sync != "compressed":
+        return 0
+    kv = dict(x.split("=", 1) for x in opt.split(",") if "=" in x)
+    default = {"topk": 200, "threshold": 200, "powersgd": 10}.get(kv.get("codec", "int8"), 0)
+    return int(kv.get("warmup_steps", default))
 
 
 def plan_name(variant, sync, opt):
-    if variant in PLAN_NAME:
-        return PLAN_NAME[variant]
+    """strategies.sh's variant -> the tandem plan strategy it runs as, or None
+    where plan has no row for it (hierarchical int8, threshold)."""
+    kv = dict(x.split("=", 1) for x in opt.split(",") if "=" in x)
+    if sync == "allreduce":
+        # wire=fp16|bf16 runs as the compressed strategy's dense codec
+        # (allreduce_wire), which is what plan costs as compressed:fp16.
+        if kv.get("wire", "fp32") != "fp32":
+            return "compressed:" + kv["wire"]
+        return "hier" if kv.get("hier") == "1" else "allreduce"
     if sync == "compressed":
-        kv = dict(x.split("=", 1) for x in opt.split(",") if "=" in x)
         codec = kv.get("codec", "int8")
+        if kv.get("hier") == "1" or codec == "threshold":
+            return None
         if codec == "topk":
             return "compressed:topk=" + kv.get("k", "0.01")
+        if codec == "powersgd":
+            return "compressed:powersgd=" + kv.get("rank", "4")
         return "compressed:" + codec
     return sync
 
@@ -43,6 +56,9 @@ def main():
     ap.add_argument("--rates", default="1gbit,100mbit")
     ap.add_argument("--layouts", default="2x2,4x1")
     ap.add_argument("--only", default="")
+    ap.add_argument("--repeat", type=int, default=1, help="strategies.sh --repeat (median run)")
+    ap.add_argument("--profile", default="",
+                    help="tandem plan --profile (default: its own, ~/.config/tandem/plan_profile)")
     ap.add_argument("--measured", default="",
                     help="a strategies.json from an earlier run: compare with it, run nothing")
     a = ap.parse_args()
@@ -53,61 +69,85 @@ def main():
            "--layouts", a.layouts, "--no-accuracy"]
     if a.only:
         cmd += ["--only", a.only]
+    if a.repeat > 1:
+        cmd += ["--repeat", str(a.repeat)]
+    profile = ["--profile=" + a.profile] if a.profile else []
     env = dict(os.environ, TANDEM=a.tandem)
     measured_file = a.measured or os.path.join(out, "measured", "strategies.json")
     if not a.measured:
         subprocess.run(cmd, check=True, env=env)
     with open(measured_file) as f:
-        measured = json.load(f)["results"]
+        doc = json.load(f)
+    measured = doc["results"]
+    # Plan what was measured: an earlier run's model and batch, not the flags'.
+    model = doc.get("meta", {}).get("model", a.model)
+    batch = doc.get("meta", {}).get("batch_per_worker", a.batch)
 
     rows = []
     plans = {}
     for r in measured:
-        key = (r["rate"], r["layout"])
+        # strategies.sh gives ps / hybrid one shard server per node, each on
+        # its own shaped link, or N ('<variant> sN').
+        tail = r["variant"].rsplit(" s", 1)
+        servers = int(tail[1]) if len(tail) == 2 and tail[1].isdigit() else r["nodes"]
+        key = (r["rate"], r["layout"], servers)
         if key not in plans:
-            nodes, per = r["nodes"], r["workers_per_node"]
-            p = subprocess.run([a.tandem, "plan", "--json", "--one_host", "--model=" + a.model,
-                                "--nodes=%d" % nodes, "--per_node=%d" % per, "--link=" + r["rate"],
-                                "--batch_size=%d" % a.batch,
-                                # strategies.sh gives ps / hybrid one shard server per node,
-                                # each on its own shaped link
-                                "--servers=%d" % nodes], capture_output=True, text=True)
+            p = subprocess.run([a.tandem, "plan", "--json", "--one_host", "--model=" + model,
+                                "--nodes=%d" % r["nodes"], "--per_node=%d" % r["workers_per_node"],
+                                "--link=" + r["rate"], "--batch_size=%d" % batch,
+                                "--servers=%d" % servers] + profile,
+                               capture_output=True, text=True)
             if p.returncode != 0:
                 sys.exit("plan_vs_measured: tandem plan failed: " + p.stderr.strip())
             plans[key] = json.loads(p.stdout)
-        plan = plans[key]
         name = plan_name(r["variant"], r["sync"], r.get("sync_opt", ""))
-        pred = next((x for x in plan["predictions"] if x["strategy"] == name), None)
+        pred = next((x for x in plans[key]["predictions"] if name and x["strategy"] == name), None)
         row = {"variant": r["variant"], "plan": name, "rate": r["rate"], "layout": r["layout"],
                "measured_ms": r.get("step_ms") if r["ok"] else None,
                "predicted_ms": pred["step_s"] * 1e3 if pred else None,
                "lossy": pred["lossy"] if pred else None}
-        if row["measured_ms"] and row["predicted_ms"]:
+        # strategies.sh averages the steps after its first progress line.
+        if dense_warmup(r["sync"], r.get("sync_opt", "")) >= r["steps"] - max(1, r["steps"] // 5):
+            row["note"] = "measured steps in the dense warm-up"
+        elif row["measured_ms"] and row["predicted_ms"]:
             row["error"] = row["predicted_ms"] / row["measured_ms"] - 1
         rows.append(row)
 
-    print("\n%-20s %-8s %-6s %12s %12s %8s" % ("strategy", "link", "layout", "predicted ms",
+    print("\n%-26s %-8s %-6s %12s %12s %8s" % ("strategy", "link", "layout", "predicted ms",
                                                 "measured ms", "error"))
     for r in rows:
-        print("%-20s %-8s %-6s %12s %12s %8s" % (
+        print("%-26s %-8s %-6s %12s %12s %8s" % (
             r["variant"], r["rate"], r["layout"],
             "%.1f" % r["predicted_ms"] if r["predicted_ms"] else "-",
             "%.1f" % r["measured_ms"] if r["measured_ms"] else "FAILED",
-            "%+.0f%%" % (100 * r["error"]) if "error" in r else "-"))
+            "%+.0f%%" % (100 * r["error"]) if "error" in r else r.get("note", "-")))
     verdicts = []
-    for key, plan in sorted(plans.items()):
-        ok_rows = [r for r in rows if (r["rate"], r["layout"]) == key and r["measured_ms"]
-                   and r["predicted_ms"] and not r["lossy"]]
+    for key in sorted({(r["rate"], r["layout"]) for r in rows}):
+        ok_rows = sorted((r for r in rows if (r["rate"], r["layout"]) == key and r["measured_ms"]
+                          and r["predicted_ms"] and not r["lossy"]), key=lambda r: r["measured_ms"])
         if not ok_rows:
             continue
-        fastest = min(ok_rows, key=lambda r: r["measured_ms"])
+        fastest = ok_rows[0]
         predicted = min(ok_rows, key=lambda r: r["predicted_ms"])
-        verdicts.append({"rate": key[0], "layout": key[1], "measured_fastest": fastest["plan"],
-                         "plan_pick": predicted["plan"], "agree": fastest["plan"] == predicted["plan"]})
-        print("%s %s: measured fastest %s, plan picks %s%s" % (
-            key[0], key[1], fastest["plan"], predicted["plan"],
-            "" if fastest["plan"] == predicted["plan"] else "  <-- disagree"))
+        # The recommendation is judged where the measured best two differ by
+        # more than 10% (closer than that, either is right).
+        margin = ok_rows[1]["measured_ms"] / fastest["measured_ms"] - 1 if len(ok_rows) > 1 else None
+        judged = margin is None or margin > 0.10
+        agree = fastest["variant"] == predicted["variant"] or not judged
+        verdicts.append({"rate": key[0], "layout": key[1], "measured_fastest": fastest["variant"],
+                         "plan_pick": predicted["variant"], "margin": margin, "judged": judged,
+                         "agree": agree})
+        print("%s %s: measured fastest %s (next %s), plan picks %s%s" % (
+            key[0], key[1], fastest["variant"],
+            "+%.0f%%" % (100 * margin) if margin is not None else "-", predicted["variant"],
+            "" if agree else "  <-- disagree" if judged else ""))
+        if not judged and fastest["variant"] != predicted["variant"]:
+            print("  (best two within 10%: not judged)")
     errors = sorted(abs(r["error"]) for r in rows if "error" in r)
+    judged = [v for v in verdicts if v["judged"]]
+    if judged:
+        print("recommendation right in %d of %d layouts where the best two differ by > 10%%" % (
+            sum(v["agree"] for v in judged), len(judged)))
     if errors:
         print("median |error| %.0f%%, worst %.0f%%, within 15%%: %d of %d" % (
             100 * errors[len(errors) // 2], 100 * errors[-1], sum(e <= 0.15 for e in errors), len(errors)))

@@ -10,6 +10,14 @@
 #   sudo tools/bench/plan_vs_measured.sh [--out DIR] [--model mlp:784,1024,1024,10]
 #        [--steps 30] [--batch 64] [--rates 1gbit,100mbit] [--layouts 2x2,4x1]
 #        [--measured OUT/measured/strategies.json]   (re-plan an earlier run only)
+#        [--repeat 3] [--only "allreduce hier=0,..."] [--profile FILE]
+# Issue 33's 8x2 run (docs/benchmarks.md):
+#   sudo tools/bench/plan_vs_measured.sh --model mlp:784,64,10 --batch 32 --steps 50 \
+#     --rates 100mbit --layouts 8x2,2x2,4x1 --repeat 3
+# --measured plans the model and batch the run used (its strategies.json);
+# rows plan has no strategy for (hier=1 int8, threshold) or whose steps were
+# all in a codec's dense warm-up are listed without an error; the
+# recommendation is judged only where the measured best two differ by > 10%.
 # Writes OUT/plan_vs_measured.json. TANDEM=path overrides the binary.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -18,7 +26,7 @@ if [ ! -x "$TANDEM" ]; then
   echo "plan_vs_measured.sh: no tandem binary at $TANDEM; run 'bazel build -c opt //tools/tandem' or set TANDEM" >&2
   exit 1
 fi
-case "${1:-}" in -h|--help) sed -n '2,12p' "$0"; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,21p' "$0"; exit 0 ;; esac
 PYTHON=${PYTHON:-/usr/bin/python3}
 [ -x "$PYTHON" ] || PYTHON=python3
 exec "$PYTHON" "$here/plan_vs_measured.py" --tandem "$TANDEM" --strategies "$here/strategies.sh" "$@"

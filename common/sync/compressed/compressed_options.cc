@@ -46,7 +46,7 @@ absl::Status CheckKeysApply(const SyncOptions& o, const std::string& codec) {
   const std::pair<const char*, const char*> uses[] = {
       {"k", "topk"},           {"density", "threshold"}, {"max_density", "threshold"},
       {"chunk", "int8"},       {"rounding", "int8"},     {"rank", "powersgd"},
-      {"min_compression", "powersgd"}};
+      {"min_compression", "powersgd"}, {"embeddings", "powersgd"}};
   for (const auto& [key, user] : uses) {
     if (Has(o, key) && codec != user) {
       return absl::InvalidArgumentError(
@@ -91,6 +91,9 @@ absl::Status ParseCodec(const SyncOptions& o, ParsedCompressed* p) {
         "min_compression (least elements / factor floats for a weight to be compressed) must "
         "be >= 1, got ", p->min_compression));
   }
+  ASSIGN_OR_RETURN(p->compress_embeddings,
+                   GetFlag(o, "embeddings", false,
+                           "0 (embedding tables uncompressed) or 1 (compressed like any weight)"));
   return absl::OkStatus();
 }
 
@@ -152,7 +155,7 @@ absl::StatusOr<ParsedCompressed> ParseCompressedOptions(const SyncOptions& o) {
   std::vector<std::string> keys;
   if (codec == "topk") keys = {"k"};
   if (codec == "threshold") keys = {"density"};
-  if (codec == "powersgd") keys = {"rank", "min_compression"};
+  if (codec == "powersgd") keys = {"rank", "min_compression", "embeddings"};
   keys.insert(keys.end(), {"ef", "warmup_steps"});
   if (codec == "topk" || codec == "threshold") keys.insert(keys.end(), {"momentum_correction"});
   if (p.options.momentum_correction) keys.push_back("masking");
@@ -169,7 +172,10 @@ std::string ParsedCompressed::Header() const {
   if (codec == "int8") absl::StrAppend(&line, " chunk=", o.codec.chunk, " rounding=", o.codec.rounding);
   if (codec == "topk") absl::StrAppend(&line, " k=", o.codec.k);
   if (codec == "threshold") absl::StrAppend(&line, " density=", o.codec.density);
-  if (powersgd()) absl::StrAppend(&line, " rank=", rank, " min_compression=", min_compression);
+  if (powersgd()) {
+    absl::StrAppend(&line, " rank=", rank, " min_compression=", min_compression,
+                    " embeddings=", compress_embeddings ? 1 : 0);
+  }
   absl::StrAppend(&line, " ef=", o.error_feedback ? 1 : 0, " warmup_steps=", o.warmup_steps);
   if (codec == "topk" || codec == "threshold") {
     absl::StrAppend(&line, " momentum_correction=", o.momentum_correction ? 1 : 0);

@@ -6,10 +6,13 @@
 //   fp16/bf16  ef=1
 //   topk       k=0.01 ef=1 warmup_steps=200 momentum_correction=1 masking=0
 //   threshold  density=0.01 ef=1 warmup_steps=200 momentum_correction=1 masking=0
-//   powersgd   rank=4 ef=1 warmup_steps=10 min_compression=2
+//   powersgd   rank=4 ef=1 warmup_steps=10 min_compression=2 embeddings=0
 //
 // (topk/threshold: the setting measured within half a point of allreduce
-// on Fashion-MNIST, docs/user-guide.md; plain top-k lost 1.0-1.8 points.)
+// on Fashion-MNIST, docs/user-guide.md; plain top-k lost 1.0-1.8 points.
+// powersgd embeddings=0: embedding tables go uncompressed — their
+// gradients are row-sparse, which a rank-R product approximates badly;
+// measured on the GPT, docs/benchmarks.md.)
 // Momentum correction by default gives way to an optimizer that keeps its
 // own momentum (adamw, sgd with nesterov): the worker then builds that
 // optimizer as usual (it checks that the key was not given) and
@@ -40,6 +43,7 @@ struct ParsedCompressed {
   CompressedSyncOptions options;
   int64_t rank = 4;             // powersgd
   double min_compression = 2;   // powersgd
+  bool compress_embeddings = false;  // powersgd embeddings=1
   // The keys that took their codec's default, in the order Header lists.
   std::vector<std::string> defaulted;
   // momentum_correction=1 came from the default (not the user).

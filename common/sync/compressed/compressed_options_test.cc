@@ -67,10 +67,25 @@ TEST(CompressedOptions, OtherCodecsKeepTheirDefaults) {
   EXPECT_EQ(p.rank, 4);
   EXPECT_EQ(p.options.warmup_steps, 10);
   EXPECT_EQ(p.min_compression, 2);
-  EXPECT_TRUE(absl::StrContains(p.Header(), "codec=powersgd rank=4 min_compression=2 ef=1 "
-                                            "warmup_steps=10 (defaults for powersgd"))
+  EXPECT_FALSE(p.compress_embeddings);
+  EXPECT_TRUE(absl::StrContains(p.Header(), "codec=powersgd rank=4 min_compression=2 "
+                                            "embeddings=0 ef=1 warmup_steps=10 (defaults for "
+                                            "powersgd: rank, min_compression, embeddings"))
       << p.Header();
   EXPECT_EQ(Parse("codec=powersgd,rank=8,warmup_steps=0").rank, 8);
+  p = Parse("codec=powersgd,embeddings=1");
+  EXPECT_TRUE(p.compress_embeddings);
+  EXPECT_TRUE(absl::StrContains(p.Header(), "embeddings=1")) << p.Header();
+}
+
+TEST(CompressedOptions, EmbeddingsKeyIsPowerSgdsAndABoolean) {
+  for (const std::string opts : {"codec=int8,embeddings=1", "codec=powersgd,embeddings=2"}) {
+    absl::StatusOr<SyncOptions> so = ParseSyncOptions("compressed", opts);
+    ASSERT_TRUE(so.ok()) << so.status();
+    const absl::StatusOr<ParsedCompressed> p = ParseCompressedOptions(*so);
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << opts;
+    EXPECT_TRUE(absl::StrContains(p.status().message(), "embeddings")) << p.status();
+  }
 }
 
 }  // namespace

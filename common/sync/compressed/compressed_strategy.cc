@@ -43,6 +43,9 @@ StrategyInfo CompressedInfo() {
       {"min_compression", "2",
        "powersgd: a weight is compressed only if rows x cols >= this x (rows + cols) x rank; "
        "the rest (and 1-D tensors) go in one fp32 allreduce per bucket"},
+      {"embeddings", "0",
+       "powersgd: 1 = embedding tables (a name part containing 'embed', or wte / wpe) "
+       "compressed too; 0 = sent uncompressed (their gradients are row-sparse)"},
       {"warmup_steps", "codec's",
        "first steps sent uncompressed: 200 for topk / threshold, 10 for powersgd, else 0"},
       {"min_bucket_kb", "0", "buckets smaller than this many KiB are sent uncompressed"},
@@ -87,6 +90,7 @@ absl::StatusOr<std::unique_ptr<GradientSync>> CreatePowerSgd(const ParsedCompres
   o.rank = static_cast<int>(p.rank);
   o.warmup_steps = p.options.warmup_steps;
   o.min_compression = p.min_compression;
+  o.compress_embeddings = p.compress_embeddings;
   o.error_feedback = p.options.error_feedback;
   ASSIGN_OR_RETURN(o.optimizer, env.make_optimizer(optim::ParamRange{0, env.size}));
   o.make_device_stepper = std::move(env.make_device_stepper);

@@ -4,7 +4,10 @@
 #include <chrono>
 #include <cmath>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_split.h"
 #include "common/codec/powersgd_math.h"
 #include "common/log/log.h"
 #include "common/status/status_macros.h"
@@ -28,6 +31,7 @@ PowerSgdSync::PowerSgdSync(const PowerSgdSyncOptions& o,
       r_(o.rank),
       warmup_steps_(o.warmup_steps),
       min_compression_(o.min_compression),
+      compress_embeddings_(o.compress_embeddings),
       feedback_(o.error_feedback),
       seed_(o.seed),
       optimizer_(std::move(optimizer)),
@@ -57,6 +61,7 @@ absl::Status PowerSgdSync::Start(const PowerSgdSyncOptions& o) {
 void PowerSgdSync::Layout(const std::vector<ParamShape>& shapes) {
   std::vector<PsgdMatrix> all;
   for (const ParamShape& s : shapes) {
+    if (!compress_embeddings_ && IsEmbeddingName(s.name)) continue;
     const MatrixView v = codec::ViewAsMatrix(s.shape);
     if (codec::PowerSgdCompresses(v, r_, min_compression_)) all.push_back({s.offset, v.rows, v.cols});
   }
@@ -215,9 +220,11 @@ SyncMemory PowerSgdSync::memory() const {
 namespace {
 
 // The largest rank any weight of `shapes` compresses at.
-int64_t LargestUsableRank(const std::vector<ParamShape>& shapes, double min_compression) {
+int64_t LargestUsableRank(const std::vector<ParamShape>& shapes, double min_compression,
+                          bool compress_embeddings) {
   int64_t best = 0;
   for (const ParamShape& s : shapes) {
+    if (!compress_embeddings && IsEmbeddingName(s.name)) continue;
     const codec::MatrixView v = codec::ViewAsMatrix(s.shape);
     if (v.rows < 2 || v.cols < 2) continue;
     const double k = static_cast<double>(v.rows) * static_cast<double>(v.cols) /
@@ -253,10 +260,12 @@ absl::Status CheckPowerSgdOptions(const PowerSgdSyncOptions& o) {
     return bad("the model's parameter shapes are required (SyncEnv::param_shapes): PowerSGD "
                "compresses each weight as a matrix");
   }
-  const int64_t largest = LargestUsableRank(o.param_shapes, o.min_compression);
+  const int64_t largest =
+      LargestUsableRank(o.param_shapes, o.min_compression, o.compress_embeddings);
   if (largest < 1) {
     return bad("no weight of this model is large enough to compress at min_compression=",
-               o.min_compression, ": use another codec (int8, topk) or --sync allreduce");
+               o.min_compression, o.compress_embeddings ? "" : " (embeddings=0: embedding tables "
+               "are not compressed)", ": use another codec (int8, topk) or --sync allreduce");
   }
   if (o.rank > largest) {
     return bad("rank=", o.rank, " is larger than any weight of this model allows (the largest "
@@ -267,6 +276,17 @@ absl::Status CheckPowerSgdOptions(const PowerSgdSyncOptions& o) {
 }
 
 }  // namespace
+
+bool IsEmbeddingName(const std::string& name) {
+  for (absl::string_view part : absl::StrSplit(name, '.')) {
+    if (absl::StrContains(absl::AsciiStrToLower(part), "embed") ||
+        absl::EqualsIgnoreCase(part, "wte") ||
+        absl::EqualsIgnoreCase(part, "wpe")) {
+      return true;
+    }
+  }
+  return false;
+}
 
 absl::StatusOr<std::unique_ptr<GradientSync>> CreatePowerSgdSync(PowerSgdSyncOptions o) {
   RETURN_IF_ERROR(CheckPowerSgdOptions(o));

@@ -3,8 +3,9 @@
 // NeurIPS'19; PyTorch's powerSGD_hook). Buckets overlap backward as in
 // `allreduce` (the BucketEngine); per bucket, every weight of the bucket
 // that compresses (PowerSgdCompresses: elements >= min_compression x
-// (rows + cols) x R; 1-D tensors never do) is a matrix M = its gradient
-// plus its error-feedback residual, and
+// (rows + cols) x R; 1-D tensors never do; nor embedding tables unless
+// compress_embeddings: IsEmbeddingName) is a matrix M = its gradient plus
+// its error-feedback residual, and
 //
 //   Pt = Qt M^T for each M; one ring allreduce (sum) of every P of the
 //     bucket together with the bucket's other values (uncompressed fp32);
@@ -39,6 +40,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -72,11 +74,21 @@ struct PowerSgdSyncOptions {
   int rank = 4;                  // R, >= 1
   int64_t warmup_steps = 10;     // first steps plain fp32 allreduce
   double min_compression = 2;    // >= 1; see above
+  // Embedding tables (IsEmbeddingName) as matrices too. Off by default:
+  // a step's gradient touches only the rows of the tokens it saw, a
+  // row-sparse matrix that rank R approximates badly (the GPT's eval loss,
+  // docs/benchmarks.md); they then travel uncompressed with the bucket.
+  bool compress_embeddings = false;
   bool error_feedback = true;
   uint64_t seed = 0x504f5745525347ull;  // Q's initialisation ("POWERSG")
 };
 
 absl::StatusOr<std::unique_ptr<GradientSync>> CreatePowerSgdSync(PowerSgdSyncOptions options);
+
+// Whether a parameter name is an embedding table's: a dot-separated part
+// that contains "embed" ("embed.token", "tok_embeddings.weight") or is
+// "wte" / "wpe" (GPT-2's names). Case-insensitive.
+bool IsEmbeddingName(const std::string& name);
 
 }  // namespace sync
 }  // namespace tandem

@@ -103,6 +103,7 @@ class PowerSgdSync final : public GradientSync {
   const int r_;
   const int64_t warmup_steps_;
   const double min_compression_;
+  const bool compress_embeddings_;
   const bool feedback_;
   const uint64_t seed_;
   const std::unique_ptr<optim::Optimizer> optimizer_;

@@ -8,6 +8,8 @@
 // - Q persists across steps: a reference that restarts Q from its seed
 //   every step does not match;
 // - the first warmup_steps steps equal `allreduce` bit for bit;
+// - embedding tables (by name) go uncompressed unless embeddings=1, both
+//   equal to the reference that skips / compresses them;
 // - bad options give errors naming the key.
 #include <algorithm>
 #include <cmath>
@@ -21,6 +23,7 @@
 #include "common/comm/testing/gloo_ranks.h"
 #include "common/optim/sgd.h"
 #include "common/status/status_macros.h"
+#include "common/sync/compressed/powersgd_sync.h"
 #include "common/sync/registry.h"
 #include "common/sync/testing/synthetic_training.h"
 #include "gtest/gtest.h"
@@ -36,6 +39,13 @@ constexpr uint64_t kSeed = 0x504f5745525347ull;  // PowerSgdSyncOptions::seed's 
 // small to compress; two ready ranges (backward order, ascending memory).
 std::vector<ParamShape> Shapes() {
   return {{0, {24, 16}}, {384, {24}}, {408, {10, 24}}, {648, {10}}, {658, {3, 3}}};
+}
+// The same with W2 named as an embedding table.
+std::vector<ParamShape> ShapesWithEmbedding() {
+  std::vector<ParamShape> s = Shapes();
+  s[0].name = "h0.fc.weight";
+  s[2].name = "embed.token";
+  return s;
 }
 constexpr int64_t kSize = 667;
 const std::vector<std::pair<int64_t, int64_t>> kRanges = {{0, 408}, {408, kSize}};
@@ -68,7 +78,8 @@ SyncEnv Env(CommGroups* groups, std::vector<float>* params, std::vector<float>* 
 // parameters (sgd, lr 1, no momentum, from zero: -sum of the averaged
 // gradients), rank 0's, after checking every rank holds the same bits.
 std::vector<std::vector<float>> RunSync(const std::string& strategy, const std::string& opts,
-                                        int world, int steps) {
+                                        int world, int steps,
+                                        const std::vector<ParamShape>& shapes = Shapes()) {
   std::vector<std::vector<std::vector<float>>> out(world);
   auto results = comm_testing::RunGlooRanks(world, [&](int rank, Communicator& comm) -> absl::Status {
     CommGroups groups;
@@ -77,7 +88,7 @@ std::vector<std::vector<float>> RunSync(const std::string& strategy, const std::
     ASSIGN_OR_RETURN(SyncOptions so, ParseSyncOptions(strategy, opts));
     so.bucket_cap_mb = 0.001;  // each range its own bucket
     ASSIGN_OR_RETURN(std::unique_ptr<GradientSync> sync,
-                     CreateGradientSync(so, Env(&groups, &params, &grads, Shapes())));
+                     CreateGradientSync(so, Env(&groups, &params, &grads, shapes)));
     for (int step = 0; step < steps; ++step) {
       for (int64_t i = 0; i < kSize; ++i) grads[i] = Gradient(rank, step, i);
       RETURN_IF_ERROR(sync->BeginStep({}));
@@ -103,9 +114,10 @@ struct Reference {
   int warmup = 1;
   bool ef = true;
   bool warm_start = true;
+  std::vector<ParamShape> shapes = Shapes();
+  bool compress_embeddings = false;
 
   std::vector<std::vector<float>> Run(int steps) const {
-    const std::vector<ParamShape> shapes = Shapes();
     std::vector<std::vector<double>> q(shapes.size()), e(world * shapes.size());
     std::vector<double> params(kSize, 0);
     std::vector<std::vector<float>> out;
@@ -117,6 +129,7 @@ struct Reference {
       for (size_t t = 0; t < shapes.size() && step >= warmup; ++t) {
         const codec::MatrixView v = codec::ViewAsMatrix(shapes[t].shape);
         if (!codec::PowerSgdCompresses(v, kR, 2)) continue;
+        if (!compress_embeddings && IsEmbeddingName(shapes[t].name)) continue;
         if (q[t].empty() || !warm_start) q[t] = InitialQ(shapes[t].offset, v.cols);
         Compress(shapes[t].offset, v, step, &q[t], &e, t, shapes.size(), &sum);
       }
@@ -225,6 +238,38 @@ TEST(PowerSgdSync, WarmupStepsEqualAllreduceExactly) {
   EXPECT_NE(psgd[3], ring[3]) << "step 4 is compressed";
 }
 
+TEST(PowerSgdSync, EmbeddingsGoUncompressedUnlessAsked) {
+  constexpr int kSteps = 4;
+  const std::vector<ParamShape> shapes = ShapesWithEmbedding();
+  const auto ring = RunSync("allreduce", "", 2, kSteps, shapes);
+  const auto plain = RunSync("compressed", "codec=powersgd,rank=2,warmup_steps=1", 2, kSteps, shapes);
+  EXPECT_LE(WorstStep(plain, Reference{2, 1, true, true, shapes, false}.Run(kSteps)), 1e-5);
+  // W2 ([408, 648)) is the ring's sum; W1 ([0, 384)) is compressed.
+  const auto part = [](const std::vector<float>& v, int64_t lo, int64_t hi) {
+    return std::vector<float>(v.begin() + lo, v.begin() + hi);
+  };
+  const int last = kSteps - 1;
+  EXPECT_LE(sync_testing::RelativeDifference(part(plain[last], 408, 648), part(ring[last], 408, 648)),
+            1e-6);
+  EXPECT_GT(sync_testing::RelativeDifference(part(plain[last], 0, 384), part(ring[last], 0, 384)),
+            1e-2);
+  const auto all = RunSync("compressed", "codec=powersgd,rank=2,warmup_steps=1,embeddings=1", 2,
+                           kSteps, shapes);
+  EXPECT_LE(WorstStep(all, Reference{2, 1, true, true, shapes, true}.Run(kSteps)), 1e-5);
+  EXPECT_GT(sync_testing::RelativeDifference(part(all[last], 408, 648), part(ring[last], 408, 648)),
+            1e-2);
+}
+
+TEST(PowerSgdSync, IsEmbeddingName) {
+  for (const char* yes : {"embed.token", "embed.position", "transformer.wte.weight", "wpe",
+                          "model.Embedding.weight", "tok_embeddings.weight"}) {
+    EXPECT_TRUE(IsEmbeddingName(yes)) << yes;
+  }
+  for (const char* no : {"", "h0.attn.qkv.weight", "head.weight", "emb.weight", "wtel"}) {
+    EXPECT_FALSE(IsEmbeddingName(no)) << no;
+  }
+}
+
 absl::Status Create(const std::string& opts, std::vector<ParamShape> shapes = Shapes()) {
   std::vector<absl::Status> results = comm_testing::RunGlooRanks(1, [&](int, Communicator& comm) {
     CommGroups groups;
@@ -262,6 +307,12 @@ TEST(PowerSgdSync, BadOptionsNameTheKey) {
   EXPECT_TRUE(absl::StrContains(none.message(), "parameter shapes")) << none;
   const absl::Status tiny = Create("codec=powersgd,rank=1", {{0, {3, 3}}, {9, {kSize - 9}}});
   EXPECT_TRUE(absl::StrContains(tiny.message(), "no weight of this model")) << tiny;
+  // Only an embedding table is large enough: refused unless embeddings=1.
+  const std::vector<ParamShape> only = {{0, {24, 16}, "embed.token"}, {384, {kSize - 384}}};
+  const absl::Status emb = Create("codec=powersgd,rank=2", only);
+  EXPECT_TRUE(absl::StrContains(emb.message(), "embeddings=0")) << emb;
+  EXPECT_TRUE(Create("codec=powersgd,rank=2,embeddings=1", only).ok());
+  EXPECT_FALSE(Create("codec=powersgd,embeddings=2").ok());
 }
 
 }  // namespace
