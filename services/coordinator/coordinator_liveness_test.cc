@@ -8,6 +8,7 @@
 // every member still alive is back; a rank reported without that evidence
 // (slow, not dead) is not removed.
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -219,6 +220,16 @@ std::vector<absl::StatusOr<v1::JoinResponse>> JoinAll(CoordinatorCore& core,
   return out;
 }
 
+// Generation 1 of w0, w1, w2 under ThreeOptions.
+void StartThree(ManualClock* clock, std::unique_ptr<CoordinatorCore>* core,
+                std::vector<absl::StatusOr<v1::JoinResponse>>* g) {
+  auto made = CoordinatorCore::Create(ThreeOptions(clock));
+  ASSERT_TRUE(made.ok()) << made.status();
+  *core = std::move(*made);
+  *g = JoinAll(**core, {"w0", "w1", "w2"});
+  ASSERT_TRUE((*g)[0].ok() && (*g)[1].ok() && (*g)[2].ok());
+}
+
 int RankOf(const std::vector<absl::StatusOr<v1::JoinResponse>>& g, int i) {
   return g[i].ok() ? g[i]->rank() : -1;
 }
@@ -238,47 +249,45 @@ v1::ReportFailureRequest Report(const std::string& from, int rank, int peer, boo
 
 TEST(ReportedExit, TheExitedRankIsLostAtOnceAndTheRendezvousGoesOnWithoutIt) {
   ManualClock clock;
-  auto core = CoordinatorCore::Create(ThreeOptions(&clock));
-  ASSERT_TRUE(core.ok());
-  auto g = JoinAll(**core, {"w0", "w1", "w2"});
-  ASSERT_TRUE(g[0].ok() && g[1].ok() && g[2].ok());
+  std::unique_ptr<CoordinatorCore> core;
+  std::vector<absl::StatusOr<v1::JoinResponse>> g;
+  ASSERT_NO_FATAL_FAILURE(StartThree(&clock, &core, &g));
   // The clock never moves: no heartbeat was missed when the report came.
-  ASSERT_TRUE((*core)->ReportFailure(Report("w0", RankOf(g, 0), RankOf(g, 2), true)).ok());
-  const v1::HeartbeatResponse hb = Beat(**core, "w1", 1);
+  ASSERT_TRUE(core->ReportFailure(Report("w0", RankOf(g, 0), RankOf(g, 2), true)).ok());
+  const v1::HeartbeatResponse hb = Beat(*core, "w1", 1);
   EXPECT_EQ(hb.command(), v1::HeartbeatResponse::REJOIN);
   EXPECT_TRUE(hb.failure());
   EXPECT_TRUE(absl::StrContains(hb.reason(), "(w2) exited (seen by rank ")) << hb.reason();
   // Not listed as lost (that list is for a supervisor to kill: expelled,
   // maybe hung); the process is gone already.
-  EXPECT_EQ((*core)->GetJobStatus().lost_size(), 0);
-  EXPECT_FALSE((*core)->CheckLiveness());
+  EXPECT_EQ(core->GetJobStatus().lost_size(), 0);
+  EXPECT_FALSE(core->CheckLiveness());
   // The survivors alone form generation 2: no settle_time, no w2.
-  auto g2 = JoinAll(**core, {"w0", "w1"});
+  auto g2 = JoinAll(*core, {"w0", "w1"});
   ASSERT_TRUE(g2[0].ok()) << g2[0].status();
   ASSERT_TRUE(g2[1].ok()) << g2[1].status();
   EXPECT_EQ(g2[0]->generation(), 2);
   EXPECT_EQ(g2[0]->world_size(), 2);
-  EXPECT_EQ((*core)->restarts(), 1);
+  EXPECT_EQ(core->restarts(), 1);
 }
 
 TEST(ReportedExit, AReportWithoutEvidenceOfAnExitRemovesNobody) {
   ManualClock clock;
-  auto core = CoordinatorCore::Create(ThreeOptions(&clock));
-  ASSERT_TRUE(core.ok());
-  auto g = JoinAll(**core, {"w0", "w1", "w2"});
-  ASSERT_TRUE(g[0].ok() && g[1].ok() && g[2].ok());
+  std::unique_ptr<CoordinatorCore> core;
+  std::vector<absl::StatusOr<v1::JoinResponse>> g;
+  ASSERT_NO_FATAL_FAILURE(StartThree(&clock, &core, &g));
   // w0 blames w2 (a timeout, a reset connection), but w2 is only slow.
-  ASSERT_TRUE((*core)->ReportFailure(Report("w0", RankOf(g, 0), RankOf(g, 2), false)).ok());
-  EXPECT_EQ(Beat(**core, "w1", 1).command(), v1::HeartbeatResponse::REJOIN);
-  EXPECT_EQ((*core)->GetJobStatus().lost_size(), 0);
+  ASSERT_TRUE(core->ReportFailure(Report("w0", RankOf(g, 0), RankOf(g, 2), false)).ok());
+  EXPECT_EQ(Beat(*core, "w1", 1).command(), v1::HeartbeatResponse::REJOIN);
+  EXPECT_EQ(core->GetJobStatus().lost_size(), 0);
   std::vector<absl::StatusOr<v1::JoinResponse>> survivors;
-  std::thread rejoin([&] { survivors = JoinAll(**core, {"w0", "w1"}); });
+  std::thread rejoin([&] { survivors = JoinAll(*core, {"w0", "w1"}); });
   // Both survivors wait in the rendezvous (for w2, not for settle_time) ...
-  while (!absl::StartsWith((*core)->GetJobStatus().message(), "2 of min 2 ")) {
+  while (!absl::StartsWith(core->GetJobStatus().message(), "2 of min 2 ")) {
     std::this_thread::yield();
   }
   // ... until the slow rank comes back: all three form generation 2.
-  auto slow = (*core)->Join(Req("w2", ""), absl::Seconds(20));
+  auto slow = core->Join(Req("w2", ""), absl::Seconds(20));
   rejoin.join();
   ASSERT_TRUE(slow.ok()) << slow.status();
   ASSERT_TRUE(survivors[0].ok() && survivors[1].ok());
@@ -290,36 +299,34 @@ TEST(ReportedExit, AReportWithoutEvidenceOfAnExitRemovesNobody) {
 
 TEST(ReportedExit, AnExitReportForAnotherGenerationOrAFakeRankChangesNothing) {
   ManualClock clock;
-  auto core = CoordinatorCore::Create(ThreeOptions(&clock));
-  ASSERT_TRUE(core.ok());
-  auto g = JoinAll(**core, {"w0", "w1", "w2"});
-  ASSERT_TRUE(g[0].ok() && g[1].ok() && g[2].ok());
+  std::unique_ptr<CoordinatorCore> core;
+  std::vector<absl::StatusOr<v1::JoinResponse>> g;
+  ASSERT_NO_FATAL_FAILURE(StartThree(&clock, &core, &g));
   v1::ReportFailureRequest stale = Report("w0", RankOf(g, 0), RankOf(g, 2), true);
   stale.set_generation(0);
-  ASSERT_TRUE((*core)->ReportFailure(stale).ok());
-  ASSERT_TRUE((*core)->ReportFailure(Report("w0", RankOf(g, 0), 7, true)).ok());
+  ASSERT_TRUE(core->ReportFailure(stale).ok());
+  ASSERT_TRUE(core->ReportFailure(Report("w0", RankOf(g, 0), 7, true)).ok());
   // The second report (current generation) ends it, but names no member.
-  EXPECT_EQ(Beat(**core, "w1", 1).command(), v1::HeartbeatResponse::REJOIN);
-  EXPECT_EQ((*core)->GetJobStatus().lost_size(), 0);
+  EXPECT_EQ(Beat(*core, "w1", 1).command(), v1::HeartbeatResponse::REJOIN);
+  EXPECT_EQ(core->GetJobStatus().lost_size(), 0);
 }
 
 TEST(ReportedExit, AnExpelledRankIsNotWaitedForEither) {
   ManualClock clock;
-  auto core = CoordinatorCore::Create(ThreeOptions(&clock));
-  ASSERT_TRUE(core.ok());
-  auto g = JoinAll(**core, {"w0", "w1", "w2"});
-  ASSERT_TRUE(g[0].ok() && g[1].ok() && g[2].ok());
+  std::unique_ptr<CoordinatorCore> core;
+  std::vector<absl::StatusOr<v1::JoinResponse>> g;
+  ASSERT_NO_FATAL_FAILURE(StartThree(&clock, &core, &g));
   // w2 hangs (SIGSTOP): w0 and w1 keep beating until it is expelled.
   bool ended = false;
   for (int tick = 0; tick < 20 && !ended; ++tick) {
     clock.Advance(absl::Milliseconds(250));
-    Beat(**core, "w0", 1);
-    Beat(**core, "w1", 1);
-    ended = (*core)->CheckLiveness();
+    Beat(*core, "w0", 1);
+    Beat(*core, "w1", 1);
+    ended = core->CheckLiveness();
   }
   ASSERT_TRUE(ended);
-  ASSERT_EQ((*core)->GetJobStatus().lost_size(), 1);
-  auto g2 = JoinAll(**core, {"w0", "w1"});
+  ASSERT_EQ(core->GetJobStatus().lost_size(), 1);
+  auto g2 = JoinAll(*core, {"w0", "w1"});
   ASSERT_TRUE(g2[0].ok() && g2[1].ok());
   EXPECT_EQ(g2[0]->world_size(), 2);
 }

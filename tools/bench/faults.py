@@ -143,13 +143,21 @@ def redone_and_path(run):
     return 0, "-"
 
 
-def hung_worker(tandem, root):
-    state = {}
+def signal_at(state, prefix, name, sig):
+    """An on_line that sends `sig` to process `name` at the first console
+    line starting with `prefix`, and records when in state["t0"]."""
 
     def on_line(line, t, run):
-        if "t0" not in state and line.startswith("step 20/"):
-            os.kill(read_pid(run.run_dir, "worker-2"), signal.SIGSTOP)
+        if "t0" not in state and line.startswith(prefix):
+            os.kill(read_pid(run.run_dir, name), sig)
             state["t0"] = time.monotonic()
+
+    return on_line
+
+
+def hung_worker(tandem, root):
+    state = {}
+    on_line = signal_at(state, "step 20/", "worker-2", signal.SIGSTOP)
 
     extra = ["--keep-going", "--min-workers=2", "--settle-seconds=2",
              "--worker-arg=--collective_timeout_seconds=600"]
@@ -178,11 +186,7 @@ FAMILIES = [
 def killed_worker(tandem, root, family, flags):
     """SIGKILL 1 of 3 at step 25 (between checkpoints every 10)."""
     state = {}
-
-    def on_line(line, t, run):
-        if "t0" not in state and line.startswith("step 25/"):
-            os.kill(read_pid(run.run_dir, "worker-2"), signal.SIGKILL)
-            state["t0"] = time.monotonic()
+    on_line = signal_at(state, "step 25/", "worker-2", signal.SIGKILL)
 
     extra = ["--keep-going", "--min-workers=2", "--log-every=5", "--settle-seconds=2"] + flags
     r = Run(tandem, root, "killed-" + family, extra).go(on_line)
@@ -196,11 +200,7 @@ def killed_worker(tandem, root, family, flags):
 def shard_server_lost(tandem, root):
     """ps with 2 shard servers; shard-1 killed (SIGKILL) at step 25."""
     state = {}
-
-    def on_line(line, t, run):
-        if "t0" not in state and line.startswith("step 25/"):
-            os.kill(read_pid(run.run_dir, "shard-1"), signal.SIGKILL)
-            state["t0"] = time.monotonic()
+    on_line = signal_at(state, "step 25/", "shard-1", signal.SIGKILL)
 
     extra = ["--keep-going", "--log-every=5", "--sync=ps", "--shard-servers=2"]
     r = Run(tandem, root, "shard-server", extra).go(on_line)
@@ -213,11 +213,7 @@ def shard_server_lost(tandem, root):
 
 def service_restart(tandem, root, service):
     state = {}
-
-    def on_line(line, t, run):
-        if "t0" not in state and line.startswith("step 100/"):
-            os.kill(read_pid(run.run_dir, service), signal.SIGKILL)
-            state["t0"] = time.monotonic()
+    on_line = signal_at(state, "step 100/", service, signal.SIGKILL)
 
     r = Run(tandem, root, service, []).go(on_line)
     t0 = state.get("t0")
