@@ -163,12 +163,58 @@ absl::Status RemoteShards::InitServers(
       init.optimizer = optimizer;
       init.apply_per_chunk = options_.apply_per_chunk;
       init.pull_int8_chunk = options_.pull_int8_chunk;
+      if (replicated()) init.replica_address = options_.addresses[(s + 1) % clients_.size()];
       results[s] = clients_[s]->Init(init, params, state).status();
     });
   }
   for (std::thread& t : threads) t.join();
   for (const absl::Status& s : results) RETURN_IF_ERROR(s);
   return absl::OkStatus();
+}
+
+bool RemoteShards::replicated() const {
+  return options_.replicate && clients_.size() >= 2 && options_.pull_int8_chunk == 0;
+}
+
+absl::StatusOr<std::vector<int>> RemoteShards::RecoverState(
+    int64_t step, float* params, const std::vector<std::pair<std::string, float*>>& state) {
+  const int servers = static_cast<int>(clients_.size());
+  std::vector<absl::Status> results(servers);
+  std::vector<char> from_replica(servers, 0);
+  // One range from one server: the parameters, then every state buffer.
+  auto read = [&](int s, int holder, v1::RecoverySource source) {
+    const optim::ParamRange r = layout_.server_range(s);
+    absl::Status st = clients_[holder]->ReadRecovery(source, step, r.lo, r.hi, "", params);
+    for (size_t i = 0; st.ok() && i < state.size(); ++i) {
+      st = clients_[holder]->ReadRecovery(source, step, r.lo, r.hi, state[i].first,
+                                          state[i].second);
+    }
+    return st;
+  };
+  std::vector<std::thread> threads;
+  for (int s = 0; s < servers; ++s) {
+    if (layout_.server_range(s).size() == 0) continue;
+    threads.emplace_back([&, s] {
+      absl::Status own = read(s, s, v1::RECOVERY_OWN);
+      if (own.ok() || servers < 2) {
+        results[s] = own;
+        return;
+      }
+      absl::Status replica = read(s, (s + 1) % servers, v1::RECOVERY_REPLICA);
+      from_replica[s] = replica.ok();
+      results[s] = replica.ok() ? replica
+                                : absl::FailedPreconditionError(absl::StrCat(
+                                      "step ", step, " of shard server ", s, "'s range: ",
+                                      own.message(), "; its replica: ", replica.message()));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& r : results) RETURN_IF_ERROR(r);
+  std::vector<int> out;
+  for (int s = 0; s < servers; ++s) {
+    if (from_replica[s]) out.push_back(s);
+  }
+  return out;
 }
 
 absl::Status RemoteShards::PullState(int64_t step, const std::string& name, float* out) {

@@ -60,6 +60,10 @@ struct RemoteShardsOptions {
   int push_attempts = 3;               // per stream, UNAVAILABLE only
   bool apply_per_chunk = false;        // InitShard's mode (range_store.h)
   int pull_int8_chunk = 0;             // > 0: servers keep int8 deltas (PullDelta)
+  // Range replication (services/shardserver/replicator.h): with >= 2
+  // servers and fp32 pulls, InitServers names server (s + 1) mod S as the
+  // replica of server s's range; RecoverState reads the ranges back.
+  bool replicate = false;
 };
 
 struct RemoteStats {
@@ -93,6 +97,19 @@ class RemoteShards {
   absl::StatusOr<std::vector<optim::ParamRange>> SaveShards(
       int64_t step, uint64_t model_fingerprint, const std::vector<std::string>& paths,
       const std::vector<std::pair<std::string, std::string>>& blobs);
+
+  // Whether InitServers asks the servers to replicate their ranges.
+  bool replicated() const;
+  // After a shard server was lost (a new generation, rank 0, before
+  // InitServers): the parameters and each optimizer state buffer of
+  // `step`, rebuilt from the servers' memory — each range from its own
+  // server's kept versions, else from the replica its neighbour holds —
+  // into params and the named flat buffers (bases, `size` floats each), in
+  // parallel over ranges. Returns the servers whose range came from a
+  // replica; the first range neither holds is the error (the caller falls
+  // back to the disk checkpoint).
+  absl::StatusOr<std::vector<int>> RecoverState(
+      int64_t step, float* params, const std::vector<std::pair<std::string, float*>>& state);
 
   absl::Status BeginPushes(const PushHeader& header);
   // `data`: chunk's c.size() floats, or its int8 block when the step's

@@ -94,6 +94,17 @@ grpc::Status ShardService::GetShardInfo(grpc::ServerContext* context,
   response->set_generation(i.generation);
   response->set_chunk_elements(i.chunk_elements);
   response->set_chunks(i.chunks);
+  int64_t replica_bytes = store_->kept_bytes();
+  if (replica_ != nullptr) {
+    const ReplicaInfo r = replica_->info();
+    if (r.generation > 0) {
+      response->mutable_replica_range()->set_begin(r.range.lo);
+      response->mutable_replica_range()->set_end(r.range.hi);
+      response->set_replica_step(r.step);
+    }
+    replica_bytes += r.bytes;
+  }
+  response->set_replica_bytes(replica_bytes);
   return grpc::Status::OK;
 }
 
@@ -111,6 +122,7 @@ absl::Status ShardService::Init(grpc::ServerReader<v1::ParameterChunk>* reader,
   c.optimizer = msg.optimizer();
   c.apply_per_chunk = msg.apply_per_chunk();
   c.pull_int8_chunk = msg.pull_int8_chunk();
+  c.replica_address = msg.replica_address();
   ASSIGN_OR_RETURN(std::unique_ptr<RangeStore::PendingInit> init, store_->BeginInit(c));
   do {
     RETURN_IF_ERROR(CheckF32Payload(msg.data(), msg.range(), "InitShard"));
@@ -201,6 +213,7 @@ absl::Status ShardService::Pull(grpc::ServerContext* context,
                                 const v1::PullParametersRequest& r,
                                 grpc::ServerWriter<v1::ParameterChunk>* writer) {
   RETURN_IF_ERROR(CheckJob(r.job()));
+  if (r.recovery() != v1::RECOVERY_NONE) return PullRecovery(r, writer);
   const bool delta = r.dtype() == v1::DTYPE_I8;
   if (r.dtype() != v1::DTYPE_F32 && r.dtype() != v1::DTYPE_UNSPECIFIED && !delta) {
     return absl::UnimplementedError(absl::StrCat(
@@ -254,6 +267,58 @@ absl::Status ShardService::Pull(grpc::ServerContext* context,
     if (lo == hi) break;
   }
   return absl::OkStatus();
+}
+
+absl::Status ShardService::PullRecovery(const v1::PullParametersRequest& r,
+                                        grpc::ServerWriter<v1::ParameterChunk>* writer) {
+  if (r.recovery() == v1::RECOVERY_REPLICA && replica_ == nullptr) {
+    return absl::FailedPreconditionError("recovery read: this shard server keeps no replicas");
+  }
+  if (r.dtype() != v1::DTYPE_F32 && r.dtype() != v1::DTYPE_UNSPECIFIED) {
+    return absl::InvalidArgumentError("recovery read: DTYPE_F32 only");
+  }
+  const int64_t lo = r.range().begin(), hi = r.range().end();
+  const int64_t piece =
+      std::max<int64_t>(1, (r.chunk_bytes() > 0 ? r.chunk_bytes() : kDefaultPullBytes) / 4);
+  v1::ParameterChunk msg;
+  msg.mutable_job()->set_job_id(r.job().job_id());
+  msg.set_step(r.step());
+  msg.set_state_name(r.state_name());
+  msg.mutable_data()->set_dtype(v1::DTYPE_F32);
+  for (int64_t at = lo; at < hi || (at == lo && lo == hi); at += piece) {
+    const int64_t end = std::min(hi, at + piece);
+    std::string* data = msg.mutable_data()->mutable_data();
+    data->resize((end - at) * sizeof(float));
+    float* out = reinterpret_cast<float*>(data->data());
+    if (r.recovery() == v1::RECOVERY_REPLICA) {
+      RETURN_IF_ERROR(replica_->Read(r.step(), r.state_name(), at, end, out));
+    } else {
+      RETURN_IF_ERROR(store_->ReadKept(r.step(), r.state_name(), at, end, out));
+    }
+    msg.mutable_range()->set_begin(at);
+    msg.mutable_range()->set_end(end);
+    if (!writer->Write(msg)) return absl::CancelledError("recovery read: the client went away");
+    if (lo == hi) break;
+  }
+  return absl::OkStatus();
+}
+
+grpc::Status ShardService::Replicate(grpc::ServerContext* context,
+                                     const v1::ReplicaChunk* request, v1::ReplicaAck* response) {
+  if (grpc::Status auth = CheckCallToken(*context, auth_token_); !auth.ok()) return auth;
+  if (replica_ == nullptr) {
+    return ToGrpcStatus(absl::FailedPreconditionError("Replicate: this server keeps no replicas"));
+  }
+  absl::Status s = replica_->Accept(*request);
+  if (s.ok()) {
+    const int64_t bytes = replica_->info().bytes;
+    response->set_step(request->step());
+    response->set_replica_bytes(bytes);
+    if (metrics_ != nullptr && metrics_->replica_bytes != nullptr) {
+      metrics_->replica_bytes->Set(static_cast<double>(bytes + store_->kept_bytes()));
+    }
+  }
+  return ToGrpcStatus(s);
 }
 
 absl::Status ShardService::PullDelta(const v1::PullParametersRequest& r,
