@@ -98,8 +98,15 @@ absl::StatusOr<bool> Checkpointer::Restore(Generation& g, TrainingState* state) 
   // know whether there is a checkpoint at all.
   std::string path = g.join.resume_from().path();
   restored_path_.clear();
-  ASSIGN_OR_RETURN(recovery_,
-                   memory_.TryRestore(g, path.empty() ? -1 : g.join.resume_from().step()));
+  const int64_t committed = path.empty() ? -1 : g.join.resume_from().step();
+  ASSIGN_OR_RETURN(recovery_, memory_.TryRestore(g, committed));
+  if (!recovery_.restored && backend_->host_accessible()) {
+    tensor::FlatStorage& storage = model_->storage();
+    ASSIGN_OR_RETURN(MemoryRecovery from_servers,
+                     servers_.TryRestore(g, committed, storage.params(), storage.size()));
+    from_servers.reached = std::max(from_servers.reached, recovery_.reached);
+    recovery_ = from_servers;
+  }
   if (recovery_.restored) {
     RETURN_IF_ERROR(RestoreFromMemory(g, state));
     memory_.MarkLive();

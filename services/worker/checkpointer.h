@@ -1,7 +1,9 @@
 // Checkpointer: the training state that survives generations, and how it
 // reaches disk and every rank.
 //
-// Restore: rank 0 decides the state — the last committed checkpoint the
+// Restore: from the ranks' memory where it can (memory_state.h for
+// replicated strategies, server_recovery.h for ps / hybrid with replicated
+// shard servers); otherwise rank 0 decides the state — the last committed checkpoint the
 // join named, or the seeded initialisation when there is none — and
 // broadcasts it over the control mesh: parameters, the optimizer state
 // (each whole buffer in pieces; every rank keeps the part in its
@@ -69,6 +71,7 @@
 #include "services/worker/coordinator_client.h"
 #include "services/worker/generation.h"
 #include "services/worker/memory_state.h"
+#include "services/worker/server_recovery.h"
 
 namespace tandem {
 namespace worker {
@@ -111,7 +114,8 @@ class Checkpointer {
         backend_(backend),
         model_(model),
         client_(client),
-        memory_(o_.recover_from_memory, backend, model) {}
+        memory_(o_.recover_from_memory, backend, model),
+        servers_(o_.recover_from_memory) {}
 
   // True when it resumed from a checkpoint or from memory (false: the
   // seeded start). From memory first (MemoryState::TryRestore, every
@@ -124,6 +128,11 @@ class Checkpointer {
   // re-join path): keeps this rank's state for the next Restore.
   void Retain(Generation& g, const TrainingState& state) {
     memory_.Retain(g, state.step, state.cursor.epoch, state.samples_in_epoch);
+  }
+  // After every completed step: its data position, for a recovery from the
+  // shard servers' memory (server_recovery.h).
+  void NoteStep(const TrainingState& state) {
+    servers_.Note(state.step, state.cursor.epoch, state.samples_in_epoch);
   }
   // Rank 0, after Restore: the file it loaded ("" for none), and one line
   // per committed checkpoint it skipped as unreadable (taken: cleared).
@@ -198,6 +207,7 @@ class Checkpointer {
   std::vector<std::string> warnings_;
   std::unique_ptr<CheckpointMetrics> metrics_;       // null until EnableMetrics
   MemoryState memory_;
+  ServerRecovery servers_;
   MemoryRecovery recovery_;
   // Last: its destructor waits for the write in flight, which uses client_.
   std::unique_ptr<BackgroundCheckpointWriter> bg_;  // made at the first background write

@@ -22,7 +22,11 @@ std::vector<OptionInfo> RemoteSyncOptionInfo() {
            "pushes); step: the whole step once all of it is in"},
           {"pipeline", "1",
            "1 = each chunk is pulled as soon as it is pushed and lands during the next forward, "
-           "layer by layer; 0 = everything is pulled before FinishStep returns"}};
+           "layer by layer; 0 = everything is pulled before FinishStep returns"},
+          {"replicate", "1",
+           "1 = with >= 2 shard servers each server's range is also held by the next one, so a "
+           "lost server is rebuilt from memory; 0 = a lost server sends the job to the last "
+           "checkpoint"}};
 }
 
 absl::StatusOr<RemoteSyncKnobs> ParseRemoteSyncKnobs(const SyncOptions& o) {
@@ -35,6 +39,13 @@ absl::StatusOr<RemoteSyncKnobs> ParseRemoteSyncKnobs(const SyncOptions& o) {
         "everything at the end of the step), got ", pipeline));
   }
   k.pipeline = pipeline == 1;
+  ASSIGN_OR_RETURN(const int64_t replicate, GetSyncOptInt(o, "replicate", 1));
+  if (replicate != 0 && replicate != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--sync_opt replicate must be 1 (each shard server's range also held by the next "
+        "server) or 0 (none: a lost server means the last checkpoint), got ", replicate));
+  }
+  k.replicate = replicate == 1;
   ASSIGN_OR_RETURN(int64_t streams, GetSyncOptInt(o, "streams", 2));
   ASSIGN_OR_RETURN(double timeout_s, GetSyncOptDouble(o, "timeout_s", 60));
   if (!(k.chunk_mb > 0)) {
@@ -110,6 +121,7 @@ absl::StatusOr<std::unique_ptr<ShardServerState>> ShardServerState::Create(
   ro.timeout = knobs.timeout;
   ro.apply_per_chunk = knobs.apply_per_chunk;
   ro.pull_int8_chunk = pull_int8_chunk;
+  ro.replicate = knobs.replicate;
   ASSIGN_OR_RETURN(std::unique_ptr<shard::RemoteShards> remote, shard::RemoteShards::Create(ro));
   auto mirror = std::make_unique<OptimizerMirror>(*probe, env.size);
   return std::unique_ptr<ShardServerState>(
@@ -165,6 +177,21 @@ absl::StatusOr<std::vector<SavedShard>> ShardServerState::SaveOnServers(
     if (ranges[s].size() > 0) out.push_back({ranges[s].lo, ranges[s].hi, files[s]});
   }
   return out;
+}
+
+absl::StatusOr<std::vector<int>> ShardServerState::RecoverFromServers(int rank, int64_t step,
+                                                                     float* params) {
+  if (rank != 0) {
+    return absl::FailedPreconditionError("RecoverFromServers: rank 0 reads the servers");
+  }
+  mirror_->Materialize();
+  std::vector<std::pair<std::string, float*>> state;
+  for (size_t i = 0; i < mirror_->names().size(); ++i) {
+    state.push_back({mirror_->names()[i], mirror_->buffer(i)});
+  }
+  absl::StatusOr<std::vector<int>> r = remote_->RecoverState(step, params, state);
+  if (!r.ok()) mirror_->Release();
+  return r;
 }
 
 void ShardServerState::Loaded(int rank) {
