@@ -176,6 +176,29 @@ def killed_worker(tandem, root, sync):
                 lost, rep)
 
 
+def killed_shard_server(tandem, root, sync):
+    """SIGKILL shard server 1 of 2 at step 25: tandem local restarts it empty;
+    its range is rebuilt from the replica on server 0 (issue 34 item 3)."""
+    state = {}
+
+    def on_line(line, t, run):
+        if "t0" not in state and line.startswith("step 25/"):
+            os.kill(read_pid(run.run_dir, "shard-1"), signal.SIGKILL)
+            state["t0"] = time.monotonic()
+
+    r = Run(tandem, root, "shard-" + sync, ["--keep-going", "--log-every=5", "--shard-servers=2",
+                                           "--sync=" + sync]).go(on_line)
+    t0 = state.get("t0")
+    detect = r.first(lambda l: "re-joining" in l, t0 or 0)
+    rejoined = detect and r.first(lambda l: REDONE.match(l) is not None, detect)
+    recover = rejoined and r.first(lambda l: l.startswith("step "), rejoined)
+    lost, rep = lost_repeated(r.samples)
+    ok = r.code == 0 and detect is not None and recover is not None
+    return ("killed shard server (SIGKILL 1 of 2, --sync %s)" % sync, "survived" if ok else "FAILED",
+            detect - t0 if ok else None, recover - t0 if ok else None) + redone_and_path(r) + (
+                lost, rep)
+
+
 def service_restart(tandem, root, service):
     state = {}
 
@@ -282,7 +305,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tandem", required=True)
     ap.add_argument("--out", default="")
-    ap.add_argument("--only", default="", help="comma-separated scenario numbers (1-10)")
+    ap.add_argument("--only", default="", help="comma-separated scenario numbers (1-11)")
     a = ap.parse_args()
     root = a.out or tempfile.mkdtemp(prefix="tandem-faults-")
     scenarios = [
@@ -296,6 +319,7 @@ def main():
         lambda: killed_worker(a.tandem, root, "allreduce"),
         lambda: killed_worker(a.tandem, root, "compressed"),
         lambda: killed_worker(a.tandem, root, "zero1"),
+        lambda: killed_shard_server(a.tandem, root, "ps"),
     ]
     only = {int(x) for x in a.only.split(",") if x}
     rows = []
