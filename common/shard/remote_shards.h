@@ -33,6 +33,7 @@
 #define TANDEM_COMMON_SHARD_REMOTE_SHARDS_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -94,9 +95,20 @@ class RemoteShards {
   // paths[server] (ShardServer.SaveShard), in parallel; `blobs` go to the
   // server whose range starts at 0. Returns each server's range (empty for
   // one that owns nothing and so wrote nothing).
+  // mode SAVE_SNAPSHOT: the servers only copy `step` into their snapshot
+  // (paths unused); SAVE_FROM_SNAPSHOT writes that copy (see
+  // shardserver.proto).
   absl::StatusOr<std::vector<optim::ParamRange>> SaveShards(
       int64_t step, uint64_t model_fingerprint, const std::vector<std::string>& paths,
-      const std::vector<std::pair<std::string, std::string>>& blobs);
+      const std::vector<std::pair<std::string, std::string>>& blobs,
+      v1::SaveMode mode = v1::SAVE_NOW);
+  // A background checkpoint's second half, safe to run on another thread
+  // after this object is gone: SaveShards(..., SAVE_FROM_SNAPSHOT) over
+  // connections of its own.
+  using SnapshotWrite = std::function<absl::StatusOr<std::vector<optim::ParamRange>>(
+      int64_t step, uint64_t model_fingerprint, const std::vector<std::string>& paths,
+      const std::vector<std::pair<std::string, std::string>>& blobs)>;
+  SnapshotWrite SnapshotWriter() const;
 
   // Whether InitServers asks the servers to replicate their ranges.
   bool replicated() const;

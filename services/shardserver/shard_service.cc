@@ -361,45 +361,30 @@ grpc::Status ShardService::PullParameters(grpc::ServerContext* context,
 
 absl::Status ShardService::Save(const v1::SaveShardRequest& r, v1::SaveShardResponse* response) {
   RETURN_IF_ERROR(CheckJob(r.job()));
-  if (r.path().empty()) return absl::InvalidArgumentError("SaveShard: empty path");
-  const StoreInfo info = store_->info();
-  if (info.generation == 0) {
-    return absl::FailedPreconditionError(
-        "SaveShard: this shard server holds no parameters (never initialised, or restarted)");
+  if (r.path().empty() && r.mode() != v1::SAVE_SNAPSHOT) {
+    return absl::InvalidArgumentError("SaveShard: empty path");
   }
-  if (r.total_params() < info.range.hi) {
-    return absl::InvalidArgumentError(absl::StrCat("SaveShard: total_params ", r.total_params(),
-                                                   " is below this server's range end ",
-                                                   info.range.hi));
+  absl::MutexLock lock(&snapshot_mu_);
+  ShardSnapshot now;
+  ShardSnapshot* s = r.mode() == v1::SAVE_NOW ? &now : &snapshot_;
+  if (r.mode() != v1::SAVE_FROM_SNAPSHOT) {
+    // Copies out under the store's locks (a consistent step), writes after.
+    RETURN_IF_ERROR(CaptureShard(*store_, r.generation(), r.step(), s));
+  } else if (s->step != r.step() || s->step < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "SaveShard from the snapshot of step ", r.step(), ": the server's snapshot holds ",
+        s->step < 0 ? std::string("nothing") : absl::StrCat("step ", s->step),
+        " (SAVE_SNAPSHOT first)"));
   }
-  // Copies out under the store's locks (a consistent step), writes after.
-  const int64_t n = info.range.size();
-  std::vector<float> params(n);
-  RETURN_IF_ERROR(store_->ReadParams(r.generation(), r.step(), info.range.lo, info.range.hi,
-                                     params.data()));
-  ASSIGN_OR_RETURN(std::unique_ptr<optim::Optimizer> probe,
-                   shard::BuildOptimizer(info.optimizer, optim::ParamRange{0, 0}));
-  std::vector<std::pair<std::string, std::vector<float>>> state;
-  for (const optim::StateBuffer& b : probe->state()) {
-    state.push_back({b.name, std::vector<float>(n)});
-    RETURN_IF_ERROR(store_->ReadState(r.generation(), r.step(), b.name, info.range.lo,
-                                      info.range.hi, state.back().second.data()));
+  response->mutable_range()->set_begin(s->range.lo);
+  response->mutable_range()->set_end(s->range.hi);
+  if (r.mode() == v1::SAVE_SNAPSHOT) {
+    response->set_bytes(s->bytes());
+    return absl::OkStatus();
   }
-  checkpoint::CheckpointView v;
-  v.model_fingerprint = r.model_fingerprint();
-  v.step = r.step();
-  v.total_params = r.total_params();
-  v.range_lo = info.range.lo;
-  v.range_hi = info.range.hi;
-  v.params = absl::MakeConstSpan(params);
-  v.optimizer_name = probe->name();
-  for (const auto& [name, values] : state) v.optimizer_state.push_back({name, values});
-  for (const v1::SaveShardBlob& b : r.blobs()) v.blobs.push_back({b.name(), b.data()});
-  RETURN_IF_ERROR(checkpoint::WriteCheckpoint(r.path(), v));
+  ASSIGN_OR_RETURN(const int64_t bytes, WriteShardFile(*s, r));
   response->set_path(r.path());
-  response->mutable_range()->set_begin(info.range.lo);
-  response->mutable_range()->set_end(info.range.hi);
-  response->set_bytes(static_cast<int64_t>(1 + state.size()) * n * int64_t{sizeof(float)});
+  response->set_bytes(bytes);
   return absl::OkStatus();
 }
 

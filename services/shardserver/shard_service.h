@@ -18,7 +18,9 @@
 // int8 delta block (range_store.h) in pieces with block_offset. SaveShard
 // writes this server's range (params + optimizer state) as a checkpoint
 // shard file at the request's path (the server needs the checkpoint
-// directory on its file system). Replicate stores a primary's chunk in the
+// directory on its file system); with mode SAVE_SNAPSHOT it only copies
+// the range into the server's one snapshot, and SAVE_FROM_SNAPSHOT writes
+// that copy later (shard_snapshot.h). Replicate stores a primary's chunk in the
 // replica store (replica_store.h; FAILED_PRECONDITION without one); a pull
 // with `recovery` set reads a kept step of the server's own range
 // (RangeStore::ReadKept) or of the replica it holds, without waiting.
@@ -26,9 +28,11 @@
 #define TANDEM_SERVICES_SHARDSERVER_SHARD_SERVICE_H_
 
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "proto/shardserver.grpc.pb.h"
 #include "services/shardserver/range_store.h"
 #include "services/shardserver/replica_store.h"
+#include "services/shardserver/shard_snapshot.h"
 #include "services/shardserver/shard_metrics.h"
 
 namespace tandem {
@@ -78,6 +82,9 @@ class ShardService final : public v1::ShardServer::Service {
   ReplicaStore* const replica_;
   const std::string auth_token_;
   const ShardMetrics* const metrics_;
+  // The one snapshot a background checkpoint captures and later writes.
+  absl::Mutex snapshot_mu_;
+  ShardSnapshot snapshot_ ABSL_GUARDED_BY(snapshot_mu_);
 };
 
 // Checks an int8 push: int8_chunk in the codec's range, dtype I8 and

@@ -324,14 +324,25 @@ absl::StatusOr<std::string> Checkpointer::WritePeriodic(Generation& g, TrainingS
   if (state->step == state->checkpoint_step) return std::string();  // already on disk
   trace::Span span("checkpoint write", "io", -1, state->step);
   ASSIGN_OR_RETURN(WritePlan plan, PlanWrite(g, *state));
-  // Every rank agrees (the plan is all-gathered): only the single-file
-  // layout, written by rank 0 alone, goes to the background.
-  if (!o_.background || !plan.single || plan.on_servers != nullptr) {
-    return WritePlanned(g, state, plan);
-  }
+  // Every rank agrees (the plan is all-gathered): the single-file layout,
+  // written by rank 0 alone, and the shard servers' saves go to the
+  // background.
+  if (o_.background && plan.on_servers != nullptr) return WriteOnServersInBackground(g, state, plan);
+  if (!o_.background || !plan.single) return WritePlanned(g, state, plan);
   RETURN_IF_ERROR(g.sync->SyncStateToHost());  // collective for some strategies
   if (g.rank() != 0) return std::string();
   RETURN_IF_ERROR(MakeDirectories(o_.dir));
+  CheckpointSnapshot* snapshot = Writer().Acquire();  // waits for the previous write
+  RETURN_IF_ERROR(WithShardView(g, *state, plan, [&](const checkpoint::CheckpointView& v) {
+    snapshot->Capture(v);
+    return absl::OkStatus();
+  }));
+  bg_->Submit(plan.single_path, Record(g, state->step, plan.cursor, plan.single_path),
+              g.join.generation());
+  return std::string();
+}
+
+BackgroundCheckpointWriter& Checkpointer::Writer() {
   if (bg_ == nullptr) {
     BackgroundCheckpointOptions bo;
     bo.write = o_.write_options;
@@ -341,13 +352,34 @@ absl::StatusOr<std::string> Checkpointer::WritePeriodic(Generation& g, TrainingS
           return client_->CommitCheckpoint(r, generation);
         });
   }
-  CheckpointSnapshot* snapshot = bg_->Acquire();  // waits for the previous write
-  RETURN_IF_ERROR(WithShardView(g, *state, plan, [&](const checkpoint::CheckpointView& v) {
-    snapshot->Capture(v);
-    return absl::OkStatus();
-  }));
-  bg_->Submit(plan.single_path, Record(g, state->step, plan.cursor, plan.single_path),
-              g.join.generation());
+  return *bg_;
+}
+
+// ps / hybrid: at the step boundary each server copies its range into its
+// snapshot (one RPC round, memory only); rank 0's writer thread then has
+// the servers write those copies, writes the manifest and commits, while
+// training goes on. The files are those of a synchronous save of the step.
+absl::StatusOr<std::string> Checkpointer::WriteOnServersInBackground(Generation& g,
+                                                                    TrainingState* state,
+                                                                    const WritePlan& plan) {
+  RETURN_IF_ERROR(g.sync->SyncStateToHost());  // the servers' state is not fetched
+  if (g.rank() != 0) return std::string();
+  RETURN_IF_ERROR(MakeDirectories(o_.dir));
+  BackgroundCheckpointWriter& writer = Writer();
+  writer.Acquire();  // one snapshot at a time: waits for the previous write
+  const sync::ServerSaveRequest req = ServerRequest(g, *state, plan);
+  ASSIGN_OR_RETURN(sync::ServerSideCheckpoint::ServerWrite write,
+                   plan.on_servers->SnapshotOnServers(req));
+  const checkpoint::Manifest header = ManifestHeader(g, state->step);
+  const std::string manifest = plan.manifest;
+  writer.SubmitTask(
+      [write, header, manifest]() -> absl::Status {
+        ASSIGN_OR_RETURN(std::vector<sync::SavedShard> shards, write());
+        checkpoint::Manifest m = header;
+        for (const sync::SavedShard& sh : shards) m.shards.push_back({sh.lo, sh.hi, sh.file});
+        return checkpoint::WriteManifest(manifest, m);
+      },
+      plan.manifest, Record(g, state->step, plan.cursor, plan.manifest), g.join.generation());
   return std::string();
 }
 
@@ -548,6 +580,16 @@ absl::Status Checkpointer::CommitShards(Generation& g, const TrainingState& stat
 absl::Status Checkpointer::CommitOnServers(Generation& g, const TrainingState& state,
                                            const WritePlan& plan) {
   RETURN_IF_ERROR(MakeDirectories(o_.dir));
+  ASSIGN_OR_RETURN(std::vector<sync::SavedShard> shards,
+                   plan.on_servers->SaveOnServers(ServerRequest(g, state, plan)));
+  checkpoint::Manifest m = ManifestHeader(g, state.step);
+  for (const sync::SavedShard& sh : shards) m.shards.push_back({sh.lo, sh.hi, sh.file});
+  RETURN_IF_ERROR(checkpoint::WriteManifest(plan.manifest, m));
+  return CommitAt(g, state.step, plan.cursor, plan.manifest);
+}
+
+sync::ServerSaveRequest Checkpointer::ServerRequest(Generation& g, const TrainingState& state,
+                                                   const WritePlan& plan) {
   sync::ServerSaveRequest req;
   // The servers run elsewhere (another working directory, maybe another
   // machine with the same mount): give them an absolute path.
@@ -566,11 +608,7 @@ absl::Status Checkpointer::CommitOnServers(Generation& g, const TrainingState& s
   req.blobs.push_back({"data_cursor", plan.cursor.SerializeAsString()});
   req.blobs.push_back({"model_spec", o_.model_text});
   if (!state.loss_scaler.empty()) req.blobs.push_back({"loss_scaler", state.loss_scaler});
-  ASSIGN_OR_RETURN(std::vector<sync::SavedShard> shards, plan.on_servers->SaveOnServers(req));
-  checkpoint::Manifest m = ManifestHeader(g, state.step);
-  for (const sync::SavedShard& sh : shards) m.shards.push_back({sh.lo, sh.hi, sh.file});
-  RETURN_IF_ERROR(checkpoint::WriteManifest(plan.manifest, m));
-  return CommitAt(g, state.step, plan.cursor, plan.manifest);
+  return req;
 }
 
 }  // namespace worker

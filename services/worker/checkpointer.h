@@ -71,6 +71,7 @@
 #include "services/worker/coordinator_client.h"
 #include "services/worker/generation.h"
 #include "services/worker/memory_state.h"
+#include "common/sync/remote/server_side_checkpoint.h"
 #include "services/worker/server_recovery.h"
 
 namespace tandem {
@@ -150,7 +151,10 @@ class Checkpointer {
   // (waiting first if the previous one is still being written) and returns
   // "" at once: the file is written and committed by the background writer
   // (background_checkpoint.h); a failure there is a warning and a metric,
-  // never an error here. Otherwise as Write.
+  // never an error here. ps / hybrid: the shard servers copy their ranges
+  // into their own snapshots at the step and write them from rank 0's
+  // background writer, which then writes the manifest and commits.
+  // Otherwise as Write.
   absl::StatusOr<std::string> WritePeriodic(Generation& g, TrainingState* state);
   // Registers the checkpoint metrics (once the process's rank label is set).
   absl::Status EnableMetrics(Metrics* metrics);
@@ -197,6 +201,13 @@ class Checkpointer {
                         const std::string& committed_path);
   absl::Status CommitShards(Generation& g, const TrainingState& state, const WritePlan& plan);
   absl::Status CommitOnServers(Generation& g, const TrainingState& state, const WritePlan& plan);
+  // What the shard servers need to save `state` (ps / hybrid).
+  sync::ServerSaveRequest ServerRequest(Generation& g, const TrainingState& state,
+                                        const WritePlan& plan);
+  // The background writer, made at first use.
+  BackgroundCheckpointWriter& Writer();
+  absl::StatusOr<std::string> WriteOnServersInBackground(Generation& g, TrainingState* state,
+                                                         const WritePlan& plan);
 
   const CheckpointerOptions o_;
   kernels::Backend* const backend_;

@@ -23,6 +23,7 @@
 #define TANDEM_COMMON_SYNC_REMOTE_SERVER_SIDE_CHECKPOINT_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -63,6 +64,15 @@ class ServerSideCheckpoint {
   // the servers keep every range's recent steps in memory, each also on
   // its neighbour, so a lost server does not send the job to the disk.
   virtual bool ServersReplicate() const = 0;
+
+  // Background checkpoints (issue 34 item 4). Rank 0, at the step
+  // boundary: every server copies its range of r.step into its snapshot
+  // (memory only). Returns the write to run later on another thread — it
+  // owns its connections and outlives this object — which has the servers
+  // write those copies to dir/ShardFileName(step, server, servers) and
+  // returns the shards as SaveOnServers does.
+  using ServerWrite = std::function<absl::StatusOr<std::vector<SavedShard>>()>;
+  virtual absl::StatusOr<ServerWrite> SnapshotOnServers(const ServerSaveRequest& r) = 0;
   // Rank 0, at a new generation before its first step: the parameters of
   // `step` (into params, the flat vector) and the optimizer state from the
   // servers' memory; the state goes back to the servers with the

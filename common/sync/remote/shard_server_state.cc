@@ -157,26 +157,58 @@ absl::Status ShardServerState::FetchForCheckpoint(int rank, int64_t last_step) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<SavedShard>> ShardServerState::SaveOnServers(
-    const ServerSaveRequest& r, int64_t last_step) {
-  if (r.step != last_step) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "checkpoint of step ", r.step, " on the shard servers, but their last step is ",
-        last_step));
-  }
-  const int servers = remote_->layout().servers();
-  std::vector<std::string> files, paths;
+namespace {
+
+// Each server's shard file name and path in r.dir.
+void ShardPaths(const ServerSaveRequest& r, int servers, std::vector<std::string>* files,
+                std::vector<std::string>* paths) {
   for (int s = 0; s < servers; ++s) {
-    files.push_back(checkpoint::ShardFileName(r.step, s, servers));
-    paths.push_back(absl::StrCat(r.dir, "/", files.back()));
+    files->push_back(checkpoint::ShardFileName(r.step, s, servers));
+    paths->push_back(absl::StrCat(r.dir, "/", files->back()));
   }
-  ASSIGN_OR_RETURN(std::vector<optim::ParamRange> ranges,
-                   remote_->SaveShards(r.step, r.model_fingerprint, paths, r.blobs));
+}
+
+std::vector<SavedShard> Saved(const std::vector<optim::ParamRange>& ranges,
+                              const std::vector<std::string>& files) {
   std::vector<SavedShard> out;
-  for (int s = 0; s < servers; ++s) {
+  for (size_t s = 0; s < ranges.size(); ++s) {
     if (ranges[s].size() > 0) out.push_back({ranges[s].lo, ranges[s].hi, files[s]});
   }
   return out;
+}
+
+absl::Status CheckLastStep(const ServerSaveRequest& r, int64_t last_step) {
+  if (r.step == last_step) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "checkpoint of step ", r.step, " on the shard servers, but their last step is ", last_step));
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<SavedShard>> ShardServerState::SaveOnServers(
+    const ServerSaveRequest& r, int64_t last_step) {
+  RETURN_IF_ERROR(CheckLastStep(r, last_step));
+  std::vector<std::string> files, paths;
+  ShardPaths(r, remote_->layout().servers(), &files, &paths);
+  ASSIGN_OR_RETURN(std::vector<optim::ParamRange> ranges,
+                   remote_->SaveShards(r.step, r.model_fingerprint, paths, r.blobs));
+  return Saved(ranges, files);
+}
+
+absl::StatusOr<ServerSideCheckpoint::ServerWrite> ShardServerState::SnapshotOnServers(
+    const ServerSaveRequest& r, int64_t last_step) {
+  RETURN_IF_ERROR(CheckLastStep(r, last_step));
+  std::vector<std::string> files, paths;
+  ShardPaths(r, remote_->layout().servers(), &files, &paths);
+  RETURN_IF_ERROR(
+      remote_->SaveShards(r.step, r.model_fingerprint, paths, {}, v1::SAVE_SNAPSHOT).status());
+  shard::RemoteShards::SnapshotWrite write = remote_->SnapshotWriter();
+  return ServerSideCheckpoint::ServerWrite(
+      [write, r, files, paths]() -> absl::StatusOr<std::vector<SavedShard>> {
+        ASSIGN_OR_RETURN(std::vector<optim::ParamRange> ranges,
+                         write(r.step, r.model_fingerprint, paths, r.blobs));
+        return Saved(ranges, files);
+      });
 }
 
 absl::StatusOr<std::vector<int>> ShardServerState::RecoverFromServers(int rank, int64_t step,

@@ -108,6 +108,10 @@ class ShardServerState {
   // r.dir/ShardFileName(step, server, servers) (server_side_checkpoint.h).
   absl::StatusOr<std::vector<SavedShard>> SaveOnServers(const ServerSaveRequest& r,
                                                         int64_t last_step);
+  // Rank 0: the servers copy `last_step` into their snapshots; the write
+  // that follows (ServerSideCheckpoint::SnapshotOnServers).
+  absl::StatusOr<ServerSideCheckpoint::ServerWrite> SnapshotOnServers(const ServerSaveRequest& r,
+                                                                      int64_t last_step);
 
  private:
   ShardServerState(std::unique_ptr<shard::RemoteShards> remote, v1::OptimizerConfig config,
