@@ -67,10 +67,21 @@ absl::Status CheckOptimizerState(const checkpoint::Checkpoint& c, const std::str
 
 absl::StatusOr<float*> Checkpointer::HostParams() {
   tensor::FlatStorage& storage = model_->storage();
-  host_params_.resize(storage.size());
-  RETURN_IF_ERROR(backend_->CopyToHost(host_params_.data(), storage.params(),
-                                       storage.size() * sizeof(float)));
-  return host_params_.data();
+  if (staging_ == nullptr) {
+    // A model on a GPU copies into page-locked memory (full link rate);
+    // without a usable device, pageable memory.
+    absl::StatusOr<std::unique_ptr<HostStaging>> pinned = MakePinnedStaging();
+    if (pinned.ok()) {
+      staging_ = *std::move(pinned);
+    } else {
+      LOG(INFO) << "checkpoint staging in pageable memory: " << pinned.status();
+      staging_ = MakePageableStaging();
+    }
+  }
+  ASSIGN_OR_RETURN(float* host, staging_->Reserve(storage.size()));
+  RETURN_IF_ERROR(
+      backend_->CopyToHost(host, storage.params(), storage.size() * sizeof(float)));
+  return host;
 }
 
 namespace {
@@ -227,7 +238,7 @@ absl::StatusOr<checkpoint::Checkpoint> Checkpointer::ReadNewestReadable(Generati
 }
 
 // Broadcast host-side over the control mesh: device parameters are staged
-// through host_params_.
+// through staging_ (HostParams).
 absl::Status Checkpointer::BroadcastParams(Generation& g) {
   tensor::FlatStorage& storage = model_->storage();
   const int64_t bytes = storage.size() * sizeof(float);

@@ -70,7 +70,9 @@
 #include "services/worker/background_checkpoint.h"
 #include "services/worker/coordinator_client.h"
 #include "services/worker/generation.h"
+#include "services/worker/host_staging.h"
 #include "services/worker/memory_state.h"
+#include "services/worker/pinned_staging.h"
 #include "common/sync/remote/server_side_checkpoint.h"
 #include "services/worker/server_recovery.h"
 
@@ -162,7 +164,7 @@ class Checkpointer {
  private:
   struct WritePlan;  // who writes which shard, and what is committed
 
-  // Device backends: a host copy of the parameters, staged in host_params_.
+  // Device backends: a host copy of the parameters, staged in staging_.
   absl::StatusOr<float*> HostParams();
 
   // Restore's steps. Rank 0: the initial state, or the newest committed
@@ -213,7 +215,9 @@ class Checkpointer {
   kernels::Backend* const backend_;
   nn::Model* const model_;
   CoordinatorClient* const client_;
-  std::vector<float> host_params_;
+  // Device backends: where HostParams stages the parameters (pinned when a
+  // CUDA device is usable; host_staging.h), made at first use.
+  std::unique_ptr<HostStaging> staging_;
   std::string restored_path_;
   std::vector<std::string> warnings_;
   std::unique_ptr<CheckpointMetrics> metrics_;       // null until EnableMetrics
