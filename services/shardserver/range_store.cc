@@ -161,7 +161,9 @@ absl::StatusOr<std::unique_ptr<RangeStore::PendingInit>> RangeStore::BeginInit(
       slot->sum.assign(ch.size(), 0.f);
       slot->contributed.assign(c.world_size, 0);
       if (state->codec != nullptr) slot->encoded.assign(state->codec->MaxEncodedBytes(ch.size()), 0);
-      if (!c.replica_address.empty()) slot->prev.assign((1 + slot->state.size()) * ch.size(), 0.f);
+      if (!c.replica_address.empty()) {
+        slot->prev.assign((1 + slot->state.size()) * ch.size(), 0.f);
+      }
     }
     state->chunk_lo.push_back(ch.lo);
     state->chunks.push_back(std::move(slot));

@@ -111,7 +111,8 @@ absl::Status RangeStore::ReadKept(int64_t step, const std::string& name, int64_t
     } else {
       return absl::FailedPreconditionError(absl::StrCat(
           "recovery read of step ", step, ": chunk [", s.range.lo, ", ", s.range.hi,
-          ") is at step ", s.applied, s.prev.empty() ? "" : absl::StrCat(" (kept: ", s.prev_step, ")")));
+          ") is at step ", s.applied,
+          s.prev.empty() ? "" : absl::StrCat(" (kept: ", s.prev_step, ")")));
     }
     std::memcpy(out + (a - lo), from + (a - s.range.lo), (b - a) * sizeof(float));
   }

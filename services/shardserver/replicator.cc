@@ -80,7 +80,8 @@ void Replicator::Send(int64_t generation, int chunk) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(options_.timeout));
   v1::ReplicaAck ack;
-  const absl::Status s = FromGrpcStatus(stub_->Replicate(&ctx, msg_, &ack), "Replicate to " + address);
+  const absl::Status s =
+      FromGrpcStatus(stub_->Replicate(&ctx, msg_, &ack), "Replicate to " + address);
   if (s.ok()) {
     absl::MutexLock lock(&mu_);
     bytes_sent_ += static_cast<int64_t>(msg_.params().data().size()) *

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -239,6 +240,18 @@ absl::Status ShardService::Pull(grpc::ServerContext* context,
     RETURN_IF_ERROR(store_->WaitForStep(r.generation(), r.step(), deadline, lo, hi));
   }
   if (delta) return PullDelta(r, writer);
+  return StreamFloats(r, writer, /*count=*/true, [&](int64_t at, int64_t end, float* out) {
+    if (r.state_name().empty()) {
+      return store_->ReadParams(r.generation(), r.step(), at, end, out, r.reset_delta_reference());
+    }
+    return store_->ReadState(r.generation(), r.step(), r.state_name(), at, end, out);
+  });
+}
+
+absl::Status ShardService::StreamFloats(
+    const v1::PullParametersRequest& r, grpc::ServerWriter<v1::ParameterChunk>* writer,
+    bool count, const std::function<absl::Status(int64_t, int64_t, float*)>& read) {
+  const int64_t lo = r.range().begin(), hi = r.range().end();
   const int64_t piece =
       std::max<int64_t>(1, (r.chunk_bytes() > 0 ? r.chunk_bytes() : kDefaultPullBytes) / 4);
   v1::ParameterChunk msg;
@@ -251,17 +264,11 @@ absl::Status ShardService::Pull(grpc::ServerContext* context,
     trace::Span span("pull chunk", "shard", (end - at) * int64_t{sizeof(float)}, r.step());
     std::string* data = msg.mutable_data()->mutable_data();
     data->resize((end - at) * sizeof(float));
-    float* out = reinterpret_cast<float*>(data->data());
-    if (r.state_name().empty()) {
-      RETURN_IF_ERROR(
-          store_->ReadParams(r.generation(), r.step(), at, end, out, r.reset_delta_reference()));
-    } else {
-      RETURN_IF_ERROR(store_->ReadState(r.generation(), r.step(), r.state_name(), at, end, out));
-    }
+    RETURN_IF_ERROR(read(at, end, reinterpret_cast<float*>(data->data())));
     msg.mutable_range()->set_begin(at);
     msg.mutable_range()->set_end(end);
     if (!writer->Write(msg)) return absl::CancelledError("pull: the client went away");
-    if (metrics_ != nullptr && metrics_->pull_bytes != nullptr) {
+    if (count && metrics_ != nullptr && metrics_->pull_bytes != nullptr) {
       metrics_->pull_bytes->Increment(data->size());
     }
     if (lo == hi) break;
@@ -277,30 +284,12 @@ absl::Status ShardService::PullRecovery(const v1::PullParametersRequest& r,
   if (r.dtype() != v1::DTYPE_F32 && r.dtype() != v1::DTYPE_UNSPECIFIED) {
     return absl::InvalidArgumentError("recovery read: DTYPE_F32 only");
   }
-  const int64_t lo = r.range().begin(), hi = r.range().end();
-  const int64_t piece =
-      std::max<int64_t>(1, (r.chunk_bytes() > 0 ? r.chunk_bytes() : kDefaultPullBytes) / 4);
-  v1::ParameterChunk msg;
-  msg.mutable_job()->set_job_id(r.job().job_id());
-  msg.set_step(r.step());
-  msg.set_state_name(r.state_name());
-  msg.mutable_data()->set_dtype(v1::DTYPE_F32);
-  for (int64_t at = lo; at < hi || (at == lo && lo == hi); at += piece) {
-    const int64_t end = std::min(hi, at + piece);
-    std::string* data = msg.mutable_data()->mutable_data();
-    data->resize((end - at) * sizeof(float));
-    float* out = reinterpret_cast<float*>(data->data());
+  return StreamFloats(r, writer, /*count=*/false, [&](int64_t at, int64_t end, float* out) {
     if (r.recovery() == v1::RECOVERY_REPLICA) {
-      RETURN_IF_ERROR(replica_->Read(r.step(), r.state_name(), at, end, out));
-    } else {
-      RETURN_IF_ERROR(store_->ReadKept(r.step(), r.state_name(), at, end, out));
+      return replica_->Read(r.step(), r.state_name(), at, end, out);
     }
-    msg.mutable_range()->set_begin(at);
-    msg.mutable_range()->set_end(end);
-    if (!writer->Write(msg)) return absl::CancelledError("recovery read: the client went away");
-    if (lo == hi) break;
-  }
-  return absl::OkStatus();
+    return store_->ReadKept(r.step(), r.state_name(), at, end, out);
+  });
 }
 
 grpc::Status ShardService::Replicate(grpc::ServerContext* context,

@@ -27,6 +27,8 @@
 #ifndef TANDEM_SERVICES_SHARDSERVER_SHARD_SERVICE_H_
 #define TANDEM_SERVICES_SHARDSERVER_SHARD_SERVICE_H_
 
+#include <functional>
+
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/shardserver.grpc.pb.h"
@@ -73,6 +75,11 @@ class ShardService final : public v1::ShardServer::Service {
   absl::Status PullDelta(const v1::PullParametersRequest& request,
                          grpc::ServerWriter<v1::ParameterChunk>* writer);
   absl::Status Save(const v1::SaveShardRequest& request, v1::SaveShardResponse* response);
+  // Streams r.range in pieces of r.chunk_bytes, each filled by `read`
+  // (at, end, out); `count`: into tandem_shard_pull_bytes_total.
+  absl::Status StreamFloats(const v1::PullParametersRequest& r,
+                            grpc::ServerWriter<v1::ParameterChunk>* writer, bool count,
+                            const std::function<absl::Status(int64_t, int64_t, float*)>& read);
   // A pull with `recovery` set: a kept step, streamed like a pull.
   absl::Status PullRecovery(const v1::PullParametersRequest& request,
                             grpc::ServerWriter<v1::ParameterChunk>* writer);

@@ -23,7 +23,8 @@ absl::Status CaptureShard(RangeStore& store, int64_t generation, int64_t step, S
   const int64_t n = info.range.size();
   s->step = -1;  // until the copy is whole
   s->params.resize(n);
-  RETURN_IF_ERROR(store.ReadParams(generation, step, info.range.lo, info.range.hi, s->params.data()));
+  RETURN_IF_ERROR(
+      store.ReadParams(generation, step, info.range.lo, info.range.hi, s->params.data()));
   ASSIGN_OR_RETURN(std::unique_ptr<optim::Optimizer> probe,
                    shard::BuildOptimizer(info.optimizer, optim::ParamRange{0, 0}));
   const std::vector<optim::StateBuffer> buffers = probe->state();

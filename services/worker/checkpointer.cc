@@ -1,4 +1,5 @@
 #include "services/worker/checkpointer.h"
+#include "services/worker/checkpointer_internal.h"
 
 #include <unistd.h>
 
@@ -28,11 +29,6 @@ namespace {
 constexpr int64_t kBroadcastFloats = int64_t{1} << 20;
 // The largest loss-scaler record a restore carries (its format is 48 bytes).
 constexpr size_t kMaxScalerBytes = 120;
-
-// The model's registered buffers (BatchNorm statistics; nn::Model::SaveBuffers).
-constexpr char kBuffersBlob[] = "model_buffers";
-
-std::string BlobName(const optim::StateBuffer& b) { return absl::StrCat("sync/", b.name); }
 
 // Checks that `c` (the whole vector) can fill `opt`'s state, before anything
 // is copied: same optimizer, every buffer present and whole.
@@ -312,17 +308,6 @@ absl::Status Checkpointer::BroadcastLossScaler(Generation& g, const std::string*
 }
 
 // Who writes what for one step's checkpoint, and where it is committed.
-struct Checkpointer::WritePlan {
-  optim::ParamRange owned;
-  std::vector<checkpoint::ShardWriter> writers;
-  bool single = false;      // one whole shard (allreduce): the single-file layout
-  std::string manifest;     // several shards: written last by rank 0
-  std::string single_path;
-  std::string path;         // what is committed
-  bool i_write = false;     // this rank writes a shard file
-  sync::ServerSideCheckpoint* on_servers = nullptr;  // ps / hybrid: the servers write
-  v1::DataCursor cursor;
-};
 
 absl::Status Checkpointer::EnableMetrics(Metrics* metrics) {
   if (metrics_ != nullptr || metrics == nullptr) return absl::OkStatus();
@@ -338,7 +323,9 @@ absl::StatusOr<std::string> Checkpointer::WritePeriodic(Generation& g, TrainingS
   // Every rank agrees (the plan is all-gathered): the single-file layout,
   // written by rank 0 alone, and the shard servers' saves go to the
   // background.
-  if (o_.background && plan.on_servers != nullptr) return WriteOnServersInBackground(g, state, plan);
+  if (o_.background && plan.on_servers != nullptr) {
+    return WriteOnServersInBackground(g, state, plan);
+  }
   if (!o_.background || !plan.single) return WritePlanned(g, state, plan);
   RETURN_IF_ERROR(g.sync->SyncStateToHost());  // collective for some strategies
   if (g.rank() != 0) return std::string();
@@ -364,34 +351,6 @@ BackgroundCheckpointWriter& Checkpointer::Writer() {
         });
   }
   return *bg_;
-}
-
-// ps / hybrid: at the step boundary each server copies its range into its
-// snapshot (one RPC round, memory only); rank 0's writer thread then has
-// the servers write those copies, writes the manifest and commits, while
-// training goes on. The files are those of a synchronous save of the step.
-absl::StatusOr<std::string> Checkpointer::WriteOnServersInBackground(Generation& g,
-                                                                    TrainingState* state,
-                                                                    const WritePlan& plan) {
-  RETURN_IF_ERROR(g.sync->SyncStateToHost());  // the servers' state is not fetched
-  if (g.rank() != 0) return std::string();
-  RETURN_IF_ERROR(MakeDirectories(o_.dir));
-  BackgroundCheckpointWriter& writer = Writer();
-  writer.Acquire();  // one snapshot at a time: waits for the previous write
-  const sync::ServerSaveRequest req = ServerRequest(g, *state, plan);
-  ASSIGN_OR_RETURN(sync::ServerSideCheckpoint::ServerWrite write,
-                   plan.on_servers->SnapshotOnServers(req));
-  const checkpoint::Manifest header = ManifestHeader(g, state->step);
-  const std::string manifest = plan.manifest;
-  writer.SubmitTask(
-      [write, header, manifest]() -> absl::Status {
-        ASSIGN_OR_RETURN(std::vector<sync::SavedShard> shards, write());
-        checkpoint::Manifest m = header;
-        for (const sync::SavedShard& sh : shards) m.shards.push_back({sh.lo, sh.hi, sh.file});
-        return checkpoint::WriteManifest(manifest, m);
-      },
-      plan.manifest, Record(g, state->step, plan.cursor, plan.manifest), g.join.generation());
-  return std::string();
 }
 
 absl::StatusOr<std::string> Checkpointer::Write(Generation& g, TrainingState* state) {
@@ -586,40 +545,6 @@ absl::Status Checkpointer::CommitShards(Generation& g, const TrainingState& stat
     RETURN_IF_ERROR(checkpoint::WriteManifest(plan.manifest, m));
   }
   return CommitAt(g, state.step, plan.cursor, plan.path);
-}
-
-absl::Status Checkpointer::CommitOnServers(Generation& g, const TrainingState& state,
-                                           const WritePlan& plan) {
-  RETURN_IF_ERROR(MakeDirectories(o_.dir));
-  ASSIGN_OR_RETURN(std::vector<sync::SavedShard> shards,
-                   plan.on_servers->SaveOnServers(ServerRequest(g, state, plan)));
-  checkpoint::Manifest m = ManifestHeader(g, state.step);
-  for (const sync::SavedShard& sh : shards) m.shards.push_back({sh.lo, sh.hi, sh.file});
-  RETURN_IF_ERROR(checkpoint::WriteManifest(plan.manifest, m));
-  return CommitAt(g, state.step, plan.cursor, plan.manifest);
-}
-
-sync::ServerSaveRequest Checkpointer::ServerRequest(Generation& g, const TrainingState& state,
-                                                   const WritePlan& plan) {
-  sync::ServerSaveRequest req;
-  // The servers run elsewhere (another working directory, maybe another
-  // machine with the same mount): give them an absolute path.
-  req.dir = o_.dir;
-  if (!req.dir.empty() && req.dir[0] != '/') {
-    char cwd[4096];
-    if (getcwd(cwd, sizeof(cwd)) != nullptr) req.dir = absl::StrCat(cwd, "/", o_.dir);
-  }
-  req.step = state.step;
-  req.model_fingerprint = o_.fingerprint;
-  for (const optim::StateBuffer& b : g.sync->extra_state()) {
-    req.blobs.push_back({BlobName(b), std::string(reinterpret_cast<const char*>(b.data.data()),
-                                                  b.data.size() * sizeof(float))});
-  }
-  if (std::string b = model_->SaveBuffers(); !b.empty()) req.blobs.push_back({kBuffersBlob, b});
-  req.blobs.push_back({"data_cursor", plan.cursor.SerializeAsString()});
-  req.blobs.push_back({"model_spec", o_.model_text});
-  if (!state.loss_scaler.empty()) req.blobs.push_back({"loss_scaler", state.loss_scaler});
-  return req;
 }
 
 }  // namespace worker
