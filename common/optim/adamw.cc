@@ -93,8 +93,14 @@ AdamW::AdamW(ParamRange range, const AdamWOptions& options)
 absl::Status AdamW::Step(float* params, const float* grads, int64_t n,
                          const StepContext& ctx) {
   RETURN_IF_ERROR(CheckStepArgs(params, grads, n, ctx));
+  return StepSlice(params, grads, 0, n, ctx);
+}
+
+absl::Status AdamW::StepSlice(float* params, const float* grads, int64_t offset, int64_t n,
+                              const StepContext& ctx) {
+  RETURN_IF_ERROR(CheckSliceArgs(params, grads, offset, n, ctx));
   const AdamWScalars s = ComputeAdamWScalars(options_, ctx.step, ctx.lr);
-  AdamWKernel(params, grads, exp_avg_.data(), exp_avg_sq_.data(), n, s,
+  AdamWKernel(params, grads, exp_avg_.data() + offset, exp_avg_sq_.data() + offset, n, s,
               options_.beta1, options_.beta2, options_.eps, ctx.grad_scale);
   return absl::OkStatus();
 }

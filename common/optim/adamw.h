@@ -61,6 +61,9 @@ class AdamW final : public Optimizer {
 
   absl::Status Step(float* params, const float* grads, int64_t n,
                     const StepContext& ctx) override;
+  bool supports_slices() const override { return true; }
+  absl::Status StepSlice(float* params, const float* grads, int64_t offset, int64_t n,
+                         const StepContext& ctx) override;
   std::string name() const override { return "adamw"; }
   std::vector<StateBuffer> state() override;
   void ResetState() override;

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "common/numeric/cpu_dispatch.h"
@@ -70,6 +71,42 @@ TEST(AdamWTest, ShardedRangesMatchWholeVectorBitForBit) {
       }
     }
   }
+}
+
+// StepSlice over a tiling of the range (the allreduce strategy's per-bucket
+// step) gives Step's bits, parameters and both moments, on a range that
+// does not start at 0; a slice outside the range is an error.
+TEST(AdamWTest, SlicesOfTheRangeMatchOneStepBitForBit) {
+  const int64_t n = 2053;
+  const std::vector<int64_t> cuts = {0, 7, 8, 1024, 1031, n};
+  AdamWOptions o;
+  o.weight_decay = 0.1f;
+  auto whole = MakeAdamW({100, 100 + n}, o);
+  auto sliced = MakeAdamW({100, 100 + n}, o);
+  ASSERT_TRUE(sliced->supports_slices());
+  std::vector<float> a = RandomVector(n, 5), b = a;
+  for (int step = 1; step <= 20; ++step) {
+    const std::vector<float> g = RandomVector(n, 500 + step);
+    StepContext ctx;
+    ctx.step = step;
+    ctx.lr = 1e-2f / step;
+    ctx.grad_scale = 0.5f;
+    ASSERT_TRUE(whole->Step(a.data(), g.data(), n, ctx).ok());
+    for (size_t s = 0; s + 1 < cuts.size(); ++s) {  // last slice first, as buckets come
+      const int64_t lo = cuts[cuts.size() - 2 - s], hi = cuts[cuts.size() - 1 - s];
+      ASSERT_TRUE(sliced->StepSlice(b.data() + lo, g.data() + lo, lo, hi - lo, ctx).ok());
+    }
+  }
+  ASSERT_EQ(0, std::memcmp(a.data(), b.data(), n * sizeof(float)));
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_EQ(0, std::memcmp(whole->state()[i].data.data(), sliced->state()[i].data.data(),
+                             n * sizeof(float)));
+  }
+  StepContext ctx;
+  const absl::Status bad = sliced->StepSlice(b.data(), a.data(), n - 3, 4, ctx);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("outside"), std::string::npos) << bad;
+  EXPECT_FALSE(sliced->StepSlice(b.data(), a.data(), -1, 1, ctx).ok());
 }
 
 // Hand-computed: with a constant gradient, m_hat = g and v_hat = g^2 exactly,

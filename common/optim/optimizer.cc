@@ -24,6 +24,16 @@ absl::Status Optimizer::CheckStepArgs(const float* params, const float* grads,
         range_.size(), " elements but Step() was given n = ", n,
         "; pass params + lo, grads + lo and n = hi - lo"));
   }
+  return CheckSliceArgs(params, grads, 0, n, ctx);
+}
+
+absl::Status Optimizer::CheckSliceArgs(const float* params, const float* grads, int64_t offset,
+                                       int64_t n, const StepContext& ctx) const {
+  if (offset < 0 || n < 0 || offset + n > range_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name(), " StepSlice(): slice [", offset, ", ", offset + n, ") is outside the ",
+        range_.size(), " elements of its range [", range_.lo, ", ", range_.hi, ")"));
+  }
   if (n > 0 && (params == nullptr || grads == nullptr)) {
     return absl::InvalidArgumentError(
         absl::StrCat(name(), " Step(): params or grads is null"));
@@ -39,6 +49,11 @@ absl::Status Optimizer::CheckStepArgs(const float* params, const float* grads,
         ctx.grad_scale, ") must be finite"));
   }
   return absl::OkStatus();
+}
+
+absl::Status Optimizer::StepSlice(float*, const float*, int64_t, int64_t, const StepContext&) {
+  return absl::UnimplementedError(
+      absl::StrCat(name(), " cannot step a slice of its range; step the whole range with Step()"));
 }
 
 }  // namespace optim

@@ -22,6 +22,12 @@
 // Per-step scalars (bias corrections, 1 - lr * wd) are computed once per step
 // in double and rounded to float.
 //
+// Slices. Optimizers whose state is per element (Sgd, AdamW) also step a
+// slice [lo + offset, lo + offset + n) of their range on its own
+// (StepSlice): the allreduce strategy steps each bucket as soon as its
+// allreduce completes. Stepping every slice of a tiling once with the same
+// context gives the bits of one Step() (tested).
+//
 // Thread-safety: an Optimizer is not thread-safe; one thread steps it. Distinct
 // optimizers (distinct ranges) may be stepped concurrently.
 // Ownership: the optimizer owns its state buffers; params and grads belong to
@@ -80,6 +86,16 @@ class Optimizer {
   virtual absl::Status Step(float* params, const float* grads, int64_t n,
                             const StepContext& ctx) = 0;
 
+  // Whether StepSlice is implemented (default: no).
+  virtual bool supports_slices() const { return false; }
+
+  // Applies one update to the slice [offset, offset + n) of the range only:
+  // params and grads point at element range().lo + offset of the flat
+  // vectors. InvalidArgument for a slice outside the range (or Step's
+  // argument errors); Unimplemented where supports_slices() is false.
+  virtual absl::Status StepSlice(float* params, const float* grads, int64_t offset, int64_t n,
+                                 const StepContext& ctx);
+
   // Short name, e.g. "sgd", "adamw"; checkpoints record it.
   virtual std::string name() const = 0;
 
@@ -105,6 +121,9 @@ class Optimizer {
   // Validates the common Step() arguments; implementations call it first.
   absl::Status CheckStepArgs(const float* params, const float* grads,
                              int64_t n, const StepContext& ctx) const;
+  // The same for StepSlice's slice [offset, offset + n) of the range.
+  absl::Status CheckSliceArgs(const float* params, const float* grads, int64_t offset,
+                              int64_t n, const StepContext& ctx) const;
 
  private:
   ParamRange range_;

@@ -107,15 +107,21 @@ Sgd::Sgd(ParamRange range, const SgdOptions& options)
 absl::Status Sgd::Step(float* params, const float* grads, int64_t n,
                        const StepContext& ctx) {
   RETURN_IF_ERROR(CheckStepArgs(params, grads, n, ctx));
+  return StepSlice(params, grads, 0, n, ctx);
+}
+
+absl::Status Sgd::StepSlice(float* params, const float* grads, int64_t offset, int64_t n,
+                            const StepContext& ctx) {
+  RETURN_IF_ERROR(CheckSliceArgs(params, grads, offset, n, ctx));
   const float mu = options_.momentum;
   const float wd = options_.weight_decay;
   if (mu == 0.0f) {
     SgdPlain(params, grads, n, ctx.lr, ctx.grad_scale, wd);
   } else if (options_.nesterov) {
-    SgdNesterov(params, grads, momentum_buffer_.data(), n, ctx.lr,
+    SgdNesterov(params, grads, momentum_buffer_.data() + offset, n, ctx.lr,
                 ctx.grad_scale, wd, mu);
   } else {
-    SgdMomentum(params, grads, momentum_buffer_.data(), n, ctx.lr,
+    SgdMomentum(params, grads, momentum_buffer_.data() + offset, n, ctx.lr,
                 ctx.grad_scale, wd, mu);
   }
   return absl::OkStatus();

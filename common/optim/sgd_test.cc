@@ -49,6 +49,40 @@ std::vector<Config> Configs() {
   return c;
 }
 
+// StepSlice over a tiling of the range (the allreduce strategy's per-bucket
+// step) gives Step's bits, parameters and momentum, for every variant.
+TEST(SgdTest, SlicesOfTheRangeMatchOneStepBitForBit) {
+  const int64_t n = 1237;
+  const std::vector<int64_t> cuts = {0, 5, 6, 640, 649, n};
+  for (const Config& cfg : Configs()) {
+    SCOPED_TRACE(cfg.label);
+    auto whole = MakeSgd({50, 50 + n}, cfg.options);
+    auto sliced = MakeSgd({50, 50 + n}, cfg.options);
+    ASSERT_TRUE(sliced->supports_slices());
+    std::vector<float> a = RandomVector(n, 7), b = a;
+    for (int step = 1; step <= 10; ++step) {
+      const std::vector<float> g = RandomVector(n, 300 + step);
+      StepContext ctx;
+      ctx.step = step;
+      ctx.lr = 0.05f;
+      ctx.grad_scale = 0.25f;
+      ASSERT_TRUE(whole->Step(a.data(), g.data(), n, ctx).ok());
+      for (size_t s = 0; s + 1 < cuts.size(); ++s) {
+        const int64_t lo = cuts[s], hi = cuts[s + 1];
+        ASSERT_TRUE(sliced->StepSlice(b.data() + lo, g.data() + lo, lo, hi - lo, ctx).ok());
+      }
+    }
+    ASSERT_EQ(0, std::memcmp(a.data(), b.data(), n * sizeof(float)));
+    ASSERT_EQ(whole->state().size(), sliced->state().size());
+    for (size_t i = 0; i < whole->state().size(); ++i) {
+      ASSERT_EQ(0, std::memcmp(whole->state()[i].data.data(), sliced->state()[i].data.data(),
+                               n * sizeof(float)));
+    }
+    EXPECT_EQ(sliced->StepSlice(b.data(), a.data(), 1, n, StepContext()).code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+}
+
 // Stepping shards [lo, hi) with their own optimizers must reproduce the
 // whole-vector optimizer bit for bit, parameters and state.
 TEST(SgdTest, ShardedRangesMatchWholeVectorBitForBit) {

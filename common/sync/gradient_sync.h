@@ -42,11 +42,13 @@
 // BeginStep and FinishStep. Errors (a failed or timed-out collective) are
 // returned by FinishStep / BeforeForward, naming the operation and rank;
 // after an error the object must be destroyed (the generation is over) — it
-// never hangs and never applies a partial update.
+// never hangs and never applies a partial update, except where
+// partially_updated() says so.
 #ifndef TANDEM_COMMON_SYNC_GRADIENT_SYNC_H_
 #define TANDEM_COMMON_SYNC_GRADIENT_SYNC_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,6 +81,11 @@ struct StepOptions {
   // Compute last_step().grad_sum_sq (implied by skip_non_finite and by
   // clipping, which need the same pass).
   bool measure_grad_norm = false;
+  // This step's optimizer context, when the trainer knows it before
+  // backward (FinishStep must then be given the same one). It lets the
+  // allreduce strategy step each bucket as soon as its allreduce completes
+  // (allreduce_sync.h); strategies that step in FinishStep ignore it.
+  std::optional<optim::StepContext> context;
 };
 
 // What the last FinishStep did (trainer thread; valid until the next
@@ -166,6 +173,12 @@ class GradientSync {
   virtual absl::Status SyncStateToHost() { return absl::OkStatus(); }
   // The host buffers were overwritten (restore): push them to the device.
   virtual absl::Status StateLoaded() { return absl::OkStatus(); }
+
+  // True after a failed step that had already updated part of the
+  // parameters (the allreduce strategy's per-bucket step): this rank's
+  // parameters and optimizer state then belong to no step, so recovery
+  // must not keep them (MemoryState::Retain). Default: never.
+  virtual bool partially_updated() const { return false; }
 
   // The last FinishStep's outcome. Default: applied, nothing measured
   // (strategies that cannot skip reject skip_non_finite in BeginStep).

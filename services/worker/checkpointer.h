@@ -103,6 +103,8 @@ struct CheckpointerOptions {
   // Restore continues from the ranks' in-memory state where it can
   // (memory_state.h); --recover_from_memory.
   bool recover_from_memory = false;
+  // Sharded strategies' peer replicas (every 0: off); --replica_every.
+  PeerReplicaOptions replica{0, false, {}};
   std::string model_text;     // the --model string, stored in the file
   uint64_t fingerprint = 0;   // checkpoint::ModelFingerprint of the model
   uint64_t seed = 1;          // initialisation when there is no checkpoint
@@ -117,7 +119,7 @@ class Checkpointer {
         backend_(backend),
         model_(model),
         client_(client),
-        memory_(o_.recover_from_memory, backend, model),
+        memory_(o_.recover_from_memory, backend, model, o_.replica),
         servers_(o_.recover_from_memory) {}
 
   // True when it resumed from a checkpoint or from memory (false: the
@@ -137,6 +139,12 @@ class Checkpointer {
   void NoteStep(const TrainingState& state) {
     servers_.Note(state.step, state.cursor.epoch, state.samples_in_epoch);
   }
+  // After every applied step: the peer replica of a sharded strategy's
+  // state every --replica_every steps (memory_state.h).
+  absl::Status Replicate(Generation& g, const TrainingState& state) {
+    return memory_.Replicate(g, state.step, state.cursor.epoch, state.samples_in_epoch);
+  }
+  int64_t replica_bytes() const { return memory_.replica_bytes(); }
   // Rank 0, after Restore: the file it loaded ("" for none), and one line
   // per committed checkpoint it skipped as unreadable (taken: cleared).
   const std::string& restored_path() const { return restored_path_; }

@@ -98,6 +98,10 @@ ABSL_FLAG(bool, background_checkpoint, true,
 ABSL_FLAG(bool, recover_from_memory, true,
           "After a lost worker or a scale-up, replicated strategies (allreduce, hier, compressed) "
           "continue from the survivors' in-memory state instead of the last disk checkpoint.");
+ABSL_FLAG(int, replica_every, 5,
+          "zero1/zero2/zero3: every N steps each rank copies its shard (parameters and optimizer "
+          "state) to host memory and to its ring neighbour in the background, so a lost worker "
+          "redoes at most N steps instead of going back to the disk checkpoint (0: off).");
 ABSL_FLAG(double, bucket_cap_mb, 25.0, "Gradient bucket size in MiB (same as --sync_opt bucket_cap_mb=).");
 ABSL_FLAG(std::string, sync, "allreduce",
           "Gradient sync strategy (registered: see the error for an unknown one), e.g. allreduce.");
@@ -208,6 +212,7 @@ int ReadStepFlags(TrainerOptions* o) {
   o->checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
   o->background_checkpoint = absl::GetFlag(FLAGS_background_checkpoint);
   o->recover_from_memory = absl::GetFlag(FLAGS_recover_from_memory);
+  o->replica_every = absl::GetFlag(FLAGS_replica_every);
   o->max_steps = absl::GetFlag(FLAGS_max_steps);
   return 0;
 }

@@ -7,6 +7,7 @@
 #include "common/log/log.h"
 #include "common/status/status_macros.h"
 #include "common/sync/remote/server_side_checkpoint.h"
+#include "services/worker/peer_restore.h"
 
 namespace tandem {
 namespace worker {
@@ -39,6 +40,7 @@ void MemoryState::Retain(Generation& g, int64_t step, int64_t epoch, int64_t sam
   reached_ = step;
   step_ = -1;
   if (!enabled_ || g.sync == nullptr || !Replicated(g, model_->storage().size())) return;
+  if (g.sync->partially_updated()) return;  // a failed per-bucket step: no step's state
   // Device-resident optimizer state to its host buffers (allreduce and hier
   // do this without a collective; compressed is host-only).
   if (!backend_->host_accessible() && !g.sync->SyncStateToHost().ok()) return;
@@ -81,7 +83,10 @@ absl::StatusOr<MemoryRecovery> MemoryState::TryRestore(Generation& g, int64_t co
       out.source = r;
     }
   }
-  if (best < 0 || best < committed_step) return out;  // the disk, as before
+  if (best < 0 || best < committed_step) {
+    RETURN_IF_ERROR(TryPeers(g, committed_step, &out));
+    return out;
+  }
   out.restored = true;
   out.step = best;
   out.epoch = at(out.source, kEpoch);
@@ -100,6 +105,34 @@ absl::StatusOr<MemoryRecovery> MemoryState::TryRestore(Generation& g, int64_t co
   }
   if (out.received > 0) RETURN_IF_ERROR(Receive(g, out.source, keep_mine));
   return out;
+}
+
+absl::Status MemoryState::TryPeers(Generation& g, int64_t committed_step, MemoryRecovery* out) {
+  // Also at world 1 (zero1 then owns everything): the replicas are of the
+  // previous, sharded generation.
+  const bool sharded = enabled_ && peers_.every() > 0 && g.sync->optimizer() != nullptr &&
+                       dynamic_cast<sync::ServerSideCheckpoint*>(g.sync.get()) == nullptr;
+  if (!sharded) {
+    peers_.Clear();
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(const PeerRecovery p,
+                   RestoreFromPeers(g, peers_, backend_, model_, committed_step));
+  if (!p.restored) {
+    // The disk's state is another trajectory than the replicas'.
+    peers_.Clear();
+    out->not_from_peers = p.reason;
+    return absl::OkStatus();
+  }
+  peers_.DropAfter(p.step);
+  out->restored = true;
+  out->from_peers = true;
+  out->step = p.step;
+  out->epoch = p.epoch;
+  out->samples_in_epoch = p.samples_in_epoch;
+  out->source = p.source;
+  out->received = p.sent_by_neighbours;
+  return absl::OkStatus();
 }
 
 // The source's parameters and optimizer state to every rank (whole

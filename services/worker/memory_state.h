@@ -21,10 +21,17 @@
 // on every rank: the lost rank's residual is gone and a fresh one is what a
 // run that drops that rank at S would have.
 //
-// The disk checkpoint stays the path when memory cannot serve: a sharded
-// strategy (zero1/2/3, ps, hybrid), a fresh process set (a whole-job
-// restart), --recover_from_memory=false, or a committed checkpoint newer
-// than anything kept. The caller calls Invalidate() before it overwrites
+// Sharded strategies (zero1/2/3) recover from the peer replicas instead
+// (peer_replica.h, peer_restore.h): MemoryState owns the PeerReplica,
+// Replicate() feeds it after every step and TryRestore tries it when the
+// replicated path does not apply (`from_peers`, at most --replica_every
+// steps redone).
+//
+// The disk checkpoint stays the path when memory cannot serve: ps and
+// hybrid (state on the shard servers), a shard with no surviving copy
+// (`not_from_peers` says why), a fresh process set (a whole-job restart),
+// --recover_from_memory=false, or a committed checkpoint newer than
+// anything kept. The caller calls Invalidate() before it overwrites
 // the parameters from disk, so a restore interrupted half-way is never
 // mistaken for a rank's own state.
 //
@@ -45,6 +52,7 @@
 #include "common/kernels/backend.h"
 #include "common/nn/model.h"
 #include "services/worker/generation.h"
+#include "services/worker/peer_replica.h"
 
 namespace tandem {
 namespace worker {
@@ -60,12 +68,18 @@ struct MemoryRecovery {
   // The newest step any rank of this generation had reached (-1: none had
   // trained in this process, e.g. a whole-job restart).
   int64_t reached = -1;
+  // Sharded strategies: rebuilt from the peer replicas (`received`: the
+  // shards that came from a neighbour's copy), or why not ("" when there
+  // were none to try).
+  bool from_peers = false;
+  std::string not_from_peers;
 };
 
 class MemoryState {
  public:
-  MemoryState(bool enabled, kernels::Backend* backend, nn::Model* model)
-      : enabled_(enabled), backend_(backend), model_(model) {}
+  MemoryState(bool enabled, kernels::Backend* backend, nn::Model* model,
+              const PeerReplicaOptions& peers = PeerReplicaOptions{0, false, {}})
+      : enabled_(enabled), backend_(backend), model_(model), peers_(peers, backend, model) {}
 
   // The strategy holds every parameter and the optimizer state for all of
   // them on every rank.
@@ -81,6 +95,15 @@ class MemoryState {
   // The restore completed: the generation's strategy holds the live state.
   void MarkLive() { live_ = true; }
 
+  // After every applied step (the trainer thread): sharded strategies'
+  // peer replica every --replica_every steps (PeerReplica::MaybeSnapshot).
+  absl::Status Replicate(Generation& g, int64_t step, int64_t epoch, int64_t samples_in_epoch) {
+    if (!enabled_) return absl::OkStatus();
+    return peers_.MaybeSnapshot(g, step, epoch, samples_in_epoch);
+  }
+  // Host memory the peer replicas hold (tandem_replica_bytes).
+  int64_t replica_bytes() const { return peers_.bytes(); }
+
   // Collective over g.ctl, at the start of a restore. When `restored`, this
   // rank's parameters and g.sync's optimizer state are the agreed step's;
   // the caller zeroes the extra strategy state and broadcasts the model's
@@ -92,6 +115,8 @@ class MemoryState {
   uint32_t ParamsChecksum();
   bool Fits(Generation& g) const;
   absl::Status Receive(Generation& g, int source, bool keep);
+  // The sharded path: TryRestore's `out` when the replicated one did not apply.
+  absl::Status TryPeers(Generation& g, int64_t committed_step, MemoryRecovery* out);
 
   const bool enabled_;
   kernels::Backend* const backend_;
@@ -103,6 +128,7 @@ class MemoryState {
   uint32_t checksum_ = 0;
   std::vector<std::vector<float>> optimizer_;  // the kept optimizer state, by buffer
   std::vector<float> host_;                    // device backends: parameter staging
+  PeerReplica peers_;
 };
 
 }  // namespace worker

@@ -71,6 +71,7 @@ absl::StatusOr<StepOutput> StepRunner::Run(data::PrefetchClient& data, sync::Gra
       so.grad_scale = 1.f / static_cast<float>(k_);
       if (precision_ != nullptr) so = precision_->StepOptionsFor(k_);
       if (measure_noise_) so.measure_grad_norm = true;
+      so.context = ctx;  // the one FinishStep gets below
       local_sum_sq_ = 0;
       RETURN_IF_ERROR(sync.BeginStep(so));
       // A lambda of one pointer: std::function keeps it inline, no allocation.

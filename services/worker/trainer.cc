@@ -181,7 +181,16 @@ absl::Status Trainer::Loop::RestoreState(Generation& g) {
       mem.reached >= 0
           ? absl::StrCat(" (", std::max<int64_t>(0, mem.reached - state_.step), " steps redone)")
           : "";
-  if (resumed && g.rank() == 0 && mem.restored) {
+  if (g.rank() == 0 && !mem.not_from_peers.empty()) {
+    Print(absl::StrCat("peer memory cannot serve: ", mem.not_from_peers,
+                       "; restoring from the disk checkpoint"));
+  }
+  if (resumed && g.rank() == 0 && mem.from_peers) {
+    Print(absl::StrCat("recovered from peer memory at step ", state_.step, redone, " (epoch ",
+                       state_.cursor.epoch + 1, ", sample ", state_.samples_in_epoch,
+                       ") in generation ", g.join.generation(), " with ", g.world(),
+                       " worker(s); ", mem.received, " shard(s) from a neighbour's copy"));
+  } else if (resumed && g.rank() == 0 && mem.restored) {
     Print(absl::StrCat("recovered from memory at step ", state_.step, redone, " (epoch ",
                        state_.cursor.epoch + 1, ", sample ", state_.samples_in_epoch,
                        ") in generation ", g.join.generation(), " with ", g.world(),
@@ -231,6 +240,11 @@ absl::StatusOr<std::optional<Trainer::Loop::Outcome>> Trainer::Loop::TrainStep(
   if (o_.broadcast_buffers) {
     RETURN_IF_ERROR(BroadcastModelBuffers(*g.ctl, g.rank(), *t_->model_, nullptr));
   }
+
+  // Sharded strategies: every --replica_every steps, this rank's shard to
+  // host memory and (in the background) to the next rank.
+  RETURN_IF_ERROR(checkpointer_->Replicate(g, state_));
+  metrics_->SetReplicaBytes(checkpointer_->replica_bytes());
 
   // Every rank acts on the coordinator's command at the same step.
   const Command c = client_->command();

@@ -95,6 +95,10 @@ absl::Status ValidateTrainerOptions(const TrainerOptions& o) {
   if (o.max_rejoins < 1) return bad("max_rejoins must be >= 1");
   if (o.connect_attempts < 1) return bad("connect_attempts must be >= 1");
   if (o.collective_timeout <= absl::ZeroDuration()) return bad("collective timeout must be > 0");
+  if (o.replica_every < 0) {
+    return bad(absl::StrCat("--replica_every must be >= 0 (0 turns peer replicas off), got ",
+                            o.replica_every));
+  }
   if (o.coordinator_lost_after <= absl::ZeroDuration()) return bad("coordinator_lost_after must be > 0");
   absl::StatusOr<nn::ModelSpec> spec = nn::ParseModelSpec(o.model);
   if (!spec.ok()) return Annotate(spec.status(), "--model");

@@ -113,6 +113,11 @@ struct TrainerOptions {
   // hier, compressed) continue from the survivors' in-memory state at the
   // last step every one of them completed, instead of the disk checkpoint.
   bool recover_from_memory = true;
+  // Sharded strategies (zero1/2/3): every this many steps each rank copies
+  // its shard to host memory and to its ring neighbour, so a lost worker
+  // costs at most this many steps redone (peer_replica.h); 0 = off.
+  int replica_every = 5;
+  bool replica_synchronous = false;  // tests: PeerReplicaOptions::synchronous
   checkpoint::WriteOptions checkpoint_write_options;  // tests: fault injection
   // "cpu", or "cuda": on a GPU (CUDA build) the model, gradients and the
   // optimizer step live on the device and the gradient mesh is NCCL (the

@@ -104,6 +104,10 @@ absl::Status Trainer::Loop::PrepareStepState() {
   ck.background = o_.background_checkpoint;
   ck.write_options = o_.checkpoint_write_options;
   ck.recover_from_memory = o_.recover_from_memory;
+  ck.replica.every = o_.replica_every;
+  ck.replica.synchronous = o_.replica_synchronous;
+  ck.replica.link.hostname = o_.hostname;
+  ck.replica.link.timeout = o_.collective_timeout;
   checkpointer_ = std::make_unique<Checkpointer>(ck, t_->backend_.get(), &model, client_.get());
   return absl::OkStatus();
 }

@@ -72,6 +72,10 @@ absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(
   }
   ASSIGN_OR_RETURN(w->generation_,
                    m->Gauge("tandem_generation", "Generation this worker trains in."));
+  ASSIGN_OR_RETURN(w->replica_bytes_,
+                   m->Gauge("tandem_replica_bytes",
+                            "Host memory held by the peer replicas of sharded state (own "
+                            "snapshots and the ring neighbour's copy; zero1/2/3)."));
   ASSIGN_OR_RETURN(w->global_batch_,
                    m->Gauge("tandem_global_batch_size",
                             "Samples per optimizer step over all ranks (dynamic under --batch auto)."));
@@ -130,6 +134,7 @@ void WorkerMetrics::RecordNumerics(bool skipped, float loss_scale, double grad_s
 }
 
 void WorkerMetrics::SetGeneration(int64_t g) { generation_->Set(static_cast<double>(g)); }
+void WorkerMetrics::SetReplicaBytes(int64_t b) { replica_bytes_->Set(static_cast<double>(b)); }
 void WorkerMetrics::SetGlobalBatch(int64_t n) { global_batch_->Set(static_cast<double>(n)); }
 
 }  // namespace worker

@@ -22,6 +22,7 @@
 //   tandem_loss_scale                   fp16's dynamic loss scale (1 otherwise)
 //   tandem_grad_norm                    summed gradients' L2 norm, last step measured
 //   tandem_sync_memory_bytes            {kind=params|grads|optimizer|staging}: held per rank
+//   tandem_replica_bytes                host memory the peer replicas of sharded state hold
 //   tandem_cpu_kernels                  1, labels blas_core (OpenBLAS's kernel set)
 //                                       and vector_width (tandem's own loops)
 //
@@ -54,6 +55,8 @@ class WorkerMetrics {
   void RecordStep(const StepTimes& times, int64_t samples, double loss,
                   const sync::GradientSync& sync, sync::SyncStats* last);
   void SetGeneration(int64_t generation);
+  // tandem_replica_bytes (peer_replica.h).
+  void SetReplicaBytes(int64_t bytes);
   // tandem_global_batch_size: samples per optimizer step over all ranks
   // (changes under --batch auto / --batch_schedule).
   void SetGlobalBatch(int64_t samples);
@@ -79,6 +82,7 @@ class WorkerMetrics {
   prometheus::Gauge* residual_norm_ = nullptr;
   prometheus::Gauge* buckets_ = nullptr;
   prometheus::Gauge* generation_ = nullptr;
+  prometheus::Gauge* replica_bytes_ = nullptr;
   prometheus::Gauge* global_batch_ = nullptr;
   prometheus::Counter* skipped_steps_ = nullptr;
   prometheus::Gauge* loss_scale_ = nullptr;

@@ -229,6 +229,11 @@ TEST(TrainingPlanTest, LearningRateFollowsTheScalingRuleAtEveryWorldSize) {
   EXPECT_TRUE(ValidateTrainerOptions(bad).ok()) << ValidateTrainerOptions(bad);
   bad.lr_reference_batch = -1;
   EXPECT_TRUE(absl::StrContains(ValidateTrainerOptions(bad).message(), "--lr_reference_batch"));
+  bad.lr_reference_batch = 0;
+  bad.replica_every = -1;
+  EXPECT_TRUE(absl::StrContains(ValidateTrainerOptions(bad).message(),
+                                "--replica_every must be >= 0 (0 turns peer replicas off), got -1"))
+      << ValidateTrainerOptions(bad);
 }
 
 // compressed momentum_correction=1 applies --momentum in the strategy: the

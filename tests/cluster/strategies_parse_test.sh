@@ -70,6 +70,11 @@ check("a failed run fails the configuration",
       s.median_run(runs + [{"ok": False, "error": "boom"}])["error"], "boom")
 check("two largest layers", s.two_largest_layers_bytes("mlp:784,1024,1024,10"), 4 * (1025 * 1024 + 785 * 1024))
 check("two largest layers, gpt", s.two_largest_layers_bytes("gpt:2,64,4"), None)
+# zero3's groups at 4 MiB: the 3.1 MiB first layer takes the second, the small last joins.
+check("two largest groups", s.two_largest_layers_bytes("mlp:784,1024,1024,10", 4), 4 * (785 * 1024 + 1025 * 1024 + 1025 * 10))
+check("two largest groups, small", s.two_largest_layers_bytes("mlp:784,1024,1024,10", 0.001), 4 * (1025 * 1024 + 785 * 1024))
+check("zero3 variants with groups", [v[0] for v in s.variants([("zero3", ["release", "group_mb"])])],
+      ["zero3", "zero3 release=now", "zero3 group_mb=0"])
 import contextlib, io
 cbuf = io.StringIO()
 crow = lambda v, rate, vs32, vs16, acc: {"variant": v, "ok": True, "rate": rate, "layout": "2x2",

@@ -14,8 +14,8 @@ Columns: scenario, outcome (survived / refused / clean error / FAILED),
 detect_s (fault to the first console line naming it), recover_s (fault to
 the first training step after it), redone (optimizer steps some rank had
 completed that the job trained again: the "(N steps redone)" of rank 0's
-"recovered from memory at step ...", "resumed from ..." or "restarted from
-the initial state ..." line; 0 when the
+"recovered from [peer] memory at step ...", "resumed from ..." or
+"restarted from the initial state ..." line; 0 when the
 job never rolled back), path (memory / disk / - : where the state came
 from), lost, repeated. "-" where a column does not apply.
 """
@@ -118,7 +118,8 @@ class Run:
 
 
 REDONE = re.compile(
-    r"^(recovered from memory|resumed from|restarted from the initial state) .*?\((\d+) steps redone\)")
+    r"^(recovered from memory|recovered from peer memory|resumed from|"
+    r"restarted from the initial state) .*?\((\d+) steps redone\)")
 
 
 def redone_and_path(run):
@@ -156,7 +157,9 @@ def hung_worker(tandem, root):
 
 def killed_worker(tandem, root, sync):
     """SIGKILL 1 of 3 at step 25 (between checkpoints every 10): allreduce and
-    compressed continue from memory, zero1 from the step-20 checkpoint."""
+    compressed continue from memory (0 redone), zero1/2/3 from the ring
+    neighbours' replicas of step 25 (every --replica_every=5 steps: <= 5
+    redone)."""
     state = {}
 
     def on_line(line, t, run):
@@ -305,7 +308,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tandem", required=True)
     ap.add_argument("--out", default="")
-    ap.add_argument("--only", default="", help="comma-separated scenario numbers (1-11)")
+    ap.add_argument("--only", default="", help="comma-separated scenario numbers (1-13)")
     a = ap.parse_args()
     root = a.out or tempfile.mkdtemp(prefix="tandem-faults-")
     scenarios = [
@@ -319,6 +322,8 @@ def main():
         lambda: killed_worker(a.tandem, root, "allreduce"),
         lambda: killed_worker(a.tandem, root, "compressed"),
         lambda: killed_worker(a.tandem, root, "zero1"),
+        lambda: killed_worker(a.tandem, root, "zero2"),
+        lambda: killed_worker(a.tandem, root, "zero3"),
         lambda: killed_shard_server(a.tandem, root, "ps"),
     ]
     only = {int(x) for x in a.only.split(",") if x}

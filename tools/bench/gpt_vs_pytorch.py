@@ -20,7 +20,7 @@ Prints progress lines in tandem's format ("step S/T epoch E loss L ...
 tokens/s X ...", loss = mean over the window on rank 0), tandem's eval line
 ("final (step S) eval loss L token accuracy A (N sequences)"), then
   RESULT pytorch world=W tokens_per_s=<median of windows after the first> loss=<last window>
-         eval_loss=<held-out loss>
+         eval_loss=<held-out loss> rank_drift=<max |parameter difference| between ranks, 0>
 """
 import argparse
 import math
@@ -144,6 +144,15 @@ def evaluate(model, held_out, rank, world, batch_size):
     return sums[0].item() / sums[2].item(), sums[1].item() / sums[2].item()
 
 
+def rank_drift(model, world):
+    """Largest |difference| of any parameter between rank 0 and any rank:
+    0 when DDP kept the replicas identical."""
+    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    copies = [torch.empty_like(flat) for _ in range(world)]
+    dist.all_gather(copies, flat)
+    return max((c - copies[0]).abs().max().item() for c in copies)
+
+
 def run(rank, world, a, port):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
@@ -192,14 +201,16 @@ def run(rank, world, a, port):
                           f"world {world}", flush=True)
         epoch += 1
     dist.barrier()
+    drift = rank_drift(model.module, world)
     eval_loss, eval_acc = evaluate(model.module, held_out, rank, world, a.batch_size)
     if rank == 0:
         print(f"final (step {total}) eval loss {eval_loss:.4f} token accuracy {eval_acc:.4f} "
               f"({len(held_out)} sequences)", flush=True)
+        print(f"ranks agree: max |parameter difference| between ranks {drift:.3g}", flush=True)
         steady = rates[1:] if len(rates) > 2 else rates
         n = total % a.log_every or a.log_every
         print(f"RESULT pytorch world={world} tokens_per_s={statistics.median(steady):.1f} "
-              f"loss={sum(losses[-n:]) / n:.4f} eval_loss={eval_loss:.4f} "
+              f"loss={sum(losses[-n:]) / n:.4f} eval_loss={eval_loss:.4f} rank_drift={drift:.3g} "
               f"torch={torch.__version__}", flush=True)
     dist.destroy_process_group()
 

@@ -12,7 +12,12 @@
 # model). With --rounds R every (size, world) pair runs R times, the two
 # sides alternating, and the medians are reported (and each round's
 # ratio): on a machine shared with other work, single runs move with the
-# load. Tokens per CPU-second (the cpu_tok/s columns: tokens trained over
+# load. Round r runs both sides with --seed r (initialisation and data
+# order; each side draws from its own generator), so rounds also show how
+# far the loss after a few dozen steps moves with the seed alone: in the
+# plateau phase (loss ~3.3-3.8 here) one seed pair differs by up to 0.5
+# on either side, so compare losses over several rounds. Tokens per
+# CPU-second (the cpu_tok/s columns: tokens trained over
 # the user + sys seconds of every process of the run, /usr/bin/time over
 # the launcher and its children, start-up included on both sides) move
 # much less with the load. After the last step both sides evaluate the
@@ -85,7 +90,7 @@ for spec in $SPECS; do
       echo "== $spec world $w round $r: tandem local" >&2
       ${TIME:+$TIME -f "%U %S" -o "$OUT/t.time"} "$TANDEM" local --workers "$w" --model "$spec" --dataset fortunes --batch_size "$BATCH" \
         --optimizer adamw --lr "$LR" --schedule constant --lr_scaling none --max_steps "$STEPS" \
-        --log_every "$LOG_EVERY" --checkpoint_every 0 --run_dir "$OUT/run-$((++RUNS))" \
+        --log_every "$LOG_EVERY" --checkpoint_every 0 --seed "$r" --run_dir "$OUT/run-$((++RUNS))" \
         > "$OUT/t.txt" 2>&1 || { tail -5 "$OUT/t.txt" >&2; exit 1; }
       grep '^step ' "$OUT/t.txt" | tail -1 >&2
       window_rate "$OUT/t.txt" >> "$OUT/t-rate-${w}-${spec//[:,=]/_}"
@@ -97,7 +102,7 @@ for spec in $SPECS; do
       env ${CORETYPE:+OPENBLAS_CORETYPE=$CORETYPE} OMP_NUM_THREADS=1 \
         ${TIME:+$TIME -f "%U %S" -o "$OUT/p.time"} "$PYTHON" tools/bench/gpt_vs_pytorch.py \
         --world "$w" --spec "$spec" --batch_size "$BATCH" --lr "$LR" --max_steps "$STEPS" \
-        --log_every "$LOG_EVERY" > "$OUT/p.txt" 2>&1 || { tail -5 "$OUT/p.txt" >&2; exit 1; }
+        --log_every "$LOG_EVERY" --seed "$r" > "$OUT/p.txt" 2>&1 || { tail -5 "$OUT/p.txt" >&2; exit 1; }
       grep '^RESULT' "$OUT/p.txt" >&2
       window_rate "$OUT/p.txt" >> "$OUT/p-rate-${w}-${spec//[:,=]/_}"
       last_loss "$OUT/p.txt" >> "$OUT/p-loss-${w}-${spec//[:,=]/_}"

@@ -6,7 +6,7 @@
 //   bazel build //tools/bench:mlp_breakdown_bench
 //   mlp_breakdown_bench [--world=2] [--transport=shm|gloo] [--model=mlp:784,1024,1024,10]
 //                       [--batch=64] [--steps=60] [--bucket_cap_mb=25] [--chunk_kb=4096]
-//                       [--limit=false]
+//                       [--limit=false] [--step_per_bucket=false]
 //
 // One process per rank (fork), one OpenBLAS thread each, synthetic data
 // (a pool of batches cycled through, so "data" is only the batch switch:
@@ -53,6 +53,9 @@ ABSL_FLAG(int, batch, 64, "per-rank batch");
 ABSL_FLAG(int, steps, 60, "timed steps (after 5 warm-up steps)");
 ABSL_FLAG(double, bucket_cap_mb, 25, "AllreduceSync bucket cap (the worker's default)");
 ABSL_FLAG(int, chunk_kb, 0, "ShmOptions::chunk_bytes of the gradient communicator in KiB (0: its default)");
+ABSL_FLAG(bool, step_per_bucket, true,
+          "AllreduceSync steps each bucket right after its allreduce (the step's context is "
+          "given at BeginStep, as the worker does); false: the whole vector in FinishStep");
 ABSL_FLAG(bool, limit, true, "measure the compute limit first (off: only the steps, for profiling)");
 
 namespace tandem {
@@ -177,6 +180,7 @@ absl::StatusOr<std::unique_ptr<sync::GradientSync>> MakeSync(nn::Model& m, Commu
   o.size = m.storage().size();
   for (const nn::GradRange& r : nn::GroupRanges(m.layout())) o.ready_ranges.push_back({r.lo, r.hi});
   o.bucket_cap_mb = absl::GetFlag(FLAGS_bucket_cap_mb);
+  o.step_per_bucket = absl::GetFlag(FLAGS_step_per_bucket);
   o.optimizer = *optim::Sgd::Create({0, o.size}, so);
   return sync::CreateAllreduceSync(std::move(o));
 }
@@ -253,7 +257,12 @@ absl::Status TimedStep(const Rank& r, const Pool& pool, int batch, int step, Sam
   t.Stop(&s.wall[kData], &s.cpu[kData]);
   absl::Status st = m.Forward(b);
   t.Stop(&s.wall[kForward], &s.cpu[kForward]);
-  if (st.ok() && r.sync != nullptr) st = r.sync->BeginStep({});
+  optim::StepContext ctx;
+  ctx.step = step;
+  ctx.lr = 0.01f;
+  sync::StepOptions so;
+  so.context = ctx;  // as the worker's StepRunner
+  if (st.ok() && r.sync != nullptr) st = r.sync->BeginStep(so);
   if (st.ok()) {
     sync::GradientSync* sy = r.sync;
     st = sy != nullptr
@@ -265,9 +274,6 @@ absl::Status TimedStep(const Rank& r, const Pool& pool, int batch, int step, Sam
   if (st.ok()) st = r.backend->CopyToHost(&loss, m.loss(), sizeof(float));
   *loss_sum += loss;
   t.Stop(&s.wall[kLoss], &s.cpu[kLoss]);
-  optim::StepContext ctx;
-  ctx.step = step;
-  ctx.lr = 0.01f;
   if (st.ok()) st = TimedFinish(r, ctx, t, s);
   if (st.ok() && r.ctl != nullptr) {
     float flags[3] = {0, 0, 0};

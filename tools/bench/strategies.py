@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -92,6 +93,9 @@ def variants(strategies):
             # (MADV_DONTNEED: every gather re-faults its pages).
             out.append(("zero3", name, ""))
             out.append(("zero3 release=now", name, "release=now"))
+            if "group_mb" in keys:
+                # Every layer gathered alone (before issue 33's groups).
+                out.append(("zero3 group_mb=0", name, "group_mb=0"))
         else:
             out.append((name, name, ""))
     return out
@@ -101,6 +105,41 @@ def variants(strategies):
 SHARD_STRATEGIES = ("ps", "hybrid")
 STEP = re.compile(r"^step (\d+)/(\d+) .* (samples|tokens)/s (\d+(?:\.\d+)?) ms/step (\d+(?:\.\d+)?) ")
 LINKS = re.compile(r"^links: bytes sent to other nodes: .*; total (\d+)")
+LINK_NODES = re.compile(r"^links: bytes sent to other nodes: (.*); total \d+")
+RATE = re.compile(r"^(\d+(?:\.\d+)?)(k|m|g)bit$")
+
+
+def rate_bits_per_s(rate):
+    """'100mbit' -> 1e8 (tc's units: k/m/g = 1e3/1e6/1e9 bit/s), or None."""
+    m = RATE.match(rate)
+    return float(m.group(1)) * {"k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)] if m else None
+
+
+def link_bytes_by_node(out):
+    """{'node-1': bytes, ..., 'shard-0': bytes} from the run's `links:` line."""
+    found = {}
+    for m in map(LINK_NODES.match, out.splitlines()):
+        if m:
+            found = {k: int(v) for k, v in (x.strip().rsplit(" ", 1) for x in m.group(1).split(","))}
+    return found
+
+
+def busy_fractions(by_node, rate, steps, step_ms):
+    """How busy each link was while the job stepped: bytes the node sent /
+    (rate x steps x step ms), for the shard servers' links ('server') and
+    the workers' nodes ('worker'), each the mean over those links. The
+    counters span the whole run (initialisation and the final evaluation
+    too: a slight over-count); the time is the steps' (mean step ms x steps)."""
+    bps = rate_bits_per_s(rate)
+    if not by_node or not bps or not step_ms:
+        return None
+    window = bps / 8 * steps * step_ms / 1000
+    out = {}
+    for kind, prefix in (("server", "shard-"), ("worker", "node-")):
+        xs = [v for k, v in by_node.items() if k.startswith(prefix)]
+        if xs:
+            out[kind] = sum(xs) / len(xs) / window
+    return out
 ACC = re.compile(r"^epoch (\d+) test accuracy (\d+(?:\.\d+)?)")
 NETWORK = re.compile(r"^network: (.*)")
 
@@ -111,12 +150,15 @@ def run_tandem(tandem, args, run_dir, timeout):
     shutil.rmtree(run_dir, ignore_errors=True)
     cmd = [tandem, "local", "--run_dir=" + run_dir] + args
     t0 = time.time()
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         rc, out, err = p.returncode, p.stdout, p.stderr
     except subprocess.TimeoutExpired as e:
         rc, out, err = -1, (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or ""), "timed out after %d s" % timeout
-    return rc, out, err, time.time() - t0, cmd
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    return rc, out, err, time.time() - t0, cmd, cpu
 
 
 MEMORY = re.compile(r'^tandem_sync_memory_bytes\{[^}]*kind="(\w+)"[^}]*\} (\S+)')
@@ -179,6 +221,10 @@ def main():
     ap.add_argument("--servers", default="nodes",
                     help="ps/hybrid shard-server counts, comma-separated: 'nodes' (one per node) "
                          "or a number; a number runs as '<variant> sN'")
+    ap.add_argument("--before", default="",
+                    help="another tandem binary (e.g. main's, copied with its service binaries "
+                         "beside it): every ps / hybrid configuration also runs with it, "
+                         "labelled '<variant> before', in the same rounds")
     a = ap.parse_args()
     if a.repeat < 1:
         sys.exit("strategies.sh: --repeat must be at least 1, got %d" % a.repeat)
@@ -198,19 +244,24 @@ def main():
             sys.exit("strategies.sh: --servers takes 'nodes' or numbers, got '%s'" % x)
     # ps / hybrid once per server count ('nodes': one per node, the label
     # unchanged; a number N: '<label> sN').
+    # --before: ps / hybrid also with the other binary, '<label> before'.
     expanded = []
     for label, sync, opt in vs:
         specs = server_specs if sync in SHARD_STRATEGIES else ["nodes"]
+        binaries = [("", a.tandem)] + ([(" before", a.before)] if a.before and sync in SHARD_STRATEGIES else [])
         for x in specs:
-            expanded.append((label if x == "nodes" else "%s s%s" % (label, x), sync, opt, x))
-    configs = [(label, sync, opt, rate, nodes, per, srv) for label, sync, opt, srv in expanded
+            for suffix, binary in binaries:
+                expanded.append(((label if x == "nodes" else "%s s%s" % (label, x)) + suffix,
+                                 sync, opt, x, binary))
+    configs = [(label, sync, opt, rate, nodes, per, srv, binary)
+               for label, sync, opt, srv, binary in expanded
                for rate in rates for nodes, per in layouts]
     runs, header = {}, ""
     # --repeat R: every configuration runs R times, round-robin (one round of
     # all configurations, then the next), so slow drifts in the machine's
     # load spread over all of them; the table shows the median run.
     for rep in range(a.repeat):
-        for label, sync, opt, rate, nodes, per, srv in configs:
+        for label, sync, opt, rate, nodes, per, srv, binary in configs:
             name = "%s_%s_%dx%d" % (label.replace(" ", "_").replace("=", ""), rate, nodes, per)
             sync_args = ["--sync=" + sync] + (["--sync_opt=" + opt] if opt else [])
             # ps / hybrid: one shard server per node, each a node of its own.
@@ -219,22 +270,30 @@ def main():
             args = common + sync_args + servers + ["--nodes=%d" % nodes, "--workers_per_node=%d" % per,
                                          "--link=" + rate, "--max_steps=%d" % a.steps,
                                          "--log_every=%d" % max(1, a.steps // 5)]
-            rc, out, err, wall, cmd = run_tandem(a.tandem, args, os.path.join(a.out, "runs", name),
-                                                 a.timeout)
+            rc, out, err, wall, cmd, cpu = run_tandem(binary, args,
+                                                      os.path.join(a.out, "runs", name), a.timeout)
             if "cannot create a network namespace" in err:
                 sys.exit("strategies.sh: " + err.strip().splitlines()[-1] +
                          "\n(simulated nodes need root: run it as root)")
             steps, link_bytes, _, net = parse(out)
+            by_node = link_bytes_by_node(out)
             if nodes > 1 and not header:
                 header = re.sub(r"each node's link \S+", "each node's link as listed", net)
             r = {"variant": label, "sync": sync, "sync_opt": opt, "rate": rate,
                  "layout": "%dx%d" % (nodes, per), "nodes": nodes, "workers_per_node": per,
-                 "steps": a.steps, "wall_s": round(wall, 2), "ok": rc == 0 and bool(steps)}
+                 "steps": a.steps, "wall_s": round(wall, 2), "ok": rc == 0 and bool(steps),
+                 "servers": (nodes if srv == "nodes" else int(srv)) if sync in SHARD_STRATEGIES else 0,
+                 "tandem": binary}
             if r["ok"]:
                 body = steps[1:] or steps
                 r["step_ms"] = sum(s[2] for s in body) / len(body)
                 r["samples_per_s"] = sum(s[1] for s in body) / len(body)
                 r["link_bytes_per_step"] = (link_bytes / a.steps) if link_bytes is not None else None
+                r["link_busy"] = busy_fractions(by_node, rate, a.steps, r["step_ms"])
+                # CPU seconds of the whole job (every process tandem local
+                # waited for, start-up and evaluation included) per step:
+                # the per-CPU-second measure for a loaded machine.
+                r["cpu_ms_per_step"] = 1000 * cpu / a.steps
                 mem = worker_memory(os.path.join(a.out, "runs", name))
                 r["memory_bytes"] = mem
                 r["memory_mib"] = sum(mem.values()) / 2**20 if mem else None
@@ -259,7 +318,7 @@ def main():
             if sync in SHARD_STRATEGIES:
                 args.append("--shard_servers=%d" % acc_layout[0])
             name = "accuracy_" + label.replace(" ", "_").replace("=", "")
-            rc, out, err, wall, _ = run_tandem(a.tandem, args, os.path.join(a.out, "runs", name), a.timeout)
+            rc, out, err, wall, _, _ = run_tandem(a.tandem, args, os.path.join(a.out, "runs", name), a.timeout)
             _, _, acc, _ = parse(out)
             accuracy[label] = acc if rc == 0 else None
             print("  accuracy %-22s %s" % (label, acc if rc == 0 else "FAILED: " + last_error(rc, out, err)),
@@ -283,7 +342,7 @@ def main():
             r[k + "_vs_fp16"] = (v / bv) if (v is not None and bv) else None
     meta = {"model": a.model, "steps": a.steps, "batch_per_worker": a.batch, "epochs_for_accuracy": a.epochs,
             "accuracy_layout": "%dx%d" % acc_layout, "accuracy_rate": rates[0], "baseline": base_label,
-            "network": header, "variants": [v[0] for v in vs]}
+            "network": header, "variants": list(dict.fromkeys(e[0] for e in expanded))}
     with open(os.path.join(a.out, "strategies.json"), "w") as f:
         json.dump({"meta": meta, "results": results}, f, indent=1)
     print_table(meta, results)
@@ -364,34 +423,59 @@ def print_compression_checks(meta, results):
 
 
 def print_hybrid_checks(meta, results):
-    """Issue 12's target: hybrid step time against the flat ring (>= 1.6x
-    faster at 1 Gbit/s on 2x2 with 2 servers) and against the hierarchical
-    ring; hybrid int8+EF (issue 13 item 5) beside it."""
-    rows = [r for r in results if r["variant"].startswith("hybrid") and r["ok"]]
+    """ps and hybrid against the rings: speed-up = ring step ms / step ms,
+    against the flat ring (issue 33's targets: >= 0.85x with fewer shard
+    servers than nodes, >= 1.3x with as many, at every rate) and the
+    hierarchical ring; and how busy the links were while stepping
+    (busy_fractions: the servers' links, target >= 85%, and the workers'),
+    and the job's CPU ms per step beside the flat ring's."""
+    rows = [r for r in results if r["sync"] in SHARD_STRATEGIES and r["ok"]]
     if not rows:
         return
     ring = {(r["rate"], r["layout"]): r for r in results if r["variant"] == "allreduce hier=0" and r["ok"]}
     hier = {(r["rate"], r["layout"]): r for r in results if r["variant"] == "allreduce hier=1" and r["ok"]}
-    print("hybrid (issue 12): speed-up = ring step ms / hybrid step ms")
+    print("ps / hybrid (issue 33): speed-up = ring step ms / step ms; busy = bytes sent / "
+          "(rate x steps x step ms), server links / worker links")
     for r in rows:
         key = (r["rate"], r["layout"])
         vs_flat = ring[key]["step_ms"] / r["step_ms"] if key in ring and r.get("step_ms") else None
         vs_hier = hier[key]["step_ms"] / r["step_ms"] if key in hier and r.get("step_ms") else None
-        verdict = ""
-        if r["rate"] == "1gbit" and vs_flat is not None:
-            verdict = "flat-ring target >= 1.6x %s" % ("ok" if vs_flat >= 1.6 else "BELOW")
-        print("  %-26s %-8s %-5s vs flat ring %s, vs hierarchical ring %s %s" % (
-            r["variant"], r["rate"], r["layout"], fmt(vs_flat, "%.2fx"), fmt(vs_hier, "%.2fx"), verdict))
+        busy = r.get("link_busy") or {}
+        verdict = []
+        if vs_flat is not None and r.get("servers"):
+            target = 1.3 if r["servers"] >= r["nodes"] else 0.85
+            verdict.append("flat-ring target >= %.2fx %s" % (target, "ok" if vs_flat >= target else "BELOW"))
+        if busy.get("server") is not None:
+            verdict.append("server links %s" % ("ok" if busy["server"] >= 0.85 else "BELOW 85%"))
+        print("  %-26s %-8s %-5s vs flat ring %s, vs hierarchical ring %s; busy %s / %s; "
+              "CPU ms/step %s (flat ring %s); %s" % (
+                  r["variant"], r["rate"], r["layout"], fmt(vs_flat, "%.2fx"), fmt(vs_hier, "%.2fx"),
+                  fmt(busy.get("server") and 100 * busy["server"], "%.0f%%"),
+                  fmt(busy.get("worker") and 100 * busy["worker"], "%.0f%%"),
+                  fmt(r.get("cpu_ms_per_step"), "%.0f"),
+                  fmt(ring[key].get("cpu_ms_per_step") if key in ring else None, "%.0f"),
+                  "; ".join(verdict)))
 
 
-def two_largest_layers_bytes(model):
+def two_largest_layers_bytes(model, group_mb=0):
     """Bytes of the two largest layers (weights + bias) of an "mlp:a,b,c"
-    spec, or None for other models."""
+    spec, or None for other models. group_mb > 0: of the two largest of
+    zero3's gather groups instead (common/sync/zero/layer_groups.h:
+    consecutive layers until a group holds group_mb MiB, a short last group
+    joining the one before)."""
     if not model.startswith("mlp:"):
         return None
     dims = [int(d) for d in model[4:].split(",")]
-    layers = sorted(((i + 1) * o for i, o in zip(dims, dims[1:])), reverse=True)
-    return 4 * sum(layers[:2])
+    groups = []
+    for size in ((i + 1) * o for i, o in zip(dims, dims[1:])):
+        if groups and group_mb > 0 and groups[-1] * 4 < group_mb * 2**20:
+            groups[-1] += size
+        else:
+            groups.append(size)
+    if len(groups) >= 2 and group_mb > 0 and groups[-1] * 4 < group_mb * 2**20:
+        last = groups.pop()
+        groups[-1] += last
+    return 4 * sum(sorted(groups, reverse=True)[:2])
 
 
 def print_zero_checks(meta, results):
@@ -399,13 +483,12 @@ def print_zero_checks(meta, results):
     tandem_sync_memory_bytes) against theory derived from allreduce's row in
     the same rate and layout (N = ranks): optimizer state full/N (plus
     padding); zero2/zero3 reduced gradients full/N; zero3 parameters <= full/N
-    plus the two largest layers. Step time against allreduce (target: zero2
-    within 10%)."""
+    plus the two largest gather groups. Step time against allreduce (targets:
+    zero2 within 10%, zero3 >= 0.6x allreduce's samples/s)."""
     rows = [r for r in results if r["variant"].startswith("zero") and r["ok"]]
     if not rows:
         return
     ring = {(r["rate"], r["layout"]): r for r in results if r["variant"] == meta["baseline"] and r["ok"]}
-    extra = two_largest_layers_bytes(meta["model"])
     mib = lambda b: "-" if b is None else "%.2f" % (b / 2**20)
     print("zero (issue 11): MiB per rank measured / theory (from %s's full-size bytes), step ms vs %s"
           % (meta["baseline"], meta["baseline"]))
@@ -419,6 +502,10 @@ def print_zero_checks(meta, results):
             cells.append("optimizer %s / %s" % (mib(mem.get("optimizer")), mib(opt)))
             if r["variant"].startswith(("zero2", "zero3")):
                 cells.append("grads %s / %s" % (mib(mem.get("grads")), mib(full.get("grads", 0) / n)))
+            # zero3 holds two gather groups (group_mb, default 4; every
+            # layer alone on one node).
+            group_mb = 0 if r["variant"] == "zero3 group_mb=0" or r["nodes"] == 1 else 4
+            extra = two_largest_layers_bytes(meta["model"], group_mb)
             if r["variant"].startswith("zero3") and extra is not None:
                 cells.append("params %s / <= %s" % (mib(mem.get("params")),
                                                     mib(full.get("params", 0) / n + extra)))
@@ -426,6 +513,9 @@ def print_zero_checks(meta, results):
         verdict = ""
         if r["variant"] == "zero2" and ratio is not None:
             verdict = "; target within 10%% %s" % ("ok" if ratio <= 1.10 else "BELOW")
+        if r["variant"] == "zero3" and ratio is not None:
+            # Issue 33: zero3 >= 0.6x allreduce's samples/s.
+            verdict = "; target >= 0.6x %s" % ("ok" if ratio <= 1 / 0.6 else "BELOW")
         print("  %-18s %-8s %-5s %s; step %s ms (%s)%s" % (
             r["variant"], r["rate"], r["layout"], ", ".join(cells) or "memory -",
             fmt(r.get("step_ms"), "%.1f"), fmt(ratio, "%.2fx"), verdict))

@@ -28,11 +28,22 @@
 #   sudo tools/bench/strategies.sh [--out DIR] [--steps 50] [--model mlp:784,256,10] [--dataset fortunes]
 #        [--batch 32] [--epochs 1] [--rates 10gbit,1gbit,100mbit]
 #        [--layouts 1x4,2x2,4x1] [--only "allreduce hier=0,allreduce hier=1"]
-#        [--no-accuracy] [--repeat 3] [--servers nodes,2]
+#        [--no-accuracy] [--repeat 3] [--servers nodes,2] [--before DIR/tandem]
 # --repeat R runs every configuration R times, round-robin, and reports the
 # median run (each run's step ms is in strategies.json). --servers: ps and
 # hybrid with one shard server per node ('nodes', the default) and/or a
 # fixed count N (labelled '<variant> sN').
+# --before PATH: ps and hybrid also run with another tandem binary (its
+# coordinator, worker, shardserver, dataserver and libtandem_bind_source.so
+# copied beside it), labelled '<variant> before', in the same rounds: a
+# before/after comparison under the same load. ps / hybrid rows print their
+# speed-up against the flat ring (issue 33: >= 0.85x with fewer servers than
+# nodes, >= 1.3x with as many) and how busy the server and worker links were
+# while stepping: bytes sent (tc class counters) / (rate x steps x step ms).
+# Issue 33's run:
+#   sudo tools/bench/strategies.sh --layouts 2x2,4x1 --rates 1gbit,100mbit --no-accuracy \
+#     --servers nodes --repeat 3 --before /tmp/hyb_before --model mlp:784,1024,1024,10 \
+#     --only "allreduce hier=0,hybrid"
 # TANDEM=path overrides the binary (default bazel-bin/tools/tandem/tandem,
 # resolved once at the start: a later build of another configuration, which
 # repoints bazel-bin, does not change the binaries of a run in progress);

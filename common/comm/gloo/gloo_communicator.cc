@@ -151,6 +151,59 @@ absl::Status GlooCommunicator::AllReduce(float* data, int64_t count, ReduceOp op
       [&] { return absl::StrCat("allreduce of ", count, " floats"); });
 }
 
+// The pipelined ring of ReduceScatter over the accumulator `acc` (N
+// blocks of `count`), receiving into incoming[step % 2]; gloo's exceptions
+// propagate to the caller.
+void GlooCommunicator::RingReduceScatter(float* acc, float* const incoming[2], int64_t count) {
+  const int64_t n = world_size_;
+  const int64_t count_per_rank = count;
+  const int right = static_cast<int>((rank_ + 1) % n);
+  const int left = static_cast<int>((rank_ + n - 1) % n);
+  auto mod = [n](int64_t v) { return ((v % n) + n) % n; };
+  const int64_t seg = std::min<int64_t>(count_per_rank, kReduceScatterSegmentFloats);
+  const int64_t segments = (count_per_rank + seg - 1) / seg;
+  const int64_t steps = n - 1;
+  auto seg_len = [&](int64_t k) { return std::min(seg, count_per_rank - k * seg); };
+  constexpr int64_t kF = sizeof(float);
+  auto send = context_->createUnboundBuffer(acc, kF * count * n);
+  std::unique_ptr<gloo::transport::UnboundBuffer> recv[2] = {
+      context_->createUnboundBuffer(incoming[0], kF * count_per_rank),
+      context_->createUnboundBuffer(incoming[1], kF * count_per_rank)};
+  const uint64_t slot =
+      static_cast<uint64_t>(context_->nextSlot(static_cast<int>(steps * segments)));
+  auto slot_of = [&](int64_t step, int64_t k) { return slot + step * segments + k; };
+  auto post_recvs = [&](int64_t step) {
+    for (int64_t k = 0; k < segments; ++k) {
+      recv[step % 2]->recv(left, slot_of(step, k), k * seg * kF, seg_len(k) * kF);
+    }
+  };
+  post_recvs(0);
+  if (steps > 1) post_recvs(1);
+  for (int64_t k = 0; k < segments; ++k) {
+    send->send(right, slot_of(0, k), (mod(rank_ - 1) * count_per_rank + k * seg) * kF,
+               seg_len(k) * kF);
+  }
+  for (int64_t step = 0; step < steps; ++step) {
+    const int64_t to_add = mod(rank_ - 2 - step);
+    for (int64_t k = 0; k < segments; ++k) {
+      recv[step % 2]->waitRecv(Ms(timeout_));
+      float* dst = acc + to_add * count_per_rank + k * seg;
+      const float* src = incoming[step % 2] + k * seg;
+      const int64_t len = seg_len(k);
+      for (int64_t i = 0; i < len; ++i) dst[i] += src[i];
+      // The block just summed is the next step's to send.
+      if (step + 1 < steps) {
+        send->send(right, slot_of(step + 1, k), (to_add * count_per_rank + k * seg) * kF,
+                   len * kF);
+      }
+    }
+    // This parity's block is consumed: the step after next may land there.
+    if (step + 2 < steps) post_recvs(step + 2);
+  }
+  // Sends read blocks no later step writes; wait for them all once.
+  for (int64_t i = 0; i < steps * segments; ++i) send->waitSend(Ms(timeout_));
+}
+
 absl::Status GlooCommunicator::ReduceScatter(const float* input, float* output,
                                              int64_t count_per_rank) {
   // Gloo 0.5's options API has no reduce-scatter, so this is the ring one
@@ -159,6 +212,11 @@ absl::Status GlooCommunicator::ReduceScatter(const float* input, float* output,
   // each rank sends (n - 1) / n of the buffer — half an allreduce. Block b
   // is rank b's slice; rank r ends holding block r (at step s it receives
   // block r - 2 - s, which its neighbour has summed over s + 1 ranks).
+  // Pipelined in segments of kReduceScatterSegmentFloats: a segment summed
+  // at step s goes out at once as step s + 1's, while later segments of
+  // step s are still arriving, and the receives of the next two steps are
+  // posted ahead (two incoming blocks, by step parity), so the link does
+  // not idle between steps.
   const auto describe = [&] { return absl::StrCat("reduce-scatter of ", count_per_rank, " floats x ",
                                                   world_size_); };
   if (count_per_rank == 0) return absl::OkStatus();
@@ -172,32 +230,15 @@ absl::Status GlooCommunicator::ReduceScatter(const float* input, float* output,
         absl::StrCat("gloo ", describe(), " on rank ", rank_, " aborted: ", abort_reason_));
   }
   const int64_t total = count_per_rank * n;
-  const size_t block_bytes = sizeof(float) * count_per_rank;
-  // Grown once to the largest buffer seen: the accumulator and one block.
-  if (static_cast<int64_t>(scratch_.size()) < total + count_per_rank) {
-    scratch_.resize(total + count_per_rank);
+  // Grown once to the largest buffer seen: the accumulator and two blocks.
+  if (static_cast<int64_t>(scratch_.size()) < total + 2 * count_per_rank) {
+    scratch_.resize(total + 2 * count_per_rank);
   }
   float* acc = scratch_.data();
-  float* incoming = scratch_.data() + total;
+  float* incoming[2] = {acc + total, acc + total + count_per_rank};
   std::memcpy(acc, input, sizeof(float) * total);
-  const int right = static_cast<int>((rank_ + 1) % n);
-  const int left = static_cast<int>((rank_ + n - 1) % n);
-  auto mod = [n](int64_t v) { return ((v % n) + n) % n; };
   try {
-    auto send = context_->createUnboundBuffer(acc, sizeof(float) * total);
-    auto recv = context_->createUnboundBuffer(incoming, block_bytes);
-    const uint64_t slot = static_cast<uint64_t>(context_->nextSlot(static_cast<int>(n - 1)));
-    for (int64_t step = 0; step < n - 1; ++step) {
-      const int64_t to_send = mod(rank_ - 1 - step);
-      const int64_t to_add = mod(rank_ - 2 - step);
-      send->send(right, slot + step, to_send * block_bytes, block_bytes);
-      recv->recv(left, slot + step, 0, block_bytes);
-      recv->waitRecv(Ms(timeout_));
-      float* dst = acc + to_add * count_per_rank;
-      for (int64_t i = 0; i < count_per_rank; ++i) dst[i] += incoming[i];
-      // The next step sends the block just summed: this send must be out.
-      send->waitSend(Ms(timeout_));
-    }
+    RingReduceScatter(acc, incoming, count_per_rank);
   } catch (const std::exception& e) {
     if (abort_requested_.load(std::memory_order_acquire)) {
       return absl::AbortedError(
@@ -205,7 +246,7 @@ absl::Status GlooCommunicator::ReduceScatter(const float* input, float* output,
     }
     return FromGloo(e, describe(), rank_);
   }
-  std::memcpy(output, acc + rank_ * count_per_rank, block_bytes);
+  std::memcpy(output, acc + rank_ * count_per_rank, sizeof(float) * count_per_rank);
   return absl::OkStatus();
 }
 

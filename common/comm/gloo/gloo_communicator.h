@@ -83,7 +83,13 @@ class GlooCommunicator final : public Communicator {
   std::atomic<bool> abort_requested_{false};
   std::atomic<bool> abort_reason_claimed_{false};
   std::string abort_reason_;
-  // ReduceScatter scratch, grown once to the largest input seen.
+  // ReduceScatter's pipelined ring over acc (N blocks of `count`); throws
+  // gloo's exceptions.
+  void RingReduceScatter(float* acc, float* const incoming[2], int64_t count);
+  // ReduceScatter: pipelined in segments of this many floats (512 KiB).
+  static constexpr int64_t kReduceScatterSegmentFloats = 128 * 1024;
+  // ReduceScatter scratch (the accumulator and two incoming blocks), grown
+  // once to the largest input seen.
   std::vector<float> scratch_;
 };
 

@@ -111,6 +111,9 @@ absl::Status TrainRank(const Case& c, const Data& data, int rank, Communicator& 
       } else {
         StepOptions so;
         so.grad_scale = 1.f / c.accumulation;
+        // As the worker: the context up front, so buckets are stepped as
+        // their allreduce completes (step_per_bucket, the default).
+        so.context = TestStepContext(c.adamw, step);
         RETURN_IF_ERROR(sync->BeginStep(so));
         RETURN_IF_ERROR(model->Backward(beta, on_ready));
       }

@@ -59,6 +59,10 @@ StrategyInfo AllreduceInfo() {
                   {"hier", "0",
                    "1 = hierarchical allreduce (intra-node reduce-scatter, inter-node allreduce, "
                    "intra-node allgather), 0 = flat ring"},
+                  {"step_per_bucket", "1",
+                   "1 = step each bucket's parameters right after its allreduce when the step "
+                   "allows it (no clipping, no non-finite skip, host memory), 0 = the whole "
+                   "vector after the last bucket"},
                   {"wire", "fp32",
                    "fp32 | fp16 | bf16: buckets on the wire in this precision, summed in fp32, "
                    "the result back in fp32 (half the bytes of fp32; host memory only)"}};
@@ -73,6 +77,13 @@ StrategyInfo AllreduceInfo() {
       return absl::InvalidArgumentError(
           absl::StrCat("hier must be 0 (flat ring allreduce) or 1 (hierarchical allreduce), got ",
                        hier));
+    }
+    ASSIGN_OR_RETURN(int64_t per_bucket, GetSyncOptInt(o, "step_per_bucket", 1));
+    if (per_bucket != 0 && per_bucket != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "step_per_bucket must be 0 (step after the last bucket) or 1 (step each bucket after its "
+          "allreduce), got ",
+          per_bucket));
     }
     return absl::OkStatus();
   };
@@ -99,6 +110,8 @@ absl::StatusOr<std::unique_ptr<GradientSync>> CreateFromRegistry(const SyncOptio
   o.max_grad_norm = options.max_grad_norm;
   o.groups = env.comms;
   o.hierarchical = hier == 1;
+  ASSIGN_OR_RETURN(const int64_t per_bucket, GetSyncOptInt(options, "step_per_bucket", 1));
+  o.step_per_bucket = per_bucket == 1;
   ASSIGN_OR_RETURN(o.optimizer, env.make_optimizer(optim::ParamRange{0, env.size}));
   o.make_device_stepper = std::move(env.make_device_stepper);
   return CreateAllreduceSync(std::move(o));

@@ -52,7 +52,7 @@ TEST(AllreduceStrategy, IsRegisteredWithItsKeys) {
   const absl::Status bad_key = ValidateSyncOptions(*o);
   EXPECT_EQ(bad_key.code(), absl::StatusCode::kInvalidArgument) << bad_key;
   for (const char* part : {"'k' is not an option of strategy 'allreduce'", "bucket_cap_mb (",
-                           "hier (", "max_grad_norm ("}) {
+                           "hier (", "max_grad_norm (", "step_per_bucket ("}) {
     EXPECT_TRUE(absl::StrContains(bad_key.message(), part)) << part << " in " << bad_key;
   }
   SyncOptions unknown;
@@ -86,6 +86,20 @@ TEST(AllreduceStrategy, HierIsZeroOrOneAndDecidesNodeGroups) {
   EXPECT_NE(ValidateSyncOptions(*word).message().find("hier='yes' is not an integer"),
             std::string::npos);
   EXPECT_FALSE(NeedsNodeGroups(*info, *word));
+}
+
+TEST(AllreduceStrategy, StepPerBucketIsZeroOrOne) {
+  for (const char* good : {"step_per_bucket=0", "step_per_bucket=1"}) {
+    absl::StatusOr<SyncOptions> o = ParseSyncOptions("allreduce", good);
+    ASSERT_TRUE(o.ok()) << o.status();
+    EXPECT_TRUE(ValidateSyncOptions(*o).ok()) << good << ": " << ValidateSyncOptions(*o);
+  }
+  absl::StatusOr<SyncOptions> two = ParseSyncOptions("allreduce", "step_per_bucket=2");
+  ASSERT_TRUE(two.ok());
+  const absl::Status s = ValidateSyncOptions(*two);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(s.message(), "step_per_bucket must be 0")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "got 2")) << s;
 }
 
 TEST(AllreduceStrategy, HierWithoutNodeGroupsIsAnError) {

@@ -42,7 +42,9 @@ class AllreduceSync final : public GradientSync {
         rank_(comm_->rank()),
         groups_(options.groups),
         world_spans_nodes_(groups_ == nullptr || groups_->num_nodes > 1),
-        ready_ranges_(options.ready_ranges) {}
+        ready_ranges_(options.ready_ranges),
+        step_per_bucket_(options.step_per_bucket && device_stepper_ == nullptr &&
+                         !clip_.enabled() && optimizer_->supports_slices()) {}
 
   // Second phase: the engine's operation captures `this`.
   absl::Status Start(const AllreduceSyncOptions& options) {
@@ -73,20 +75,27 @@ class AllreduceSync final : public GradientSync {
   absl::Status BeginStep(const StepOptions& options) override {
     RETURN_IF_ERROR(guard_.CheckBegin(options));
     report_ = StepReport{};
+    PlanBucketSteps(options);  // before the engine's thread can see this step
     return guard_.Started(engine_->BeginStep(), options);
   }
 
   void OnGradientsReady(int64_t lo, int64_t hi) override { engine_->OnGradientsReady(lo, hi); }
 
   StepReport last_step() const override { return report_; }
+  bool partially_updated() const override { return partial_.load(std::memory_order_relaxed); }
 
   absl::Status FinishStep(const optim::StepContext& context) override {
     RETURN_IF_ERROR(guard_.CheckFinish());
-    RETURN_IF_ERROR(guard_.Record(engine_->FinishStep()));
+    absl::Status done = engine_->FinishStep();
+    // Buckets may have been stepped (or be stepped by a collective still in
+    // flight): this rank's state belongs to no step.
+    if (!done.ok() && bucket_step_) partial_.store(true, std::memory_order_relaxed);
+    RETURN_IF_ERROR(guard_.Record(std::move(done)));
     const int64_t step = engine_->stats().steps;  // this step, now counted
     const auto start = std::chrono::steady_clock::now();
-    absl::Status s = Update(context, step);
-    const double seconds = SecondsSince(start);
+    absl::Status s = bucket_step_ ? CheckBucketContext(context, step) : Update(context, step);
+    const double seconds =
+        SecondsSince(start) + 1e-9 * bucket_step_ns_.exchange(0, std::memory_order_relaxed);
     absl::MutexLock lock(&mu_);
     optimizer_seconds_ += seconds;
     RETURN_IF_ERROR(guard_.Record(s));
@@ -163,12 +172,51 @@ class AllreduceSync final : public GradientSync {
       bytes_sent_.fetch_add((share * hier_->local_size() + 2 * share) * kFloat,
                             std::memory_order_relaxed);
       inter_node_bytes_.fetch_add(share * kFloat, std::memory_order_relaxed);
-      return absl::OkStatus();
+      return bucket_step_ ? StepBucket(lo, hi) : absl::OkStatus();
     }
     RETURN_IF_ERROR(comm_->AllReduce(grads_ + lo, n, ReduceOp::kSum));
     bytes_sent_.fetch_add(n * kFloat, std::memory_order_relaxed);
     if (world_spans_nodes_) inter_node_bytes_.fetch_add(n * kFloat, std::memory_order_relaxed);
-    return absl::OkStatus();
+    return bucket_step_ ? StepBucket(lo, hi) : absl::OkStatus();
+  }
+
+  // Whether this step's buckets are stepped as they complete, and with
+  // which context: the scale StepOwnedShard would use with no clipping
+  // (grad_scale * BeginStep's grad_scale / world, in the same order), so
+  // the bits are the whole-vector step's.
+  void PlanBucketSteps(const StepOptions& o) {
+    bucket_step_ = step_per_bucket_ && o.context.has_value() && !o.skip_non_finite &&
+                   !o.measure_grad_norm && o.context->step >= 1 && std::isfinite(o.context->lr);
+    if (!bucket_step_) return;
+    given_context_ = *o.context;
+    bucket_context_ = given_context_;
+    const double scale = static_cast<double>(given_context_.grad_scale) *
+                         static_cast<double>(o.grad_scale) / world_size_;
+    bucket_context_.grad_scale = static_cast<float>(scale * 1.0);
+    if (!std::isfinite(bucket_context_.grad_scale)) bucket_step_ = false;
+  }
+
+  // The engine's thread, right after bucket [lo, hi)'s allreduce.
+  absl::Status StepBucket(int64_t lo, int64_t hi) {
+    const auto start = std::chrono::steady_clock::now();
+    absl::Status s = optimizer_->StepSlice(params_ + lo, grads_ + lo, lo, hi - lo, bucket_context_);
+    bucket_step_ns_.fetch_add(static_cast<int64_t>(1e9 * SecondsSince(start)),
+                              std::memory_order_relaxed);
+    if (s.ok()) return s;
+    return absl::Status(s.code(), absl::StrCat(kLabel, ": optimizer ", optimizer_->name(),
+                                               " on bucket [", lo, ", ", hi, "): ", s.message()));
+  }
+
+  // FinishStep of a step whose buckets were stepped: the update used
+  // BeginStep's context, so FinishStep's must be the same.
+  absl::Status CheckBucketContext(const optim::StepContext& c, int64_t step) const {
+    const optim::StepContext& g = given_context_;
+    if (c.step == g.step && c.lr == g.lr && c.grad_scale == g.grad_scale) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        kLabel, ": FinishStep's context (step ", c.step, ", lr ", c.lr, ", grad_scale ",
+        c.grad_scale, ") at step ", step, " differs from StepOptions::context (step ", g.step,
+        ", lr ", g.lr, ", grad_scale ", g.grad_scale,
+        "), with which the buckets were already stepped; pass the same context to both"));
   }
 
   // Every rank now holds the same summed gradients, so every rank computes
@@ -192,10 +240,18 @@ class AllreduceSync final : public GradientSync {
   const CommGroups* const groups_;  // may be null (flat, layout unknown)
   const bool world_spans_nodes_;
   const std::vector<std::pair<int64_t, int64_t>> ready_ranges_;
+  const bool step_per_bucket_;  // options allow it; each step decides (bucket_step_)
   // Set in Start before any step, then used by the communication thread only.
   std::unique_ptr<HierAllreduce> hier_;  // null: flat ring over comm_
   std::atomic<int64_t> bytes_sent_{0};
   std::atomic<int64_t> inter_node_bytes_{0};
+  std::atomic<int64_t> bucket_step_ns_{0};  // per-bucket stepping, for optimizer_seconds
+  std::atomic<bool> partial_{false};
+  // Written by BeginStep before the engine's BeginStep, read by the engine's
+  // thread during the step (the engine's hand-off orders the two).
+  bool bucket_step_ = false;
+  optim::StepContext given_context_;   // StepOptions::context
+  optim::StepContext bucket_context_;  // with the averaged scale
 
   // Trainer thread only.
   StepGuard guard_{kLabel};

@@ -24,6 +24,16 @@
 // Where the layout cannot use it exactly (one node, one rank per node, nodes
 // of different sizes) or the gradients are device memory, the sync uses the
 // flat ring for the whole generation and world rank 0 logs why.
+// Per-bucket step (step_per_bucket, on by default): when BeginStep is given
+// the step's context (StepOptions::context) and the step needs nothing
+// global before the update (no clipping, which needs the global norm first;
+// no skip_non_finite or measure_grad_norm, which need every bucket summed;
+// host memory; an optimizer with StepSlice), the communication thread steps
+// each bucket's parameters right after its allreduce, while the bucket's
+// gradients are still in cache and the later buckets are still in flight.
+// The bits are those of the whole-vector step (the update is element-wise,
+// with the same scale); FinishStep only waits, and checks that its context
+// is the one BeginStep was given. Any other step takes the path above.
 // Nothing is allocated per step. The registry builds it as "allreduce"
 // (allreduce_strategy.cc).
 //
@@ -88,6 +98,9 @@ struct AllreduceSyncOptions {
   // Hierarchical allreduce per bucket (see above); needs `groups` built with
   // node_groups = true (intra and inter).
   bool hierarchical = false;
+  // Step each bucket after its allreduce where the step allows it (see
+  // above); false: always the whole vector in FinishStep.
+  bool step_per_bucket = true;
 };
 
 absl::StatusOr<std::unique_ptr<GradientSync>> CreateAllreduceSync(AllreduceSyncOptions options);

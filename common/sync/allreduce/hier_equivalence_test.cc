@@ -128,6 +128,9 @@ absl::Status TrainRank(const Case& c, const SyncOptions& options, const Data& da
       } else {
         StepOptions so;
         so.grad_scale = 1.f / c.accumulation;
+        // As the worker: the context up front, so buckets are stepped as
+        // their allreduce completes (step_per_bucket, the default).
+        so.context = TestStepContext(c.adamw, step);
         RETURN_IF_ERROR(sync->BeginStep(so));
         RETURN_IF_ERROR(model->Backward(beta, on_ready));
       }

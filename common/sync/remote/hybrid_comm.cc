@@ -10,7 +10,9 @@ namespace hybrid_internal {
 void HybridSyncImpl::PushMine(int g, int64_t step) {
   const int mine = groups_[g].first + local_rank_;
   if (mine >= groups_[g].end) return;
-  const float* values = slice_.data() + slice_offset_[g];
+  // One rank per node: its own gradients are the node sum (no copy).
+  const float* values = local_size_ == 1 ? grads_ + remote_->layout().chunk(mine).lo
+                                         : slice_.data() + slice_offset_[g];
   if (feedback_ == nullptr) {
     remote_->Push(mine, values);
   } else {
@@ -39,13 +41,7 @@ absl::Status HybridSyncImpl::ReduceGroup(int g) {
   const Group& gr = groups_[g];
   const shard::ShardLayout& l = remote_->layout();
   const int mine = gr.first + local_rank_;
-  if (local_size_ == 1) {
-    if (mine < gr.end) {
-      const shard::Chunk& c = l.chunk(mine);
-      std::memcpy(slice_.data() + slice_offset_[g], grads_ + c.lo, c.size() * sizeof(float));
-    }
-    return absl::OkStatus();
-  }
+  if (local_size_ == 1) return absl::OkStatus();  // PushMine sends grads_ itself
   absl::Status s = shares_->ReducePieces(grads_, gr.pieces, gr.block);
   if (!s.ok()) {
     return absl::Status(s.code(), absl::StrCat("hybrid sync: intra-node reduce-scatter of chunk "

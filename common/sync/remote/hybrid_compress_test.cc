@@ -28,6 +28,7 @@
 #include "common/nn/model.h"
 #include "common/status/status_macros.h"
 #include "common/sync/registry.h"
+#include "common/tensor/param_hook.h"
 #include "common/sync/testing/hier_test_ranks.h"
 #include "common/sync/testing/synthetic_training.h"
 #include "gtest/gtest.h"
@@ -110,6 +111,10 @@ absl::Status TrainRank(const RankRun& run, const std::vector<std::string>& serve
     return sync_testing::TestStepContext(false, static_cast<int>(step)).lr;
   };
   ASSIGN_OR_RETURN(std::unique_ptr<GradientSync> sync, CreateGradientSync(options, std::move(env)));
+  // pipeline=1: the pulled chunks land while the next forward runs,
+  // through the hook (what the worker installs for the generation).
+  tensor::ParamHook* hook = sync->param_hook();
+  model->set_param_hook(hook);
   out->extra_buffers = sync->extra_state().size();
   if (run.restore != nullptr) {
     // As the checkpointer: every rank the parameters, rank 0 the state.
@@ -156,6 +161,10 @@ absl::Status TrainRank(const RankRun& run, const std::vector<std::string>& serve
         }
       }
     }
+  }
+  if (hook != nullptr) {  // what the worker does at the generation's end
+    RETURN_IF_ERROR(hook->Gather(0, model->storage().size(), tensor::ParamPass::kForward));
+    model->set_param_hook(nullptr);
   }
   out->params.assign(model->storage().params(),
                      model->storage().params() + model->storage().size());

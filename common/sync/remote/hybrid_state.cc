@@ -8,6 +8,7 @@ namespace sync {
 namespace hybrid_internal {
 
 absl::Status HybridSyncImpl::SyncStateToHost() {
+  RETURN_IF_ERROR(WaitLanded());
   if (feedback_ != nullptr) {
     absl::Status s = GatherResiduals();
     if (!s.ok()) return Fail(s);
@@ -22,6 +23,7 @@ absl::Status HybridSyncImpl::SyncStateToHost() {
 }
 
 absl::StatusOr<std::vector<SavedShard>> HybridSyncImpl::SaveOnServers(const ServerSaveRequest& r) {
+  RETURN_IF_ERROR(WaitLanded());
   absl::StatusOr<std::vector<SavedShard>> s = servers_->SaveOnServers(r, step_.next_step() - 1);
   if (!s.ok()) return Fail(s.status());
   return s;
@@ -35,6 +37,7 @@ absl::StatusOr<ServerSideCheckpoint::ServerWrite> HybridSyncImpl::SnapshotOnServ
 }
 
 absl::Status HybridSyncImpl::StateLoaded() {
+  RETURN_IF_ERROR(WaitLanded());
   servers_->Loaded(world_->rank());
   step_.Loaded();
   if (feedback_ != nullptr) {

@@ -7,6 +7,7 @@ namespace sync {
 namespace hybrid_internal {
 
 absl::Status HybridSyncImpl::BeginStep(const StepOptions& options) {
+  RETURN_IF_ERROR(WaitLanded());
   ASSIGN_OR_RETURN(const bool overlapped, step_.Begin(options));
   // Rank 0's copy of every rank's state served the checkpoint just written
   // or loaded: give its world x state floats back until the next one.
@@ -27,7 +28,7 @@ absl::Status HybridSyncImpl::BeginStep(const StepOptions& options) {
 void HybridSyncImpl::OnGradientsReady(int64_t lo, int64_t hi) {
   // Units are the groups last first (Units): unit u is group G - 1 - u.
   ready_.Report(lo, hi, [this](int u) {
-    executor_->Enqueue(static_cast<int>(groups_.size()) - 1 - u);
+    executor_->Enqueue({CommOp::kReduce, static_cast<int>(groups_.size()) - 1 - u, 0});
   });
 }
 
@@ -73,8 +74,10 @@ absl::Status HybridSyncImpl::FinishStep(const optim::StepContext& ctx) {
   if (!pipeline_) {
     for (size_t g = 0; g < groups_.size(); ++g) PullMine(static_cast<int>(g), ctx.step);
   }
-  absl::Status s = remote_->WaitPushes();
-  if (!s.ok()) return Fail(s);
+  if (absl::Status s = remote_->WaitPushes(); !s.ok()) {
+    (void)remote_->WaitAllPulls();
+    return Fail(s);
+  }
   double residual_sq = 0;
   if (feedback_ != nullptr) {
     for (const Group& g : groups_) {
@@ -84,24 +87,19 @@ absl::Status HybridSyncImpl::FinishStep(const optim::StepContext& ctx) {
       residual_sq += feedback_->SumOfSquares(c.lo, c.size());
     }
   }
-  // Allgather each group inside the node as soon as this rank's chunk of
-  // it has arrived.
-  const auto gather_start = std::chrono::steady_clock::now();
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    s = GatherGroup(static_cast<int>(g), ctx.step, /*delta=*/codec_ != nullptr);
-    if (!s.ok()) {
-      (void)remote_->WaitAllPulls();
-      return Fail(s);
-    }
+  // Each group lands (this rank's pull, then the node allgather) on the
+  // communication thread as soon as its pull is in. pipeline=1: the next
+  // forward waits layer by layer (Gather); pipeline=0: all of it here.
+  QueueLandings(ctx.step, /*backward_order=*/pushed_early && pipeline_);
+  {
+    absl::MutexLock lock(&mu_);
+    wait_seconds_ += SecondsSince(start);
   }
-  s = remote_->WaitAllPulls();
-  if (!s.ok()) return Fail(s);
+  if (!pipeline_) RETURN_IF_ERROR(WaitLanded());
   step_.Done();
   absl::MutexLock lock(&mu_);
   ++steps_;
   residual_norm_ = std::sqrt(residual_sq);
-  gather_seconds_ += SecondsSince(gather_start);
-  wait_seconds_ += SecondsSince(start);
   return absl::OkStatus();
 }
 

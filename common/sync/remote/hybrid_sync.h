@@ -17,8 +17,17 @@
 //                (weights add up to the world size) and answers its pulls
 //                while later groups are still being pushed;
 //   FinishStep -> every push acknowledged (pipeline=0: only now each rank
-//                pulls its own chunks), and each group is allgathered inside
-//                the node as soon as this rank's chunk of it is in.
+//                pulls its own chunks); then each group's landing is queued
+//                on the communication thread, in the order the pulls went
+//                out: wait for this rank's pulled chunk of the group, then
+//                allgather the group inside the node;
+//   next step  -> pipeline=1 (the default): the strategy is the model's
+//                parameter hook (param_hook(), tensor/param_hook.h): a
+//                layer's Gather waits only for the landing of the groups
+//                under it, so the next forward starts while later groups
+//                are still arriving; BeginStep, checkpoints and the
+//                generation's end wait for the rest. pipeline=0: FinishStep
+//                waits for every landing.
 //
 // Cross-node traffic per rank is about 2n/K floats (push + pull of its
 // slice) instead of a flat ring's 2n(N-1)/N, and the servers add their
@@ -26,7 +35,8 @@
 // First step of a generation, the step numbering, the learning rate, what
 // is refused (clipping, device memory, loss scaling) and failure: as
 // ps_sync.h. Workers keep no optimizer state; staging is a node-reduced
-// slice of about n/K floats plus two groups of K blocks.
+// slice of about n/K floats (none with one rank per node: pushes go from
+// the gradient buffer) plus two groups of K blocks.
 //
 // --sync_opt compress=int8 (default none) compresses both directions:
 //   - each push carries the rank's node-summed chunk as an int8 codec block

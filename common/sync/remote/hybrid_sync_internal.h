@@ -3,7 +3,9 @@
 // CreateHybridSync in hybrid_sync.h):
 //   hybrid_sync.cc   options, creation, the step (BeginStep .. FinishStep)
 //   hybrid_comm.cc   the communication thread: per group the node
-//                    reduce-scatter and the push; the node gather after pulls
+//                    reduce-scatter and the push; per group, once its pull
+//                    is in, the node allgather (the landing)
+//   hybrid_land.cc   the parameter hook: a layer waits for its groups' landing
 //   hybrid_state.cc  checkpoint state: servers' optimizer state, int8
 //                    residuals through rank 0, resync to the fp32 master
 // Thread-safety as in hybrid_sync.h.
@@ -32,6 +34,7 @@
 #include "common/sync/rank0_state.h"
 #include "common/sync/remote/remote_step.h"
 #include "common/sync/remote/shard_server_state.h"
+#include "common/tensor/param_hook.h"
 #include "common/timing/seconds_since.h"
 
 namespace tandem {
@@ -63,7 +66,18 @@ struct Group {
   std::vector<NodeShares::Piece> pieces;
 };
 
-class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
+// What the communication thread runs, in the order queued: a group's node
+// reduce-scatter and push (during backward), or its landing (queued by
+// FinishStep): this rank's pull of it, then the node allgather.
+struct CommOp {
+  enum Kind { kReduce, kLand } kind = kReduce;
+  int group = 0;
+  int64_t step = 0;  // kLand: the step pulled
+};
+
+class HybridSyncImpl final : public GradientSync,
+                             public ServerSideCheckpoint,
+                             public tensor::ParamHook {
  public:
   HybridSyncImpl(SyncEnv env, std::unique_ptr<ShardServerState> servers, int int8_chunk)
       : int8_chunk_(int8_chunk),
@@ -92,7 +106,8 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
       if (mine < g.end) slice += remote_->layout().chunk(mine).size();
     }
     shares_ = std::make_unique<NodeShares>(intra_, max_block);
-    slice_.assign(slice, 0.f);
+    // One rank per node pushes straight from the gradient buffer (PushMine).
+    if (local_size_ > 1) slice_.assign(slice, 0.f);
     if (codec_ != nullptr) {
       int64_t bytes = 0;
       for (const Group& g : groups_) {
@@ -104,8 +119,10 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
       pulled_.assign(bytes, 0);
       feedback_ = std::make_unique<ErrorFeedback>(codec_.get(), size_);
     }
-    executor_ = std::make_unique<CommExecutor<int>>(
-        std::max<int64_t>(1, groups_.size()), [this](const int& g) { return RunGroup(g); });
+    land_ticket_.assign(groups_.size(), -1);
+    // A step queues each group at most twice: reduce, then land.
+    executor_ = std::make_unique<CommExecutor<CommOp>>(
+        std::max<int64_t>(1, 2 * groups_.size()), [this](const CommOp& op) { return Run(op); });
   }
 
   // executor_, the last member, stops the communication thread first.
@@ -145,6 +162,15 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   optim::ParamRange owned_range() const override { return {0, size_}; }
   // The servers' optimizer state, visible to checkpoints (optimizer_mirror.h).
   optim::Optimizer* optimizer() override { return servers_->mirror(); }
+
+  // pipeline=1: the model asks for each layer through this hook, and the
+  // groups land (pull, node allgather) while the next forward runs.
+  tensor::ParamHook* param_hook() override { return pipeline_ ? this : nullptr; }
+
+  // ParamHook (trainer thread): params[lo, hi) holds the step's result
+  // once every group meeting it has landed; later groups may be in flight.
+  absl::Status Gather(int64_t lo, int64_t hi, tensor::ParamPass) override;
+  void Release(int64_t, int64_t, tensor::ParamPass) override {}
 
   // Before a checkpoint: rank 0 (the one that writes the whole vector)
   // fetches the servers' state of the last applied step.
@@ -254,6 +280,20 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   // overlap backward, its push; skipped once the step is abandoned.
   absl::Status RunGroup(int g);
 
+  // Communication thread: one queued operation.
+  absl::Status Run(const CommOp& op);
+
+  // Trainer thread (FinishStep): queues every group's landing in the order
+  // the pulls went out: backward's (last group first) when they followed
+  // the pushes during backward, else first group first.
+  void QueueLandings(int64_t step, bool backward_order);
+
+  // Trainer thread: the last step's landings are all done (or failed) and
+  // no pull is in flight. Every call but the hook's starts here, so the
+  // communication thread is idle when the trainer touches shares_ or
+  // params_ as a whole.
+  absl::Status WaitLanded();
+
   absl::Status Fail(absl::Status s) { return step_.Fail(std::move(s)); }
 
   const int int8_chunk_;                 // 0: fp32 pushes
@@ -275,7 +315,7 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
 
   // Sized once.
   std::vector<int64_t> slice_offset_;  // per group: where this rank's chunk sits in slice_
-  std::vector<float> slice_;           // this rank's chunks, node-reduced
+  std::vector<float> slice_;           // this rank's chunks, node-reduced (empty when K = 1)
   // The intra-node reduce-scatter of a group's chunks and the allgather
   // back (communication thread, then the trainer thread after Drain).
   std::unique_ptr<NodeShares> shares_;
@@ -288,6 +328,10 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   std::vector<float> meta_ = std::vector<float>(2 * kMetaFields, 0.f);
   std::vector<float> gathered_;  // rank 0, around a checkpoint: world * size_
   std::vector<float> piece_;     // world * kStatePiece (or less)
+  // Trainer thread: the landings FinishStep queued and not yet waited for
+  // by WaitLanded; each group's executor ticket.
+  bool landing_ = false;
+  std::vector<int64_t> land_ticket_;
 
 
   mutable absl::Mutex mu_;
@@ -299,13 +343,12 @@ class HybridSyncImpl final : public GradientSync, public ServerSideCheckpoint {
   int64_t collectives_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t intra_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   double comm_seconds_ ABSL_GUARDED_BY(mu_) = 0;
-  double gather_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   double wait_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t compress_before_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t compress_after_ ABSL_GUARDED_BY(mu_) = 0;
   double residual_norm_ ABSL_GUARDED_BY(mu_) = 0;
-  // Last: its thread runs RunGroup over the members above, in issue order.
-  std::unique_ptr<CommExecutor<int>> executor_;
+  // Last: its thread runs Run over the members above, in queue order.
+  std::unique_ptr<CommExecutor<CommOp>> executor_;
 };
 
 }  // namespace hybrid_internal

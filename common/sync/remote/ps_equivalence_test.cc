@@ -10,6 +10,9 @@
 // at FinishStep (pipeline=0); servers applying per chunk (the default) or
 // per step; nodes of unequal size and one worker per node). The workers hold no optimizer state; every rank
 // ends with the same parameters; bad settings are refused with the reason.
+// The "_landing" cases (hybrid at 2x2, 3x1 and 2+1, ps at 2x2) also check
+// after every step that each layer's Gather returns only once that layer
+// has landed (CheckLanding).
 #include <unistd.h>
 
 #include <algorithm>
@@ -60,6 +63,7 @@ struct Case {
   std::string spec = kMlp;
   bool schedule_in_env = true;  // false: pushes wait for FinishStep
   std::string extra_opt = "";   // more --sync_opt, e.g. apply=chunk
+  bool check_landing = false;   // CheckLanding after every step
 };
 
 // "apply=step" -> "applystep" (test names take letters, digits and _).
@@ -74,7 +78,8 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
   return absl::StrCat(c.strategy, "_", c.spec.rfind("gpt", 0) == 0 ? "gpt" : "mlp", "_",
                       absl::StrJoin(c.nodes, ""), "_s", c.servers, c.adamw ? "_adamw" : "_sgd",
                       "_k", c.accumulation, c.schedule_in_env ? "" : "_noschedule",
-                      c.extra_opt.empty() ? "" : "_" + Identifier(c.extra_opt));
+                      c.extra_opt.empty() ? "" : "_" + Identifier(c.extra_opt),
+                      c.check_landing ? "_landing" : "");
 }
 
 std::string UniquePrefix(const std::string& extra) {
@@ -96,6 +101,31 @@ struct RankResult {
   SyncMemory memory;
   bool has_optimizer = true;
 };
+
+// Layer-by-layer landing (issue 33 item 1): right after FinishStep the
+// step's parameters are still arriving. Ask for each layer through the hook,
+// last layer first (the order backward pushed them and they land), and keep
+// what the layer held the moment its Gather returned; once everything has
+// landed, no layer may have changed after its Gather: a Gather that
+// returned before its layer landed shows here as a difference.
+absl::Status CheckLanding(nn::Model& model, tensor::ParamHook* hook) {
+  const float* p = model.storage().params();
+  const auto& ranges = model.param_hook_ranges();
+  std::vector<std::vector<float>> seen;
+  for (auto r = ranges.rbegin(); r != ranges.rend(); ++r) {
+    RETURN_IF_ERROR(hook->Gather(r->first, r->second, tensor::ParamPass::kForward));
+    seen.emplace_back(p + r->first, p + r->second);
+  }
+  RETURN_IF_ERROR(hook->Gather(0, model.storage().size(), tensor::ParamPass::kForward));
+  for (size_t i = 0; i < seen.size(); ++i) {
+    const auto& r = ranges[ranges.size() - 1 - i];
+    if (!std::equal(seen[i].begin(), seen[i].end(), p + r.first)) {
+      return absl::InternalError(absl::StrCat("layer [", r.first, ", ", r.second,
+                                              ") changed after its Gather returned"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::Status TrainRank(const Case& c, const std::string& strategy,
                        const std::vector<std::string>& servers, const Data& data, int rank,
@@ -158,6 +188,10 @@ absl::Status TrainRank(const Case& c, const std::string& strategy,
     ctx.step = step;
     ctx.lr = LearningRate(adamw, step);
     RETURN_IF_ERROR(sync->FinishStep(ctx));
+    if (c.check_landing && strategy != "allreduce") {
+      if (hook == nullptr) return absl::InternalError("check_landing: the strategy gave no hook");
+      RETURN_IF_ERROR(CheckLanding(*model, hook));
+    }
   }
   if (hook != nullptr) {  // what the worker does at the generation's end
     RETURN_IF_ERROR(hook->Gather(0, model->storage().size(), tensor::ParamPass::kForward));
@@ -245,7 +279,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"ps", {"a", "a", "b", "b"}, 2, true, 1, kMlp, true, "pipeline=0"},
                       Case{"ps", {"a", "a", "b"}, 2, true},       // nodes of 2 and 1
                       Case{"ps", {"a", "b", "c"}, 2, false, 2},   // 3x1, fewer servers
-                      Case{"ps", {"a", "b", "c"}, 3, true, 1, kGpt, false}),
+                      Case{"ps", {"a", "b", "c"}, 3, true, 1, kGpt, false},
+                      Case{"ps", {"a", "a", "b", "b"}, 2, true, 1, kMlp, true, "", true}),
     CaseName);
 
 INSTANTIATE_TEST_SUITE_P(
@@ -261,7 +296,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"hybrid", {"a", "a", "b", "b"}, 2, true, 1, kMlp, true, "apply=step"},
                       Case{"hybrid", {"a", "a"}, 1, false, 2, kMlp, false, "apply=step"},
                       Case{"hybrid", {"a", "a", "b", "b"}, 2, true, 1, kMlp, true, "pipeline=0"},
-                      Case{"hybrid", {"a", "b", "c"}, 2, true}),  // 3x1, fewer servers
+                      Case{"hybrid", {"a", "b", "c"}, 2, true},  // 3x1, fewer servers
+                      // Layer-by-layer landing, checked every step (CheckLanding).
+                      Case{"hybrid", {"a", "a", "b", "b"}, 2, true, 1, kMlp, true, "", true},
+                      Case{"hybrid", {"a", "b", "c"}, 3, false, 1, kMlp, true, "", true},
+                      Case{"hybrid", {"a", "a", "b"}, 2, true, 1, kMlp, true, "", true},
+                      Case{"hybrid", {"a", "a", "b", "b"}, 2, true, 1, kGpt, true, "", true}),
     CaseName);
 
 TEST(PsRegistry, RefusesWhatItCannotDo) {

@@ -16,6 +16,8 @@ const char* GatherRouteName(GatherRoute r) {
       return "allreduce";
     case GatherRoute::kBroadcast:
       return "broadcast";
+    case GatherRoute::kTwoLevel:
+      return "two-level allgather";
   }
   return "?";
 }
@@ -27,6 +29,10 @@ GatherRoute CheapestGatherRoute(const GatherLinkCosts& c) {
     best = c.broadcast;
     route = GatherRoute::kBroadcast;
   }
+  if (c.two_level >= 0 && (best < 0 || c.two_level <= best)) {
+    best = c.two_level;
+    route = GatherRoute::kTwoLevel;
+  }
   if (c.allgather >= 0 && (best < 0 || c.allgather <= best)) route = GatherRoute::kAllGather;
   return route;
 }
@@ -34,7 +40,7 @@ GatherRoute CheapestGatherRoute(const GatherLinkCosts& c) {
 GatherRoute RoundGatherRoute(int world, int nodes, bool two_level) {
   GatherLinkCosts c;
   c.allgather = world - 1;  // per float of a shard's part of the round
-  if (two_level && nodes > 0) c.broadcast = static_cast<double>(nodes - 1) * (world / nodes);
+  if (two_level && nodes > 0) c.two_level = static_cast<double>(nodes - 1) * (world / nodes);
   return CheapestGatherRoute(c);
 }
 
@@ -54,12 +60,14 @@ int64_t LargestPiece(const shard::ZeroShardMap& map, int64_t lo, int64_t hi) {
 
 LayerGather::LayerGather(Communicator* world, const CommGroups* groups,
                          const shard::ZeroShardMap& map,
-                         const std::vector<std::pair<int64_t, int64_t>>& units)
+                         const std::vector<std::pair<int64_t, int64_t>>& units,
+                         int64_t max_staging_floats)
     : world_(world),
       map_(map),
       rank_(world->rank()),
       world_size_(world->world_size()),
-      broadcast_(world, groups) {
+      broadcast_(world, groups),
+      two_level_(groups, world->world_size()) {
   if (groups != nullptr && groups->num_nodes > 0) nodes_ = groups->num_nodes;
   single_node_ = groups != nullptr && groups->num_nodes == 1 &&
                  static_cast<int>(groups->node_of_rank.size()) == world_size_;
@@ -68,7 +76,13 @@ LayerGather::LayerGather(Communicator* world, const CommGroups* groups,
     // Only blocks the route choice could pick need room: (N-1) B below the
     // allreduce's 2 (N-1) G / N means N B < 2 G.
     const int64_t b = LargestPiece(map_, lo, hi);
-    if (world_size_ * b < 2 * (hi - lo)) block = std::max(block, b);
+    const bool ring_wins = world_size_ * b < 2 * (hi - lo);
+    const bool two_level_wins = two_level_.usable() && two_level_.local_size() * b < (hi - lo);
+    if (ring_wins || two_level_wins) block = std::max(block, b);
+  }
+  // Larger pieces go in rounds of this many floats each.
+  if (max_staging_floats > 0) {
+    block = std::min(block, std::max<int64_t>(1, max_staging_floats / world_size_));
   }
   blocks_.assign(block * world_size_, 0.f);
 }
@@ -83,7 +97,12 @@ GatherRoute LayerGather::RouteFor(int64_t lo, int64_t hi) const {
   c.allreduce = 2 * (n - 1) / n * g;
   // The owners' node link, when they sit on one node (a layer's usual case).
   if (broadcast_.two_level()) c.broadcast = (nodes_ - 1) * g;
-  if (b * world_size_ <= static_cast<int64_t>(blocks_.size())) c.allgather = (n - 1) * b;
+  if (!blocks_.empty()) {
+    c.allgather = (n - 1) * b;  // in rounds when b is above the staging
+    if (two_level_.usable()) {
+      c.two_level = static_cast<double>(two_level_.local_size()) * (nodes_ - 1) * b;
+    }
+  }
   return CheapestGatherRoute(c);
 }
 
@@ -93,7 +112,8 @@ absl::Status LayerGather::Run(float* params, int64_t lo, int64_t hi, int64_t* by
   absl::Status s;
   switch (route) {
     case GatherRoute::kAllGather:
-      s = AllGather(params, lo, hi, bytes);
+    case GatherRoute::kTwoLevel:
+      s = AllGather(params, lo, hi, route == GatherRoute::kTwoLevel, bytes);
       break;
     case GatherRoute::kAllReduce:
       s = AllReduce(params, lo, hi, bytes);
@@ -106,23 +126,34 @@ absl::Status LayerGather::Run(float* params, int64_t lo, int64_t hi, int64_t* by
                                              GatherRouteName(route), ": ", s.message()));
 }
 
-absl::Status LayerGather::AllGather(float* params, int64_t lo, int64_t hi, int64_t* bytes) {
+absl::Status LayerGather::AllGather(float* params, int64_t lo, int64_t hi, bool two_level,
+                                    int64_t* bytes) {
+  // Round by round: floats [off, off + c) of every rank's piece, each
+  // padded with zeros to c, by one ring allgather into the staging blocks.
   const int64_t b = LargestPiece(map_, lo, hi);
-  float* mine = blocks_.data() + int64_t{rank_} * b;
+  const int64_t round = static_cast<int64_t>(blocks_.size()) / world_size_;
   const optim::ParamRange p = map_.piece(rank_, lo, hi);
-  std::memcpy(mine, params + p.lo, p.size() * sizeof(float));
-  std::fill(mine + p.size(), mine + b, 0.f);
-  // In place: this rank's input is its own block of the output.
-  if (absl::Status s = world_->AllGather(mine, blocks_.data(), b * int64_t{sizeof(float)});
-      !s.ok()) {
-    return s;
+  for (int64_t off = 0; off < b; off += round) {
+    const int64_t c = std::min(round, b - off);
+    // Rank j's block: j in the ring's output, slot(j) in the two levels'.
+    auto block = [&](int j) { return blocks_.data() + (two_level ? two_level_.slot(j) : j) * c; };
+    float* mine = block(rank_);
+    const int64_t have = std::clamp<int64_t>(p.size() - off, 0, c);
+    if (have > 0) std::memcpy(mine, params + p.lo + off, have * sizeof(float));
+    std::fill(mine + have, mine + c, 0.f);
+    // In place: this rank's input is its own block of the output.
+    absl::Status s = two_level
+                         ? two_level_.Run(blocks_.data(), c)
+                         : world_->AllGather(mine, blocks_.data(), c * int64_t{sizeof(float)});
+    if (!s.ok()) return s;
+    for (int j = 0; j < world_size_; ++j) {
+      const optim::ParamRange q = map_.piece(j, lo, hi);
+      const int64_t got = std::clamp<int64_t>(q.size() - off, 0, c);
+      if (j == rank_ || got == 0) continue;
+      std::memcpy(params + q.lo + off, block(j), got * sizeof(float));
+    }
+    *bytes += (world_size_ - 1) * c * int64_t{sizeof(float)};
   }
-  for (int j = 0; j < world_size_; ++j) {
-    const optim::ParamRange q = map_.piece(j, lo, hi);
-    if (j == rank_ || q.size() == 0) continue;
-    std::memcpy(params + q.lo, blocks_.data() + int64_t{j} * b, q.size() * sizeof(float));
-  }
-  *bytes += (world_size_ - 1) * b * int64_t{sizeof(float)};
   return absl::OkStatus();
 }
 

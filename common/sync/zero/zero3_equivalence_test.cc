@@ -33,6 +33,7 @@
 #include "common/sync/registry.h"
 #include "common/sync/testing/shard_checkpoint.h"
 #include "common/sync/testing/synthetic_training.h"
+#include "common/sync/zero/layer_groups.h"
 #include "common/sync/zero/zero3_sync.h"
 #include "gtest/gtest.h"
 
@@ -58,12 +59,16 @@ struct Case {
   int accumulation;
   bool adamw;
   double max_grad_norm;  // 0 = no clipping
+  double group_mb = 0;    // zero3's group_mb: 0 = every layer gathered alone
+  double gather_mb = 1;   // zero3's staging per allgather round
 };
 
 std::string Name(const Case& c) {
   const std::string model = c.spec == kMlp ? "mlp" : c.spec == kGpt ? "gpt" : "tiny";
+  std::string groups = c.group_mb > 0 ? absl::StrCat("_group", c.group_mb * 1e4) : "";
+  if (c.gather_mb != 1) absl::StrAppend(&groups, "_rounds");
   return absl::StrCat(model, "_w", c.world, "_k", c.accumulation, c.adamw ? "_adamw" : "_sgd",
-                      c.max_grad_norm > 0 ? "_clip" : "");
+                      c.max_grad_norm > 0 ? "_clip" : "", groups);
 }
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) { return Name(info.param); }
 void PrintTo(const Case& c, std::ostream* os) { *os << Name(c); }
@@ -175,8 +180,12 @@ std::vector<RankResult> RunStrategy(const Case& c, const std::string& strategy,
   auto results =
       comm_testing::RunGlooRanks(c.world, [&](int rank, Communicator& comm) -> absl::Status {
         RankRun run;
+        std::map<std::string, std::string> opts;
+        if (strategy == "zero3") {
+          opts = {{"group_mb", absl::StrCat(c.group_mb)}, {"gather_mb", absl::StrCat(c.gather_mb)}};
+        }
         RETURN_IF_ERROR(SetUpRank(c.spec, strategy, c.adamw, c.max_grad_norm,
-                                  kPerRankBatch / c.accumulation, comm, &run));
+                                  kPerRankBatch / c.accumulation, comm, &run, opts));
         RETURN_IF_ERROR(Train(run, data, c.accumulation, c.adamw, 1, kSteps, 0));
         out[rank].memory = run.sync->memory();
         if (auto* z = dynamic_cast<Zero3Sync*>(run.sync.get())) {
@@ -205,7 +214,10 @@ TEST_P(Zero3Equivalence, EndsEqualToAllreduceHoldingAtMostTwoLayers) {
     auto m = nn::CreateModel(c.spec, &backend, mo);
     ASSERT_TRUE(m.ok()) << m.status();
     initial.assign((*m)->storage().params(), (*m)->storage().params() + (*m)->storage().size());
-    layers = (*m)->param_hook_ranges();
+    // What zero3 gathers as one: the layers grouped by group_mb.
+    const int64_t min_floats = static_cast<int64_t>(c.group_mb * 1024 * 1024 / 4);
+    layers = GroupLayers((*m)->param_hook_ranges(), c.group_mb > 0 ? std::max<int64_t>(1, min_floats) : 0)
+                 .ranges();
   }
   const auto reference = RunStrategy(c, "allreduce", data);
   const auto zero = RunStrategy(c, "zero3", data);
@@ -219,9 +231,10 @@ TEST_P(Zero3Equivalence, EndsEqualToAllreduceHoldingAtMostTwoLayers) {
   EXPECT_LE(diff, 1e-5);
   for (int r = 1; r < c.world; ++r) EXPECT_EQ(zero[r].params, zero[0].params) << "rank " << r;
 
-  // Memory: parameters 1/N + at most two layers (exactly the largest pair
-  // of neighbours in forward order, minus what the rank owns: the current
-  // layer and the prefetched next one); gradients and optimizer state 1/N.
+  // Memory: parameters 1/N + at most two groups of layers (exactly the
+  // largest pair of neighbouring groups in forward order, minus what the
+  // rank owns: the current group and the prefetched next one); gradients
+  // and optimizer state 1/N.
   const int64_t n = initial.size();
   const shard::ZeroShardMap map(n, c.world);
   const int64_t shard = map.shard_size();
@@ -267,6 +280,20 @@ INSTANTIATE_TEST_SUITE_P(Gpt, Zero3Equivalence,
                                            Case{kGpt, 2, 1, true, 0.05},
                                            Case{kGpt, 4, 2, false, 0},
                                            Case{kGpt, 4, 1, true, 0}),
+                         CaseName);
+
+// Layers gathered in groups (group_mb): 0.002 MiB (524 floats) makes the
+// MLP two groups, [L1] and [L2 L3] (the short last layer joins), and the GPT
+// several; 1 MiB is the whole model in one group (kept from forward into
+// backward). gather_mb 0.0005 (131 floats of staging): the allgather goes
+// in rounds of 32 or 65 floats per piece.
+INSTANTIATE_TEST_SUITE_P(Groups, Zero3Equivalence,
+                         ::testing::Values(Case{kMlp, 4, 1, true, 0, 0.002},
+                                           Case{kMlp, 4, 1, false, 0.05, 1},
+                                           Case{kMlp, 2, 1, true, 0, 1, 0.0005},
+                                           Case{kMlp, 4, 2, false, 0, 0.002, 0.0005},
+                                           Case{kGpt, 4, 1, true, 0, 0.002},
+                                           Case{kGpt, 2, 1, false, 0.05, 1, 0.0005}),
                          CaseName);
 
 INSTANTIATE_TEST_SUITE_P(MoreRanksThanLayers, Zero3Equivalence,
@@ -472,6 +499,31 @@ TEST(Zero3Registry, RegisteredWithItsKeys) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("lazy"), std::string::npos) << s;
   EXPECT_NE(s.message().find("sometimes"), std::string::npos) << s;
+}
+
+TEST(Zero3Registry, GroupOptionsAreCheckedWithClearMessages) {
+  for (const char* good : {"group_mb=0", "group_mb=64", "gather_mb=0.5", "group_mb=2,gather_mb=8"}) {
+    absl::StatusOr<SyncOptions> g = ParseSyncOptions("zero3", good);
+    ASSERT_TRUE(g.ok()) << good;
+    EXPECT_TRUE(ValidateSyncOptions(*g).ok()) << good;
+  }
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"group_mb=-1", "group_mb must be between 0"},
+      {"group_mb=nan", "group_mb"},
+      {"group_mb=lots", "group_mb"},
+      {"gather_mb=0", "gather_mb must be > 0"},
+      {"gather_mb=-2", "gather_mb must be > 0"}};
+  for (const auto& [opt, want] : bad) {
+    absl::StatusOr<SyncOptions> o = ParseSyncOptions("zero3", opt);
+    const absl::Status s = o.ok() ? ValidateSyncOptions(*o) : o.status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << opt;
+    EXPECT_NE(s.message().find(want), std::string::npos) << opt << ": " << s;
+  }
+  // Options built directly (not through the registry) are checked too.
+  Zero3SyncOptions direct;
+  direct.group_mb = -3;
+  EXPECT_NE(CheckZero3GroupOptions(direct.group_mb, direct.gather_mb).message().find("-3"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "common/sync/grad_clip.h"
 #include "common/sync/step_guard.h"
 #include "common/sync/zero/layer_gather.h"
+#include "common/sync/zero/layer_groups.h"
 #include "common/sync/zero/zero_parts.h"
 #include "common/timing/seconds_since.h"
 
@@ -45,6 +46,13 @@ void ReleaseInterior(PageRelease how, float* p, int64_t count) {
                 how == PageRelease::kLazy ? MADV_FREE : MADV_DONTNEED);
 }
 
+// MiB -> floats (at least one).
+int64_t MibFloats(double mb) {
+  return std::max<int64_t>(1, static_cast<int64_t>(std::min(mb * 1024 * 1024 / 4, 1e15)));
+}
+// The allgather route's rounds: gather_mb of staging over all ranks.
+int64_t RoundFloats(double gather_mb) { return MibFloats(gather_mb); }
+
 // One collective for the communication thread.
 struct Op {
   enum Kind { kGather, kBucket } kind = kGather;
@@ -56,7 +64,7 @@ struct Op {
 class Zero3SyncImpl final : public Zero3Sync {
  public:
   Zero3SyncImpl(const Zero3SyncOptions& o, std::unique_ptr<optim::Optimizer> optimizer,
-                GradClip clip, BucketPlan plan)
+                GradClip clip, BucketPlan plan, LayerGroups groups)
       : comm_(o.comm),
         params_(o.params),
         grads_(o.grads),
@@ -70,7 +78,8 @@ class Zero3SyncImpl final : public Zero3Sync {
         ready_ranges_(o.ready_ranges),
         layers_(o.layer_ranges),
         release_(o.release),
-        gather_(o.comm, o.groups, map_, o.layer_ranges),
+        groups_(std::move(groups)),
+        gather_(o.comm, o.groups, map_, groups_.ranges(), RoundFloats(o.gather_mb)),
         plan_(std::move(plan)) {}
 
   // executor_, the last member, stops the communication thread first.
@@ -86,10 +95,10 @@ class Zero3SyncImpl final : public Zero3Sync {
     owner_reduce_ = std::make_unique<OwnerReduce>(map_, rank_, plan_.buckets);
     for (size_t i = 0; i < layers_.size(); ++i) {
       layers_by_lo_.push_back({layers_[i].first, static_cast<int>(i)});
-      non_owned_.push_back(NonOwned(layers_[i].first, layers_[i].second));
     }
+    for (const LayerGroup& g : groups_.groups) non_owned_.push_back(NonOwned(g.lo, g.hi));
     std::sort(layers_by_lo_.begin(), layers_by_lo_.end());
-    layer_ticket_.assign(layers_.size(), -1);
+    group_ticket_.assign(groups_.groups.size(), -1);
     ReleaseParams(0, size_);
     // At most every bucket plus a gather and a prefetch are ever queued.
     executor_ = std::make_unique<CommExecutor<Op>>(
@@ -147,29 +156,25 @@ class Zero3SyncImpl final : public Zero3Sync {
                                                      ")"));
     }
     const int i = FindLayer(lo, hi);
-    if (kept_ >= 0 && kept_ != i) {
-      FreeLayer(kept_);
+    const int g = i < 0 ? -1 : groups_.group_of_layer[i];
+    if (kept_ >= 0 && kept_ != g) {
+      FreeGroup(kept_);
       kept_ = -1;
     }
-    // Not a layer: synchronous, no prefetch. Layers held now are dropped
+    // Not a layer: synchronous, no prefetch. Groups held now are dropped
     // first, since the caller's Release frees their pages too.
-    if (i < 0) {
+    if (g < 0) {
       RETURN_IF_ERROR(guard_.Record(Drain()));
       FreeAll();
       const int64_t t = Enqueue({Op::kGather, lo, hi, 0});
       AddHeld(NonOwned(lo, hi));
       return guard_.Record(Wait(t));
     }
-    if (layer_ticket_[i] < 0) {
-      layer_ticket_[i] = Enqueue({Op::kGather, lo, hi, 0});
-      AddHeld(non_owned_[i]);
-    }
-    RETURN_IF_ERROR(guard_.Record(Wait(layer_ticket_[i])));
-    const int next = pass == tensor::ParamPass::kForward ? i + 1 : i - 1;
-    if (next >= 0 && next < static_cast<int>(layers_.size()) && layer_ticket_[next] < 0) {
-      layer_ticket_[next] = Enqueue({Op::kGather, layers_[next].first, layers_[next].second, 0});
-      AddHeld(non_owned_[next]);
-    }
+    QueueGroup(g);
+    RETURN_IF_ERROR(guard_.Record(Wait(group_ticket_[g])));
+    // The next group in this pass comes in while this one computes.
+    const int next = pass == tensor::ParamPass::kForward ? g + 1 : g - 1;
+    if (next >= 0 && next < static_cast<int>(groups_.groups.size())) QueueGroup(next);
     return absl::OkStatus();
   }
 
@@ -181,14 +186,22 @@ class Zero3SyncImpl final : public Zero3Sync {
       ReleaseParams(lo, hi);
       return;
     }
-    if (layer_ticket_[i] < 0) return;
-    // Backward starts with the layer forward ended with: keep it.
-    if (pass == tensor::ParamPass::kForward && i + 1 == static_cast<int>(layers_.size())) {
-      kept_ = i;
+    const int g = groups_.group_of_layer[i];
+    if (group_ticket_[g] < 0) return;
+    const LayerGroup& group = groups_.groups[g];
+    // A group is done after its last layer in this pass (its first one in
+    // backward); backward starts with the group forward ended with: keep it.
+    if (pass == tensor::ParamPass::kForward) {
+      if (i != group.last) return;
+      if (g + 1 == static_cast<int>(groups_.groups.size())) {
+        kept_ = g;
+        return;
+      }
+    } else if (i != group.first) {
       return;
     }
-    if (kept_ == i) kept_ = -1;
-    FreeLayer(i);
+    if (kept_ == g) kept_ = -1;
+    FreeGroup(g);
   }
 
   // ---- The step (trainer thread) ----
@@ -309,16 +322,23 @@ class Zero3SyncImpl final : public Zero3Sync {
     peak_ = std::max(peak_, held_);
   }
 
-  // Layer i's gather has completed (Wait or Drain came first).
-  void FreeLayer(int i) {
-    layer_ticket_[i] = -1;
-    AddHeld(-non_owned_[i]);
-    ReleaseParams(layers_[i].first, layers_[i].second);
+  // Group g's gather, unless it is held (queued or done) already.
+  void QueueGroup(int g) {
+    if (group_ticket_[g] >= 0) return;
+    const LayerGroup& group = groups_.groups[g];
+    group_ticket_[g] = Enqueue({Op::kGather, group.lo, group.hi, 0});
+    AddHeld(non_owned_[g]);
+  }
+  // Group g's gather has completed (Wait or Drain came first).
+  void FreeGroup(int g) {
+    group_ticket_[g] = -1;
+    AddHeld(-non_owned_[g]);
+    ReleaseParams(groups_.groups[g].lo, groups_.groups[g].hi);
   }
   // After Drain: nothing in flight.
   void FreeAll() {
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      if (layer_ticket_[i] >= 0) FreeLayer(static_cast<int>(i));
+    for (size_t g = 0; g < groups_.groups.size(); ++g) {
+      if (group_ticket_[g] >= 0) FreeGroup(static_cast<int>(g));
     }
     kept_ = -1;
   }
@@ -391,6 +411,7 @@ class Zero3SyncImpl final : public Zero3Sync {
   const std::vector<std::pair<int64_t, int64_t>> ready_ranges_;
   const std::vector<std::pair<int64_t, int64_t>> layers_;  // forward order
   const PageRelease release_;
+  const LayerGroups groups_;  // the gather units: consecutive layers, >= group_mb
   LayerGather gather_;  // communication thread only
   OwnedShard shard_;          // set in Start
   const BucketPlan plan_;
@@ -399,7 +420,7 @@ class Zero3SyncImpl final : public Zero3Sync {
   std::vector<float> grad_shard_;  // S: the reduced gradients of owned_ (+ padding)
   std::unique_ptr<OwnerReduce> owner_reduce_;  // communication thread only
   std::vector<std::pair<int64_t, int>> layers_by_lo_;
-  std::vector<int64_t> non_owned_;  // per layer
+  std::vector<int64_t> non_owned_;  // per group
 
   // Trainer thread only.
   StepGuard guard_{kLabel};
@@ -407,8 +428,8 @@ class Zero3SyncImpl final : public Zero3Sync {
   bool in_step_ = false;
   BucketReadiness readiness_ = BucketReadiness::ForPlan(plan_, ready_ranges_);  // queues buckets
   absl::Status range_error_;
-  std::vector<int64_t> layer_ticket_;  // per layer: its gather's ticket, -1 = not held
-  int kept_ = -1;  // forward's last layer, kept for backward
+  std::vector<int64_t> group_ticket_;  // per group: its gather's ticket, -1 = not held
+  int kept_ = -1;  // forward's last group, kept for backward
 
   mutable absl::Mutex mu_;
   int64_t held_ ABSL_GUARDED_BY(mu_) = 0;
@@ -433,6 +454,19 @@ absl::StatusOr<PageRelease> ParsePageRelease(const std::string& value) {
       value, "'"));
 }
 
+absl::Status CheckZero3GroupOptions(double group_mb, double gather_mb) {
+  if (!(group_mb >= 0) || group_mb > 1e6) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "group_mb must be between 0 (every layer gathered alone) and 1e6 MiB, got ", group_mb));
+  }
+  if (!(gather_mb > 0) || gather_mb > 1e6) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gather_mb must be > 0 and at most 1e6 (MiB of staging per allgather round), got ",
+        gather_mb));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Zero3Sync>> CreateZero3Sync(Zero3SyncOptions options) {
   ZeroPartsOptions po;
   po.label = kLabel;
@@ -455,6 +489,18 @@ absl::StatusOr<std::unique_ptr<Zero3Sync>> CreateZero3Sync(Zero3SyncOptions opti
                                                      options.size, ")"));
     }
   }
+  if (absl::Status g = CheckZero3GroupOptions(options.group_mb, options.gather_mb); !g.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(kLabel, ": ", g.message()));
+  }
+  // One node has no network link for groups to spare hand-offs on; its
+  // shared-memory broadcasts are cheap per layer, and one whole-model group
+  // measured 2-4x slower there (zero3_sync.h): every layer alone.
+  const CommGroups* g = options.groups;
+  const bool one_node = g != nullptr && g->num_nodes == 1 &&
+                        static_cast<int>(g->node_of_rank.size()) == options.comm->world_size();
+  LayerGroups groups = GroupLayers(
+      options.layer_ranges,
+      options.group_mb == 0 || one_node ? 0 : MibFloats(options.group_mb));
   absl::StatusOr<BucketPlan> plan = PlanBuckets(
       options.ready_ranges, options.size,
       static_cast<int64_t>(std::min(options.bucket_cap_mb * 1024 * 1024, 4e15)));
@@ -462,8 +508,8 @@ absl::StatusOr<std::unique_ptr<Zero3Sync>> CreateZero3Sync(Zero3SyncOptions opti
     return absl::InvalidArgumentError(absl::StrCat(kLabel, ": ", plan.status().message()));
   }
   auto sync = std::make_unique<Zero3SyncImpl>(options, std::move(parts.optimizer),
-                                              std::move(parts.clip),
-                                              std::move(*plan));
+                                              std::move(parts.clip), std::move(*plan),
+                                              std::move(groups));
   sync->Start();
   return std::unique_ptr<Zero3Sync>(std::move(sync));
 }

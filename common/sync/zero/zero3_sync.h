@@ -8,21 +8,32 @@
 // each layer's range is materialised when the model asks for it through
 // the parameter hook (tensor/param_hook.h) and returned to the OS after.
 //
-//   Gather(lo, hi, pass)   [lo, hi) comes from the owners of its pieces
-//                          into params on every rank by one ring collective
-//                          (layer_gather.h: a packed allgather, or an
-//                          allreduce with the non-owned part zeroed, or at
-//                          equal nodes two-level broadcasts; staging at
-//                          most twice the largest layer), then the next layer is
+// Layers are gathered in groups (layer_groups.h): consecutive layers share
+// one collective until the group holds at least group_mb (default 4 MiB;
+// 0 = every layer alone). On one node (groups say so) every layer is
+// gathered alone whatever group_mb says: there is no network link, the
+// shared-memory broadcast per layer is cheap, and one whole-model group of
+// mlp:784,1024,1024,10 measured 2-4x slower per step there (4 workers on
+// this 2-core host, backward and the gradient reduction slower; cause not
+// established).
+//
+//   Gather(lo, hi, pass)   the group of layer [lo, hi) comes from the owners
+//                          of its pieces into params on every rank by one
+//                          ring collective (layer_gather.h: a packed
+//                          allgather in rounds of gather_mb of staging, or
+//                          an allreduce with the non-owned part zeroed, or
+//                          at equal nodes two-level collectives), unless it
+//                          is held already; then the next group is
 //                          prefetched — the next in forward order during
 //                          forward, the previous one during backward — on
 //                          the communication thread while this one computes.
-//   Release(lo, hi, pass)  the pages wholly inside [lo, hi) and outside the
-//                          owned range are given back to the OS (see
-//                          PageRelease: lazily by default). The last
-//                          layer of forward is kept for the first layer of
+//   Release(lo, hi, pass)  after a group's last layer in the pass (its
+//                          first in backward) the group's pages wholly
+//                          outside the owned range are given back to the OS
+//                          (see PageRelease: lazily by default). The last
+//                          group of forward is kept for the first layers of
 //                          backward (released by the next Gather of another
-//                          layer), so at most two layers are held besides
+//                          group), so at most two groups are held besides
 //                          the shard.
 //
 // Gradients: backward still writes the model's full n-float gradient
@@ -106,6 +117,11 @@ enum class PageRelease { kLazy, kNow, kKeep };
 // naming the choices otherwise.
 absl::StatusOr<PageRelease> ParsePageRelease(const std::string& value);
 
+// zero3's default group_mb: each gather collective at least 4 MiB (about
+// 34 ms at 1 Gbit/s), so per-collective hand-offs stay small and a group
+// spans several shards.
+inline constexpr double kDefaultGroupMb = 4;
+
 struct Zero3SyncOptions {
   Communicator* comm = nullptr;  // borrowed; host memory (Gloo, shm)
   float* params = nullptr;       // the model's flat parameters [0, size)
@@ -117,6 +133,15 @@ struct Zero3SyncOptions {
   // (Model::param_hook_ranges()); empty = no prefetch (every Gather waits).
   std::vector<std::pair<int64_t, int64_t>> layer_ranges;
   double bucket_cap_mb = 25;  // MiB per gradient bucket, > 0
+  // Consecutive layers (address-contiguous, forward order) share one
+  // gather until the group holds >= group_mb MiB (layer_groups.h); 0 =
+  // every layer alone. Bigger: fewer, better balanced collectives, more
+  // parameters held at once (two groups).
+  double group_mb = kDefaultGroupMb;
+  // MiB of staging per allgather round (a group whose owners' pieces are
+  // gathered by the packed allgather goes in rounds of gather_mb / N per
+  // piece); > 0.
+  double gather_mb = 1;
   double max_grad_norm = 0;   // global L2 clip over all shards; 0 = off
   // What Release does with the host pages it frees (see PageRelease).
   PageRelease release = PageRelease::kLazy;
@@ -139,6 +164,10 @@ class Zero3Sync : public GradientSync, public tensor::ParamHook {
   // -1 when it cannot be measured.
   virtual int64_t resident_param_bytes() const = 0;
 };
+
+// OK, or InvalidArgument naming the bad one of group_mb (>= 0) and
+// gather_mb (> 0), both at most 1e6.
+absl::Status CheckZero3GroupOptions(double group_mb, double gather_mb);
 
 // InvalidArgument for bad options (naming the field), the optimizer
 // factory's error, Unimplemented for device memory.

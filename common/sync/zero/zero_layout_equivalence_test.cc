@@ -7,6 +7,7 @@
 // each layout; this is where a wrong one would show.
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -41,11 +42,12 @@ struct Case {
 };
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
+  std::string opts = info.param.opts;
+  for (char& ch : opts) {
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  }
   return absl::StrCat(info.param.strategy, "_", absl::StrJoin(info.param.nodes, ""),
-                      info.param.adamw ? "_adamw" : "_sgd",
-                      info.param.opts.empty() ? ""
-                      : info.param.opts == "overlap=0" ? "_at_step_end"
-                                                       : "_small_rounds");
+                      info.param.adamw ? "_adamw" : "_sgd", opts.empty() ? "" : "_", opts);
 }
 
 absl::Status TrainRank(const Case& c, const std::string& strategy, const Data& data, int rank,
@@ -127,7 +129,11 @@ TEST_P(ZeroLayoutEquivalence, EndsEqualToAllreduce) {
 }
 
 // gather_mb tiny: many rounds of a few floats per shard, so layers wait for
-// different rounds; default: one round of the whole small model. At 2x2 the
+// different rounds; default: one round of the whole small model. zero3:
+// by default (group_mb=4) the small model is one gather group (on one node
+// every layer alone, whatever group_mb says); group_mb=0
+// gathers every layer alone, 0.002 (524 floats) in two groups, with
+// gather_mb 0.0005 the allgather in rounds of a few floats per piece. At 2x2 the
 // zero1/zero2 rounds go in two levels (zero_sync.h), also at the end of the
 // step (overlap=0, rounds of bucket_cap_mb: several here).
 INSTANTIATE_TEST_SUITE_P(
@@ -142,7 +148,14 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"zero3", {"a", "a", "b", "b"}, true},
                       Case{"zero3", {"a", "b", "c", "d"}, false},
                       Case{"zero3", {"a", "b", "c"}, true},
-                      Case{"zero3", {"a", "a", "b"}, false}),
+                      Case{"zero3", {"a", "a", "b"}, false},
+                      Case{"zero3", {"a", "a", "a", "a"}, true},
+                      Case{"zero3", {"a", "b", "c", "d"}, true, "group_mb=0"},
+                      Case{"zero3", {"a", "a", "b", "b"}, false, "group_mb=0"},
+                      Case{"zero3", {"a", "b", "c"}, false, "group_mb=0.002,gather_mb=0.0005"},
+                      Case{"zero3", {"a", "b", "c", "d"}, false, "group_mb=0.002,gather_mb=0.0005"},
+                      Case{"zero3", {"a", "a", "b", "b"}, true, "group_mb=0.002"},
+                      Case{"zero3", {"a", "a", "b"}, true, "group_mb=0.002"}),
     CaseName);
 
 }  // namespace

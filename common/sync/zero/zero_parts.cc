@@ -9,6 +9,7 @@
 #include "common/optim/clip.h"
 #include "common/status/status_macros.h"
 #include "common/sync/grad_check.h"
+#include "common/sync/zero/two_level_allgather.h"
 
 namespace tandem {
 namespace sync {
@@ -139,15 +140,8 @@ absl::Status GatherOwnedSlices(Communicator& comm, const shard::ZeroShardMap& ma
 }
 
 PieceBroadcast::PieceBroadcast(Communicator* world, const CommGroups* groups) : world_(world) {
-  if (groups == nullptr || groups->intra == nullptr || groups->inter == nullptr ||
-      groups->num_nodes < 2 || static_cast<int>(groups->node_of_rank.size()) != world->world_size()) {
-    return;
-  }
-  std::vector<int> per_node(groups->num_nodes, 0);
-  for (int node : groups->node_of_rank) local_of_rank_.push_back(per_node[node]++);
-  for (int c : per_node) {
-    if (c != per_node[0]) return;  // unequal nodes: some inter groups miss a node
-  }
+  local_of_rank_ = EqualNodesLocalRanks(groups, world->world_size());
+  if (local_of_rank_.empty()) return;
   intra_ = groups->intra.get();
   inter_ = groups->inter.get();
   local_rank_ = groups->local_rank;

@@ -14,6 +14,7 @@
 #include "common/sync/grad_clip.h"
 #include "common/sync/step_guard.h"
 #include "common/sync/zero/layer_gather.h"
+#include "common/sync/zero/two_level_allgather.h"
 #include "common/sync/zero/zero_parts.h"
 #include "common/tensor/param_hook.h"
 #include "common/timing/seconds_since.h"
@@ -57,9 +58,9 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
         overlap_(!device_ && o.overlap_allgather && !o.layer_ranges.empty() &&
                  o.comm->world_size() > 1),
         gather_group_mb_(o.gather_group_mb),
-        broadcast_(o.comm, o.groups),
+        two_level_(o.groups, o.comm->world_size()),
         round_route_(RoundGatherRoute(world_, o.groups == nullptr ? 1 : o.groups->num_nodes,
-                                      broadcast_.two_level())) {}
+                                      two_level_.usable())) {}
 
   // gatherer_, the last member, stops first (after the collective in
   // flight, if any).
@@ -77,9 +78,10 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
         LOG(INFO) << label_ << ": overlap=1 is host-only; gathering at the end of each step";
       }
     }
-    if (!device_ && rank_ == 0 && round_route_ == GatherRoute::kBroadcast) {
+    if (!device_ && rank_ == 0 && round_route_ == GatherRoute::kTwoLevel) {
       LOG(INFO) << label_ << ": parameter gather rounds in two levels (" << o.groups->num_nodes
-                << " nodes of " << world_ / o.groups->num_nodes << " ranks)";
+                << " nodes of " << world_ / o.groups->num_nodes
+                << " ranks: an allgather across nodes, then one inside each node)";
     }
     if (overlap_) {
       // Forward order need not be address order; together they must tile
@@ -108,7 +110,6 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
     // Device: gathered in place, no staging.
     if (map_.shard_size() == 0 || device_) chunk_ = 0;
     rounds_ = chunk_ == 0 ? 0 : (map_.shard_size() + chunk_ - 1) / chunk_;
-    gather_in_.assign(chunk_, 0.f);
     gather_out_.assign(chunk_ * world_, 0.f);
     if (!in_place_) grad_shard_.assign(map_.shard_size(), 0.f);
     shard_ = {label_, rank_, world_, &clip_, owned_, &ready_ranges_,
@@ -158,7 +159,7 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
     m.grad_bytes = (in_place_ ? size_ : static_cast<int64_t>(grad_shard_.size())) *
                    int64_t{sizeof(float)};
     m.optimizer_bytes = optimizer_->state_bytes();
-    m.staging_bytes = static_cast<int64_t>(gather_in_.size() + gather_out_.size() +
+    m.staging_bytes = static_cast<int64_t>(gather_out_.size() +
                                            (owner_reduce_ ? owner_reduce_->staging_floats() : 0)) *
                       int64_t{sizeof(float)};
     return m;
@@ -351,54 +352,36 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
 
   // One round: floats [off, off + C) of every padded shard, by one ring
   // allgather (balanced: every rank sends the same C floats, so no link
-  // carries more than the ring's (N - 1) / N share). A chunk that lies
-  // wholly in real elements is sent from the parameters themselves; one
-  // that reaches into the padding goes through gather_in_.
+  // carries more than the ring's (N - 1) / N share), or at equal nodes of
+  // several ranks by the two-level allgather (two collectives). This rank's
+  // chunk is staged at its block of gather_out_ (zeros past the real
+  // elements), gathered in place, and the others' real parts copied out.
   absl::Status GatherRound(int64_t off, int64_t step, int64_t* bytes) {
     const int64_t S = map_.shard_size();
     const int64_t c = std::min(chunk_, S - off);
-    if (round_route_ == GatherRoute::kBroadcast) return BroadcastRound(off, c, step, bytes);
+    const bool two_level = round_route_ == GatherRoute::kTwoLevel;
+    auto block = [&](int j) { return gather_out_.data() + (two_level ? two_level_.slot(j) : j) * c; };
+    float* mine = block(rank_);
     const int64_t first = int64_t{rank_} * S + off;
-    const float* in = params_ + first;
-    if (first + c > size_) {
-      const int64_t real = std::max<int64_t>(0, size_ - first);
-      if (real > 0) std::memcpy(gather_in_.data(), params_ + first, real * sizeof(float));
-      std::fill(gather_in_.begin() + real, gather_in_.begin() + c, 0.f);
-      in = gather_in_.data();
-    }
-    absl::Status s = comm_->AllGather(in, gather_out_.data(), c * int64_t{sizeof(float)});
+    const int64_t real = std::clamp<int64_t>(size_ - first, 0, c);
+    if (real > 0) std::memcpy(mine, params_ + first, real * sizeof(float));
+    std::fill(mine + real, mine + c, 0.f);
+    absl::Status s = two_level ? two_level_.Run(gather_out_.data(), c)
+                               : comm_->AllGather(mine, gather_out_.data(), c * int64_t{sizeof(float)});
     if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrCat(label_, ": parameter allgather (floats ", off,
-                                                 "..", off + c, " of each shard of ", S,
+      return absl::Status(s.code(), absl::StrCat(label_, ": parameter ",
+                                                 two_level ? "two-level " : "", "allgather (floats ",
+                                                 off, "..", off + c, " of each shard of ", S,
                                                  ") at step ", step, " on rank ", rank_,
                                                  " failed: ", s.message()));
     }
     for (int j = 0; j < world_; ++j) {
       if (j == rank_) continue;
       const int64_t dst = int64_t{j} * S + off;
-      const int64_t real = std::min<int64_t>(c, size_ - dst);
-      if (real > 0) std::memcpy(params_ + dst, gather_out_.data() + j * c, real * sizeof(float));
+      const int64_t got = std::min<int64_t>(c, size_ - dst);
+      if (got > 0) std::memcpy(params_ + dst, block(j), got * sizeof(float));
     }
     *bytes += c * int64_t{sizeof(float)};
-    return absl::OkStatus();
-  }
-
-  // One round in two levels: rank j's floats [off, off + c) of its shard
-  // (its real part; padding is never sent) by PieceBroadcast, in rank
-  // order, in place. No staging.
-  absl::Status BroadcastRound(int64_t off, int64_t c, int64_t step, int64_t* bytes) {
-    const int64_t S = map_.shard_size();
-    for (int j = 0; j < world_; ++j) {
-      const int64_t lo = int64_t{j} * S + off;
-      const int64_t hi = std::min(lo + c, size_);
-      if (hi <= lo) break;  // this and later shards are padding here
-      absl::Status s = broadcast_.Run(map_, params_, lo, hi, bytes);
-      if (!s.ok()) {
-        return absl::Status(s.code(), absl::StrCat(label_, ": two-level parameter broadcast at step ",
-                                                   step, " on rank ", rank_, " failed: ",
-                                                   s.message()));
-      }
-    }
     return absl::OkStatus();
   }
 
@@ -422,14 +405,13 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
   const std::vector<std::pair<int64_t, int64_t>> layer_ranges_;
   const bool overlap_;
   const double gather_group_mb_;  // overlap: MiB per gather round
-  PieceBroadcast broadcast_;      // two levels at equal nodes (else unused)
-  const GatherRoute round_route_;  // kAllGather (flat ring) or kBroadcast
+  TwoLevelAllGather two_level_;    // usable at equal nodes
+  const GatherRoute round_route_;  // kAllGather (flat ring) or kTwoLevel
   OwnedShard shard_;          // set in Start
 
   // Sized in Start, never resized.
   int64_t chunk_ = 0;
   int64_t rounds_ = 0;             // ceil(S / chunk_)
-  std::vector<float> gather_in_;   // chunk_
   std::vector<float> gather_out_;  // chunk_ * world
   std::vector<float> grad_shard_;  // zero2: S, the reduced gradients of owned_ (+ padding)
   std::unique_ptr<OwnerReduce> owner_reduce_;  // zero2

@@ -49,11 +49,12 @@
 // Gather rounds (both overlap modes) take the route of RoundGatherRoute
 // (layer_gather.h, LayerGather's rule: fewest bytes on the busiest link):
 // the ring allgather above, or, given node groups with equal nodes of
-// several ranks (L each, M nodes), every rank's C floats broadcast in two
-// levels (PieceBroadcast: once to the same local rank of every other node,
-// then through shm inside each node): (M - 1) L C floats on a node's link
-// instead of the ring's (N - 1) C (2x2: 2 C instead of 3 C). One rank per
-// node, unequal nodes, one node, or no groups: the ring.
+// several ranks (L each, M nodes), the two-level allgather
+// (two_level_allgather.h: every rank's C floats once to the same local rank
+// of every other node, then through shm inside each node; two collectives
+// per round): (M - 1) L C floats on a node's link instead of the ring's
+// (N - 1) C (2x2: 2 C instead of 3 C). One rank per node, unequal nodes,
+// one node, or no groups: the ring.
 //
 // Memory per rank (memory()): parameters n floats (replicated); reduced
 // gradients n floats (zero1, in the model's buffer) or S floats (zero2;
