@@ -163,12 +163,58 @@ absl::Status RemoteShards::InitServers(
       init.optimizer = optimizer;
       init.apply_per_chunk = options_.apply_per_chunk;
       init.pull_int8_chunk = options_.pull_int8_chunk;
+      if (replicated()) init.replica_address = options_.addresses[(s + 1) % clients_.size()];
       results[s] = clients_[s]->Init(init, params, state).status();
     });
   }
   for (std::thread& t : threads) t.join();
   for (const absl::Status& s : results) RETURN_IF_ERROR(s);
   return absl::OkStatus();
+}
+
+bool RemoteShards::replicated() const {
+  return options_.replicate && clients_.size() >= 2 && options_.pull_int8_chunk == 0;
+}
+
+absl::StatusOr<std::vector<int>> RemoteShards::RecoverState(
+    int64_t step, float* params, const std::vector<std::pair<std::string, float*>>& state) {
+  const int servers = static_cast<int>(clients_.size());
+  std::vector<absl::Status> results(servers);
+  std::vector<char> from_replica(servers, 0);
+  // One range from one server: the parameters, then every state buffer.
+  auto read = [&](int s, int holder, v1::RecoverySource source) {
+    const optim::ParamRange r = layout_.server_range(s);
+    absl::Status st = clients_[holder]->ReadRecovery(source, step, r.lo, r.hi, "", params);
+    for (size_t i = 0; st.ok() && i < state.size(); ++i) {
+      st = clients_[holder]->ReadRecovery(source, step, r.lo, r.hi, state[i].first,
+                                          state[i].second);
+    }
+    return st;
+  };
+  std::vector<std::thread> threads;
+  for (int s = 0; s < servers; ++s) {
+    if (layout_.server_range(s).size() == 0) continue;
+    threads.emplace_back([&, s] {
+      absl::Status own = read(s, s, v1::RECOVERY_OWN);
+      if (own.ok() || servers < 2) {
+        results[s] = own;
+        return;
+      }
+      absl::Status replica = read(s, (s + 1) % servers, v1::RECOVERY_REPLICA);
+      from_replica[s] = replica.ok();
+      results[s] = replica.ok() ? replica
+                                : absl::FailedPreconditionError(absl::StrCat(
+                                      "step ", step, " of shard server ", s, "'s range: ",
+                                      own.message(), "; its replica: ", replica.message()));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& r : results) RETURN_IF_ERROR(r);
+  std::vector<int> out;
+  for (int s = 0; s < servers; ++s) {
+    if (from_replica[s]) out.push_back(s);
+  }
+  return out;
 }
 
 absl::Status RemoteShards::PullState(int64_t step, const std::string& name, float* out) {
@@ -185,27 +231,32 @@ absl::Status RemoteShards::PullState(int64_t step, const std::string& name, floa
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<optim::ParamRange>> RemoteShards::SaveShards(
-    int64_t step, uint64_t model_fingerprint, const std::vector<std::string>& paths,
-    const std::vector<std::pair<std::string, std::string>>& blobs) {
-  const int servers = layout_.servers();
+namespace {
+
+// SaveShard on every server that owns elements, in parallel; `blobs` go to
+// the server whose range starts at 0.
+absl::StatusOr<std::vector<optim::ParamRange>> SaveOnEach(
+    const std::vector<ShardClient*>& clients, const std::vector<optim::ParamRange>& ranges,
+    int64_t generation, int64_t total, int64_t step, uint64_t model_fingerprint,
+    const std::vector<std::string>& paths,
+    const std::vector<std::pair<std::string, std::string>>& blobs, v1::SaveMode mode) {
+  const int servers = static_cast<int>(clients.size());
   if (static_cast<int>(paths.size()) != servers) {
     return absl::InvalidArgumentError(absl::StrCat("SaveShards: ", paths.size(), " paths for ",
                                                    servers, " shard servers"));
   }
-  std::vector<optim::ParamRange> ranges(servers);
   std::vector<absl::Status> results(servers);
   std::vector<std::thread> threads;
   for (int s = 0; s < servers; ++s) {
-    ranges[s] = layout_.server_range(s);
     if (ranges[s].size() == 0) continue;
     threads.emplace_back([&, s] {
       v1::SaveShardRequest r;
       r.set_step(step);
       r.set_path(paths[s]);
-      r.set_generation(options_.generation);
+      r.set_generation(generation);
       r.set_model_fingerprint(model_fingerprint);
-      r.set_total_params(options_.size);
+      r.set_total_params(total);
+      r.set_mode(mode);
       if (ranges[s].lo == 0) {
         for (const auto& [name, data] : blobs) {
           v1::SaveShardBlob* b = r.add_blobs();
@@ -213,12 +264,45 @@ absl::StatusOr<std::vector<optim::ParamRange>> RemoteShards::SaveShards(
           b->set_data(data);
         }
       }
-      results[s] = clients_[s]->Save(std::move(r)).status();
+      results[s] = clients[s]->Save(std::move(r)).status();
     });
   }
   for (std::thread& t : threads) t.join();
   for (const absl::Status& s : results) RETURN_IF_ERROR(s);
   return ranges;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<optim::ParamRange>> RemoteShards::SaveShards(
+    int64_t step, uint64_t model_fingerprint, const std::vector<std::string>& paths,
+    const std::vector<std::pair<std::string, std::string>>& blobs, v1::SaveMode mode) {
+  std::vector<ShardClient*> clients;
+  std::vector<optim::ParamRange> ranges;
+  for (size_t s = 0; s < clients_.size(); ++s) {
+    clients.push_back(clients_[s].get());
+    ranges.push_back(layout_.server_range(static_cast<int>(s)));
+  }
+  return SaveOnEach(clients, ranges, options_.generation, options_.size, step, model_fingerprint,
+                    paths, blobs, mode);
+}
+
+RemoteShards::SnapshotWrite RemoteShards::SnapshotWriter() const {
+  std::vector<optim::ParamRange> ranges;
+  for (int s = 0; s < layout_.servers(); ++s) ranges.push_back(layout_.server_range(s));
+  const RemoteShardsOptions o = options_;
+  return [o, ranges](int64_t step, uint64_t fingerprint, const std::vector<std::string>& paths,
+                     const std::vector<std::pair<std::string, std::string>>& blobs)
+             -> absl::StatusOr<std::vector<optim::ParamRange>> {
+    std::vector<std::unique_ptr<ShardClient>> owned;
+    std::vector<ShardClient*> clients;
+    for (const std::string& a : o.addresses) {
+      ASSIGN_OR_RETURN(owned.emplace_back(), ShardClient::Create({a, o.job_id, o.timeout}));
+      clients.push_back(owned.back().get());
+    }
+    return SaveOnEach(clients, ranges, o.generation, o.size, step, fingerprint, paths, blobs,
+                      v1::SAVE_FROM_SNAPSHOT);
+  };
 }
 
 absl::Status RemoteShards::BeginPushes(const PushHeader& header) {

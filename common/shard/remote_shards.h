@@ -33,6 +33,7 @@
 #define TANDEM_COMMON_SHARD_REMOTE_SHARDS_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -60,6 +61,10 @@ struct RemoteShardsOptions {
   int push_attempts = 3;               // per stream, UNAVAILABLE only
   bool apply_per_chunk = false;        // InitShard's mode (range_store.h)
   int pull_int8_chunk = 0;             // > 0: servers keep int8 deltas (PullDelta)
+  // Range replication (services/shardserver/replicator.h): with >= 2
+  // servers and fp32 pulls, InitServers names server (s + 1) mod S as the
+  // replica of server s's range; RecoverState reads the ranges back.
+  bool replicate = false;
 };
 
 struct RemoteStats {
@@ -90,9 +95,33 @@ class RemoteShards {
   // paths[server] (ShardServer.SaveShard), in parallel; `blobs` go to the
   // server whose range starts at 0. Returns each server's range (empty for
   // one that owns nothing and so wrote nothing).
+  // mode SAVE_SNAPSHOT: the servers only copy `step` into their snapshot
+  // (paths unused); SAVE_FROM_SNAPSHOT writes that copy (see
+  // shardserver.proto).
   absl::StatusOr<std::vector<optim::ParamRange>> SaveShards(
       int64_t step, uint64_t model_fingerprint, const std::vector<std::string>& paths,
-      const std::vector<std::pair<std::string, std::string>>& blobs);
+      const std::vector<std::pair<std::string, std::string>>& blobs,
+      v1::SaveMode mode = v1::SAVE_NOW);
+  // A background checkpoint's second half, safe to run on another thread
+  // after this object is gone: SaveShards(..., SAVE_FROM_SNAPSHOT) over
+  // connections of its own.
+  using SnapshotWrite = std::function<absl::StatusOr<std::vector<optim::ParamRange>>(
+      int64_t step, uint64_t model_fingerprint, const std::vector<std::string>& paths,
+      const std::vector<std::pair<std::string, std::string>>& blobs)>;
+  SnapshotWrite SnapshotWriter() const;
+
+  // Whether InitServers asks the servers to replicate their ranges.
+  bool replicated() const;
+  // After a shard server was lost (a new generation, rank 0, before
+  // InitServers): the parameters and each optimizer state buffer of
+  // `step`, rebuilt from the servers' memory — each range from its own
+  // server's kept versions, else from the replica its neighbour holds —
+  // into params and the named flat buffers (bases, `size` floats each), in
+  // parallel over ranges. Returns the servers whose range came from a
+  // replica; the first range neither holds is the error (the caller falls
+  // back to the disk checkpoint).
+  absl::StatusOr<std::vector<int>> RecoverState(
+      int64_t step, float* params, const std::vector<std::pair<std::string, float*>>& state);
 
   absl::Status BeginPushes(const PushHeader& header);
   // `data`: chunk's c.size() floats, or its int8 block when the step's

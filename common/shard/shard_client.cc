@@ -136,6 +136,7 @@ absl::StatusOr<bool> ShardClient::Init(
   msg.set_world_size(init.world_size);
   msg.set_apply_per_chunk(init.apply_per_chunk);
   msg.set_pull_int8_chunk(init.pull_int8_chunk);
+  msg.set_replica_address(init.replica_address);
   msg.mutable_data()->set_dtype(v1::DTYPE_F32);
   bool open = true;
   auto send = [&](const std::string& name, const float* base) {
@@ -221,11 +222,27 @@ v1::PullParametersRequest ShardClient::PullRequest(int64_t generation, int64_t s
 absl::Status ShardClient::Pull(int64_t generation, int64_t step, int64_t lo, int64_t hi,
                                float* params, const std::string& state_name,
                                bool reset_delta_reference, CallCanceller* cancel) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, options_.timeout);
   v1::PullParametersRequest req = PullRequest(generation, step, lo, hi, v1::DTYPE_F32);
   req.set_state_name(state_name);
   req.set_reset_delta_reference(reset_delta_reference);
+  return ReadFloats(req, params, cancel);
+}
+
+absl::Status ShardClient::ReadRecovery(v1::RecoverySource source, int64_t step, int64_t lo,
+                                       int64_t hi, const std::string& state_name, float* out) {
+  v1::PullParametersRequest req = PullRequest(0, step, lo, hi, v1::DTYPE_F32);
+  req.set_state_name(state_name);
+  req.set_recovery(source);
+  return ReadFloats(req, out, nullptr);
+}
+
+absl::Status ShardClient::ReadFloats(const v1::PullParametersRequest& req, float* params,
+                                     CallCanceller* cancel) {
+  const int64_t lo = req.range().begin(), hi = req.range().end(), step = req.step();
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, options_.timeout);
+  // A recovery read of a server that is down goes to the replica at once.
+  if (req.recovery() != v1::RECOVERY_NONE) ctx.set_wait_for_ready(false);
   std::unique_ptr<grpc::ClientReader<v1::ParameterChunk>> r = stub_->PullParameters(&ctx, req);
   CancelScope scope(cancel, &ctx);
   v1::ParameterChunk msg;

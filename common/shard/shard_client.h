@@ -53,6 +53,7 @@ struct ShardInit {
   v1::OptimizerConfig optimizer;
   bool apply_per_chunk = false;  // see range_store.h
   int pull_int8_chunk = 0;       // > 0: int8 delta pulls (range_store.h)
+  std::string replica_address;   // the server keeping a replica ("" = none)
 };
 
 // The fields every push of one step shares.
@@ -151,6 +152,13 @@ class ShardClient {
   // does; the caller decodes it and adds it to the parameters it holds.
   absl::Status PullDelta(int64_t generation, int64_t step, int64_t lo, int64_t hi, uint8_t* block,
                          int64_t bytes, CallCanceller* cancel = nullptr);
+  // Recovery read (shardserver.proto's `recovery`): `state_name` ("" =
+  // parameters) over [lo, hi) as of `step` from the server's own kept
+  // versions (RECOVERY_OWN) or the replica it holds of its neighbour
+  // (RECOVERY_REPLICA) into out (the flat vector's base). Answered at once:
+  // FAILED_PRECONDITION when the server holds no version at `step`.
+  absl::Status ReadRecovery(v1::RecoverySource source, int64_t step, int64_t lo, int64_t hi,
+                            const std::string& state_name, float* out);
   // A new stream over this client's channel (owned by the caller).
   std::unique_ptr<PushStream> NewPushStream();
 
@@ -160,6 +168,9 @@ class ShardClient {
   // dtype, the server-side wait).
   v1::PullParametersRequest PullRequest(int64_t generation, int64_t step, int64_t lo, int64_t hi,
                                         v1::DType dtype) const;
+  // A fp32 PullParameters stream into params (the flat vector's base).
+  absl::Status ReadFloats(const v1::PullParametersRequest& req, float* params,
+                          CallCanceller* cancel);
   const ShardClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::ShardServer::Stub> stub_;

@@ -7,6 +7,7 @@
 #define TANDEM_SERVICES_SHARDSERVER_RANGE_STATE_H_
 
 #include <algorithm>
+#include <cstring>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -29,6 +30,7 @@ namespace shardserver {
 struct ChunkSlot {
   shard::Chunk range;
   std::unique_ptr<optim::Optimizer> optimizer;  // over [range.lo, range.hi)
+  std::vector<optim::StateBuffer> state;        // optimizer->state(), taken once
   absl::Mutex mu;
   int64_t step ABSL_GUARDED_BY(mu) = 0;  // the step being collected
   int64_t applied ABSL_GUARDED_BY(mu) = 0;  // apply_per_chunk: last step applied here
@@ -39,6 +41,11 @@ struct ChunkSlot {
   // (-1: none, e.g. dropped by a reset), sized once.
   std::vector<uint8_t> encoded ABSL_GUARDED_BY(mu);
   int64_t encoded_step ABSL_GUARDED_BY(mu) = -1;
+  // Range replication: the parameters, then each optimizer state buffer,
+  // as they were before the last step applied to this chunk (step
+  // prev_step; -1: none yet). Sized once at init; empty without a replica.
+  std::vector<float> prev ABSL_GUARDED_BY(mu);
+  int64_t prev_step ABSL_GUARDED_BY(mu) = -1;
 };
 
 struct RangeStore::State {
@@ -63,6 +70,15 @@ struct RangeStore::State {
   double lr ABSL_GUARDED_BY(mu) = 0;
   double grad_scale ABSL_GUARDED_BY(mu) = 1;
   bool retired ABSL_GUARDED_BY(mu) = false;
+  // Range replication: per chunk, the newest step its replica holds (a
+  // pull of a step waits for it); empty without a replica.
+  std::vector<int64_t> chunk_replicated ABSL_GUARDED_BY(mu);
+
+  bool replicated() const { return !config.replica_address.empty(); }
+  // Chunk i may be pulled at `step`.
+  bool ChunkReplicated(int i, int64_t step) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return chunk_replicated.empty() || chunk_replicated[i] >= step;
+  }
 
   int FindChunk(int64_t lo) const {
     auto it = std::upper_bound(chunk_lo.begin(), chunk_lo.end(), lo);
@@ -93,6 +109,21 @@ inline void EncodeDelta(const codec::Codec& codec, const float* params, float* r
   codec.Encode(delta, n, codec::EncodeParams{}, slot.encoded.data());
   codec.DecodeAdd(slot.encoded.data(), n, reference);
   slot.encoded_step = step;
+}
+
+// Range replication: keeps the chunk's parameters and optimizer state as
+// they are (before the step about to be applied) in slot.prev.
+inline void KeepPrevious(const float* params, ChunkSlot& slot)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(slot.mu) {
+  if (slot.prev.empty()) return;
+  const int64_t n = slot.range.size();
+  std::memcpy(slot.prev.data(), params, n * sizeof(float));
+  int64_t at = n;
+  for (const optim::StateBuffer& b : slot.state) {
+    std::memcpy(slot.prev.data() + at, b.data.data(), n * sizeof(float));
+    at += n;
+  }
+  slot.prev_step = slot.applied;
 }
 
 inline void Add(prometheus::Counter* c, double v) {

@@ -153,6 +153,7 @@ absl::StatusOr<std::unique_ptr<RangeStore::PendingInit>> RangeStore::BeginInit(
     slot->range = ch;
     ASSIGN_OR_RETURN(slot->optimizer,
                      shard::BuildOptimizer(c.optimizer, optim::ParamRange{ch.lo, ch.hi}));
+    slot->state = slot->optimizer->state();
     {
       absl::MutexLock lock(&slot->mu);
       slot->step = c.step + 1;
@@ -160,6 +161,9 @@ absl::StatusOr<std::unique_ptr<RangeStore::PendingInit>> RangeStore::BeginInit(
       slot->sum.assign(ch.size(), 0.f);
       slot->contributed.assign(c.world_size, 0);
       if (state->codec != nullptr) slot->encoded.assign(state->codec->MaxEncodedBytes(ch.size()), 0);
+      if (!c.replica_address.empty()) {
+        slot->prev.assign((1 + slot->state.size()) * ch.size(), 0.f);
+      }
     }
     state->chunk_lo.push_back(ch.lo);
     state->chunks.push_back(std::move(slot));
@@ -168,6 +172,7 @@ absl::StatusOr<std::unique_ptr<RangeStore::PendingInit>> RangeStore::BeginInit(
     absl::MutexLock lock(&state->mu);
     state->applied = c.step;
     state->chunk_applied.assign(state->chunks.size(), c.step);
+    if (!c.replica_address.empty()) state->chunk_replicated.assign(state->chunks.size(), -1);
   }
   std::unique_ptr<PendingInit> p(new PendingInit());
   p->state_ = std::move(state);
@@ -215,6 +220,7 @@ absl::StatusOr<bool> RangeStore::CommitInit(std::unique_ptr<PendingInit> init) {
     if (same) {
       for (size_t i = 0; i < next.chunks.size(); ++i) {
         next.chunks[i]->optimizer = std::move(old.chunks[i]->optimizer);
+        next.chunks[i]->state = next.chunks[i]->optimizer->state();
       }
       kept = true;
     }
@@ -223,6 +229,9 @@ absl::StatusOr<bool> RangeStore::CommitInit(std::unique_ptr<PendingInit> init) {
   }
   if (metrics_ != nullptr && metrics_->chunks_waiting != nullptr) metrics_->chunks_waiting->Set(0);
   current_ = std::move(init->state_);
+  // The replica gets the initial state too: a server lost during the
+  // first step is rebuilt from it.
+  Forward(*current_, 0, static_cast<int>(current_->chunks.size()), c.step);
   LOG(INFO) << "shard server: generation " << c.generation << ", step " << c.step << ", "
             << current_->Describe() << ", world " << c.world_size << ", " << c.optimizer.name()
             << (kept ? " (optimizer state kept)"
@@ -262,7 +271,7 @@ absl::Status RangeStore::WaitForStep(int64_t generation, int64_t step, absl::Tim
     auto chunk_done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(st.mu) {
       for (int i = first; i < static_cast<int>(st.chunks.size()) && st.chunks[i]->range.lo < hi;
            ++i) {
-        if (st.chunk_applied[i] < step) return false;
+        if (st.chunk_applied[i] < step || !st.ChunkReplicated(i, step)) return false;
       }
       return true;
     };
@@ -285,7 +294,13 @@ absl::Status RangeStore::WaitForStep(int64_t generation, int64_t step, absl::Tim
     }
     return absl::OkStatus();
   }
-  while (!st.retired && st.applied < step) {
+  auto all_replicated = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(st.mu) {
+    for (int i = 0; i < static_cast<int>(st.chunk_replicated.size()); ++i) {
+      if (!st.ChunkReplicated(i, step)) return false;
+    }
+    return true;
+  };
+  while (!st.retired && (st.applied < step || (st.applied == step && !all_replicated()))) {
     if (st.applied_cv.WaitWithDeadline(&st.mu, deadline)) break;
   }
   if (st.retired) {
@@ -296,6 +311,11 @@ absl::Status RangeStore::WaitForStep(int64_t generation, int64_t step, absl::Tim
     return absl::FailedPreconditionError(absl::StrCat(
         "pull of step ", step, ": the server has applied step ", st.applied,
         " since (only the latest parameters are kept)"));
+  }
+  if (st.applied == step && !all_replicated()) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "pull of step ", step, ": applied but not yet acknowledged by the replica at ",
+        st.config.replica_address, " before the deadline"));
   }
   if (st.applied < step) {
     return absl::DeadlineExceededError(absl::StrCat(

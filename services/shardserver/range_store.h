@@ -95,6 +95,22 @@ struct InitConfig {
   // > 0: int8 delta pulls with one scale per this many values, 256..2048
   // (see the file comment); 0: fp32 pulls only.
   int pull_int8_chunk = 0;
+  // Range replication (replica_store.h): host:port of the server keeping a
+  // replica of this range ("" = none). When set, every chunk keeps a copy
+  // of its state from before the last step applied (ReadKept), each
+  // applied chunk is handed to the ChunkForwarder, and a pull of a step
+  // waits until the forwarder has marked it replicated (MarkReplicated).
+  std::string replica_address;
+};
+
+// Sends applied chunks to the replica (replicator.h). Applied is called
+// from the apply path (never under the store's locks) and must not block.
+class ChunkForwarder {
+ public:
+  virtual ~ChunkForwarder() = default;
+  // Chunk `chunk` of `generation` holds the state after `step` (or was
+  // initialised at it).
+  virtual void Applied(int64_t generation, int chunk, int64_t step) = 0;
 };
 
 // One push: elements [lo, hi) of the gradient for `step`.
@@ -194,7 +210,32 @@ class RangeStore {
 
   StoreInfo info() const;
 
+  // Range replication (InitConfig::replica_address). The forwarder is
+  // borrowed and set once, before the first InitShard.
+  void SetForwarder(ChunkForwarder* forwarder) { forwarder_ = forwarder; }
+  // Chunk `chunk`'s parameters and optimizer state as they are now into
+  // *msg (its buffers reused) with the layout fields; *address: where to
+  // send it. Returns the step the chunk is at. ABORTED when `generation`
+  // is no longer current.
+  absl::StatusOr<int64_t> ReadChunkForReplica(int64_t generation, int chunk,
+                                              v1::ReplicaChunk* msg, std::string* address);
+  // The replica holds chunk `chunk` at `step` (or replication failed and
+  // the pulls must not wait for it): pulls of `step` may be answered.
+  void MarkReplicated(int64_t generation, int chunk, int64_t step);
+  // Recovery: `name` ("" = parameters) over [lo, hi) as of `step`, from
+  // each chunk's live state or the copy kept from before its last step.
+  // No generation check: the generation that was current when the job
+  // lost a server. FAILED_PRECONDITION naming the chunk when neither is
+  // at `step` (or nothing is held); INVALID_ARGUMENT outside the range.
+  absl::Status ReadKept(int64_t step, const std::string& name, int64_t lo, int64_t hi,
+                        float* out) const;
+  // Bytes held for the copies kept from before a step.
+  int64_t kept_bytes() const;
+
  private:
+  // After `step` was applied to (or initialised in) the chunks [first,
+  // last): hands them to the forwarder when this generation replicates.
+  void Forward(const State& st, int first, int last, int64_t step);
   absl::StatusOr<std::shared_ptr<State>> Current(int64_t generation, const char* what) const;
   // Push's steps: admit the step (false: a repeat of the step just
   // applied), sum into the chunk's slot, apply when complete.
@@ -212,6 +253,7 @@ class RangeStore {
   const ShardMetrics* const metrics_;
   mutable absl::Mutex mu_;
   std::shared_ptr<State> current_ ABSL_GUARDED_BY(mu_);
+  ChunkForwarder* forwarder_ = nullptr;
   // Last: its threads call into the members above; the destructor stops it first.
   std::unique_ptr<ApplyQueue> apply_;
 };

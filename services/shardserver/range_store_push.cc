@@ -158,6 +158,7 @@ namespace {
 absl::Status StepChunkLocked(RangeStore::State& st, ChunkSlot& slot,
                              const optim::StepContext& ctx) {
   const int64_t at = slot.range.lo - st.config.range.lo;
+  KeepPrevious(st.params.data() + at, slot);
   absl::Status r =
       slot.optimizer->Step(st.params.data() + at, slot.sum.data(), slot.range.size(), ctx);
   if (st.codec != nullptr) {
@@ -166,6 +167,7 @@ absl::Status StepChunkLocked(RangeStore::State& st, ChunkSlot& slot,
   std::fill(slot.contributed.begin(), slot.contributed.end(), 0);
   slot.weight = 0;
   slot.step = ctx.step + 1;
+  slot.applied = ctx.step;
   return r;
 }
 
@@ -200,6 +202,7 @@ void RangeStore::ApplyStepIfComplete(State& st, int64_t step) {
     st.have_scalars = false;
     st.applied_cv.SignalAll();
   }
+  Forward(st, 0, static_cast<int>(st.chunks.size()), step);
   if (metrics_ != nullptr) {
     Add(metrics_->steps_applied, 1);
     Add(metrics_->optimizer_seconds, SecondsSince(start));
@@ -239,6 +242,7 @@ void RangeStore::ApplyChunk(State& st, int ci, int64_t step) {
     }
     st.applied_cv.SignalAll();
   }
+  Forward(st, ci, ci + 1, step);
   if (metrics_ != nullptr) {
     if (last) Add(metrics_->steps_applied, 1);
     Add(metrics_->optimizer_seconds, SecondsSince(start));

@@ -31,6 +31,11 @@ absl::StatusOr<ShardMetrics> ShardMetrics::Create(Metrics* m) {
   ASSIGN_OR_RETURN(s.refused_pushes,
                    m->Counter("tandem_shard_refused_pushes_total",
                               "Pushes refused (wrong generation, step, range, size)."));
+  ASSIGN_OR_RETURN(s.replica_bytes,
+                   m->Gauge("tandem_replica_bytes",
+                            "Bytes held for range replication: the replica of the neighbouring "
+                            "server's range (two steps) and this range's copy from before its "
+                            "last step."));
   return s;
 }
 

@@ -6,7 +6,9 @@
 //   tandem_shard_steps_applied_total, tandem_shard_optimizer_seconds_total,
 //   tandem_shard_chunks_waiting (chunks holding part of a step's
 //   contributions), tandem_shard_duplicate_pushes_total,
-//   tandem_shard_refused_pushes_total.
+//   tandem_shard_refused_pushes_total, tandem_replica_bytes (memory held
+//   for range replication: the neighbour's range kept at its two newest
+//   steps plus this range's copy from before its last step).
 //
 // Thread-safe (prometheus handles are atomic). The handles belong to the
 // Metrics object, which must outlive this struct. Create fails like
@@ -30,6 +32,7 @@ struct ShardMetrics {
   prometheus::Gauge* chunks_waiting = nullptr;
   prometheus::Counter* duplicate_pushes = nullptr;
   prometheus::Counter* refused_pushes = nullptr;
+  prometheus::Gauge* replica_bytes = nullptr;
 
   static absl::StatusOr<ShardMetrics> Create(Metrics* metrics);
 };

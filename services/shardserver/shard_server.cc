@@ -44,8 +44,11 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
   ASSIGN_OR_RETURN(server->shard_metrics_, ShardMetrics::Create(server->metrics_.get()));
   server->store_ =
       std::make_unique<RangeStore>(&server->shard_metrics_, options.apply_threads);
+  server->replicator_ = std::make_unique<Replicator>(
+      server->store_.get(), ReplicatorOptions{.auth_token = options.auth_token});
+  server->store_->SetForwarder(server->replicator_.get());
   server->service_ = std::make_unique<ShardService>(server->store_.get(), &server->shard_metrics_,
-                                                   options.auth_token);
+                                                   options.auth_token, &server->replica_);
   ServerOptions ro;
   ro.host = options.host;
   ro.port = options.port;
@@ -84,6 +87,7 @@ ShardServer::~ShardServer() {
   }
   if (reporter_.joinable()) reporter_.join();
   if (rpc_ != nullptr) rpc_->Shutdown();
+  if (replicator_ != nullptr) replicator_->Stop();
 }
 
 v1::ShardServerStatus ShardServer::Report() const {

@@ -31,6 +31,8 @@
 #include "common/rpc/server.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "services/shardserver/range_store.h"
+#include "services/shardserver/replica_store.h"
+#include "services/shardserver/replicator.h"
 #include "services/shardserver/shard_metrics.h"
 #include "services/shardserver/shard_service.h"
 
@@ -85,6 +87,10 @@ class ShardServer {
 
   std::unique_ptr<Metrics> metrics_;
   ShardMetrics shard_metrics_;
+  // Sends this range to its replica. Stopped first (the destructor), freed
+  // after the store, whose apply threads may still call it (a no-op then).
+  std::unique_ptr<Replicator> replicator_;
+  ReplicaStore replica_;  // the neighbour's range (range replication)
   std::unique_ptr<RangeStore> store_;
   std::unique_ptr<ShardService> service_;
   std::unique_ptr<RpcServer> rpc_;  // declared last: stops first

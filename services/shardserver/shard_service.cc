@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -94,6 +95,17 @@ grpc::Status ShardService::GetShardInfo(grpc::ServerContext* context,
   response->set_generation(i.generation);
   response->set_chunk_elements(i.chunk_elements);
   response->set_chunks(i.chunks);
+  int64_t replica_bytes = store_->kept_bytes();
+  if (replica_ != nullptr) {
+    const ReplicaInfo r = replica_->info();
+    if (r.generation > 0) {
+      response->mutable_replica_range()->set_begin(r.range.lo);
+      response->mutable_replica_range()->set_end(r.range.hi);
+      response->set_replica_step(r.step);
+    }
+    replica_bytes += r.bytes;
+  }
+  response->set_replica_bytes(replica_bytes);
   return grpc::Status::OK;
 }
 
@@ -111,6 +123,7 @@ absl::Status ShardService::Init(grpc::ServerReader<v1::ParameterChunk>* reader,
   c.optimizer = msg.optimizer();
   c.apply_per_chunk = msg.apply_per_chunk();
   c.pull_int8_chunk = msg.pull_int8_chunk();
+  c.replica_address = msg.replica_address();
   ASSIGN_OR_RETURN(std::unique_ptr<RangeStore::PendingInit> init, store_->BeginInit(c));
   do {
     RETURN_IF_ERROR(CheckF32Payload(msg.data(), msg.range(), "InitShard"));
@@ -201,6 +214,7 @@ absl::Status ShardService::Pull(grpc::ServerContext* context,
                                 const v1::PullParametersRequest& r,
                                 grpc::ServerWriter<v1::ParameterChunk>* writer) {
   RETURN_IF_ERROR(CheckJob(r.job()));
+  if (r.recovery() != v1::RECOVERY_NONE) return PullRecovery(r, writer);
   const bool delta = r.dtype() == v1::DTYPE_I8;
   if (r.dtype() != v1::DTYPE_F32 && r.dtype() != v1::DTYPE_UNSPECIFIED && !delta) {
     return absl::UnimplementedError(absl::StrCat(
@@ -226,6 +240,18 @@ absl::Status ShardService::Pull(grpc::ServerContext* context,
     RETURN_IF_ERROR(store_->WaitForStep(r.generation(), r.step(), deadline, lo, hi));
   }
   if (delta) return PullDelta(r, writer);
+  return StreamFloats(r, writer, /*count=*/true, [&](int64_t at, int64_t end, float* out) {
+    if (r.state_name().empty()) {
+      return store_->ReadParams(r.generation(), r.step(), at, end, out, r.reset_delta_reference());
+    }
+    return store_->ReadState(r.generation(), r.step(), r.state_name(), at, end, out);
+  });
+}
+
+absl::Status ShardService::StreamFloats(
+    const v1::PullParametersRequest& r, grpc::ServerWriter<v1::ParameterChunk>* writer,
+    bool count, const std::function<absl::Status(int64_t, int64_t, float*)>& read) {
+  const int64_t lo = r.range().begin(), hi = r.range().end();
   const int64_t piece =
       std::max<int64_t>(1, (r.chunk_bytes() > 0 ? r.chunk_bytes() : kDefaultPullBytes) / 4);
   v1::ParameterChunk msg;
@@ -238,22 +264,50 @@ absl::Status ShardService::Pull(grpc::ServerContext* context,
     trace::Span span("pull chunk", "shard", (end - at) * int64_t{sizeof(float)}, r.step());
     std::string* data = msg.mutable_data()->mutable_data();
     data->resize((end - at) * sizeof(float));
-    float* out = reinterpret_cast<float*>(data->data());
-    if (r.state_name().empty()) {
-      RETURN_IF_ERROR(
-          store_->ReadParams(r.generation(), r.step(), at, end, out, r.reset_delta_reference()));
-    } else {
-      RETURN_IF_ERROR(store_->ReadState(r.generation(), r.step(), r.state_name(), at, end, out));
-    }
+    RETURN_IF_ERROR(read(at, end, reinterpret_cast<float*>(data->data())));
     msg.mutable_range()->set_begin(at);
     msg.mutable_range()->set_end(end);
     if (!writer->Write(msg)) return absl::CancelledError("pull: the client went away");
-    if (metrics_ != nullptr && metrics_->pull_bytes != nullptr) {
+    if (count && metrics_ != nullptr && metrics_->pull_bytes != nullptr) {
       metrics_->pull_bytes->Increment(data->size());
     }
     if (lo == hi) break;
   }
   return absl::OkStatus();
+}
+
+absl::Status ShardService::PullRecovery(const v1::PullParametersRequest& r,
+                                        grpc::ServerWriter<v1::ParameterChunk>* writer) {
+  if (r.recovery() == v1::RECOVERY_REPLICA && replica_ == nullptr) {
+    return absl::FailedPreconditionError("recovery read: this shard server keeps no replicas");
+  }
+  if (r.dtype() != v1::DTYPE_F32 && r.dtype() != v1::DTYPE_UNSPECIFIED) {
+    return absl::InvalidArgumentError("recovery read: DTYPE_F32 only");
+  }
+  return StreamFloats(r, writer, /*count=*/false, [&](int64_t at, int64_t end, float* out) {
+    if (r.recovery() == v1::RECOVERY_REPLICA) {
+      return replica_->Read(r.step(), r.state_name(), at, end, out);
+    }
+    return store_->ReadKept(r.step(), r.state_name(), at, end, out);
+  });
+}
+
+grpc::Status ShardService::Replicate(grpc::ServerContext* context,
+                                     const v1::ReplicaChunk* request, v1::ReplicaAck* response) {
+  if (grpc::Status auth = CheckCallToken(*context, auth_token_); !auth.ok()) return auth;
+  if (replica_ == nullptr) {
+    return ToGrpcStatus(absl::FailedPreconditionError("Replicate: this server keeps no replicas"));
+  }
+  absl::Status s = replica_->Accept(*request);
+  if (s.ok()) {
+    const int64_t bytes = replica_->info().bytes;
+    response->set_step(request->step());
+    response->set_replica_bytes(bytes);
+    if (metrics_ != nullptr && metrics_->replica_bytes != nullptr) {
+      metrics_->replica_bytes->Set(static_cast<double>(bytes + store_->kept_bytes()));
+    }
+  }
+  return ToGrpcStatus(s);
 }
 
 absl::Status ShardService::PullDelta(const v1::PullParametersRequest& r,
@@ -296,45 +350,30 @@ grpc::Status ShardService::PullParameters(grpc::ServerContext* context,
 
 absl::Status ShardService::Save(const v1::SaveShardRequest& r, v1::SaveShardResponse* response) {
   RETURN_IF_ERROR(CheckJob(r.job()));
-  if (r.path().empty()) return absl::InvalidArgumentError("SaveShard: empty path");
-  const StoreInfo info = store_->info();
-  if (info.generation == 0) {
-    return absl::FailedPreconditionError(
-        "SaveShard: this shard server holds no parameters (never initialised, or restarted)");
+  if (r.path().empty() && r.mode() != v1::SAVE_SNAPSHOT) {
+    return absl::InvalidArgumentError("SaveShard: empty path");
   }
-  if (r.total_params() < info.range.hi) {
-    return absl::InvalidArgumentError(absl::StrCat("SaveShard: total_params ", r.total_params(),
-                                                   " is below this server's range end ",
-                                                   info.range.hi));
+  absl::MutexLock lock(&snapshot_mu_);
+  ShardSnapshot now;
+  ShardSnapshot* s = r.mode() == v1::SAVE_NOW ? &now : &snapshot_;
+  if (r.mode() != v1::SAVE_FROM_SNAPSHOT) {
+    // Copies out under the store's locks (a consistent step), writes after.
+    RETURN_IF_ERROR(CaptureShard(*store_, r.generation(), r.step(), s));
+  } else if (s->step != r.step() || s->step < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "SaveShard from the snapshot of step ", r.step(), ": the server's snapshot holds ",
+        s->step < 0 ? std::string("nothing") : absl::StrCat("step ", s->step),
+        " (SAVE_SNAPSHOT first)"));
   }
-  // Copies out under the store's locks (a consistent step), writes after.
-  const int64_t n = info.range.size();
-  std::vector<float> params(n);
-  RETURN_IF_ERROR(store_->ReadParams(r.generation(), r.step(), info.range.lo, info.range.hi,
-                                     params.data()));
-  ASSIGN_OR_RETURN(std::unique_ptr<optim::Optimizer> probe,
-                   shard::BuildOptimizer(info.optimizer, optim::ParamRange{0, 0}));
-  std::vector<std::pair<std::string, std::vector<float>>> state;
-  for (const optim::StateBuffer& b : probe->state()) {
-    state.push_back({b.name, std::vector<float>(n)});
-    RETURN_IF_ERROR(store_->ReadState(r.generation(), r.step(), b.name, info.range.lo,
-                                      info.range.hi, state.back().second.data()));
+  response->mutable_range()->set_begin(s->range.lo);
+  response->mutable_range()->set_end(s->range.hi);
+  if (r.mode() == v1::SAVE_SNAPSHOT) {
+    response->set_bytes(s->bytes());
+    return absl::OkStatus();
   }
-  checkpoint::CheckpointView v;
-  v.model_fingerprint = r.model_fingerprint();
-  v.step = r.step();
-  v.total_params = r.total_params();
-  v.range_lo = info.range.lo;
-  v.range_hi = info.range.hi;
-  v.params = absl::MakeConstSpan(params);
-  v.optimizer_name = probe->name();
-  for (const auto& [name, values] : state) v.optimizer_state.push_back({name, values});
-  for (const v1::SaveShardBlob& b : r.blobs()) v.blobs.push_back({b.name(), b.data()});
-  RETURN_IF_ERROR(checkpoint::WriteCheckpoint(r.path(), v));
+  ASSIGN_OR_RETURN(const int64_t bytes, WriteShardFile(*s, r));
   response->set_path(r.path());
-  response->mutable_range()->set_begin(info.range.lo);
-  response->mutable_range()->set_end(info.range.hi);
-  response->set_bytes(static_cast<int64_t>(1 + state.size()) * n * int64_t{sizeof(float)});
+  response->set_bytes(bytes);
   return absl::OkStatus();
 }
 

@@ -18,13 +18,23 @@
 // int8 delta block (range_store.h) in pieces with block_offset. SaveShard
 // writes this server's range (params + optimizer state) as a checkpoint
 // shard file at the request's path (the server needs the checkpoint
-// directory on its file system).
+// directory on its file system); with mode SAVE_SNAPSHOT it only copies
+// the range into the server's one snapshot, and SAVE_FROM_SNAPSHOT writes
+// that copy later (shard_snapshot.h). Replicate stores a primary's chunk in the
+// replica store (replica_store.h; FAILED_PRECONDITION without one); a pull
+// with `recovery` set reads a kept step of the server's own range
+// (RangeStore::ReadKept) or of the replica it holds, without waiting.
 #ifndef TANDEM_SERVICES_SHARDSERVER_SHARD_SERVICE_H_
 #define TANDEM_SERVICES_SHARDSERVER_SHARD_SERVICE_H_
 
+#include <functional>
+
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "proto/shardserver.grpc.pb.h"
 #include "services/shardserver/range_store.h"
+#include "services/shardserver/replica_store.h"
+#include "services/shardserver/shard_snapshot.h"
 #include "services/shardserver/shard_metrics.h"
 
 namespace tandem {
@@ -33,8 +43,10 @@ namespace shardserver {
 class ShardService final : public v1::ShardServer::Service {
  public:
   // `auth_token`: every call must carry it (common/rpc/auth.h); "" = no check.
-  ShardService(RangeStore* store, const ShardMetrics* metrics, std::string auth_token = "")
-      : store_(store), metrics_(metrics), auth_token_(std::move(auth_token)) {}
+  // `replica` (may be null: Replicate is refused) holds a neighbour's range.
+  ShardService(RangeStore* store, const ShardMetrics* metrics, std::string auth_token = "",
+               ReplicaStore* replica = nullptr)
+      : store_(store), replica_(replica), metrics_(metrics), auth_token_(std::move(auth_token)) {}
 
   grpc::Status GetShardInfo(grpc::ServerContext* context, const v1::GetShardInfoRequest* request,
                             v1::ShardInfo* response) override;
@@ -49,6 +61,8 @@ class ShardService final : public v1::ShardServer::Service {
                               grpc::ServerWriter<v1::ParameterChunk>* writer) override;
   grpc::Status SaveShard(grpc::ServerContext* context, const v1::SaveShardRequest* request,
                          v1::SaveShardResponse* response) override;
+  grpc::Status Replicate(grpc::ServerContext* context, const v1::ReplicaChunk* request,
+                         v1::ReplicaAck* response) override;
 
  private:
   absl::Status Init(grpc::ServerReader<v1::ParameterChunk>* reader,
@@ -61,11 +75,23 @@ class ShardService final : public v1::ShardServer::Service {
   absl::Status PullDelta(const v1::PullParametersRequest& request,
                          grpc::ServerWriter<v1::ParameterChunk>* writer);
   absl::Status Save(const v1::SaveShardRequest& request, v1::SaveShardResponse* response);
+  // Streams r.range in pieces of r.chunk_bytes, each filled by `read`
+  // (at, end, out); `count`: into tandem_shard_pull_bytes_total.
+  absl::Status StreamFloats(const v1::PullParametersRequest& r,
+                            grpc::ServerWriter<v1::ParameterChunk>* writer, bool count,
+                            const std::function<absl::Status(int64_t, int64_t, float*)>& read);
+  // A pull with `recovery` set: a kept step, streamed like a pull.
+  absl::Status PullRecovery(const v1::PullParametersRequest& request,
+                            grpc::ServerWriter<v1::ParameterChunk>* writer);
   absl::Status CheckJob(const v1::JobRef& job) const;
 
   RangeStore* const store_;
+  ReplicaStore* const replica_;
   const std::string auth_token_;
   const ShardMetrics* const metrics_;
+  // The one snapshot a background checkpoint captures and later writes.
+  absl::Mutex snapshot_mu_;
+  ShardSnapshot snapshot_ ABSL_GUARDED_BY(snapshot_mu_);
 };
 
 // Checks an int8 push: int8_chunk in the codec's range, dtype I8 and

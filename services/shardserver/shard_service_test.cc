@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <thread>
 #include <vector>
 
@@ -24,6 +26,11 @@ namespace shardserver {
 namespace {
 
 constexpr int64_t kN = 1000;
+
+std::string ReadFileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
 
 struct Fixture {
   std::unique_ptr<ShardServer> server;
@@ -340,6 +347,63 @@ TEST(ShardService, SaveShardWritesTheRangeAsACheckpointShard) {
   // A server that was never initialised has nothing to save.
   Fixture empty = Start();
   EXPECT_EQ(empty.client->Save(r).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// A background checkpoint (issue 34 item 4): SAVE_SNAPSHOT copies step 1
+// at the step boundary; step 2 is then trained; SAVE_FROM_SNAPSHOT writes
+// step 1's copy, byte for byte the file a synchronous save of step 1
+// wrote. Writing a snapshot of another step is refused.
+TEST(ShardService, ASnapshotSavedLaterIsTheSynchronousFileByteForByte) {
+  Fixture f = Start();
+  std::vector<float> params(kN, 2.f);
+  shard::ShardInit init = Init(1);
+  init.optimizer.set_momentum(0.9);
+  ASSERT_TRUE(f.client->Init(init, params.data()).ok());
+  auto step = [&](int64_t n) {
+    std::vector<float> grads(kN);
+    for (int64_t i = 0; i < kN; ++i) grads[i] = 0.01f * static_cast<float>((i + n) % 13);
+    std::unique_ptr<shard::PushStream> s = f.client->NewPushStream();
+    shard::PushHeader h = Header(0);
+    h.step = n;
+    ASSERT_TRUE(s->Open(h).ok());
+    for (const shard::Chunk& c : f.layout.chunks()) {
+      ASSERT_TRUE(s->Write(c, grads.data() + c.lo).ok());
+    }
+    ASSERT_TRUE(s->Finish().ok());
+    ASSERT_TRUE(f.client->Pull(5, n, 0, kN, params.data()).ok());
+  };
+  step(1);
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp");
+  v1::SaveShardRequest r;
+  r.set_generation(5);
+  r.set_step(1);
+  r.set_model_fingerprint(77);
+  r.set_total_params(kN);
+  r.add_blobs()->set_name("data_cursor");
+  r.set_path(dir + "/sync.tckpt");
+  ASSERT_TRUE(f.client->Save(r).ok());
+
+  v1::SaveShardRequest snap = r;
+  snap.set_mode(v1::SAVE_SNAPSHOT);
+  snap.clear_path();
+  absl::StatusOr<v1::SaveShardResponse> taken = f.client->Save(snap);
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  EXPECT_EQ(taken->bytes(), 2 * kN * 4);  // parameters + momentum
+  step(2);  // training goes on
+
+  v1::SaveShardRequest later = r;
+  later.set_mode(v1::SAVE_FROM_SNAPSHOT);
+  later.set_path(dir + "/background.tckpt");
+  ASSERT_TRUE(f.client->Save(later).ok());
+  const std::string sync_bytes = ReadFileBytes(dir + "/sync.tckpt");
+  ASSERT_FALSE(sync_bytes.empty());
+  EXPECT_TRUE(sync_bytes == ReadFileBytes(dir + "/background.tckpt"));
+
+  later.set_step(2);
+  absl::StatusOr<v1::SaveShardResponse> other = f.client->Save(later);
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(other.status().message().find("holds step 1"), std::string::npos) << other.status();
 }
 
 }  // namespace

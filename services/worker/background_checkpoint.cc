@@ -81,6 +81,18 @@ void BackgroundCheckpointWriter::Submit(std::string path, v1::CheckpointRecord r
                                         int64_t generation) {
   absl::MutexLock lock(&mu_);
   DCHECK(!busy_);
+  job_.write = nullptr;
+  job_.path = std::move(path);
+  job_.record = std::move(record);
+  job_.generation = generation;
+  busy_ = true;
+}
+
+void BackgroundCheckpointWriter::SubmitTask(std::function<absl::Status()> write, std::string path,
+                                            v1::CheckpointRecord record, int64_t generation) {
+  absl::MutexLock lock(&mu_);
+  DCHECK(!busy_);
+  job_.write = std::move(write);
   job_.path = std::move(path);
   job_.record = std::move(record);
   job_.generation = generation;
@@ -116,7 +128,8 @@ void BackgroundCheckpointWriter::Loop() {
     absl::Status s = Write(job);
     if (o_.metrics != nullptr) {
       if (s.ok()) {
-        o_.metrics->RecordWrite(absl::ToDoubleSeconds(absl::Now() - start), snapshot_.bytes());
+        o_.metrics->RecordWrite(absl::ToDoubleSeconds(absl::Now() - start),
+                                job.write ? -1 : snapshot_.bytes());
       } else {
         o_.metrics->RecordFailure();
       }
@@ -133,7 +146,11 @@ void BackgroundCheckpointWriter::Loop() {
 }
 
 absl::Status BackgroundCheckpointWriter::Write(const Job& job) {
-  RETURN_IF_ERROR(checkpoint::WriteCheckpoint(job.path, snapshot_.View(), o_.write));
+  if (job.write) {
+    RETURN_IF_ERROR(job.write());
+  } else {
+    RETURN_IF_ERROR(checkpoint::WriteCheckpoint(job.path, snapshot_.View(), o_.write));
+  }
   return commit_(job.record, job.generation);
 }
 

@@ -89,6 +89,10 @@ class BackgroundCheckpointWriter {
   CheckpointSnapshot* Acquire();
   // Writes the snapshot to `path` and commits `record` for `generation`.
   void Submit(std::string path, v1::CheckpointRecord record, int64_t generation);
+  // Runs `write` (the snapshot is elsewhere: the shard servers' own,
+  // ps / hybrid) instead of writing the snapshot, then commits as Submit.
+  void SubmitTask(std::function<absl::Status()> write, std::string path,
+                  v1::CheckpointRecord record, int64_t generation);
   // Waits until no write is in flight; the last job's outcome.
   Outcome Drain();
   // Non-blocking: the step of a write in flight, -1 when idle.
@@ -96,6 +100,7 @@ class BackgroundCheckpointWriter {
 
  private:
   struct Job {
+    std::function<absl::Status()> write;  // empty: write snapshot_ to path
     std::string path;
     v1::CheckpointRecord record;
     int64_t generation = 0;

@@ -1,4 +1,5 @@
 #include "services/worker/checkpointer.h"
+#include "services/worker/checkpointer_internal.h"
 
 #include <unistd.h>
 
@@ -28,11 +29,6 @@ namespace {
 constexpr int64_t kBroadcastFloats = int64_t{1} << 20;
 // The largest loss-scaler record a restore carries (its format is 48 bytes).
 constexpr size_t kMaxScalerBytes = 120;
-
-// The model's registered buffers (BatchNorm statistics; nn::Model::SaveBuffers).
-constexpr char kBuffersBlob[] = "model_buffers";
-
-std::string BlobName(const optim::StateBuffer& b) { return absl::StrCat("sync/", b.name); }
 
 // Checks that `c` (the whole vector) can fill `opt`'s state, before anything
 // is copied: same optimizer, every buffer present and whole.
@@ -67,10 +63,21 @@ absl::Status CheckOptimizerState(const checkpoint::Checkpoint& c, const std::str
 
 absl::StatusOr<float*> Checkpointer::HostParams() {
   tensor::FlatStorage& storage = model_->storage();
-  host_params_.resize(storage.size());
-  RETURN_IF_ERROR(backend_->CopyToHost(host_params_.data(), storage.params(),
-                                       storage.size() * sizeof(float)));
-  return host_params_.data();
+  if (staging_ == nullptr) {
+    // A model on a GPU copies into page-locked memory (full link rate);
+    // without a usable device, pageable memory.
+    absl::StatusOr<std::unique_ptr<HostStaging>> pinned = MakePinnedStaging();
+    if (pinned.ok()) {
+      staging_ = *std::move(pinned);
+    } else {
+      LOG(INFO) << "checkpoint staging in pageable memory: " << pinned.status();
+      staging_ = MakePageableStaging();
+    }
+  }
+  ASSIGN_OR_RETURN(float* host, staging_->Reserve(storage.size()));
+  RETURN_IF_ERROR(
+      backend_->CopyToHost(host, storage.params(), storage.size() * sizeof(float)));
+  return host;
 }
 
 namespace {
@@ -98,8 +105,15 @@ absl::StatusOr<bool> Checkpointer::Restore(Generation& g, TrainingState* state) 
   // know whether there is a checkpoint at all.
   std::string path = g.join.resume_from().path();
   restored_path_.clear();
-  ASSIGN_OR_RETURN(recovery_,
-                   memory_.TryRestore(g, path.empty() ? -1 : g.join.resume_from().step()));
+  const int64_t committed = path.empty() ? -1 : g.join.resume_from().step();
+  ASSIGN_OR_RETURN(recovery_, memory_.TryRestore(g, committed));
+  if (!recovery_.restored && backend_->host_accessible()) {
+    tensor::FlatStorage& storage = model_->storage();
+    ASSIGN_OR_RETURN(MemoryRecovery from_servers,
+                     servers_.TryRestore(g, committed, storage.params(), storage.size()));
+    from_servers.reached = std::max(from_servers.reached, recovery_.reached);
+    recovery_ = from_servers;
+  }
   if (recovery_.restored) {
     RETURN_IF_ERROR(RestoreFromMemory(g, state));
     memory_.MarkLive();
@@ -220,7 +234,7 @@ absl::StatusOr<checkpoint::Checkpoint> Checkpointer::ReadNewestReadable(Generati
 }
 
 // Broadcast host-side over the control mesh: device parameters are staged
-// through host_params_.
+// through staging_ (HostParams).
 absl::Status Checkpointer::BroadcastParams(Generation& g) {
   tensor::FlatStorage& storage = model_->storage();
   const int64_t bytes = storage.size() * sizeof(float);
@@ -294,17 +308,6 @@ absl::Status Checkpointer::BroadcastLossScaler(Generation& g, const std::string*
 }
 
 // Who writes what for one step's checkpoint, and where it is committed.
-struct Checkpointer::WritePlan {
-  optim::ParamRange owned;
-  std::vector<checkpoint::ShardWriter> writers;
-  bool single = false;      // one whole shard (allreduce): the single-file layout
-  std::string manifest;     // several shards: written last by rank 0
-  std::string single_path;
-  std::string path;         // what is committed
-  bool i_write = false;     // this rank writes a shard file
-  sync::ServerSideCheckpoint* on_servers = nullptr;  // ps / hybrid: the servers write
-  v1::DataCursor cursor;
-};
 
 absl::Status Checkpointer::EnableMetrics(Metrics* metrics) {
   if (metrics_ != nullptr || metrics == nullptr) return absl::OkStatus();
@@ -317,14 +320,27 @@ absl::StatusOr<std::string> Checkpointer::WritePeriodic(Generation& g, TrainingS
   if (state->step == state->checkpoint_step) return std::string();  // already on disk
   trace::Span span("checkpoint write", "io", -1, state->step);
   ASSIGN_OR_RETURN(WritePlan plan, PlanWrite(g, *state));
-  // Every rank agrees (the plan is all-gathered): only the single-file
-  // layout, written by rank 0 alone, goes to the background.
-  if (!o_.background || !plan.single || plan.on_servers != nullptr) {
-    return WritePlanned(g, state, plan);
+  // Every rank agrees (the plan is all-gathered): the single-file layout,
+  // written by rank 0 alone, and the shard servers' saves go to the
+  // background.
+  if (o_.background && plan.on_servers != nullptr) {
+    return WriteOnServersInBackground(g, state, plan);
   }
+  if (!o_.background || !plan.single) return WritePlanned(g, state, plan);
   RETURN_IF_ERROR(g.sync->SyncStateToHost());  // collective for some strategies
   if (g.rank() != 0) return std::string();
   RETURN_IF_ERROR(MakeDirectories(o_.dir));
+  CheckpointSnapshot* snapshot = Writer().Acquire();  // waits for the previous write
+  RETURN_IF_ERROR(WithShardView(g, *state, plan, [&](const checkpoint::CheckpointView& v) {
+    snapshot->Capture(v);
+    return absl::OkStatus();
+  }));
+  bg_->Submit(plan.single_path, Record(g, state->step, plan.cursor, plan.single_path),
+              g.join.generation());
+  return std::string();
+}
+
+BackgroundCheckpointWriter& Checkpointer::Writer() {
   if (bg_ == nullptr) {
     BackgroundCheckpointOptions bo;
     bo.write = o_.write_options;
@@ -334,14 +350,7 @@ absl::StatusOr<std::string> Checkpointer::WritePeriodic(Generation& g, TrainingS
           return client_->CommitCheckpoint(r, generation);
         });
   }
-  CheckpointSnapshot* snapshot = bg_->Acquire();  // waits for the previous write
-  RETURN_IF_ERROR(WithShardView(g, *state, plan, [&](const checkpoint::CheckpointView& v) {
-    snapshot->Capture(v);
-    return absl::OkStatus();
-  }));
-  bg_->Submit(plan.single_path, Record(g, state->step, plan.cursor, plan.single_path),
-              g.join.generation());
-  return std::string();
+  return *bg_;
 }
 
 absl::StatusOr<std::string> Checkpointer::Write(Generation& g, TrainingState* state) {
@@ -536,34 +545,6 @@ absl::Status Checkpointer::CommitShards(Generation& g, const TrainingState& stat
     RETURN_IF_ERROR(checkpoint::WriteManifest(plan.manifest, m));
   }
   return CommitAt(g, state.step, plan.cursor, plan.path);
-}
-
-absl::Status Checkpointer::CommitOnServers(Generation& g, const TrainingState& state,
-                                           const WritePlan& plan) {
-  RETURN_IF_ERROR(MakeDirectories(o_.dir));
-  sync::ServerSaveRequest req;
-  // The servers run elsewhere (another working directory, maybe another
-  // machine with the same mount): give them an absolute path.
-  req.dir = o_.dir;
-  if (!req.dir.empty() && req.dir[0] != '/') {
-    char cwd[4096];
-    if (getcwd(cwd, sizeof(cwd)) != nullptr) req.dir = absl::StrCat(cwd, "/", o_.dir);
-  }
-  req.step = state.step;
-  req.model_fingerprint = o_.fingerprint;
-  for (const optim::StateBuffer& b : g.sync->extra_state()) {
-    req.blobs.push_back({BlobName(b), std::string(reinterpret_cast<const char*>(b.data.data()),
-                                                  b.data.size() * sizeof(float))});
-  }
-  if (std::string b = model_->SaveBuffers(); !b.empty()) req.blobs.push_back({kBuffersBlob, b});
-  req.blobs.push_back({"data_cursor", plan.cursor.SerializeAsString()});
-  req.blobs.push_back({"model_spec", o_.model_text});
-  if (!state.loss_scaler.empty()) req.blobs.push_back({"loss_scaler", state.loss_scaler});
-  ASSIGN_OR_RETURN(std::vector<sync::SavedShard> shards, plan.on_servers->SaveOnServers(req));
-  checkpoint::Manifest m = ManifestHeader(g, state.step);
-  for (const sync::SavedShard& sh : shards) m.shards.push_back({sh.lo, sh.hi, sh.file});
-  RETURN_IF_ERROR(checkpoint::WriteManifest(plan.manifest, m));
-  return CommitAt(g, state.step, plan.cursor, plan.manifest);
 }
 
 }  // namespace worker

@@ -1,7 +1,9 @@
 // Checkpointer: the training state that survives generations, and how it
 // reaches disk and every rank.
 //
-// Restore: rank 0 decides the state — the last committed checkpoint the
+// Restore: from the ranks' memory where it can (memory_state.h for
+// replicated strategies, server_recovery.h for ps / hybrid with replicated
+// shard servers); otherwise rank 0 decides the state — the last committed checkpoint the
 // join named, or the seeded initialisation when there is none — and
 // broadcasts it over the control mesh: parameters, the optimizer state
 // (each whole buffer in pieces; every rank keeps the part in its
@@ -68,7 +70,11 @@
 #include "services/worker/background_checkpoint.h"
 #include "services/worker/coordinator_client.h"
 #include "services/worker/generation.h"
+#include "services/worker/host_staging.h"
 #include "services/worker/memory_state.h"
+#include "services/worker/pinned_staging.h"
+#include "common/sync/remote/server_side_checkpoint.h"
+#include "services/worker/server_recovery.h"
 
 namespace tandem {
 namespace worker {
@@ -113,7 +119,8 @@ class Checkpointer {
         backend_(backend),
         model_(model),
         client_(client),
-        memory_(o_.recover_from_memory, backend, model, o_.replica) {}
+        memory_(o_.recover_from_memory, backend, model, o_.replica),
+        servers_(o_.recover_from_memory) {}
 
   // True when it resumed from a checkpoint or from memory (false: the
   // seeded start). From memory first (MemoryState::TryRestore, every
@@ -126,6 +133,11 @@ class Checkpointer {
   // re-join path): keeps this rank's state for the next Restore.
   void Retain(Generation& g, const TrainingState& state) {
     memory_.Retain(g, state.step, state.cursor.epoch, state.samples_in_epoch);
+  }
+  // After every completed step: its data position, for a recovery from the
+  // shard servers' memory (server_recovery.h).
+  void NoteStep(const TrainingState& state) {
+    servers_.Note(state.step, state.cursor.epoch, state.samples_in_epoch);
   }
   // After every applied step: the peer replica of a sharded strategy's
   // state every --replica_every steps (memory_state.h).
@@ -149,7 +161,10 @@ class Checkpointer {
   // (waiting first if the previous one is still being written) and returns
   // "" at once: the file is written and committed by the background writer
   // (background_checkpoint.h); a failure there is a warning and a metric,
-  // never an error here. Otherwise as Write.
+  // never an error here. ps / hybrid: the shard servers copy their ranges
+  // into their own snapshots at the step and write them from rank 0's
+  // background writer, which then writes the manifest and commits.
+  // Otherwise as Write.
   absl::StatusOr<std::string> WritePeriodic(Generation& g, TrainingState* state);
   // Registers the checkpoint metrics (once the process's rank label is set).
   absl::Status EnableMetrics(Metrics* metrics);
@@ -157,7 +172,7 @@ class Checkpointer {
  private:
   struct WritePlan;  // who writes which shard, and what is committed
 
-  // Device backends: a host copy of the parameters, staged in host_params_.
+  // Device backends: a host copy of the parameters, staged in staging_.
   absl::StatusOr<float*> HostParams();
 
   // Restore's steps. Rank 0: the initial state, or the newest committed
@@ -196,16 +211,26 @@ class Checkpointer {
                         const std::string& committed_path);
   absl::Status CommitShards(Generation& g, const TrainingState& state, const WritePlan& plan);
   absl::Status CommitOnServers(Generation& g, const TrainingState& state, const WritePlan& plan);
+  // What the shard servers need to save `state` (ps / hybrid).
+  sync::ServerSaveRequest ServerRequest(Generation& g, const TrainingState& state,
+                                        const WritePlan& plan);
+  // The background writer, made at first use.
+  BackgroundCheckpointWriter& Writer();
+  absl::StatusOr<std::string> WriteOnServersInBackground(Generation& g, TrainingState* state,
+                                                         const WritePlan& plan);
 
   const CheckpointerOptions o_;
   kernels::Backend* const backend_;
   nn::Model* const model_;
   CoordinatorClient* const client_;
-  std::vector<float> host_params_;
+  // Device backends: where HostParams stages the parameters (pinned when a
+  // CUDA device is usable; host_staging.h), made at first use.
+  std::unique_ptr<HostStaging> staging_;
   std::string restored_path_;
   std::vector<std::string> warnings_;
   std::unique_ptr<CheckpointMetrics> metrics_;       // null until EnableMetrics
   MemoryState memory_;
+  ServerRecovery servers_;
   MemoryRecovery recovery_;
   // Last: its destructor waits for the write in flight, which uses client_.
   std::unique_ptr<BackgroundCheckpointWriter> bg_;  // made at the first background write

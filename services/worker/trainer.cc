@@ -231,6 +231,7 @@ absl::StatusOr<std::optional<Trainer::Loop::Outcome>> Trainer::Loop::TrainStep(
   state_.cursor = out.cursor;
   state_.samples_in_epoch =
       state_.cursor.offset + state_.cursor.step_in_epoch * run.plan.global_batch;
+  checkpointer_->NoteStep(state_);  // a shard-server recovery's data position
   if (Crashed()) return absl::InternalError(absl::StrCat("crash_after_step ", state_.step));
   // Rank 0's BatchNorm statistics everywhere, as PyTorch DDP's default.
   if (o_.broadcast_buffers) {

@@ -58,7 +58,9 @@ std::vector<std::string> JobArgs(const std::string& run_dir, const std::string& 
           absl::StrCat("--batch-size=", kBatch),
           "--log-every=25",
           "--checkpoint-every=100",
-          "--sync-opt=chunk_mb=0.05,timeout_s=20" + sync_opt,
+          // replicate=0: this test covers the disk path (a lost server with a
+          // replica: tests/e2e:shard_server_replica_test).
+          "--sync-opt=chunk_mb=0.05,timeout_s=20,replicate=0" + sync_opt,
           "--worker-arg=--sample_log_dir=" + samples,
           "--run-dir=" + run_dir};
 }

@@ -11,6 +11,7 @@
 #include "common/nn/model_spec.h"
 #include "common/plan/calibrate.h"
 #include "common/plan/gpu_profile.h"
+#include "common/plan/recovery_memory.h"
 #include "common/status/status_macros.h"
 #include "tools/tandem/link_rate.h"
 
@@ -260,6 +261,11 @@ std::string FormatPlan(const PlanOptions& o, const plan::PlanRequest& r,
                           p.fits ? p.bottleneck : "does not fit", StrategyLocalFlags(o, p.strategy));
   }
   absl::StrAppend(&out, "every row runs as: tandem local ", CommonLocalFlags(o), " FLAGS\n");
+  absl::StrAppend(&out, "\nrecovery memory (losing no work: in-memory recovery, background "
+                        "checkpoints, shard-server replicas):\n");
+  for (const plan::Prediction& p : ps) {
+    absl::StrAppend(&out, "  ", plan::FormatRecoveryMemory(plan::RecoveryMemoryOf(r, p)), "\n");
+  }
   return out + FormatRecommendation(o, ps);
 }
 

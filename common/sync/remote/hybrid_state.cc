@@ -29,6 +29,13 @@ absl::StatusOr<std::vector<SavedShard>> HybridSyncImpl::SaveOnServers(const Serv
   return s;
 }
 
+absl::StatusOr<ServerSideCheckpoint::ServerWrite> HybridSyncImpl::SnapshotOnServers(
+    const ServerSaveRequest& r) {
+  absl::StatusOr<ServerWrite> w = servers_->SnapshotOnServers(r, step_.next_step() - 1);
+  if (!w.ok()) return Fail(w.status());
+  return w;
+}
+
 absl::Status HybridSyncImpl::StateLoaded() {
   RETURN_IF_ERROR(WaitLanded());
   servers_->Loaded(world_->rank());

@@ -180,6 +180,11 @@ class HybridSyncImpl final : public GradientSync,
   bool CanSaveOnServers() const override { return step_.initialised() && step_.ok(); }
   void ExpectServerSave() override { servers_->ExpectServerSave(); }
   absl::StatusOr<std::vector<SavedShard>> SaveOnServers(const ServerSaveRequest& r) override;
+  absl::StatusOr<ServerWrite> SnapshotOnServers(const ServerSaveRequest& r) override;
+  bool ServersReplicate() const override { return servers_->remote().replicated(); }
+  absl::StatusOr<std::vector<int>> RecoverFromServers(int64_t step, float* params) override {
+    return servers_->RecoverFromServers(world_->rank(), step, params);
+  }
 
   // After a restore: the parameters (and maybe state) changed, so the
   // servers are initialised again at the next step.

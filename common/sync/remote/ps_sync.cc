@@ -84,6 +84,17 @@ class PsSyncImpl final : public GradientSync, public ServerSideCheckpoint, publi
     return s;
   }
 
+  absl::StatusOr<ServerWrite> SnapshotOnServers(const ServerSaveRequest& r) override {
+    RETURN_IF_ERROR(WaitForPulls());
+    absl::StatusOr<ServerWrite> w = servers_->SnapshotOnServers(r, step_.next_step() - 1);
+    if (!w.ok()) return Fail(w.status());
+    return w;
+  }
+  bool ServersReplicate() const override { return servers_->remote().replicated(); }
+  absl::StatusOr<std::vector<int>> RecoverFromServers(int64_t step, float* params) override {
+    return servers_->RecoverFromServers(world_->rank(), step, params);
+  }
+
   // After a restore: the parameters (and maybe state) changed, so the
   // servers are initialised again at the next step.
   absl::Status StateLoaded() override {

@@ -22,7 +22,11 @@ std::vector<OptionInfo> RemoteSyncOptionInfo() {
            "pushes); step: the whole step once all of it is in"},
           {"pipeline", "1",
            "1 = each chunk is pulled as soon as it is pushed and lands during the next forward, "
-           "layer by layer; 0 = everything is pulled before FinishStep returns"}};
+           "layer by layer; 0 = everything is pulled before FinishStep returns"},
+          {"replicate", "1",
+           "1 = with >= 2 shard servers each server's range is also held by the next one, so a "
+           "lost server is rebuilt from memory; 0 = a lost server sends the job to the last "
+           "checkpoint"}};
 }
 
 absl::StatusOr<RemoteSyncKnobs> ParseRemoteSyncKnobs(const SyncOptions& o) {
@@ -35,6 +39,13 @@ absl::StatusOr<RemoteSyncKnobs> ParseRemoteSyncKnobs(const SyncOptions& o) {
         "everything at the end of the step), got ", pipeline));
   }
   k.pipeline = pipeline == 1;
+  ASSIGN_OR_RETURN(const int64_t replicate, GetSyncOptInt(o, "replicate", 1));
+  if (replicate != 0 && replicate != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--sync_opt replicate must be 1 (each shard server's range also held by the next "
+        "server) or 0 (none: a lost server means the last checkpoint), got ", replicate));
+  }
+  k.replicate = replicate == 1;
   ASSIGN_OR_RETURN(int64_t streams, GetSyncOptInt(o, "streams", 2));
   ASSIGN_OR_RETURN(double timeout_s, GetSyncOptDouble(o, "timeout_s", 60));
   if (!(k.chunk_mb > 0)) {
@@ -110,6 +121,7 @@ absl::StatusOr<std::unique_ptr<ShardServerState>> ShardServerState::Create(
   ro.timeout = knobs.timeout;
   ro.apply_per_chunk = knobs.apply_per_chunk;
   ro.pull_int8_chunk = pull_int8_chunk;
+  ro.replicate = knobs.replicate;
   ASSIGN_OR_RETURN(std::unique_ptr<shard::RemoteShards> remote, shard::RemoteShards::Create(ro));
   auto mirror = std::make_unique<OptimizerMirror>(*probe, env.size);
   return std::unique_ptr<ShardServerState>(
@@ -145,26 +157,73 @@ absl::Status ShardServerState::FetchForCheckpoint(int rank, int64_t last_step) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<SavedShard>> ShardServerState::SaveOnServers(
-    const ServerSaveRequest& r, int64_t last_step) {
-  if (r.step != last_step) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "checkpoint of step ", r.step, " on the shard servers, but their last step is ",
-        last_step));
-  }
-  const int servers = remote_->layout().servers();
-  std::vector<std::string> files, paths;
+namespace {
+
+// Each server's shard file name and path in r.dir.
+void ShardPaths(const ServerSaveRequest& r, int servers, std::vector<std::string>* files,
+                std::vector<std::string>* paths) {
   for (int s = 0; s < servers; ++s) {
-    files.push_back(checkpoint::ShardFileName(r.step, s, servers));
-    paths.push_back(absl::StrCat(r.dir, "/", files.back()));
+    files->push_back(checkpoint::ShardFileName(r.step, s, servers));
+    paths->push_back(absl::StrCat(r.dir, "/", files->back()));
   }
-  ASSIGN_OR_RETURN(std::vector<optim::ParamRange> ranges,
-                   remote_->SaveShards(r.step, r.model_fingerprint, paths, r.blobs));
+}
+
+std::vector<SavedShard> Saved(const std::vector<optim::ParamRange>& ranges,
+                              const std::vector<std::string>& files) {
   std::vector<SavedShard> out;
-  for (int s = 0; s < servers; ++s) {
+  for (size_t s = 0; s < ranges.size(); ++s) {
     if (ranges[s].size() > 0) out.push_back({ranges[s].lo, ranges[s].hi, files[s]});
   }
   return out;
+}
+
+absl::Status CheckLastStep(const ServerSaveRequest& r, int64_t last_step) {
+  if (r.step == last_step) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "checkpoint of step ", r.step, " on the shard servers, but their last step is ", last_step));
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<SavedShard>> ShardServerState::SaveOnServers(
+    const ServerSaveRequest& r, int64_t last_step) {
+  RETURN_IF_ERROR(CheckLastStep(r, last_step));
+  std::vector<std::string> files, paths;
+  ShardPaths(r, remote_->layout().servers(), &files, &paths);
+  ASSIGN_OR_RETURN(std::vector<optim::ParamRange> ranges,
+                   remote_->SaveShards(r.step, r.model_fingerprint, paths, r.blobs));
+  return Saved(ranges, files);
+}
+
+absl::StatusOr<ServerSideCheckpoint::ServerWrite> ShardServerState::SnapshotOnServers(
+    const ServerSaveRequest& r, int64_t last_step) {
+  RETURN_IF_ERROR(CheckLastStep(r, last_step));
+  std::vector<std::string> files, paths;
+  ShardPaths(r, remote_->layout().servers(), &files, &paths);
+  RETURN_IF_ERROR(
+      remote_->SaveShards(r.step, r.model_fingerprint, paths, {}, v1::SAVE_SNAPSHOT).status());
+  shard::RemoteShards::SnapshotWrite write = remote_->SnapshotWriter();
+  return ServerSideCheckpoint::ServerWrite(
+      [write, r, files, paths]() -> absl::StatusOr<std::vector<SavedShard>> {
+        ASSIGN_OR_RETURN(std::vector<optim::ParamRange> ranges,
+                         write(r.step, r.model_fingerprint, paths, r.blobs));
+        return Saved(ranges, files);
+      });
+}
+
+absl::StatusOr<std::vector<int>> ShardServerState::RecoverFromServers(int rank, int64_t step,
+                                                                     float* params) {
+  if (rank != 0) {
+    return absl::FailedPreconditionError("RecoverFromServers: rank 0 reads the servers");
+  }
+  mirror_->Materialize();
+  std::vector<std::pair<std::string, float*>> state;
+  for (size_t i = 0; i < mirror_->names().size(); ++i) {
+    state.push_back({mirror_->names()[i], mirror_->buffer(i)});
+  }
+  absl::StatusOr<std::vector<int>> r = remote_->RecoverState(step, params, state);
+  if (!r.ok()) mirror_->Release();
+  return r;
 }
 
 void ShardServerState::Loaded(int rank) {

@@ -57,6 +57,10 @@ struct RemoteSyncKnobs {
   // waits only for the chunks under it. pipeline=0: FinishStep pulls
   // everything before it returns.
   bool pipeline = true;
+  // replicate=1 (default): with >= 2 shard servers (and fp32 pulls) each
+  // server's range is replicated on the next server, so a lost server is
+  // rebuilt from memory (issue 34; services/shardserver/replicator.h).
+  bool replicate = true;
 };
 std::vector<OptionInfo> RemoteSyncOptionInfo();
 absl::StatusOr<RemoteSyncKnobs> ParseRemoteSyncKnobs(const SyncOptions& options);
@@ -87,6 +91,11 @@ class ShardServerState {
   // Before a checkpoint, rank 0: fetches the servers' state of `last_step`
   // into the mirror. Other ranks: nothing.
   absl::Status FetchForCheckpoint(int rank, int64_t last_step);
+  // Rank 0, a new generation before InitServers: parameters (into params)
+  // and optimizer state (into the mirror, sent with InitServers) of `step`
+  // from the servers' memory (RemoteShards::RecoverState). Returns the
+  // servers rebuilt from a replica. FAILED_PRECONDITION on other ranks.
+  absl::StatusOr<std::vector<int>> RecoverFromServers(int rank, int64_t step, float* params);
   // After a restore: rank 0 keeps the restored state for the next
   // InitServers unless it is all zeros (a fresh start).
   void Loaded(int rank);
@@ -99,6 +108,10 @@ class ShardServerState {
   // r.dir/ShardFileName(step, server, servers) (server_side_checkpoint.h).
   absl::StatusOr<std::vector<SavedShard>> SaveOnServers(const ServerSaveRequest& r,
                                                         int64_t last_step);
+  // Rank 0: the servers copy `last_step` into their snapshots; the write
+  // that follows (ServerSideCheckpoint::SnapshotOnServers).
+  absl::StatusOr<ServerSideCheckpoint::ServerWrite> SnapshotOnServers(const ServerSaveRequest& r,
+                                                                      int64_t last_step);
 
  private:
   ShardServerState(std::unique_ptr<shard::RemoteShards> remote, v1::OptimizerConfig config,

@@ -1,0 +1,56 @@
+#include "common/plan/recovery_memory.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
+
+namespace tandem {
+namespace plan {
+namespace {
+
+constexpr int64_t kFloat = 4;
+
+// Optimizer state floats per element (strategy_cost.cc's rule).
+int64_t StateFloats(const PlanRequest& r) {
+  if (r.optimizer == "adamw") return 2;
+  return r.momentum != 0 ? 1 : 0;
+}
+
+double MiB(int64_t b) { return static_cast<double>(b) / (1 << 20); }
+
+}  // namespace
+
+RecoveryMemory RecoveryMemoryOf(const PlanRequest& r, const Prediction& p) {
+  RecoveryMemory m;
+  m.strategy = p.strategy;
+  const int64_t n = r.model.parameters;
+  const int64_t state = StateFloats(r) * n * kFloat;
+  const std::string& s = p.strategy;
+  if (s == "ps" || s == "hybrid") {
+    if (r.cluster.servers >= 2) {
+      m.server_bytes = 3 * p.server_bytes;
+      m.rank0_bytes = state;
+      m.source = "memory: the lost server's range from its replica";
+    } else {
+      m.source = "disk: one shard server keeps no replica";
+    }
+  } else if (absl::StartsWith(s, "zero")) {
+    m.source = "disk: each rank holds only its shard";
+  } else {  // allreduce, hier, compressed:*
+    m.rank_bytes = state;
+    m.rank0_bytes = n * kFloat + state;
+    m.source = "memory: every rank holds the whole state";
+  }
+  return m;
+}
+
+std::string FormatRecoveryMemory(const RecoveryMemory& m) {
+  std::string out = absl::StrFormat("%-22s", m.strategy);
+  if (m.rank_bytes > 0) absl::StrAppendFormat(&out, " +%.1f MiB/worker", MiB(m.rank_bytes));
+  if (m.rank0_bytes > 0) absl::StrAppendFormat(&out, " +%.1f MiB on rank 0", MiB(m.rank0_bytes));
+  if (m.server_bytes > 0) absl::StrAppendFormat(&out, " +%.1f MiB/server", MiB(m.server_bytes));
+  if (m.rank_bytes == 0 && m.rank0_bytes == 0 && m.server_bytes == 0) out += " +0";
+  return out + " (" + m.source + ")";
+}
+
+}  // namespace plan
+}  // namespace tandem

@@ -1,0 +1,45 @@
+// RecoveryMemory: the memory that losing no work costs (issue 34 item 5),
+// per strategy — what `tandem plan` prints under its table.
+//
+//   ASSIGN_OR_RETURN(Prediction p, Predict(request, "ps"));
+//   RecoveryMemory m = RecoveryMemoryOf(request, p);
+//   std::string line = FormatRecoveryMemory(m);
+//
+// Per rank: allreduce, hier and compressed keep a host copy of the
+// optimizer state at a generation's end (services/worker/memory_state.h),
+// and rank 0 one background-checkpoint snapshot of parameters and
+// optimizer state (background_checkpoint.h). zero1/2/3 recover from the
+// disk and write their shards synchronously: nothing extra. ps and hybrid:
+// each shard server (with >= 2 servers) keeps its range's copy from before
+// its last step and the neighbour's range at its two newest steps
+// (services/shardserver/replicator.h): 3 x (fp32 master + optimizer state)
+// of a range; rank 0 holds the whole optimizer state on the host while it
+// rebuilds a lost server's range. Pure functions; thread-safe.
+#ifndef TANDEM_COMMON_PLAN_RECOVERY_MEMORY_H_
+#define TANDEM_COMMON_PLAN_RECOVERY_MEMORY_H_
+
+#include <cstdint>
+#include <string>
+
+#include "common/plan/strategy_cost.h"
+
+namespace tandem {
+namespace plan {
+
+struct RecoveryMemory {
+  std::string strategy;
+  int64_t rank_bytes = 0;      // every rank, held between failures
+  int64_t rank0_bytes = 0;     // rank 0 only: snapshot, or a recovery's transient copy
+  int64_t server_bytes = 0;    // each shard server
+  std::string source;          // where a lost worker / server is recovered from
+};
+
+RecoveryMemory RecoveryMemoryOf(const PlanRequest& request, const Prediction& prediction);
+
+// "allreduce  +1.2 MiB/worker, +2.4 MiB on rank 0 (memory)".
+std::string FormatRecoveryMemory(const RecoveryMemory& m);
+
+}  // namespace plan
+}  // namespace tandem
+
+#endif  // TANDEM_COMMON_PLAN_RECOVERY_MEMORY_H_

@@ -1,0 +1,138 @@
+// RangeStore's side of range replication (range_store.h, replica_store.h):
+// handing applied chunks to the forwarder, reading them for the replica,
+// and the recovery reads of a kept step.
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/status/status_macros.h"
+#include "services/shardserver/range_state.h"
+#include "services/shardserver/range_store.h"
+
+namespace tandem {
+namespace shardserver {
+
+void RangeStore::Forward(const State& st, int first, int last, int64_t step) {
+  if (forwarder_ == nullptr || !st.replicated()) return;
+  for (int i = first; i < last; ++i) forwarder_->Applied(st.config.generation, i, step);
+}
+
+absl::StatusOr<int64_t> RangeStore::ReadChunkForReplica(int64_t generation, int chunk,
+                                                        v1::ReplicaChunk* msg,
+                                                        std::string* address) {
+  ASSIGN_OR_RETURN(std::shared_ptr<State> cur, Current(generation, "replication"));
+  State& st = *cur;
+  if (chunk < 0 || chunk >= static_cast<int>(st.chunks.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("replication of chunk ", chunk, ": ",
+                                                   st.Describe()));
+  }
+  ChunkSlot& s = *st.chunks[chunk];
+  const int64_t n = s.range.size();
+  *address = st.config.replica_address;
+  msg->mutable_job()->set_job_id(st.config.job_id);
+  msg->set_generation(generation);
+  msg->mutable_shard_range()->set_begin(st.config.range.lo);
+  msg->mutable_shard_range()->set_end(st.config.range.hi);
+  msg->set_chunk_elements(st.config.chunk_elements);
+  msg->mutable_range()->set_begin(s.range.lo);
+  msg->mutable_range()->set_end(s.range.hi);
+  auto fill = [n](v1::Tensor* t, const float* values) {
+    t->set_dtype(v1::DTYPE_F32);
+    t->mutable_data()->resize(n * sizeof(float));  // keeps its capacity
+    std::memcpy(t->mutable_data()->data(), values, n * sizeof(float));
+  };
+  absl::MutexLock lock(&s.mu);
+  fill(msg->mutable_params(), st.params.data() + (s.range.lo - st.config.range.lo));
+  while (msg->state_size() > static_cast<int>(s.state.size())) msg->mutable_state()->RemoveLast();
+  while (msg->state_names_size() > static_cast<int>(s.state.size())) {
+    msg->mutable_state_names()->RemoveLast();
+  }
+  for (size_t i = 0; i < s.state.size(); ++i) {
+    if (static_cast<int>(i) >= msg->state_size()) msg->add_state();
+    if (static_cast<int>(i) >= msg->state_names_size()) msg->add_state_names();
+    *msg->mutable_state_names(i) = s.state[i].name;
+    fill(msg->mutable_state(i), s.state[i].data.data());
+  }
+  msg->set_step(s.applied);
+  return s.applied;
+}
+
+void RangeStore::MarkReplicated(int64_t generation, int chunk, int64_t step) {
+  absl::StatusOr<std::shared_ptr<State>> cur = Current(generation, "replication");
+  if (!cur.ok()) return;  // that generation is over
+  State& st = **cur;
+  absl::MutexLock lock(&st.mu);
+  if (chunk < 0 || chunk >= static_cast<int>(st.chunk_replicated.size())) return;
+  st.chunk_replicated[chunk] = std::max(st.chunk_replicated[chunk], step);
+  st.applied_cv.SignalAll();
+}
+
+absl::Status RangeStore::ReadKept(int64_t step, const std::string& name, int64_t lo, int64_t hi,
+                                  float* out) const {
+  std::shared_ptr<State> cur;
+  {
+    absl::MutexLock lock(&mu_);
+    cur = current_;
+  }
+  if (cur == nullptr) {
+    return absl::FailedPreconditionError(
+        "recovery read: this shard server holds no range (restarted?)");
+  }
+  State& st = *cur;
+  const optim::ParamRange r = st.config.range;
+  if (lo < r.lo || hi > r.hi || lo > hi) {
+    return absl::InvalidArgumentError(absl::StrCat("recovery read of [", lo, ", ", hi,
+                                                   ") outside this server's range [", r.lo, ", ",
+                                                   r.hi, ")"));
+  }
+  for (int i = std::max(0, st.FindChunk(lo));
+       i < static_cast<int>(st.chunks.size()) && st.chunks[i]->range.lo < hi; ++i) {
+    ChunkSlot& s = *st.chunks[i];
+    const int64_t a = std::max(lo, s.range.lo), b = std::min(hi, s.range.hi);
+    if (b <= a) continue;
+    const int64_t n = s.range.size();
+    absl::MutexLock lock(&s.mu);
+    int which = 0;  // 0: parameters, 1 + k: state buffer k
+    if (!name.empty()) {
+      auto it = std::find_if(s.state.begin(), s.state.end(),
+                             [&](const optim::StateBuffer& x) { return x.name == name; });
+      if (it == s.state.end()) {
+        return absl::InvalidArgumentError(absl::StrCat("recovery read: the ",
+                                                       s.optimizer->name(),
+                                                       " optimizer has no state '", name, "'"));
+      }
+      which = 1 + static_cast<int>(it - s.state.begin());
+    }
+    const float* from = nullptr;
+    if (s.applied == step) {
+      from = which == 0 ? st.params.data() + (s.range.lo - r.lo) : s.state[which - 1].data.data();
+    } else if (s.prev_step == step && !s.prev.empty()) {
+      from = s.prev.data() + which * n;
+    } else {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "recovery read of step ", step, ": chunk [", s.range.lo, ", ", s.range.hi,
+          ") is at step ", s.applied,
+          s.prev.empty() ? "" : absl::StrCat(" (kept: ", s.prev_step, ")")));
+    }
+    std::memcpy(out + (a - lo), from + (a - s.range.lo), (b - a) * sizeof(float));
+  }
+  return absl::OkStatus();
+}
+
+int64_t RangeStore::kept_bytes() const {
+  std::shared_ptr<State> cur;
+  {
+    absl::MutexLock lock(&mu_);
+    cur = current_;
+  }
+  if (cur == nullptr) return 0;
+  int64_t bytes = 0;
+  for (const std::unique_ptr<ChunkSlot>& s : cur->chunks) {
+    absl::MutexLock lock(&s->mu);
+    bytes += static_cast<int64_t>(s->prev.size() * sizeof(float));
+  }
+  return bytes;
+}
+
+}  // namespace shardserver
+}  // namespace tandem
