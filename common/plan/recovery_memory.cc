@@ -1,5 +1,7 @@
 #include "common/plan/recovery_memory.h"
 
+#include <algorithm>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 
@@ -27,14 +29,22 @@ RecoveryMemory RecoveryMemoryOf(const PlanRequest& r, const Prediction& p) {
   const std::string& s = p.strategy;
   if (s == "ps" || s == "hybrid") {
     if (r.cluster.servers >= 2) {
+      // Opt-in (--sync_opt replicate=1): every pull then waits for the
+      // replica, so the cost is shown but the default path is the disk.
       m.server_bytes = 3 * p.server_bytes;
       m.rank0_bytes = state;
-      m.source = "memory: the lost server's range from its replica";
+      m.source = "disk by default; with --sync_opt replicate=1 memory (the lost server's range "
+                 "from its replica), at the cost shown";
     } else {
       m.source = "disk: one shard server keeps no replica";
     }
   } else if (absl::StartsWith(s, "zero")) {
-    m.source = "disk: each rank holds only its shard";
+    // Peer replicas (--replica_every, default 5): two own snapshots and a
+    // neighbour's copy of the 1/W shard (master slice + optimizer state),
+    // plus the staging of one send.
+    const int64_t ranks = std::max(1, r.cluster.ranks());
+    m.rank_bytes = 4 * (n + StateFloats(r) * n) * kFloat / ranks;
+    m.source = "memory: each shard also on its ring neighbour, <= --replica_every steps redone";
   } else {  // allreduce, hier, compressed:*
     m.rank_bytes = state;
     m.rank0_bytes = n * kFloat + state;

@@ -35,10 +35,16 @@ TEST(RecoveryMemory, ReplicatedStrategiesKeepAnOptimizerCopyAndASnapshot) {
   EXPECT_EQ(RecoveryMemoryOf(plain, Named("hier")).rank_bytes, 0);
 }
 
-TEST(RecoveryMemory, ShardedStrategiesAddNothing) {
-  const RecoveryMemory m = RecoveryMemoryOf(Request("adamw", 0), Named("zero2"));
-  EXPECT_EQ(m.rank_bytes + m.rank0_bytes + m.server_bytes, 0);
-  EXPECT_NE(FormatRecoveryMemory(m).find("+0 (disk"), std::string::npos) << FormatRecoveryMemory(m);
+TEST(RecoveryMemory, ShardedStrategiesHoldFourCopiesOfTheirShard) {
+  PlanRequest r = Request("adamw", 0);
+  r.cluster.nodes = 2;
+  r.cluster.per_node = 2;
+  const RecoveryMemory m = RecoveryMemoryOf(r, Named("zero2"));
+  // (master + 2 AdamW buffers) x 1000 floats / 4 ranks, 4 copies.
+  EXPECT_EQ(m.rank_bytes, 4 * 3 * 1000 * 4 / 4);
+  EXPECT_EQ(m.rank0_bytes + m.server_bytes, 0);
+  EXPECT_NE(FormatRecoveryMemory(m).find("MiB/worker (memory"), std::string::npos)
+      << FormatRecoveryMemory(m);
 }
 
 TEST(RecoveryMemory, ShardServersHoldThreeRangesWithTwoServersAndNoneWithOne) {
@@ -47,6 +53,7 @@ TEST(RecoveryMemory, ShardServersHoldThreeRangesWithTwoServersAndNoneWithOne) {
   EXPECT_EQ(two.rank0_bytes, 2 * 1000 * 4);
   EXPECT_EQ(two.rank_bytes, 0);
   EXPECT_NE(FormatRecoveryMemory(two).find("MiB/server"), std::string::npos);
+  EXPECT_NE(two.source.find("replicate=1"), std::string::npos) << two.source;
   const RecoveryMemory one = RecoveryMemoryOf(Request("adamw", 1), Named("hybrid", 12000));
   EXPECT_EQ(one.server_bytes, 0);
   EXPECT_NE(one.source.find("disk"), std::string::npos);

@@ -27,7 +27,7 @@ constexpr int kSteps = 60;
 std::vector<std::string> Args(const std::string& run_dir) {
   return {"local", "--workers=2", "--shard-servers=2", "--sync=ps", "--keep-going",
           "--model=mlp:784,32,10", "--optimizer=adamw", "--max-steps=60", "--log-every=10",
-          "--checkpoint-every=1000", "--sync-opt=chunk_mb=0.02,timeout_s=20",
+          "--checkpoint-every=1000", "--sync-opt=chunk_mb=0.02,timeout_s=20,replicate=1",
           "--run-dir=" + run_dir};
 }
 

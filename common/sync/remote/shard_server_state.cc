@@ -23,10 +23,10 @@ std::vector<OptionInfo> RemoteSyncOptionInfo() {
           {"pipeline", "1",
            "1 = each chunk is pulled as soon as it is pushed and lands during the next forward, "
            "layer by layer; 0 = everything is pulled before FinishStep returns"},
-          {"replicate", "1",
+          {"replicate", "0",
            "1 = with >= 2 shard servers each server's range is also held by the next one, so a "
-           "lost server is rebuilt from memory; 0 = a lost server sends the job to the last "
-           "checkpoint"}};
+           "lost server is rebuilt from memory (costs step time: every pull waits for the "
+           "replica); 0 = a lost server sends the job to the last checkpoint"}};
 }
 
 absl::StatusOr<RemoteSyncKnobs> ParseRemoteSyncKnobs(const SyncOptions& o) {
@@ -39,7 +39,7 @@ absl::StatusOr<RemoteSyncKnobs> ParseRemoteSyncKnobs(const SyncOptions& o) {
         "everything at the end of the step), got ", pipeline));
   }
   k.pipeline = pipeline == 1;
-  ASSIGN_OR_RETURN(const int64_t replicate, GetSyncOptInt(o, "replicate", 1));
+  ASSIGN_OR_RETURN(const int64_t replicate, GetSyncOptInt(o, "replicate", 0));
   if (replicate != 0 && replicate != 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--sync_opt replicate must be 1 (each shard server's range also held by the next "
