@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/codec/codec.h"
@@ -24,6 +25,16 @@
 
 namespace tandem {
 namespace shardserver {
+
+// [lo, hi) inside `r`, or INVALID_ARGUMENT naming the request (`what`: "pull",
+// "state pull", "recovery read") and this server's range.
+inline absl::Status CheckInRange(const optim::ParamRange& r, int64_t lo, int64_t hi,
+                                 const char* what) {
+  if (lo >= r.lo && hi <= r.hi && lo <= hi) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(what, " of [", lo, ", ", hi,
+                                                 ") outside this server's range [", r.lo, ", ",
+                                                 r.hi, ")"));
+}
 
 // One chunk's accumulator: the sum of the contributions of the step it
 // collects, which ranks gave them, and the optimizer over its elements.

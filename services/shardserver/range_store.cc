@@ -331,11 +331,7 @@ absl::Status RangeStore::ReadParams(int64_t generation, int64_t step, int64_t lo
   ASSIGN_OR_RETURN(std::shared_ptr<State> cur, Current(generation, "pull"));
   State& st = *cur;
   const optim::ParamRange r = st.config.range;
-  if (lo < r.lo || hi > r.hi || lo > hi) {
-    return absl::InvalidArgumentError(absl::StrCat("pull of [", lo, ", ", hi,
-                                                   ") outside this server's range [", r.lo, ", ",
-                                                   r.hi, ")"));
-  }
+  RETURN_IF_ERROR(CheckInRange(r, lo, hi, "pull"));
   if (reset_reference && st.codec == nullptr) {
     return absl::InvalidArgumentError(
         "pull with reset_delta_reference: this generation was initialised without int8 delta "
@@ -413,11 +409,7 @@ absl::Status RangeStore::ReadState(int64_t generation, int64_t step, const std::
   ASSIGN_OR_RETURN(std::shared_ptr<State> cur, Current(generation, "state pull"));
   State& st = *cur;
   const optim::ParamRange r = st.config.range;
-  if (lo < r.lo || hi > r.hi || lo > hi) {
-    return absl::InvalidArgumentError(absl::StrCat("state pull of [", lo, ", ", hi,
-                                                   ") outside this server's range [", r.lo, ", ",
-                                                   r.hi, ")"));
-  }
+  RETURN_IF_ERROR(CheckInRange(r, lo, hi, "state pull"));
   absl::ReaderMutexLock params(&st.params_mu);
   {
     absl::MutexLock lock(&st.mu);

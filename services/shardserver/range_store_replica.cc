@@ -80,11 +80,7 @@ absl::Status RangeStore::ReadKept(int64_t step, const std::string& name, int64_t
   }
   State& st = *cur;
   const optim::ParamRange r = st.config.range;
-  if (lo < r.lo || hi > r.hi || lo > hi) {
-    return absl::InvalidArgumentError(absl::StrCat("recovery read of [", lo, ", ", hi,
-                                                   ") outside this server's range [", r.lo, ", ",
-                                                   r.hi, ")"));
-  }
+  RETURN_IF_ERROR(CheckInRange(r, lo, hi, "recovery read"));
   for (int i = std::max(0, st.FindChunk(lo));
        i < static_cast<int>(st.chunks.size()) && st.chunks[i]->range.lo < hi; ++i) {
     ChunkSlot& s = *st.chunks[i];

@@ -112,6 +112,11 @@ absl::StatusOr<bool> Checkpointer::Restore(Generation& g, TrainingState* state) 
     ASSIGN_OR_RETURN(MemoryRecovery from_servers,
                      servers_.TryRestore(g, committed, storage.params(), storage.size()));
     from_servers.reached = std::max(from_servers.reached, recovery_.reached);
+    // Why peer memory could not serve (the two-fault case) is still the
+    // reason the disk is used when the servers hold nothing either.
+    if (from_servers.not_from_peers.empty()) {
+      from_servers.not_from_peers = recovery_.not_from_peers;
+    }
     recovery_ = from_servers;
   }
   if (recovery_.restored) {
