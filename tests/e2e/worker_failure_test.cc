@@ -4,7 +4,8 @@
 //    generation, the survivors re-join as a world of 3, continue from their
 //    own memory at the last step all of them completed (0 steps redone; the
 //    disk checkpoint is not read) and finish (tandem exits 0, the dead worker is
-//    reported as lost);
+//    reported as lost); under zero1, whose ranks hold only their shard, from
+//    the peer replicas (--replica_every, 5 by default: at most 5 redone);
 //  - with --min-workers equal to the world size, the survivors cannot form a
 //    new generation and stop cleanly (bounded by --rejoin_timeout_seconds,
 //    no hang) with an error naming the failed generation, their rank, the
@@ -14,6 +15,7 @@
 #include <signal.h>
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -72,6 +74,32 @@ TEST(WorkerFailureTest, SurvivorsRejoinAsThreeAndFinish) {
   // ... from a survivor's report, before any heartbeat was missed: the
   // generation that ended was never judged by its silence.
   EXPECT_FALSE(absl::StrContains(coordinator_log, "(worker-3) missed")) << coordinator_log;
+}
+
+TEST(WorkerFailureTest, ShardedSurvivorsRecoverFromPeerMemory) {
+  const std::string run_dir = TmpPath("recover_zero1");
+  std::vector<std::string> args = Args(run_dir, 2);
+  args.push_back("--sync=zero1");
+  bool killed = false;
+  TandemRun r = RunTandem(args, [&](const std::string& line) {
+    if (!killed && absl::StartsWith(line, "step 20/")) {
+      const int pid = ReadPid(run_dir, "worker-3");
+      ASSERT_GT(pid, 0);
+      ASSERT_EQ(kill(pid, SIGKILL), 0);
+      killed = true;
+    }
+  });
+  ASSERT_TRUE(killed) << r.stdout_text << r.stderr_text;
+  ASSERT_EQ(r.exit_code, 0) << r.stdout_text << r.stderr_text;
+  // Each lost shard came from its ring neighbour's copy, not the disk.
+  const size_t at = r.stdout_text.find("recovered from peer memory at step ");
+  ASSERT_NE(at, std::string::npos) << r.stdout_text;
+  const std::string line = r.stdout_text.substr(at, r.stdout_text.find('\n', at) - at);
+  EXPECT_TRUE(absl::StrContains(line, "with 3 worker(s)")) << line;
+  EXPECT_TRUE(absl::StrContains(line, "shard(s) from a neighbour's copy")) << line;
+  EXPECT_FALSE(absl::StrContains(r.stdout_text, "resumed from")) << r.stdout_text;
+  EXPECT_FALSE(absl::StrContains(r.stdout_text, "peer memory cannot serve")) << r.stdout_text;
+  EXPECT_TRUE(absl::StrContains(r.stdout_text, "epoch 2 test accuracy")) << r.stdout_text;
 }
 
 TEST(WorkerFailureTest, SurvivorsStopCleanlyWhenTheyCannotRegroup) {
