@@ -100,15 +100,19 @@ absl::Status RangeStore::ReadKept(int64_t step, const std::string& name, int64_t
       which = 1 + static_cast<int>(it - s.state.begin());
     }
     const float* from = nullptr;
+    const int64_t version = static_cast<int64_t>(1 + s.state.size()) * n;
     if (s.applied == step) {
       from = which == 0 ? st.params.data() + (s.range.lo - r.lo) : s.state[which - 1].data.data();
-    } else if (s.prev_step == step && !s.prev.empty()) {
-      from = s.prev.data() + which * n;
+    } else if (!s.prev.empty() && (s.prev_step[0] == step || s.prev_step[1] == step)) {
+      from = s.prev.data() + (s.prev_step[0] == step ? 0 : version) + which * n;
     } else {
       return absl::FailedPreconditionError(absl::StrCat(
           "recovery read of step ", step, ": chunk [", s.range.lo, ", ", s.range.hi,
           ") is at step ", s.applied,
-          s.prev.empty() ? "" : absl::StrCat(" (kept: ", s.prev_step, ")")));
+          s.prev.empty() ? ""
+                         : absl::StrCat(" (kept: ", std::min(s.prev_step[0], s.prev_step[1]),
+                                        " and ", std::max(s.prev_step[0], s.prev_step[1]),
+                                        ")")));
     }
     std::memcpy(out + (a - lo), from + (a - s.range.lo), (b - a) * sizeof(float));
   }

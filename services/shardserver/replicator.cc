@@ -93,7 +93,7 @@ void Replicator::Send(int64_t generation, int chunk) {
                  << " goes on without a replica of this range (a lost server then recovers "
                     "from the disk checkpoint)";
   }
-  // Pulls of this step go ahead either way (see the header).
+  // The chunk's next step goes ahead either way (see the header).
   store_->MarkReplicated(generation, chunk, *step);
 }
 
