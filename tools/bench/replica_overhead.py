@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Step time of ps / hybrid with shard-server replicas (the default) against
+--sync_opt replicate=0, side by side (issue 34 item 3).
+
+For each (strategy, model) it runs `tandem local --workers 2 --shard-servers 2`
+ROUNDS times per side, the two sides interleaved (A B A B ...) so both see
+the same load, reads the ms/step of every progress line after the first
+(start-up excluded), and prints per configuration the median of the runs'
+medians per side, B / A, and each side's spread (max / min over rounds). The
+load average (1 min) before and after is printed with the table: on a shared
+machine the ratio is the number to read, not the absolute times.
+
+  bazel build -c opt //tools/tandem
+  tools/bench/replica_overhead.py [--tandem bazel-bin/tools/tandem/tandem]
+      [--rounds 3] [--steps 300] [--sync ps,hybrid]
+      [--models mlp:784,256,10,mlp:784,1024,1024,10]
+"""
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+STEP = re.compile(r"^step (\d+)/(\d+) .* ms/step (\d+(?:\.\d+)?) ")
+
+
+def step_ms(out):
+    """Median ms/step over the progress lines after the first."""
+    ms = [float(m.group(3)) for m in map(STEP.match, out.splitlines()) if m]
+    return statistics.median(ms[1:]) if len(ms) > 1 else None
+
+
+def one_run(tandem, root, sync, model, steps, replicate, tag):
+    run_dir = tempfile.mkdtemp(prefix=tag + "-", dir=root)
+    args = [tandem, "local", "--workers=2", "--shard-servers=2", "--sync=" + sync,
+            "--model=" + model, "--max-steps=%d" % steps, "--log-every=%d" % max(1, steps // 10),
+            "--checkpoint-every=100000", "--run-dir=" + run_dir]
+    if not replicate:
+        args.append("--sync-opt=replicate=0")
+    p = subprocess.run(args, capture_output=True, text=True, timeout=900)
+    if p.returncode != 0:
+        raise RuntimeError("%s exited %d:\n%s" % (" ".join(args), p.returncode, p.stderr[-2000:]))
+    ms = step_ms(p.stdout)
+    if ms is None:
+        raise RuntimeError("no ms/step lines in:\n" + p.stdout[-2000:])
+    return ms
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tandem", default="bazel-bin/tools/tandem/tandem")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--sync", default="ps,hybrid")
+    ap.add_argument("--models", default="mlp:784,256,10;mlp:784,1024,1024,10",
+                    help="';'-separated model specs")
+    a = ap.parse_args(argv)
+    if not os.access(a.tandem, os.X_OK):
+        print("replica_overhead: no tandem binary at %s; run 'bazel build -c opt //tools/tandem'"
+              % a.tandem, file=sys.stderr)
+        return 1
+    load0 = os.getloadavg()[0]
+    root = tempfile.mkdtemp(prefix="replica-overhead-")
+    rows = []
+    for sync in a.sync.split(","):
+        for model in a.models.split(";"):
+            off, on = [], []
+            for r in range(a.rounds):
+                off.append(one_run(a.tandem, root, sync, model, a.steps, False, "off"))
+                on.append(one_run(a.tandem, root, sync, model, a.steps, True, "on"))
+                print("%s %s round %d: replicate=0 %.2f ms, default %.2f ms"
+                      % (sync, model, r + 1, off[-1], on[-1]), flush=True)
+            rows.append((sync, model, off, on))
+    load1 = os.getloadavg()[0]
+    print("\nload average (1 min): %.1f before, %.1f after; %d interleaved rounds, %d steps"
+          % (load0, load1, a.rounds, a.steps))
+    print("%-7s %-22s %12s %12s %7s %12s" % ("sync", "model", "replicate=0", "default", "B/A",
+                                             "spread A/B"))
+    for sync, model, off, on in rows:
+        ma, mb = statistics.median(off), statistics.median(on)
+        print("%-7s %-22s %9.2f ms %9.2f ms %7.3f %5.2f/%5.2f"
+              % (sync, model, ma, mb, mb / ma, max(off) / min(off), max(on) / min(on)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
