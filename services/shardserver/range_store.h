@@ -221,6 +221,10 @@ class RangeStore {
   // is no longer current.
   absl::StatusOr<int64_t> ReadChunkForReplica(int64_t generation, int chunk,
                                               v1::ReplicaChunk* msg, std::string* address);
+  // Returns once the replica acknowledged `step` for every chunk (at once
+  // without replication). ABORTED when the generation is not current or is
+  // replaced meanwhile, DEADLINE_EXCEEDED naming the replica.
+  absl::Status WaitReplicated(int64_t generation, int64_t step, absl::Time deadline);
   // The replica holds chunk `chunk` at `step` (or replication failed and
   // the range must not wait for it): the chunk may apply step + 1.
   void MarkReplicated(int64_t generation, int chunk, int64_t step);

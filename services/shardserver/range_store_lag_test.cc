@@ -1,7 +1,8 @@
 // RangeStore with range replication (InitConfig::replica_address), behind a
 // fake ChunkForwarder that acknowledges only when the test says so: pulls
 // never wait for the replica; a chunk applies step S + 1 only once its
-// step S is acknowledged (the replica lags by one step at most); every
+// step S is acknowledged (the replica lags by one step at most), and a push
+// of S + 1 is acknowledged once every chunk's S is (WaitReplicated); every
 // applied chunk is handed to the forwarder before its pull is answered;
 // the copies from before the last two steps serve recovery reads; a new
 // generation or the store's end releases a step waiting for its replica.
@@ -165,6 +166,30 @@ TEST_P(LagTest, ANewGenerationReleasesAStepWaitingForItsReplica) {
   ASSERT_TRUE(store.ReadParams(2, 1, kLo, kHi, out.data()).ok());
   ExpectAt(out, 1);
   PushStep(store, 2, 2);  // left waiting: the store's end must not hang on it
+}
+
+// A push of step S is acknowledged (ShardService) once the replica holds
+// S - 1: WaitReplicated.
+TEST(LagTest, WaitReplicatedReturnsOnceEveryChunkIsAcknowledged) {
+  RecordingForwarder fwd;
+  RangeStore store(nullptr, /*apply_threads=*/1);
+  store.SetForwarder(&fwd);
+  Init(store, Config(1, /*per_chunk=*/false));
+  const absl::Time now = absl::Now();
+  EXPECT_EQ(store.WaitReplicated(1, 0, now).code(), absl::StatusCode::kDeadlineExceeded);
+  store.MarkReplicated(1, 0, 0);
+  store.MarkReplicated(1, 1, 0);
+  absl::Status partial = store.WaitReplicated(1, 0, now);
+  EXPECT_EQ(partial.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(absl::StrContains(partial.message(), "127.0.0.1:1")) << partial;
+  store.MarkReplicated(1, 2, 0);
+  EXPECT_TRUE(store.WaitReplicated(1, 0, now).ok());
+  EXPECT_EQ(store.WaitReplicated(7, 0, Soon()).code(), absl::StatusCode::kAborted);
+  // Without a replica there is nothing to wait for.
+  InitConfig plain = Config(2, false);
+  plain.replica_address.clear();
+  Init(store, plain);
+  EXPECT_TRUE(store.WaitReplicated(2, 5, now).ok());
 }
 
 TEST(LagTest, PerChunkApplyWaitsOnlyForItsOwnChunksReplica) {

@@ -57,6 +57,27 @@ absl::StatusOr<int64_t> RangeStore::ReadChunkForReplica(int64_t generation, int 
   return s.applied;
 }
 
+absl::Status RangeStore::WaitReplicated(int64_t generation, int64_t step, absl::Time deadline) {
+  ASSIGN_OR_RETURN(std::shared_ptr<State> cur, Current(generation, "push"));
+  State& st = *cur;
+  const int chunks = static_cast<int>(st.chunks.size());
+  absl::MutexLock lock(&st.mu);
+  // ReplicaCaughtUp(.., step + 1): every chunk's replica holds `step`.
+  while (!st.retired && !st.ReplicaCaughtUp(0, chunks, step + 1)) {
+    if (st.applied_cv.WaitWithDeadline(&st.mu, deadline)) break;
+  }
+  if (st.retired) {
+    return absl::AbortedError(absl::StrCat("push acknowledgement: generation ", generation,
+                                           " was replaced while waiting for the replica"));
+  }
+  if (!st.ReplicaCaughtUp(0, chunks, step + 1)) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "push acknowledgement: the replica at ", st.config.replica_address,
+        " has not acknowledged step ", step, " before the deadline"));
+  }
+  return absl::OkStatus();
+}
+
 void RangeStore::MarkReplicated(int64_t generation, int chunk, int64_t step) {
   absl::StatusOr<std::shared_ptr<State>> cur = Current(generation, "replication");
   if (!cur.ok()) return;  // that generation is over

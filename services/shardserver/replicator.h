@@ -10,6 +10,10 @@
 // once S is acknowledged (RangeStore::AwaitReplica). The send of S overlaps
 // the workers' pull, forward, backward and push of S + 1, so the replica
 // is at S or S + 1 while the primary is at S + 1 and no pull waits for it.
+// A push of S + 1 is acknowledged only once every chunk's S is
+// (RangeStore::WaitReplicated): a worker counts S + 1 done at that
+// acknowledgement, its pulls of S + 1 landing during the next forward, so
+// the replica then holds S at least.
 // One thread sends in queue order, so a replica holding some chunk's S + 1
 // holds every chunk's S. After a lost server, the state rebuilt is the
 // newest step the replica and the survivors all hold: the one the workers

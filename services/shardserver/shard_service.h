@@ -67,7 +67,9 @@ class ShardService final : public v1::ShardServer::Service {
  private:
   absl::Status Init(grpc::ServerReader<v1::ParameterChunk>* reader,
                     v1::InitShardResponse* response);
-  absl::Status Push(grpc::ServerReader<v1::GradientChunk>* reader,
+  // Sums the stream's chunks; with range replication, acknowledges a push
+  // of step S only once the replica holds S - 1 (RangeStore::WaitReplicated).
+  absl::Status Push(grpc::ServerContext* context, grpc::ServerReader<v1::GradientChunk>* reader,
                     v1::PushGradientsResponse* response);
   absl::Status Pull(grpc::ServerContext* context, const v1::PullParametersRequest& request,
                     grpc::ServerWriter<v1::ParameterChunk>* writer);
