@@ -6,9 +6,12 @@ For each (strategy, model) it runs `tandem local --workers 2 --shard-servers 2`
 ROUNDS times per side, the two sides interleaved (A B A B ...) so both see
 the same load, reads the ms/step of every progress line after the first
 (start-up excluded), and prints per configuration the median of the runs'
-medians per side, B / A, and each side's spread (max / min over rounds). The
-load average (1 min) before and after is printed with the table: on a shared
-machine the ratio is the number to read, not the absolute times.
+medians per side, B / A, and each side's spread (max / min over rounds).
+Also the CPU time the whole job used (every process: tandem local's
+children's user + sys) per step, start-up included: on a loaded machine
+the cost that does not depend on how the cores are shared. The load
+average (1 min) before and after is printed with the table: on a shared
+machine the ratios are the numbers to read, not the absolute times.
 
   bazel build -c opt //tools/tandem
   tools/bench/replica_overhead.py [--tandem bazel-bin/tools/tandem/tandem]
@@ -19,6 +22,7 @@ machine the ratio is the number to read, not the absolute times.
 import argparse
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -40,13 +44,16 @@ def one_run(tandem, root, sync, model, steps, replicate, tag):
             "--checkpoint-every=100000", "--run-dir=" + run_dir]
     if not replicate:
         args.append("--sync-opt=replicate=0")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     p = subprocess.run(args, capture_output=True, text=True, timeout=900)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_ms = 1000.0 * ((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)) / steps
     if p.returncode != 0:
         raise RuntimeError("%s exited %d:\n%s" % (" ".join(args), p.returncode, p.stderr[-2000:]))
     ms = step_ms(p.stdout)
     if ms is None:
         raise RuntimeError("no ms/step lines in:\n" + p.stdout[-2000:])
-    return ms
+    return ms, cpu_ms
 
 
 def main(argv):
@@ -71,18 +78,22 @@ def main(argv):
             for r in range(a.rounds):
                 off.append(one_run(a.tandem, root, sync, model, a.steps, False, "off"))
                 on.append(one_run(a.tandem, root, sync, model, a.steps, True, "on"))
-                print("%s %s round %d: replicate=0 %.2f ms, default %.2f ms"
-                      % (sync, model, r + 1, off[-1], on[-1]), flush=True)
+                print("%s %s round %d: replicate=0 %.2f ms/step (%.1f CPU ms/step), default %.2f "
+                      "(%.1f)" % (sync, model, r + 1, off[-1][0], off[-1][1], on[-1][0], on[-1][1]),
+                      flush=True)
             rows.append((sync, model, off, on))
     load1 = os.getloadavg()[0]
     print("\nload average (1 min): %.1f before, %.1f after; %d interleaved rounds, %d steps"
           % (load0, load1, a.rounds, a.steps))
-    print("%-7s %-22s %12s %12s %7s %12s" % ("sync", "model", "replicate=0", "default", "B/A",
-                                             "spread A/B"))
+    print("%-7s %-22s %12s %12s %7s %12s %9s %9s %7s" % (
+        "sync", "model", "replicate=0", "default", "B/A", "spread A/B", "CPU A", "CPU B", "B/A"))
     for sync, model, off, on in rows:
-        ma, mb = statistics.median(off), statistics.median(on)
-        print("%-7s %-22s %9.2f ms %9.2f ms %7.3f %5.2f/%5.2f"
-              % (sync, model, ma, mb, mb / ma, max(off) / min(off), max(on) / min(on)))
+        ms_a, ms_b = [x[0] for x in off], [x[0] for x in on]
+        ma, mb = statistics.median(ms_a), statistics.median(ms_b)
+        ca, cb = statistics.median([x[1] for x in off]), statistics.median([x[1] for x in on])
+        print("%-7s %-22s %9.2f ms %9.2f ms %7.3f %5.2f/%5.2f %6.1f ms %6.1f ms %7.3f"
+              % (sync, model, ma, mb, mb / ma, max(ms_a) / min(ms_a), max(ms_b) / min(ms_b),
+                 ca, cb, cb / ca))
     return 0
 
 
