@@ -16,7 +16,12 @@ machine the ratios are the numbers to read, not the absolute times.
   bazel build -c opt //tools/tandem
   tools/bench/replica_overhead.py [--tandem bazel-bin/tools/tandem/tandem]
       [--rounds 3] [--steps 300] [--sync ps,hybrid]
-      [--models mlp:784,256,10,mlp:784,1024,1024,10]
+      [--models "mlp:784,256,10;mlp:784,1024,1024,10"] [--before DIR]
+
+--before DIR: a third side in the same rounds, the default settings with the
+service binaries of another build (tandem local --bin_dir DIR: coordinator,
+dataserver, shardserver, worker copied there), e.g. the commit before a
+change to replication.
 """
 
 import argparse
@@ -37,13 +42,15 @@ def step_ms(out):
     return statistics.median(ms[1:]) if len(ms) > 1 else None
 
 
-def one_run(tandem, root, sync, model, steps, replicate, tag):
+def one_run(tandem, root, sync, model, steps, replicate, tag, bin_dir=""):
     run_dir = tempfile.mkdtemp(prefix=tag + "-", dir=root)
     args = [tandem, "local", "--workers=2", "--shard-servers=2", "--sync=" + sync,
             "--model=" + model, "--max-steps=%d" % steps, "--log-every=%d" % max(1, steps // 10),
             "--checkpoint-every=100000", "--run-dir=" + run_dir]
     if not replicate:
         args.append("--sync-opt=replicate=0")
+    if bin_dir:
+        args.append("--bin-dir=" + bin_dir)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     p = subprocess.run(args, capture_output=True, text=True, timeout=900)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -64,6 +71,7 @@ def main(argv):
     ap.add_argument("--sync", default="ps,hybrid")
     ap.add_argument("--models", default="mlp:784,256,10;mlp:784,1024,1024,10",
                     help="';'-separated model specs")
+    ap.add_argument("--before", default="", help="service binaries of another build")
     a = ap.parse_args(argv)
     if not os.access(a.tandem, os.X_OK):
         print("replica_overhead: no tandem binary at %s; run 'bazel build -c opt //tools/tandem'"
@@ -74,15 +82,24 @@ def main(argv):
     rows = []
     for sync in a.sync.split(","):
         for model in a.models.split(";"):
-            off, on = [], []
+            off, on, before = [], [], []
             for r in range(a.rounds):
                 off.append(one_run(a.tandem, root, sync, model, a.steps, False, "off"))
                 on.append(one_run(a.tandem, root, sync, model, a.steps, True, "on"))
-                print("%s %s round %d: replicate=0 %.2f ms/step (%.1f CPU ms/step), default %.2f "
-                      "(%.1f)" % (sync, model, r + 1, off[-1][0], off[-1][1], on[-1][0], on[-1][1]),
-                      flush=True)
+                line = ("%s %s round %d: replicate=0 %.2f ms/step (%.1f CPU ms/step), default %.2f "
+                        "(%.1f)" % (sync, model, r + 1, off[-1][0], off[-1][1], on[-1][0], on[-1][1]))
+                if a.before:
+                    before.append(one_run(a.tandem, root, sync, model, a.steps, True, "before",
+                                          a.before))
+                    line += ", before %.2f (%.1f)" % before[-1]
+                print(line, flush=True)
             rows.append((sync, model, off, on))
+            if before:
+                rows.append((sync + "*", model, off, before))
     load1 = os.getloadavg()[0]
+    if a.before:
+        print("\n%s*: the default with --before %s (B) against replicate=0 (A)" % (
+            a.sync.split(",")[0], a.before))
     print("\nload average (1 min): %.1f before, %.1f after; %d interleaved rounds, %d steps"
           % (load0, load1, a.rounds, a.steps))
     print("%-7s %-22s %12s %12s %7s %12s %9s %9s %7s" % (
