@@ -98,8 +98,7 @@ def main(argv):
                 rows.append((sync + "*", model, off, before))
     load1 = os.getloadavg()[0]
     if a.before:
-        print("\n%s*: the default with --before %s (B) against replicate=0 (A)" % (
-            a.sync.split(",")[0], a.before))
+        print("\nSYNC*: the default with --before %s (B) against replicate=0 (A)" % a.before)
     print("\nload average (1 min): %.1f before, %.1f after; %d interleaved rounds, %d steps"
           % (load0, load1, a.rounds, a.steps))
     print("%-7s %-22s %12s %12s %7s %12s %9s %9s %7s" % (
