@@ -34,8 +34,10 @@
 // A chunk applied again before its last send left is sent once, at its
 // newest step. When the replica cannot be reached (a lost server), the
 // chunk is still marked replicated — the range must not stall on a dead
-// replica — and the failure is logged once per generation: that range then
-// recovers from the disk checkpoint. Thread-safe; the store is borrowed and
+// replica — and the failure is logged once per generation; the rest of
+// that generation sends nothing more (a hung replica would otherwise hold
+// every chunk for a timeout): that range then recovers from the disk
+// checkpoint. Thread-safe; the store is borrowed and
 // must outlive the replicator; the destructor stops the thread (sends in
 // flight end at their deadline).
 #ifndef TANDEM_SERVICES_SHARDSERVER_REPLICATOR_H_
