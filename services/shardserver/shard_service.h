@@ -23,7 +23,9 @@
 // that copy later (shard_snapshot.h). Replicate stores a primary's chunk in the
 // replica store (replica_store.h; FAILED_PRECONDITION without one); a pull
 // with `recovery` set reads a kept step of the server's own range
-// (RangeStore::ReadKept) or of the replica it holds, without waiting.
+// (RangeStore::ReadKept) or of the replica it holds, without waiting. With
+// range replication a push stream of step S is answered once the replica
+// holds S - 1 (RangeStore::WaitReplicated; replicator.h says why).
 #ifndef TANDEM_SERVICES_SHARDSERVER_SHARD_SERVICE_H_
 #define TANDEM_SERVICES_SHARDSERVER_SHARD_SERVICE_H_
 
