@@ -14,9 +14,16 @@
 // backward; what is left when backward ends is exposed. The finish (the
 // optimizer step on what this rank owns, plus what a strategy does after the
 // last bucket: ZeRO's parameter allgather, the pull of ps's last pipelined
-// chunk) is not overlapped.
+// chunk, zero3's layer gathers that forward and backward do not hide,
+// hybrid's landing) is not overlapped, nor is the workers' step vote (a
+// 6-float allreduce every step, latency-bound: control_s).
 // Collective costs are collective_cost.h's alpha-beta terms; each node's
-// link carries what its ranks send (ranks are numbered node by node).
+// link carries what its ranks send (ranks are numbered node by node). A
+// round's alpha is the profile's link_alpha_s; with one_host (nodes
+// simulated here) RingRoundSeconds(profile, world size): what
+// `tandem plan --calibrate` measured a Gloo ring round to cost among that
+// many processes of this host (wake-ups and scheduling under its load
+// included).
 //
 // On a gpu profile (gpu_profile.h, or one measured on a GPU machine) each
 // rank has a device of its own: nothing is shared between a node's ranks
@@ -66,7 +73,8 @@ struct Prediction {
   double backward_s = 0;
   double comm_s = 0;          // all per-bucket collectives, end to end
   double exposed_comm_s = 0;  // what backward did not hide
-  double finish_s = 0;        // optimizer + post-backward communication
+  double finish_s = 0;        // optimizer + post-backward communication + control_s
+  double control_s = 0;       // the workers' per-step vote (a tiny world allreduce)
   double step_s = 0;
   double samples_per_s = 0;   // whole job
   double node_link_bytes = 0;  // per step, leaving one node (0 on one node)
