@@ -15,16 +15,12 @@
 #include "absl/strings/str_cat.h"
 #include "common/comm/gloo/gloo_communicator.h"
 #include "common/status/status_macros.h"
+#include "common/timing/seconds_since.h"
 #include "gloo/rendezvous/file_store.h"
 
 namespace tandem {
 namespace plan {
 namespace {
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // One rank: connect, one untimed allreduce, then `repetitions` + 1 timed
 // runs of `allreduces` (the first dropped: connections settle); the
@@ -41,9 +37,9 @@ absl::Status RunRank(int rank, int ranks, int allreduces, int repetitions,
   float vote[6] = {1, 2, 3, 4, 5, 6};
   RETURN_IF_ERROR(comm->AllReduce(vote, 6, ReduceOp::kSum));
   for (int r = 0; r <= repetitions; ++r) {
-    const double t0 = Now();
+    const auto start = std::chrono::steady_clock::now();
     for (int k = 0; k < allreduces; ++k) RETURN_IF_ERROR(comm->AllReduce(vote, 6, ReduceOp::kSum));
-    if (r > 0) secs->push_back(Now() - t0);
+    if (r > 0) secs->push_back(SecondsSince(start));
   }
   return absl::OkStatus();
 }
