@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/plan/collective_cost.h"
+#include "common/plan/simulated_link.h"
 #include "common/status/status_macros.h"
 #include "common/sync/bucket/bucket_plan.h"
 
@@ -105,6 +106,7 @@ struct Shape {
   double owned_elements = 0;      // stepped by this rank's optimizer
   double server_elements = 0;     // stepped by each server
   double node_link_bytes = 0;
+  double server_link_bytes = 0;   // sent by each shard server (its pulls)
   int64_t grad_bytes = 0;
   int64_t param_bytes = -1;       // parameters held per rank; -1 = all of them
 };
@@ -253,6 +255,7 @@ absl::StatusOr<Shape> RemoteShape(const std::string& strategy, const Terms& t, i
     s.bucket = [&t](int64_t lo, int64_t hi) { return ServerTransfer(t, (hi - lo) * kFloat, t.k); };
     s.finish_comm_s = ServerTransfer(t, chunk, t.k);
     s.node_link_bytes = t.k * t.p_bytes;
+    s.server_link_bytes = t.n * t.p_bytes / t.servers;
   } else {
     s.bucket = [&t](int64_t lo, int64_t hi) {
       const double b = (hi - lo) * kFloat;
@@ -267,6 +270,7 @@ absl::StatusOr<Shape> RemoteShape(const std::string& strategy, const Terms& t, i
     s.finish_comm_s = ServerTransfer(t, chunk, t.k) + ShmAllGather(t, t.p_bytes) +
                       (t.k > 1 ? (groups - 1) * t.shm_alpha : 0);
     s.node_link_bytes = t.p_bytes;
+    s.server_link_bytes = t.m * t.p_bytes / t.servers;
   }
   return s;
 }
@@ -548,7 +552,13 @@ absl::StatusOr<Prediction> Predict(const PlanRequest& r, const std::string& stra
   // step_vote.cc): a 6-float allreduce over the world, latency-bound.
   p.control_s = t.n > 1 ? WorldAllReduce(t, kStepVoteBytes) : 0;
   p.finish_s = optimizer_s + shape.finish_comm_s + p.control_s;
-  p.step_s = p.forward_s + p.backward_s + p.exposed_comm_s + p.finish_s;
+  const double nominal = p.forward_s + p.backward_s + p.exposed_comm_s + p.finish_s;
+  if (r.cluster.one_host) {
+    const double busy = std::max(shape.node_link_bytes / t.node.bytes_per_s,
+                                 shape.server_link_bytes / t.server_rate);
+    p.burst_saved_s = SimulatedBurstSavedSeconds(nominal, busy, r.cluster.link_bits_per_s);
+  }
+  p.step_s = nominal - p.burst_saved_s;
   p.samples_per_s = t.n * r.batch / p.step_s;
   p.node_link_bytes = shape.node_link_bytes;
 

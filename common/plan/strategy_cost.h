@@ -23,7 +23,10 @@
 // simulated here) RingRoundSeconds(profile, world size): what
 // `tandem plan --calibrate` measured a Gloo ring round to cost among that
 // many processes of this host (wake-ups and scheduling under its load
-// included).
+// included). Simulated links are token buckets (tools/tandem/sim_network.cc)
+// whose burst refills while a link idles: with one_host a step is shortened
+// by up to one burst's time (burst_saved_s), never below its bytes per step
+// over the link rate.
 //
 // On a gpu profile (gpu_profile.h, or one measured on a GPU machine) each
 // rank has a device of its own: nothing is shared between a node's ranks
@@ -75,7 +78,10 @@ struct Prediction {
   double exposed_comm_s = 0;  // what backward did not hide
   double finish_s = 0;        // optimizer + post-backward communication + control_s
   double control_s = 0;       // the workers' per-step vote (a tiny world allreduce)
-  double step_s = 0;
+  // Simulated links only (one_host): what the shaper's burst saves,
+  // subtracted from the sum of the terms above (BurstSaved in the .cc).
+  double burst_saved_s = 0;
+  double step_s = 0;          // forward + backward + exposed + finish - burst_saved
   double samples_per_s = 0;   // whole job
   double node_link_bytes = 0;  // per step, leaving one node (0 on one node)
   // Per rank, what memory() reports, plus activations.
