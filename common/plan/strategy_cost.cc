@@ -26,7 +26,8 @@ constexpr double kStepVoteBytes = 6 * kFloat;
 // The rates and sizes every strategy's formulas use.
 struct Terms {
   int m = 1, k = 1, n = 1, servers = 0;
-  Link node;           // one node's link (or loopback)
+  Link node;           // one node's link (or loopback); alpha: a world ring's round
+  double cross_alpha;  // a round of a ring over one rank per node (hier's)
   double server_rate;  // one server's link, bytes/s
   double stream;       // bytes/s one core streams
   double shm_alpha;
@@ -138,7 +139,7 @@ Shape HierShape(const Terms& t, int64_t flat) {
   Shape s = Replicated(t, flat);
   s.bucket = [&t](int64_t lo, int64_t hi) {
     const double b = (hi - lo) * kFloat;
-    const Link shared{t.node.alpha_s, t.node.bytes_per_s / t.k};
+    const Link shared{t.cross_alpha, t.node.bytes_per_s / t.k};
     return ShmReduceScatter(t, b) + RingAllReduceSeconds(t.m, b / t.k, shared) +
            ShmAllGather(t, b);
   };
@@ -454,10 +455,11 @@ Terms TermsOf(const PlanRequest& r) {
   double node_bits = c.link_bits_per_s;
   if (node_bits == 0 && c.nodes > 1) node_bits = mp.node_link_bits_per_s;
   // Nodes simulated on this host: a ring round as calibrated for a ring
-  // of the world's size among its processes (RingRoundSeconds); real
-  // nodes: the profile's link_alpha_s.
+  // of that size among its processes (RingRoundSeconds: the world's, or
+  // hier's rings of one rank per node); real nodes: link_alpha_s.
   const double alpha = c.one_host ? RingRoundSeconds(mp, t.n) : mp.link_alpha_s;
   t.node = {alpha, node_bits > 0 ? node_bits / 8 : mp.loopback_bytes_per_s};
+  t.cross_alpha = c.one_host ? RingRoundSeconds(mp, t.m) : mp.link_alpha_s;
   const int host_ranks = c.one_host ? t.n : t.k;
   t.server_rate = c.server_link_bits_per_s > 0 ? c.server_link_bits_per_s / 8 : t.node.bytes_per_s;
   t.stream = mp.stream_bytes_per_s;

@@ -20,7 +20,8 @@
 // Collective costs are collective_cost.h's alpha-beta terms; each node's
 // link carries what its ranks send (ranks are numbered node by node). A
 // round's alpha is the profile's link_alpha_s; with one_host (nodes
-// simulated here) RingRoundSeconds(profile, world size): what
+// simulated here) RingRoundSeconds(profile, ring size: the world, or the
+// nodes for hier's per-local-rank rings): what
 // `tandem plan --calibrate` measured a Gloo ring round to cost among that
 // many processes of this host (wake-ups and scheduling under its load
 // included). Simulated links are token buckets (tools/tandem/sim_network.cc)

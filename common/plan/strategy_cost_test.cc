@@ -180,6 +180,11 @@ TEST(StrategyCostTest, OneHostRingsPayTheCalibratedRound) {
   EXPECT_NEAR(here.comm_s - real.comm_s, 6 * (1e-3 - r.machine.link_alpha_s), 1e-12);
   EXPECT_NEAR(here.control_s - real.control_s, 6 * (1e-3 - r.machine.link_alpha_s), 1e-12);
   EXPECT_DOUBLE_EQ(here.node_link_bytes, real.node_link_bytes);
+  // hier's rings span the 2 nodes: they pay the 2-rank round.
+  PlanRequest h = r;
+  h.machine.ring_round_2_s = 4e-3;
+  const double hier_more = MustPredict(h, "hier").comm_s - MustPredict(r, "hier").comm_s;
+  EXPECT_NEAR(hier_more, 2 * (4e-3 - 1e-3), 1e-12);  // 2 rounds of a 2-rank ring
   // A dearer round never makes a step faster.
   PlanRequest slower = r;
   slower.machine.ring_round_4_s = 2e-3;
