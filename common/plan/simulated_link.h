@@ -6,27 +6,33 @@
 // SimulatedBurstBytes(R) = max(256 KiB, 4 ms of R) (keep the two in step).
 // Tokens refill while the link idles — the step's compute, its
 // latency-bound rounds, the workers' vote — and the next transfer spends
-// them at line speed. A step of `step_s` seconds whose link is busy
-// `busy_s` of them at the nominal rate (its bytes / R) therefore saves
+// them at line speed. A step of `step_s` seconds whose links (a node's,
+// a shard server's: each is its own bucket) are busy `busy_s[l]` of it at
+// the nominal rate (their bytes / R) therefore saves
 //
-//   min(burst / R, busy_s, step_s - busy_s)
+//   min(sum over l of min(burst / R, busy_s[l], step_s - busy_s[l]),
+//       step_s - max busy_s)
 //
-// seconds: no more than a burst, no more than the transfer itself, and no
-// more than the idle time that refilled the bucket (so over many steps the
-// link still carries no more than R: the step never drops below busy_s).
-// 0 for an unshaped link (rate 0).
+// seconds: per link no more than a burst, than its transfer, than the idle
+// time that refilled its bucket; in all never below the busiest link's
+// transfer (over many steps a link carries no more than R). Links busy one
+// after the other (ps's pushes, then the servers' pulls) each save their
+// own burst. 0 for an unshaped link (rate 0) or no bytes.
 //
-//   double saved = SimulatedBurstSavedSeconds(0.035, 0.0244, 100e6);  // 10.6 ms
+//   double saved = SimulatedBurstSavedSeconds(0.035, {0.0244}, 100e6);  // 10.6 ms
 //
 // Pure functions, thread-safe.
 #ifndef TANDEM_COMMON_PLAN_SIMULATED_LINK_H_
 #define TANDEM_COMMON_PLAN_SIMULATED_LINK_H_
 
+#include <vector>
+
 namespace tandem {
 namespace plan {
 
 double SimulatedBurstBytes(double link_bits_per_s);
-double SimulatedBurstSavedSeconds(double step_s, double busy_s, double link_bits_per_s);
+double SimulatedBurstSavedSeconds(double step_s, const std::vector<double>& busy_s,
+                                  double link_bits_per_s);
 
 }  // namespace plan
 }  // namespace tandem

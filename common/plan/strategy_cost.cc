@@ -556,9 +556,9 @@ absl::StatusOr<Prediction> Predict(const PlanRequest& r, const std::string& stra
   p.finish_s = optimizer_s + shape.finish_comm_s + p.control_s;
   const double nominal = p.forward_s + p.backward_s + p.exposed_comm_s + p.finish_s;
   if (r.cluster.one_host) {
-    const double busy = std::max(shape.node_link_bytes / t.node.bytes_per_s,
-                                 shape.server_link_bytes / t.server_rate);
-    p.burst_saved_s = SimulatedBurstSavedSeconds(nominal, busy, r.cluster.link_bits_per_s);
+    p.burst_saved_s = SimulatedBurstSavedSeconds(
+        nominal, {shape.node_link_bytes / t.node.bytes_per_s, shape.server_link_bytes / t.server_rate},
+        r.cluster.link_bits_per_s);
   }
   p.step_s = nominal - p.burst_saved_s;
   p.samples_per_s = t.n * r.batch / p.step_s;

@@ -25,7 +25,8 @@ def dense_warmup(sync, opt):
 
 def plan_name(variant, sync, opt):
     """strategies.sh's variant -> the tandem plan strategy it runs as, or None
-    where plan has no row for it (hierarchical int8, threshold)."""
+    where plan has no row for it (hierarchical int8, threshold, hybrid with
+    compressed pushes, zero3 with other than its default groups)."""
     kv = dict(x.split("=", 1) for x in opt.split(",") if "=" in x)
     if sync == "allreduce":
         # wire=fp16|bf16 runs as the compressed strategy's dense codec
@@ -42,6 +43,10 @@ def plan_name(variant, sync, opt):
         if codec == "powersgd":
             return "compressed:powersgd=" + kv.get("rank", "4")
         return "compressed:" + codec
+    if sync == "hybrid" and kv.get("compress", "none") != "none":
+        return None  # plan has no compressed hybrid (and it is lossy)
+    if sync == "zero3" and "group_mb" in kv:
+        return None  # plan costs zero3's default groups (4 MiB)
     return sync
 
 
