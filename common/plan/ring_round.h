@@ -1,6 +1,6 @@
 // MeasureRingRound: what one latency-bound round of tandem's ring
 // collectives costs on this machine, for `tandem plan --calibrate`
-// (machine_profile.h: link_alpha_s, link_alpha_per_rank_s).
+// (machine_profile.h: ring_round_2_s ... ring_round_16_s).
 //
 //   ASSIGN_OR_RETURN(double s, MeasureRingRound(4, 20, 5));  // seconds per round
 //
