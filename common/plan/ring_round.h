@@ -4,21 +4,25 @@
 //
 //   ASSIGN_OR_RETURN(double s, MeasureRingRound(4, 20, 5));  // seconds per round
 //
-// `ranks` threads, each with a real GlooCommunicator (the transport every
-// cross-node collective of tandem uses) over loopback TCP and an in-memory
-// store, run `allreduces` ring allreduces of 6 floats (the workers' step
-// vote) after one untimed; a ring allreduce over R ranks is 2 (R - 1)
-// rounds, so the result is the time per allreduce / (2 (R - 1)), the
-// median of `repetitions` runs. Each round is every rank sending on and
-// waiting to be woken by its predecessor's message through Gloo's device
-// thread: syscalls, thread hand-offs and the scheduler's delay under the
-// machine's current load (which a two-thread ping-pong on one socket does
-// not see: 5 us measured against about 1 ms per round of tandem's rings at
-// load 20 on this 2-core host).
+// `ranks` forked processes (as tandem's workers are: threads of one
+// process measured rounds several times slower here), each with a real
+// GlooCommunicator (the transport of every cross-node collective) over
+// loopback TCP, meeting through a file store in a fresh temporary folder,
+// run `allreduces` ring allreduces of 6 floats (the workers' step vote)
+// after one untimed; a ring allreduce over R ranks is 2 (R - 1) rounds, so
+// the result is rank 0's time per allreduce / (2 (R - 1)), the median of
+// `repetitions` runs. Each round is every rank sending on and waiting to
+// be woken by its predecessor's message through Gloo's device thread:
+// syscalls, thread hand-offs and the scheduler's delay under the machine's
+// current load (which a two-thread ping-pong on one socket does not see:
+// 5 us measured against 0.6-5 ms per round of tandem's rings at load 20 on
+// this 2-core host).
 //
-// Not thread-safe with other heavy work (it measures the machine). Failure:
-// ranks < 2, allreduces or repetitions < 1 are INVALID_ARGUMENT; a Gloo
-// error (connect, collective) is returned as the communicator reports it.
+// Call it from a single-threaded process (it forks). Not to be run beside
+// other heavy work of one's own (it measures the machine). Failure: ranks
+// < 2, allreduces or repetitions < 1 are INVALID_ARGUMENT; a failed rank
+// (connect, collective: 30 s timeout) or fork / pipe / temporary folder is
+// UNAVAILABLE.
 #ifndef TANDEM_COMMON_PLAN_RING_ROUND_H_
 #define TANDEM_COMMON_PLAN_RING_ROUND_H_
 
