@@ -92,7 +92,7 @@ class Zero3SyncImpl final : public Zero3Sync {
     grad_shard_.assign(map_.shard_size(), 0.f);
     shard_ = {kLabel, rank_, world_, &clip_, owned_, &ready_ranges_, grad_shard_.data(), params_,
               optimizer_.get()};
-    owner_reduce_ = std::make_unique<OwnerReduce>(map_, rank_, plan_.buckets);
+    owner_reduce_ = std::make_unique<OwnerReduce>(map_, rank_, plan_.buckets, comm_);
     for (size_t i = 0; i < layers_.size(); ++i) {
       layers_by_lo_.push_back({layers_[i].first, static_cast<int>(i)});
     }
