@@ -5,15 +5,21 @@
 //
 //   allreduce      AllReduce(grads, n) (the allreduce strategy's bucket)
 //   zero2 packed   OwnerReduce with packing into N equal blocks and
-//                  ReduceScatter, then the gather rounds zero2 ran before
+//                  ReduceScatter, the gradient-norm allgather every zero
+//                  step makes (GradClip::Combine: 16 bytes per rank, for
+//                  the non-finite check and clipping), then the gather
+//                  rounds zero2 ran before
 //                  (gather_mb / N floats of every shard per round: copy the
 //                  own part into staging, AllGather, copy the others out)
-//   zero2 pieces   OwnerReduce over shm pieces (ReduceScatterPieces) and one
-//                  OneNodePieces::Gather (AllGatherPieces) of the slices
+//   zero2 pieces   OwnerReduce over shm pieces (ReduceScatterPieces), the
+//                  norm allgather, and one OneNodePieces::Gather
+//                  (AllGatherPieces) of the slices
 //
 // Printed per variant: the median over steps of the slowest rank's wall ms
 // and of the ranks' summed thread CPU ms (the measure that holds up on a
-// loaded machine), and the shm barriers each step takes.
+// loaded machine). Segment barriers per step at the defaults: allreduce 4
+// (2 chunks), zero2 packed 2 x 2 + 2 + 8 rounds x 2 = 22, zero2 pieces
+// 2 x 2 + 2 + 2 = 8.
 //
 //   bazel run -c opt //tools/bench:zero_one_node_bench -- --world=4 --steps=60
 #include <sys/wait.h>
@@ -86,6 +92,8 @@ int RunRank(int rank, int world, const std::string& dir) {
                            static_cast<int64_t>(absl::GetFlag(FLAGS_gather_mb) * (1 << 18)) / world));
   std::vector<float> staging(chunk * world);
   int64_t bytes = 0;
+  double norm_in[2] = {1.0, -1.0}, norm_out[2 * 64];
+  auto norm = [&] { return comm.AllGather(norm_in, norm_out, sizeof(norm_in)); };
   // zero2's rounds before this change (zero_sync.cc GatherRound).
   auto rounds = [&]() -> absl::Status {
     for (int64_t off = 0; off < map.shard_size(); off += chunk) {
@@ -110,10 +118,12 @@ int RunRank(int rank, int world, const std::string& dir) {
       {"zero2 packed",
        [&]() -> absl::Status {
          absl::Status s = packed.Run(comm, grads.data(), 0, 0, n, shard.data(), &bytes);
+         if (s.ok()) s = norm();
          return s.ok() ? rounds() : s;
        }},
       {"zero2 pieces", [&]() -> absl::Status {
          absl::Status s = pieces.Run(comm, grads.data(), 0, 0, n, shard.data(), &bytes);
+         if (s.ok()) s = norm();
          return s.ok() ? gather->Gather(params.data(), 0, n, &bytes) : s;
        }}};
   const int steps = absl::GetFlag(FLAGS_steps);
@@ -156,8 +166,8 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const int world = absl::GetFlag(FLAGS_world);
   char dir[] = "/tmp/zero_one_node_bench_XXXXXX";
-  if (mkdtemp(dir) == nullptr || world < 2) {
-    std::fprintf(stderr, "zero_one_node_bench: need --world >= 2 and a writable /tmp\n");
+  if (mkdtemp(dir) == nullptr || world < 2 || world > 64) {
+    std::fprintf(stderr, "zero_one_node_bench: need 2 <= --world <= 64 and a writable /tmp\n");
     return 1;
   }
   std::vector<pid_t> pids;
