@@ -18,7 +18,6 @@
 #include "common/sync/grad_clip.h"
 #include "common/sync/step_guard.h"
 #include "common/sync/zero/layer_gather.h"
-#include "common/sync/zero/one_node_pieces.h"
 #include "common/sync/zero/layer_groups.h"
 #include "common/sync/zero/zero_parts.h"
 #include "common/timing/seconds_since.h"
@@ -493,14 +492,11 @@ absl::StatusOr<std::unique_ptr<Zero3Sync>> CreateZero3Sync(Zero3SyncOptions opti
   if (absl::Status g = CheckZero3GroupOptions(options.group_mb, options.gather_mb); !g.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(kLabel, ": ", g.message()));
   }
-  // One node over another transport than shm has no network link for
-  // groups to spare hand-offs on and gathers by per-owner broadcasts: every
-  // layer alone. Over shm (OneNodePieces) a group is one collective like a
-  // layer, so group_mb holds there too.
+  // One node has no network link for groups to spare hand-offs on, and
+  // groups measured slower there (zero3_sync.h): every layer alone.
   const CommGroups* g = options.groups;
   const bool one_node = g != nullptr && g->num_nodes == 1 &&
-                        static_cast<int>(g->node_of_rank.size()) == options.comm->world_size() &&
-                        !OneNodePieces::Usable(options.comm);
+                        static_cast<int>(g->node_of_rank.size()) == options.comm->world_size();
   LayerGroups groups = GroupLayers(
       options.layer_ranges,
       options.group_mb == 0 || one_node ? 0 : MibFloats(options.group_mb));
