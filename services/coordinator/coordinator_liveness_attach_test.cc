@@ -216,6 +216,22 @@ TEST(AttachConfirms, AnotherProcessOrALeftMemberIsNotJudged) {
   EXPECT_EQ(Beat(*core, "w1").command(), v1::HeartbeatResponse::CONTINUE);
 }
 
+TEST(AttachConfirms, AJoinerWhoseAttachmentClosedLeavesTheRendezvous) {
+  ManualClock clock;
+  auto core = Core(&clock);
+  ASSERT_TRUE(core->Attach(Attachment("w0")).ok());
+  std::vector<absl::StatusOr<v1::JoinResponse>> joined;
+  std::thread join([&] { joined = JoinAll(*core, {"w0"}); });
+  while (!absl::StartsWith(core->GetJobStatus().message(), "1 of min 2 ")) {
+    std::this_thread::yield();
+  }
+  core->Detach(Attachment("w0"));  // died while waiting: it is not coming
+  join.join();
+  EXPECT_EQ(joined[0].status().code(), absl::StatusCode::kAborted) << joined[0].status();
+  EXPECT_TRUE(absl::StartsWith(core->GetJobStatus().message(), "0 of min 2 "))
+      << core->GetJobStatus().message();
+}
+
 TEST(AttachConfirms, AnAttachmentNeedsAWorkerAndAnInstance) {
   ManualClock clock;
   auto core = Core(&clock);
