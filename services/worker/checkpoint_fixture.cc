@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/io/file.h"
 #include "common/sync/registry.h"
 
 namespace tandem {
@@ -12,6 +13,26 @@ namespace worker {
 
 std::string TmpDir(const std::string& name) {
   return absl::StrCat(std::getenv("TEST_TMPDIR"), "/", name);
+}
+
+v1::CoordinatorState SavedCoordinatorState(const std::string& state_dir) {
+  v1::CoordinatorState s;
+  absl::StatusOr<std::string> bytes = ReadFileToString(state_dir + "/coordinator_state.pb");
+  EXPECT_TRUE(bytes.ok()) << bytes.status();
+  if (bytes.ok()) {
+    EXPECT_TRUE(s.ParseFromString(*bytes));
+  }
+  return s;
+}
+
+checkpoint::WriteOptions FailFileMidWrite(int n, std::atomic<int>* files) {
+  checkpoint::WriteOptions w;
+  w.before_write = [n, files](uint64_t offset, uint64_t) -> absl::Status {
+    const int file = offset == 0 ? files->fetch_add(1) : files->load() - 1;
+    if (file == n && offset > 0) return absl::ResourceExhaustedError("test hook: disk full");
+    return absl::OkStatus();
+  };
+  return w;
 }
 
 dataserver::DataServer* CheckpointFixture::data_ = nullptr;
@@ -70,6 +91,19 @@ std::vector<TrainerOptions> CheckpointFixture::Options(int workers, const std::s
       lines_.push_back(line);
     };
     all.push_back(std::move(o));
+  }
+  return all;
+}
+
+std::vector<TrainerOptions> CheckpointFixture::BigOptions(int workers,
+                                                          const std::string& strategy,
+                                                          int max_steps, const std::string& ckpt,
+                                                          int every, bool background) {
+  std::vector<TrainerOptions> all = Options(workers, strategy, max_steps, ckpt);
+  for (TrainerOptions& o : all) {
+    o.model = kBigMlp;
+    o.checkpoint_every = every;
+    o.background_checkpoint = background;
   }
   return all;
 }

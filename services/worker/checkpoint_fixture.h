@@ -16,13 +16,16 @@
 #ifndef TANDEM_SERVICES_WORKER_CHECKPOINT_FIXTURE_H_
 #define TANDEM_SERVICES_WORKER_CHECKPOINT_FIXTURE_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "common/checkpoint/checkpoint.h"
 #include "gtest/gtest.h"
+#include "proto/coordinator.pb.h"
 #include "services/coordinator/coordinator_server.h"
 #include "services/dataserver/data_server.h"
 #include "services/worker/trainer_threads.h"
@@ -32,6 +35,17 @@ namespace worker {
 
 // <TEST_TMPDIR>/<name>.
 std::string TmpDir(const std::string& name);
+
+// Over 1 MiB of parameters: a checkpoint file takes several write(2) calls,
+// so a write hook can act mid-file.
+inline constexpr char kBigMlp[] = "mlp:784,400,10";
+
+// The coordinator state persisted in `state_dir` (a test failure if none).
+v1::CoordinatorState SavedCoordinatorState(const std::string& state_dir);
+
+// A write hook failing the `n`-th file it sees (0-based) after its first
+// bytes, as a full disk would; `files` counts the files (outlives the hook).
+checkpoint::WriteOptions FailFileMidWrite(int n, std::atomic<int>* files);
 
 class CheckpointFixture : public ::testing::Test {
  protected:
@@ -45,6 +59,9 @@ class CheckpointFixture : public ::testing::Test {
   // `strategy` (bucket_cap_mb=0.01), to `max_steps`, checkpointing to `ckpt`.
   std::vector<TrainerOptions> Options(int workers, const std::string& strategy, int max_steps,
                                       const std::string& ckpt);
+  // Options with kBigMlp, a checkpoint every `every` steps, background or not.
+  std::vector<TrainerOptions> BigOptions(int workers, const std::string& strategy, int max_steps,
+                                         const std::string& ckpt, int every, bool background);
   // Whether any trainer printed a line containing `text`.
   bool Said(const std::string& text);
 
