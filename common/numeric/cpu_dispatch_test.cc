@@ -65,6 +65,43 @@ TEST(CpuDispatchTest, PicksTheWidestTheCpuRunsAndCanBeCappedAtEachNarrowerOne) {
   ForceBaselineVectorWidth(false);
 }
 
+// Compute-bound loops run at the CPU's widest until a width is forced, then
+// obey the cap like the rest; ForceBaselineVectorWidth(false) restores both.
+// (The builds of Which above, switched the way TANDEM_CPU_DISPATCHED_COMPUTE
+// switches.)
+int g_compute_ran = -1;
+void ComputeWhich(int* out) {
+  *out = -1;
+  switch (ActiveComputeVectorWidth()) {
+    case VectorWidth::kAvx512:
+      WhichAvx512(out);
+      break;
+    case VectorWidth::kAvx2:
+      WhichAvx2(out);
+      break;
+    default:
+      WhichBase(out);
+  }
+}
+
+TEST(CpuDispatchTest, ComputeBoundLoopsRunAtTheWidestUnlessAWidthIsForced) {
+  ForceBaselineVectorWidth(false);
+  EXPECT_EQ(ActiveComputeVectorWidth(), CpuVectorWidth());
+  ComputeWhich(&g_compute_ran);
+  EXPECT_EQ(g_compute_ran, static_cast<int>(CpuVectorWidth()));
+  for (VectorWidth w : SupportedVectorWidths()) {
+    ForceVectorWidth(w);
+    EXPECT_EQ(ActiveComputeVectorWidth(), w) << VectorWidthName(w);
+    ComputeWhich(&g_compute_ran);
+    EXPECT_EQ(g_compute_ran, static_cast<int>(w)) << VectorWidthName(w);
+  }
+  ForceBaselineVectorWidth(true);
+  EXPECT_EQ(ActiveComputeVectorWidth(), VectorWidth::kSse42);
+  ForceBaselineVectorWidth(false);
+  EXPECT_EQ(ActiveComputeVectorWidth(), CpuVectorWidth());
+  EXPECT_EQ(ActiveVectorWidth(), std::min(CpuVectorWidth(), kDefaultVectorWidthCap));
+}
+
 // Every width the CPU runs (the baseline at least) against a plain loop:
 // y + a * x with one rounding per operation (-ffp-contract=off), so every
 // build must give these exact bits, whatever the host's widths.

@@ -11,7 +11,7 @@
 //   bazel build -c opt //tools/bench:gpt_breakdown_bench
 //   tandem exec -- bazel-bin/tools/bench/gpt_breakdown_bench
 //       [--model=gpt:layers=4,width=256,heads=4,context=128] [--batch=8] [--reps=15]
-//       [--step_only]
+//       [--step_only] [--vector_width=avx512]
 //
 // (`tandem exec` gives OpenBLAS the kernel set tandem's workers get.) One
 // thread. Times are the median over --reps of thread CPU time (on a shared
@@ -46,6 +46,8 @@ ABSL_FLAG(std::string, model, "gpt:layers=4,width=256,heads=4,context=128", "gpt
 ABSL_FLAG(int, batch, 8, "sequences per step");
 ABSL_FLAG(int, reps, 15, "timed repetitions per kernel (median)");
 ABSL_FLAG(bool, step_only, false, "only the whole step's time (forward + backward)");
+ABSL_FLAG(std::string, vector_width, "",
+          "cap the dispatched loops' width: sse4.2, avx2 or avx512 (default: the library's)");
 
 namespace tandem {
 namespace {
@@ -121,6 +123,16 @@ int Main() {
   if (!spec.ok() || spec->kind != nn::ModelSpec::Kind::kGpt || batch < 1) {
     std::fprintf(stderr, "--model needs a gpt: spec and --batch >= 1 (%s)\n",
                  spec.ok() ? "not a gpt spec" : spec.status().ToString().c_str());
+    return 2;
+  }
+  const std::string width = absl::GetFlag(FLAGS_vector_width);
+  if (width == "sse4.2" || width == "avx2" || width == "avx512") {
+    numeric::ForceVectorWidth(width == "avx512" ? numeric::VectorWidth::kAvx512
+                              : width == "avx2" ? numeric::VectorWidth::kAvx2
+                                                : numeric::VectorWidth::kSse42);
+  } else if (!width.empty()) {
+    std::fprintf(stderr, "--vector_width must be sse4.2, avx2 or avx512 (got '%s')\n",
+                 width.c_str());
     return 2;
   }
   absl::StatusOr<double> step = StepSeconds(spec_text, batch, reps);
