@@ -76,31 +76,35 @@ TANDEM_CPU_INLINE void AccumulateDiagonal(V16 (&acc)[R][NV], const Operand& o, i
 template <int R, int NV>
 TANDEM_CPU_INLINE void Store(const V16 (&acc)[R][NV], float alpha, float* c, int64_t ldc,
                              int width) {
+  if (width == 16 * NV) {  // the common case, kept apart so acc stays in registers
+    for (int r = 0; r < R; ++r) {
+      for (int v = 0; v < NV; ++v) *reinterpret_cast<V16u*>(c + r * ldc + 16 * v) = acc[r][v] * alpha;
+    }
+    return;
+  }
   for (int r = 0; r < R; ++r) {
     float* cr = c + r * ldc;
     for (int v = 0; v < NV; ++v) {
       const V16 out = acc[r][v] * alpha;
-      if (16 * (v + 1) <= width) {
-        *reinterpret_cast<V16u*>(cr + 16 * v) = out;
-      } else {
-        const int n = std::min(16, width - 16 * v);  // < 16 here; <= 0 past the width
-        for (int l = 0; l < n; ++l) cr[16 * v + l] = out[l];
-      }
+      const int n = std::min(16, width - 16 * v);  // <= 0 past the width
+      for (int l = 0; l < n; ++l) cr[16 * v + l] = out[l];
     }
   }
 }
 
-// One tile of R rows starting at row `i0`: its p range by kind.
-template <int R, int NV>
-TANDEM_CPU_INLINE void Tile(CausalGemm kind, int seq, int depth, int i0, const Operand& o,
-                            float alpha, float* c, int64_t ldc, int width) {
+// One tile of R rows starting at row `i0`: its p range by kind (a template
+// argument, so each instantiation is one loop nest and keeps its
+// accumulators in registers).
+template <CausalGemm kKind, int R, int NV>
+TANDEM_CPU_INLINE void Tile(int seq, int depth, int i0, const Operand& o, float alpha, float* c,
+                            int64_t ldc, int width) {
   V16 acc[R][NV];
   for (int r = 0; r < R; ++r) {
     for (int v = 0; v < NV; ++v) acc[r][v] = V16{};
   }
-  if (kind == CausalGemm::kScores) {
+  if (kKind == CausalGemm::kScores) {
     AccumulateFull<R, NV>(acc, o, 0, depth);
-  } else if (kind == CausalGemm::kLowerTimes) {  // p in [0, i0 + r]
+  } else if (kKind == CausalGemm::kLowerTimes) {  // p in [0, i0 + r]
     AccumulateFull<R, NV>(acc, o, 0, i0);
     AccumulateDiagonal<R, NV, true>(acc, o, i0);
   } else {  // p in [i0 + r, seq)
@@ -112,56 +116,66 @@ TANDEM_CPU_INLINE void Tile(CausalGemm kind, int seq, int depth, int i0, const O
 
 // Rows [first, seq) of one panel in tiles of kRows, then single rows.
 // `o.a` and `c` point at row 0; row i's A starts at a + i * ars.
-template <int NV>
-TANDEM_CPU_INLINE void Rows(CausalGemm kind, int seq, int depth, int first, const Operand& o,
-                            float alpha, float* c, int64_t ldc, int width) {
+template <CausalGemm kKind, int NV>
+TANDEM_CPU_INLINE void Rows(int seq, int depth, int first, const Operand& o, float alpha,
+                            float* c, int64_t ldc, int width) {
   int i = first;
   for (; i + kRows <= seq; i += kRows) {
     const Operand t{o.a + i * o.ars, o.ars, o.aps, o.b, o.ldb};
-    Tile<kRows, NV>(kind, seq, depth, i, t, alpha, c + i * ldc, ldc, width);
+    Tile<kKind, kRows, NV>(seq, depth, i, t, alpha, c + i * ldc, ldc, width);
   }
   for (; i < seq; ++i) {
     const Operand t{o.a + i * o.ars, o.ars, o.aps, o.b, o.ldb};
-    Tile<1, NV>(kind, seq, depth, i, t, alpha, c + i * ldc, ldc, width);
+    Tile<kKind, 1, NV>(seq, depth, i, t, alpha, c + i * ldc, ldc, width);
   }
 }
 
-// One [seq, seq] causal product (a, b, c at the head's first element).
-TANDEM_CPU_INLINE void OneHead(CausalGemm kind, int seq, int dim, float alpha, const float* a,
-                               int lda, const float* b, int ldb, float* c, int ldc) {
-  if (kind == CausalGemm::kScores) {
-    // Panel [j0, j0 + 64) of keys: B^T packed [dim, 64] (zero past seq),
-    // needed by rows i >= j0 only.
-    alignas(64) float packed[kMaxDim * kPanel];
-    for (int j0 = 0; j0 < seq; j0 += kPanel) {
-      const int width = std::min(kPanel, seq - j0);
-      for (int p = 0; p < dim; ++p) {
-        float* row = packed + p * kPanel;
-        for (int j = 0; j < width; ++j) row[j] = b[static_cast<int64_t>(j0 + j) * ldb + p];
-        for (int j = width; j < kPanel; ++j) row[j] = 0.f;
+// The scores of one head: panel [j0, j0 + 64) of keys, B^T packed
+// [dim, 64] (zero past seq), is needed by rows i >= j0 only.
+TANDEM_CPU_INLINE void ScoresHead(int seq, int dim, float alpha, const float* a, int lda,
+                                  const float* b, int ldb, float* c, int ldc) {
+  alignas(64) float packed[kMaxDim * kPanel];
+  for (int j0 = 0; j0 < seq; j0 += kPanel) {
+    const int width = std::min(kPanel, seq - j0);
+    for (int j = 0; j < kPanel; ++j) {
+      const float* key = b + static_cast<int64_t>(j0 + j) * ldb;
+      // The keys come from a buffer far larger than the cache (the fused
+      // projection's output): fetch a few rows ahead.
+      if (j + 4 < width) {
+        for (int p = 0; p < dim; p += 16) __builtin_prefetch(key + 4 * ldb + p);
       }
-      const Operand o{a, lda, 1, packed, kPanel};
-      Rows<4>(kind, seq, dim, j0, o, alpha, c + j0, ldc, width);
+      if (j < width) {
+        for (int p = 0; p < dim; ++p) packed[p * kPanel + j] = key[p];
+      } else {
+        for (int p = 0; p < dim; ++p) packed[p * kPanel + j] = 0.f;
+      }
     }
-    return;
+    const Operand o{a, lda, 1, packed, kPanel};
+    Rows<CausalGemm::kScores, 4>(seq, dim, j0, o, alpha, c + j0, ldc, width);
   }
-  // kLowerTimes: A(i, p) = a[i * lda + p]; transposed: A(j, p) = a[p * lda + j].
-  const bool lower = kind == CausalGemm::kLowerTimes;
+}
+
+// kLowerTimes: A(i, p) = a[i * lda + p]; transposed: A(j, p) = a[p * lda + j].
+// B and C in panels of 64 columns (the last 16, 32 or 48 wide).
+template <CausalGemm kKind>
+TANDEM_CPU_INLINE void TimesHead(int seq, int dim, float alpha, const float* a, int lda,
+                                 const float* b, int ldb, float* c, int ldc) {
+  const bool lower = kKind == CausalGemm::kLowerTimes;
   for (int c0 = 0; c0 < dim; c0 += kPanel) {
     const int width = std::min(kPanel, dim - c0);
     const Operand o{a, lower ? lda : 1, lower ? 1 : lda, b + c0, ldb};
     switch (width / 16) {
       case 4:
-        Rows<4>(kind, seq, seq, 0, o, alpha, c + c0, ldc, width);
+        Rows<kKind, 4>(seq, seq, 0, o, alpha, c + c0, ldc, width);
         break;
       case 3:
-        Rows<3>(kind, seq, seq, 0, o, alpha, c + c0, ldc, width);
+        Rows<kKind, 3>(seq, seq, 0, o, alpha, c + c0, ldc, width);
         break;
       case 2:
-        Rows<2>(kind, seq, seq, 0, o, alpha, c + c0, ldc, width);
+        Rows<kKind, 2>(seq, seq, 0, o, alpha, c + c0, ldc, width);
         break;
       default:
-        Rows<1>(kind, seq, seq, 0, o, alpha, c + c0, ldc, width);
+        Rows<kKind, 1>(seq, seq, 0, o, alpha, c + c0, ldc, width);
     }
   }
 }
@@ -171,8 +185,20 @@ TANDEM_CPU_TARGET_AVX512 void CausalGemmAvx512(CausalGemm kind, int seq, int dim
                                                const float* b, int ldb, int64_t stride_b, float* c,
                                                int ldc, int64_t stride_c, int batch) {
   for (int i = 0; i < batch; ++i) {
-    OneHead(kind, seq, dim, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, c + i * stride_c,
-            ldc);
+    const float* ai = a + i * stride_a;
+    const float* bi = b + i * stride_b;
+    float* ci = c + i * stride_c;
+    switch (kind) {
+      case CausalGemm::kScores:
+        ScoresHead(seq, dim, alpha, ai, lda, bi, ldb, ci, ldc);
+        break;
+      case CausalGemm::kLowerTimes:
+        TimesHead<CausalGemm::kLowerTimes>(seq, dim, alpha, ai, lda, bi, ldb, ci, ldc);
+        break;
+      case CausalGemm::kLowerTransposedTimes:
+        TimesHead<CausalGemm::kLowerTransposedTimes>(seq, dim, alpha, ai, lda, bi, ldb, ci, ldc);
+        break;
+    }
   }
 }
 
