@@ -134,13 +134,13 @@ inline const char* VectorWidthName() { return VectorWidthName(ActiveVectorWidth(
                         "prefer-vector-width=512")))
 
 // Defines name(params): the body `name##Body(args)` compiled for AVX-512,
-// AVX2+FMA and the baseline, dispatched on ActiveVectorWidth().
-#define TANDEM_CPU_DISPATCHED(name, params, args)                       \
+// AVX2+FMA and the baseline, dispatched on `width` (an expression).
+#define TANDEM_CPU_DISPATCHED_ON(width, name, params, args)             \
   TANDEM_CPU_TARGET_AVX512 void name##Avx512 params { name##Body args; } \
   TANDEM_CPU_TARGET_AVX2 void name##Avx2 params { name##Body args; }     \
   void name##Base params { name##Body args; }                           \
   void name params {                                                    \
-    switch (::tandem::numeric::ActiveVectorWidth()) {                   \
+    switch (width) {                                                    \
       case ::tandem::numeric::VectorWidth::kAvx512:                     \
         name##Avx512 args;                                              \
         break;                                                          \
@@ -152,22 +152,12 @@ inline const char* VectorWidthName() { return VectorWidthName(ActiveVectorWidth(
     }                                                                   \
   }
 
-// The same for compute-bound bodies, dispatched on ActiveComputeVectorWidth().
-#define TANDEM_CPU_DISPATCHED_COMPUTE(name, params, args)               \
-  TANDEM_CPU_TARGET_AVX512 void name##Avx512 params { name##Body args; } \
-  TANDEM_CPU_TARGET_AVX2 void name##Avx2 params { name##Body args; }     \
-  void name##Base params { name##Body args; }                           \
-  void name params {                                                    \
-    switch (::tandem::numeric::ActiveComputeVectorWidth()) {            \
-      case ::tandem::numeric::VectorWidth::kAvx512:                     \
-        name##Avx512 args;                                              \
-        break;                                                          \
-      case ::tandem::numeric::VectorWidth::kAvx2:                       \
-        name##Avx2 args;                                                \
-        break;                                                          \
-      default:                                                          \
-        name##Base args;                                                \
-    }                                                                   \
-  }
+// Streaming loops: dispatched on ActiveVectorWidth().
+#define TANDEM_CPU_DISPATCHED(name, params, args) \
+  TANDEM_CPU_DISPATCHED_ON(::tandem::numeric::ActiveVectorWidth(), name, params, args)
+
+// Compute-bound loops: dispatched on ActiveComputeVectorWidth().
+#define TANDEM_CPU_DISPATCHED_COMPUTE(name, params, args) \
+  TANDEM_CPU_DISPATCHED_ON(::tandem::numeric::ActiveComputeVectorWidth(), name, params, args)
 
 #endif  // TANDEM_COMMON_NUMERIC_CPU_DISPATCH_H_

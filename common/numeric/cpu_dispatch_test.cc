@@ -18,8 +18,9 @@ TANDEM_CPU_INLINE void WhichBody(int* out, int build) { *out = build; }
 TANDEM_CPU_TARGET_AVX512 void WhichAvx512(int* out) { WhichBody(out, 2); }
 TANDEM_CPU_TARGET_AVX2 void WhichAvx2(int* out) { WhichBody(out, 1); }
 void WhichBase(int* out) { WhichBody(out, 0); }
-void Which(int* out) {
-  switch (ActiveVectorWidth()) {
+// The build for width `w`, switched as the dispatch macros switch.
+void WhichAt(VectorWidth w, int* out) {
+  switch (w) {
     case VectorWidth::kAvx512:
       WhichAvx512(out);
       break;
@@ -30,6 +31,7 @@ void Which(int* out) {
       WhichBase(out);
   }
 }
+void Which(int* out) { WhichAt(ActiveVectorWidth(), out); }
 
 TANDEM_CPU_INLINE void AxpyBody(float* __restrict y, const float* __restrict x, int64_t n,
                                 float a) {
@@ -67,22 +69,8 @@ TEST(CpuDispatchTest, PicksTheWidestTheCpuRunsAndCanBeCappedAtEachNarrowerOne) {
 
 // Compute-bound loops run at the CPU's widest until a width is forced, then
 // obey the cap like the rest; ForceBaselineVectorWidth(false) restores both.
-// (The builds of Which above, switched the way TANDEM_CPU_DISPATCHED_COMPUTE
-// switches.)
 int g_compute_ran = -1;
-void ComputeWhich(int* out) {
-  *out = -1;
-  switch (ActiveComputeVectorWidth()) {
-    case VectorWidth::kAvx512:
-      WhichAvx512(out);
-      break;
-    case VectorWidth::kAvx2:
-      WhichAvx2(out);
-      break;
-    default:
-      WhichBase(out);
-  }
-}
+void ComputeWhich(int* out) { WhichAt(ActiveComputeVectorWidth(), out); }
 
 TEST(CpuDispatchTest, ComputeBoundLoopsRunAtTheWidestUnlessAWidthIsForced) {
   ForceBaselineVectorWidth(false);
