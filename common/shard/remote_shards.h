@@ -42,6 +42,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/shard/lane_queue.h"
 #include "common/shard/shard_client.h"
 #include "common/shard/shard_layout.h"
 
@@ -142,7 +143,6 @@ class RemoteShards {
 
  private:
   struct Lane;
-  struct LaneJob;
   explicit RemoteShards(const RemoteShardsOptions& options, ShardLayout layout);
   Lane& LaneOf(int chunk, bool pull = false);
   // A lane's thread: its jobs in order until stopped. A push job is
@@ -152,6 +152,8 @@ class RemoteShards {
   void RunPush(Lane* lane, const LaneJob& job, std::vector<const void*>& data);
   void RunClose(Lane* lane, bool failed, const std::vector<const void*>& data);
   void RunPull(Lane* lane, const LaneJob& job, bool failed);
+  // After chunk's push was written or dropped: its held pull to its lane.
+  void ReleasePull(int chunk);
   absl::Status ReopenStream(Lane* lane, const std::vector<const void*>& data);
   // A pull job: into params (fp32) or block (an int8 delta).
   void EnqueuePull(int chunk, int64_t step, float* params, uint8_t* block, bool reset);
@@ -167,6 +169,7 @@ class RemoteShards {
   mutable absl::Mutex mu_;
   absl::CondVar cv_;
   std::vector<char> pulled_ ABSL_GUARDED_BY(mu_);  // per chunk
+  PullGate gate_ ABSL_GUARDED_BY(mu_);            // pulls behind their pushes
   int pulls_pending_ ABSL_GUARDED_BY(mu_) = 0;
   int closes_pending_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status error_ ABSL_GUARDED_BY(mu_);

@@ -17,12 +17,9 @@ absl::Status HybridSyncImpl::Run(const CommOp& op) {
   return s;
 }
 
-void HybridSyncImpl::QueueLandings(int64_t step, bool backward_order) {
+void HybridSyncImpl::QueueLandings(int64_t step) {
   const int n = static_cast<int>(groups_.size());
-  for (int i = 0; i < n; ++i) {
-    const int g = backward_order ? n - 1 - i : i;
-    land_ticket_[g] = executor_->Enqueue({CommOp::kLand, g, step});
-  }
+  for (int g = 0; g < n; ++g) land_ticket_[g] = executor_->Enqueue({CommOp::kLand, g, step});
   landing_ = n > 0;
 }
 

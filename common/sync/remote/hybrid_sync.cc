@@ -90,7 +90,7 @@ absl::Status HybridSyncImpl::FinishStep(const optim::StepContext& ctx) {
   // Each group lands (this rank's pull, then the node allgather) on the
   // communication thread as soon as its pull is in. pipeline=1: the next
   // forward waits layer by layer (Gather); pipeline=0: all of it here.
-  QueueLandings(ctx.step, /*backward_order=*/pushed_early && pipeline_);
+  QueueLandings(ctx.step);
   {
     absl::MutexLock lock(&mu_);
     wait_seconds_ += SecondsSince(start);

@@ -1,0 +1,102 @@
+// LaneQueue: the job queue of one RemoteShards lane (a thread with its own
+// push stream or pull calls to one shard server), and PullGate, which holds
+// a chunk's pull until its push has gone out.
+//
+// Why an order other than FIFO (issue 33): backward makes the last layers'
+// gradients final first, but the next forward needs the first layers'
+// parameters first. On a slow link the pushes take far longer than
+// backward, so by the time the first chunks are on the wire most
+// gradients are final: a push lane (Options::lowest_chunk_first) sends the
+// queued push with the lowest chunk index next (ByteScheduler's priority:
+// forward order), never passing a close (the end of the step's stream).
+// Pulls are issued right behind their pushes but must reach the server in
+// the order the pushes did (a pull waits there until its chunk is applied,
+// and a pull lane runs one call at a time): PullGate keeps a chunk's pull
+// back until its push lane has written the push, so each pull lane gets
+// its pulls in its push lane's send order.
+//
+//   LaneQueue q({.capacity = 2 * chunks + 2, .lowest_chunk_first = true});
+//   q.Enqueue(job);            // any thread
+//   LaneJob j;
+//   while (q.Next(&j)) Run(j); // the lane's thread; false once stopped
+//   q.Stop();
+//
+// LaneQueue is thread-safe; the callers' protocol keeps it within its
+// capacity (every chunk of the lane at most twice, plus a close). PullGate
+// is not thread-safe (RemoteShards holds its mutex around it). Neither
+// allocates after construction.
+#ifndef TANDEM_COMMON_SHARD_LANE_QUEUE_H_
+#define TANDEM_COMMON_SHARD_LANE_QUEUE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+namespace tandem {
+namespace shard {
+
+// One unit of a lane's work.
+struct LaneJob {
+  enum Kind { kPush, kClose, kPull } kind = kPush;
+  int chunk = 0;
+  int64_t step = 0;
+  float* params = nullptr;     // pulls: where the chunk lands
+  uint8_t* block = nullptr;    // delta pulls: where the int8 block lands
+  bool reset = false;          // pulls: reset_delta_reference
+  const void* data = nullptr;  // pushes: read only
+};
+
+struct LaneQueueOptions {
+  size_t capacity = 1;              // jobs queued at once, >= 1
+  bool lowest_chunk_first = false;  // pushes by chunk index (see above); else FIFO
+};
+
+class LaneQueue {
+ public:
+  explicit LaneQueue(const LaneQueueOptions& options);
+  LaneQueue(const LaneQueue&) = delete;
+  LaneQueue& operator=(const LaneQueue&) = delete;
+
+  void Enqueue(const LaneJob& job);
+  // Waits for the next job; false once stopped (queued jobs are dropped).
+  bool Next(LaneJob* job);
+  void Stop();
+
+ private:
+  const bool lowest_first_;
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::vector<LaneJob> ring_ ABSL_GUARDED_BY(mu_);  // capacity fixed at creation
+  size_t head_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t count_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+class PullGate {
+ public:
+  explicit PullGate(int chunks) : state_(chunks, kIdle), held_(chunks) {}
+
+  // A new step's pushes: no push queued, nothing held.
+  void Reset();
+  // Chunk c's push is queued on its lane.
+  void PushQueued(int c) { state_[c] = kQueued; }
+  // A pull of chunk c: true when it may go to its lane now; false when it
+  // is held until PushWritten(c) (its push is queued and not yet written).
+  bool Admit(const LaneJob& pull);
+  // Chunk c's push was written (or dropped after a failure): true with the
+  // held pull in *pull when there was one.
+  bool PushWritten(int c, LaneJob* pull);
+
+ private:
+  enum State : char { kIdle, kQueued, kHeld, kWritten };
+  std::vector<State> state_;
+  std::vector<LaneJob> held_;
+};
+
+}  // namespace shard
+}  // namespace tandem
+
+#endif  // TANDEM_COMMON_SHARD_LANE_QUEUE_H_
