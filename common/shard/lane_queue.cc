@@ -7,7 +7,9 @@ namespace tandem {
 namespace shard {
 
 LaneQueue::LaneQueue(const LaneQueueOptions& o)
-    : lowest_first_(o.lowest_chunk_first), ring_(std::max<size_t>(1, o.capacity)) {}
+    : lowest_first_(o.lowest_chunk_first),
+      push_order_(o.push_order),
+      ring_(std::max<size_t>(1, o.capacity)) {}
 
 void LaneQueue::Enqueue(const LaneJob& j) {
   absl::MutexLock lock(&mu_);
@@ -16,23 +18,55 @@ void LaneQueue::Enqueue(const LaneJob& j) {
   cv_.Signal();
 }
 
+size_t LaneQueue::PickPush() const {
+  // Among the pushes queued before the first close (if any): the due one,
+  // the lowest, and the lowest not in push_order_.
+  size_t due = count_, best = count_, unlisted = count_;
+  bool closing = false;
+  const int want = next_ < push_order_.size() ? push_order_[next_] : -1;
+  auto lower = [&](size_t i, size_t than) {
+    return than == count_ || ring_[(head_ + i) % ring_.size()].chunk <
+                                 ring_[(head_ + than) % ring_.size()].chunk;
+  };
+  for (size_t i = 0; i < count_; ++i) {
+    const LaneJob& j = ring_[(head_ + i) % ring_.size()];
+    if (j.kind != LaneJob::kPush) {
+      closing = true;
+      break;
+    }
+    if (j.chunk == want) due = i;
+    if (lower(i, best)) best = i;
+    if (lower(i, unlisted) &&
+        !std::binary_search(push_order_.begin(), push_order_.end(), j.chunk)) {
+      unlisted = i;
+    }
+  }
+  if (due != count_) return due;
+  return closing || push_order_.empty() ? best : unlisted;
+}
+
 bool LaneQueue::Next(LaneJob* j) {
   absl::MutexLock lock(&mu_);
-  while (count_ == 0 && !stop_) cv_.Wait(&mu_);
-  if (stop_) return false;
-  if (lowest_first_ && ring_[head_].kind == LaneJob::kPush) {
-    // The pushes queued before the first close: the lowest chunk goes first.
-    size_t best = head_;
-    for (size_t i = 1; i < count_; ++i) {
-      const size_t at = (head_ + i) % ring_.size();
-      if (ring_[at].kind != LaneJob::kPush) break;
-      if (ring_[at].chunk < ring_[best].chunk) best = at;
+  for (;;) {
+    while (count_ == 0 && !stop_) cv_.Wait(&mu_);
+    if (stop_) return false;
+    if (!lowest_first_ || ring_[head_].kind != LaneJob::kPush) break;
+    const size_t pick = PickPush();
+    if (pick != count_) {
+      std::swap(ring_[head_], ring_[(head_ + pick) % ring_.size()]);
+      break;
     }
-    std::swap(ring_[head_], ring_[best]);
+    cv_.Wait(&mu_);  // the due chunk is not queued yet
   }
   *j = ring_[head_];
   head_ = (head_ + 1) % ring_.size();
   --count_;
+  if (j->kind == LaneJob::kClose) {
+    next_ = 0;  // the step's stream ends: the next step starts the order again
+  } else if (j->kind == LaneJob::kPush && next_ < push_order_.size() &&
+             push_order_[next_] == j->chunk) {
+    ++next_;
+  }
   return true;
 }
 

@@ -52,6 +52,14 @@ struct LaneJob {
 struct LaneQueueOptions {
   size_t capacity = 1;              // jobs queued at once, >= 1
   bool lowest_chunk_first = false;  // pushes by chunk index (see above); else FIFO
+  // With lowest_chunk_first: the chunks this lane pushes each step,
+  // ascending. A push then waits for every chunk before it in this list
+  // (so every rank puts the same chunk on the wire at the same time: a
+  // server applies a chunk only once every rank's push of it is in, and a
+  // pull lane waits on its chunks in order), unless a close is queued (an
+  // abandoned step: what is queued goes, lowest first). Chunks not listed
+  // go lowest first when nothing listed is due. Empty: lowest queued first.
+  std::vector<int> push_order;
 };
 
 class LaneQueue {
@@ -66,13 +74,19 @@ class LaneQueue {
   void Stop();
 
  private:
+  // The queued push to send next (lowest first, in push_order_), or
+  // count_ when none may go yet.
+  size_t PickPush() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
   const bool lowest_first_;
+  const std::vector<int> push_order_;
   absl::Mutex mu_;
   absl::CondVar cv_;
   std::vector<LaneJob> ring_ ABSL_GUARDED_BY(mu_);  // capacity fixed at creation
   size_t head_ ABSL_GUARDED_BY(mu_) = 0;
   size_t count_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  size_t next_ ABSL_GUARDED_BY(mu_) = 0;  // push_order_'s next chunk this step
 };
 
 class PullGate {

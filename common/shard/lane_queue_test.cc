@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 
 namespace tandem {
@@ -61,6 +62,53 @@ TEST(LaneQueueTest, WrapsAroundItsRing) {
     q.Enqueue(Job(LaneJob::kPush, round));
     EXPECT_EQ(Drain(q, 2), (std::vector<int>{round, 10 + round}));
   }
+}
+
+TEST(LaneQueueTest, PushOrderHoldsALaterChunkUntilItsTurn) {
+  // Backward makes chunk 6 final before 2: the lane still sends 2, 4, 6.
+  LaneQueue q({.capacity = 8, .lowest_chunk_first = true, .push_order = {2, 4, 6}});
+  q.Enqueue(Job(LaneJob::kPush, 6));
+  q.Enqueue(Job(LaneJob::kPush, 4));
+  int got = -1;
+  absl::Notification done;
+  std::thread t([&] {
+    LaneJob j;
+    if (q.Next(&j)) got = j.chunk;
+    done.Notify();
+  });
+  // Nothing is due until 2 arrives: Next must still be waiting.
+  EXPECT_FALSE(done.WaitForNotificationWithTimeout(absl::Milliseconds(50)));
+  q.Enqueue(Job(LaneJob::kPush, 2));
+  done.WaitForNotification();
+  t.join();
+  EXPECT_EQ(got, 2);
+  EXPECT_EQ(Drain(q, 2), (std::vector<int>{4, 6}));
+  // A new step (after the close) starts the order again.
+  q.Enqueue(Job(LaneJob::kClose, 0));
+  q.Enqueue(Job(LaneJob::kPush, 4));
+  q.Enqueue(Job(LaneJob::kPush, 2));
+  std::vector<LaneJob::Kind> kinds;
+  EXPECT_EQ(Drain(q, 3, &kinds), (std::vector<int>{0, 2, 4}));
+  EXPECT_EQ(kinds[0], LaneJob::kClose);
+}
+
+TEST(LaneQueueTest, AnAbandonedStepSendsWhatIsQueued) {
+  // Chunk 2 never comes (the step was abandoned): the close releases 4.
+  LaneQueue q({.capacity = 8, .lowest_chunk_first = true, .push_order = {2, 4}});
+  q.Enqueue(Job(LaneJob::kPush, 4));
+  q.Enqueue(Job(LaneJob::kClose, 0));
+  std::vector<LaneJob::Kind> kinds;
+  EXPECT_EQ(Drain(q, 2, &kinds), (std::vector<int>{4, 0}));
+  EXPECT_EQ(kinds[1], LaneJob::kClose);
+}
+
+TEST(LaneQueueTest, UnlistedChunksGoWhenNothingListedIsDue) {
+  LaneQueue q({.capacity = 8, .lowest_chunk_first = true, .push_order = {1, 3}});
+  q.Enqueue(Job(LaneJob::kPush, 3));
+  q.Enqueue(Job(LaneJob::kPush, 8));  // not this rank's usual chunk
+  EXPECT_EQ(Drain(q, 1), std::vector<int>{8});
+  q.Enqueue(Job(LaneJob::kPush, 1));
+  EXPECT_EQ(Drain(q, 2), (std::vector<int>{1, 3}));
 }
 
 TEST(LaneQueueTest, NextWaitsForAJobAndStopEndsIt) {

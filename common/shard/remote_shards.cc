@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
+#include "common/trace/trace.h"
 
 namespace tandem {
 namespace shard {
@@ -39,6 +40,11 @@ absl::StatusOr<std::unique_ptr<RemoteShards>> RemoteShards::Create(const RemoteS
     return absl::InvalidArgumentError(
         absl::StrCat("shard servers: streams_per_server must be >= 1, got ", o.streams_per_server));
   }
+  if (o.push_stride < 1 || o.push_offset < 0 || o.push_offset >= o.push_stride) {
+    return absl::InvalidArgumentError(absl::StrCat("shard servers: push_offset ", o.push_offset,
+                                                   " must be in [0, push_stride ", o.push_stride,
+                                                   ")"));
+  }
   if (o.rank < 0 || o.rank >= o.world_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("shard servers: rank ", o.rank, " outside world ", o.world_size));
@@ -59,9 +65,10 @@ absl::StatusOr<std::unique_ptr<RemoteShards>> RemoteShards::Create(const RemoteS
       for (int k = 0; k < o.streams_per_server; ++k) {
         const int mine = chunks / o.streams_per_server + 1;
         // Capacity: every chunk of the lane twice (push + pull) plus a
-        // close; push lanes send the lowest queued chunk first.
-        auto lane = std::make_unique<Lane>(
-            LaneQueueOptions{static_cast<size_t>(2 * mine + 2), lanes == &r->lanes_});
+        // close. Push lanes send this rank's chunks in ascending order.
+        LaneQueueOptions qo{static_cast<size_t>(2 * mine + 2), lanes == &r->lanes_, {}};
+        if (qo.lowest_chunk_first) qo.push_order = r->PushOrder(s, k);
+        auto lane = std::make_unique<Lane>(qo);
         lane->server = s;
         lane->client = r->clients_[s].get();
         lane->stream = lane->client->NewPushStream();
@@ -97,6 +104,18 @@ RemoteShards::~RemoteShards() {
       l->stream->Cancel();
     }
   }
+}
+
+std::vector<int> RemoteShards::PushOrder(int server, int k) const {
+  std::vector<int> out;
+  const int stride = options_.push_stride;
+  for (int c = layout_.first_chunk(server); c < layout_.end_chunk(server); ++c) {
+    if ((c - layout_.first_chunk(server)) % options_.streams_per_server == k &&
+        c % stride == options_.push_offset) {
+      out.push_back(c);
+    }
+  }
+  return out;
 }
 
 RemoteShards::Lane& RemoteShards::LaneOf(int chunk, bool pull) {
@@ -391,6 +410,7 @@ absl::Status RemoteShards::ReopenStream(Lane* l, const std::vector<const void*>&
 void RemoteShards::RunPush(Lane* l, const LaneJob& j, std::vector<const void*>& data) {
   data[j.chunk] = j.data;
   const Chunk& c = layout_.chunk(j.chunk);
+  trace::Span span("push", "remote", PushPayloadBytes(header_, c.size()), j.chunk);
   absl::Status s;
   for (int attempt = 1;; ++attempt) {
     if (!l->stream->open()) s = ReopenStream(l, data);
@@ -437,6 +457,7 @@ void RemoteShards::RunPull(Lane* l, const LaneJob& j, bool failed) {
   const Chunk& c = layout_.chunk(j.chunk);
   const int64_t bytes = j.block != nullptr ? Int8BlockBytes(c.size(), options_.pull_int8_chunk)
                                            : c.size() * int64_t{sizeof(float)};
+  trace::Span span("pull", "remote", bytes, j.chunk);
   absl::Status s;
   if (!failed && j.block != nullptr) {
     s = l->client->PullDelta(options_.generation, j.step, c.lo, c.hi, j.block, bytes,

@@ -66,6 +66,13 @@ struct RemoteShardsOptions {
   // servers and fp32 pulls, InitServers names server (s + 1) mod S as the
   // replica of server s's range; RecoverState reads the ranges back.
   bool replicate = false;
+  // This rank pushes the chunks c with c mod push_stride == push_offset
+  // (ps: all; hybrid: local rank l of K pushes l, l + K, ...): each push
+  // lane sends its share of them in ascending order, every step the same
+  // (see lane_queue.h), so all ranks put a chunk on the wire together and
+  // the first layers come back first.
+  int push_stride = 1;
+  int push_offset = 0;
 };
 
 struct RemoteStats {
@@ -145,6 +152,8 @@ class RemoteShards {
   struct Lane;
   explicit RemoteShards(const RemoteShardsOptions& options, ShardLayout layout);
   Lane& LaneOf(int chunk, bool pull = false);
+  // The chunks this rank pushes through push lane k of `server`, ascending.
+  std::vector<int> PushOrder(int server, int k) const;
   // A lane's thread: its jobs in order until stopped. A push job is
   // dropped once any lane has failed; closes and pulls still count down.
   void RunLane(Lane* lane);

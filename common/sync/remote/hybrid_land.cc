@@ -11,6 +11,7 @@ namespace hybrid_internal {
 absl::Status HybridSyncImpl::Run(const CommOp& op) {
   if (op.kind == CommOp::kReduce) return RunGroup(op.group);
   const auto t = std::chrono::steady_clock::now();
+  trace::Span span("land", "comm", groups_[op.group].block * int64_t{sizeof(float)}, op.group);
   absl::Status s = GatherGroup(op.group, op.step, /*delta=*/codec_ != nullptr);
   absl::MutexLock lock(&mu_);
   comm_seconds_ += SecondsSince(t);

@@ -145,7 +145,9 @@ absl::StatusOr<std::unique_ptr<GradientSync>> CreateHybridSync(const SyncOptions
     return absl::InvalidArgumentError("hybrid sync: needs the intra-node group");
   }
   ASSIGN_OR_RETURN(std::unique_ptr<ShardServerState> servers,
-                   ShardServerState::Create(options, env, "hybrid", int8_chunk));
+                   ShardServerState::Create(options, env, "hybrid", int8_chunk,
+                                            env.comms->intra->world_size(),
+                                            env.comms->intra->rank()));
   return std::unique_ptr<GradientSync>(
       std::make_unique<HybridSyncImpl>(std::move(env), std::move(servers), int8_chunk));
 }

@@ -36,6 +36,7 @@
 #include "common/sync/remote/shard_server_state.h"
 #include "common/tensor/param_hook.h"
 #include "common/timing/seconds_since.h"
+#include "common/trace/trace.h"
 
 namespace tandem {
 namespace sync {
