@@ -65,8 +65,10 @@ absl::StatusOr<std::unique_ptr<RemoteShards>> RemoteShards::Create(const RemoteS
       for (int k = 0; k < o.streams_per_server; ++k) {
         const int mine = chunks / o.streams_per_server + 1;
         // Capacity: every chunk of the lane twice (push + pull) plus a
-        // close. Push lanes send this rank's chunks in ascending order.
-        LaneQueueOptions qo{static_cast<size_t>(2 * mine + 2), lanes == &r->lanes_, {}};
+        // close (pull lanes: any of the server's chunks may map to one).
+        // Push lanes send this rank's chunks in ascending order.
+        const bool push = lanes == &r->lanes_;
+        LaneQueueOptions qo{static_cast<size_t>(2 * (push ? mine : chunks) + 2), push, {}};
         if (qo.lowest_chunk_first) qo.push_order = r->PushOrder(s, k);
         auto lane = std::make_unique<Lane>(qo);
         lane->server = s;
@@ -120,7 +122,11 @@ std::vector<int> RemoteShards::PushOrder(int server, int k) const {
 
 RemoteShards::Lane& RemoteShards::LaneOf(int chunk, bool pull) {
   const int s = layout_.chunk(chunk).server;
-  const int k = (chunk - layout_.first_chunk(s)) % options_.streams_per_server;
+  const int at = chunk - layout_.first_chunk(s);
+  // Pulls: this rank's successive chunks (push_stride apart) alternate
+  // over the pull lanes, so the next pull is asked for while one answer is
+  // still coming in.
+  const int k = (pull ? at / options_.push_stride : at) % options_.streams_per_server;
   return *(pull ? pull_lanes_ : lanes_)[s * options_.streams_per_server + k];
 }
 

@@ -2,8 +2,13 @@
 // one ShardClient per server and, per server, `streams_per_server` push
 // lanes (each a thread with its own push stream) and as many pull lanes, so
 // several pushes and pulls are in flight to every server at once and a pull
-// never queues behind a push. Chunk c (ShardLayout) always goes through
-// lane (server of c, c mod streams_per_server) of its kind.
+// never queues behind a push. Chunk c (ShardLayout) of server s always goes
+// through push lane (s, (c - first) mod streams_per_server) and pull lane
+// (s, ((c - first) / push_stride) mod streams_per_server), first being s's
+// first chunk. A push lane sends this rank's chunks in ascending order, the
+// same every step, and a chunk's pull goes to its lane once its push is
+// written (lane_queue.h), so the first layers come back first and all
+// ranks' pushes of a chunk reach its server together.
 //
 //   ASSIGN_OR_RETURN(auto r, RemoteShards::Create(options));
 //   if (rank == 0) RETURN_IF_ERROR(r->InitServers(step, optimizer, params));
