@@ -4,18 +4,25 @@
 //
 // Why an order other than FIFO (issue 33): backward makes the last layers'
 // gradients final first, but the next forward needs the first layers'
-// parameters first. On a slow link the pushes take far longer than
-// backward, so by the time the first chunks are on the wire most
-// gradients are final: a push lane (Options::lowest_chunk_first) sends the
-// queued push with the lowest chunk index next (ByteScheduler's priority:
-// forward order), never passing a close (the end of the step's stream).
+// parameters first, and a server applies a chunk only once every rank's
+// push of it is in. On a slow link the pushes take far longer than
+// backward, so a push lane (Options::lowest_chunk_first) sends its chunks
+// in one fixed ascending order, every step and on every rank
+// (Options::push_order): all ranks put the same chunk on the wire at about
+// the same time, the chunks complete on the servers first layer first, and
+// the next forward's first layers land first. (Sending whatever was queued
+// first, as backward made it, let ranks diverge: a pull then waited for a
+// chunk another rank pushed last, and the next forward waited for the
+// first layer, pushed last.) The push stream's Write must wait for the
+// link for this to hold on the wire: the shard servers fix a small HTTP/2
+// window (services/shardserver/shard_server.h).
 // Pulls are issued right behind their pushes but must reach the server in
 // the order the pushes did (a pull waits there until its chunk is applied,
 // and a pull lane runs one call at a time): PullGate keeps a chunk's pull
-// back until its push lane has written the push, so each pull lane gets
-// its pulls in its push lane's send order.
+// back until its push lane has written the push.
 //
-//   LaneQueue q({.capacity = 2 * chunks + 2, .lowest_chunk_first = true});
+//   LaneQueue q({.capacity = 2 * chunks + 2, .lowest_chunk_first = true,
+//                .push_order = {0, 2, 4}});
 //   q.Enqueue(job);            // any thread
 //   LaneJob j;
 //   while (q.Next(&j)) Run(j); // the lane's thread; false once stopped
