@@ -42,4 +42,19 @@ int ExitedPeerRank(absl::string_view message) {
   return -1;
 }
 
+std::string PeerConnectionBrokeText(int rank) {
+  return absl::StrCat("the connection to rank ", rank, " broke");
+}
+
+int BrokenPeerRank(absl::string_view message) {
+  constexpr absl::string_view kLead = "the connection to rank ";
+  for (size_t at = message.find(kLead); at != absl::string_view::npos;
+       at = message.find(kLead, at + 1)) {
+    absl::string_view s = message.substr(at + kLead.size());
+    int rank = -1;
+    if (TakeInt(&s, &rank) && Take(&s, " broke")) return rank;
+  }
+  return -1;
+}
+
 }  // namespace tandem

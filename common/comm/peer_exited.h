@@ -28,6 +28,15 @@ std::string PeerExitedText(int rank, int pid);
 // The rank named by the first PeerExitedText in `message`, or -1.
 int ExitedPeerRank(absl::string_view message);
 
+// "the connection to rank R broke": a transport lost its link to rank R (a
+// reset or closed TCP connection). No proof that R's process is gone (a
+// slow peer's connection can break too): the worker reports R as accused
+// only, and the coordinator confirms or not (coordinator_core.h).
+std::string PeerConnectionBrokeText(int rank);
+
+// The rank named by the first PeerConnectionBrokeText in `message`, or -1.
+int BrokenPeerRank(absl::string_view message);
+
 }  // namespace tandem
 
 #endif  // TANDEM_COMMON_COMM_PEER_EXITED_H_

@@ -18,6 +18,7 @@
 #include "common/kernels/cpu_backend.h"
 #include "common/nn/model.h"
 #include "common/plan/model_cost.h"
+#include "common/plan/ring_round.h"
 #include "common/status/status_macros.h"
 
 namespace tandem {
@@ -207,6 +208,7 @@ absl::StatusOr<double> MeasureCodecBytesPerSecond(int64_t values, int repetition
 }
 
 absl::StatusOr<MachineProfile> Calibrate(const CalibrateOptions& o) {
+  constexpr int kRingAllReduces = 10;
   if (o.batch < 1 || o.repetitions < 1) {
     return absl::InvalidArgumentError("calibrate: batch and repetitions must be at least 1");
   }
@@ -215,9 +217,15 @@ absl::StatusOr<MachineProfile> Calibrate(const CalibrateOptions& o) {
   p.stream_bytes_per_s = MeasureStreamBytesPerSecond(o.stream_bytes, o.repetitions);
   ASSIGN_OR_RETURN(LoopbackRates l, MeasureLoopback(o.loopback_bytes, o.repetitions));
   p.loopback_bytes_per_s = l.bytes_per_s;
-  // A ring round is a send and a receive: half a round trip each way, plus
-  // the collective's own bookkeeping, which the round trip approximates.
   p.link_alpha_s = l.round_trip_s;
+  // A round of tandem's rings (Gloo over loopback TCP between processes)
+  // at 2, 4, 8 and 16 ranks: wake-ups, hand-offs and the scheduler's delay
+  // under the machine's load, which the one-socket ping above misses (5 us
+  // there; 0.7-5 ms here at load 20, and not monotonic in the ranks).
+  for (auto [ranks, field] : {std::pair{2, &p.ring_round_2_s}, {4, &p.ring_round_4_s},
+                              {8, &p.ring_round_8_s}, {16, &p.ring_round_16_s}}) {
+    ASSIGN_OR_RETURN(*field, MeasureRingRound(ranks, kRingAllReduces, o.repetitions));
+  }
   ASSIGN_OR_RETURN(p.codec_bytes_per_s,
                    MeasureCodecBytesPerSecond(o.stream_bytes / 4, o.repetitions));
   p.cores = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));

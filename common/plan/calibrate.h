@@ -1,8 +1,9 @@
 // Calibration: measures this machine's rates for the cost model
 // (machine_profile.h) — the model's own forward + backward on the CPU
 // backend (so "GEMM rate at the model's shapes" includes everything a step
-// runs), memory streaming, the int8 codec, loopback TCP bandwidth and
-// round-trip latency.
+// runs), memory streaming, the int8 codec, loopback TCP bandwidth, and the
+// cost of one ring round among 2 and 8 rank threads of this host (what a
+// latency-bound collective round costs under the machine's load).
 // Each number is the median of several timed repetitions.
 //
 //   ASSIGN_OR_RETURN(MachineProfile p, Calibrate(CalibrateOptions{...}));

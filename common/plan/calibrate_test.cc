@@ -1,5 +1,7 @@
 #include "common/plan/calibrate.h"
 
+#include "common/plan/ring_round.h"
+
 #include "gtest/gtest.h"
 
 namespace tandem {
@@ -24,6 +26,17 @@ TEST(CalibrateTest, MeasuresPositiveRates) {
   ASSERT_TRUE(loop.ok()) << loop.status();
   EXPECT_GT(loop->bytes_per_s, 0);
   EXPECT_GT(loop->round_trip_s, 0);
+}
+
+// A real ring of 3 processes (Gloo over loopback TCP): a positive time per
+// round; a ring of fewer than 2 is refused.
+TEST(CalibrateTest, RingRoundIsMeasuredOnARealRing) {
+  auto round = MeasureRingRound(3, 2, 1);
+  ASSERT_TRUE(round.ok()) << round.status();
+  EXPECT_GT(*round, 0);
+  EXPECT_LT(*round, 10);  // seconds: a round, not a hang
+  EXPECT_EQ(MeasureRingRound(1, 2, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MeasureRingRound(2, 0, 1).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(CalibrateTest, BadModelIsInvalidArgument) {

@@ -37,6 +37,14 @@ const std::vector<Field>& Fields() {
        [](MachineProfile& p) -> double& { return p.loopback_bytes_per_s; }},
       {"link_alpha_s", "seconds per message round across a link",
        [](MachineProfile& p) -> double& { return p.link_alpha_s; }},
+      {"ring_round_2_s", "a ring round among 2 processes of this host; 0 = not measured",
+       [](MachineProfile& p) -> double& { return p.ring_round_2_s; }, true},
+      {"ring_round_4_s", "... among 4",
+       [](MachineProfile& p) -> double& { return p.ring_round_4_s; }, true},
+      {"ring_round_8_s", "... among 8",
+       [](MachineProfile& p) -> double& { return p.ring_round_8_s; }, true},
+      {"ring_round_16_s", "... among 16",
+       [](MachineProfile& p) -> double& { return p.ring_round_16_s; }, true},
       {"shm_alpha_s", "seconds per shared-memory (gpu: NVLink) round",
        [](MachineProfile& p) -> double& { return p.shm_alpha_s; }},
       {"intra_node_bytes_per_s", "between the ranks of a node per direction; 0 = shared memory",
@@ -70,6 +78,24 @@ absl::Status ValidateCluster(const Cluster& c) {
     return absl::InvalidArgumentError("--server_link must be a positive rate such as 1gbit");
   }
   return absl::OkStatus();
+}
+
+double RingRoundSeconds(const MachineProfile& p, int ranks) {
+  std::vector<std::pair<double, double>> known;  // (log2 ranks, seconds)
+  for (auto [r, v] : {std::pair{2, p.ring_round_2_s}, {4, p.ring_round_4_s},
+                      {8, p.ring_round_8_s}, {16, p.ring_round_16_s}}) {
+    if (v > 0) known.push_back({std::log2(r), v});
+  }
+  if (known.empty()) return p.link_alpha_s;
+  const double x = std::log2(std::max(ranks, 1));
+  if (x <= known.front().first) return known.front().second;
+  for (size_t i = 1; i < known.size(); ++i) {
+    if (x > known[i].first) continue;
+    const auto [x0, y0] = known[i - 1];
+    const auto [x1, y1] = known[i];
+    return y0 + (y1 - y0) * (x - x0) / (x1 - x0);
+  }
+  return known.back().second;
 }
 
 std::string FormatMachineProfile(const MachineProfile& p) {

@@ -33,6 +33,13 @@ struct MachineProfile {
   // Unshaped TCP between two processes on one host (Gloo, gRPC), bytes/s.
   double loopback_bytes_per_s = 2e9;
   double link_alpha_s = 100e-6;  // per message round across a link
+  // Seconds per round of a ring collective of 2, 4, 8, 16 processes of this
+  // host (Gloo over loopback TCP; RingRoundSeconds), measured by
+  // `tandem plan --calibrate`; 0 = not measured (link_alpha_s is used).
+  double ring_round_2_s = 0;
+  double ring_round_4_s = 0;
+  double ring_round_8_s = 0;
+  double ring_round_16_s = 0;
   double shm_alpha_s = 5e-6;     // per shared-memory round (a barrier)
   int cores = 1;                 // cores the ranks of one host share
   std::string source = "built-in defaults (run `tandem plan --calibrate`)";
@@ -66,6 +73,12 @@ struct Cluster {
 };
 
 absl::Status ValidateCluster(const Cluster& c);
+
+// Seconds per round of a ring of `ranks` processes on the profile's host:
+// the measured ring_round_*_s interpolated linearly in log2(ranks) between
+// the two nearest measured sizes, the nearest one's outside them;
+// link_alpha_s when none was measured.
+double RingRoundSeconds(const MachineProfile& p, int ranks);
 
 std::string FormatMachineProfile(const MachineProfile& p);
 absl::StatusOr<MachineProfile> ParseMachineProfile(const std::string& text,

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/plan/collective_cost.h"
+#include "common/plan/simulated_link.h"
 #include "common/status/status_macros.h"
 #include "common/sync/bucket/bucket_plan.h"
 
@@ -20,11 +21,13 @@ namespace plan {
 namespace {
 
 constexpr double kFloat = 4;  // bytes per fp32 element
+constexpr double kStepVoteBytes = 6 * kFloat;
 
 // The rates and sizes every strategy's formulas use.
 struct Terms {
   int m = 1, k = 1, n = 1, servers = 0;
-  Link node;           // one node's link (or loopback)
+  Link node;           // one node's link (or loopback); alpha: a world ring's round
+  double cross_alpha;  // a round of a ring over one rank per node (hier's)
   double server_rate;  // one server's link, bytes/s
   double stream;       // bytes/s one core streams
   double shm_alpha;
@@ -104,6 +107,7 @@ struct Shape {
   double owned_elements = 0;      // stepped by this rank's optimizer
   double server_elements = 0;     // stepped by each server
   double node_link_bytes = 0;
+  double server_link_bytes = 0;   // sent by each shard server (its pulls)
   int64_t grad_bytes = 0;
   int64_t param_bytes = -1;       // parameters held per rank; -1 = all of them
 };
@@ -135,7 +139,7 @@ Shape HierShape(const Terms& t, int64_t flat) {
   Shape s = Replicated(t, flat);
   s.bucket = [&t](int64_t lo, int64_t hi) {
     const double b = (hi - lo) * kFloat;
-    const Link shared{t.node.alpha_s, t.node.bytes_per_s / t.k};
+    const Link shared{t.cross_alpha, t.node.bytes_per_s / t.k};
     return ShmReduceScatter(t, b) + RingAllReduceSeconds(t.m, b / t.k, shared) +
            ShmAllGather(t, b);
   };
@@ -176,14 +180,51 @@ Shape ZeroShape(const Terms& t, int64_t flat, bool stage2) {
 }
 
 // zero2's reduce-scatter of the gradients; the parameters stay sharded and
-// each layer's are gathered before its forward and again before its
-// backward (counted as not hidden: the prefetch of the next layer overlaps
-// only part of it), so a rank holds 1/N of them (plus the layers in
-// flight, left out here).
-Shape Zero3Shape(const Terms& t, int64_t flat) {
+// gathered group by group (zero3_sync.h): consecutive layers share one
+// gather until the group holds group_mb (4 MiB; on one node every layer
+// alone). Forward gathers the first group, then each next one while the
+// current one computes; backward keeps forward's last group and gathers
+// the others again, the one before while the current one computes. What a
+// gather takes beyond the compute it overlaps is exposed (finish_comm_s).
+// A rank holds 1/N of the parameters (plus the groups in flight, left out).
+constexpr double kZero3GroupFloats = 4.0 * (1 << 20) / kFloat;
+Shape Zero3Shape(const Terms& t, const ModelCost& model, int batch) {
+  const int64_t flat = model.flat_size;
   Shape s = ZeroShape(t, flat, /*stage2=*/true);
-  s.finish_comm_s = 2 * WorldAllGather(t, t.p_bytes);
-  s.node_link_bytes = t.m > 1 ? 3 * RingReduceScatterBytes(t.n, t.p_bytes) : 0;
+  // Layers in forward order (the backward groups reversed), their forward
+  // and backward seconds, grouped.
+  struct Group { double floats = 0, forward_s = 0, backward_s = 0; };
+  std::vector<Group> groups;
+  const double min_floats = t.m == 1 ? 0 : kZero3GroupFloats;
+  const double forward_share = model.forward_flops / std::max(1.0, model.train_flops - model.forward_flops);
+  for (size_t i = model.groups_backward.size(); i-- > 0;) {
+    if (groups.empty() || groups.back().floats >= min_floats) groups.push_back({});
+    Group& g = groups.back();
+    g.floats += model.groups_backward[i];
+    g.backward_s += model.backward_flops[i] * batch / t.flops;
+    g.forward_s += forward_share * model.backward_flops[i] * batch / t.flops;
+  }
+  if (groups.size() > 1 && groups.back().floats < min_floats) {
+    Group last = groups.back();
+    groups.pop_back();
+    groups.back().floats += last.floats;
+    groups.back().forward_s += last.forward_s;
+    groups.back().backward_s += last.backward_s;
+  }
+  auto gather = [&t](const Group& g) { return WorldAllGather(t, g.floats * kFloat); };
+  double exposed = gather(groups.front());
+  for (size_t g = 0; g + 1 < groups.size(); ++g) {
+    exposed += std::max(0.0, gather(groups[g + 1]) - groups[g].forward_s);
+  }
+  for (size_t g = groups.size() - 1; g > 0; --g) {
+    exposed += std::max(0.0, gather(groups[g - 1]) - groups[g].backward_s);
+  }
+  s.finish_comm_s = exposed;
+  // The gradients' reduce-scatter, and every group gathered twice but the
+  // one backward keeps.
+  const double gathered = 2 * t.p_bytes - groups.back().floats * kFloat;
+  s.node_link_bytes =
+      t.m > 1 ? RingReduceScatterBytes(t.n, t.p_bytes) + RingReduceScatterBytes(t.n, gathered) : 0;
   s.param_bytes = static_cast<int64_t>(std::min(ShardElements(flat, t.n), flat) * kFloat);
   return s;
 }
@@ -195,8 +236,8 @@ Shape Zero3Shape(const Terms& t, int64_t flat) {
 // its push, on the other direction of the same links, so the pulls ride
 // along with the pushes and what is left after backward's last push is
 // the pull of the last chunk (every rank of a node pulls one: ps the same
-// chunk, hybrid one chunk of the group each) plus hybrid's allgather of
-// that group. A chunk is chunk_mb (0.25 MiB) or, for a vector that small,
+// chunk, hybrid one chunk of the group each) plus hybrid's landing (below).
+// A chunk is chunk_mb (0.25 MiB) or, for a vector that small,
 // one server's whole range: the ShardLayout cuts each server's 1/S range
 // into chunks (common/shard/shard_layout.h).
 constexpr double kPipelineChunkBytes = 0.25 * (1 << 20);
@@ -215,13 +256,22 @@ absl::StatusOr<Shape> RemoteShape(const std::string& strategy, const Terms& t, i
     s.bucket = [&t](int64_t lo, int64_t hi) { return ServerTransfer(t, (hi - lo) * kFloat, t.k); };
     s.finish_comm_s = ServerTransfer(t, chunk, t.k);
     s.node_link_bytes = t.k * t.p_bytes;
+    s.server_link_bytes = t.n * t.p_bytes / t.servers;
   } else {
     s.bucket = [&t](int64_t lo, int64_t hi) {
       const double b = (hi - lo) * kFloat;
       return ShmReduceScatter(t, b) + ServerTransfer(t, b / t.k, t.k);
     };
-    s.finish_comm_s = ServerTransfer(t, chunk, t.k) + ShmAllGather(t, t.k * chunk);
+    // The landing (hybrid_land.cc): each group of K chunks is allgathered
+    // in the node once its pulls are in, queued in the order the pulls went
+    // out (backward's: the last layers first), so the next forward's first
+    // layer waits for every group: the whole vector's in-node allgather is
+    // exposed, one round per group.
+    const double groups = std::ceil(t.p_bytes / (t.k * chunk));
+    s.finish_comm_s = ServerTransfer(t, chunk, t.k) + ShmAllGather(t, t.p_bytes) +
+                      (t.k > 1 ? (groups - 1) * t.shm_alpha : 0);
     s.node_link_bytes = t.p_bytes;
+    s.server_link_bytes = t.m * t.p_bytes / t.servers;
   }
   return s;
 }
@@ -309,7 +359,7 @@ absl::StatusOr<Shape> PowerSgdShape(const std::string& rank_text, const Terms& t
 }
 
 absl::StatusOr<Shape> ShapeOf(const std::string& strategy, const Terms& t,
-                              const ModelCost& model) {
+                              const ModelCost& model, int batch) {
   const int64_t flat = model.flat_size;
   constexpr absl::string_view kPowerSgd = "compressed:powersgd=";
   if (absl::StartsWith(strategy, kPowerSgd)) {
@@ -318,7 +368,7 @@ absl::StatusOr<Shape> ShapeOf(const std::string& strategy, const Terms& t,
   if (strategy == "allreduce") return AllReduceShape(t, flat);
   if (strategy == "hier") return HierShape(t, flat);
   if (strategy == "zero1" || strategy == "zero2") return ZeroShape(t, flat, strategy == "zero2");
-  if (strategy == "zero3") return Zero3Shape(t, flat);
+  if (strategy == "zero3") return Zero3Shape(t, model, batch);
   if (strategy == "ps" || strategy == "hybrid") return RemoteShape(strategy, t, flat);
   constexpr absl::string_view kCompressed = "compressed:";
   if (absl::StartsWith(strategy, kCompressed)) {
@@ -404,7 +454,13 @@ Terms TermsOf(const PlanRequest& r) {
   t.servers = c.servers;
   double node_bits = c.link_bits_per_s;
   if (node_bits == 0 && c.nodes > 1) node_bits = mp.node_link_bits_per_s;
-  t.node = {mp.link_alpha_s, node_bits > 0 ? node_bits / 8 : mp.loopback_bytes_per_s};
+  // Nodes simulated on this host: a ring round as calibrated for a ring
+  // of that size among its processes (RingRoundSeconds: the world's, or
+  // hier's rings of one rank per node); real nodes: link_alpha_s.
+  const double alpha = c.one_host ? RingRoundSeconds(mp, t.n) : mp.link_alpha_s;
+  t.node = {alpha, node_bits > 0 ? node_bits / 8 : mp.loopback_bytes_per_s};
+  t.cross_alpha = c.one_host ? RingRoundSeconds(mp, t.m) : mp.link_alpha_s;
+  const int host_ranks = c.one_host ? t.n : t.k;
   t.server_rate = c.server_link_bits_per_s > 0 ? c.server_link_bits_per_s / 8 : t.node.bytes_per_s;
   t.stream = mp.stream_bytes_per_s;
   t.shm_alpha = mp.shm_alpha_s;
@@ -413,9 +469,8 @@ Terms TermsOf(const PlanRequest& r) {
   // Ranks sharing one host's cores: their compute, codec and memory passes
   // all run at that share of the measured one-thread rates. A rank with a
   // device of its own shares nothing.
-  const int busy = c.one_host ? t.n : t.k;
   const double share =
-      mp.per_rank_device() ? 1.0 : std::min(1.0, static_cast<double>(mp.cores) / busy);
+      mp.per_rank_device() ? 1.0 : std::min(1.0, static_cast<double>(mp.cores) / host_ranks);
   t.flops = mp.gemm_flops_per_s * share;
   t.stream *= share;
   t.codec *= share;
@@ -484,7 +539,7 @@ void NameBottleneck(const Terms& t, const Shape& shape, double optimizer_s, Pred
 absl::StatusOr<Prediction> Predict(const PlanRequest& r, const std::string& strategy) {
   RETURN_IF_ERROR(Validate(r));
   const Terms t = TermsOf(r);
-  ASSIGN_OR_RETURN(Shape shape, ShapeOf(strategy, t, r.model));
+  ASSIGN_OR_RETURN(Shape shape, ShapeOf(strategy, t, r.model, r.batch));
 
   Prediction p;
   p.strategy = strategy;
@@ -495,8 +550,17 @@ absl::StatusOr<Prediction> Predict(const PlanRequest& r, const std::string& stra
   const auto [state_floats, stream_per_element] = OptimizerCost(r);
   const double optimizer_s =
       std::max(shape.owned_elements, shape.server_elements) * stream_per_element / t.stream;
-  p.finish_s = optimizer_s + shape.finish_comm_s;
-  p.step_s = p.forward_s + p.backward_s + p.exposed_comm_s + p.finish_s;
+  // Every step ends with the workers' step vote (services/worker/
+  // step_vote.cc): a 6-float allreduce over the world, latency-bound.
+  p.control_s = t.n > 1 ? WorldAllReduce(t, kStepVoteBytes) : 0;
+  p.finish_s = optimizer_s + shape.finish_comm_s + p.control_s;
+  const double nominal = p.forward_s + p.backward_s + p.exposed_comm_s + p.finish_s;
+  if (r.cluster.one_host) {
+    p.burst_saved_s = SimulatedBurstSavedSeconds(
+        nominal, {shape.node_link_bytes / t.node.bytes_per_s, shape.server_link_bytes / t.server_rate},
+        r.cluster.link_bits_per_s);
+  }
+  p.step_s = nominal - p.burst_saved_s;
   p.samples_per_s = t.n * r.batch / p.step_s;
   p.node_link_bytes = shape.node_link_bytes;
 

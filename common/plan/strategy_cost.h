@@ -14,9 +14,20 @@
 // backward; what is left when backward ends is exposed. The finish (the
 // optimizer step on what this rank owns, plus what a strategy does after the
 // last bucket: ZeRO's parameter allgather, the pull of ps's last pipelined
-// chunk) is not overlapped.
+// chunk, zero3's layer gathers that forward and backward do not hide,
+// hybrid's landing) is not overlapped, nor is the workers' step vote (a
+// 6-float allreduce every step, latency-bound: control_s).
 // Collective costs are collective_cost.h's alpha-beta terms; each node's
-// link carries what its ranks send (ranks are numbered node by node).
+// link carries what its ranks send (ranks are numbered node by node). A
+// round's alpha is the profile's link_alpha_s; with one_host (nodes
+// simulated here) RingRoundSeconds(profile, ring size: the world, or the
+// nodes for hier's per-local-rank rings): what
+// `tandem plan --calibrate` measured a Gloo ring round to cost among that
+// many processes of this host (wake-ups and scheduling under its load
+// included). Simulated links are token buckets (tools/tandem/sim_network.cc)
+// whose burst refills while a link idles: with one_host a step is shortened
+// by up to one burst's time (burst_saved_s), never below its bytes per step
+// over the link rate.
 //
 // On a gpu profile (gpu_profile.h, or one measured on a GPU machine) each
 // rank has a device of its own: nothing is shared between a node's ranks
@@ -66,8 +77,12 @@ struct Prediction {
   double backward_s = 0;
   double comm_s = 0;          // all per-bucket collectives, end to end
   double exposed_comm_s = 0;  // what backward did not hide
-  double finish_s = 0;        // optimizer + post-backward communication
-  double step_s = 0;
+  double finish_s = 0;        // optimizer + post-backward communication + control_s
+  double control_s = 0;       // the workers' per-step vote (a tiny world allreduce)
+  // Simulated links only (one_host): what the shaper's burst saves,
+  // subtracted from the sum of the terms above (BurstSaved in the .cc).
+  double burst_saved_s = 0;
+  double step_s = 0;          // forward + backward + exposed + finish - burst_saved
   double samples_per_s = 0;   // whole job
   double node_link_bytes = 0;  // per step, leaving one node (0 on one node)
   // Per rank, what memory() reports, plus activations.

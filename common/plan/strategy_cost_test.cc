@@ -1,6 +1,7 @@
 #include "common/plan/strategy_cost.h"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/comm/testing/gloo_ranks.h"
 #include "common/nn/model_spec.h"
+#include "common/plan/collective_cost.h"
 #include "common/optim/sgd.h"
 #include "common/status/status_macros.h"
 #include "common/sync/allreduce/allreduce_sync.h"
@@ -141,12 +143,115 @@ TEST(StrategyCostTest, PipelinedPsExposesThePullOfOneChunk) {
       r.machine.stream_bytes_per_s = 1e30;
       const double chunk = std::min(r.model.flat_size * 4.0 / servers, 0.25 * (1 << 20));
       const double rate = 100e6 / 8, alpha = r.machine.link_alpha_s;
-      // Both ranks of a node pull: ps the same chunk, hybrid one each.
-      EXPECT_NEAR(MustPredict(r, "ps").finish_s, alpha + 2 * chunk / rate, 1e-9);
-      EXPECT_NEAR(MustPredict(r, "hybrid").finish_s,
-                  alpha + 2 * chunk / rate + r.machine.shm_alpha_s, 1e-9);
+      // Both ranks of a node pull: ps the same chunk, hybrid one each;
+      // hybrid then lands every group of K chunks in the node (the next
+      // forward's first layer is the last group to land): one shm round
+      // per group, the bytes free here.
+      const Prediction ps = MustPredict(r, "ps"), hybrid = MustPredict(r, "hybrid");
+      const double groups = std::ceil(r.model.flat_size * 4.0 / (2 * chunk));
+      EXPECT_NEAR(ps.finish_s - ps.control_s, alpha + 2 * chunk / rate, 1e-9);
+      EXPECT_NEAR(hybrid.finish_s - hybrid.control_s,
+                  alpha + 2 * chunk / rate + groups * r.machine.shm_alpha_s, 1e-9);
     }
   }
+}
+
+// Every step ends with the workers' vote: a 6-float ring allreduce over the
+// world, in finish; nothing on one rank.
+TEST(StrategyCostTest, StepVoteIsOneTinyWorldAllreduce) {
+  PlanRequest r = MlpRequest("mlp:784,64,10", 2, 2, 100e6);
+  const Prediction p = MustPredict(r, "allreduce");
+  const double alpha = r.machine.link_alpha_s;
+  EXPECT_NEAR(p.control_s, 6 * alpha + 1.5 * 24 / (100e6 / 8), 1e-12);
+  EXPECT_GE(p.finish_s, p.control_s);
+  EXPECT_DOUBLE_EQ(MustPredict(MlpRequest("mlp:784,64,10", 1, 1, 0), "allreduce").control_s, 0);
+}
+
+// Simulated nodes (one_host) pay the calibrated round of a ring of the
+// world's size; real nodes the profile's link_alpha_s. Link-bound terms and
+// the byte counts do not change.
+TEST(StrategyCostTest, OneHostRingsPayTheCalibratedRound) {
+  PlanRequest r = MlpRequest("mlp:784,64,10", 2, 2, 100e6);
+  r.machine.ring_round_4_s = 1e-3;
+  const Prediction real = MustPredict(r, "allreduce");
+  r.cluster.one_host = true;
+  const Prediction here = MustPredict(r, "allreduce");
+  // One bucket and the vote: 2 ring allreduces over 4 ranks, 6 rounds each.
+  EXPECT_NEAR(here.comm_s - real.comm_s, 6 * (1e-3 - r.machine.link_alpha_s), 1e-12);
+  EXPECT_NEAR(here.control_s - real.control_s, 6 * (1e-3 - r.machine.link_alpha_s), 1e-12);
+  EXPECT_DOUBLE_EQ(here.node_link_bytes, real.node_link_bytes);
+  // hier's rings span the 2 nodes: they pay the 2-rank round.
+  PlanRequest h = r;
+  h.machine.ring_round_2_s = 4e-3;
+  const double hier_more = MustPredict(h, "hier").comm_s - MustPredict(r, "hier").comm_s;
+  EXPECT_NEAR(hier_more, 2 * (4e-3 - 1e-3), 1e-12);  // 2 rounds of a 2-rank ring
+  // A dearer round never makes a step faster.
+  PlanRequest slower = r;
+  slower.machine.ring_round_4_s = 2e-3;
+  for (const std::string& s : PlannedStrategies(r.cluster)) {
+    EXPECT_GE(MustPredict(slower, s).step_s, MustPredict(r, s).step_s - 1e-12) << s;
+  }
+}
+
+// Simulated links are token buckets with a 256 KiB burst at 100 Mbit/s
+// (21 ms): the step saves up to that, never going below its bytes per
+// step over the rate; real links save nothing.
+TEST(StrategyCostTest, SimulatedLinksBurstButKeepTheirRate) {
+  PlanRequest r = MlpRequest("mlp:784,64,10", 2, 2, 100e6);
+  r.cluster.servers = 2;
+  for (const std::string& s : PlannedStrategies(r.cluster)) {
+    EXPECT_EQ(MustPredict(r, s).burst_saved_s, 0) << s;
+  }
+  r.cluster.one_host = true;
+  const double rate = 100e6 / 8, burst_s = 256.0 * 1024 / rate;
+  for (const std::string& s : PlannedStrategies(r.cluster)) {
+    SCOPED_TRACE(s);
+    const Prediction p = MustPredict(r, s);
+    const double nominal = p.forward_s + p.backward_s + p.exposed_comm_s + p.finish_s;
+    EXPECT_DOUBLE_EQ(p.step_s, nominal - p.burst_saved_s);
+    EXPECT_LE(p.burst_saved_s, burst_s + 1e-12);
+    EXPECT_GE(p.burst_saved_s, 0);
+    EXPECT_GE(p.step_s, p.node_link_bytes / rate - 1e-12);
+  }
+  // The fp32 ring's 305 KB per step (24.4 ms at the rate) saves a whole
+  // burst only if the step idles that long; PowerSGD's few KB save no more
+  // than their own transfer (its rounds stay).
+  const Prediction ring = MustPredict(r, "allreduce");
+  EXPECT_NEAR(ring.step_s, std::max(ring.node_link_bytes / rate,
+                                    ring.step_s + ring.burst_saved_s - burst_s), 1e-12);
+  const Prediction psgd = MustPredict(r, "compressed:powersgd=4");
+  EXPECT_NEAR(psgd.burst_saved_s, psgd.node_link_bytes / rate, 1e-12);
+}
+
+// zero3 gathers its layer groups: a model that is one group (4 MiB or
+// more per group, the MLP's 7.4 MB) gathers once per step (backward keeps
+// forward's last group); on one node every layer is a group of its own,
+// and with free compute nothing hides them: each layer is gathered in
+// forward and again in backward but the last, the exposure the sum.
+TEST(StrategyCostTest, Zero3GathersItsLayerGroups) {
+  PlanRequest r = MlpRequest("mlp:784,1024,1024,10", 2, 2, 100e6);
+  r.machine.stream_bytes_per_s = 1e30;
+  const Link link{r.machine.link_alpha_s, 100e6 / 8};
+  const double p = r.model.flat_size * 4.0;
+  const Prediction z3 = MustPredict(r, "zero3");
+  EXPECT_NEAR(z3.finish_s - z3.control_s, RingAllGatherSeconds(4, p, link), 1e-9);
+  // The gradients' reduce-scatter and one gather: zero2's bytes.
+  EXPECT_DOUBLE_EQ(z3.node_link_bytes, 1.5 * p);
+  EXPECT_DOUBLE_EQ(MustPredict(r, "zero2").node_link_bytes, 1.5 * p);
+  // One node, every pass free but a round: each of the 3 layers is
+  // gathered alone in forward and again in backward but the one kept, and
+  // with compute free none of them hides.
+  PlanRequest one = MlpRequest("mlp:784,1024,1024,10", 1, 4, 0);
+  one.machine.stream_bytes_per_s = 1e30;
+  one.machine.gemm_flops_per_s = 1e30;
+  const Prediction alone = MustPredict(one, "zero3");
+  ASSERT_EQ(one.model.groups_backward.size(), 3u);
+  EXPECT_NEAR(alone.finish_s - alone.control_s, 5 * one.machine.shm_alpha_s, 1e-12);
+  // Real compute hides every gather but forward's first.
+  PlanRequest slow_cpu = one;
+  slow_cpu.machine.gemm_flops_per_s = 1e9;
+  const Prediction hidden = MustPredict(slow_cpu, "zero3");
+  EXPECT_NEAR(hidden.finish_s - hidden.control_s, one.machine.shm_alpha_s, 1e-12);
 }
 
 TEST(StrategyCostTest, BadInputIsAClearError) {

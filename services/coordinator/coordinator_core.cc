@@ -25,8 +25,8 @@ absl::Status ValidateCoordinatorOptions(const CoordinatorOptions& o) {
     return absl::InvalidArgumentError(
         "step_time_factor and stall_gap must not be negative (0 turns each off)");
   }
-  if (o.settle_time < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("settle time must not be negative");
+  if (o.settle_time < absl::ZeroDuration() || o.detach_grace < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("settle time and detach grace must not be negative");
   }
   if (o.batch_auto.max_global_batch > 0 || o.batch_auto.min_global_batch > 0) {
     BatchControllerOptions b = o.batch_auto;

@@ -26,7 +26,19 @@
 // also saw the peer's process exit (ReportFailureRequest.peer_exited: the
 // shm transport checks the pid), that member counts as gone at once, without
 // waiting for its heartbeats. A report without that evidence removes
-// nobody: a slow-but-alive rank stays expected in the next rendezvous.
+// nobody by itself: a slow-but-alive rank stays expected in the next
+// rendezvous.
+//
+// Confirmed deaths off shared memory (Gloo TCP, other hosts): each worker
+// process holds a Coordinator.Attach call open for its life (Attach /
+// Detach here); the call ends when the process's connection closes, which
+// a stopped or slow process never causes. A member whose attachment closed
+// is gone at once when a peer named it in a failure report or its
+// generation already ended by a failure (two independent signs), and after
+// `detach_grace` without re-attaching otherwise (a dead worker that no
+// collective waited on). The reason says how it was confirmed ("rank 1
+// (w1) exited (confirmed: its connection to the coordinator closed; ...)").
+// A joiner whose attachment closed leaves the rendezvous.
 //
 // The rendezvous after a generation ended forms as soon as every member of
 // that generation that may still be alive (not expelled, not seen to exit,
@@ -84,6 +96,10 @@ struct CoordinatorOptions {
   // A member's tolerance grows to this many times the step time it reports
   // (a loaded machine slows its heartbeats as much as its steps); 0 = off.
   double step_time_factor = 5;
+  // A member whose Coordinator.Attach call ended and was not re-opened for
+  // this long is gone even when nobody reported it (a peer's report, or a
+  // failed generation, makes it gone at once). Checked by CheckLiveness.
+  absl::Duration detach_grace = absl::Milliseconds(500);
   // Two CheckLiveness calls this far apart mean the coordinator itself was
   // not running: nobody is blamed, every member's silence restarts from
   // now. 0 = off (tests that call CheckLiveness by hand); CoordinatorServer
@@ -135,7 +151,14 @@ class CoordinatorCore {
   // without a server_id or address; at most kMaxShardServers servers.
   absl::Status ReportShardServer(const v1::ReportShardServerRequest& request);
 
-  // Ends the current generation if a member has been silent too long.
+  // Coordinator.Attach: `request.instance` of `request.worker_id` opened
+  // its attachment (Attach; the generation current now) or the call ended
+  // (Detach). INVALID_ARGUMENT without worker id or instance.
+  absl::StatusOr<int64_t> Attach(const v1::AttachRequest& request);
+  void Detach(const v1::AttachRequest& request);
+
+  // Ends the current generation if a member has been silent too long (or
+  // its attachment closed detach_grace ago).
   // Returns true when it did.
   bool CheckLiveness();
   // Asks every worker to stop at its next heartbeat (Ctrl-C of `tandem local`).
@@ -174,6 +197,17 @@ class CoordinatorCore {
     // Expelled for silence or seen to exit: the next rendezvous does not
     // wait for it.
     bool gone = false;
+    // The first rank of this generation whose failure report named this
+    // one (-1: none), and what it said.
+    int accused_by = -1;
+    std::string accusation;
+  };
+  // A worker process's Coordinator.Attach calls (a re-attach may overlap
+  // the old call's end).
+  struct Attachment {
+    std::string instance;
+    int open = 0;
+    absl::Time closed_at = absl::InfinitePast();  // when `open` last fell to 0
   };
   static constexpr int kMaxLost = 64;
   static constexpr int kMaxShardServers = 1024;
@@ -201,6 +235,14 @@ class CoordinatorCore {
   // Recovering, and every member of the ended generation is back in the
   // rendezvous, lost or left.
   bool EveryLiveMemberRejoined() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks gone each member whose attachment is closed and who was accused,
+  // whose generation failed, or who stayed detached for detach_grace (see
+  // the header comment), and ends the running generation for the first.
+  // True when a member was confirmed gone.
+  bool ConfirmDetached(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Expels the first running member silent past its Tolerance and ends the
+  // generation; true when it did.
+  bool ExpelSilent(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Snapshot under mu_, write outside it (locks are released around I/O).
   void Persist() ABSL_LOCKS_EXCLUDED(mu_);
   v1::CoordinatorState StateLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -243,6 +285,8 @@ class CoordinatorCore {
   // The current generation's members by worker_id.
   std::map<std::string, Member> members_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::string> kv_ ABSL_GUARDED_BY(mu_);
+  // By worker_id: the latest instance that attached.
+  std::map<std::string, Attachment> attachments_ ABSL_GUARDED_BY(mu_);
   // Latest ReportShardServer per server_id.
   std::map<std::string, v1::ShardServerStatus> shard_servers_ ABSL_GUARDED_BY(mu_);
   int64_t state_version_ ABSL_GUARDED_BY(mu_) = 0;

@@ -64,6 +64,7 @@ CoordinatorServer::~CoordinatorServer() { Shutdown(); }
 void CoordinatorServer::Shutdown() {
   if (!stop_.HasBeenNotified()) stop_.Notify();
   if (liveness_.joinable()) liveness_.join();
+  if (service_) service_->Stop();  // Attach calls end without a detach
   if (rpc_) rpc_->Shutdown();
 }
 

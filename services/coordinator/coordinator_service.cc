@@ -109,4 +109,23 @@ grpc::Status CoordinatorService::Clock(grpc::ServerContext* ctx, const v1::Clock
   return grpc::Status::OK;
 }
 
+grpc::Status CoordinatorService::Attach(grpc::ServerContext* ctx, const v1::AttachRequest* req,
+                                        grpc::ServerWriter<v1::AttachResponse>* writer) {
+  if (grpc::Status auth = CheckCallToken(*ctx, auth_token_); !auth.ok()) return auth;
+  absl::StatusOr<int64_t> generation = core_->Attach(*req);
+  if (!generation.ok()) return ToGrpcStatus(generation.status());
+  v1::AttachResponse registered;
+  registered.set_generation(*generation);
+  // How long a closed connection goes unseen: the poll below.
+  constexpr absl::Duration kPoll = absl::Milliseconds(50);
+  bool open = writer->Write(registered);
+  while (open && !ctx->IsCancelled()) {
+    if (stopping_.WaitForNotificationWithTimeout(kPoll)) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the coordinator is shutting down");
+    }
+  }
+  core_->Detach(*req);
+  return grpc::Status(grpc::StatusCode::CANCELLED, "attachment closed");
+}
+
 }  // namespace tandem

@@ -1,13 +1,18 @@
 // CoordinatorService: the gRPC face of CoordinatorCore (tandem.v1.Coordinator).
 // Each handler only converts between the wire and the core; statuses go
 // through ToGrpcStatus. A call without the job's token (when one is set) is
-// UNAUTHENTICATED before it reaches the core. Thread-safe; borrows the core, which must outlive it.
+// UNAUTHENTICATED before it reaches the core. An Attach call holds a server
+// thread for the worker's life, polling its cancellation (a sync handler
+// learns of a closed connection no other way); Stop() ends them all without
+// counting them as detaches. Thread-safe; borrows the core, which must
+// outlive it.
 #ifndef TANDEM_SERVICES_COORDINATOR_COORDINATOR_SERVICE_H_
 #define TANDEM_SERVICES_COORDINATOR_COORDINATOR_SERVICE_H_
 
 #include <string>
 #include <utility>
 
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "services/coordinator/coordinator_core.h"
@@ -45,11 +50,19 @@ class CoordinatorService final : public v1::Coordinator::Service {
                                  v1::ReportShardServerResponse* resp) override;
   grpc::Status Clock(grpc::ServerContext* ctx, const v1::ClockRequest* req,
                      v1::ClockResponse* resp) override;
+  grpc::Status Attach(grpc::ServerContext* ctx, const v1::AttachRequest* req,
+                      grpc::ServerWriter<v1::AttachResponse>* writer) override;
+
+  // Ends every Attach call (the server is shutting down). Idempotent.
+  void Stop() {
+    if (!stopping_.HasBeenNotified()) stopping_.Notify();
+  }
 
  private:
   CoordinatorCore* core_;
   absl::Duration max_join_wait_;
   const std::string auth_token_;
+  absl::Notification stopping_;
 };
 
 }  // namespace tandem

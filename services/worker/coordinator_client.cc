@@ -48,7 +48,10 @@ CoordinatorClient::CoordinatorClient(const CoordinatorClientOptions& options)
   instance_ = absl::StrCat(getpid(), "-", absl::Hex((uint64_t{rd()} << 32) | rd()));
 }
 
-CoordinatorClient::~CoordinatorClient() { StopHeartbeats(); }
+CoordinatorClient::~CoordinatorClient() {
+  StopHeartbeats();
+  attachment_.reset();  // without Leave: the coordinator takes this process as gone
+}
 
 v1::JobRef CoordinatorClient::Job() const {
   v1::JobRef job;
@@ -67,6 +70,13 @@ absl::StatusOr<v1::JoinResponse> CoordinatorClient::Join(absl::Duration timeout)
   request.set_node(options_.node);
   request.set_instance(instance_);
   request.set_incarnation(options_.incarnation);
+  if (attachment_ == nullptr) {
+    v1::AttachRequest attach;
+    *attach.mutable_job() = Job();
+    attach.set_worker_id(options_.worker_id);
+    attach.set_instance(instance_);
+    attachment_ = std::make_unique<CoordinatorAttachment>(stub_.get(), std::move(attach));
+  }
   absl::Duration backoff = absl::Milliseconds(100);
   absl::Status status;
   v1::JoinResponse response;
@@ -300,9 +310,12 @@ absl::Status CoordinatorClient::Leave(bool finished) {
   RetryOptions retry;
   retry.call_timeout = options_.rpc_timeout;
   retry.max_attempts = 3;
-  return CallWithRetry(retry, "Coordinator.Leave", [&](grpc::ClientContext* ctx) {
+  absl::Status left = CallWithRetry(retry, "Coordinator.Leave", [&](grpc::ClientContext* ctx) {
     return stub_->Leave(ctx, request, &response);
   });
+  // Only after Leave: a member that left is not judged by its attachment.
+  attachment_.reset();
+  return left;
 }
 
 }  // namespace worker

@@ -22,7 +22,10 @@
 // the command becomes kCoordinatorLost (a coordinator restarted within that
 // time resumes the generation: training goes on). Each client sends a
 // per-process instance id with Join, so a second process claiming the same
-// worker id (another job with this job id) is refused, not merged.
+// worker id (another job with this job id) is refused, not merged. From
+// the first Join to Leave (or destruction) the client holds a
+// CoordinatorAttachment open, whose end tells the coordinator this process
+// is gone.
 // Nothing blocks without a deadline.
 #ifndef TANDEM_SERVICES_WORKER_COORDINATOR_CLIENT_H_
 #define TANDEM_SERVICES_WORKER_COORDINATOR_CLIENT_H_
@@ -40,6 +43,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/channel.h"
 #include "proto/coordinator.grpc.pb.h"
+#include "services/worker/coordinator_attachment.h"
 
 namespace tandem {
 namespace worker {
@@ -156,6 +160,9 @@ class CoordinatorClient {
   // Owned by the trainer thread (Join / Leave / destructor).
   std::unique_ptr<absl::Notification> stop_heartbeats_;
   std::thread heartbeat_thread_;
+  // Opened by the first Join, closed after Leave (declared after stub_: it
+  // borrows it).
+  std::unique_ptr<CoordinatorAttachment> attachment_;
 };
 
 }  // namespace worker

@@ -105,8 +105,12 @@ void Trainer::Loop::ReportFailure(Generation& g, const absl::Status& s) {
   // Report even when the generation has ended already (a planned resize):
   // the coordinator then counts it as failed, so the peers still waiting
   // in its collectives for this rank abort them too.
+  // A peer seen to exit (shm: its pid is gone) is named as exited; one
+  // whose connection broke (Gloo TCP) as accused only: the coordinator
+  // evicts it at once only when its own attachment to it closed too.
   const int exited = ExitedPeerRank(s.message());
-  (void)client_->ReportFailure("training step", exited, std::string(s.message()), exited >= 0);
+  const int peer = exited >= 0 ? exited : BrokenPeerRank(s.message());
+  (void)client_->ReportFailure("training step", peer, std::string(s.message()), exited >= 0);
   if (c.kind == Command::kContinue) {
     (void)client_->HeartbeatOnce();  // the coordinator's reason, for the message below
     c = client_->command();

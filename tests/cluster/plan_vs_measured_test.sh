@@ -35,6 +35,8 @@ cat >"$dir/strategies.json" <<'JSON'
   {"variant": "compressed powersgd r4", "sync": "compressed", "sync_opt": "codec=powersgd,rank=4", "rate": "100mbit", "layout": "2x2", "nodes": 2, "workers_per_node": 2, "steps": 50, "ok": true, "step_ms": 10.0},
   {"variant": "compressed topk", "sync": "compressed", "sync_opt": "codec=topk,k=0.01", "rate": "100mbit", "layout": "2x2", "nodes": 2, "workers_per_node": 2, "steps": 50, "ok": true, "step_ms": 28.0},
   {"variant": "compressed int8+EF hier=1", "sync": "compressed", "sync_opt": "codec=int8,hier=1", "rate": "100mbit", "layout": "2x2", "nodes": 2, "workers_per_node": 2, "steps": 50, "ok": true, "step_ms": 12.0},
+  {"variant": "hybrid int8+EF", "sync": "hybrid", "sync_opt": "compress=int8", "rate": "100mbit", "layout": "2x2", "nodes": 2, "workers_per_node": 2, "steps": 50, "ok": true, "step_ms": 9.0},
+  {"variant": "zero3 group_mb=0", "sync": "zero3", "sync_opt": "group_mb=0", "rate": "100mbit", "layout": "2x2", "nodes": 2, "workers_per_node": 2, "steps": 50, "ok": true, "step_ms": 40.0},
   {"variant": "allreduce hier=0", "sync": "allreduce", "sync_opt": "hier=0", "rate": "100mbit", "layout": "4x1", "nodes": 4, "workers_per_node": 1, "steps": 50, "ok": true, "step_ms": 26.0},
   {"variant": "zero2", "sync": "zero2", "sync_opt": "", "rate": "100mbit", "layout": "4x1", "nodes": 4, "workers_per_node": 1, "steps": 50, "ok": true, "step_ms": 25.0}]}
 JSON
@@ -43,7 +45,7 @@ PYTHON=/usr/bin/python3
 "$PYTHON" "$helper" --tandem "$fake" --strategies /bin/false --measured "$dir/strategies.json" \
   --out "$dir/out" --profile "$dir/profile" --model mlp:1,2 --batch 7 > "$dir/stdout" 2>&1 || {
   cat "$dir/stdout"; echo "FAIL: plan_vs_measured.py exited $?"; exit 1; }
-exec "$PYTHON" - "$dir" <<'PY'
+exec "$PYTHON" - "$dir" "$helper" <<'PY'
 import json, sys
 d = sys.argv[1]
 out = json.load(open(d + "/out/plan_vs_measured.json"))
@@ -60,6 +62,19 @@ check(rows[("compressed powersgd r4", "2x2")]["plan"] == "compressed:powersgd=4"
 check(rows[("allreduce hier=1", "2x2")]["plan"] == "hier", "hier=1 is hier")
 check(rows[("compressed int8+EF hier=1", "2x2")]["plan"] is None, "hier int8 has no plan row")
 check("error" not in rows[("compressed int8+EF hier=1", "2x2")], "no error without a plan row")
+check(rows[("hybrid int8+EF", "2x2")]["plan"] is None, "hybrid with int8 pushes has no plan row")
+check(rows[("zero3 group_mb=0", "2x2")]["plan"] is None, "zero3 with other groups has no plan row")
+# --calibrate's mean of two profiles: numbers averaged, text kept.
+import importlib.util
+spec = importlib.util.spec_from_file_location("pvm", sys.argv[2])
+pvm = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(pvm)
+mean = dict(pvm.parse_profile(pvm.mean_profile(
+    "# c\nsource = x\ncores = 2\nring_round_4_s = 0.001\nonly_before = 5\n",
+    "source = y\ncores = 2\nring_round_4_s = 0.003\n")))
+check(mean["source"] == "x" and mean["cores"] == "2", "text and whole numbers: " + str(mean))
+check(abs(float(mean["ring_round_4_s"]) - 0.002) < 1e-12, "rounds averaged: " + str(mean))
+check(mean["only_before"] == "5", "a key in one profile only is kept")
 topk = rows[("compressed topk", "2x2")]
 check("error" not in topk and "warm-up" in topk.get("note", ""), "top-k's 50 steps are its warm-up")
 check("error" in rows[("compressed powersgd r4", "2x2")], "powersgd's 10 dense steps are before step 11")

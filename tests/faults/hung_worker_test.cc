@@ -93,6 +93,10 @@ void ExpectSurvivorsGoOn(const std::string& transport, bool count_samples) {
   EXPECT_TRUE(absl::StrContains(r.stdout_text, "with 2 worker(s)")) << r.stdout_text;
   EXPECT_TRUE(absl::StrContains(r.stdout_text, "1 lost")) << r.stdout_text;
   EXPECT_FALSE(Alive(stopped)) << "the stopped worker was left behind";
+  // Stopped, its connection to the coordinator stayed open: judged by its
+  // heartbeats, never taken for dead by its attachment (issue 34).
+  const std::string log = ReadFile(run_dir + "/coordinator.log");
+  EXPECT_FALSE(absl::StrContains(log, "(worker-2) exited (confirmed")) << log;
   if (!count_samples) return;
   // What the final model trained on: steps rolled back with the failed
   // generation do not count; every sample of the epoch exactly once.

@@ -10,7 +10,7 @@ rolled back with a failed generation were re-done), then every sample index
 of the epoch should be there exactly once.
 
 Rows: a worker killed (SIGKILL, 1 of 3) under each strategy family
-(allreduce, hier, compressed, zero1/2/3, ps, hybrid), a worker added
+(allreduce, allreduce over Gloo TCP, hier, compressed, zero1/2/3, ps, hybrid), a worker added
 (scale-up 2 -> 3), a shard server killed (ps, 2 servers), a hung worker
 (SIGSTOP), a coordinator and a data-server restart, --max_restarts used up,
 an RPC without the job's token or without a certificate. Select rows with
@@ -173,6 +173,10 @@ def hung_worker(tandem, root):
 # hierarchical form (node-local sum first; one host here, so one node).
 FAMILIES = [
     ("allreduce", ["--sync=allreduce"]),
+    # Gloo TCP instead of shared memory: what --nodes and multi-host jobs
+    # use. No pid to check: the coordinator confirms the death from the
+    # dead worker's closed Coordinator.Attach call.
+    ("allreduce-gloo", ["--sync=allreduce", "--transport=gloo"]),
     ("hier", ["--sync=allreduce", "--sync-opt=hier=1"]),
     ("compressed", ["--sync=compressed"]),
     ("zero1", ["--sync=zero1"]),

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fault scenarios on `tandem local`, one table: a worker killed (SIGKILL)
-# under each strategy family (allreduce, hier, compressed, zero1/2/3, ps,
-# hybrid), a worker added mid-run (tandem add-worker), a shard server killed
+# under each strategy family (allreduce, allreduce over Gloo TCP, hier,
+# compressed, zero1/2/3, ps, hybrid), a worker added mid-run (tandem add-worker), a shard server killed
 # (ps, 2 servers), a hung worker (SIGSTOP, with --keep_going), a coordinator
 # and a data-server restart (SIGKILL), --max_restarts used up, an RPC
 # without the job's token, a plain-text RPC to a --tls run. Columns:

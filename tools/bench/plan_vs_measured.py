@@ -25,7 +25,8 @@ def dense_warmup(sync, opt):
 
 def plan_name(variant, sync, opt):
     """strategies.sh's variant -> the tandem plan strategy it runs as, or None
-    where plan has no row for it (hierarchical int8, threshold)."""
+    where plan has no row for it (hierarchical int8, threshold, hybrid with
+    compressed pushes, zero3 with other than its default groups)."""
     kv = dict(x.split("=", 1) for x in opt.split(",") if "=" in x)
     if sync == "allreduce":
         # wire=fp16|bf16 runs as the compressed strategy's dense codec
@@ -42,7 +43,45 @@ def plan_name(variant, sync, opt):
         if codec == "powersgd":
             return "compressed:powersgd=" + kv.get("rank", "4")
         return "compressed:" + codec
+    if sync == "hybrid" and kv.get("compress", "none") != "none":
+        return None  # plan has no compressed hybrid (and it is lossy)
+    if sync == "zero3" and "group_mb" in kv:
+        return None  # plan costs zero3's default groups (4 MiB)
     return sync
+
+
+def parse_profile(text):
+    """A `tandem plan` profile's `key = value` lines, in order (comments dropped)."""
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            k, v = (x.strip() for x in line.split("=", 1))
+            out.append((k, v))
+    return out
+
+
+def mean_profile(before, after):
+    """Two profiles' texts -> one whose numbers are the mean of both (a
+    number measured in only one of them, or text such as `source`, taken
+    from `before`): the load the runs saw lies between the two calibrations."""
+    b, a = parse_profile(before), dict(parse_profile(after))
+    lines = []
+    for k, v in b:
+        try:
+            x, y = float(v), float(a[k])
+            v = str(int((x + y) / 2)) if k == "cores" else repr((x + y) / 2)
+        except (KeyError, ValueError):
+            pass
+        lines.append("%s = %s" % (k, v))
+    return "\n".join(lines) + "\n"
+
+
+def calibrate(tandem, model, batch, path):
+    subprocess.run([tandem, "plan", "--calibrate", "--model=" + model, "--batch_size=%d" % batch,
+                    "--profile=" + path], check=True, capture_output=True)
+    with open(path) as f:
+        return f.read()
 
 
 def main():
@@ -59,6 +98,10 @@ def main():
     ap.add_argument("--repeat", type=int, default=1, help="strategies.sh --repeat (median run)")
     ap.add_argument("--profile", default="",
                     help="tandem plan --profile (default: its own, ~/.config/tandem/plan_profile)")
+    ap.add_argument("--calibrate", action="store_true",
+                    help="calibrate (tandem plan --calibrate, the run's model and batch) right "
+                         "before and right after the measured runs and plan with the mean of the "
+                         "two (OUT/profile.txt): on a loaded host a ring round's cost drifts")
     ap.add_argument("--measured", default="",
                     help="a strategies.json from an earlier run: compare with it, run nothing")
     a = ap.parse_args()
@@ -74,8 +117,17 @@ def main():
     profile = ["--profile=" + a.profile] if a.profile else []
     env = dict(os.environ, TANDEM=a.tandem)
     measured_file = a.measured or os.path.join(out, "measured", "strategies.json")
+    if a.calibrate and (a.measured or a.profile):
+        sys.exit("plan_vs_measured: --calibrate measures around the runs: not with --measured or --profile")
+    if a.calibrate:
+        before = calibrate(a.tandem, a.model, a.batch, os.path.join(out, "profile_before.txt"))
     if not a.measured:
         subprocess.run(cmd, check=True, env=env)
+    if a.calibrate:
+        after = calibrate(a.tandem, a.model, a.batch, os.path.join(out, "profile_after.txt"))
+        with open(os.path.join(out, "profile.txt"), "w") as f:
+            f.write(mean_profile(before, after))
+        profile = ["--profile=" + os.path.join(out, "profile.txt")]
     with open(measured_file) as f:
         doc = json.load(f)
     measured = doc["results"]

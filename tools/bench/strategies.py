@@ -225,6 +225,9 @@ def main():
                     help="another tandem binary (e.g. main's, copied with its service binaries "
                          "beside it): every ps / hybrid configuration also runs with it, "
                          "labelled '<variant> before', in the same rounds")
+    ap.add_argument("--before_syncs", default=",".join(SHARD_STRATEGIES),
+                    help="the strategies --before runs with the other binary (comma-separated; "
+                         "default ps,hybrid; e.g. allreduce,zero2,zero3)")
     a = ap.parse_args()
     if a.repeat < 1:
         sys.exit("strategies.sh: --repeat must be at least 1, got %d" % a.repeat)
@@ -245,10 +248,11 @@ def main():
     # ps / hybrid once per server count ('nodes': one per node, the label
     # unchanged; a number N: '<label> sN').
     # --before: ps / hybrid also with the other binary, '<label> before'.
+    before_syncs = [x for x in a.before_syncs.split(",") if x]
     expanded = []
     for label, sync, opt in vs:
         specs = server_specs if sync in SHARD_STRATEGIES else ["nodes"]
-        binaries = [("", a.tandem)] + ([(" before", a.before)] if a.before and sync in SHARD_STRATEGIES else [])
+        binaries = [("", a.tandem)] + ([(" before", a.before)] if a.before and sync in before_syncs else [])
         for x in specs:
             for suffix, binary in binaries:
                 expanded.append(((label if x == "nodes" else "%s s%s" % (label, x)) + suffix,

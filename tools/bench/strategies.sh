@@ -29,11 +29,13 @@
 #        [--batch 32] [--epochs 1] [--rates 10gbit,1gbit,100mbit]
 #        [--layouts 1x4,2x2,4x1] [--only "allreduce hier=0,allreduce hier=1"]
 #        [--no-accuracy] [--repeat 3] [--servers nodes,2] [--before DIR/tandem]
+#        [--before_syncs ps,hybrid]
 # --repeat R runs every configuration R times, round-robin, and reports the
 # median run (each run's step ms is in strategies.json). --servers: ps and
 # hybrid with one shard server per node ('nodes', the default) and/or a
 # fixed count N (labelled '<variant> sN').
-# --before PATH: ps and hybrid also run with another tandem binary (its
+# --before PATH: ps and hybrid (or the strategies --before_syncs names,
+# e.g. allreduce,zero2,zero3) also run with another tandem binary (its
 # coordinator, worker, shardserver, dataserver and libtandem_bind_source.so
 # copied beside it), labelled '<variant> before', in the same rounds: a
 # before/after comparison under the same load. ps / hybrid rows print their

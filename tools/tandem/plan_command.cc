@@ -148,11 +148,11 @@ std::string FormatJson(const PlanOptions& o, const plan::PlanRequest& r,
         &out,
         "%s\n  {\"strategy\": %s, \"step_s\": %.6g, \"samples_per_s\": %.6g, "
         "\"forward_s\": %.6g, \"backward_s\": %.6g, \"comm_s\": %.6g, \"exposed_comm_s\": %.6g, "
-        "\"finish_s\": %.6g, \"node_link_bytes\": %.6g, \"param_bytes\": %d, \"grad_bytes\": %d, "
+        "\"finish_s\": %.6g, \"control_s\": %.6g, \"burst_saved_s\": %.6g, \"node_link_bytes\": %.6g, \"param_bytes\": %d, \"grad_bytes\": %d, "
         "\"optimizer_bytes\": %d, \"activation_bytes\": %d, \"server_bytes\": %d, "
         "\"lossy\": %s, \"fits\": %s, \"bottleneck\": %s, \"flags\": %s}",
         i == 0 ? "" : ",", JsonString(p.strategy), p.step_s, p.samples_per_s, p.forward_s,
-        p.backward_s, p.comm_s, p.exposed_comm_s, p.finish_s, p.node_link_bytes, p.param_bytes,
+        p.backward_s, p.comm_s, p.exposed_comm_s, p.finish_s, p.control_s, p.burst_saved_s, p.node_link_bytes, p.param_bytes,
         p.grad_bytes, p.optimizer_bytes, p.activation_bytes, p.server_bytes,
         p.lossy ? "true" : "false", p.fits ? "true" : "false", JsonString(p.bottleneck),
         JsonString(absl::StrCat(common, " ", StrategyLocalFlags(o, p.strategy))));
@@ -195,9 +195,10 @@ std::string FormatHeader(const plan::PlanRequest& r) {
   } else {
     absl::StrAppendFormat(&out,
                           "profile: %s\n  %.1f GFLOP/s per worker, %.1f GB/s streaming, loopback "
-                          "%.2f GB/s, alpha %.0f us, %d core(s)\n\n",
+                          "%.2f GB/s, ring round %.0f us at %d ranks, %d core(s)\n\n",
                           m.source, m.gemm_flops_per_s / 1e9, m.stream_bytes_per_s / 1e9,
-                          m.loopback_bytes_per_s / 1e9, m.link_alpha_s * 1e6, m.cores);
+                          m.loopback_bytes_per_s / 1e9, (c.one_host ? plan::RingRoundSeconds(m, c.ranks()) : m.link_alpha_s) * 1e6,
+                          c.one_host ? c.ranks() : 2, m.cores);
   }
   return out;
 }

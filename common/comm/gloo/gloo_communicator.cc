@@ -9,6 +9,8 @@
 #include <typeinfo>
 
 #include "absl/strings/str_cat.h"
+#include "common/comm/gloo/peer_addresses.h"
+#include "common/comm/peer_exited.h"
 #include "gloo/allgather.h"
 #include "gloo/allreduce.h"
 #include "gloo/alltoall.h"
@@ -29,11 +31,18 @@ extern std::exception_ptr TandemGlooTcpPairSignalExceptionExternal(
 namespace tandem {
 namespace {
 
-// Gloo reports timeouts as IoException with "Timed out" in the text.
-absl::Status FromGloo(const std::exception& e, absl::string_view op, int rank) {
+// Gloo reports timeouts as IoException with "Timed out" in the text. Any
+// other error that names a peer's address is that pair's connection
+// breaking: the rank is named (PeerConnectionBrokeText) so the worker can
+// report it to the coordinator, which confirms the death or not.
+absl::Status FromGloo(const std::exception& e, absl::string_view op, int rank,
+                      const std::vector<std::string>& peers = {}) {
   const std::string what = e.what();
-  const std::string msg = absl::StrCat("gloo ", op, " on rank ", rank, " failed: ", what);
+  std::string msg = absl::StrCat("gloo ", op, " on rank ", rank, " failed: ", what);
   if (what.find("imed out") != std::string::npos) return absl::DeadlineExceededError(msg);
+  if (const int peer = PeerNamedIn(peers, what); peer >= 0) {
+    absl::StrAppend(&msg, " (", PeerConnectionBrokeText(peer), ")");
+  }
   return absl::UnavailableError(msg);
 }
 
@@ -73,6 +82,7 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
   static std::once_flag ignore_sigpipe;
   std::call_once(ignore_sigpipe, [] { ::signal(SIGPIPE, SIG_IGN); });
   std::shared_ptr<gloo::rendezvous::Context> context;
+  std::vector<std::string> peers;
   try {
     gloo::transport::tcp::attr attr;
     attr.hostname = options.hostname;
@@ -80,12 +90,15 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
     context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.world_size);
     context->setTimeout(Ms(options.timeout));
     gloo::rendezvous::PrefixStore store(options.prefix, *options.store);
-    context->connectFullMesh(store, device);
+    RecordingStore recording(&store);
+    context->connectFullMesh(recording, device);
+    peers = PeerAddresses(recording, options.rank, options.world_size);
   } catch (const std::exception& e) {
     return FromGloo(e, "connect", options.rank);
   }
   std::unique_ptr<GlooCommunicator> comm(new GlooCommunicator(
       std::move(context), options.rank, options.world_size, options.timeout));
+  comm->peers_ = std::move(peers);
   // A rank's connectFullMesh can return while a peer is still connecting;
   // if this rank then closed its pairs (a generation that ends at once) the
   // peer would fail. The barrier makes Create return only once every rank's
@@ -131,7 +144,7 @@ absl::Status GlooCommunicator::Collective(Fill fill, Run run, Describe describe)
     run(opts);
   } catch (const std::exception& e) {
     if (abort_requested_.load(std::memory_order_acquire)) return aborted();
-    return FromGloo(e, describe(), rank_);
+    return FromGloo(e, describe(), rank_, peers_);
   }
   return absl::OkStatus();
 }
@@ -244,7 +257,7 @@ absl::Status GlooCommunicator::ReduceScatter(const float* input, float* output,
       return absl::AbortedError(
           absl::StrCat("gloo ", describe(), " on rank ", rank_, " aborted: ", abort_reason_));
     }
-    return FromGloo(e, describe(), rank_);
+    return FromGloo(e, describe(), rank_, peers_);
   }
   std::memcpy(output, acc + rank_ * count_per_rank, sizeof(float) * count_per_rank);
   return absl::OkStatus();

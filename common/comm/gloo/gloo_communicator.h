@@ -75,6 +75,8 @@ class GlooCommunicator final : public Communicator {
   uint32_t NextTag() { return next_tag_++; }
 
   std::shared_ptr<gloo::Context> context_;
+  // Each peer's address as Gloo's errors print it (peer_addresses.h).
+  std::vector<std::string> peers_;
   int rank_;
   int world_size_;
   absl::Duration timeout_;

@@ -20,8 +20,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/comm/peer_exited.h"
+#include "common/comm/shm/reduce_slots.h"
 #include "common/comm/shm/shm_segment.h"
-#include "common/numeric/cpu_dispatch.h"
 #include "common/status/status_macros.h"
 
 namespace tandem {
@@ -74,68 +74,6 @@ bool ProcessExited(int32_t pid) {
   // "pid (comm) S ...": the state follows the last ')'.
   const char* paren = std::strrchr(buf, ')');
   return paren != nullptr && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
-}
-
-struct Sum {
-  float operator()(float a, float b) const { return a + b; }
-};
-struct Max {
-  float operator()(float a, float b) const { return a > b ? a : b; }
-};
-
-// dst[i] = op over s of src[s][i]; blocked so dst stays in L1 across the
-// passes, each pass a plain loop the compiler vectorises. When `copy` is
-// non-null each finished block is also copied there (from L1); `copy` may
-// be one of the sources: a block is copied only after it has been read.
-template <typename Op>
-inline __attribute__((always_inline)) void ReduceSlotsBody(float* dst, const float* const* src,
-                                                           int n, int64_t count, float* copy) {
-  constexpr int64_t kBlock = 2048;
-  const Op op;
-  for (int64_t b = 0; b < count; b += kBlock) {
-    const int64_t len = std::min(kBlock, count - b);
-    {
-      float* __restrict d = dst + b;
-      const float* __restrict s0 = src[0] + b;
-      const float* __restrict s1 = src[1] + b;
-      for (int64_t i = 0; i < len; ++i) d[i] = op(s0[i], s1[i]);
-      for (int s = 2; s < n; ++s) {
-        const float* __restrict sr = src[s] + b;
-        for (int64_t i = 0; i < len; ++i) d[i] = op(d[i], sr[i]);
-      }
-    }
-    if (copy != nullptr) std::memcpy(copy + b, dst + b, len * sizeof(float));
-  }
-}
-
-// The build targets x86-64-v2 (128-bit vectors); the reduction is also
-// compiled for AVX2 and AVX-512 and picked per CPU on first use
-// (cpu_dispatch.h; a template, so the macro's plain functions do not fit).
-template <typename Op>
-TANDEM_CPU_TARGET_AVX512 void ReduceSlotsAvx512(float* dst, const float* const* src, int n,
-                                                int64_t count, float* copy) {
-  ReduceSlotsBody<Op>(dst, src, n, count, copy);
-}
-
-template <typename Op>
-TANDEM_CPU_TARGET_AVX2 void ReduceSlotsAvx2(float* dst, const float* const* src, int n,
-                                            int64_t count, float* copy) {
-  ReduceSlotsBody<Op>(dst, src, n, count, copy);
-}
-
-template <typename Op>
-void ReduceSlots(float* dst, const float* const* src, int n, int64_t count,
-                 float* copy = nullptr) {
-  switch (numeric::ActiveVectorWidth()) {
-    case numeric::VectorWidth::kAvx512:
-      ReduceSlotsAvx512<Op>(dst, src, n, count, copy);
-      break;
-    case numeric::VectorWidth::kAvx2:
-      ReduceSlotsAvx2<Op>(dst, src, n, count, copy);
-      break;
-    default:
-      ReduceSlotsBody<Op>(dst, src, n, count, copy);
-  }
 }
 
 }  // namespace
@@ -441,9 +379,9 @@ absl::Status ShmCommunicator::AllReduce(float* data, int64_t count, ReduceOp op)
       }
       float* dst = reinterpret_cast<float*>(result()) + lo;
       if (op == ReduceOp::kSum) {
-        ReduceSlots<Sum>(dst, srcs_.data(), world_size_, hi - lo, data + off + lo);
+        shm_internal::ReduceSlots<shm_internal::Sum>(dst, srcs_.data(), world_size_, hi - lo, data + off + lo);
       } else {
-        ReduceSlots<Max>(dst, srcs_.data(), world_size_, hi - lo, data + off + lo);
+        shm_internal::ReduceSlots<shm_internal::Max>(dst, srcs_.data(), world_size_, hi - lo, data + off + lo);
       }
     }
     if (absl::Status s = WaitAll(deadline, "allreduce"); !s.ok()) return s;
@@ -477,7 +415,7 @@ absl::Status ShmCommunicator::ReduceScatter(const float* input, float* output,
     for (int r = 0; r < world_size_; ++r) {
       srcs_[r] = reinterpret_cast<const float*>(slot(r)) + rank_ * block;
     }
-    ReduceSlots<Sum>(output + off, srcs_.data(), world_size_, n);
+    shm_internal::ReduceSlots<shm_internal::Sum>(output + off, srcs_.data(), world_size_, n);
     if (absl::Status s = WaitAll(deadline, "reduce-scatter"); !s.ok()) return s;
   }
   return absl::OkStatus();

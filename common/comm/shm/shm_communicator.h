@@ -96,6 +96,20 @@ class ShmCommunicator final : public Communicator {
   absl::Status Barrier() override;
   void Abort(const std::string& reason) override;
 
+  // The ZeRO strategies' collectives on one node (shm_pieces.cc): the two
+  // halves of AllReduce over unequal contiguous pieces of one buffer, with
+  // no packing. `bounds` holds world_size() + 1 non-decreasing offsets into
+  // `data`; rank j's piece is [bounds[j], bounds[j + 1]).
+  //
+  // ReduceScatterPieces: `output` (this rank's piece size) receives the
+  // sum over ranks of every rank's copy of this rank's piece, summed in
+  // rank order like AllReduce (so bit for bit its result). Only the other
+  // ranks' pieces are staged; `output` may alias this rank's piece.
+  absl::Status ReduceScatterPieces(const float* data, const int64_t* bounds, float* output);
+  // AllGatherPieces, in place: every rank's piece of `data` is copied to
+  // every other rank's `data` at the same offsets.
+  absl::Status AllGatherPieces(float* data, const int64_t* bounds);
+
   // The segment's name (unlinked once every rank has mapped it), for logs.
   const std::string& segment_name() const { return name_; }
 

@@ -18,6 +18,8 @@ const char* GatherRouteName(GatherRoute r) {
       return "broadcast";
     case GatherRoute::kTwoLevel:
       return "two-level allgather";
+    case GatherRoute::kPieces:
+      return "shm pieces";
   }
   return "?";
 }
@@ -67,10 +69,12 @@ LayerGather::LayerGather(Communicator* world, const CommGroups* groups,
       rank_(world->rank()),
       world_size_(world->world_size()),
       broadcast_(world, groups),
-      two_level_(groups, world->world_size()) {
+      two_level_(groups, world->world_size()),
+      pieces_(OneNodePieces::Create(world, map)) {
   if (groups != nullptr && groups->num_nodes > 0) nodes_ = groups->num_nodes;
   single_node_ = groups != nullptr && groups->num_nodes == 1 &&
                  static_cast<int>(groups->node_of_rank.size()) == world_size_;
+  if (pieces_ != nullptr) return;  // no staging
   int64_t block = 0;
   for (const auto& [lo, hi] : units) {
     // Only blocks the route choice could pick need room: (N-1) B below the
@@ -88,8 +92,10 @@ LayerGather::LayerGather(Communicator* world, const CommGroups* groups,
 }
 
 GatherRoute LayerGather::RouteFor(int64_t lo, int64_t hi) const {
-  // One node: no network link to spare, and a broadcast through shared
-  // memory is one copy per reader, less work than any ring.
+  // The world over shm (one node): every piece copied once per reader
+  // where it lies, one collective. One node over another transport: no
+  // network link to spare, and the owners' broadcasts copy once per reader.
+  if (pieces_ != nullptr) return GatherRoute::kPieces;
   if (nodes_ == 1 && single_node_) return GatherRoute::kBroadcast;
   const double n = world_size_, g = static_cast<double>(hi - lo);
   const int64_t b = LargestPiece(map_, lo, hi);
@@ -120,6 +126,8 @@ absl::Status LayerGather::Run(float* params, int64_t lo, int64_t hi, int64_t* by
       break;
     case GatherRoute::kBroadcast:
       return broadcast_.Run(map_, params, lo, hi, bytes);  // names the range itself
+    case GatherRoute::kPieces:
+      return pieces_->Gather(params, lo, hi, bytes);  // names the range itself
   }
   if (s.ok()) return s;
   return absl::Status(s.code(), absl::StrCat("parameter gather of [", lo, ", ", hi, ") by ",

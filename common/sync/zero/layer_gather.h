@@ -25,8 +25,9 @@
 //
 // None of them sends a piece over a network link once per remote rank (a
 // flat one-to-all broadcast), at any layout with several nodes: one worker
-// per node, unequal nodes. On one node (no network link) the owners
-// broadcast through shared memory: one copy per reader. The choice depends only on the map, the range and the layout,
+// per node, unequal nodes. On one node (no network link, the world over
+// shm) the pieces route: OneNodePieces' gather, every owner's piece copied
+// where it lies through the segment, one collective per range. The choice depends only on the map, the range and the layout,
 // so every rank makes the same one.
 //
 //   LayerGather g(world, groups, map, units, max_staging);  // staging for `units`
@@ -42,6 +43,7 @@
 #define TANDEM_COMMON_SYNC_ZERO_LAYER_GATHER_H_
 
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -49,13 +51,14 @@
 #include "common/comm/communicator.h"
 #include "common/comm/groups.h"
 #include "common/shard/zero_shard_map.h"
+#include "common/sync/zero/one_node_pieces.h"
 #include "common/sync/zero/two_level_allgather.h"
 #include "common/sync/zero/zero_parts.h"
 
 namespace tandem {
 namespace sync {
 
-enum class GatherRoute { kAllGather, kAllReduce, kBroadcast, kTwoLevel };
+enum class GatherRoute { kAllGather, kAllReduce, kBroadcast, kTwoLevel, kPieces };
 const char* GatherRouteName(GatherRoute r);
 
 // The rule every ZeRO parameter gather picks its collective by: the route
@@ -111,6 +114,7 @@ class LayerGather {
   int nodes_ = 1;
   bool single_node_ = false;  // groups say every rank is on one node
   std::vector<float> blocks_;  // world * the largest packed block
+  std::unique_ptr<OneNodePieces> pieces_;  // the world over shm; else null
 };
 
 }  // namespace sync

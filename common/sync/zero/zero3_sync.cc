@@ -92,7 +92,7 @@ class Zero3SyncImpl final : public Zero3Sync {
     grad_shard_.assign(map_.shard_size(), 0.f);
     shard_ = {kLabel, rank_, world_, &clip_, owned_, &ready_ranges_, grad_shard_.data(), params_,
               optimizer_.get()};
-    owner_reduce_ = std::make_unique<OwnerReduce>(map_, rank_, plan_.buckets);
+    owner_reduce_ = std::make_unique<OwnerReduce>(map_, rank_, plan_.buckets, comm_);
     for (size_t i = 0; i < layers_.size(); ++i) {
       layers_by_lo_.push_back({layers_[i].first, static_cast<int>(i)});
     }
@@ -492,9 +492,8 @@ absl::StatusOr<std::unique_ptr<Zero3Sync>> CreateZero3Sync(Zero3SyncOptions opti
   if (absl::Status g = CheckZero3GroupOptions(options.group_mb, options.gather_mb); !g.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(kLabel, ": ", g.message()));
   }
-  // One node has no network link for groups to spare hand-offs on; its
-  // shared-memory broadcasts are cheap per layer, and one whole-model group
-  // measured 2-4x slower there (zero3_sync.h): every layer alone.
+  // One node has no network link for groups to spare hand-offs on, and
+  // groups measured slower there (zero3_sync.h): every layer alone.
   const CommGroups* g = options.groups;
   const bool one_node = g != nullptr && g->num_nodes == 1 &&
                         static_cast<int>(g->node_of_rank.size()) == options.comm->world_size();

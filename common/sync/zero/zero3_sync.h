@@ -11,11 +11,14 @@
 // Layers are gathered in groups (layer_groups.h): consecutive layers share
 // one collective until the group holds at least group_mb (default 4 MiB;
 // 0 = every layer alone). On one node (groups say so) every layer is
-// gathered alone whatever group_mb says: there is no network link, the
-// shared-memory broadcast per layer is cheap, and one whole-model group of
-// mlp:784,1024,1024,10 measured 2-4x slower per step there (4 workers on
-// this 2-core host, backward and the gradient reduction slower; cause not
-// established).
+// gathered alone whatever group_mb says: there is no network link, and
+// groups of mlp:784,1024,1024,10 measured slower per step there (4 workers
+// on a 2-core host: one whole-model group 2-4x over the owners' shm
+// broadcasts; a two-group split 0.6x -> ~1x allreduce's step over the shm
+// pieces, so not the collective; cause not established). Over shm each
+// layer is one collective of the owners' pieces where they lie, and each
+// gradient bucket is reduced to its owners the same way
+// (one_node_pieces.h).
 //
 //   Gather(lo, hi, pass)   the group of layer [lo, hi) comes from the owners
 //                          of its pieces into params on every rank by one

@@ -65,9 +65,11 @@ absl::StatusOr<ZeroParts> MakeZeroParts(const ZeroPartsOptions& o) {
   return ZeroParts{std::move(*opt), std::move(stepper), std::move(*clip)};
 }
 
-OwnerReduce::OwnerReduce(const shard::ZeroShardMap& map, int rank, const std::vector<Bucket>& buckets)
-    : map_(map), rank_(rank) {
+OwnerReduce::OwnerReduce(const shard::ZeroShardMap& map, int rank, const std::vector<Bucket>& buckets,
+                         Communicator* comm)
+    : map_(map), rank_(rank), pieces_(OneNodePieces::Create(comm, map)) {
   const int world = map.world();
+  if (pieces_ != nullptr) return;  // no routes, no staging
   int64_t stage = 0, out = 0;
   for (const Bucket& b : buckets) {
     Route r;
@@ -94,6 +96,7 @@ absl::Status OwnerReduce::Run(Communicator& comm, float* grads, int bucket, int6
     std::memcpy(dst, grads + mine.lo, mine.size() * sizeof(float));
     return absl::OkStatus();
   }
+  if (pieces_ != nullptr) return pieces_->ReduceToOwner(grads, lo, hi, dst, bytes);
   const Route& route = routes_[bucket];
   if (route.reduce_scatter) {
     const int64_t m = route.block;

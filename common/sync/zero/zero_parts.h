@@ -11,7 +11,9 @@
 //                   or (when a bucket sits mostly in one shard, where the
 //                   packing would send up to N times the bucket) allreduced
 //                   in place, whichever moves fewer bytes; routes and
-//                   staging sized once from the bucket plan.
+//                   staging sized once from the bucket plan. On one node
+//                   over shm: one reduce-scatter of the bucket's pieces
+//                   where they lie (one_node_pieces.h).
 //   PieceBroadcast  each owner of a piece of a parameter range sends it to
 //                   every rank, in place (a layer gathered for its forward):
 //                   over the world, or in two levels across nodes.
@@ -41,6 +43,7 @@
 #include "common/sync/grad_clip.h"
 #include "common/sync/gradient_sync.h"
 #include "common/sync/step_owned_shard.h"
+#include "common/sync/zero/one_node_pieces.h"
 
 namespace tandem {
 namespace sync {
@@ -78,7 +81,11 @@ absl::StatusOr<ZeroParts> MakeZeroParts(const ZeroPartsOptions& options);
 
 class OwnerReduce {
  public:
-  OwnerReduce(const shard::ZeroShardMap& map, int rank, const std::vector<Bucket>& buckets);
+  // With `comm` a shared-memory world (OneNodePieces::Usable), every bucket
+  // goes by OneNodePieces (no packing, no staging); otherwise by the routes
+  // above. `comm` (may be null) is only inspected here.
+  OwnerReduce(const shard::ZeroShardMap& map, int rank, const std::vector<Bucket>& buckets,
+              Communicator* comm = nullptr);
 
   // Reduces grads[lo, hi) (bucket `bucket` of the plan) over `comm`; this
   // rank's piece of the sum lands at shard + (piece.lo - owned.lo), where
@@ -99,6 +106,7 @@ class OwnerReduce {
   std::vector<Route> routes_;
   std::vector<float> in_;   // N blocks of the largest reduce-scattered piece
   std::vector<float> out_;  // one block
+  std::unique_ptr<OneNodePieces> pieces_;  // shared-memory world; else null
 };
 
 // Flat: the owner broadcasts over the world, and Gloo's broadcast sends a

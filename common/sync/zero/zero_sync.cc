@@ -14,6 +14,7 @@
 #include "common/sync/grad_clip.h"
 #include "common/sync/step_guard.h"
 #include "common/sync/zero/layer_gather.h"
+#include "common/sync/zero/one_node_pieces.h"
 #include "common/sync/zero/two_level_allgather.h"
 #include "common/sync/zero/zero_parts.h"
 #include "common/tensor/param_hook.h"
@@ -55,7 +56,8 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
         clip_(std::move(clip)),
         ready_ranges_(o.ready_ranges),
         layer_ranges_(o.layer_ranges),
-        overlap_(!device_ && o.overlap_allgather && !o.layer_ranges.empty() &&
+        one_node_(!device_ && OneNodePieces::Usable(o.comm)),
+        overlap_(!device_ && !one_node_ && o.overlap_allgather && !o.layer_ranges.empty() &&
                  o.comm->world_size() > 1),
         gather_group_mb_(o.gather_group_mb),
         two_level_(o.groups, o.comm->world_size()),
@@ -78,7 +80,14 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
         LOG(INFO) << label_ << ": overlap=1 is host-only; gathering at the end of each step";
       }
     }
-    if (!device_ && rank_ == 0 && round_route_ == GatherRoute::kTwoLevel) {
+    if (one_node_ && rank_ == 0) {
+      LOG(INFO) << label_ << ": one node over shared memory: gradients reduce-scattered and "
+                << "slices gathered where they lie (one collective each per bucket / step)"
+                << (o.overlap_allgather ? "; overlap=1 does not apply (gathered at the end of "
+                                          "each step)"
+                                        : "");
+    }
+    if (!device_ && !one_node_ && rank_ == 0 && round_route_ == GatherRoute::kTwoLevel) {
       LOG(INFO) << label_ << ": parameter gather rounds in two levels (" << o.groups->num_nodes
                 << " nodes of " << world_ / o.groups->num_nodes
                 << " ranks: an allgather across nodes, then one inside each node)";
@@ -107,8 +116,9 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
     // large enough and there are several rounds to overlap).
     const double round_mb = overlap_ ? gather_group_mb_ : o.bucket_cap_mb;
     chunk_ = std::max<int64_t>(1, std::min(map_.shard_size(), CapFloats(round_mb) / world_));
-    // Device: gathered in place, no staging.
-    if (map_.shard_size() == 0 || device_) chunk_ = 0;
+    // Device, or one node: gathered in place, no staging.
+    if (map_.shard_size() == 0 || device_ || one_node_) chunk_ = 0;
+    if (one_node_) gather_pieces_ = OneNodePieces::Create(comm_, map_);
     rounds_ = chunk_ == 0 ? 0 : (map_.shard_size() + chunk_ - 1) / chunk_;
     gather_out_.assign(chunk_ * world_, 0.f);
     if (!in_place_) grad_shard_.assign(map_.shard_size(), 0.f);
@@ -141,7 +151,7 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
     if (!in_place_) {
       // Routes and staging, sized once from the plan; the communication
       // thread uses them only once a step is open.
-      owner_reduce_ = std::make_unique<OwnerReduce>(map_, rank_, engine_->plan().buckets);
+      owner_reduce_ = std::make_unique<OwnerReduce>(map_, rank_, engine_->plan().buckets, comm_);
     }
     return absl::OkStatus();
   }
@@ -336,16 +346,24 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
   }
 
   // The whole allgather at the end of FinishStep, round by round.
+  // One node: one gather of the slices where they lie.
   absl::Status AllGatherParams(int64_t step) {
-    if (world_ == 1 || chunk_ == 0) return absl::OkStatus();
+    if (world_ == 1 || (chunk_ == 0 && gather_pieces_ == nullptr)) return absl::OkStatus();
     const auto start = std::chrono::steady_clock::now();
     int64_t bytes = 0;
-    for (int64_t off = 0; off < map_.shard_size(); off += chunk_) {
+    if (gather_pieces_ != nullptr) {
+      absl::Status s = gather_pieces_->Gather(params_, 0, size_, &bytes);
+      if (!s.ok()) {
+        return absl::Status(s.code(), absl::StrCat(label_, ": ", s.message(), " at step ", step,
+                                                   " on rank ", rank_));
+      }
+    }
+    for (int64_t off = 0; chunk_ > 0 && off < map_.shard_size(); off += chunk_) {
       RETURN_IF_ERROR(GatherRound(off, step, &bytes));
     }
     absl::MutexLock lock(&mu_);
     gather_seconds_ += SecondsSince(start);
-    gather_rounds_ += rounds_;
+    gather_rounds_ += gather_pieces_ != nullptr ? 1 : rounds_;
     bytes_sent_ += bytes;
     return absl::OkStatus();
   }
@@ -403,6 +421,7 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
   GradClip clip_;
   const std::vector<std::pair<int64_t, int64_t>> ready_ranges_;
   const std::vector<std::pair<int64_t, int64_t>> layer_ranges_;
+  const bool one_node_;  // host memory over shm: OneNodePieces
   const bool overlap_;
   const double gather_group_mb_;  // overlap: MiB per gather round
   TwoLevelAllGather two_level_;    // usable at equal nodes
@@ -415,6 +434,7 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
   std::vector<float> gather_out_;  // chunk_ * world
   std::vector<float> grad_shard_;  // zero2: S, the reduced gradients of owned_ (+ padding)
   std::unique_ptr<OwnerReduce> owner_reduce_;  // zero2
+  std::unique_ptr<OneNodePieces> gather_pieces_;  // one node; else null
 
   // Trainer thread only.
   StepGuard guard_{label_};

@@ -56,6 +56,14 @@
 // (N - 1) C (2x2: 2 C instead of 3 C). One rank per node, unequal nodes,
 // one node, or no groups: the ring.
 //
+// One node (the world a ShmCommunicator, host memory): the shared-memory
+// allreduce's two halves with the step in between (one_node_pieces.h).
+// Each zero2 bucket is reduce-scattered to the owners of its pieces where
+// they lie (no packing), and zero1/zero2 gather the updated slices in one
+// collective at the end of FinishStep, without staging; overlap_allgather
+// does not apply there (rank 0 logs it). Same bytes through the segment and
+// the same rank-order sums as the allreduce: bit for bit its parameters.
+//
 // Memory per rank (memory()): parameters n floats (replicated); reduced
 // gradients n floats (zero1, in the model's buffer) or S floats (zero2;
 // backward's own n-float buffer is the model's and is not counted);
