@@ -29,12 +29,13 @@ RecoveryMemory RecoveryMemoryOf(const PlanRequest& r, const Prediction& p) {
   const std::string& s = p.strategy;
   if (s == "ps" || s == "hybrid") {
     if (r.cluster.servers >= 2) {
-      // Opt-in (--sync_opt replicate=1): every pull then waits for the
-      // replica, so the cost is shown but the default path is the disk.
-      m.server_bytes = 3 * p.server_bytes;
+      // On by default (--sync_opt replicate=0 turns it off): the replica of
+      // the neighbour's range at its two newest steps and this range's
+      // copies from before its last two steps.
+      m.server_bytes = 4 * p.server_bytes;
       m.rank0_bytes = state;
-      m.source = "disk by default; with --sync_opt replicate=1 memory (the lost server's range "
-                 "from its replica), at the cost shown";
+      m.source = "memory: the lost server's range from its replica on the next server, <= 1 "
+                 "step redone; --sync_opt replicate=0 saves this and uses the disk";
     } else {
       m.source = "disk: one shard server keeps no replica";
     }

@@ -9,12 +9,13 @@
 // optimizer state at a generation's end (services/worker/memory_state.h),
 // and rank 0 one background-checkpoint snapshot of parameters and
 // optimizer state (background_checkpoint.h). zero1/2/3 recover from the
-// disk and write their shards synchronously: nothing extra. ps and hybrid:
-// each shard server (with >= 2 servers) keeps its range's copy from before
-// its last step and the neighbour's range at its two newest steps
-// (services/shardserver/replicator.h): 3 x (fp32 master + optimizer state)
-// of a range; rank 0 holds the whole optimizer state on the host while it
-// rebuilds a lost server's range. Pure functions; thread-safe.
+// disk and write their shards synchronously: nothing extra. ps and hybrid
+// (replicas on by default with >= 2 servers): each shard server keeps its
+// range's copies from before its last two steps and the neighbour's range
+// at its two newest steps (services/shardserver/replicator.h): 4 x (fp32
+// master + optimizer state) of a range; rank 0 holds the whole optimizer
+// state on the host while it rebuilds a lost server's range. Pure
+// functions; thread-safe.
 #ifndef TANDEM_COMMON_PLAN_RECOVERY_MEMORY_H_
 #define TANDEM_COMMON_PLAN_RECOVERY_MEMORY_H_
 

@@ -47,13 +47,14 @@ TEST(RecoveryMemory, ShardedStrategiesHoldFourCopiesOfTheirShard) {
       << FormatRecoveryMemory(m);
 }
 
-TEST(RecoveryMemory, ShardServersHoldThreeRangesWithTwoServersAndNoneWithOne) {
+TEST(RecoveryMemory, ShardServersHoldFourRangesWithTwoServersAndNoneWithOne) {
   const RecoveryMemory two = RecoveryMemoryOf(Request("adamw", 2), Named("ps", 6000));
-  EXPECT_EQ(two.server_bytes, 18000);
+  EXPECT_EQ(two.server_bytes, 24000);
   EXPECT_EQ(two.rank0_bytes, 2 * 1000 * 4);
   EXPECT_EQ(two.rank_bytes, 0);
   EXPECT_NE(FormatRecoveryMemory(two).find("MiB/server"), std::string::npos);
-  EXPECT_NE(two.source.find("replicate=1"), std::string::npos) << two.source;
+  EXPECT_EQ(two.source.rfind("memory", 0), 0u) << two.source;  // the default
+  EXPECT_NE(two.source.find("replicate=0"), std::string::npos) << two.source;
   const RecoveryMemory one = RecoveryMemoryOf(Request("adamw", 1), Named("hybrid", 12000));
   EXPECT_EQ(one.server_bytes, 0);
   EXPECT_NE(one.source.find("disk"), std::string::npos);

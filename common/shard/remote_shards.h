@@ -69,7 +69,8 @@ struct RemoteShardsOptions {
   int pull_int8_chunk = 0;             // > 0: servers keep int8 deltas (PullDelta)
   // Range replication (services/shardserver/replicator.h): with >= 2
   // servers and fp32 pulls, InitServers names server (s + 1) mod S as the
-  // replica of server s's range; RecoverState reads the ranges back.
+  // replica of server s's range; RecoverState reads the ranges back. Off
+  // here; ps and hybrid turn it on by default (--sync_opt replicate).
   bool replicate = false;
   // This rank pushes the chunks c with c mod push_stride == push_offset
   // (ps: all; hybrid: local rank l of K pushes l, l + K, ...): each push

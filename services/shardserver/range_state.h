@@ -52,11 +52,13 @@ struct ChunkSlot {
   // (-1: none, e.g. dropped by a reset), sized once.
   std::vector<uint8_t> encoded ABSL_GUARDED_BY(mu);
   int64_t encoded_step ABSL_GUARDED_BY(mu) = -1;
-  // Range replication: the parameters, then each optimizer state buffer,
-  // as they were before the last step applied to this chunk (step
-  // prev_step; -1: none yet). Sized once at init; empty without a replica.
-  std::vector<float> prev ABSL_GUARDED_BY(mu);
-  int64_t prev_step ABSL_GUARDED_BY(mu) = -1;
+  // Range replication: the chunk as it was before each of its last two
+  // steps (version k: the parameters, then each optimizer state buffer, at
+  // step prev_step[k]; -1: none yet), so a recovery can roll this range
+  // back two steps: the replica of a lost neighbour may lag its primary by
+  // one step (replicator.h). Sized once at init; empty without a replica.
+  std::vector<float> prev ABSL_GUARDED_BY(mu);  // 2 x (1 + state) x chunk size
+  int64_t prev_step[2] ABSL_GUARDED_BY(mu) = {-1, -1};
 };
 
 struct RangeStore::State {
@@ -81,14 +83,20 @@ struct RangeStore::State {
   double lr ABSL_GUARDED_BY(mu) = 0;
   double grad_scale ABSL_GUARDED_BY(mu) = 1;
   bool retired ABSL_GUARDED_BY(mu) = false;
-  // Range replication: per chunk, the newest step its replica holds (a
-  // pull of a step waits for it); empty without a replica.
+  // Range replication: per chunk, the newest step its replica acknowledged
+  // (step S + 1 of a chunk is applied only once it is >= S); empty without
+  // a replica.
   std::vector<int64_t> chunk_replicated ABSL_GUARDED_BY(mu);
 
   bool replicated() const { return !config.replica_address.empty(); }
-  // Chunk i may be pulled at `step`.
-  bool ChunkReplicated(int i, int64_t step) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    return chunk_replicated.empty() || chunk_replicated[i] >= step;
+  // Chunks [first, last) may apply `step`: their replicas hold step - 1.
+  bool ReplicaCaughtUp(int first, int last, int64_t step) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (chunk_replicated.empty()) return true;
+    for (int i = first; i < last; ++i) {
+      if (chunk_replicated[i] < step - 1) return false;
+    }
+    return true;
   }
 
   int FindChunk(int64_t lo) const {
@@ -123,18 +131,21 @@ inline void EncodeDelta(const codec::Codec& codec, const float* params, float* r
 }
 
 // Range replication: keeps the chunk's parameters and optimizer state as
-// they are (before the step about to be applied) in slot.prev.
+// they are (before the step about to be applied) in the older of
+// slot.prev's two versions.
 inline void KeepPrevious(const float* params, ChunkSlot& slot)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(slot.mu) {
   if (slot.prev.empty()) return;
   const int64_t n = slot.range.size();
-  std::memcpy(slot.prev.data(), params, n * sizeof(float));
+  const int k = slot.prev_step[0] <= slot.prev_step[1] ? 0 : 1;
+  float* to = slot.prev.data() + k * (1 + slot.state.size()) * n;
+  std::memcpy(to, params, n * sizeof(float));
   int64_t at = n;
   for (const optim::StateBuffer& b : slot.state) {
-    std::memcpy(slot.prev.data() + at, b.data.data(), n * sizeof(float));
+    std::memcpy(to + at, b.data.data(), n * sizeof(float));
     at += n;
   }
-  slot.prev_step = slot.applied;
+  slot.prev_step[k] = slot.applied;
 }
 
 inline void Add(prometheus::Counter* c, double v) {

@@ -62,13 +62,17 @@ RangeStore::RangeStore(const ShardMetrics* metrics, int apply_threads)
                                           [this](const ApplyJob& j) { RunApply(j); })) {}
 
 RangeStore::~RangeStore() {
-  apply_.reset();  // the queued steps run first
-  absl::MutexLock lock(&mu_);
-  if (current_ != nullptr) {
-    absl::MutexLock s(&current_->mu);
-    current_->retired = true;
-    current_->applied_cv.SignalAll();
+  {
+    // Retired first: a queued step waiting for its replica's acknowledgement
+    // (the forwarder may be stopped by now) goes ahead.
+    absl::MutexLock lock(&mu_);
+    if (current_ != nullptr) {
+      absl::MutexLock s(&current_->mu);
+      current_->retired = true;
+      current_->applied_cv.SignalAll();
+    }
   }
+  apply_.reset();  // the queued steps run first
 }
 
 RangeStore::PendingInit::~PendingInit() = default;
@@ -162,7 +166,7 @@ absl::StatusOr<std::unique_ptr<RangeStore::PendingInit>> RangeStore::BeginInit(
       slot->contributed.assign(c.world_size, 0);
       if (state->codec != nullptr) slot->encoded.assign(state->codec->MaxEncodedBytes(ch.size()), 0);
       if (!c.replica_address.empty()) {
-        slot->prev.assign((1 + slot->state.size()) * ch.size(), 0.f);
+        slot->prev.assign(2 * (1 + slot->state.size()) * ch.size(), 0.f);
       }
     }
     state->chunk_lo.push_back(ch.lo);
@@ -271,7 +275,7 @@ absl::Status RangeStore::WaitForStep(int64_t generation, int64_t step, absl::Tim
     auto chunk_done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(st.mu) {
       for (int i = first; i < static_cast<int>(st.chunks.size()) && st.chunks[i]->range.lo < hi;
            ++i) {
-        if (st.chunk_applied[i] < step || !st.ChunkReplicated(i, step)) return false;
+        if (st.chunk_applied[i] < step) return false;
       }
       return true;
     };
@@ -294,13 +298,7 @@ absl::Status RangeStore::WaitForStep(int64_t generation, int64_t step, absl::Tim
     }
     return absl::OkStatus();
   }
-  auto all_replicated = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(st.mu) {
-    for (int i = 0; i < static_cast<int>(st.chunk_replicated.size()); ++i) {
-      if (!st.ChunkReplicated(i, step)) return false;
-    }
-    return true;
-  };
-  while (!st.retired && (st.applied < step || (st.applied == step && !all_replicated()))) {
+  while (!st.retired && st.applied < step) {
     if (st.applied_cv.WaitWithDeadline(&st.mu, deadline)) break;
   }
   if (st.retired) {
@@ -311,11 +309,6 @@ absl::Status RangeStore::WaitForStep(int64_t generation, int64_t step, absl::Tim
     return absl::FailedPreconditionError(absl::StrCat(
         "pull of step ", step, ": the server has applied step ", st.applied,
         " since (only the latest parameters are kept)"));
-  }
-  if (st.applied == step && !all_replicated()) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "pull of step ", step, ": applied but not yet acknowledged by the replica at ",
-        st.config.replica_address, " before the deadline"));
   }
   if (st.applied < step) {
     return absl::DeadlineExceededError(absl::StrCat(

@@ -96,10 +96,12 @@ struct InitConfig {
   // (see the file comment); 0: fp32 pulls only.
   int pull_int8_chunk = 0;
   // Range replication (replica_store.h): host:port of the server keeping a
-  // replica of this range ("" = none). When set, every chunk keeps a copy
-  // of its state from before the last step applied (ReadKept), each
-  // applied chunk is handed to the ChunkForwarder, and a pull of a step
-  // waits until the forwarder has marked it replicated (MarkReplicated).
+  // replica of this range ("" = none). When set, every chunk keeps copies
+  // of its state from before its last two steps (ReadKept), each applied
+  // chunk is handed to the ChunkForwarder before its pulls are answered,
+  // and a chunk applies step S + 1 only once the forwarder has marked its
+  // step S replicated (MarkReplicated): pulls never wait for the replica,
+  // which lags this range by at most one step.
   std::string replica_address;
 };
 
@@ -219,11 +221,16 @@ class RangeStore {
   // is no longer current.
   absl::StatusOr<int64_t> ReadChunkForReplica(int64_t generation, int chunk,
                                               v1::ReplicaChunk* msg, std::string* address);
+  // Returns once the replica acknowledged `step` for every chunk (at once
+  // without replication). ABORTED when the generation is not current or is
+  // replaced meanwhile, DEADLINE_EXCEEDED naming the replica.
+  absl::Status WaitReplicated(int64_t generation, int64_t step, absl::Time deadline);
   // The replica holds chunk `chunk` at `step` (or replication failed and
-  // the pulls must not wait for it): pulls of `step` may be answered.
+  // the range must not wait for it): the chunk may apply step + 1.
   void MarkReplicated(int64_t generation, int chunk, int64_t step);
   // Recovery: `name` ("" = parameters) over [lo, hi) as of `step`, from
-  // each chunk's live state or the copy kept from before its last step.
+  // each chunk's live state or the copies kept from before its last two
+  // steps.
   // No generation check: the generation that was current when the job
   // lost a server. FAILED_PRECONDITION naming the chunk when neither is
   // at `step` (or nothing is held); INVALID_ARGUMENT outside the range.
@@ -247,6 +254,11 @@ class RangeStore {
   void ApplyStepIfComplete(State& st, int64_t step);
   // apply_per_chunk: chunk `chunk`'s step as soon as it is complete.
   void ApplyChunk(State& st, int chunk, int64_t step);
+  // Range replication's lag bound: before chunks [first, last) apply
+  // `step`, waits (st.mu held, released while waiting) until their replica
+  // acknowledged step - 1. False when the generation was replaced meanwhile
+  // (the step is then not applied).
+  bool AwaitReplica(State& st, int first, int last, int64_t step);
   // An apply thread's job: chunk j.chunk of j.state completed j.step.
   void RunApply(const ApplyJob& j);
 

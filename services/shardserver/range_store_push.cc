@@ -173,12 +173,24 @@ absl::Status StepChunkLocked(RangeStore::State& st, ChunkSlot& slot,
 
 }  // namespace
 
+bool RangeStore::AwaitReplica(State& st, int first, int last, int64_t step) {
+  if (st.ReplicaCaughtUp(first, last, step)) return !st.retired;
+  // Step - 1 is still on its way to the replica: the replica may lag this
+  // range by one step, never two (replicator.h). Usually it arrived while
+  // the workers computed this step's gradients, and nothing waits here.
+  const auto start = std::chrono::steady_clock::now();
+  while (!st.retired && !st.ReplicaCaughtUp(first, last, step)) st.applied_cv.Wait(&st.mu);
+  if (metrics_ != nullptr) Add(metrics_->replica_wait_seconds, SecondsSince(start));
+  return !st.retired;
+}
+
 void RangeStore::ApplyStepIfComplete(State& st, int64_t step) {
   const InitConfig& c = st.config;
   double lr = 0, grad_scale = 1;
   {
     absl::MutexLock lock(&st.mu);
     if (++st.complete != static_cast<int>(st.chunks.size())) return;
+    if (!AwaitReplica(st, 0, static_cast<int>(st.chunks.size()), step)) return;
     lr = st.lr;
     grad_scale = st.grad_scale;
   }
@@ -195,6 +207,9 @@ void RangeStore::ApplyStepIfComplete(State& st, int64_t step) {
     absl::Status r = StepChunkLocked(st, *s, ctx);
     if (!r.ok() && failed.ok()) failed = r;
   }
+  // Queued for the replica before any pull of `step` is answered, so the
+  // replica receives every chunk's steps in the order the workers saw them.
+  Forward(st, 0, static_cast<int>(st.chunks.size()), step);
   {
     absl::MutexLock lock(&st.mu);
     st.applied = step;
@@ -202,7 +217,6 @@ void RangeStore::ApplyStepIfComplete(State& st, int64_t step) {
     st.have_scalars = false;
     st.applied_cv.SignalAll();
   }
-  Forward(st, 0, static_cast<int>(st.chunks.size()), step);
   if (metrics_ != nullptr) {
     Add(metrics_->steps_applied, 1);
     Add(metrics_->optimizer_seconds, SecondsSince(start));
@@ -221,6 +235,7 @@ void RangeStore::ApplyChunk(State& st, int ci, int64_t step) {
   ctx.step = step;
   {
     absl::MutexLock lock(&st.mu);
+    if (!AwaitReplica(st, ci, ci + 1, step)) return;
     ctx.lr = static_cast<float>(st.lr);
     ctx.grad_scale = static_cast<float>(st.grad_scale / c.world_size);
   }
@@ -230,6 +245,7 @@ void RangeStore::ApplyChunk(State& st, int ci, int64_t step) {
     r = StepChunkLocked(st, slot, ctx);
     slot.applied = step;
   }
+  Forward(st, ci, ci + 1, step);  // before the pulls (see ApplyStepIfComplete)
   bool last = false;
   {
     absl::MutexLock lock(&st.mu);
@@ -242,7 +258,6 @@ void RangeStore::ApplyChunk(State& st, int ci, int64_t step) {
     }
     st.applied_cv.SignalAll();
   }
-  Forward(st, ci, ci + 1, step);
   if (metrics_ != nullptr) {
     if (last) Add(metrics_->steps_applied, 1);
     Add(metrics_->optimizer_seconds, SecondsSince(start));

@@ -57,6 +57,27 @@ absl::StatusOr<int64_t> RangeStore::ReadChunkForReplica(int64_t generation, int 
   return s.applied;
 }
 
+absl::Status RangeStore::WaitReplicated(int64_t generation, int64_t step, absl::Time deadline) {
+  ASSIGN_OR_RETURN(std::shared_ptr<State> cur, Current(generation, "push"));
+  State& st = *cur;
+  const int chunks = static_cast<int>(st.chunks.size());
+  absl::MutexLock lock(&st.mu);
+  // ReplicaCaughtUp(.., step + 1): every chunk's replica holds `step`.
+  while (!st.retired && !st.ReplicaCaughtUp(0, chunks, step + 1)) {
+    if (st.applied_cv.WaitWithDeadline(&st.mu, deadline)) break;
+  }
+  if (st.retired) {
+    return absl::AbortedError(absl::StrCat("push acknowledgement: generation ", generation,
+                                           " was replaced while waiting for the replica"));
+  }
+  if (!st.ReplicaCaughtUp(0, chunks, step + 1)) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "push acknowledgement: the replica at ", st.config.replica_address,
+        " has not acknowledged step ", step, " before the deadline"));
+  }
+  return absl::OkStatus();
+}
+
 void RangeStore::MarkReplicated(int64_t generation, int chunk, int64_t step) {
   absl::StatusOr<std::shared_ptr<State>> cur = Current(generation, "replication");
   if (!cur.ok()) return;  // that generation is over
@@ -100,15 +121,19 @@ absl::Status RangeStore::ReadKept(int64_t step, const std::string& name, int64_t
       which = 1 + static_cast<int>(it - s.state.begin());
     }
     const float* from = nullptr;
+    const int64_t version = static_cast<int64_t>(1 + s.state.size()) * n;
     if (s.applied == step) {
       from = which == 0 ? st.params.data() + (s.range.lo - r.lo) : s.state[which - 1].data.data();
-    } else if (s.prev_step == step && !s.prev.empty()) {
-      from = s.prev.data() + which * n;
+    } else if (!s.prev.empty() && (s.prev_step[0] == step || s.prev_step[1] == step)) {
+      from = s.prev.data() + (s.prev_step[0] == step ? 0 : version) + which * n;
     } else {
       return absl::FailedPreconditionError(absl::StrCat(
           "recovery read of step ", step, ": chunk [", s.range.lo, ", ", s.range.hi,
           ") is at step ", s.applied,
-          s.prev.empty() ? "" : absl::StrCat(" (kept: ", s.prev_step, ")")));
+          s.prev.empty() ? ""
+                         : absl::StrCat(" (kept: ", std::min(s.prev_step[0], s.prev_step[1]),
+                                        " and ", std::max(s.prev_step[0], s.prev_step[1]),
+                                        ")")));
     }
     std::memcpy(out + (a - lo), from + (a - s.range.lo), (b - a) * sizeof(float));
   }

@@ -4,7 +4,8 @@
 // (ShardServer.Replicate); the store keeps the two newest steps of every
 // chunk, so after the primary is lost the range can be rebuilt at the step
 // the workers last completed even when the primary had already applied the
-// next one for some chunks.
+// next one, or at the step before when the last one was still on its way
+// (replication lags the primary by up to one step: replicator.h).
 //
 //   ReplicaStore replica;
 //   RETURN_IF_ERROR(replica.Accept(chunk_message));   // per chunk and step

@@ -70,6 +70,12 @@ void Replicator::Send(int64_t generation, int chunk) {
   std::string address;
   absl::StatusOr<int64_t> step = store_->ReadChunkForReplica(generation, chunk, &msg_, &address);
   if (!step.ok()) return;  // the generation is over
+  if (failed_generation_ == generation) {
+    // This generation already goes on without a replica of the range: a
+    // replica that hangs must not hold every chunk for a timeout.
+    store_->MarkReplicated(generation, chunk, *step);
+    return;
+  }
   if (address != address_ || stub_ == nullptr) {
     ChannelOptions co;
     co.target = address;
@@ -93,7 +99,7 @@ void Replicator::Send(int64_t generation, int chunk) {
                  << " goes on without a replica of this range (a lost server then recovers "
                     "from the disk checkpoint)";
   }
-  // Pulls of this step go ahead either way (see the header).
+  // The chunk's next step goes ahead either way (see the header).
   store_->MarkReplicated(generation, chunk, *step);
 }
 

@@ -3,7 +3,23 @@
 // background thread, off the receive and apply paths, reads the chunk's
 // parameters and optimizer state (RangeStore::ReadChunkForReplica) and
 // sends them to the replica server (ShardServer.Replicate), then marks the
-// chunk replicated so pulls of that step are answered.
+// chunk replicated so it may apply its next step.
+//
+// Lag, not a wait on every pull: the chunk is queued here as soon as it has
+// applied step S, before S's pulls are answered, and it applies S + 1 only
+// once S is acknowledged (RangeStore::AwaitReplica). The send of S overlaps
+// the workers' pull, forward, backward and push of S + 1, so the replica
+// is at S or S + 1 while the primary is at S + 1 and no pull waits for it.
+// A push of S + 1 is acknowledged only once every chunk's S is
+// (RangeStore::WaitReplicated): a worker counts S + 1 done at that
+// acknowledgement, its pulls of S + 1 landing during the next forward, so
+// the replica then holds S at least.
+// One thread sends in queue order, so a replica holding some chunk's S + 1
+// holds every chunk's S. After a lost server, the state rebuilt is the
+// newest step the replica and the survivors all hold: the one the workers
+// completed, or the step before (then that one step is redone). A survivor
+// may be two steps past that, which is why ranges keep copies from before
+// their last two steps.
 //
 //   Replicator replicator(store, {.auth_token = token});
 //   store->SetForwarder(&replicator);   // before the first InitShard
@@ -17,9 +33,11 @@
 //
 // A chunk applied again before its last send left is sent once, at its
 // newest step. When the replica cannot be reached (a lost server), the
-// chunk is still marked replicated — the workers must not wait on a dead
-// replica — and the failure is logged once per generation: that range then
-// recovers from the disk checkpoint. Thread-safe; the store is borrowed and
+// chunk is still marked replicated — the range must not stall on a dead
+// replica — and the failure is logged once per generation; the rest of
+// that generation sends nothing more (a hung replica would otherwise hold
+// every chunk for a timeout): that range then recovers from the disk
+// checkpoint. Thread-safe; the store is borrowed and
 // must outlive the replicator; the destructor stops the thread (sends in
 // flight end at their deadline).
 #ifndef TANDEM_SERVICES_SHARDSERVER_REPLICATOR_H_

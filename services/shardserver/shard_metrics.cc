@@ -34,8 +34,12 @@ absl::StatusOr<ShardMetrics> ShardMetrics::Create(Metrics* m) {
   ASSIGN_OR_RETURN(s.replica_bytes,
                    m->Gauge("tandem_replica_bytes",
                             "Bytes held for range replication: the replica of the neighbouring "
-                            "server's range (two steps) and this range's copy from before its "
-                            "last step."));
+                            "server's range (two steps) and this range's copies from before "
+                            "its last two steps."));
+  ASSIGN_OR_RETURN(s.replica_wait_seconds,
+                   m->Counter("tandem_shard_replica_wait_seconds_total",
+                              "Seconds steps waited before applying for the replica to "
+                              "acknowledge the step before (replication lags one step at most)."));
   return s;
 }
 

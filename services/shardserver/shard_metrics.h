@@ -8,7 +8,9 @@
 //   contributions), tandem_shard_duplicate_pushes_total,
 //   tandem_shard_refused_pushes_total, tandem_replica_bytes (memory held
 //   for range replication: the neighbour's range kept at its two newest
-//   steps plus this range's copy from before its last step).
+//   steps plus this range's copies from before its last two steps),
+//   tandem_shard_replica_wait_seconds_total (time a step's apply waited
+//   for the replica to acknowledge the step before).
 //
 // Thread-safe (prometheus handles are atomic). The handles belong to the
 // Metrics object, which must outlive this struct. Create fails like
@@ -33,6 +35,7 @@ struct ShardMetrics {
   prometheus::Counter* duplicate_pushes = nullptr;
   prometheus::Counter* refused_pushes = nullptr;
   prometheus::Gauge* replica_bytes = nullptr;
+  prometheus::Counter* replica_wait_seconds = nullptr;
 
   static absl::StatusOr<ShardMetrics> Create(Metrics* metrics);
 };

@@ -147,10 +147,11 @@ grpc::Status ShardService::InitShard(grpc::ServerContext* context,
   return ToGrpcStatus(Init(reader, response));
 }
 
-absl::Status ShardService::Push(grpc::ServerReader<v1::GradientChunk>* reader,
+absl::Status ShardService::Push(grpc::ServerContext* context,
+                                grpc::ServerReader<v1::GradientChunk>* reader,
                                 v1::PushGradientsResponse* response) {
   v1::GradientChunk msg;
-  int64_t bytes = 0, chunks = 0, dups = 0;
+  int64_t bytes = 0, chunks = 0, dups = 0, generation = 0, step = 0;
   // int8 pushes are dequantized here, then summed in fp32 like any push.
   // One buffer per stream, grown to the largest chunk (not per message).
   std::vector<float> decoded;
@@ -186,6 +187,8 @@ absl::Status ShardService::Push(grpc::ServerReader<v1::GradientChunk>* reader,
     ASSIGN_OR_RETURN(PushOutcome o, store_->Push(h, values, h.hi - h.lo));
     bytes += msg.data().data().size();
     ++chunks;
+    generation = h.generation;
+    step = h.step;
     if (o == PushOutcome::kDuplicate) ++dups;
     response->set_step(h.step);
     if (metrics_ != nullptr && metrics_->push_bytes != nullptr) {
@@ -195,7 +198,15 @@ absl::Status ShardService::Push(grpc::ServerReader<v1::GradientChunk>* reader,
   response->set_bytes_received(bytes);
   response->set_chunks(chunks);
   response->set_duplicates(dups);
-  return absl::OkStatus();
+  if (chunks == 0) return absl::OkStatus();
+  // A worker notes step S as done once its pushes of S are acknowledged
+  // (its pulls of S may still be landing): the replica must hold S - 1 by
+  // then, so a recovery finds a step the workers noted (replicator.h).
+  // Usually it does already: its send overlapped the step's compute.
+  const absl::Time deadline = context->deadline() == std::chrono::system_clock::time_point::max()
+                                  ? absl::InfiniteFuture()
+                                  : absl::FromChrono(context->deadline());
+  return store_->WaitReplicated(generation, step - 1, deadline);
 }
 
 grpc::Status ShardService::PushGradients(grpc::ServerContext* context,
@@ -203,7 +214,7 @@ grpc::Status ShardService::PushGradients(grpc::ServerContext* context,
                                          v1::PushGradientsResponse* response) {
   if (grpc::Status auth = CheckCallToken(*context, auth_token_); !auth.ok()) return auth;
   const auto start = std::chrono::steady_clock::now();
-  grpc::Status s = ToGrpcStatus(Push(reader, response));
+  grpc::Status s = ToGrpcStatus(Push(context, reader, response));
   if (metrics_ != nullptr && metrics_->push_seconds != nullptr) {
     metrics_->push_seconds->Observe(SecondsSince(start));
   }

@@ -23,7 +23,9 @@
 // that copy later (shard_snapshot.h). Replicate stores a primary's chunk in the
 // replica store (replica_store.h; FAILED_PRECONDITION without one); a pull
 // with `recovery` set reads a kept step of the server's own range
-// (RangeStore::ReadKept) or of the replica it holds, without waiting.
+// (RangeStore::ReadKept) or of the replica it holds, without waiting. With
+// range replication a push stream of step S is answered once the replica
+// holds S - 1 (RangeStore::WaitReplicated; replicator.h says why).
 #ifndef TANDEM_SERVICES_SHARDSERVER_SHARD_SERVICE_H_
 #define TANDEM_SERVICES_SHARDSERVER_SHARD_SERVICE_H_
 
@@ -67,7 +69,9 @@ class ShardService final : public v1::ShardServer::Service {
  private:
   absl::Status Init(grpc::ServerReader<v1::ParameterChunk>* reader,
                     v1::InitShardResponse* response);
-  absl::Status Push(grpc::ServerReader<v1::GradientChunk>* reader,
+  // Sums the stream's chunks; with range replication, acknowledges a push
+  // of step S only once the replica holds S - 1 (RangeStore::WaitReplicated).
+  absl::Status Push(grpc::ServerContext* context, grpc::ServerReader<v1::GradientChunk>* reader,
                     v1::PushGradientsResponse* response);
   absl::Status Pull(grpc::ServerContext* context, const v1::PullParametersRequest& request,
                     grpc::ServerWriter<v1::ParameterChunk>* writer);

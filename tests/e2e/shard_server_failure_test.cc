@@ -56,6 +56,8 @@ TEST(ShardServerFailureTest, AKilledServerIsRestartedAndTheJobFinishes) {
   EXPECT_TRUE(absl::StrContains(log, "optimizer state as sent")) << log;
   const std::string worker = ReadFile(run_dir + "/worker-0.log");
   EXPECT_TRUE(absl::StrContains(worker, "shard servers keep no replicas")) << worker;
+  // Said when the job starts, too.
+  EXPECT_TRUE(absl::StrContains(worker, "hybrid: one shard server, so no replica")) << worker;
 }
 
 }  // namespace

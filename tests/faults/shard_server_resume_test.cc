@@ -159,6 +159,10 @@ TEST_P(ShardServerResumeTest, KilledServerRunEndsInTheBytesOfAnUninterruptedRun)
   EXPECT_NE(CheckpointFiles(killed_dir, resumed_step).find(".shard-00001-of-00002.tckpt"),
             std::string::npos);
   ExpectEverySampleOncePerEpoch(killed_samples);
+  // replicate=0 is the way off, and rank 0 says so when the job starts.
+  EXPECT_TRUE(absl::StrContains(ReadFile(killed_dir + "/worker-0.log"),
+                                "hybrid: shard-server replicas off (--sync_opt replicate=0)"))
+      << ReadFile(killed_dir + "/worker-0.log");
 
   // The same job, never interrupted.
   const std::string plain_dir = TmpPath("shard-resume-plain-" + tag);

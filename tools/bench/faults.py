@@ -202,12 +202,12 @@ def killed_worker(tandem, root, family, flags):
 
 
 def shard_server_lost(tandem, root):
-    """ps with 2 shard servers; shard-1 killed (SIGKILL) at step 25."""
+    """ps with 2 shard servers (replicated: the default); shard-1 killed
+    (SIGKILL) at step 25."""
     state = {}
     on_line = signal_at(state, "step 25/", "shard-1", signal.SIGKILL)
 
-    extra = ["--keep-going", "--log-every=5", "--sync=ps", "--shard-servers=2",
-             "--sync-opt=replicate=1"]
+    extra = ["--keep-going", "--log-every=5", "--sync=ps", "--shard-servers=2"]
     r = Run(tandem, root, "shard-server", extra).go(on_line)
     t0 = state.get("t0")
     detect = r.first(lambda l: l.startswith("tandem local: shard-1") or "re-joining" in l, t0 or 0)

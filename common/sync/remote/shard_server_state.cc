@@ -1,10 +1,13 @@
 #include "common/sync/remote/shard_server_state.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/checkpoint/sharded_checkpoint.h"
+#include "common/log/log.h"
 #include "common/optim/device_stepper.h"
 #include "common/shard/optimizer_config.h"
 #include "common/shard/shard_layout.h"
@@ -23,10 +26,11 @@ std::vector<OptionInfo> RemoteSyncOptionInfo() {
           {"pipeline", "1",
            "1 = each chunk is pulled as soon as it is pushed and lands during the next forward, "
            "layer by layer; 0 = everything is pulled before FinishStep returns"},
-          {"replicate", "0",
-           "1 = with >= 2 shard servers each server's range is also held by the next one, so a "
-           "lost server is rebuilt from memory (costs step time: every pull waits for the "
-           "replica); 0 = a lost server sends the job to the last checkpoint"}};
+          {"replicate", "1",
+           "1 = with >= 2 shard servers each server's range is also held by the next one (at "
+           "most one step behind, off the pull's path), so a lost server is rebuilt from memory "
+           "with <= 1 step redone; costs 4x a range's master + optimizer state per server; "
+           "0 = none, a lost server sends the job to the last checkpoint"}};
 }
 
 absl::StatusOr<RemoteSyncKnobs> ParseRemoteSyncKnobs(const SyncOptions& o) {
@@ -39,7 +43,7 @@ absl::StatusOr<RemoteSyncKnobs> ParseRemoteSyncKnobs(const SyncOptions& o) {
         "everything at the end of the step), got ", pipeline));
   }
   k.pipeline = pipeline == 1;
-  ASSIGN_OR_RETURN(const int64_t replicate, GetSyncOptInt(o, "replicate", 0));
+  ASSIGN_OR_RETURN(const int64_t replicate, GetSyncOptInt(o, "replicate", 1));
   if (replicate != 0 && replicate != 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--sync_opt replicate must be 1 (each shard server's range also held by the next "
@@ -81,6 +85,38 @@ absl::Status ValidateRemoteSyncOptions(const SyncOptions& o) {
   return ParseRemoteSyncKnobs(o).status();
 }
 
+
+namespace {
+
+// Rank 0's header line on the servers' replicas: on (with their memory), or
+// why there are none.
+void LogReplicas(const std::string& name, const shard::RemoteShards& remote, bool asked,
+                 int pull_int8_chunk, size_t state_buffers) {
+  const int servers = remote.layout().servers();
+  if (remote.replicated()) {
+    int64_t widest = 0;
+    for (int s = 0; s < servers; ++s) {
+      widest = std::max(widest, remote.layout().server_range(s).size());
+    }
+    // The neighbour's range at two steps + this range before its last two.
+    const double mib = 4.0 * static_cast<double>((1 + state_buffers) * widest * sizeof(float)) /
+                       (1 << 20);
+    LOG(INFO) << name << ": shard-server replicas on: each of the " << servers
+              << " servers' ranges is also held by the next server, at most one step behind "
+                 "(a lost server is rebuilt from memory, <= 1 step redone); +"
+              << absl::StrFormat("%.1f", mib)
+              << " MiB per server (--sync_opt replicate=0 turns them off)";
+  } else if (servers < 2) {
+    LOG(INFO) << name << ": one shard server, so no replica: a lost server resumes from the "
+                         "last checkpoint";
+  } else {
+    LOG(INFO) << name << ": shard-server replicas off ("
+              << (!asked ? "--sync_opt replicate=0" : pull_int8_chunk > 0 ? "int8 pulls" : "")
+              << "): a lost server resumes from the last checkpoint";
+  }
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<ShardServerState>> ShardServerState::Create(
     const SyncOptions& options, const SyncEnv& env, const std::string& name,
@@ -125,6 +161,9 @@ absl::StatusOr<std::unique_ptr<ShardServerState>> ShardServerState::Create(
   ro.push_stride = push_stride;
   ro.push_offset = push_offset;
   ASSIGN_OR_RETURN(std::unique_ptr<shard::RemoteShards> remote, shard::RemoteShards::Create(ro));
+  if (ro.rank == 0) {
+    LogReplicas(name, *remote, knobs.replicate, pull_int8_chunk, probe->state().size());
+  }
   auto mirror = std::make_unique<OptimizerMirror>(*probe, env.size);
   return std::unique_ptr<ShardServerState>(
       new ShardServerState(std::move(remote), std::move(config), std::move(mirror), env.size,

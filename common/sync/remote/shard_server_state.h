@@ -57,12 +57,13 @@ struct RemoteSyncKnobs {
   // waits only for the chunks under it. pipeline=0: FinishStep pulls
   // everything before it returns.
   bool pipeline = true;
-  // replicate=1 (opt-in; default 0): with >= 2 shard servers (and fp32
-  // pulls) each server's range is replicated on the next server, so a lost
-  // server is rebuilt from memory (issue 34; services/shardserver/
-  // replicator.h). Off by default: a pull waits for the replica's
-  // acknowledgement, about +30% step time on a small ps model.
-  bool replicate = false;
+  // replicate=1 (default): with >= 2 shard servers (and fp32 pulls) each
+  // server's range is replicated on the next server, at most one step
+  // behind, so a lost server is rebuilt from memory with <= 1 step redone
+  // (issue 34; services/shardserver/replicator.h). Off the pull's path;
+  // costs 4 x a range's master + optimizer state per server. 0: none, a
+  // lost server means the last checkpoint.
+  bool replicate = true;
 };
 std::vector<OptionInfo> RemoteSyncOptionInfo();
 absl::StatusOr<RemoteSyncKnobs> ParseRemoteSyncKnobs(const SyncOptions& options);
