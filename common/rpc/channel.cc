@@ -20,6 +20,10 @@ std::shared_ptr<grpc::Channel> MakeChannel(const ChannelOptions& options) {
   // Reconnect quickly after a server restart (defaults back off to 120 s).
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  if (options.flow_window_bytes > 0) {
+    args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+    args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, options.flow_window_bytes);
+  }
   const TlsConfig& tls = options.tls ? *options.tls : DefaultTls();
   if (tls.enabled && !tls.server_name.empty()) {
     args.SetSslTargetNameOverride(tls.server_name);

@@ -36,6 +36,10 @@ struct ChannelOptions {
   std::string auth_token;
   // TLS settings; unset = the process default (common/rpc/tls.h).
   std::optional<TlsConfig> tls;
+  // > 0: a fixed HTTP/2 receive window per stream of this many bytes (BDP
+  // probing off) instead of gRPC's auto-tuned one, which grows with the
+  // queueing delay of a congested link and so fills it further.
+  int flow_window_bytes = 0;
 };
 
 std::shared_ptr<grpc::Channel> MakeChannel(const ChannelOptions& options);

@@ -47,6 +47,10 @@ absl::StatusOr<std::unique_ptr<RpcServer>> RpcServer::Start(
   // SO_REUSEPORT would let two servers share a port silently; an occupied
   // port must be an error.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  if (options.flow_window_bytes > 0) {
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, options.flow_window_bytes);
+  }
   for (grpc::Service* service : services) builder.RegisterService(service);
   static std::once_flag install_log;
   std::call_once(install_log, [] { gpr_set_log_function(GrpcLog); });

@@ -38,6 +38,8 @@ struct ServerOptions {
   absl::Duration shutdown_grace = absl::Seconds(2);
   // TLS settings; unset = the process default (DefaultTls()).
   std::optional<TlsConfig> tls;
+  // > 0: a fixed HTTP/2 receive window per stream (see ChannelOptions).
+  int flow_window_bytes = 0;
 };
 
 class RpcServer {

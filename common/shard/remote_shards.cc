@@ -4,55 +4,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status/status_macros.h"
+#include "common/trace/trace.h"
 
 namespace tandem {
 namespace shard {
 
-struct RemoteShards::LaneJob {
-  enum Kind { kPush, kClose, kPull } kind = kPush;
-  int chunk = 0;
-  int64_t step = 0;
-  float* params = nullptr;      // pulls: where the chunk lands
-  uint8_t* block = nullptr;     // delta pulls: where the int8 block lands
-  bool reset = false;           // pulls: reset_delta_reference
-  const void* data = nullptr;   // pushes: read only
-};
-
 struct RemoteShards::Lane {
-  using Job = LaneJob;
+  explicit Lane(const LaneQueueOptions& o) : queue(o) {}
 
   int server = 0;
   ShardClient* client = nullptr;
   std::unique_ptr<PushStream> stream;
   std::vector<int> written;  // chunks sent on this step's stream (reserved once)
-  std::vector<Job> ring;     // capacity fixed at creation
+  LaneQueue queue;
   CallCanceller cancel;      // pull lanes: ends a pull waiting on its server
-  size_t head = 0, count = 0;
-
-  absl::Mutex mu;
-  absl::CondVar cv;
-  bool stop ABSL_GUARDED_BY(mu) = false;
   std::thread thread;
-
-  // Waits for the next job; false once the lane is stopped.
-  bool Next(Job* j) {
-    absl::MutexLock lock(&mu);
-    while (count == 0 && !stop) cv.Wait(&mu);
-    if (stop) return false;
-    *j = ring[head];
-    head = (head + 1) % ring.size();
-    --count;
-    return true;
-  }
-
-  void Enqueue(const Job& j) {
-    absl::MutexLock lock(&mu);
-    // Capacity covers every chunk of the lane twice (push + pull) plus a
-    // close: the callers' protocol cannot exceed it.
-    ring[(head + count) % ring.size()] = j;
-    ++count;
-    cv.Signal();
-  }
 };
 
 namespace {
@@ -62,7 +28,7 @@ bool Retryable(const absl::Status& s) { return s.code() == absl::StatusCode::kUn
 }  // namespace
 
 RemoteShards::RemoteShards(const RemoteShardsOptions& options, ShardLayout layout)
-    : options_(options), layout_(std::move(layout)) {}
+    : options_(options), layout_(std::move(layout)), gate_(layout_.num_chunks()) {}
 
 absl::StatusOr<std::unique_ptr<RemoteShards>> RemoteShards::Create(const RemoteShardsOptions& o) {
   if (o.addresses.empty()) {
@@ -73,6 +39,11 @@ absl::StatusOr<std::unique_ptr<RemoteShards>> RemoteShards::Create(const RemoteS
   if (o.streams_per_server < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("shard servers: streams_per_server must be >= 1, got ", o.streams_per_server));
+  }
+  if (o.push_stride < 1 || o.push_offset < 0 || o.push_offset >= o.push_stride) {
+    return absl::InvalidArgumentError(absl::StrCat("shard servers: push_offset ", o.push_offset,
+                                                   " must be in [0, push_stride ", o.push_stride,
+                                                   ")"));
   }
   if (o.rank < 0 || o.rank >= o.world_size) {
     return absl::InvalidArgumentError(
@@ -92,13 +63,18 @@ absl::StatusOr<std::unique_ptr<RemoteShards>> RemoteShards::Create(const RemoteS
     for (int s = 0; s < servers; ++s) {
       const int chunks = r->layout_.end_chunk(s) - r->layout_.first_chunk(s);
       for (int k = 0; k < o.streams_per_server; ++k) {
-        auto lane = std::make_unique<Lane>();
+        const int mine = chunks / o.streams_per_server + 1;
+        // Capacity: every chunk of the lane twice (push + pull) plus a
+        // close (pull lanes: any of the server's chunks may map to one).
+        // Push lanes send this rank's chunks in ascending order.
+        const bool push = lanes == &r->lanes_;
+        LaneQueueOptions qo{static_cast<size_t>(2 * (push ? mine : chunks) + 2), push, {}};
+        if (qo.lowest_chunk_first) qo.push_order = r->PushOrder(s, k);
+        auto lane = std::make_unique<Lane>(qo);
         lane->server = s;
         lane->client = r->clients_[s].get();
         lane->stream = lane->client->NewPushStream();
-        const int mine = chunks / o.streams_per_server + 1;
         lane->written.reserve(mine);
-        lane->ring.resize(2 * mine + 2);
         lanes->push_back(std::move(lane));
       }
     }
@@ -122,11 +98,7 @@ RemoteShards::~RemoteShards() {
   // abandoned): end it rather than wait for its timeout.
   for (auto& l : pull_lanes_) l->cancel.Cancel();
   for (auto* lanes : {&lanes_, &pull_lanes_}) {
-    for (auto& l : *lanes) {
-      absl::MutexLock lock(&l->mu);
-      l->stop = true;
-      l->cv.Signal();
-    }
+    for (auto& l : *lanes) l->queue.Stop();
   }
   for (auto* lanes : {&lanes_, &pull_lanes_}) {
     for (auto& l : *lanes) {
@@ -136,9 +108,25 @@ RemoteShards::~RemoteShards() {
   }
 }
 
+std::vector<int> RemoteShards::PushOrder(int server, int k) const {
+  std::vector<int> out;
+  const int stride = options_.push_stride;
+  for (int c = layout_.first_chunk(server); c < layout_.end_chunk(server); ++c) {
+    if ((c - layout_.first_chunk(server)) % options_.streams_per_server == k &&
+        c % stride == options_.push_offset) {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
 RemoteShards::Lane& RemoteShards::LaneOf(int chunk, bool pull) {
   const int s = layout_.chunk(chunk).server;
-  const int k = (chunk - layout_.first_chunk(s)) % options_.streams_per_server;
+  const int at = chunk - layout_.first_chunk(s);
+  // Pulls: this rank's successive chunks (push_stride apart) alternate
+  // over the pull lanes, so the next pull is asked for while one answer is
+  // still coming in.
+  const int k = (pull ? at / options_.push_stride : at) % options_.streams_per_server;
   return *(pull ? pull_lanes_ : lanes_)[s * options_.streams_per_server + k];
 }
 
@@ -308,15 +296,21 @@ RemoteShards::SnapshotWrite RemoteShards::SnapshotWriter() const {
 absl::Status RemoteShards::BeginPushes(const PushHeader& header) {
   RETURN_IF_ERROR(FirstError());
   header_ = header;
+  absl::MutexLock lock(&mu_);
+  gate_.Reset();
   return absl::OkStatus();
 }
 
 void RemoteShards::Push(int chunk, const void* data) {
-  Lane::Job j;
-  j.kind = Lane::Job::kPush;
+  LaneJob j;
+  j.kind = LaneJob::kPush;
   j.chunk = chunk;
   j.data = data;
-  LaneOf(chunk).Enqueue(j);
+  {
+    absl::MutexLock lock(&mu_);
+    gate_.PushQueued(chunk);
+  }
+  LaneOf(chunk).queue.Enqueue(j);
 }
 
 void RemoteShards::ClosePushes() {
@@ -324,9 +318,9 @@ void RemoteShards::ClosePushes() {
     absl::MutexLock lock(&mu_);
     closes_pending_ = static_cast<int>(lanes_.size());
   }
-  Lane::Job close;
-  close.kind = Lane::Job::kClose;
-  for (auto& l : lanes_) l->Enqueue(close);
+  LaneJob close;
+  close.kind = LaneJob::kClose;
+  for (auto& l : lanes_) l->queue.Enqueue(close);
 }
 
 absl::Status RemoteShards::WaitPushes() {
@@ -345,19 +339,21 @@ void RemoteShards::PullDelta(int chunk, int64_t step, uint8_t* block) {
 
 void RemoteShards::EnqueuePull(int chunk, int64_t step, float* params, uint8_t* block,
                                bool reset) {
-  {
-    absl::MutexLock lock(&mu_);
-    pulled_[chunk] = 0;
-    ++pulls_pending_;
-  }
-  Lane::Job j;
-  j.kind = Lane::Job::kPull;
+  LaneJob j;
+  j.kind = LaneJob::kPull;
   j.chunk = chunk;
   j.step = step;
   j.params = params;
   j.block = block;
   j.reset = reset;
-  LaneOf(chunk, /*pull=*/true).Enqueue(j);
+  {
+    absl::MutexLock lock(&mu_);
+    pulled_[chunk] = 0;
+    ++pulls_pending_;
+    // Behind a push not yet written: RunPush (or a dropped push) sends it.
+    if (!gate_.Admit(j)) return;
+  }
+  LaneOf(chunk, /*pull=*/true).queue.Enqueue(j);
 }
 
 absl::Status RemoteShards::WaitPulled(int chunk) {
@@ -381,21 +377,31 @@ void RemoteShards::RunLane(Lane* l) {
   // Pointers to each chunk's data for this step's pushes (resent on retry).
   std::vector<const void*> data(layout_.num_chunks(), nullptr);
   for (;;) {
-    Lane::Job j;
-    if (!l->Next(&j)) return;
+    LaneJob j;
+    if (!l->queue.Next(&j)) return;
     const bool failed = !FirstError().ok();
     switch (j.kind) {
-      case Lane::Job::kPush:
+      case LaneJob::kPush:
         if (!failed) RunPush(l, j, data);
+        ReleasePull(j.chunk);
         break;
-      case Lane::Job::kClose:
+      case LaneJob::kClose:
         RunClose(l, failed, data);
         break;
-      case Lane::Job::kPull:
+      case LaneJob::kPull:
         RunPull(l, j, failed);
         break;
     }
   }
+}
+
+void RemoteShards::ReleasePull(int chunk) {
+  LaneJob pull;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!gate_.PushWritten(chunk, &pull)) return;
+  }
+  LaneOf(chunk, /*pull=*/true).queue.Enqueue(pull);
 }
 
 absl::Status RemoteShards::ReopenStream(Lane* l, const std::vector<const void*>& data) {
@@ -410,6 +416,7 @@ absl::Status RemoteShards::ReopenStream(Lane* l, const std::vector<const void*>&
 void RemoteShards::RunPush(Lane* l, const LaneJob& j, std::vector<const void*>& data) {
   data[j.chunk] = j.data;
   const Chunk& c = layout_.chunk(j.chunk);
+  trace::Span span("push", "remote", PushPayloadBytes(header_, c.size()), j.chunk);
   absl::Status s;
   for (int attempt = 1;; ++attempt) {
     if (!l->stream->open()) s = ReopenStream(l, data);
@@ -456,6 +463,7 @@ void RemoteShards::RunPull(Lane* l, const LaneJob& j, bool failed) {
   const Chunk& c = layout_.chunk(j.chunk);
   const int64_t bytes = j.block != nullptr ? Int8BlockBytes(c.size(), options_.pull_int8_chunk)
                                            : c.size() * int64_t{sizeof(float)};
+  trace::Span span("pull", "remote", bytes, j.chunk);
   absl::Status s;
   if (!failed && j.block != nullptr) {
     s = l->client->PullDelta(options_.generation, j.step, c.lo, c.hi, j.block, bytes,

@@ -2,8 +2,13 @@
 // one ShardClient per server and, per server, `streams_per_server` push
 // lanes (each a thread with its own push stream) and as many pull lanes, so
 // several pushes and pulls are in flight to every server at once and a pull
-// never queues behind a push. Chunk c (ShardLayout) always goes through
-// lane (server of c, c mod streams_per_server) of its kind.
+// never queues behind a push. Chunk c (ShardLayout) of server s always goes
+// through push lane (s, (c - first) mod streams_per_server) and pull lane
+// (s, ((c - first) / push_stride) mod streams_per_server), first being s's
+// first chunk. A push lane sends this rank's chunks in ascending order, the
+// same every step, and a chunk's pull goes to its lane once its push is
+// written (lane_queue.h), so the first layers come back first and all
+// ranks' pushes of a chunk reach its server together.
 //
 //   ASSIGN_OR_RETURN(auto r, RemoteShards::Create(options));
 //   if (rank == 0) RETURN_IF_ERROR(r->InitServers(step, optimizer, params));
@@ -42,6 +47,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/shard/lane_queue.h"
 #include "common/shard/shard_client.h"
 #include "common/shard/shard_layout.h"
 
@@ -66,6 +72,13 @@ struct RemoteShardsOptions {
   // replica of server s's range; RecoverState reads the ranges back. Off
   // here; ps and hybrid turn it on by default (--sync_opt replicate).
   bool replicate = false;
+  // This rank pushes the chunks c with c mod push_stride == push_offset
+  // (ps: all; hybrid: local rank l of K pushes l, l + K, ...): each push
+  // lane sends its share of them in ascending order, every step the same
+  // (see lane_queue.h), so all ranks put a chunk on the wire together and
+  // the first layers come back first.
+  int push_stride = 1;
+  int push_offset = 0;
 };
 
 struct RemoteStats {
@@ -143,9 +156,10 @@ class RemoteShards {
 
  private:
   struct Lane;
-  struct LaneJob;
   explicit RemoteShards(const RemoteShardsOptions& options, ShardLayout layout);
   Lane& LaneOf(int chunk, bool pull = false);
+  // The chunks this rank pushes through push lane k of `server`, ascending.
+  std::vector<int> PushOrder(int server, int k) const;
   // A lane's thread: its jobs in order until stopped. A push job is
   // dropped once any lane has failed; closes and pulls still count down.
   void RunLane(Lane* lane);
@@ -153,6 +167,8 @@ class RemoteShards {
   void RunPush(Lane* lane, const LaneJob& job, std::vector<const void*>& data);
   void RunClose(Lane* lane, bool failed, const std::vector<const void*>& data);
   void RunPull(Lane* lane, const LaneJob& job, bool failed);
+  // After chunk's push was written or dropped: its held pull to its lane.
+  void ReleasePull(int chunk);
   absl::Status ReopenStream(Lane* lane, const std::vector<const void*>& data);
   // A pull job: into params (fp32) or block (an int8 delta).
   void EnqueuePull(int chunk, int64_t step, float* params, uint8_t* block, bool reset);
@@ -168,6 +184,7 @@ class RemoteShards {
   mutable absl::Mutex mu_;
   absl::CondVar cv_;
   std::vector<char> pulled_ ABSL_GUARDED_BY(mu_);  // per chunk
+  PullGate gate_ ABSL_GUARDED_BY(mu_);            // pulls behind their pushes
   int pulls_pending_ ABSL_GUARDED_BY(mu_) = 0;
   int closes_pending_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status error_ ABSL_GUARDED_BY(mu_);

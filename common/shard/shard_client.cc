@@ -88,7 +88,10 @@ ShardClient::ShardClient(const ShardClientOptions& options) : options_(options) 
 absl::StatusOr<std::unique_ptr<ShardClient>> ShardClient::Create(const ShardClientOptions& o) {
   if (o.address.empty()) return absl::InvalidArgumentError("shard client: empty server address");
   std::unique_ptr<ShardClient> c(new ShardClient(o));
-  c->channel_ = MakeChannel({o.address});
+  ChannelOptions co;
+  co.target = o.address;
+  co.flow_window_bytes = o.flow_window_bytes;
+  c->channel_ = MakeChannel(co);
   c->stub_ = v1::ShardServer::NewStub(c->channel_);
   return c;
 }

@@ -41,6 +41,12 @@ struct ShardClientOptions {
   std::string address;  // host:port
   std::string job_id;
   absl::Duration timeout = absl::Seconds(60);  // per RPC (pushes: per stream)
+  // A fixed HTTP/2 receive window per stream for what the servers send
+  // (pull answers; common/rpc/channel.h), 0 = gRPC's auto-tuned one. Keep
+  // it 0: each window update of a pull crosses this node's link, which is
+  // queued up with pushes, so a small fixed window starves pulls. (The
+  // servers fix theirs small instead: shard_server.h.)
+  int flow_window_bytes = 0;
 };
 
 // What InitShard tells a server.

@@ -11,10 +11,12 @@
 #include <malloc.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/flags/usage.h"
 #include "common/rpc/auth.h"
@@ -57,6 +59,18 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.report_period = absl::Seconds(report_seconds);
+  // The HTTP/2 window for pushes (shard_server.h); KiB, 0 = gRPC's auto-tuned.
+  if (const char* kb = std::getenv("TANDEM_SHARD_PUSH_WINDOW_KB"); kb != nullptr && *kb != 0) {
+    int v = 0;
+    if (!absl::SimpleAtoi(kb, &v) || v < 0 || v > (1 << 20)) {
+      std::fprintf(stderr,
+                   "shardserver: TANDEM_SHARD_PUSH_WINDOW_KB=%s is not a size in KiB (0..1048576; "
+                   "0 = gRPC's auto-tuned window); unset it for the default 64\n",
+                   kb);
+      return 2;
+    }
+    options.flow_window_bytes = v * 1024;
+  }
   absl::StatusOr<std::string> token = tandem::LoadAuthToken(absl::GetFlag(FLAGS_token_file));
   if (!token.ok()) {
     std::fprintf(stderr, "shardserver: %s\n", std::string(token.status().message()).c_str());

@@ -52,6 +52,7 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
   ServerOptions ro;
   ro.host = options.host;
   ro.port = options.port;
+  ro.flow_window_bytes = options.flow_window_bytes;
   ASSIGN_OR_RETURN(server->rpc_, RpcServer::Start(ro, {server->service_.get()}));
   if (server->options_.server_id.empty()) {
     server->options_.server_id = absl::StrCat("shard@", server->address());

@@ -52,6 +52,11 @@ struct ShardServerOptions {
   // Threads that run the optimizer steps of completed chunks, off the
   // receive path (range_store.h); 0 = on the push's own thread.
   int apply_threads = 2;
+  // A fixed HTTP/2 window per stream for pushes coming in (0 = gRPC's
+  // auto-tuned one, which grows with a congested link's queueing delay):
+  // a worker's push stream then waits for the link, so the order it pushes
+  // in holds on the wire (common/shard/remote_shards.h).
+  int flow_window_bytes = 64 << 10;
 };
 
 class ShardServer {

@@ -100,6 +100,8 @@ absl::Status HybridSyncImpl::RunGroup(int g) {
     step = push_step_;
   }
   const auto t = std::chrono::steady_clock::now();
+  trace::Span span("node reduce", "comm", groups_[g].block * local_size_ * int64_t{sizeof(float)},
+                   g);
   absl::Status s = ReduceGroup(g);
   if (s.ok() && push) PushMine(g, step);
   absl::MutexLock lock(&mu_);

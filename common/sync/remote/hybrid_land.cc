@@ -11,18 +11,16 @@ namespace hybrid_internal {
 absl::Status HybridSyncImpl::Run(const CommOp& op) {
   if (op.kind == CommOp::kReduce) return RunGroup(op.group);
   const auto t = std::chrono::steady_clock::now();
+  trace::Span span("land", "comm", groups_[op.group].block * int64_t{sizeof(float)}, op.group);
   absl::Status s = GatherGroup(op.group, op.step, /*delta=*/codec_ != nullptr);
   absl::MutexLock lock(&mu_);
   comm_seconds_ += SecondsSince(t);
   return s;
 }
 
-void HybridSyncImpl::QueueLandings(int64_t step, bool backward_order) {
+void HybridSyncImpl::QueueLandings(int64_t step) {
   const int n = static_cast<int>(groups_.size());
-  for (int i = 0; i < n; ++i) {
-    const int g = backward_order ? n - 1 - i : i;
-    land_ticket_[g] = executor_->Enqueue({CommOp::kLand, g, step});
-  }
+  for (int g = 0; g < n; ++g) land_ticket_[g] = executor_->Enqueue({CommOp::kLand, g, step});
   landing_ = n > 0;
 }
 

@@ -90,7 +90,7 @@ absl::Status HybridSyncImpl::FinishStep(const optim::StepContext& ctx) {
   // Each group lands (this rank's pull, then the node allgather) on the
   // communication thread as soon as its pull is in. pipeline=1: the next
   // forward waits layer by layer (Gather); pipeline=0: all of it here.
-  QueueLandings(ctx.step, /*backward_order=*/pushed_early && pipeline_);
+  QueueLandings(ctx.step);
   {
     absl::MutexLock lock(&mu_);
     wait_seconds_ += SecondsSince(start);
@@ -145,7 +145,9 @@ absl::StatusOr<std::unique_ptr<GradientSync>> CreateHybridSync(const SyncOptions
     return absl::InvalidArgumentError("hybrid sync: needs the intra-node group");
   }
   ASSIGN_OR_RETURN(std::unique_ptr<ShardServerState> servers,
-                   ShardServerState::Create(options, env, "hybrid", int8_chunk));
+                   ShardServerState::Create(options, env, "hybrid", int8_chunk,
+                                            env.comms->intra->world_size(),
+                                            env.comms->intra->rank()));
   return std::unique_ptr<GradientSync>(
       std::make_unique<HybridSyncImpl>(std::move(env), std::move(servers), int8_chunk));
 }

@@ -9,18 +9,21 @@
 //   backward  -> a group is final: the communication thread reduce-scatters
 //                it over the intra-node group (chunks packed into K blocks of
 //                the group's largest chunk) in a fixed order (last group
-//                first, as backward produces them), pushes its own chunk's
-//                node sum to the chunk's server with weight K (RemoteShards)
-//                and (pipeline=1, the default) issues that chunk's pull
-//                right behind the push: a server (apply=chunk, the default)
+//                first, as backward produces them), queues its own chunk's
+//                node sum for the chunk's server with weight K (RemoteShards:
+//                each push lane sends this rank's chunks first chunk first,
+//                the same order on every rank, lane_queue.h) and
+//                (pipeline=1, the default) that chunk's pull right behind
+//                the push: a server (apply=chunk, the default)
 //                applies a chunk once every node's contribution is in
 //                (weights add up to the world size) and answers its pulls
 //                while later groups are still being pushed;
 //   FinishStep -> every push acknowledged (pipeline=0: only now each rank
 //                pulls its own chunks); then each group's landing is queued
-//                on the communication thread, in the order the pulls went
-//                out: wait for this rank's pulled chunk of the group, then
-//                allgather the group inside the node;
+//                on the communication thread, first group first (the order
+//                the pulls come back and the next forward needs them): wait
+//                for this rank's pulled chunk of the group, then allgather
+//                the group inside the node;
 //   next step  -> pipeline=1 (the default): the strategy is the model's
 //                parameter hook (param_hook(), tensor/param_hook.h): a
 //                layer's Gather waits only for the landing of the groups

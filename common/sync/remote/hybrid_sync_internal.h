@@ -36,6 +36,7 @@
 #include "common/sync/remote/shard_server_state.h"
 #include "common/tensor/param_hook.h"
 #include "common/timing/seconds_since.h"
+#include "common/trace/trace.h"
 
 namespace tandem {
 namespace sync {
@@ -283,10 +284,11 @@ class HybridSyncImpl final : public GradientSync,
   // Communication thread: one queued operation.
   absl::Status Run(const CommOp& op);
 
-  // Trainer thread (FinishStep): queues every group's landing in the order
-  // the pulls went out: backward's (last group first) when they followed
-  // the pushes during backward, else first group first.
-  void QueueLandings(int64_t step, bool backward_order);
+  // Trainer thread (FinishStep): queues every group's landing, first group
+  // first: the order the next forward needs them and, as the push lanes
+  // send the lowest queued chunk first (lane_queue.h), about the order the
+  // pulls come back in.
+  void QueueLandings(int64_t step);
 
   // Trainer thread: the last step's landings are all done (or failed) and
   // no pull is in flight. Every call but the hook's starts here, so the

@@ -11,9 +11,10 @@
 //
 //   step t:  backward reports ranges -> every chunk of the ShardLayout
 //            (common/shard/shard_layout.h; chunk_mb, 0.25 MiB by default)
-//            that became final is pushed to its server at once
-//            (RemoteShards: streams_per_server streams per server in
-//            flight), weight 1, with step t, lr(t) and the step's
+//            that became final is queued for its server (RemoteShards:
+//            streams_per_server streams per server in flight, each
+//            sending its chunks first chunk first, the same order on
+//            every rank, lane_queue.h), weight 1, with step t, lr(t) and the step's
 //            grad_scale, and (pipeline=1, the default) its pull is issued
 //            right behind it on the pull lanes: the server (apply=chunk,
 //            the default) applies a chunk as soon as every rank's push of

@@ -120,7 +120,7 @@ void LogReplicas(const std::string& name, const shard::RemoteShards& remote, boo
 
 absl::StatusOr<std::unique_ptr<ShardServerState>> ShardServerState::Create(
     const SyncOptions& options, const SyncEnv& env, const std::string& name,
-    int pull_int8_chunk) {
+    int pull_int8_chunk, int push_stride, int push_offset) {
   ASSIGN_OR_RETURN(RemoteSyncKnobs knobs, ParseRemoteSyncKnobs(options));
   const ShardServerEnv& servers = env.shard_servers;
   if (servers.addresses.empty()) {
@@ -158,6 +158,8 @@ absl::StatusOr<std::unique_ptr<ShardServerState>> ShardServerState::Create(
   ro.apply_per_chunk = knobs.apply_per_chunk;
   ro.pull_int8_chunk = pull_int8_chunk;
   ro.replicate = knobs.replicate;
+  ro.push_stride = push_stride;
+  ro.push_offset = push_offset;
   ASSIGN_OR_RETURN(std::unique_ptr<shard::RemoteShards> remote, shard::RemoteShards::Create(ro));
   if (ro.rank == 0) {
     LogReplicas(name, *remote, knobs.replicate, pull_int8_chunk, probe->state().size());

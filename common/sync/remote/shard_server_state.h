@@ -73,11 +73,15 @@ absl::Status ValidateRemoteSyncOptions(const SyncOptions& options);
 class ShardServerState {
  public:
   // pull_int8_chunk > 0: the servers keep int8 deltas for PullDelta
-  // (hybrid's compress=int8; remote_shards.h).
+  // (hybrid's compress=int8; remote_shards.h). This rank pushes the chunks
+  // c with c mod push_stride == push_offset (hybrid: its local rank of K;
+  // ps: every chunk), which fixes each push lane's order (remote_shards.h).
   static absl::StatusOr<std::unique_ptr<ShardServerState>> Create(const SyncOptions& options,
                                                                   const SyncEnv& env,
                                                                   const std::string& name,
-                                                                  int pull_int8_chunk = 0);
+                                                                  int pull_int8_chunk = 0,
+                                                                  int push_stride = 1,
+                                                                  int push_offset = 0);
 
   shard::RemoteShards& remote() { return *remote_; }
   // --sync_opt pipeline (RemoteSyncKnobs::pipeline).
