@@ -49,6 +49,21 @@ class Backend;
 
 enum class Transpose { kNo, kYes };
 
+// The three shapes of causal attention's per-head GEMMs (seq T, head size D;
+// A, B, C row-major with leading dimensions): see
+// Backend::CausalGemmStridedBatched.
+enum class CausalGemm {
+  // C[i, j] = alpha sum_d A[i, d] B[j, d] for j <= i (A, B [T, D], C [T, T]):
+  // the scores Q K^T and dP = dO V^T. C above the diagonal is unspecified.
+  kScores,
+  // C[i, :] = alpha sum_{j <= i} A[i, j] B[j, :] (A [T, T], B and C [T, D]):
+  // O = P V and dQ = dS K. A above the diagonal is never read.
+  kLowerTimes,
+  // C[j, :] = alpha sum_{i >= j} A[i, j] B[i, :] (A [T, T], B and C [T, D]):
+  // dV = P^T dO and dK = dS^T Q. A above the diagonal is never read.
+  kLowerTransposedTimes,
+};
+
 // Element-wise activation applied after a bias add.
 enum class Activation {
   kNone,  // identity
@@ -236,6 +251,18 @@ class Backend {
                                  float* dtoken, float* dpos) = 0;
 
   // ---- Attention pieces -------------------------------------------------------
+  // `batch` causal GEMMs of one kind (see CausalGemm) on a kernel of the
+  // backend's own, operand i at a + i * stride_a etc., C overwritten.
+  // Returns false, having done nothing, where the backend has no such kernel
+  // for these sizes (the default; the CPU backend's needs AVX-512 and a
+  // head size that is a multiple of 16): the caller then runs the same
+  // product as GemmStridedBatched calls.
+  virtual bool CausalGemmStridedBatched(CausalGemm kind, int seq, int head_dim, float alpha,
+                                        const float* a, int lda, int64_t stride_a,
+                                        const float* b, int ldb, int64_t stride_b, float* c,
+                                        int ldc, int64_t stride_c, int batch) {
+    return false;
+  }
   // x viewed as [batch, seq, n, heads, head_dim] -> out [n, batch, heads,
   // seq, head_dim]. With n = 3 this splits a fused QKV projection into
   // per-head Q, K, V; with n = 1 it undoes MergeHeads.

@@ -131,7 +131,7 @@ TANDEM_CPU_INLINE void BiasGeluForwardBody(int rows, int cols, const float* __re
     for (int c = 0; c < cols; ++c) yr[c] = GeluFast(zr[c]);
   }
 }
-TANDEM_CPU_DISPATCHED(BiasGeluForward,
+TANDEM_CPU_DISPATCHED_COMPUTE(BiasGeluForward,
                       (int rows, int cols, const float* bias, float* z, float* y),
                       (rows, cols, bias, z, y))
 
@@ -144,7 +144,7 @@ TANDEM_CPU_INLINE void GeluGradBody(int n, const float* __restrict x, const floa
     for (int i = 0; i < n; ++i) dbias[i] += out[i];
   }
 }
-TANDEM_CPU_DISPATCHED(GeluGrad,
+TANDEM_CPU_DISPATCHED_COMPUTE(GeluGrad,
                       (int n, const float* x, const float* dy, float* out, float* dbias),
                       (n, x, dy, out, dbias))
 
@@ -152,7 +152,7 @@ TANDEM_CPU_DISPATCHED(GeluGrad,
 TANDEM_CPU_INLINE void GeluRangeBody(int n, const float* __restrict x, float* __restrict y) {
   for (int i = 0; i < n; ++i) y[i] = GeluFast(x[i]);
 }
-TANDEM_CPU_DISPATCHED(GeluRange, (int n, const float* x, float* y), (n, x, y))
+TANDEM_CPU_DISPATCHED_COMPUTE(GeluRange, (int n, const float* x, float* y), (n, x, y))
 
 // v = z + bias (bias may be null) over rows; y = act(v), z = act'(v).
 // y and z do not overlap.
@@ -185,7 +185,7 @@ TANDEM_CPU_INLINE void BiasActKeepGradBody(Activation act, int rows, int cols,
     }
   }
 }
-TANDEM_CPU_DISPATCHED(BiasActKeepGrad,
+TANDEM_CPU_DISPATCHED_COMPUTE(BiasActKeepGrad,
                       (Activation act, int rows, int cols, const float* bias, float* z, float* y),
                       (act, rows, cols, bias, z, y))
 

@@ -24,7 +24,7 @@ TANDEM_CPU_INLINE void CausalSoftmaxInPlaceBody(int batch, int seq, float scale,
     for (int j = i + 1; j < seq; ++j) pr[j] = 0.f;
   }
 }
-TANDEM_CPU_DISPATCHED(CausalSoftmaxInPlace, (int batch, int seq, float scale, float* p),
+TANDEM_CPU_DISPATCHED_COMPUTE(CausalSoftmaxInPlace, (int batch, int seq, float scale, float* p),
                       (batch, seq, scale, p))
 
 // d = scale * p * (d - sum_j d * p) in place, 0 above the diagonal.
@@ -39,7 +39,7 @@ TANDEM_CPU_INLINE void CausalSoftmaxGradInPlaceBody(int batch, int seq, float sc
     for (int j = n; j < seq; ++j) dr[j] = 0.f;
   }
 }
-TANDEM_CPU_DISPATCHED(CausalSoftmaxGradInPlace,
+TANDEM_CPU_DISPATCHED_COMPUTE(CausalSoftmaxGradInPlace,
                       (int batch, int seq, float scale, const float* p, float* d),
                       (batch, seq, scale, p, d))
 

@@ -5,7 +5,8 @@
 // picked per CPU at first use (the build itself targets x86-64-v2).
 // The implementation is split by concept: cpu_backend.cc (memory, GEMM,
 // embedding, vector ops, casts), cpu_activation.cc, cpu_layer_norm.cc,
-// cpu_attention.cc and cpu_loss.cc, sharing cpu_vector_math.h.
+// cpu_attention.cc, cpu_causal_gemm.cc and cpu_loss.cc, sharing
+// cpu_vector_math.h.
 //
 // Device memory is host memory (64-byte aligned), so copies are memcpy and
 // Synchronize() has nothing to wait for. Thread-compatible, like every
@@ -90,6 +91,12 @@ class CpuBackend final : public Backend {
                          const float* dout, float* dtoken,
                          float* dpos) override;
 
+  // AVX-512 only (cpu_causal_gemm.cc): register-tiled, skips the masked
+  // half at 64-column granularity, packs nothing but one [D, 64] panel.
+  bool CausalGemmStridedBatched(CausalGemm kind, int seq, int head_dim, float alpha,
+                                const float* a, int lda, int64_t stride_a, const float* b, int ldb,
+                                int64_t stride_b, float* c, int ldc, int64_t stride_c,
+                                int batch) override;
   void SplitHeads(int batch, int seq, int n, int heads, int head_dim,
                   const float* x, float* out) override;
   void MergeHeads(int batch, int seq, int n, int heads, int head_dim,

@@ -32,7 +32,7 @@ TANDEM_CPU_INLINE void SoftmaxXentRowsBody(int rows, int classes, const float* l
   }
   *total = t;
 }
-TANDEM_CPU_DISPATCHED(SoftmaxXentRows,
+TANDEM_CPU_DISPATCHED_COMPUTE(SoftmaxXentRows,
                       (int rows, int classes, const float* logits, const int32_t* labels,
                        float* probs, double* total),
                       (rows, classes, logits, labels, probs, total))

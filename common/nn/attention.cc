@@ -9,6 +9,7 @@ namespace tandem {
 namespace nn {
 
 using kernels::Activation;
+using kernels::CausalGemm;
 using kernels::Transpose;
 
 namespace {
@@ -36,6 +37,17 @@ void ForBlocks(const CausalAttentionShape& s, F&& f) {
   }
 }
 
+// Runs the backend's own causal kernel for every sequence (f(b) makes the
+// call); false, with nothing done, where the backend declines (it declines
+// the first sequence as it would every other: the shape decides).
+template <typename F>
+bool OnCausalKernel(const CausalAttentionShape& s, F&& f) {
+  for (int b = 0; b < s.batch; ++b) {
+    if (!f(b, SeqViews(s, b))) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 double CausalAttentionGemmFlops(const CausalAttentionShape& s) {
@@ -50,6 +62,13 @@ double CausalAttentionGemmFlops(const CausalAttentionShape& s) {
 // Row block [i0, i1) of every head: S[i0:i1, 0:i1] = Q[i0:i1] K[0:i1]^T.
 void CausalScores(kernels::Backend* be, const CausalAttentionShape& s, float alpha,
                   const float* qkv, float* scores) {
+  const bool done = OnCausalKernel(s, [&](int b, const SeqViews& v) {
+    const float* q = qkv + v.qkv_off;
+    return be->CausalGemmStridedBatched(CausalGemm::kScores, s.seq, s.head_dim, alpha, q, v.ld_qkv,
+                                        s.head_dim, q + v.width, v.ld_qkv, s.head_dim,
+                                        scores + v.score_off, s.seq, v.score_stride, s.heads);
+  });
+  if (done) return;
   ForBlocks(s, [&](int b, int i0, int i1) {
     const SeqViews v(s, b);
     const float* q = qkv + v.qkv_off;
@@ -64,6 +83,13 @@ void CausalScores(kernels::Backend* be, const CausalAttentionShape& s, float alp
 // O[i0:i1] = P[i0:i1, 0:i1] V[0:i1].
 void CausalProbsTimesV(kernels::Backend* be, const CausalAttentionShape& s, const float* probs,
                        const float* qkv, float* out) {
+  const bool done = OnCausalKernel(s, [&](int b, const SeqViews& v) {
+    return be->CausalGemmStridedBatched(CausalGemm::kLowerTimes, s.seq, s.head_dim, 1.f,
+                                        probs + v.score_off, s.seq, v.score_stride,
+                                        qkv + v.qkv_off + 2 * v.width, v.ld_qkv, s.head_dim,
+                                        out + v.out_off, v.width, s.head_dim, s.heads);
+  });
+  if (done) return;
   ForBlocks(s, [&](int b, int i0, int i1) {
     const SeqViews v(s, b);
     be->GemmStridedBatched(Transpose::kNo, Transpose::kNo, i1 - i0, s.head_dim, i1, 1.f,
@@ -77,6 +103,13 @@ void CausalProbsTimesV(kernels::Backend* be, const CausalAttentionShape& s, cons
 // dP[i0:i1, 0:i1] = dO[i0:i1] V[0:i1]^T.
 void CausalProbsGrad(kernels::Backend* be, const CausalAttentionShape& s, const float* d_out,
                      const float* qkv, float* d_probs) {
+  const bool done = OnCausalKernel(s, [&](int b, const SeqViews& v) {
+    return be->CausalGemmStridedBatched(CausalGemm::kScores, s.seq, s.head_dim, 1.f,
+                                        d_out + v.out_off, v.width, s.head_dim,
+                                        qkv + v.qkv_off + 2 * v.width, v.ld_qkv, s.head_dim,
+                                        d_probs + v.score_off, s.seq, v.score_stride, s.heads);
+  });
+  if (done) return;
   ForBlocks(s, [&](int b, int i0, int i1) {
     const SeqViews v(s, b);
     be->GemmStridedBatched(Transpose::kNo, Transpose::kYes, i1 - i0, i1, s.head_dim, 1.f,
@@ -90,6 +123,14 @@ void CausalProbsGrad(kernels::Backend* be, const CausalAttentionShape& s, const 
 // Column block [j0, j1): dV[j0:j1] = P[j0:seq, j0:j1]^T dO[j0:seq].
 void CausalValueGrad(kernels::Backend* be, const CausalAttentionShape& s, const float* probs,
                      const float* d_out, float* d_qkv) {
+  const bool done = OnCausalKernel(s, [&](int b, const SeqViews& v) {
+    return be->CausalGemmStridedBatched(CausalGemm::kLowerTransposedTimes, s.seq, s.head_dim, 1.f,
+                                        probs + v.score_off, s.seq, v.score_stride,
+                                        d_out + v.out_off, v.width, s.head_dim,
+                                        d_qkv + v.qkv_off + 2 * v.width, v.ld_qkv, s.head_dim,
+                                        s.heads);
+  });
+  if (done) return;
   ForBlocks(s, [&](int b, int j0, int j1) {
     const SeqViews v(s, b);
     be->GemmStridedBatched(Transpose::kYes, Transpose::kNo, j1 - j0, s.head_dim, s.seq - j0, 1.f,
@@ -104,6 +145,18 @@ void CausalValueGrad(kernels::Backend* be, const CausalAttentionShape& s, const 
 // dQ[i0:i1] = dS[i0:i1, 0:i1] K[0:i1]; dK[j0:j1] = dS[j0:seq, j0:j1]^T Q[j0:seq].
 void CausalQueryKeyGrad(kernels::Backend* be, const CausalAttentionShape& s, const float* d_scores,
                         const float* qkv, float* d_qkv) {
+  const bool done = OnCausalKernel(s, [&](int b, const SeqViews& v) {
+    const float* ds = d_scores + v.score_off;
+    const float* q = qkv + v.qkv_off;
+    float* dq = d_qkv + v.qkv_off;
+    return be->CausalGemmStridedBatched(CausalGemm::kLowerTimes, s.seq, s.head_dim, 1.f, ds,
+                                        s.seq, v.score_stride, q + v.width, v.ld_qkv, s.head_dim,
+                                        dq, v.ld_qkv, s.head_dim, s.heads) &&
+           be->CausalGemmStridedBatched(CausalGemm::kLowerTransposedTimes, s.seq, s.head_dim,
+                                        1.f, ds, s.seq, v.score_stride, q, v.ld_qkv, s.head_dim,
+                                        dq + v.width, v.ld_qkv, s.head_dim, s.heads);
+  });
+  if (done) return;
   ForBlocks(s, [&](int b, int i0, int i1) {
     const SeqViews v(s, b);
     const float* ds = d_scores + v.score_off;

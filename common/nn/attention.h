@@ -11,7 +11,10 @@
 // zeroes what lies above the diagonal inside it. Probabilities are
 // materialised ([batch * heads, seq, seq]); fine for the short contexts
 // tandem trains on CPU, and the CUDA backend runs the same strided-batched
-// GEMMs on tensor cores.
+// GEMMs on tensor cores. Where the backend has a causal kernel of its own
+// (Backend::CausalGemmStridedBatched: the CPU backend's AVX-512 one, head
+// sizes a multiple of 16) each GEMM below runs on it instead, masking at
+// row granularity; the blocks then only describe the OpenBLAS path.
 // See layer.h for the life cycle, ownership and errors.
 #ifndef TANDEM_COMMON_NN_ATTENTION_H_
 #define TANDEM_COMMON_NN_ATTENTION_H_
@@ -31,8 +34,9 @@ namespace nn {
 // The causal attention GEMMs, as free functions so benchmarks can time
 // them one by one (tools/bench/gpt_step_kernels). `qkv` is the fused
 // projection's output [batch, seq, 3, heads, head_dim]; `scores` / `probs`
-// hold batch * heads [seq, seq] matrices of which only the block lower
-// triangle is written (the softmax kernels write every entry of a row);
+// hold batch * heads [seq, seq] matrices of which the lower triangle is
+// written, and at most the block lower triangle (the softmax kernels write
+// every entry of a row, zero above the diagonal);
 // `out` / `d_out` are [batch, seq, heads, head_dim]; `d_qkv` has qkv's
 // layout. Every call overwrites its output block (beta = 0).
 struct CausalAttentionShape {
@@ -43,7 +47,8 @@ struct CausalAttentionShape {
 // (the split / merge copies gone, a quarter of the GEMM work skipped); 64
 // keeps the GEMMs larger at longer contexts.
 inline constexpr int kCausalBlock = 64;
-// GEMM FLOP of any one of the six calls below (they cover the same blocks).
+// GEMM FLOP of any one of the six calls below on the OpenBLAS path (they
+// cover the same blocks; the causal kernel does a little less).
 double CausalAttentionGemmFlops(const CausalAttentionShape& s);
 // scores = alpha Q K^T (alpha = 1/sqrt(head_dim) folds the softmax's scale
 // into the GEMM).

@@ -232,9 +232,12 @@ TEST(EmbeddingGradTest, TokenAndPositionScatterAdd) {
 
 TEST(AttentionGradTest, MatchesFiniteDifferences) {
   struct Shape { int batch, seq, width, heads; };
-  // The last shape spans three causal blocks, the third one partial.
+  // The fourth shape spans three causal blocks, the third one partial; the
+  // last (head size 16) runs on the CPU backend's causal kernel where the
+  // CPU has AVX-512: two 64-column panels, the second partial, and 6-row
+  // tiles with a 5-row tail.
   for (Shape s : {Shape{1, 1, 2, 1}, Shape{2, 3, 6, 2}, Shape{1, 5, 12, 3},
-                  Shape{2, 2 * kCausalBlock + 5, 4, 2}}) {
+                  Shape{2, 2 * kCausalBlock + 5, 4, 2}, Shape{1, kCausalBlock + 7, 32, 2}}) {
     SCOPED_TRACE(testing::Message() << "B" << s.batch << " T" << s.seq << " W"
                                     << s.width << " H" << s.heads);
     kernels::CpuBackend be;

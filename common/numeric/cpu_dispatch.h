@@ -13,6 +13,14 @@
 // data gained (~10-40%). So AVX-512 is built, tested bit-exact and
 // selectable (ForceVectorWidth), but not the default.
 //
+// Compute-bound loops are the exception (TANDEM_CPU_DISPATCHED_COMPUTE:
+// GELU's exp and division, the causal softmax, the attention GEMM tiles,
+// data resident in cache): they run at the CPU's widest unless a test or
+// benchmark forced a width. gpt_breakdown_bench --vector_width, 2026-12-05
+// (Xeon with AVX-512, thread CPU time, load ~20): GELU forward 35 -> 21 ms
+// and the causal softmax 21 -> 15 ms per step of
+// gpt:layers=6,d=384,heads=6,ctx=256 at AVX-512 against AVX2.
+//
 //   TANDEM_CPU_INLINE void ScaleBody(float* __restrict x, int64_t n, float a) { ... }
 //   TANDEM_CPU_DISPATCHED(Scale, (float* x, int64_t n, float a), (x, n, a))
 //   Scale(x, n, 2.f);   // the AVX-512 body on such a CPU, AVX2 on others, else the baseline
@@ -56,12 +64,23 @@ inline std::atomic<int>& VectorWidthCap() {
   return cap;
 }
 
+// Whether ForceVectorWidth() set the cap (compute-bound loops then obey it).
+inline std::atomic<bool>& VectorWidthForced() {
+  static std::atomic<bool> forced{false};
+  return forced;
+}
+
 // Runs every dispatched loop at no more than `cap` (kAvx512 allows the
 // 512-bit builds where the CPU has them). Tests use it to compare widths.
-inline void ForceVectorWidth(VectorWidth cap) { VectorWidthCap() = static_cast<int>(cap); }
-// true: the baseline; false: back to the default cap.
+inline void ForceVectorWidth(VectorWidth cap) {
+  VectorWidthCap() = static_cast<int>(cap);
+  VectorWidthForced() = true;
+}
+// true: the baseline; false: back to the defaults (streaming loops capped
+// at kDefaultVectorWidthCap, compute-bound loops at the CPU's widest).
 inline void ForceBaselineVectorWidth(bool force) {
   ForceVectorWidth(force ? VectorWidth::kSse42 : kDefaultVectorWidthCap);
+  if (!force) VectorWidthForced() = false;
 }
 
 // What dispatched loops run at now: the CPU's widest, under the cap.
@@ -69,6 +88,13 @@ inline VectorWidth ActiveVectorWidth() {
   const int cpu = static_cast<int>(CpuVectorWidth());
   const int cap = VectorWidthCap().load(std::memory_order_relaxed);
   return static_cast<VectorWidth>(cpu < cap ? cpu : cap);
+}
+
+// What compute-bound loops (TANDEM_CPU_DISPATCHED_COMPUTE) run at: the
+// CPU's widest, or ActiveVectorWidth() once a width has been forced.
+inline VectorWidth ActiveComputeVectorWidth() {
+  return VectorWidthForced().load(std::memory_order_relaxed) ? ActiveVectorWidth()
+                                                              : CpuVectorWidth();
 }
 
 inline bool CpuHasAvx2Fma() { return ActiveVectorWidth() >= VectorWidth::kAvx2; }
@@ -108,13 +134,13 @@ inline const char* VectorWidthName() { return VectorWidthName(ActiveVectorWidth(
                         "prefer-vector-width=512")))
 
 // Defines name(params): the body `name##Body(args)` compiled for AVX-512,
-// AVX2+FMA and the baseline, dispatched on ActiveVectorWidth().
-#define TANDEM_CPU_DISPATCHED(name, params, args)                       \
+// AVX2+FMA and the baseline, dispatched on `width` (an expression).
+#define TANDEM_CPU_DISPATCHED_ON(width, name, params, args)             \
   TANDEM_CPU_TARGET_AVX512 void name##Avx512 params { name##Body args; } \
   TANDEM_CPU_TARGET_AVX2 void name##Avx2 params { name##Body args; }     \
   void name##Base params { name##Body args; }                           \
   void name params {                                                    \
-    switch (::tandem::numeric::ActiveVectorWidth()) {                   \
+    switch (width) {                                                    \
       case ::tandem::numeric::VectorWidth::kAvx512:                     \
         name##Avx512 args;                                              \
         break;                                                          \
@@ -125,5 +151,13 @@ inline const char* VectorWidthName() { return VectorWidthName(ActiveVectorWidth(
         name##Base args;                                                \
     }                                                                   \
   }
+
+// Streaming loops: dispatched on ActiveVectorWidth().
+#define TANDEM_CPU_DISPATCHED(name, params, args) \
+  TANDEM_CPU_DISPATCHED_ON(::tandem::numeric::ActiveVectorWidth(), name, params, args)
+
+// Compute-bound loops: dispatched on ActiveComputeVectorWidth().
+#define TANDEM_CPU_DISPATCHED_COMPUTE(name, params, args) \
+  TANDEM_CPU_DISPATCHED_ON(::tandem::numeric::ActiveComputeVectorWidth(), name, params, args)
 
 #endif  // TANDEM_COMMON_NUMERIC_CPU_DISPATCH_H_

@@ -18,8 +18,9 @@ TANDEM_CPU_INLINE void WhichBody(int* out, int build) { *out = build; }
 TANDEM_CPU_TARGET_AVX512 void WhichAvx512(int* out) { WhichBody(out, 2); }
 TANDEM_CPU_TARGET_AVX2 void WhichAvx2(int* out) { WhichBody(out, 1); }
 void WhichBase(int* out) { WhichBody(out, 0); }
-void Which(int* out) {
-  switch (ActiveVectorWidth()) {
+// The build for width `w`, switched as the dispatch macros switch.
+void WhichAt(VectorWidth w, int* out) {
+  switch (w) {
     case VectorWidth::kAvx512:
       WhichAvx512(out);
       break;
@@ -30,6 +31,7 @@ void Which(int* out) {
       WhichBase(out);
   }
 }
+void Which(int* out) { WhichAt(ActiveVectorWidth(), out); }
 
 TANDEM_CPU_INLINE void AxpyBody(float* __restrict y, const float* __restrict x, int64_t n,
                                 float a) {
@@ -63,6 +65,29 @@ TEST(CpuDispatchTest, PicksTheWidestTheCpuRunsAndCanBeCappedAtEachNarrowerOne) {
   ForceVectorWidth(VectorWidth::kAvx512);
   EXPECT_EQ(ActiveVectorWidth(), widest);
   ForceBaselineVectorWidth(false);
+}
+
+// Compute-bound loops run at the CPU's widest until a width is forced, then
+// obey the cap like the rest; ForceBaselineVectorWidth(false) restores both.
+int g_compute_ran = -1;
+void ComputeWhich(int* out) { WhichAt(ActiveComputeVectorWidth(), out); }
+
+TEST(CpuDispatchTest, ComputeBoundLoopsRunAtTheWidestUnlessAWidthIsForced) {
+  ForceBaselineVectorWidth(false);
+  EXPECT_EQ(ActiveComputeVectorWidth(), CpuVectorWidth());
+  ComputeWhich(&g_compute_ran);
+  EXPECT_EQ(g_compute_ran, static_cast<int>(CpuVectorWidth()));
+  for (VectorWidth w : SupportedVectorWidths()) {
+    ForceVectorWidth(w);
+    EXPECT_EQ(ActiveComputeVectorWidth(), w) << VectorWidthName(w);
+    ComputeWhich(&g_compute_ran);
+    EXPECT_EQ(g_compute_ran, static_cast<int>(w)) << VectorWidthName(w);
+  }
+  ForceBaselineVectorWidth(true);
+  EXPECT_EQ(ActiveComputeVectorWidth(), VectorWidth::kSse42);
+  ForceBaselineVectorWidth(false);
+  EXPECT_EQ(ActiveComputeVectorWidth(), CpuVectorWidth());
+  EXPECT_EQ(ActiveVectorWidth(), std::min(CpuVectorWidth(), kDefaultVectorWidthCap));
 }
 
 // Every width the CPU runs (the baseline at least) against a plain loop:

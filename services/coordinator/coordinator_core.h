@@ -78,6 +78,7 @@
 #include "absl/time/time.h"
 #include "proto/coordinator.pb.h"
 #include "services/coordinator/batch_controller.h"
+#include "services/coordinator/shard_commits.h"
 #include "services/coordinator/straggler_detector.h"
 
 namespace tandem {
@@ -144,6 +145,10 @@ class CoordinatorCore {
   absl::StatusOr<v1::KvGetResponse> KvGet(const v1::KvGetRequest& request);
   absl::StatusOr<int64_t> KvAdd(const v1::KvAddRequest& request);
 
+  // Records the checkpoint (ABORTED for an ended generation, FAILED_PRECONDITION
+  // for a step older than the committed one); a request with shards > 0 is
+  // one rank's shard and records the step once all its shards arrived
+  // (shard_commits.h).
   absl::Status CommitCheckpoint(const v1::CommitCheckpointRequest& request);
   v1::GetJobStatusResponse GetJobStatus();
   // Keeps the latest report per server_id (stamped with options.clock) for
@@ -269,6 +274,11 @@ class CoordinatorCore {
   // The commits before it, newest first, at most kEarlierCheckpoints.
   std::vector<v1::CheckpointRecord> earlier_checkpoints_ ABSL_GUARDED_BY(mu_);
   static constexpr int kEarlierCheckpoints = 3;
+  // Background sharded checkpoints (CommitCheckpointRequest.shards > 0):
+  // the steps some but not all of whose shards were reported.
+  ShardCommits shard_commits_ ABSL_GUARDED_BY(mu_);
+  // Makes `record` the last checkpoint (the previous one goes to earlier_).
+  void RecordCheckpoint(const v1::CheckpointRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string end_reason_ ABSL_GUARDED_BY(mu_);
   // The newest generation that ended by a failure (0: none).
   int64_t last_failed_generation_ ABSL_GUARDED_BY(mu_) = 0;

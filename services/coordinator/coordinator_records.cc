@@ -74,18 +74,31 @@ absl::Status CoordinatorCore::CommitCheckpoint(const v1::CommitCheckpointRequest
           "CommitCheckpoint: step ", request.checkpoint().step(),
           " is older than the committed step ", last_checkpoint_.step()));
     }
-    if (!last_checkpoint_.path().empty() &&
-        last_checkpoint_.path() != request.checkpoint().path()) {
-      earlier_checkpoints_.insert(earlier_checkpoints_.begin(), last_checkpoint_);
-      if (static_cast<int>(earlier_checkpoints_.size()) > kEarlierCheckpoints) {
-        earlier_checkpoints_.resize(kEarlierCheckpoints);
-      }
+    if (request.shards() == 0) {
+      RecordCheckpoint(request.checkpoint());
+    } else {
+      // One shard of a background sharded checkpoint: it counts once all are in.
+      shard_commits_.Prune(generation_, last_checkpoint_.step());
+      ASSIGN_OR_RETURN(std::optional<v1::CheckpointRecord> done,
+                       shard_commits_.Add(generation_, request.checkpoint(), request.shard(),
+                                          request.shards()));
+      if (!done.has_value()) return absl::OkStatus();
+      RecordCheckpoint(*done);
     }
-    last_checkpoint_ = request.checkpoint();
-    ++state_version_;
   }
   Persist();
   return absl::OkStatus();
+}
+
+void CoordinatorCore::RecordCheckpoint(const v1::CheckpointRecord& record) {
+  if (!last_checkpoint_.path().empty() && last_checkpoint_.path() != record.path()) {
+    earlier_checkpoints_.insert(earlier_checkpoints_.begin(), last_checkpoint_);
+    if (static_cast<int>(earlier_checkpoints_.size()) > kEarlierCheckpoints) {
+      earlier_checkpoints_.resize(kEarlierCheckpoints);
+    }
+  }
+  last_checkpoint_ = record;
+  ++state_version_;
 }
 
 v1::GetJobStatusResponse CoordinatorCore::GetJobStatus() {

@@ -78,24 +78,20 @@ CheckpointSnapshot* BackgroundCheckpointWriter::Acquire() {
 }
 
 void BackgroundCheckpointWriter::Submit(std::string path, v1::CheckpointRecord record,
-                                        int64_t generation) {
-  absl::MutexLock lock(&mu_);
-  DCHECK(!busy_);
-  job_.write = nullptr;
-  job_.path = std::move(path);
-  job_.record = std::move(record);
-  job_.generation = generation;
-  busy_ = true;
+                                        CommitTarget target,
+                                        std::function<absl::Status()> after_write) {
+  Start(Job{nullptr, std::move(after_write), std::move(path), std::move(record), target});
 }
 
 void BackgroundCheckpointWriter::SubmitTask(std::function<absl::Status()> write, std::string path,
-                                            v1::CheckpointRecord record, int64_t generation) {
+                                            v1::CheckpointRecord record, CommitTarget target) {
+  Start(Job{std::move(write), nullptr, std::move(path), std::move(record), target});
+}
+
+void BackgroundCheckpointWriter::Start(Job job) {
   absl::MutexLock lock(&mu_);
   DCHECK(!busy_);
-  job_.write = std::move(write);
-  job_.path = std::move(path);
-  job_.record = std::move(record);
-  job_.generation = generation;
+  job_ = std::move(job);
   busy_ = true;
 }
 
@@ -151,7 +147,8 @@ absl::Status BackgroundCheckpointWriter::Write(const Job& job) {
   } else {
     RETURN_IF_ERROR(checkpoint::WriteCheckpoint(job.path, snapshot_.View(), o_.write));
   }
-  return commit_(job.record, job.generation);
+  if (job.after_write) RETURN_IF_ERROR(job.after_write());
+  return commit_(job.record, job.target);
 }
 
 }  // namespace worker

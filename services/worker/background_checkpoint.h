@@ -5,7 +5,7 @@
 //   ASSIGN_OR_RETURN(auto w, BackgroundCheckpointWriter::Create(options, commit));
 //   CheckpointSnapshot* snap = w->Acquire();   // waits if the last write is still running
 //   snap->Capture(view);                       // at a step boundary: a host copy
-//   w->Submit(path, record, generation);       // returns at once; training continues
+//   w->Submit(path, record, {generation});     // returns at once; training continues
 //   ...
 //   BackgroundCheckpointWriter::Outcome last = w->Drain();   // before a synchronous write
 //
@@ -19,7 +19,10 @@
 // fails (a full disk, the generation ended meanwhile, a crash mid-file)
 // leaves the previous committed checkpoint as the one to resume from; it
 // is logged as a warning and counted in tandem_checkpoint_failures_total,
-// and training goes on.
+// and training goes on. A sharded checkpoint (zero1/2/3) has one writer
+// per rank: each commits its own shard ({generation, shard, shards}), rank
+// 0 after writing the manifest too (Submit's `after_write`), and the
+// coordinator records the step once every shard is in.
 //
 // Thread-safety: Acquire, Submit and Drain from one thread (the trainer's);
 // the writer thread is internal. Acquire must be followed by Submit before
@@ -62,6 +65,15 @@ class CheckpointMetrics {
   prometheus::Counter* failures_ = nullptr;
 };
 
+// Whom a commit is for: the generation the snapshot was taken in and, for
+// one rank's shard of a sharded checkpoint, its index of `shards` (0: the
+// record is the whole checkpoint).
+struct CommitTarget {
+  int64_t generation = 0;
+  int shard = 0;
+  int shards = 0;
+};
+
 struct BackgroundCheckpointOptions {
   checkpoint::WriteOptions write;        // test hook (fault injection)
   CheckpointMetrics* metrics = nullptr;  // borrowed; may be null
@@ -72,8 +84,8 @@ struct BackgroundCheckpointOptions {
 
 class BackgroundCheckpointWriter {
  public:
-  // Records the written file with the coordinator for `generation`.
-  using CommitFn = std::function<absl::Status(const v1::CheckpointRecord&, int64_t generation)>;
+  // Records the written file with the coordinator for `target`.
+  using CommitFn = std::function<absl::Status(const v1::CheckpointRecord&, const CommitTarget&)>;
   struct Outcome {
     int64_t step = -1;    // the last job's step (-1: none yet)
     std::string path;     // its file
@@ -87,12 +99,15 @@ class BackgroundCheckpointWriter {
 
   // Waits until no write is in flight; the snapshot to fill.
   CheckpointSnapshot* Acquire();
-  // Writes the snapshot to `path` and commits `record` for `generation`.
-  void Submit(std::string path, v1::CheckpointRecord record, int64_t generation);
+  // Writes the snapshot to `path`, then runs `after_write` when set (rank
+  // 0's manifest of a sharded checkpoint), then commits `record` for
+  // `target`; a failing step skips the rest.
+  void Submit(std::string path, v1::CheckpointRecord record, CommitTarget target,
+              std::function<absl::Status()> after_write = nullptr);
   // Runs `write` (the snapshot is elsewhere: the shard servers' own,
   // ps / hybrid) instead of writing the snapshot, then commits as Submit.
   void SubmitTask(std::function<absl::Status()> write, std::string path,
-                  v1::CheckpointRecord record, int64_t generation);
+                  v1::CheckpointRecord record, CommitTarget target);
   // Waits until no write is in flight; the last job's outcome.
   Outcome Drain();
   // Non-blocking: the step of a write in flight, -1 when idle.
@@ -101,10 +116,12 @@ class BackgroundCheckpointWriter {
  private:
   struct Job {
     std::function<absl::Status()> write;  // empty: write snapshot_ to path
+    std::function<absl::Status()> after_write;  // may be empty
     std::string path;
     v1::CheckpointRecord record;
-    int64_t generation = 0;
+    CommitTarget target;
   };
+  void Start(Job job);
   void Loop();
   bool Idle() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !busy_; }
   bool HasWorkOrQuit() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return busy_ || quit_; }

@@ -2,7 +2,8 @@
 // its source keeps changing is byte-identical to the source written
 // synchronously at the moment of the capture; the write is in flight while
 // the caller goes on; a write failing mid-file is not committed, is counted,
-// and the next one succeeds.
+// and the next one succeeds; a shard's after_write (the manifest) runs
+// between its file and its commit.
 #include "services/worker/background_checkpoint.h"
 
 #include <cstdlib>
@@ -60,12 +61,14 @@ struct Live {
 struct Commits {
   std::vector<int64_t> steps;
   std::vector<int64_t> generations;
+  std::vector<int> shards;  // shard index * 100 + shards, per commit
 };
 
 BackgroundCheckpointWriter::CommitFn Recorder(Commits* c) {
-  return [c](const v1::CheckpointRecord& r, int64_t generation) {
+  return [c](const v1::CheckpointRecord& r, const CommitTarget& target) {
     c->steps.push_back(r.step());
-    c->generations.push_back(generation);
+    c->generations.push_back(target.generation);
+    c->shards.push_back(target.shard * 100 + target.shards);
     return absl::OkStatus();
   };
 }
@@ -93,7 +96,7 @@ TEST(BackgroundCheckpointTest, WrittenWhileTheStateChangesIsByteIdenticalToASync
   Commits commits;
   BackgroundCheckpointWriter w(o, Recorder(&commits));
   w.Acquire()->Capture(live.View());
-  w.Submit(bg_path, RecordAt(4, bg_path), /*generation=*/3);
+  w.Submit(bg_path, RecordAt(4, bg_path), {/*generation=*/3});
   // The writer holds the file open mid-write while "training" goes on.
   entered.WaitForNotification();
   EXPECT_EQ(w.in_flight_step(), 4);
@@ -131,7 +134,7 @@ TEST(BackgroundCheckpointTest, AWriteFailingMidFileIsNotCommittedAndTheNextOneIs
   BackgroundCheckpointWriter w(o, Recorder(&commits));
   const std::string path = Tmp("fail.tckpt");
   w.Acquire()->Capture(live.View());
-  w.Submit(path, RecordAt(1, path), 1);
+  w.Submit(path, RecordAt(1, path), {1});
   BackgroundCheckpointWriter::Outcome out = w.Drain();
   EXPECT_EQ(out.status.code(), absl::StatusCode::kResourceExhausted) << out.status;
   EXPECT_GT(writes, 1);
@@ -145,7 +148,7 @@ TEST(BackgroundCheckpointTest, AWriteFailingMidFileIsNotCommittedAndTheNextOneIs
   CheckpointSnapshot* snap = w.Acquire();
   snap->Capture(live.View());
   const int64_t bytes = snap->bytes();
-  w.Submit(path, RecordAt(2, path), 1);
+  w.Submit(path, RecordAt(2, path), {1});
   out = w.Drain();
   ASSERT_TRUE(out.status.ok()) << out.status;
   EXPECT_EQ(commits.steps, std::vector<int64_t>{2});
@@ -156,6 +159,36 @@ TEST(BackgroundCheckpointTest, AWriteFailingMidFileIsNotCommittedAndTheNextOneIs
   scrape = (*metrics)->Scrape();
   EXPECT_TRUE(absl::StrContains(scrape, "tandem_checkpoint_snapshot_bytes 2400008")) << scrape;
   EXPECT_TRUE(absl::StrContains(scrape, "tandem_checkpoint_write_seconds_count 1")) << scrape;
+}
+
+// One rank's shard of a sharded checkpoint: `after_write` (rank 0's
+// manifest) runs once the shard file is on disk and before the commit,
+// which carries the shard's index; a failing `after_write` commits nothing.
+TEST(BackgroundCheckpointTest, AfterWriteRunsBetweenTheFileAndTheShardCommit) {
+  Live live;
+  live.Advance();
+  Commits commits;
+  BackgroundCheckpointWriter w(BackgroundCheckpointOptions(), Recorder(&commits));
+  const std::string path = Tmp("shard-1.tckpt");
+  bool file_there = false;
+  w.Acquire()->Capture(live.View());
+  w.Submit(path, RecordAt(1, path), {/*generation=*/2, /*shard=*/1, /*shards=*/3}, [&] {
+    file_there = checkpoint::ReadCheckpoint(path, {}).ok();
+    return absl::OkStatus();
+  });
+  BackgroundCheckpointWriter::Outcome out = w.Drain();
+  ASSERT_TRUE(out.status.ok()) << out.status;
+  EXPECT_TRUE(file_there) << "after_write ran before the shard file was complete";
+  EXPECT_EQ(commits.shards, std::vector<int>{103});
+  EXPECT_EQ(commits.generations, std::vector<int64_t>{2});
+
+  live.Advance();
+  w.Acquire()->Capture(live.View());
+  w.Submit(path, RecordAt(2, path), {2, 0, 3},
+           [] { return absl::PermissionDeniedError("test hook: manifest not writable"); });
+  out = w.Drain();
+  EXPECT_EQ(out.status.code(), absl::StatusCode::kPermissionDenied) << out.status;
+  EXPECT_EQ(commits.steps, std::vector<int64_t>{1}) << "step 2 was committed after all";
 }
 
 }  // namespace

@@ -320,44 +320,6 @@ absl::Status Checkpointer::EnableMetrics(Metrics* metrics) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> Checkpointer::WritePeriodic(Generation& g, TrainingState* state) {
-  if (o_.dir.empty()) return std::string();
-  if (state->step == state->checkpoint_step) return std::string();  // already on disk
-  trace::Span span("checkpoint write", "io", -1, state->step);
-  ASSIGN_OR_RETURN(WritePlan plan, PlanWrite(g, *state));
-  // Every rank agrees (the plan is all-gathered): the single-file layout,
-  // written by rank 0 alone, and the shard servers' saves go to the
-  // background.
-  if (o_.background && plan.on_servers != nullptr) {
-    return WriteOnServersInBackground(g, state, plan);
-  }
-  if (!o_.background || !plan.single) return WritePlanned(g, state, plan);
-  RETURN_IF_ERROR(g.sync->SyncStateToHost());  // collective for some strategies
-  if (g.rank() != 0) return std::string();
-  RETURN_IF_ERROR(MakeDirectories(o_.dir));
-  CheckpointSnapshot* snapshot = Writer().Acquire();  // waits for the previous write
-  RETURN_IF_ERROR(WithShardView(g, *state, plan, [&](const checkpoint::CheckpointView& v) {
-    snapshot->Capture(v);
-    return absl::OkStatus();
-  }));
-  bg_->Submit(plan.single_path, Record(g, state->step, plan.cursor, plan.single_path),
-              g.join.generation());
-  return std::string();
-}
-
-BackgroundCheckpointWriter& Checkpointer::Writer() {
-  if (bg_ == nullptr) {
-    BackgroundCheckpointOptions bo;
-    bo.write = o_.write_options;
-    bo.metrics = metrics_.get();
-    bg_ = std::make_unique<BackgroundCheckpointWriter>(
-        bo, [this](const v1::CheckpointRecord& r, int64_t generation) {
-          return client_->CommitCheckpoint(r, generation);
-        });
-  }
-  return *bg_;
-}
-
 absl::StatusOr<std::string> Checkpointer::Write(Generation& g, TrainingState* state) {
   // A background write in flight finishes first: files reach the disk
   // and the coordinator in step order.
@@ -486,13 +448,14 @@ absl::Status Checkpointer::WithShardView(
 absl::Status Checkpointer::WriteShard(Generation& g, const TrainingState& state,
                                       const WritePlan& plan) {
   RETURN_IF_ERROR(MakeDirectories(o_.dir));
-  const std::string path =
-      plan.single
-          ? plan.single_path
-          : absl::StrCat(o_.dir, "/", checkpoint::ShardFileName(state.step, g.rank(), g.world()));
+  const std::string path = plan.single ? plan.single_path : ShardPath(g, state.step);
   return WithShardView(g, state, plan, [&](const checkpoint::CheckpointView& v) {
     return checkpoint::WriteCheckpoint(path, v, o_.write_options);
   });
+}
+
+std::string Checkpointer::ShardPath(Generation& g, int64_t step) const {
+  return absl::StrCat(o_.dir, "/", checkpoint::ShardFileName(step, g.rank(), g.world()));
 }
 
 absl::Status Checkpointer::AllWrote(Generation& g, const absl::Status& wrote, int64_t step) {
@@ -523,6 +486,15 @@ checkpoint::Manifest Checkpointer::ManifestHeader(Generation& g, int64_t step) c
   return m;
 }
 
+checkpoint::Manifest Checkpointer::ShardManifest(Generation& g, int64_t step,
+                                                 const WritePlan& plan) const {
+  checkpoint::Manifest m = ManifestHeader(g, step);
+  for (const checkpoint::ShardWriter& w : plan.writers) {
+    m.shards.push_back({w.lo, w.hi, checkpoint::ShardFileName(step, w.rank, g.world())});
+  }
+  return m;
+}
+
 v1::CheckpointRecord Checkpointer::Record(Generation& g, int64_t step,
                                           const v1::DataCursor& cursor,
                                           const std::string& committed_path) const {
@@ -543,11 +515,7 @@ absl::Status Checkpointer::CommitAt(Generation& g, int64_t step, const v1::DataC
 absl::Status Checkpointer::CommitShards(Generation& g, const TrainingState& state,
                                         const WritePlan& plan) {
   if (!plan.single) {
-    checkpoint::Manifest m = ManifestHeader(g, state.step);
-    for (const checkpoint::ShardWriter& w : plan.writers) {
-      m.shards.push_back({w.lo, w.hi, checkpoint::ShardFileName(state.step, w.rank, g.world())});
-    }
-    RETURN_IF_ERROR(checkpoint::WriteManifest(plan.manifest, m));
+    RETURN_IF_ERROR(checkpoint::WriteManifest(plan.manifest, ShardManifest(g, state.step, plan)));
   }
   return CommitAt(g, state.step, plan.cursor, plan.path);
 }

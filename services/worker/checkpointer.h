@@ -95,9 +95,9 @@ struct TrainingState {
 
 struct CheckpointerOptions {
   std::string dir;            // empty: never write
-  // WritePeriodic in the background where the layout is one file written
-  // by rank 0 (allreduce, hier, compressed); sharded and server-side
-  // checkpoints stay synchronous. --background_checkpoint.
+  // WritePeriodic in the background for every layout: one file written by
+  // rank 0 (allreduce, hier, compressed), one shard per rank (zero1/2/3),
+  // the shard servers' ranges (ps, hybrid). --background_checkpoint.
   bool background = false;
   checkpoint::WriteOptions write_options;  // test hook: fault injection
   // Restore continues from the ranks' in-memory state where it can
@@ -161,10 +161,14 @@ class Checkpointer {
   // (waiting first if the previous one is still being written) and returns
   // "" at once: the file is written and committed by the background writer
   // (background_checkpoint.h); a failure there is a warning and a metric,
-  // never an error here. ps / hybrid: the shard servers copy their ranges
-  // into their own snapshots at the step and write them from rank 0's
-  // background writer, which then writes the manifest and commits.
-  // Otherwise as Write.
+  // never an error here. Sharded (zero1/2/3): every writing rank does the
+  // same with its shard and commits it as one of the step's shards; rank 0
+  // writes the manifest after its shard; the coordinator records the step
+  // only once every shard has been committed, so a rank that cannot write
+  // leaves the previous checkpoint. ps / hybrid: the shard servers copy
+  // their ranges into their own snapshots at the step and write them from
+  // rank 0's background writer, which then writes the manifest and commits.
+  // Without `background`, as Write.
   absl::StatusOr<std::string> WritePeriodic(Generation& g, TrainingState* state);
   // Registers the checkpoint metrics (once the process's rank label is set).
   absl::Status EnableMetrics(Metrics* metrics);
@@ -210,12 +214,22 @@ class Checkpointer {
   absl::Status CommitAt(Generation& g, int64_t step, const v1::DataCursor& cursor,
                         const std::string& committed_path);
   absl::Status CommitShards(Generation& g, const TrainingState& state, const WritePlan& plan);
+  // The manifest naming every writer's shard file of `step`.
+  checkpoint::Manifest ShardManifest(Generation& g, int64_t step, const WritePlan& plan) const;
+  // This rank's shard file of `step` (several shards).
+  std::string ShardPath(Generation& g, int64_t step) const;
   absl::Status CommitOnServers(Generation& g, const TrainingState& state, const WritePlan& plan);
   // What the shard servers need to save `state` (ps / hybrid).
   sync::ServerSaveRequest ServerRequest(Generation& g, const TrainingState& state,
                                         const WritePlan& plan);
-  // The background writer, made at first use.
+  // The background writer, made at first use; CaptureShard waits for its
+  // previous write, then copies this rank's shard into its snapshot.
   BackgroundCheckpointWriter& Writer();
+  absl::Status CaptureShard(Generation& g, const TrainingState& state, const WritePlan& plan);
+  absl::StatusOr<std::string> WriteFileInBackground(Generation& g, TrainingState* state,
+                                                    const WritePlan& plan);
+  absl::StatusOr<std::string> WriteShardsInBackground(Generation& g, TrainingState* state,
+                                                      const WritePlan& plan);
   absl::StatusOr<std::string> WriteOnServersInBackground(Generation& g, TrainingState* state,
                                                          const WritePlan& plan);
 

@@ -41,7 +41,7 @@ absl::StatusOr<std::string> Checkpointer::WriteOnServersInBackground(Generation&
         for (const sync::SavedShard& sh : shards) m.shards.push_back({sh.lo, sh.hi, sh.file});
         return checkpoint::WriteManifest(manifest, m);
       },
-      plan.manifest, Record(g, state->step, plan.cursor, plan.manifest), g.join.generation());
+      plan.manifest, Record(g, state->step, plan.cursor, plan.manifest), {g.join.generation()});
   return std::string();
 }
 

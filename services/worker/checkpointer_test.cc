@@ -5,10 +5,7 @@
 // allreduce (another strategy); a missing shard is an error naming the file
 // that leaves the checkpoint as it was; compressed's residuals and (with
 // momentum_correction=1) velocity travel with the checkpoint. Background
-// checkpoints (--background_checkpoint): a file written while later steps
-// run is byte-identical to the synchronous one at the same step, and a
-// write failing mid-file commits nothing and leaves the previous commit.
-#include <atomic>
+// checkpoints: checkpointer_background_test.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -17,16 +14,12 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "common/checkpoint/sharded_checkpoint.h"
 #include "common/io/file.h"
 #include "common/sync/registry.h"
 #include "gtest/gtest.h"
 #include "proto/coordinator.pb.h"
-#include "services/coordinator/coordinator_server.h"
-#include "services/dataserver/data_server.h"
-#include "services/worker/trainer_threads.h"
+#include "services/worker/checkpoint_fixture.h"
 
 namespace tandem {
 namespace worker {
@@ -45,86 +38,7 @@ std::vector<double> PerRankMagnitude(const std::string& blob, int64_t header, in
   return out;
 }
 
-std::string TmpDir(const std::string& name) {
-  return absl::StrCat(std::getenv("TEST_TMPDIR"), "/", name);
-}
-
-class ShardedCheckpointTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    auto s = StartFashionMnistServer();
-    ASSERT_TRUE(s.ok()) << s.status();
-    data_ = s->release();
-  }
-  static void TearDownTestSuite() {
-    delete data_;
-    data_ = nullptr;
-  }
-
-  // A coordinator for `workers` over `state`, with the finished flag of an
-  // earlier run cleared (an operator extending the job).
-  void StartCoordinator(int workers, const std::string& state) {
-    coordinator_.reset();
-    ClearFinishedFlag(state);
-    CoordinatorServerOptions o;
-    o.coordinator.job_id = "ckpt-test";
-    o.coordinator.min_workers = workers;
-    o.coordinator.max_workers = workers;
-    o.coordinator.settle_time = absl::ZeroDuration();
-    o.coordinator.heartbeat_period = absl::Milliseconds(50);
-    o.coordinator.state_dir = state;
-    o.run_liveness_thread = false;
-    auto s = CoordinatorServer::Start(o);
-    ASSERT_TRUE(s.ok()) << s.status();
-    coordinator_ = std::move(*s);
-  }
-
-  std::vector<TrainerOptions> Options(int workers, const std::string& strategy, int max_steps,
-                                      const std::string& ckpt) {
-    std::vector<TrainerOptions> all;
-    for (int i = 0; i < workers; ++i) {
-      TrainerOptions o;
-      o.coordinator = absl::StrCat("127.0.0.1:", coordinator_->port());
-      o.data_servers = {data_->address()};
-      o.job_id = "ckpt-test";
-      o.worker_id = absl::StrCat("w", i);
-      o.model = "mlp:784,16,10";
-      o.batch_size = 16;
-      o.optimizer = "adamw";
-      o.lr = 0.01;
-      o.schedule = "constant";
-      o.log_every = 1;
-      o.eval_dataset = "";
-      o.max_steps = max_steps;
-      o.checkpoint_dir = ckpt;
-      o.collective_timeout = absl::Seconds(60);
-      auto so = sync::ParseSyncOptions(strategy, "bucket_cap_mb=0.01");
-      EXPECT_TRUE(so.ok()) << so.status();
-      o.sync = *so;
-      o.progress = [this](const std::string& line) {
-        absl::MutexLock lock(&mu_);
-        lines_.push_back(line);
-      };
-      all.push_back(std::move(o));
-    }
-    return all;
-  }
-
-  bool Said(const std::string& text) {
-    absl::MutexLock lock(&mu_);
-    for (const std::string& l : lines_) {
-      if (absl::StrContains(l, text)) return true;
-    }
-    return false;
-  }
-
-  static dataserver::DataServer* data_;
-  std::unique_ptr<CoordinatorServer> coordinator_;
-  absl::Mutex mu_;
-  std::vector<std::string> lines_ ABSL_GUARDED_BY(mu_);
-};
-
-dataserver::DataServer* ShardedCheckpointTest::data_ = nullptr;
+class ShardedCheckpointTest : public CheckpointFixture {};
 
 TEST_F(ShardedCheckpointTest, Zero2AtFourResumesAtThreeUnderZero1ThenAtTwoUnderAllreduce) {
   const std::string state = TmpDir("state"), ckpt = TmpDir("ckpt");
@@ -342,99 +256,6 @@ TEST_F(ShardedCheckpointTest, MomentumCorrectionVelocityTravelsWithTheCheckpoint
   ASSERT_FALSE(three[0].result.ok());
   EXPECT_TRUE(absl::StrContains(three[0].result.status().message(), "momentum_correction=1"))
       << three[0].result.status();
-}
-
-// Over 1 MiB of parameters: a checkpoint file takes several write(2) calls,
-// so the test hook can act mid-file.
-constexpr char kBigMlp[] = "mlp:784,400,10";
-
-// The same 2-worker allreduce job (10 steps, a checkpoint every 4) with
-// synchronous checkpoints and with background ones whose step-4 file is held
-// open mid-write until rank 0 has trained step 6: the files at steps 4 and
-// 8 are byte for byte the same, and so are the final parameters.
-TEST_F(ShardedCheckpointTest, BackgroundCheckpointIsByteIdenticalToASynchronousOne) {
-  const std::string sync_dir = TmpDir("bg_sync"), bg_dir = TmpDir("bg_bg");
-  StartCoordinator(2, "");
-  std::vector<TrainerOptions> a = Options(2, "allreduce", 10, sync_dir);
-  for (TrainerOptions& o : a) {
-    o.model = kBigMlp;
-    o.checkpoint_every = 4;
-    o.background_checkpoint = false;
-  }
-  std::vector<TrainerRun> sync_run = RunTrainers(a);
-  for (const TrainerRun& r : sync_run) ASSERT_TRUE(r.result.ok()) << r.result.status();
-
-  StartCoordinator(2, "");
-  absl::Notification step6, held;
-  std::atomic<int> writes{0};
-  std::vector<TrainerOptions> b = Options(2, "allreduce", 10, bg_dir);
-  for (TrainerOptions& o : b) {
-    o.model = kBigMlp;
-    o.checkpoint_every = 4;
-    o.background_checkpoint = true;
-    const auto print = o.progress;
-    o.progress = [print, &step6](const std::string& line) {
-      if (absl::StartsWith(line, "step 6/") && !step6.HasBeenNotified()) step6.Notify();
-      print(line);
-    };
-    o.checkpoint_write_options.before_write = [&](uint64_t offset, uint64_t) {
-      // The first file (step 4): hold it mid-write while steps 5 and 6 run.
-      if (offset > 0 && writes.fetch_add(1) == 0) {
-        held.Notify();
-        step6.WaitForNotification();
-      }
-      return absl::OkStatus();
-    };
-  }
-  std::vector<TrainerRun> bg_run = RunTrainers(b);
-  for (const TrainerRun& r : bg_run) ASSERT_TRUE(r.result.ok()) << r.result.status();
-  EXPECT_TRUE(held.HasBeenNotified()) << "the step-4 write never reached the hook mid-file";
-  for (const char* file : {"/step-00000004.tckpt", "/step-00000008.tckpt"}) {
-    absl::StatusOr<std::string> x = ReadFileToString(sync_dir + file);
-    absl::StatusOr<std::string> y = ReadFileToString(bg_dir + file);
-    ASSERT_TRUE(x.ok()) << x.status();
-    ASSERT_TRUE(y.ok()) << y.status();
-    EXPECT_TRUE(*x == *y) << file << " differs between synchronous and background writes";
-  }
-  EXPECT_EQ(bg_run[0].params, sync_run[0].params);
-}
-
-// A background write that fails mid-file (the test hook; a full disk or a
-// crash) commits nothing: the coordinator still holds the previous
-// checkpoint, which reads back whole, no torn file is left, and training
-// finishes (the failure is a warning and a metric).
-TEST_F(ShardedCheckpointTest, ABackgroundWriteFailingMidFileLeavesThePreviousCommit) {
-  const std::string state = TmpDir("bg_fail_state"), ckpt = TmpDir("bg_fail");
-  ASSERT_TRUE(MakeDirectories(state).ok());
-  StartCoordinator(2, state);
-  std::atomic<int> files{0};
-  std::vector<TrainerOptions> o = Options(2, "allreduce", 9, ckpt);
-  for (TrainerOptions& x : o) {
-    x.model = kBigMlp;
-    x.checkpoint_every = 4;
-    x.background_checkpoint = true;
-    x.checkpoint_write_options.before_write = [&](uint64_t offset, uint64_t) -> absl::Status {
-      const int file = offset == 0 ? files.fetch_add(1) : files.load() - 1;
-      // The second file (step 8) fails after its first bytes.
-      if (file == 1 && offset > 0) return absl::ResourceExhaustedError("test hook: disk full");
-      return absl::OkStatus();
-    };
-  }
-  std::vector<TrainerRun> runs = RunTrainers(o);
-  for (const TrainerRun& r : runs) ASSERT_TRUE(r.result.ok()) << r.result.status();
-  EXPECT_FALSE(ReadFileToString(ckpt + "/step-00000008.tckpt").ok()) << "a torn file was left";
-  absl::StatusOr<std::string> bytes = ReadFileToString(state + "/coordinator_state.pb");
-  ASSERT_TRUE(bytes.ok()) << bytes.status();
-  v1::CoordinatorState s;
-  ASSERT_TRUE(s.ParseFromString(*bytes));
-  EXPECT_EQ(s.last_checkpoint().step(), 9);  // the final, synchronous one
-  ASSERT_GE(s.earlier_checkpoints_size(), 1);
-  EXPECT_EQ(s.earlier_checkpoints(0).step(), 4) << "step 8 was committed after all";
-  checkpoint::ReadOptions any;
-  absl::StatusOr<checkpoint::Checkpoint> four =
-      checkpoint::ReadWholeCheckpoint(s.earlier_checkpoints(0).path(), any);
-  ASSERT_TRUE(four.ok()) << four.status();
-  EXPECT_EQ(four->step, 4);
 }
 
 }  // namespace

@@ -271,11 +271,13 @@ absl::Status CoordinatorClient::CommitCheckpoint(const v1::CheckpointRecord& rec
 }
 
 absl::Status CoordinatorClient::CommitCheckpoint(const v1::CheckpointRecord& record,
-                                                 int64_t generation) {
+                                                 int64_t generation, int shard, int shards) {
   v1::CommitCheckpointRequest request;
   *request.mutable_job() = Job();
   request.set_worker_id(options_.worker_id);
   request.set_generation(generation);
+  request.set_shard(shard);
+  request.set_shards(shards);
   *request.mutable_checkpoint() = record;
   v1::CommitCheckpointResponse response;
   RetryOptions retry;

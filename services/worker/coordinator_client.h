@@ -120,7 +120,10 @@ class CoordinatorClient {
   absl::Status CommitCheckpoint(const v1::CheckpointRecord& record);
   // ... for `generation` (a background write committing a snapshot taken
   // then: refused when that generation has ended).
-  absl::Status CommitCheckpoint(const v1::CheckpointRecord& record, int64_t generation);
+  // shards > 0: this rank's `shard` of a background sharded checkpoint; the
+  // coordinator records the step once all its shards are in (shard_commits.h).
+  absl::Status CommitCheckpoint(const v1::CheckpointRecord& record, int64_t generation,
+                                int shard = 0, int shards = 0);
   // Stops heartbeats and leaves; finished = the job completed here.
   absl::Status Leave(bool finished);
 

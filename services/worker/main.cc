@@ -94,7 +94,7 @@ ABSL_FLAG(std::string, checkpoint_dir, "", "Where rank 0 writes checkpoints (emp
 ABSL_FLAG(int64_t, checkpoint_every, 500, "Checkpoint every N steps (0: only at the end).");
 ABSL_FLAG(bool, background_checkpoint, true,
           "Write --checkpoint_every checkpoints from a host snapshot on a background thread while "
-          "training continues (false: stop every rank while rank 0 writes).");
+          "training continues, for every strategy (false: stop every rank while it is written).");
 ABSL_FLAG(bool, recover_from_memory, true,
           "After a lost worker or a scale-up, replicated strategies (allreduce, hier, compressed) "
           "continue from the survivors' in-memory state instead of the last disk checkpoint.");

@@ -11,6 +11,11 @@ the last one (W = the warm-up steps, excluded), checkpoint pauses included
   background  --checkpoint_every E, --background_checkpoint=true (default)
   sync        --checkpoint_every E, --background_checkpoint=false
 
+--sync picks the strategy (one at a time; run the script once per strategy):
+  allreduce   one file, written by rank 0
+  zero1/2/3   one shard per rank and a manifest (every rank writes its own)
+  ps, hybrid  the shard servers write their ranges (--shard-servers, default 2)
+
 Target (issue 34): background <= 5% above none.
 """
 
@@ -34,7 +39,8 @@ def run_once(a, mode, root, i):
     args = [a.tandem, "local", "--workers=%d" % a.workers, "--model=" + a.model,
             "--optimizer=" + a.optimizer, "--batch-size=%d" % a.batch_size,
             "--max-steps=%d" % a.steps, "--log-every=10", "--eval-dataset=",
-            "--run-dir=" + run_dir] + [x.format(every=a.every) for x in MODES[mode]]
+            "--run-dir=" + run_dir, "--sync=" + a.sync] + strategy_args(a) + \
+        [x.format(every=a.every) for x in MODES[mode]]
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          bufsize=1)
     first = last = None
@@ -49,6 +55,13 @@ def run_once(a, mode, root, i):
     return (last - first) / (a.steps - a.warmup)
 
 
+def strategy_args(a):
+    """The extra `tandem local` flags --sync needs."""
+    if a.sync in ("ps", "hybrid"):
+        return ["--shard-servers=%d" % a.shard_servers]
+    return []
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tandem", required=True)
@@ -60,6 +73,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--every", type=int, default=20)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--sync", default="allreduce",
+                    choices=["allreduce", "zero1", "zero2", "zero3", "ps", "hybrid"])
+    ap.add_argument("--shard-servers", type=int, default=2, help="ps / hybrid only")
     a = ap.parse_args()
     root = tempfile.mkdtemp(prefix="tandem-ckpt-bench-")
     times = {m: [] for m in MODES}
@@ -67,8 +83,10 @@ def main():
         for mode in MODES:
             times[mode].append(run_once(a, mode, root, i))
     base = statistics.median(times["none"])
-    print("%s, %s, %d workers x batch %d, checkpoint every %d steps, %d timed steps x %d reps"
-          % (a.model, a.optimizer, a.workers, a.batch_size, a.every, a.steps - a.warmup, a.reps))
+    print("--sync %s%s, %s, %s, %d workers x batch %d, checkpoint every %d steps, "
+          "%d timed steps x %d reps"
+          % (a.sync, " (%d shard servers)" % a.shard_servers if strategy_args(a) else "",
+             a.model, a.optimizer, a.workers, a.batch_size, a.every, a.steps - a.warmup, a.reps))
     print("%-11s %14s %12s  %s" % ("mode", "median ms/step", "vs none", "runs (ms/step)"))
     for mode in MODES:
         m = statistics.median(times[mode])

@@ -11,7 +11,7 @@
 //   bazel build -c opt //tools/bench:gpt_breakdown_bench
 //   tandem exec -- bazel-bin/tools/bench/gpt_breakdown_bench
 //       [--model=gpt:layers=4,width=256,heads=4,context=128] [--batch=8] [--reps=15]
-//       [--step_only]
+//       [--step_only] [--vector_width=avx512] [--kernels=attn,gelu]
 //
 // (`tandem exec` gives OpenBLAS the kernel set tandem's workers get.) One
 // thread. Times are the median over --reps of thread CPU time (on a shared
@@ -34,6 +34,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/str_split.h"
 #include "common/kernels/blas_core.h"
 #include "common/kernels/cpu_backend.h"
 #include "common/numeric/cpu_dispatch.h"
@@ -46,6 +47,10 @@ ABSL_FLAG(std::string, model, "gpt:layers=4,width=256,heads=4,context=128", "gpt
 ABSL_FLAG(int, batch, 8, "sequences per step");
 ABSL_FLAG(int, reps, 15, "timed repetitions per kernel (median)");
 ABSL_FLAG(bool, step_only, false, "only the whole step's time (forward + backward)");
+ABSL_FLAG(std::string, kernels, "",
+          "time only the kernels whose name contains one of these comma-separated words");
+ABSL_FLAG(std::string, vector_width, "",
+          "cap the dispatched loops' width: sse4.2, avx2 or avx512 (default: the library's)");
 
 namespace tandem {
 namespace {
@@ -123,6 +128,16 @@ int Main() {
                  spec.ok() ? "not a gpt spec" : spec.status().ToString().c_str());
     return 2;
   }
+  const std::string width = absl::GetFlag(FLAGS_vector_width);
+  if (width == "sse4.2" || width == "avx2" || width == "avx512") {
+    numeric::ForceVectorWidth(width == "avx512" ? numeric::VectorWidth::kAvx512
+                              : width == "avx2" ? numeric::VectorWidth::kAvx2
+                                                : numeric::VectorWidth::kSse42);
+  } else if (!width.empty()) {
+    std::fprintf(stderr, "--vector_width must be sse4.2, avx2 or avx512 (got '%s')\n",
+                 width.c_str());
+    return 2;
+  }
   absl::StatusOr<double> step = StepSeconds(spec_text, batch, reps);
   if (!step.ok()) {
     std::fprintf(stderr, "%s\n", step.status().ToString().c_str());
@@ -166,8 +181,14 @@ int Main() {
   }
   std::printf("%-28s %5s %9s %9s %9s %7s %9s %7s\n", "kernel", "count", "us/call", "ms/step",
               "GFLOP/s", "%gemm", "GB/s", "%strm");
+  const std::vector<std::string> only =
+      absl::StrSplit(absl::GetFlag(FLAGS_kernels), ',', absl::SkipEmpty());
   double sum = 0;
   for (const bench::StepKernel& k : *list) {
+    const bool wanted = only.empty() || std::any_of(only.begin(), only.end(), [&](const std::string& w) {
+                          return k.name.find(w) != std::string::npos;
+                        });
+    if (!wanted) continue;
     const double s = TimeIt(k.run, reps);
     sum += s * k.count;
     const double gf = k.flop / s / 1e9, gb = k.bytes / s / 1e9;
@@ -177,9 +198,9 @@ int Main() {
                            : "-",
                 gb, 100 * gb * 1e9 / stream);
   }
-  std::printf("sum of kernels %.2f ms; measured step (GptModel Forward + Backward) %.2f ms => "
+  std::printf("sum of %s kernels %.2f ms; measured step (GptModel Forward + Backward) %.2f ms => "
               "%.0f tokens/s\n",
-              sum * 1e3, *step * 1e3, tokens / *step);
+              only.empty() ? "all" : "the chosen", sum * 1e3, *step * 1e3, tokens / *step);
   std::printf("model training FLOP (plan's cost model) %.2f GFLOP/step => %.1f GFLOP/s = %.0f%% of "
               "the calibrated GEMM rate\n",
               step_flop / 1e9, step_flop / *step / 1e9, 100 * step_flop / *step / gemm);
