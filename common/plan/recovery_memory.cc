@@ -30,9 +30,10 @@ RecoveryMemory RecoveryMemoryOf(const PlanRequest& r, const Prediction& p) {
   if (s == "ps" || s == "hybrid") {
     if (r.cluster.servers >= 2) {
       // On by default (--sync_opt replicate=0 turns it off): the replica of
-      // the neighbour's range at its two newest steps and this range's
-      // copies from before its last two steps.
-      m.server_bytes = 4 * p.server_bytes;
+      // the neighbour's range at its two newest steps, this range's
+      // copies from before its last two steps and the one last sent to
+      // its replica (kept by swapping, not copied again).
+      m.server_bytes = 5 * p.server_bytes;
       m.rank0_bytes = state;
       m.source = "memory: the lost server's range from its replica on the next server, <= 1 "
                  "step redone; --sync_opt replicate=0 saves this and uses the disk";

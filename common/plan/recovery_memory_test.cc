@@ -47,9 +47,9 @@ TEST(RecoveryMemory, ShardedStrategiesHoldFourCopiesOfTheirShard) {
       << FormatRecoveryMemory(m);
 }
 
-TEST(RecoveryMemory, ShardServersHoldFourRangesWithTwoServersAndNoneWithOne) {
+TEST(RecoveryMemory, ShardServersHoldFiveRangesWithTwoServersAndNoneWithOne) {
   const RecoveryMemory two = RecoveryMemoryOf(Request("adamw", 2), Named("ps", 6000));
-  EXPECT_EQ(two.server_bytes, 24000);
+  EXPECT_EQ(two.server_bytes, 30000);
   EXPECT_EQ(two.rank0_bytes, 2 * 1000 * 4);
   EXPECT_EQ(two.rank_bytes, 0);
   EXPECT_NE(FormatRecoveryMemory(two).find("MiB/server"), std::string::npos);

@@ -53,12 +53,22 @@ struct ChunkSlot {
   std::vector<uint8_t> encoded ABSL_GUARDED_BY(mu);
   int64_t encoded_step ABSL_GUARDED_BY(mu) = -1;
   // Range replication: the chunk as it was before each of its last two
-  // steps (version k: the parameters, then each optimizer state buffer, at
-  // step prev_step[k]; -1: none yet), so a recovery can roll this range
-  // back two steps: the replica of a lost neighbour may lag its primary by
-  // one step (replicator.h). Sized once at init; empty without a replica.
-  std::vector<float> prev ABSL_GUARDED_BY(mu);  // 2 x (1 + state) x chunk size
+  // steps (kept[k], at step prev_step[k]; -1: none yet; buffer 0 the
+  // parameters, 1 + j optimizer state buffer j, each chunk-size floats as
+  // bytes), so a recovery can roll this range back two steps: the replica
+  // of a lost neighbour may lag its primary by one step (replicator.h).
+  // Sized once at init; empty without a replica (keeps == false).
+  bool keeps ABSL_GUARDED_BY(mu) = false;
+  std::vector<std::string> kept[2] ABSL_GUARDED_BY(mu);
   int64_t prev_step[2] ABSL_GUARDED_BY(mu) = {-1, -1};
+  // The buffers of the last replication message of this chunk, the chunk
+  // at step sent_step (-1: none, or lent to the message being filled and
+  // sent). The chunk's next step swaps them into kept[] instead of
+  // copying its state again (KeepPrevious): the state cannot change
+  // between the read for the replica and that step (the step waits for
+  // the replica's acknowledgement). Same layout as a kept[] version.
+  std::vector<std::string> sent ABSL_GUARDED_BY(mu);
+  int64_t sent_step ABSL_GUARDED_BY(mu) = -1;
 };
 
 struct RangeStore::State {
@@ -132,20 +142,24 @@ inline void EncodeDelta(const codec::Codec& codec, const float* params, float* r
 
 // Range replication: keeps the chunk's parameters and optimizer state as
 // they are (before the step about to be applied) in the older of
-// slot.prev's two versions.
+// slot.kept's two versions: the buffers last sent to the replica when they
+// hold this step (no copy), else a copy.
 inline void KeepPrevious(const float* params, ChunkSlot& slot)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(slot.mu) {
-  if (slot.prev.empty()) return;
-  const int64_t n = slot.range.size();
+  if (!slot.keeps) return;
   const int k = slot.prev_step[0] <= slot.prev_step[1] ? 0 : 1;
-  float* to = slot.prev.data() + k * (1 + slot.state.size()) * n;
-  std::memcpy(to, params, n * sizeof(float));
-  int64_t at = n;
-  for (const optim::StateBuffer& b : slot.state) {
-    std::memcpy(to + at, b.data.data(), n * sizeof(float));
-    at += n;
-  }
   slot.prev_step[k] = slot.applied;
+  if (slot.sent_step == slot.applied) {
+    slot.kept[k].swap(slot.sent);
+    slot.sent_step = -1;
+    return;
+  }
+  const size_t bytes = slot.range.size() * sizeof(float);
+  std::vector<std::string>& to = slot.kept[k];
+  std::memcpy(to[0].data(), params, bytes);
+  for (size_t j = 0; j < slot.state.size(); ++j) {
+    std::memcpy(to[1 + j].data(), slot.state[j].data.data(), bytes);
+  }
 }
 
 inline void Add(prometheus::Counter* c, double v) {

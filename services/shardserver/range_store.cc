@@ -166,7 +166,12 @@ absl::StatusOr<std::unique_ptr<RangeStore::PendingInit>> RangeStore::BeginInit(
       slot->contributed.assign(c.world_size, 0);
       if (state->codec != nullptr) slot->encoded.assign(state->codec->MaxEncodedBytes(ch.size()), 0);
       if (!c.replica_address.empty()) {
-        slot->prev.assign(2 * (1 + slot->state.size()) * ch.size(), 0.f);
+        const size_t buffers = 1 + slot->state.size();
+        slot->keeps = true;
+        for (std::vector<std::string>& v : slot->kept) {
+          v.assign(buffers, std::string(ch.size() * sizeof(float), '\0'));
+        }
+        slot->sent.assign(buffers, std::string());  // sized by the first send
       }
     }
     state->chunk_lo.push_back(ch.lo);

@@ -216,7 +216,8 @@ class RangeStore {
   // borrowed and set once, before the first InitShard.
   void SetForwarder(ChunkForwarder* forwarder) { forwarder_ = forwarder; }
   // Chunk `chunk`'s parameters and optimizer state as they are now into
-  // *msg (its buffers reused) with the layout fields; *address: where to
+  // *msg with the layout fields, filled in the chunk's own send buffers
+  // (swapped in; MarkReplicated with `msg` swaps them back); *address: where to
   // send it. Returns the step the chunk is at. ABORTED when `generation`
   // is no longer current.
   absl::StatusOr<int64_t> ReadChunkForReplica(int64_t generation, int chunk,
@@ -227,7 +228,12 @@ class RangeStore {
   absl::Status WaitReplicated(int64_t generation, int64_t step, absl::Time deadline);
   // The replica holds chunk `chunk` at `step` (or replication failed and
   // the range must not wait for it): the chunk may apply step + 1.
-  void MarkReplicated(int64_t generation, int chunk, int64_t step);
+  // `sent`: the message ReadChunkForReplica filled for this step, whose
+  // tensor buffers go back to the chunk (it keeps them as its copy of
+  // `step` instead of copying its state again); the message gets back the
+  // buffers it had before that read. nullptr: nothing to hand back.
+  void MarkReplicated(int64_t generation, int chunk, int64_t step,
+                      v1::ReplicaChunk* sent = nullptr);
   // Recovery: `name` ("" = parameters) over [lo, hi) as of `step`, from
   // each chunk's live state or the copies kept from before its last two
   // steps.

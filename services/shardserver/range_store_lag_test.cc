@@ -168,6 +168,58 @@ TEST_P(LagTest, ANewGenerationReleasesAStepWaitingForItsReplica) {
   PushStep(store, 2, 2);  // left waiting: the store's end must not hang on it
 }
 
+// The replicator's path: each step read for the replica and acknowledged
+// with its message, whose buffers the chunk then keeps as its copy of that
+// step (no second copy); a message from another step is not taken.
+TEST_P(LagTest, KeptCopiesAreTheBuffersSentToTheReplica) {
+  RecordingForwarder fwd;
+  RangeStore store(nullptr, /*apply_threads=*/1);
+  store.SetForwarder(&fwd);
+  Init(store, Config(1, GetParam()));
+  v1::ReplicaChunk msg;
+  std::string address;
+  auto send_all = [&](int64_t step) {
+    for (int i = 0; i < kChunks; ++i) {
+      absl::StatusOr<int64_t> at = store.ReadChunkForReplica(1, i, &msg, &address);
+      ASSERT_TRUE(at.ok()) << at.status();
+      ASSERT_EQ(*at, step);
+      ASSERT_EQ(msg.params().data().size(), (i == 0 ? 4u : 3u) * sizeof(float));
+      EXPECT_FLOAT_EQ(reinterpret_cast<const float*>(msg.params().data().data())[0],
+                      Expected(step));
+      store.MarkReplicated(1, i, step, &msg);
+      // The buffers went back to the chunk; the message holds none of them.
+      EXPECT_NE(msg.params().data().size(), (i == 0 ? 4u : 3u) * sizeof(float));
+    }
+  };
+  send_all(0);
+  for (int64_t step = 1; step <= 3; ++step) {
+    PushStep(store, 1, step);
+    ASSERT_TRUE(store.WaitForStep(1, step, Soon()).ok());
+    send_all(step);
+  }
+  // At 3, keeping 1 and 2 (from the sent buffers) and the sent 3.
+  std::vector<float> out(kHi - kLo);
+  for (int64_t step = 1; step <= 3; ++step) {
+    absl::Status s = store.ReadKept(step, "", kLo, kHi, out.data());
+    ASSERT_TRUE(s.ok()) << "step " << step << ": " << s;
+    ExpectAt(out, step);
+  }
+  ASSERT_TRUE(store.ReadKept(2, "momentum_buffer", kLo, kHi, out.data()).ok());
+  EXPECT_FLOAT_EQ(out[0], 2.5f);  // 0.5 x 1 + 2
+  // Two kept versions and the sent one: parameters and momentum each.
+  EXPECT_EQ(store.kept_bytes(), 3 * 2 * (kHi - kLo) * 4);
+
+  // A message read at 3 but acknowledged as another step is not kept: step
+  // 4 copies its state as before.
+  ASSERT_TRUE(store.ReadChunkForReplica(1, 0, &msg, &address).ok());
+  store.MarkReplicated(1, 0, 2, &msg);
+  AckAll(store, 1, 3);
+  PushStep(store, 1, 4);
+  ASSERT_TRUE(store.WaitForStep(1, 4, Soon()).ok());
+  ASSERT_TRUE(store.ReadKept(3, "", kLo, kHi, out.data()).ok());
+  ExpectAt(out, 3);
+}
+
 // A push of step S is acknowledged (ShardService) once the replica holds
 // S - 1: WaitReplicated.
 TEST(LagTest, WaitReplicatedReturnsOnceEveryChunkIsAcknowledged) {

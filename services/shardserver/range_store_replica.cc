@@ -12,6 +12,21 @@
 namespace tandem {
 namespace shardserver {
 
+namespace {
+
+// Swaps the message's tensor buffers with the chunk's send buffers (the
+// message has the chunk's number of state buffers). Nothing without a
+// replica.
+void SwapSent(ChunkSlot& s, v1::ReplicaChunk* msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
+  if (!s.keeps || s.sent.size() != 1 + s.state.size()) return;
+  msg->mutable_params()->mutable_data()->swap(s.sent[0]);
+  for (size_t i = 0; i < s.state.size(); ++i) {
+    msg->mutable_state(static_cast<int>(i))->mutable_data()->swap(s.sent[1 + i]);
+  }
+}
+
+}  // namespace
+
 void RangeStore::Forward(const State& st, int first, int last, int64_t step) {
   if (forwarder_ == nullptr || !st.replicated()) return;
   for (int i = first; i < last; ++i) forwarder_->Applied(st.config.generation, i, step);
@@ -36,20 +51,25 @@ absl::StatusOr<int64_t> RangeStore::ReadChunkForReplica(int64_t generation, int 
   msg->set_chunk_elements(st.config.chunk_elements);
   msg->mutable_range()->set_begin(s.range.lo);
   msg->mutable_range()->set_end(s.range.hi);
+  absl::MutexLock lock(&s.mu);
+  while (msg->state_size() > static_cast<int>(s.state.size())) msg->mutable_state()->RemoveLast();
+  while (msg->state_names_size() > static_cast<int>(s.state.size())) {
+    msg->mutable_state_names()->RemoveLast();
+  }
+  while (msg->state_size() < static_cast<int>(s.state.size())) msg->add_state();
+  while (msg->state_names_size() < static_cast<int>(s.state.size())) msg->add_state_names();
+  // The message is filled in this chunk's own send buffers (lent until
+  // MarkReplicated hands them back), so its next step keeps them as they
+  // are instead of copying its state again.
+  SwapSent(s, msg);
+  s.sent_step = -1;
   auto fill = [n](v1::Tensor* t, const float* values) {
     t->set_dtype(v1::DTYPE_F32);
     t->mutable_data()->resize(n * sizeof(float));  // keeps its capacity
     std::memcpy(t->mutable_data()->data(), values, n * sizeof(float));
   };
-  absl::MutexLock lock(&s.mu);
   fill(msg->mutable_params(), st.params.data() + (s.range.lo - st.config.range.lo));
-  while (msg->state_size() > static_cast<int>(s.state.size())) msg->mutable_state()->RemoveLast();
-  while (msg->state_names_size() > static_cast<int>(s.state.size())) {
-    msg->mutable_state_names()->RemoveLast();
-  }
   for (size_t i = 0; i < s.state.size(); ++i) {
-    if (static_cast<int>(i) >= msg->state_size()) msg->add_state();
-    if (static_cast<int>(i) >= msg->state_names_size()) msg->add_state_names();
     *msg->mutable_state_names(i) = s.state[i].name;
     fill(msg->mutable_state(i), s.state[i].data.data());
   }
@@ -78,12 +98,22 @@ absl::Status RangeStore::WaitReplicated(int64_t generation, int64_t step, absl::
   return absl::OkStatus();
 }
 
-void RangeStore::MarkReplicated(int64_t generation, int chunk, int64_t step) {
+void RangeStore::MarkReplicated(int64_t generation, int chunk, int64_t step,
+                                v1::ReplicaChunk* sent) {
   absl::StatusOr<std::shared_ptr<State>> cur = Current(generation, "replication");
   if (!cur.ok()) return;  // that generation is over
   State& st = **cur;
+  if (chunk < 0 || chunk >= static_cast<int>(st.chunks.size())) return;
+  if (sent != nullptr && sent->step() == step) {
+    ChunkSlot& s = *st.chunks[chunk];
+    absl::MutexLock lock(&s.mu);
+    if (sent->state_size() == static_cast<int>(s.state.size()) && s.applied == step) {
+      SwapSent(s, sent);  // the send buffers back, holding `step`
+      s.sent_step = step;
+    }
+  }
   absl::MutexLock lock(&st.mu);
-  if (chunk < 0 || chunk >= static_cast<int>(st.chunk_replicated.size())) return;
+  if (chunk >= static_cast<int>(st.chunk_replicated.size())) return;
   st.chunk_replicated[chunk] = std::max(st.chunk_replicated[chunk], step);
   st.applied_cv.SignalAll();
 }
@@ -107,7 +137,6 @@ absl::Status RangeStore::ReadKept(int64_t step, const std::string& name, int64_t
     ChunkSlot& s = *st.chunks[i];
     const int64_t a = std::max(lo, s.range.lo), b = std::min(hi, s.range.hi);
     if (b <= a) continue;
-    const int64_t n = s.range.size();
     absl::MutexLock lock(&s.mu);
     int which = 0;  // 0: parameters, 1 + k: state buffer k
     if (!name.empty()) {
@@ -121,19 +150,17 @@ absl::Status RangeStore::ReadKept(int64_t step, const std::string& name, int64_t
       which = 1 + static_cast<int>(it - s.state.begin());
     }
     const float* from = nullptr;
-    const int64_t version = static_cast<int64_t>(1 + s.state.size()) * n;
     if (s.applied == step) {
       from = which == 0 ? st.params.data() + (s.range.lo - r.lo) : s.state[which - 1].data.data();
-    } else if (!s.prev.empty() && (s.prev_step[0] == step || s.prev_step[1] == step)) {
-      from = s.prev.data() + (s.prev_step[0] == step ? 0 : version) + which * n;
+    } else if (s.keeps && (s.prev_step[0] == step || s.prev_step[1] == step)) {
+      from = reinterpret_cast<const float*>(s.kept[s.prev_step[0] == step ? 0 : 1][which].data());
     } else {
       return absl::FailedPreconditionError(absl::StrCat(
           "recovery read of step ", step, ": chunk [", s.range.lo, ", ", s.range.hi,
           ") is at step ", s.applied,
-          s.prev.empty() ? ""
-                         : absl::StrCat(" (kept: ", std::min(s.prev_step[0], s.prev_step[1]),
-                                        " and ", std::max(s.prev_step[0], s.prev_step[1]),
-                                        ")")));
+          !s.keeps ? ""
+                   : absl::StrCat(" (kept: ", std::min(s.prev_step[0], s.prev_step[1]), " and ",
+                                  std::max(s.prev_step[0], s.prev_step[1]), ")")));
     }
     std::memcpy(out + (a - lo), from + (a - s.range.lo), (b - a) * sizeof(float));
   }
@@ -150,7 +177,9 @@ int64_t RangeStore::kept_bytes() const {
   int64_t bytes = 0;
   for (const std::unique_ptr<ChunkSlot>& s : cur->chunks) {
     absl::MutexLock lock(&s->mu);
-    bytes += static_cast<int64_t>(s->prev.size() * sizeof(float));
+    for (const std::vector<std::string>* v : {&s->kept[0], &s->kept[1], &s->sent}) {
+      for (const std::string& b : *v) bytes += static_cast<int64_t>(b.size());
+    }
   }
   return bytes;
 }

@@ -73,7 +73,7 @@ void Replicator::Send(int64_t generation, int chunk) {
   if (failed_generation_ == generation) {
     // This generation already goes on without a replica of the range: a
     // replica that hangs must not hold every chunk for a timeout.
-    store_->MarkReplicated(generation, chunk, *step);
+    store_->MarkReplicated(generation, chunk, *step, &msg_);
     return;
   }
   if (address != address_ || stub_ == nullptr) {
@@ -100,7 +100,7 @@ void Replicator::Send(int64_t generation, int chunk) {
                     "from the disk checkpoint)";
   }
   // The chunk's next step goes ahead either way (see the header).
-  store_->MarkReplicated(generation, chunk, *step);
+  store_->MarkReplicated(generation, chunk, *step, &msg_);
 }
 
 }  // namespace shardserver
