@@ -68,7 +68,8 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
   // flight, if any).
   ~ZeroSyncImpl() override = default;
 
-  absl::Status Start(const ZeroSyncOptions& o) {
+  // Rank 0 says which route the step takes (device, one node, two levels).
+  void LogRoute(const ZeroSyncOptions& o) const {
     if (device_ && rank_ == 0) {
       LOG(INFO) << label_ << ": device memory: buckets allreduced in place"
                 << (stage_ == ZeroStage::kGradients
@@ -92,25 +93,32 @@ class ZeroSyncImpl final : public ZeroSync, public tensor::ParamHook {
                 << " nodes of " << world_ / o.groups->num_nodes
                 << " ranks: an allgather across nodes, then one inside each node)";
     }
-    if (overlap_) {
-      // Forward order need not be address order; together they must tile
-      // [0, size) so that gathering every layer gathers everything.
-      std::vector<std::pair<int64_t, int64_t>> sorted = layer_ranges_;
-      std::sort(sorted.begin(), sorted.end());
-      int64_t next = 0;
-      for (const auto& [lo, hi] : sorted) {
-        if (lo != next || hi < lo) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              label_, ": layer_ranges must tile [0, ", size_, "); [", lo, ", ", hi,
-              ") leaves a gap or overlap at ", next));
-        }
-        next = hi;
+  }
+
+  absl::Status CheckLayersTile() const {
+    // Forward order need not be address order; together they must tile
+    // [0, size) so that gathering every layer gathers everything.
+    std::vector<std::pair<int64_t, int64_t>> sorted = layer_ranges_;
+    std::sort(sorted.begin(), sorted.end());
+    int64_t next = 0;
+    for (const auto& [lo, hi] : sorted) {
+      if (lo != next || hi < lo) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            label_, ": layer_ranges must tile [0, ", size_, "); [", lo, ", ", hi,
+            ") leaves a gap or overlap at ", next));
       }
-      if (next != size_) {
-        return absl::InvalidArgumentError(absl::StrCat(label_, ": layer_ranges end at ", next,
-                                                       ", not at the size ", size_));
-      }
+      next = hi;
     }
+    if (next != size_) {
+      return absl::InvalidArgumentError(absl::StrCat(label_, ": layer_ranges end at ", next,
+                                                     ", not at the size ", size_));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Start(const ZeroSyncOptions& o) {
+    LogRoute(o);
+    if (overlap_) RETURN_IF_ERROR(CheckLayersTile());
     // Allgather rounds: `chunk_` floats of every shard per round (overlap:
     // gather_group_mb per round over all shards, so each collective is
     // large enough and there are several rounds to overlap).
