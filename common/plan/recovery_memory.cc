@@ -32,20 +32,23 @@ RecoveryMemory RecoveryMemoryOf(const PlanRequest& r, const Prediction& p) {
       // On by default (--sync_opt replicate=0 turns it off): the replica of
       // the neighbour's range at its two newest steps, this range's
       // copies from before its last two steps and the one last sent to
-      // its replica (kept by swapping, not copied again).
-      m.server_bytes = 5 * p.server_bytes;
+      // its replica (kept by swapping, not copied again); and the
+      // background checkpoint's snapshot of its range.
+      m.server_bytes = 6 * p.server_bytes;
       m.rank0_bytes = state;
       m.source = "memory: the lost server's range from its replica on the next server, <= 1 "
                  "step redone; --sync_opt replicate=0 saves this and uses the disk";
     } else {
+      m.server_bytes = p.server_bytes;  // the background checkpoint's snapshot
       m.source = "disk: one shard server keeps no replica";
     }
   } else if (absl::StartsWith(s, "zero")) {
     // Peer replicas (--replica_every, default 5): two own snapshots and a
     // neighbour's copy of the 1/W shard (master slice + optimizer state),
-    // plus the staging of one send.
+    // plus the staging of one send; and the background checkpoint's
+    // snapshot of the shard (services/worker/checkpointer_background.cc).
     const int64_t ranks = std::max(1, r.cluster.ranks());
-    m.rank_bytes = 4 * (n + StateFloats(r) * n) * kFloat / ranks;
+    m.rank_bytes = 5 * (n + StateFloats(r) * n) * kFloat / ranks;
     m.source = "memory: each shard also on its ring neighbour, <= --replica_every steps redone";
   } else {  // allreduce, hier, compressed:*
     m.rank_bytes = state;

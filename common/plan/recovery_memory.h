@@ -8,13 +8,17 @@
 // Per rank: allreduce, hier and compressed keep a host copy of the
 // optimizer state at a generation's end (services/worker/memory_state.h),
 // and rank 0 one background-checkpoint snapshot of parameters and
-// optimizer state (background_checkpoint.h). zero1/2/3 recover from the
-// disk and write their shards synchronously: nothing extra. ps and hybrid
-// (replicas on by default with >= 2 servers): each shard server keeps its
-// range's copies from before its last two steps and the neighbour's range
-// at its two newest steps (services/shardserver/replicator.h): 4 x (fp32
-// master + optimizer state) of a range; rank 0 holds the whole optimizer
-// state on the host while it rebuilds a lost server's range. Pure
+// optimizer state (background_checkpoint.h). zero1/2/3: every rank holds
+// four copies of its 1/W shard for peer recovery (two own, a neighbour's,
+// one send's staging) and one background-checkpoint snapshot of it. ps and
+// hybrid (replicas on by default with >= 2 servers): each shard server
+// keeps its range's copies from before its last two steps, the one last
+// sent to its replica and the neighbour's range at its two newest steps
+// (services/shardserver/replicator.h), plus its background-checkpoint
+// snapshot: 6 x (fp32 master + optimizer state) of a range (1 x with one
+// server); rank 0 holds the whole optimizer state on the host while it
+// rebuilds a lost server's range. Background snapshots are counted
+// because --background_checkpoint is on by default. Pure
 // functions; thread-safe.
 #ifndef TANDEM_COMMON_PLAN_RECOVERY_MEMORY_H_
 #define TANDEM_COMMON_PLAN_RECOVERY_MEMORY_H_

@@ -35,28 +35,29 @@ TEST(RecoveryMemory, ReplicatedStrategiesKeepAnOptimizerCopyAndASnapshot) {
   EXPECT_EQ(RecoveryMemoryOf(plain, Named("hier")).rank_bytes, 0);
 }
 
-TEST(RecoveryMemory, ShardedStrategiesHoldFourCopiesOfTheirShard) {
+TEST(RecoveryMemory, ShardedStrategiesHoldFiveCopiesOfTheirShard) {
   PlanRequest r = Request("adamw", 0);
   r.cluster.nodes = 2;
   r.cluster.per_node = 2;
   const RecoveryMemory m = RecoveryMemoryOf(r, Named("zero2"));
-  // (master + 2 AdamW buffers) x 1000 floats / 4 ranks, 4 copies.
-  EXPECT_EQ(m.rank_bytes, 4 * 3 * 1000 * 4 / 4);
+  // (master + 2 AdamW buffers) x 1000 floats / 4 ranks: 4 peer-recovery
+  // copies and the background checkpoint's snapshot.
+  EXPECT_EQ(m.rank_bytes, 5 * 3 * 1000 * 4 / 4);
   EXPECT_EQ(m.rank0_bytes + m.server_bytes, 0);
   EXPECT_NE(FormatRecoveryMemory(m).find("MiB/worker (memory"), std::string::npos)
       << FormatRecoveryMemory(m);
 }
 
-TEST(RecoveryMemory, ShardServersHoldFiveRangesWithTwoServersAndNoneWithOne) {
+TEST(RecoveryMemory, ShardServersHoldSixRangesWithTwoServersAndOneWithOne) {
   const RecoveryMemory two = RecoveryMemoryOf(Request("adamw", 2), Named("ps", 6000));
-  EXPECT_EQ(two.server_bytes, 30000);
+  EXPECT_EQ(two.server_bytes, 36000);
   EXPECT_EQ(two.rank0_bytes, 2 * 1000 * 4);
   EXPECT_EQ(two.rank_bytes, 0);
   EXPECT_NE(FormatRecoveryMemory(two).find("MiB/server"), std::string::npos);
   EXPECT_EQ(two.source.rfind("memory", 0), 0u) << two.source;  // the default
   EXPECT_NE(two.source.find("replicate=0"), std::string::npos) << two.source;
   const RecoveryMemory one = RecoveryMemoryOf(Request("adamw", 1), Named("hybrid", 12000));
-  EXPECT_EQ(one.server_bytes, 0);
+  EXPECT_EQ(one.server_bytes, 12000);  // its snapshot only
   EXPECT_NE(one.source.find("disk"), std::string::npos);
 }
 
