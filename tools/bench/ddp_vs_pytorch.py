@@ -33,7 +33,7 @@ import torch
 import torch.distributed as dist
 
 from gpt_vs_pytorch import load_window_split  # tools/bench, next to this script
-from torch_ranks import spawn_ranks
+from torch_ranks import leave, spawn_ranks
 
 
 def load_idx(path):
@@ -151,7 +151,7 @@ def run(rank, world, a, port):
         print(f"RESULT pytorch world={world} {unit.replace('/', '_per_')}="
               f"{statistics.median(steady):.1f} "
               f"wall_s={wall:.2f} accuracy={acc:.4f} torch={torch.__version__}", flush=True)
-    dist.destroy_process_group()
+    leave(dist)
 
 
 def main():

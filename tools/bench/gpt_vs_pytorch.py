@@ -32,7 +32,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from torch_ranks import spawn_ranks  # tools/bench, next to this script
+from torch_ranks import leave, spawn_ranks  # tools/bench, next to this script
 
 
 def parse_spec(spec):
@@ -212,7 +212,7 @@ def run(rank, world, a, port):
         print(f"RESULT pytorch world={world} tokens_per_s={statistics.median(steady):.1f} "
               f"loss={sum(losses[-n:]) / n:.4f} eval_loss={eval_loss:.4f} rank_drift={drift:.3g} "
               f"torch={torch.__version__}", flush=True)
-    dist.destroy_process_group()
+    leave(dist)
 
 
 def main():

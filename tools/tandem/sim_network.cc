@@ -112,6 +112,8 @@ absl::Status SimulatedNetwork::Setup() {
   RETURN_IF_ERROR(run(absl::StrCat("tc class add dev lo parent 1: classid ",
                                    ClassId(kUnshapedClass), " htb rate ", kUnshapedRate,
                                    " quantum 200000")));
+  // common/plan/simulated_link.cc repeats this burst rule for tandem plan:
+  // change both together.
   // lo sends up to 64 KiB segments: a burst of a few of them, or 4 ms of
   // the rate when that is more. Measured here, one TCP stream: 1 ms of
   // burst held 10gbit to 7.8 Gbit/s, 4 ms to 9.1 (unshaped: 12-13).
