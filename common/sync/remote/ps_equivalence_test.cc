@@ -223,6 +223,23 @@ std::vector<RankResult> RunStrategy(const Case& c, const std::string& strategy, 
   return results;
 }
 
+// n shard servers in this process on port 0 (kept in *servers); their
+// addresses (fewer, with a test failure, if one does not start).
+std::vector<std::string> StartServers(int n,
+                                      std::vector<std::unique_ptr<shardserver::ShardServer>>* servers) {
+  std::vector<std::string> addresses;
+  for (int s = 0; s < n; ++s) {
+    auto server = shardserver::ShardServer::Start({});
+    if (!server.ok()) {
+      ADD_FAILURE() << server.status();
+      break;
+    }
+    addresses.push_back((*server)->address());
+    servers->push_back(std::move(*server));
+  }
+  return addresses;
+}
+
 class PsEquivalence : public ::testing::TestWithParam<Case> {};
 
 TEST_P(PsEquivalence, EndsEqualToAllreduce) {
@@ -231,13 +248,8 @@ TEST_P(PsEquivalence, EndsEqualToAllreduce) {
   const Data data = MakeSyntheticData(spec, kSteps * static_cast<int>(c.nodes.size()) * kPerRankBatch);
 
   std::vector<std::unique_ptr<shardserver::ShardServer>> servers;
-  std::vector<std::string> addresses;
-  for (int s = 0; s < c.servers; ++s) {
-    auto server = shardserver::ShardServer::Start({});
-    ASSERT_TRUE(server.ok()) << server.status();
-    addresses.push_back((*server)->address());
-    servers.push_back(std::move(*server));
-  }
+  const std::vector<std::string> addresses = StartServers(c.servers, &servers);
+  ASSERT_EQ(static_cast<int>(addresses.size()), c.servers);
   const std::vector<RankResult> reference = RunStrategy(c, "allreduce", data, {});
   const std::vector<RankResult> remote = RunStrategy(c, c.strategy, data, addresses);
   ASSERT_FALSE(reference[0].params.empty());
@@ -456,26 +468,27 @@ absl::Status TrainSpan(const std::string& strategy, const std::vector<std::strin
   return absl::OkStatus();
 }
 
+// TrainSpan on a thread per rank of `nodes`.
+void RunSpan(const std::vector<std::string>& nodes, const std::vector<std::string>& addresses,
+             const Data& data, const std::string& strategy, int64_t generation, int first,
+             int last, const Carry* in, Carry* out, const std::string& tag) {
+  const int world = static_cast<int>(nodes.size());
+  const auto st = hier_testing::RunGroupRanks(nodes, true, UniquePrefix(tag),
+                                              [&](int rank, CommGroups& g) {
+    return TrainSpan(strategy, addresses, generation, data, rank, world, g, first, last, in, out);
+  });
+  for (const absl::Status& s : st) EXPECT_TRUE(s.ok()) << tag << ": " << s;
+}
+
 TEST(PsCheckpointState, AJobMovesBetweenPsHybridAndAllreduce) {
   const std::vector<std::string> nodes = {"a", "a", "b", "b"};
   const int world = 4;
   const Data data = MakeSyntheticData(*nn::ParseModelSpec(kMlp), kSteps * world * kPerRankBatch);
   std::vector<std::unique_ptr<shardserver::ShardServer>> servers;
-  std::vector<std::string> addresses;
-  for (int s = 0; s < 2; ++s) {
-    auto server = shardserver::ShardServer::Start({});
-    ASSERT_TRUE(server.ok()) << server.status();
-    addresses.push_back((*server)->address());
-    servers.push_back(std::move(*server));
-  }
+  const std::vector<std::string> addresses = StartServers(2, &servers);
   auto span = [&](const std::string& strategy, int64_t generation, int first, int last,
                   const Carry* in, Carry* out, const std::string& tag) {
-    const auto st = hier_testing::RunGroupRanks(nodes, true, UniquePrefix(tag),
-                                                [&](int rank, CommGroups& g) {
-      return TrainSpan(strategy, addresses, generation, data, rank, world, g, first, last, in,
-                       out);
-    });
-    for (const absl::Status& s : st) EXPECT_TRUE(s.ok()) << tag << ": " << s;
+    RunSpan(nodes, addresses, data, strategy, generation, first, last, in, out, tag);
   };
   Carry reference, ps3, ps_then_ar, ar3, ar_then_hybrid;
   span("allreduce", 0, 1, kSteps, nullptr, &reference, "ref");
@@ -511,13 +524,8 @@ TEST(HybridRingShare, ZeroIsTodaysHybridBitForBit) {
   std::vector<std::vector<float>> params;
   for (const char* opt : {"", "ring_share=0", "ring_share=auto"}) {
     std::vector<std::unique_ptr<shardserver::ShardServer>> servers;
-    std::vector<std::string> addresses;
-    for (int s = 0; s < base.servers; ++s) {
-      auto server = shardserver::ShardServer::Start({});
-      ASSERT_TRUE(server.ok()) << server.status();
-      addresses.push_back((*server)->address());
-      servers.push_back(std::move(*server));
-    }
+    const std::vector<std::string> addresses = StartServers(base.servers, &servers);
+    ASSERT_EQ(static_cast<int>(addresses.size()), base.servers);
     Case c = base;
     c.extra_opt = opt;
     params.push_back(RunStrategy(c, "hybrid", data, addresses)[0].params);
@@ -547,19 +555,10 @@ TEST(HybridRingShare, CheckpointCarriesTheRingPartsState) {
   const int world = 4;
   const Data data = MakeSyntheticData(*nn::ParseModelSpec(kMlp), kSteps * world * kPerRankBatch);
   std::vector<std::unique_ptr<shardserver::ShardServer>> servers;
-  std::vector<std::string> addresses;
-  auto server = shardserver::ShardServer::Start({});
-  ASSERT_TRUE(server.ok()) << server.status();
-  addresses.push_back((*server)->address());
-  servers.push_back(std::move(*server));
+  const std::vector<std::string> addresses = StartServers(1, &servers);
   auto span = [&](const std::string& strategy, int64_t generation, int first, int last,
                   const Carry* in, Carry* out, const std::string& tag) {
-    const auto st = hier_testing::RunGroupRanks(nodes, true, UniquePrefix(tag),
-                                                [&](int rank, CommGroups& g) {
-      return TrainSpan(strategy, addresses, generation, data, rank, world, g, first, last, in,
-                       out);
-    });
-    for (const absl::Status& s : st) EXPECT_TRUE(s.ok()) << tag << ": " << s;
+    RunSpan(nodes, addresses, data, strategy, generation, first, last, in, out, tag);
   };
   const std::string ring = "hybrid ring_share=0.5";
   Carry reference, ar3, ring3, ring_then_ring, ring_then_ar;
