@@ -195,6 +195,7 @@ absl::StatusOr<std::unique_ptr<GradientSync>> CreateHybridSync(const SyncOptions
   }
   ASSIGN_OR_RETURN(const int64_t ring_size, RingSize(options, env));
   std::unique_ptr<HybridRing> ring;
+  SyncOptions server_options = options;
   if (ring_size > 0) {
     // The ring takes the prefix; the servers (and the rest of the strategy)
     // see the vector after it.
@@ -202,9 +203,17 @@ absl::StatusOr<std::unique_ptr<GradientSync>> CreateHybridSync(const SyncOptions
     env.params += ring_size;
     env.grads += ring_size;
     env.size -= ring_size;
+    // A server's replica could not restore the ring part's state (on the
+    // workers): no replicas, so they cost the servers' links nothing.
+    server_options.opts["replicate"] = "0";
+    if (env.comms->world->rank() == 0) {
+      LOG(INFO) << "hybrid: ring_share > 0 turns the shard servers' replicas off (the ring "
+                   "part's optimizer state is on the workers): a lost server resumes from the "
+                   "last checkpoint";
+    }
   }
   ASSIGN_OR_RETURN(std::unique_ptr<ShardServerState> servers,
-                   ShardServerState::Create(options, env, "hybrid", int8_chunk,
+                   ShardServerState::Create(server_options, env, "hybrid", int8_chunk,
                                             env.comms->intra->world_size(),
                                             env.comms->intra->rank()));
   return std::unique_ptr<GradientSync>(std::make_unique<HybridSyncImpl>(
