@@ -104,6 +104,15 @@ struct Prediction {
   // "compute", "node link", "intra-node link", "server links", "memory bandwidth"
   std::string bottleneck;
   std::string why;         // one line with the numbers behind `bottleneck`
+  // What bounds the step: the seconds it would lose with the links' bytes
+  // free (infinite rates), with the CPU free (compute, codec and memory
+  // passes, shard-server calls), with every round's latency free (ring
+  // rounds, the step vote); `bound` names the largest: "link", "CPU"
+  // ("compute" on a gpu profile) or "latency".
+  double link_bound_s = 0;
+  double cpu_bound_s = 0;
+  double latency_bound_s = 0;
+  std::string bound;
 };
 
 // The strategy names Predict accepts for this cluster, in display order.
