@@ -1,10 +1,12 @@
 #include "tools/tandem/plan_rpc_calibrate.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -27,6 +29,10 @@ bool ReadAll(int fd, void* p, size_t n) { return read(fd, p, n) == static_cast<s
 
 // The server process: serve until `stop_fd` closes. Its port goes to `port_fd`.
 int RunServer(int port_fd, int stop_fd) {
+  // Its log lines (a shard per round size) are not the plan's output; a
+  // server that fails shows as the measurement's error.
+  const int null_fd = open("/dev/null", O_WRONLY);
+  if (null_fd >= 0) dup2(null_fd, STDERR_FILENO);
   shardserver::ShardServerOptions so;
   so.report_period = absl::ZeroDuration();
   absl::StatusOr<std::unique_ptr<shardserver::ShardServer>> server =
@@ -130,6 +136,7 @@ absl::StatusOr<double> MeasureShardRound(const ShardRoundOptions& o) {
     if (server > 0 && ReadAll(port_pipe[0], &port, sizeof(port)) && port > 0) ports.push_back(port);
   }
   close(stop_pipe[0]);
+  const size_t server_children = children.size();
   const bool servers_up = static_cast<int>(ports.size()) == servers;
   for (int w = 0; w < o.workers && servers_up; ++w) {
     const pid_t pid = fork();
@@ -138,6 +145,7 @@ absl::StatusOr<double> MeasureShardRound(const ShardRoundOptions& o) {
       close(result_pipe[0]);
       std::vector<double> secs;
       const absl::Status s = RunWorker(w, o, ports, ready_pipe, &secs);
+      if (!s.ok()) fprintf(stderr, "calibrate: shard round worker %d: %s\n", w, s.ToString().c_str());
       double median = -1;
       if (s.ok()) {
         std::sort(secs.begin(), secs.end());
@@ -151,17 +159,23 @@ absl::StatusOr<double> MeasureShardRound(const ShardRoundOptions& o) {
   close(result_pipe[1]);
   double median = -1;
   const bool got = servers_up && ReadAll(result_pipe[0], &median, sizeof(median));
-  close(stop_pipe[1]);  // the servers stop
   bool all_ok = static_cast<int>(children.size()) == o.workers + servers;
   if (!got || !(median > 0)) {
     // A failed worker 0 leaves the others waiting for it: end them all.
     for (pid_t pid : children) kill(pid, SIGKILL);
   }
-  for (pid_t pid : children) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    all_ok = all_ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
+  // The workers first (after the servers in `children`): the others may
+  // still be pulling their last round when worker 0 is done.
+  auto reap = [&](size_t from, size_t to) {
+    for (size_t i = from; i < to && i < children.size(); ++i) {
+      int status = 0;
+      waitpid(children[i], &status, 0);
+      all_ok = all_ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    }
+  };
+  reap(server_children, children.size());
+  close(stop_pipe[1]);  // the servers stop
+  reap(0, server_children);
   for (int fd : {port_pipe[0], port_pipe[1], ready_pipe[0], ready_pipe[1], result_pipe[0]}) {
     close(fd);
   }
