@@ -227,10 +227,12 @@ std::string FormatRecommendation(const PlanOptions& o, const std::vector<plan::P
   const plan::Prediction& best = *rec.best;
   std::string out = absl::StrCat("\nrecommended: tandem local ", CommonLocalFlags(o), " ",
                                   StrategyLocalFlags(o, best.strategy), " (", best.why, ")");
+  absl::StrAppend(&out, "; bound by ", BoundText(best));
   for (const plan::Prediction& p : ps) {
     const bool tied = std::find(rec.tied.begin(), rec.tied.end(), &p) != rec.tied.end();
     if (tied || p.lossy || !p.fits) continue;
-    absl::StrAppendFormat(&out, "; %.2fx faster than %s", p.step_s / best.step_s, p.strategy);
+    absl::StrAppendFormat(&out, "; %.2fx faster than %s (bound by %s)", p.step_s / best.step_s,
+                          p.strategy, BoundText(p));
     break;
   }
   if (rec.tied.size() > 1) {
