@@ -215,7 +215,8 @@ absl::StatusOr<Shape> RemoteShape(const std::string& strategy, const Terms& t, i
   } else {
     s.bucket = [&t, chunk](int64_t lo, int64_t hi) {
       const double b = (hi - lo) * kFloat;
-      return ShmReduceScatter(t, b) + ServerTransfer(t, b / t.k, t.k, std::max(1.0, b / (t.k * chunk)));
+      return ShmReduceScatter(t, b) +
+             ServerTransfer(t, b / t.k, t.k, std::max(1.0, b / (t.k * chunk)));
     };
     // The landing (hybrid_land.cc): each group of K chunks is allgathered
     // in the node once its pulls are in, queued in the order the pulls went
@@ -460,7 +461,8 @@ void NameBottleneck(const Terms& t, const Shape& shape, double optimizer_s, Pred
 namespace {
 
 // The prediction with the rates `t` (Predict's, or one with a part made free).
-absl::StatusOr<Prediction> StepOf(const PlanRequest& r, const Terms& t, const std::string& strategy) {
+absl::StatusOr<Prediction> StepOf(const PlanRequest& r, const Terms& t,
+                                  const std::string& strategy) {
   ASSIGN_OR_RETURN(Shape shape, ShapeOf(strategy, t, r.model, r.batch));
 
   Prediction p;

@@ -64,6 +64,12 @@ std::string BoundText(const plan::Prediction& p) {
   return absl::StrFormat("%s %.0f%%", p.bound, p.step_s > 0 ? 100 * s / p.step_s : 0);
 }
 
+std::string ShardRoundText(const plan::MachineProfile& m, int workers) {
+  if (plan::ShardRoundSeconds(m, workers) == 0) return "shard-server call rounds not measured";
+  return absl::StrFormat("shard-server call round %.0f us at %d workers",
+                         plan::ShardRoundSeconds(m, workers) * 1e6, workers);
+}
+
 std::string Rate(double per_s, const char* unit) {
   if (per_s >= 1e12) return absl::StrFormat("%.1f T%s", per_s / 1e12, unit);
   return absl::StrFormat("%.1f G%s", per_s / 1e9, unit);
@@ -209,11 +215,7 @@ std::string FormatHeader(const plan::PlanRequest& r) {
                           m.source, m.gemm_flops_per_s / 1e9, m.stream_bytes_per_s / 1e9,
                           m.loopback_bytes_per_s / 1e9, (c.one_host ? plan::RingRoundSeconds(m, c.ranks()) : m.link_alpha_s) * 1e6,
                           c.one_host ? c.ranks() : 2, m.cores,
-                          m.shard_round_2_s > 0
-                              ? absl::StrFormat("shard-server call round %.0f us at %d workers",
-                                                plan::ShardRoundSeconds(m, c.one_host ? c.ranks() : c.per_node) * 1e6,
-                                                c.one_host ? c.ranks() : c.per_node)
-                              : std::string("shard-server call rounds not measured"));
+                          ShardRoundText(m, c.one_host ? c.ranks() : c.per_node));
   }
   return out;
 }
@@ -275,7 +277,8 @@ std::string FormatPlan(const PlanOptions& o, const plan::PlanRequest& r,
                         "strategy", "step ms", "samples/s", "comm ms", "finish ms", "link MiB",
                         "MiB/worker", "bottleneck", "bound", "flags");
   for (const plan::Prediction& p : ps) {
-    absl::StrAppendFormat(&out, "%-22s %10.2f %11.0f %10.2f %10.2f %12.1f %12.1f  %-16s  %-12s  %s\n",
+    absl::StrAppendFormat(&out,
+                          "%-22s %10.2f %11.0f %10.2f %10.2f %12.1f %12.1f  %-16s  %-12s  %s\n",
                           p.lossy ? p.strategy + " *" : p.strategy, p.step_s * 1e3,
                           p.samples_per_s, p.exposed_comm_s * 1e3, p.finish_s * 1e3,
                           MiB(p.node_link_bytes), MiB(p.total_bytes()),

@@ -24,7 +24,9 @@ namespace {
 constexpr int64_t kGeneration = 1;
 constexpr int kWarmUp = 3;
 
-bool WriteAll(int fd, const void* p, size_t n) { return write(fd, p, n) == static_cast<ssize_t>(n); }
+bool WriteAll(int fd, const void* p, size_t n) {
+  return write(fd, p, n) == static_cast<ssize_t>(n);
+}
 bool ReadAll(int fd, void* p, size_t n) { return read(fd, p, n) == static_cast<ssize_t>(n); }
 
 // The server process: serve until `stop_fd` closes. Its port goes to `port_fd`.
@@ -145,7 +147,9 @@ absl::StatusOr<double> MeasureShardRound(const ShardRoundOptions& o) {
       close(result_pipe[0]);
       std::vector<double> secs;
       const absl::Status s = RunWorker(w, o, ports, ready_pipe, &secs);
-      if (!s.ok()) fprintf(stderr, "calibrate: shard round worker %d: %s\n", w, s.ToString().c_str());
+      if (!s.ok()) {
+        fprintf(stderr, "calibrate: shard round worker %d: %s\n", w, s.ToString().c_str());
+      }
       double median = -1;
       if (s.ok()) {
         std::sort(secs.begin(), secs.end());
@@ -181,7 +185,8 @@ absl::StatusOr<double> MeasureShardRound(const ShardRoundOptions& o) {
   }
   if (!got || !all_ok || !(median > 0)) {
     return absl::UnavailableError(absl::StrCat(
-        "calibrate: the shard-server round of ", o.workers, " worker process(es) over loopback failed"));
+        "calibrate: the shard-server round of ", o.workers,
+        " worker process(es) over loopback failed"));
   }
   return median / o.round_trips / servers;
 }
