@@ -2,7 +2,8 @@
 // port 0 whose sync thread pool is capped: open Attach calls hold no server
 // thread (a unary call still answers while 64 are open; a sync handler per
 // call would exhaust the pool), a cancelled call detaches exactly once, and
-// Stop() ends every call without counting it as a detach.
+// Stop() ends every call without counting it as a detach; a call without
+// the job's token is refused.
 #include "services/coordinator/coordinator_service.h"
 
 #include <memory>
@@ -13,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/rpc/auth.h"
 #include "gtest/gtest.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/resource_quota.h"
@@ -44,7 +46,7 @@ class CoordinatorServiceTest : public ::testing::Test {
     auto core = CoordinatorCore::Create(o);
     ASSERT_TRUE(core.ok()) << core.status();
     core_ = std::move(*core);
-    service_ = std::make_unique<CoordinatorService>(core_.get(), absl::Seconds(20));
+    service_ = std::make_unique<CoordinatorService>(core_.get(), absl::Seconds(20), Token());
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -58,6 +60,8 @@ class CoordinatorServiceTest : public ::testing::Test {
     stub_ = v1::Coordinator::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
                                                          grpc::InsecureChannelCredentials()));
   }
+
+  virtual std::string Token() const { return ""; }
 
   void TearDown() override {
     if (service_) service_->Stop();
@@ -188,6 +192,27 @@ TEST_F(CoordinatorServiceTest, ARefusedCallEndsWithTheCoreError) {
   EXPECT_EQ(status.error_code(), grpc::INVALID_ARGUMENT);
   EXPECT_TRUE(absl::StrContains(status.error_message(), "instance")) << status.error_message();
   EXPECT_TRUE(WaitForOpenCalls(0));
+}
+
+class TokenCoordinatorServiceTest : public CoordinatorServiceTest {
+ protected:
+  std::string Token() const override { return "job-token"; }
+};
+
+TEST_F(TokenCoordinatorServiceTest, AnAttachWithoutTheTokenIsRefusedAndOneWithItRegisters) {
+  grpc::ClientContext ctx;
+  auto refused = stub_->Attach(&ctx, Request("b"));
+  v1::AttachResponse reply;
+  EXPECT_FALSE(refused->Read(&reply));
+  const grpc::Status status = refused->Finish();
+  EXPECT_EQ(status.error_code(), grpc::UNAUTHENTICATED) << status.error_message();
+  ASSERT_TRUE(WaitForOpenCalls(0));
+  grpc::ClientContext with_token;
+  with_token.AddMetadata(kAuthTokenMetadataKey, "job-token");
+  auto registered = stub_->Attach(&with_token, Request("b"));
+  EXPECT_TRUE(registered->Read(&reply));
+  with_token.TryCancel();
+  EXPECT_EQ(registered->Finish().error_code(), grpc::CANCELLED);
 }
 
 }  // namespace
