@@ -31,7 +31,7 @@ if [ ! -x "$TANDEM" ]; then
   echo "plan_vs_measured.sh: no tandem binary at $TANDEM; run 'bazel build -c opt //tools/tandem' or set TANDEM" >&2
   exit 1
 fi
-case "${1:-}" in -h|--help) sed -n '2,24p' "$0"; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,26p' "$0"; exit 0 ;; esac
 PYTHON=${PYTHON:-/usr/bin/python3}
 [ -x "$PYTHON" ] || PYTHON=python3
 exec "$PYTHON" "$here/plan_vs_measured.py" --tandem "$TANDEM" --strategies "$here/strategies.sh" "$@"
