@@ -18,6 +18,11 @@ double AutoRingShare(int nodes, int servers) {
   return (fan_in - 1) / (ring + fan_in - 1);
 }
 
+std::string DefaultRingShare(int servers, bool replicate, bool int8_pushes) {
+  if (int8_pushes) return "0";
+  return servers < 2 || !replicate ? "auto" : "0";
+}
+
 absl::StatusOr<RingSplit> ChooseRingSplit(const RingSplitInputs& in) {
   RingSplit out;
   const bool automatic = in.spec == "auto";

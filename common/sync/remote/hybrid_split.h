@@ -51,6 +51,14 @@ struct RingSplit {
 // busy, 0 when the servers are not the bottleneck (S >= N or one node).
 double AutoRingShare(int nodes, int servers);
 
+// The ring_share of a job that names none: "auto" where the shard servers
+// keep no replicas anyway (one server, or replicate=0), since the split then
+// costs nothing on recovery; "0" where they keep replicas (a replica cannot
+// restore the ring part, so the split would turn them off and a lost server
+// would go back to the last checkpoint) and where pushes are int8 (which the
+// split refuses). A named ring_share always wins.
+std::string DefaultRingShare(int servers, bool replicate, bool int8_pushes);
+
 // Parses the spec and rounds f x size to whole units.
 absl::StatusOr<RingSplit> ChooseRingSplit(const RingSplitInputs& in);
 

@@ -22,6 +22,14 @@ TEST(AutoRingShare, BalancesNodeAndServerLinks) {
   EXPECT_EQ(AutoRingShare(1, 1), 0);
 }
 
+TEST(DefaultRingShare, SplitsOnlyWhereNoReplicaIsLost) {
+  EXPECT_EQ(DefaultRingShare(1, true, false), "auto");   // one server: no replica to lose
+  EXPECT_EQ(DefaultRingShare(2, false, false), "auto");  // replicate=0
+  EXPECT_EQ(DefaultRingShare(2, true, false), "0");      // replicas kept
+  EXPECT_EQ(DefaultRingShare(4, true, false), "0");
+  EXPECT_EQ(DefaultRingShare(1, true, true), "0");       // int8 pushes: no split
+}
+
 TEST(ChooseRingSplit, RoundsToWholeUnitsAndKeepsOneForTheServers) {
   auto s = ChooseRingSplit({"auto", 4, 2, 1000, 100});
   ASSERT_TRUE(s.ok()) << s.status();

@@ -133,25 +133,39 @@ absl::StatusOr<int> ParseCompress(const SyncOptions& o) {
       "--sync_opt compress must be none or int8 for --sync hybrid, got '", it->second, "'"));
 }
 
-// --sync_opt ring_share: "auto" or a share (checked by ChooseRingSplit).
+// --sync_opt ring_share as named: "auto" or a share (checked by
+// ChooseRingSplit); "0" when not named (validation only: RingSize applies
+// the default).
 std::string RingShareSpec(const SyncOptions& o) {
   const auto it = o.opts.find("ring_share");
   return it == o.opts.end() ? "0" : it->second;
 }
 
 // ring_share's prefix of the vector, or 0; rank 0 logs how it was chosen.
+// Not named: DefaultRingShare (auto where the servers keep no replicas).
 absl::StatusOr<int64_t> RingSize(const SyncOptions& options, const SyncEnv& env) {
-  const std::string spec = RingShareSpec(options);
+  const int servers = static_cast<int>(env.shard_servers.addresses.size());
+  std::string spec = RingShareSpec(options);
+  const bool named = options.opts.count("ring_share") > 0;
+  if (!named) {
+    ASSIGN_OR_RETURN(const int64_t replicate, GetSyncOptInt(options, "replicate", 1));
+    ASSIGN_OR_RETURN(const int int8_chunk, ParseCompress(options));
+    spec = DefaultRingShare(servers, replicate != 0, int8_chunk > 0);
+  }
   if (spec == "0") return 0;
   ASSIGN_OR_RETURN(const RemoteSyncKnobs knobs, ParseRemoteSyncKnobs(options));
   RingSplitInputs in;
   in.spec = spec;
   in.nodes = env.comms->num_nodes;
-  in.servers = static_cast<int>(env.shard_servers.addresses.size());
+  in.servers = servers;
   in.size = env.size;
   in.unit = shard::ShardLayout::ChunkElementsForMb(knobs.chunk_mb) * env.comms->intra->world_size();
   ASSIGN_OR_RETURN(const RingSplit split, ChooseRingSplit(in));
-  if (env.comms->world->rank() == 0) LOG(INFO) << "hybrid: " << split.why;
+  if (env.comms->world->rank() == 0) {
+    LOG(INFO) << "hybrid: " << split.why
+              << (named ? "" : " (the default where the shard servers keep no replicas: one "
+                               "server or replicate=0)");
+  }
   return split.ring_size;
 }
 
@@ -165,8 +179,9 @@ std::vector<OptionInfo> HybridSyncOptionInfo() {
                "none: fp32 pushes and pulls; int8: pushes as int8 with a scale per 1024 values "
                "and error feedback kept per rank (the servers sum in fp32), pulls as int8 "
                "parameter deltas with the error feedback kept on the servers"});
-  o.push_back({"ring_share", "0",
-               "auto | F in [0, 1): this share of the vector (its first layers, whole chunk "
+  o.push_back({"ring_share", "0 or auto",
+               "auto | F in [0, 1); default auto where the shard servers keep no replicas (one "
+               "server, or replicate=0), else 0: this share of the vector (its first layers, whole chunk "
                "groups) is summed by a ring among the nodes and stepped on the workers, the rest "
                "goes through the shard servers; auto picks F so node and server links are equally "
                "busy (0 with as many servers as nodes), see docs/user-guide.md"});
