@@ -60,7 +60,11 @@ absl::Status SetUpRank(const std::string& strategy, const std::string& server, i
   for (float& x : r->features) x = normal(rng);
   r->labels.resize(kBatch);
   for (int32_t& y : r->labels) y = static_cast<int32_t>(rng() % 5);
-  ASSIGN_OR_RETURN(SyncOptions o, ParseSyncOptions(strategy, "chunk_mb=0.001,timeout_s=2,apply=step"));
+  // hybrid: ring_share=0, so every chunk goes by the server whose deadline
+  // this tests (with one server the default would send half by a ring).
+  const std::string opts = absl::StrCat("chunk_mb=0.001,timeout_s=2,apply=step",
+                                        strategy == "hybrid" ? ",ring_share=0" : "");
+  ASSIGN_OR_RETURN(SyncOptions o, ParseSyncOptions(strategy, opts));
   SyncEnv env;
   env.comms = &g;
   env.params = r->model->storage().params();
