@@ -31,10 +31,10 @@ RecoveryMemory RecoveryMemoryOf(const PlanRequest& r, const Prediction& p) {
     if (r.cluster.servers >= 2) {
       // On by default (--sync_opt replicate=0 turns it off): the replica of
       // the neighbour's range at its two newest steps, this range's
-      // copies from before its last two steps and the one last sent to
-      // its replica (kept by swapping, not copied again); and the
-      // background checkpoint's snapshot of its range.
-      m.server_bytes = 6 * p.server_bytes;
+      // copies from before its last two steps and its last summed
+      // gradient (what the replica is sent: fp32, no optimizer state);
+      // and the background checkpoint's snapshot of its range.
+      m.server_bytes = 5 * p.server_bytes + p.server_bytes / (1 + StateFloats(r));
       m.rank0_bytes = state;
       m.source = "memory: the lost server's range from its replica on the next server, <= 1 "
                  "step redone; --sync_opt replicate=0 saves this and uses the disk";

@@ -12,11 +12,11 @@
 // four copies of its 1/W shard for peer recovery (two own, a neighbour's,
 // one send's staging) and one background-checkpoint snapshot of it. ps and
 // hybrid (replicas on by default with >= 2 servers): each shard server
-// keeps its range's copies from before its last two steps, the one last
-// sent to its replica and the neighbour's range at its two newest steps
-// (services/shardserver/replicator.h), plus its background-checkpoint
-// snapshot: 6 x (fp32 master + optimizer state) of a range (1 x with one
-// server); rank 0 holds the whole optimizer state on the host while it
+// keeps its range's copies from before its last two steps, its last
+// summed gradient (what its replica is sent) and the neighbour's range at
+// its two newest steps (services/shardserver/replicator.h), plus its
+// background-checkpoint snapshot: 5 x (fp32 master + optimizer state) of a
+// range and 4 bytes per element for the gradient (1 x with one server); rank 0 holds the whole optimizer state on the host while it
 // rebuilds a lost server's range. Background snapshots are counted
 // because --background_checkpoint is on by default. Pure
 // functions; thread-safe.

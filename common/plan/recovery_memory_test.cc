@@ -48,9 +48,9 @@ TEST(RecoveryMemory, ShardedStrategiesHoldFiveCopiesOfTheirShard) {
       << FormatRecoveryMemory(m);
 }
 
-TEST(RecoveryMemory, ShardServersHoldSixRangesWithTwoServersAndOneWithOne) {
+TEST(RecoveryMemory, ShardServersHoldFiveRangesAndAGradientWithTwoServersAndOneWithOne) {
   const RecoveryMemory two = RecoveryMemoryOf(Request("adamw", 2), Named("ps", 6000));
-  EXPECT_EQ(two.server_bytes, 36000);
+  EXPECT_EQ(two.server_bytes, 5 * 6000 + 6000 / 3);  // AdamW: the gradient is a third of a range
   EXPECT_EQ(two.rank0_bytes, 2 * 1000 * 4);
   EXPECT_EQ(two.rank_bytes, 0);
   EXPECT_NE(FormatRecoveryMemory(two).find("MiB/server"), std::string::npos);

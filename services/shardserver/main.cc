@@ -16,12 +16,12 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/flags/usage.h"
 #include "common/rpc/auth.h"
 #include "common/rpc/tls_flags.h"
 #include "common/trace/trace_flags.h"
+#include "services/shardserver/push_window.h"
 #include "services/shardserver/shard_server.h"
 
 TANDEM_TLS_FLAGS();  // --tls_cert, --tls_key, --tls_ca, --tls_mutual, --tls_server_name
@@ -60,16 +60,17 @@ int main(int argc, char** argv) {
   }
   options.report_period = absl::Seconds(report_seconds);
   // The HTTP/2 window for pushes (shard_server.h); KiB, 0 = gRPC's auto-tuned.
-  if (const char* kb = std::getenv("TANDEM_SHARD_PUSH_WINDOW_KB"); kb != nullptr && *kb != 0) {
-    int v = 0;
-    if (!absl::SimpleAtoi(kb, &v) || v < 0 || v > (1 << 20)) {
-      std::fprintf(stderr,
-                   "shardserver: TANDEM_SHARD_PUSH_WINDOW_KB=%s is not a size in KiB (0..1048576; "
-                   "0 = gRPC's auto-tuned window); unset it for the default 64\n",
-                   kb);
-      return 2;
-    }
-    options.flow_window_bytes = v * 1024;
+  const char* window_env = std::getenv(tandem::shardserver::kPushWindowEnv);
+  absl::StatusOr<int> window =
+      tandem::shardserver::PushWindowBytes(window_env, options.flow_window_bytes);
+  if (!window.ok()) {
+    std::fprintf(stderr, "shardserver: %s\n", std::string(window.status().message()).c_str());
+    return 2;
+  }
+  options.flow_window_bytes = *window;
+  if (window_env != nullptr && *window_env != 0) {
+    std::fprintf(stderr, "shardserver: %s\n",
+                 tandem::shardserver::DescribePushWindow(*window).c_str());
   }
   absl::StatusOr<std::string> token = tandem::LoadAuthToken(absl::GetFlag(FLAGS_token_file));
   if (!token.ok()) {

@@ -45,7 +45,10 @@ struct ChunkSlot {
   absl::Mutex mu;
   int64_t step ABSL_GUARDED_BY(mu) = 0;  // the step being collected
   int64_t applied ABSL_GUARDED_BY(mu) = 0;  // apply_per_chunk: last step applied here
-  std::vector<float> sum ABSL_GUARDED_BY(mu);
+  // The step's summed gradient (chunk-size floats as bytes: with a
+  // replica it is swapped, not copied, into `grad` and from there into the
+  // replication message).
+  std::string sum ABSL_GUARDED_BY(mu);
   std::vector<char> contributed ABSL_GUARDED_BY(mu);  // per rank
   int weight ABSL_GUARDED_BY(mu) = 0;
   // Int8 delta pulls: the block of the delta of step `encoded_step`
@@ -61,14 +64,17 @@ struct ChunkSlot {
   bool keeps ABSL_GUARDED_BY(mu) = false;
   std::vector<std::string> kept[2] ABSL_GUARDED_BY(mu);
   int64_t prev_step[2] ABSL_GUARDED_BY(mu) = {-1, -1};
-  // The buffers of the last replication message of this chunk, the chunk
-  // at step sent_step (-1: none, or lent to the message being filled and
-  // sent). The chunk's next step swaps them into kept[] instead of
-  // copying its state again (KeepPrevious): the state cannot change
-  // between the read for the replica and that step (the step waits for
-  // the replica's acknowledgement). Same layout as a kept[] version.
-  std::vector<std::string> sent ABSL_GUARDED_BY(mu);
-  int64_t sent_step ABSL_GUARDED_BY(mu) = -1;
+  // The summed gradient of step grad_step (-1: none, e.g. the step of an
+  // InitShard) with the scalars it was applied with: what the replica is
+  // sent for that step (replica_store.h). Swapped with `sum` after the
+  // optimizer step; lent to the replication message between
+  // ReadChunkForReplica and MarkReplicated (grad_lent), during which the
+  // chunk cannot step again (it waits for the replica's acknowledgement).
+  std::string grad ABSL_GUARDED_BY(mu);
+  int64_t grad_step ABSL_GUARDED_BY(mu) = -1;
+  float grad_lr ABSL_GUARDED_BY(mu) = 0;
+  float grad_scale ABSL_GUARDED_BY(mu) = 1;
+  bool grad_lent ABSL_GUARDED_BY(mu) = false;
 };
 
 struct RangeStore::State {
@@ -121,6 +127,9 @@ struct RangeStore::State {
   }
 };
 
+// A buffer of floats kept as bytes (so it can be swapped into a message).
+inline float* Floats(std::string& s) { return reinterpret_cast<float*>(s.data()); }
+
 // sum[i] += data[i]; the buffers never overlap (the chunk's accumulator and
 // a received message).
 inline void AddInto(float* __restrict sum, const float* __restrict data, int64_t n) {
@@ -133,7 +142,7 @@ inline void AddInto(float* __restrict sum, const float* __restrict data, int64_t
 inline void EncodeDelta(const codec::Codec& codec, const float* params, float* reference, ChunkSlot& slot,
                  int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(slot.mu) {
   const int64_t n = slot.range.size();
-  float* delta = slot.sum.data();
+  float* delta = Floats(slot.sum);
   for (int64_t i = 0; i < n; ++i) delta[i] = params[i] - reference[i];
   codec.Encode(delta, n, codec::EncodeParams{}, slot.encoded.data());
   codec.DecodeAdd(slot.encoded.data(), n, reference);
@@ -142,24 +151,36 @@ inline void EncodeDelta(const codec::Codec& codec, const float* params, float* r
 
 // Range replication: keeps the chunk's parameters and optimizer state as
 // they are (before the step about to be applied) in the older of
-// slot.kept's two versions: the buffers last sent to the replica when they
-// hold this step (no copy), else a copy.
+// slot.kept's two versions.
 inline void KeepPrevious(const float* params, ChunkSlot& slot)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(slot.mu) {
   if (!slot.keeps) return;
   const int k = slot.prev_step[0] <= slot.prev_step[1] ? 0 : 1;
   slot.prev_step[k] = slot.applied;
-  if (slot.sent_step == slot.applied) {
-    slot.kept[k].swap(slot.sent);
-    slot.sent_step = -1;
-    return;
-  }
   const size_t bytes = slot.range.size() * sizeof(float);
   std::vector<std::string>& to = slot.kept[k];
   std::memcpy(to[0].data(), params, bytes);
   for (size_t j = 0; j < slot.state.size(); ++j) {
     std::memcpy(to[1 + j].data(), slot.state[j].data.data(), bytes);
   }
+}
+
+// Range replication, after the optimizer applied `ctx` to the slot's sum:
+// the sum becomes the gradient the replica is sent (a swap) and the old
+// gradient buffer, which the replica has acknowledged, collects the next
+// step.
+inline void KeepGradient(ChunkSlot& slot, const optim::StepContext& ctx)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(slot.mu) {
+  if (!slot.keeps) return;
+  if (slot.grad_lent) {  // never while the chunk waits for its replica; no gradient then
+    slot.grad_step = -1;
+    return;
+  }
+  slot.grad.resize(slot.sum.size());  // a no-op but after a generation's buffers mixed
+  slot.sum.swap(slot.grad);
+  slot.grad_step = ctx.step;
+  slot.grad_lr = ctx.lr;
+  slot.grad_scale = ctx.grad_scale;
 }
 
 inline void Add(prometheus::Counter* c, double v) {

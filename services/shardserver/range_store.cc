@@ -162,7 +162,7 @@ absl::StatusOr<std::unique_ptr<RangeStore::PendingInit>> RangeStore::BeginInit(
       absl::MutexLock lock(&slot->mu);
       slot->step = c.step + 1;
       slot->applied = c.step;
-      slot->sum.assign(ch.size(), 0.f);
+      slot->sum.assign(ch.size() * sizeof(float), '\0');
       slot->contributed.assign(c.world_size, 0);
       if (state->codec != nullptr) slot->encoded.assign(state->codec->MaxEncodedBytes(ch.size()), 0);
       if (!c.replica_address.empty()) {
@@ -171,7 +171,7 @@ absl::StatusOr<std::unique_ptr<RangeStore::PendingInit>> RangeStore::BeginInit(
         for (std::vector<std::string>& v : slot->kept) {
           v.assign(buffers, std::string(ch.size() * sizeof(float), '\0'));
         }
-        slot->sent.assign(buffers, std::string());  // sized by the first send
+        slot->grad.assign(ch.size() * sizeof(float), '\0');
       }
     }
     state->chunk_lo.push_back(ch.lo);

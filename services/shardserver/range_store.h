@@ -215,12 +215,15 @@ class RangeStore {
   // Range replication (InitConfig::replica_address). The forwarder is
   // borrowed and set once, before the first InitShard.
   void SetForwarder(ChunkForwarder* forwarder) { forwarder_ = forwarder; }
-  // Chunk `chunk`'s parameters and optimizer state as they are now into
-  // *msg with the layout fields, filled in the chunk's own send buffers
-  // (swapped in; MarkReplicated with `msg` swaps them back); *address: where to
-  // send it. Returns the step the chunk is at. ABORTED when `generation`
-  // is no longer current.
-  absl::StatusOr<int64_t> ReadChunkForReplica(int64_t generation, int chunk,
+  // What the replica is sent for chunk `chunk` at the step it is at, into
+  // *msg with the layout fields and the optimizer config: the summed
+  // gradient of that step (a gradient message: `grad` set, swapped in from
+  // the chunk and lent until MarkReplicated, or the next read of the chunk
+  // into the same message, swaps it back) unless `full` or the chunk holds
+  // no gradient of its step (its InitShard step), else its parameters and
+  // optimizer state (copied). *address: where to send it. Returns the step
+  // the chunk is at. ABORTED when `generation` is no longer current.
+  absl::StatusOr<int64_t> ReadChunkForReplica(int64_t generation, int chunk, bool full,
                                               v1::ReplicaChunk* msg, std::string* address);
   // Returns once the replica acknowledged `step` for every chunk (at once
   // without replication). ABORTED when the generation is not current or is
@@ -228,10 +231,8 @@ class RangeStore {
   absl::Status WaitReplicated(int64_t generation, int64_t step, absl::Time deadline);
   // The replica holds chunk `chunk` at `step` (or replication failed and
   // the range must not wait for it): the chunk may apply step + 1.
-  // `sent`: the message ReadChunkForReplica filled for this step, whose
-  // tensor buffers go back to the chunk (it keeps them as its copy of
-  // `step` instead of copying its state again); the message gets back the
-  // buffers it had before that read. nullptr: nothing to hand back.
+  // `sent`: the message ReadChunkForReplica filled, whose lent gradient
+  // goes back to the chunk (nullptr: nothing to hand back).
   void MarkReplicated(int64_t generation, int chunk, int64_t step,
                       v1::ReplicaChunk* sent = nullptr);
   // Recovery: `name` ("" = parameters) over [lo, hi) as of `step`, from
@@ -242,7 +243,10 @@ class RangeStore {
   // at `step` (or nothing is held); INVALID_ARGUMENT outside the range.
   absl::Status ReadKept(int64_t step, const std::string& name, int64_t lo, int64_t hi,
                         float* out) const;
-  // Bytes held for the copies kept from before a step.
+  // Bytes of one chunk's values in the current generation (0: none).
+  int64_t chunk_bytes() const;
+  // Bytes held for the copies kept from before a step and the gradient
+  // kept for the replica.
   int64_t kept_bytes() const;
 
  private:

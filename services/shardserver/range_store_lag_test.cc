@@ -4,8 +4,9 @@
 // step S is acknowledged (the replica lags by one step at most), and a push
 // of S + 1 is acknowledged once every chunk's S is (WaitReplicated); every
 // applied chunk is handed to the forwarder before its pull is answered;
-// the copies from before the last two steps serve recovery reads; a new
-// generation or the store's end releases a step waiting for its replica.
+// the copies from before the last two steps serve recovery reads; what the
+// replica is sent (the initial state, then each step's summed gradient); a
+// new generation or the store's end releases a step waiting for its replica.
 #include <algorithm>
 #include <cstdint>
 #include <tuple>
@@ -146,8 +147,9 @@ TEST_P(LagTest, PullsDoNotWaitAndTheNextStepWaitsForTheReplica) {
   absl::Status gone = store.ReadKept(0, "", kLo, kHi, out.data());
   EXPECT_EQ(gone.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(absl::StrContains(gone.message(), "is at step 3 (kept: 1 and 2)")) << gone;
-  // Parameters and momentum, two kept versions, 10 elements.
-  EXPECT_EQ(store.kept_bytes(), 2 * 2 * (kHi - kLo) * 4);
+  // Parameters and momentum, two kept versions, 10 elements, and the
+  // gradient kept for the replica.
+  EXPECT_EQ(store.kept_bytes(), (2 * 2 + 1) * (kHi - kLo) * 4);
 }
 
 TEST_P(LagTest, ANewGenerationReleasesAStepWaitingForItsReplica) {
@@ -168,56 +170,71 @@ TEST_P(LagTest, ANewGenerationReleasesAStepWaitingForItsReplica) {
   PushStep(store, 2, 2);  // left waiting: the store's end must not hang on it
 }
 
-// The replicator's path: each step read for the replica and acknowledged
-// with its message, whose buffers the chunk then keeps as its copy of that
-// step (no second copy); a message from another step is not taken.
-TEST_P(LagTest, KeptCopiesAreTheBuffersSentToTheReplica) {
+// The replicator's path: the initial step goes out in full, every applied
+// step as the summed gradient it applied (lent to the message, not copied,
+// and given back at the acknowledgement), and in full when asked.
+TEST_P(LagTest, TheReplicaIsSentTheInitialStateThenEachStepsGradient) {
   RecordingForwarder fwd;
   RangeStore store(nullptr, /*apply_threads=*/1);
   store.SetForwarder(&fwd);
   Init(store, Config(1, GetParam()));
   v1::ReplicaChunk msg;
   std::string address;
-  auto send_all = [&](int64_t step) {
-    for (int i = 0; i < kChunks; ++i) {
-      absl::StatusOr<int64_t> at = store.ReadChunkForReplica(1, i, &msg, &address);
-      ASSERT_TRUE(at.ok()) << at.status();
-      ASSERT_EQ(*at, step);
-      ASSERT_EQ(msg.params().data().size(), (i == 0 ? 4u : 3u) * sizeof(float));
-      EXPECT_FLOAT_EQ(reinterpret_cast<const float*>(msg.params().data().data())[0],
-                      Expected(step));
-      store.MarkReplicated(1, i, step, &msg);
-      // The buffers went back to the chunk; the message holds none of them.
-      EXPECT_NE(msg.params().data().size(), (i == 0 ? 4u : 3u) * sizeof(float));
-    }
-  };
-  send_all(0);
+  for (int i = 0; i < kChunks; ++i) {
+    absl::StatusOr<int64_t> at = store.ReadChunkForReplica(1, i, false, &msg, &address);
+    ASSERT_TRUE(at.ok()) << at.status();
+    EXPECT_EQ(*at, 0);
+    EXPECT_EQ(address, "127.0.0.1:1");
+    EXPECT_TRUE(msg.grad().data().empty());  // no gradient at the InitShard step
+    ASSERT_EQ(msg.params().data().size(), (i == 0 ? 4u : 3u) * sizeof(float));
+    EXPECT_EQ(msg.state_names_size(), 1);
+    EXPECT_EQ(msg.optimizer().momentum(), 0.5);
+    store.MarkReplicated(1, i, 0, &msg);
+  }
   for (int64_t step = 1; step <= 3; ++step) {
     PushStep(store, 1, step);
     ASSERT_TRUE(store.WaitForStep(1, step, Soon()).ok());
-    send_all(step);
+    for (int i = 0; i < kChunks; ++i) {
+      absl::StatusOr<int64_t> at = store.ReadChunkForReplica(1, i, false, &msg, &address);
+      ASSERT_TRUE(at.ok()) << at.status();
+      ASSERT_EQ(*at, step);
+      const size_t bytes = (i == 0 ? 4u : 3u) * sizeof(float);
+      ASSERT_EQ(msg.grad().data().size(), bytes);
+      EXPECT_EQ(reinterpret_cast<const float*>(msg.grad().data().data())[0],
+                static_cast<float>(step));
+      EXPECT_EQ(msg.lr(), kLr);
+      EXPECT_EQ(msg.grad_scale(), 1.f);
+      EXPECT_TRUE(msg.params().data().empty());
+      EXPECT_EQ(msg.state_size(), 0);
+      if (step == 2 && i == 1) {
+        // The replica asked for the state: the same message, read in full,
+        // gives the gradient back first.
+        ASSERT_TRUE(store.ReadChunkForReplica(1, i, true, &msg, &address).ok());
+        EXPECT_TRUE(msg.grad().data().empty());
+        ASSERT_EQ(msg.params().data().size(), bytes);
+        EXPECT_FLOAT_EQ(reinterpret_cast<const float*>(msg.params().data().data())[0],
+                        Expected(step));
+        ASSERT_EQ(msg.state_size(), 1);
+        EXPECT_EQ(msg.state_names(0), "momentum_buffer");
+      }
+      store.MarkReplicated(1, i, step, &msg);
+      // The gradient went back to the chunk: the message holds it no more.
+      EXPECT_NE(msg.grad().data().size(), bytes);
+    }
   }
-  // At 3, keeping 1 and 2 (from the sent buffers) and the sent 3.
+  // Recovery reads of the kept steps are unaffected.
   std::vector<float> out(kHi - kLo);
-  for (int64_t step = 1; step <= 3; ++step) {
-    absl::Status s = store.ReadKept(step, "", kLo, kHi, out.data());
-    ASSERT_TRUE(s.ok()) << "step " << step << ": " << s;
+  for (int64_t step = 2; step <= 3; ++step) {
+    ASSERT_TRUE(store.ReadKept(step, "", kLo, kHi, out.data()).ok());
     ExpectAt(out, step);
   }
   ASSERT_TRUE(store.ReadKept(2, "momentum_buffer", kLo, kHi, out.data()).ok());
   EXPECT_FLOAT_EQ(out[0], 2.5f);  // 0.5 x 1 + 2
-  // Two kept versions and the sent one: parameters and momentum each.
-  EXPECT_EQ(store.kept_bytes(), 3 * 2 * (kHi - kLo) * 4);
-
-  // A message read at 3 but acknowledged as another step is not kept: step
-  // 4 copies its state as before.
-  ASSERT_TRUE(store.ReadChunkForReplica(1, 0, &msg, &address).ok());
-  store.MarkReplicated(1, 0, 2, &msg);
-  AckAll(store, 1, 3);
+  // The buffers went back: step 4 still collects and applies.
   PushStep(store, 1, 4);
   ASSERT_TRUE(store.WaitForStep(1, 4, Soon()).ok());
-  ASSERT_TRUE(store.ReadKept(3, "", kLo, kHi, out.data()).ok());
-  ExpectAt(out, 3);
+  ASSERT_TRUE(store.ReadParams(1, 4, kLo, kHi, out.data()).ok());
+  ExpectAt(out, 4);
 }
 
 // A push of step S is acknowledged (ShardService) once the replica holds

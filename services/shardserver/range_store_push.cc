@@ -139,7 +139,7 @@ absl::StatusOr<RangeStore::SlotSum> RangeStore::SumIntoSlot(State& st, ChunkSlot
                                                    slot.weight, " exceeds the world size ",
                                                    world));
   }
-  float* sum = slot.sum.data();
+  float* sum = Floats(slot.sum);
   if (slot.weight == 0) {
     std::memcpy(sum, data, n * sizeof(float));
     if (metrics_ != nullptr) GaugeAdd(metrics_->chunks_waiting, 1);
@@ -160,7 +160,8 @@ absl::Status StepChunkLocked(RangeStore::State& st, ChunkSlot& slot,
   const int64_t at = slot.range.lo - st.config.range.lo;
   KeepPrevious(st.params.data() + at, slot);
   absl::Status r =
-      slot.optimizer->Step(st.params.data() + at, slot.sum.data(), slot.range.size(), ctx);
+      slot.optimizer->Step(st.params.data() + at, Floats(slot.sum), slot.range.size(), ctx);
+  KeepGradient(slot, ctx);  // before EncodeDelta, which reuses the sum as scratch
   if (st.codec != nullptr) {
     EncodeDelta(*st.codec, st.params.data() + at, st.reference.data() + at, slot, ctx.step);
   }

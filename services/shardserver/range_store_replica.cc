@@ -14,15 +14,22 @@ namespace shardserver {
 
 namespace {
 
-// Swaps the message's tensor buffers with the chunk's send buffers (the
-// message has the chunk's number of state buffers). Nothing without a
-// replica.
-void SwapSent(ChunkSlot& s, v1::ReplicaChunk* msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
-  if (!s.keeps || s.sent.size() != 1 + s.state.size()) return;
-  msg->mutable_params()->mutable_data()->swap(s.sent[0]);
-  for (size_t i = 0; i < s.state.size(); ++i) {
-    msg->mutable_state(static_cast<int>(i))->mutable_data()->swap(s.sent[1 + i]);
-  }
+// Gives a gradient lent to `msg` (grad_lent) back to the chunk.
+void TakeBackGradient(ChunkSlot& s, v1::ReplicaChunk* msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
+  if (!s.grad_lent || msg == nullptr) return;
+  msg->mutable_grad()->mutable_data()->swap(s.grad);
+  s.grad_lent = false;
+}
+
+// The message's state fields as `n` values each of the chunk's buffers
+// (full) or empty (a gradient message); the objects are kept for reuse.
+void ShapeState(const ChunkSlot& s, bool full, v1::ReplicaChunk* msg)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
+  const int want = full ? static_cast<int>(s.state.size()) : 0;
+  while (msg->state_size() > want) msg->mutable_state()->RemoveLast();
+  while (msg->state_names_size() > want) msg->mutable_state_names()->RemoveLast();
+  while (msg->state_size() < want) msg->add_state();
+  while (msg->state_names_size() < want) msg->add_state_names();
 }
 
 }  // namespace
@@ -33,7 +40,7 @@ void RangeStore::Forward(const State& st, int first, int last, int64_t step) {
 }
 
 absl::StatusOr<int64_t> RangeStore::ReadChunkForReplica(int64_t generation, int chunk,
-                                                        v1::ReplicaChunk* msg,
+                                                        bool full, v1::ReplicaChunk* msg,
                                                         std::string* address) {
   ASSIGN_OR_RETURN(std::shared_ptr<State> cur, Current(generation, "replication"));
   State& st = *cur;
@@ -51,18 +58,26 @@ absl::StatusOr<int64_t> RangeStore::ReadChunkForReplica(int64_t generation, int 
   msg->set_chunk_elements(st.config.chunk_elements);
   msg->mutable_range()->set_begin(s.range.lo);
   msg->mutable_range()->set_end(s.range.hi);
+  *msg->mutable_optimizer() = st.config.optimizer;
   absl::MutexLock lock(&s.mu);
-  while (msg->state_size() > static_cast<int>(s.state.size())) msg->mutable_state()->RemoveLast();
-  while (msg->state_names_size() > static_cast<int>(s.state.size())) {
-    msg->mutable_state_names()->RemoveLast();
+  TakeBackGradient(s, msg);  // a resend of this chunk in full
+  msg->set_step(s.applied);
+  v1::Tensor* grad = msg->mutable_grad();
+  grad->set_dtype(v1::DTYPE_F32);
+  if (!full && s.grad_step == s.applied) {
+    // The gradient itself goes out: swapped into the message, not copied.
+    grad->mutable_data()->swap(s.grad);
+    s.grad_lent = true;
+    msg->set_lr(s.grad_lr);
+    msg->set_grad_scale(s.grad_scale);
+    msg->mutable_params()->mutable_data()->clear();  // keeps its capacity
+    ShapeState(s, false, msg);
+    return s.applied;
   }
-  while (msg->state_size() < static_cast<int>(s.state.size())) msg->add_state();
-  while (msg->state_names_size() < static_cast<int>(s.state.size())) msg->add_state_names();
-  // The message is filled in this chunk's own send buffers (lent until
-  // MarkReplicated hands them back), so its next step keeps them as they
-  // are instead of copying its state again.
-  SwapSent(s, msg);
-  s.sent_step = -1;
+  grad->mutable_data()->clear();
+  msg->set_lr(0);
+  msg->set_grad_scale(0);
+  ShapeState(s, true, msg);
   auto fill = [n](v1::Tensor* t, const float* values) {
     t->set_dtype(v1::DTYPE_F32);
     t->mutable_data()->resize(n * sizeof(float));  // keeps its capacity
@@ -73,7 +88,6 @@ absl::StatusOr<int64_t> RangeStore::ReadChunkForReplica(int64_t generation, int 
     *msg->mutable_state_names(i) = s.state[i].name;
     fill(msg->mutable_state(i), s.state[i].data.data());
   }
-  msg->set_step(s.applied);
   return s.applied;
 }
 
@@ -104,13 +118,10 @@ void RangeStore::MarkReplicated(int64_t generation, int chunk, int64_t step,
   if (!cur.ok()) return;  // that generation is over
   State& st = **cur;
   if (chunk < 0 || chunk >= static_cast<int>(st.chunks.size())) return;
-  if (sent != nullptr && sent->step() == step) {
+  {
     ChunkSlot& s = *st.chunks[chunk];
     absl::MutexLock lock(&s.mu);
-    if (sent->state_size() == static_cast<int>(s.state.size()) && s.applied == step) {
-      SwapSent(s, sent);  // the send buffers back, holding `step`
-      s.sent_step = step;
-    }
+    TakeBackGradient(s, sent);
   }
   absl::MutexLock lock(&st.mu);
   if (chunk >= static_cast<int>(st.chunk_replicated.size())) return;
@@ -167,6 +178,13 @@ absl::Status RangeStore::ReadKept(int64_t step, const std::string& name, int64_t
   return absl::OkStatus();
 }
 
+int64_t RangeStore::chunk_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return current_ == nullptr
+             ? 0
+             : current_->config.chunk_elements * static_cast<int64_t>(sizeof(float));
+}
+
 int64_t RangeStore::kept_bytes() const {
   std::shared_ptr<State> cur;
   {
@@ -177,9 +195,10 @@ int64_t RangeStore::kept_bytes() const {
   int64_t bytes = 0;
   for (const std::unique_ptr<ChunkSlot>& s : cur->chunks) {
     absl::MutexLock lock(&s->mu);
-    for (const std::vector<std::string>* v : {&s->kept[0], &s->kept[1], &s->sent}) {
+    for (const std::vector<std::string>* v : {&s->kept[0], &s->kept[1]}) {
       for (const std::string& b : *v) bytes += static_cast<int64_t>(b.size());
     }
+    if (s->keeps) bytes += s->range.size() * static_cast<int64_t>(sizeof(float));  // grad
   }
   return bytes;
 }

@@ -156,9 +156,9 @@ TEST(Replication, EachRangeIsReplicatedOnTheNextServerBitForBit) {
     EXPECT_LE(info->replica_step(), 4);
     // Two steps of the neighbour's range (params + 2 AdamW buffers) plus
     // its own range's copies from before its last two steps and the
-    // buffers last sent to its replica (the next step keeps those).
+    // gradient it keeps for its replica.
     const int64_t own = r->layout().server_range((s + 1) % 2).size();
-    EXPECT_EQ(info->replica_bytes(), (2 * 3 * range.size() + 3 * 3 * own) * 4);
+    EXPECT_EQ(info->replica_bytes(), (2 * 3 * range.size() + (2 * 3 + 1) * own) * 4);
   }
   const std::string scrape = c.servers[1]->metrics()->Scrape();
   EXPECT_TRUE(absl::StrContains(scrape, "tandem_replica_bytes")) << scrape;
@@ -273,6 +273,7 @@ v1::ReplicaChunk Piece(int64_t generation, int64_t step, float value) {
   c.set_chunk_elements(10);
   c.mutable_range()->set_begin(10);
   c.mutable_range()->set_end(20);
+  c.mutable_optimizer()->set_name("sgd");
   c.mutable_params()->set_dtype(v1::DTYPE_F32);
   c.mutable_params()->mutable_data()->assign(std::string(40, '\0'));
   float* p = reinterpret_cast<float*>(c.mutable_params()->mutable_data()->data());
@@ -301,13 +302,32 @@ TEST(ReplicaStore, KeepsTheTwoNewestStepsAndRefusesStaleOrBadChunks) {
   EXPECT_EQ(store.info().step, -1);
   EXPECT_EQ(store.info().bytes, 2 * 10 * 4);
 
-  EXPECT_EQ(store.Accept(Piece(2, 8, 8.f)).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store.Accept(Piece(2, 8, 8.f)).status().code(), absl::StatusCode::kFailedPrecondition);
   v1::ReplicaChunk bad = Piece(3, 8, 8.f);
   bad.mutable_range()->set_begin(12);
-  EXPECT_EQ(store.Accept(bad).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.Accept(bad).status().code(), absl::StatusCode::kInvalidArgument);
   bad = Piece(3, 8, 8.f);
   bad.mutable_params()->mutable_data()->resize(12);
-  EXPECT_EQ(store.Accept(bad).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.Accept(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  bad = Piece(3, 8, 8.f);
+  bad.mutable_optimizer()->set_name("lamb");
+  absl::StatusOr<ReplicaStore::Accepted> lamb = store.Accept(bad);
+  EXPECT_EQ(lamb.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(lamb.status().message(), "lamb")) << lamb.status();
+  bad = Piece(3, 8, 8.f);
+  bad.add_state_names("momentum_buffer");
+  bad.add_state()->CopyFrom(bad.params());
+  EXPECT_EQ(store.Accept(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  // A gradient of the wrong length, and one with no copy of the step
+  // before (the store holds 6 and 7): the full state is asked for.
+  v1::ReplicaChunk g = Piece(3, 9, 0.f);
+  g.mutable_grad()->set_dtype(v1::DTYPE_F32);
+  g.mutable_grad()->mutable_data()->assign(std::string(36, '\0'));
+  EXPECT_EQ(store.Accept(g).status().code(), absl::StatusCode::kInvalidArgument);
+  g.mutable_grad()->mutable_data()->assign(std::string(40, '\0'));
+  absl::StatusOr<ReplicaStore::Accepted> asked = store.Accept(g);
+  ASSERT_TRUE(asked.ok()) << asked.status();
+  EXPECT_EQ(*asked, ReplicaStore::Accepted::kNeedsState);
   // A newer generation replaces what was held.
   ASSERT_TRUE(store.Accept(Piece(4, 1, 1.f)).ok());
   EXPECT_EQ(store.Read(7, "", 10, 20, out).code(), absl::StatusCode::kFailedPrecondition);

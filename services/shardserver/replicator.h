@@ -1,9 +1,22 @@
 // Replicator: the primary's sender of range replication (issue 34 item 3).
 // The range store hands it each chunk it has applied (ChunkForwarder); one
-// background thread, off the receive and apply paths, reads the chunk's
-// parameters and optimizer state (RangeStore::ReadChunkForReplica) and
-// sends them to the replica server (ShardServer.Replicate), then marks the
-// chunk replicated so it may apply its next step.
+// background thread, off the receive and apply paths, reads what the
+// replica needs (RangeStore::ReadChunkForReplica) and sends it to the
+// replica server, then marks the chunk replicated so it may apply its next
+// step. Every chunk queued when the thread comes round goes out in one
+// ShardServer.ReplicateStream call (up to kBatchBytes of payload), in queue
+// order, one acknowledgement per chunk.
+//
+// What is sent: the step's summed gradient (4 bytes per element), which the
+// replica applies to its copy of the step before with the same optimizer,
+// learning rate and gradient scale (replica_store.h): bit-for-bit the
+// primary's state at a third of the bytes of sending the state for AdamW
+// (a half for SGD with momentum), and no state copied into messages. The
+// gradient is swapped from the chunk into the message, not copied. The
+// full state (parameters and optimizer buffers) goes out at InitShard and
+// for every chunk whose replica answers needs_state (it holds no copy of
+// the step before: it restarted, or a step was lost), in a second call
+// before the chunk is marked replicated.
 //
 // Lag, not a wait on every pull: the chunk is queued here as soon as it has
 // applied step S, before S's pulls are answered, and it applies S + 1 only
@@ -24,15 +37,9 @@
 //   Replicator replicator(store, {.auth_token = token});
 //   store->SetForwarder(&replicator);   // before the first InitShard
 //
-// Why the state and not the summed gradient: the replica then runs no
-// optimizer and needs no ordering with the primary's steps, its copy is
-// bit-identical by construction, and the same bytes serve as the point a
-// recovery rolls back to. It costs (1 + optimizer buffers) x 4 bytes per
-// element per step (8 for SGD with momentum, 12 for AdamW) against 4 for
-// the gradient.
-//
 // A chunk applied again before its last send left is sent once, at its
-// newest step. When the replica cannot be reached (a lost server), the
+// newest step (its replica, missing the step between, then asks for the
+// full state). When the replica cannot be reached (a lost server), the
 // chunk is still marked replicated — the range must not stall on a dead
 // replica — and the failure is logged once per generation; the rest of
 // that generation sends nothing more (a hung replica would otherwise hold
@@ -75,17 +82,35 @@ class Replicator : public ChunkForwarder {
   // calls do nothing. Idempotent; the destructor calls it.
   void Stop();
 
-  // Bytes sent to replicas so far.
+  // Bytes of values sent to replicas so far, and how many chunks went as
+  // gradients and how many in full.
   int64_t bytes_sent() const;
+  int64_t gradients_sent() const;
+  int64_t states_sent() const;
 
  private:
+  // Payload per ReplicateStream call beyond which the rest of the queue
+  // waits for the next call (the first chunks' acknowledgements wait for
+  // the whole call).
+  static constexpr int64_t kBatchBytes = 8 << 20;
+
   void Loop();
-  // Sends chunk `chunk` of `generation` (the newest state it holds).
-  void Send(int64_t generation, int chunk);
+  // Reads and sends the chunks of `generation` taken from the queue
+  // (batch_), then marks them replicated.
+  void SendBatch(int64_t generation);
+  // One ReplicateStream call with msgs_[i] for i in `which`; acks_ gets the
+  // acknowledgements.
+  absl::Status Call(const std::string& address, const std::vector<int>& which);
 
   RangeStore* const store_;
   const ReplicatorOptions options_;
-  v1::ReplicaChunk msg_;  // the loop thread's, reused
+  // The loop thread's, reused: one message per chunk of the batch, the
+  // chunks and the steps they were read at.
+  std::vector<v1::ReplicaChunk> msgs_;
+  std::vector<int> batch_;
+  std::vector<int64_t> steps_;
+  std::vector<int> all_, resend_;  // indices into msgs_
+  v1::ReplicaAcks acks_;
   std::string address_;   // of stub_ (the loop thread's)
   std::unique_ptr<v1::ShardServer::Stub> stub_;
   int64_t failed_generation_ = 0;  // the loop thread's: logged once per generation
@@ -98,6 +123,8 @@ class Replicator : public ChunkForwarder {
   size_t head_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<char> queued_ ABSL_GUARDED_BY(mu_);  // per chunk
   int64_t bytes_sent_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t gradients_sent_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t states_sent_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;  // last: started once the members above exist
 };
 

@@ -306,19 +306,34 @@ absl::Status ShardService::PullRecovery(const v1::PullParametersRequest& r,
 grpc::Status ShardService::Replicate(grpc::ServerContext* context,
                                      const v1::ReplicaChunk* request, v1::ReplicaAck* response) {
   if (grpc::Status auth = CheckCallToken(*context, auth_token_); !auth.ok()) return auth;
+  return ToGrpcStatus(AcceptReplica(*request, response));
+}
+
+grpc::Status ShardService::ReplicateStream(grpc::ServerContext* context,
+                                           grpc::ServerReader<v1::ReplicaChunk>* reader,
+                                           v1::ReplicaAcks* response) {
+  if (grpc::Status auth = CheckCallToken(*context, auth_token_); !auth.ok()) return auth;
+  v1::ReplicaChunk chunk;
+  while (reader->Read(&chunk)) {
+    absl::Status s = AcceptReplica(chunk, response->add_acks());
+    if (!s.ok()) return ToGrpcStatus(s);
+  }
+  return grpc::Status::OK;
+}
+
+absl::Status ShardService::AcceptReplica(const v1::ReplicaChunk& chunk, v1::ReplicaAck* ack) {
   if (replica_ == nullptr) {
-    return ToGrpcStatus(absl::FailedPreconditionError("Replicate: this server keeps no replicas"));
+    return absl::FailedPreconditionError("Replicate: this server keeps no replicas");
   }
-  absl::Status s = replica_->Accept(*request);
-  if (s.ok()) {
-    const int64_t bytes = replica_->info().bytes;
-    response->set_step(request->step());
-    response->set_replica_bytes(bytes);
-    if (metrics_ != nullptr && metrics_->replica_bytes != nullptr) {
-      metrics_->replica_bytes->Set(static_cast<double>(bytes + store_->kept_bytes()));
-    }
+  ASSIGN_OR_RETURN(ReplicaStore::Accepted a, replica_->Accept(chunk));
+  const int64_t bytes = replica_->info().bytes;
+  ack->set_step(chunk.step());
+  ack->set_replica_bytes(bytes);
+  ack->set_needs_state(a == ReplicaStore::Accepted::kNeedsState);
+  if (metrics_ != nullptr && metrics_->replica_bytes != nullptr) {
+    metrics_->replica_bytes->Set(static_cast<double>(bytes + store_->kept_bytes()));
   }
-  return ToGrpcStatus(s);
+  return absl::OkStatus();
 }
 
 absl::Status ShardService::PullDelta(const v1::PullParametersRequest& r,

@@ -65,6 +65,9 @@ class ShardService final : public v1::ShardServer::Service {
                          v1::SaveShardResponse* response) override;
   grpc::Status Replicate(grpc::ServerContext* context, const v1::ReplicaChunk* request,
                          v1::ReplicaAck* response) override;
+  grpc::Status ReplicateStream(grpc::ServerContext* context,
+                               grpc::ServerReader<v1::ReplicaChunk>* reader,
+                               v1::ReplicaAcks* response) override;
 
  private:
   absl::Status Init(grpc::ServerReader<v1::ParameterChunk>* reader,
@@ -88,6 +91,8 @@ class ShardService final : public v1::ShardServer::Service {
   absl::Status PullRecovery(const v1::PullParametersRequest& request,
                             grpc::ServerWriter<v1::ParameterChunk>* writer);
   absl::Status CheckJob(const v1::JobRef& job) const;
+  // One replication message into the replica store, acknowledged in *ack.
+  absl::Status AcceptReplica(const v1::ReplicaChunk& chunk, v1::ReplicaAck* ack);
 
   RangeStore* const store_;
   ReplicaStore* const replica_;

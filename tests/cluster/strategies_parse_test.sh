@@ -48,6 +48,9 @@ check("allreduce with wire", [v[0] for v in s.variants([("allreduce", ["hier", "
 check("compressed codecs", [v[0] for v in s.variants([("compressed", ["codec"])])],
       ["compressed int8+EF", "compressed int8+EF hier=1", "compressed topk",
        "compressed topk plain-EF", "compressed threshold", "compressed powersgd r4"])
+check("replicate=0 rows", [v[0] for v in s.variants([("ps", ["replicate"]), ("hybrid", ["replicate"])])],
+      ["ps", "ps replicate=0", "hybrid", "hybrid replicate=0"])
+check("replicate=0 option", s.variants([("ps", ["replicate"])])[1], ("ps replicate=0", "ps", "replicate=0"))
 check("hybrid without compress", [v[0] for v in s.variants([("hybrid", ["chunk_mb"])])], ["hybrid"])
 out = "\n".join([
     "network: 2 node(s) in a private network namespace, each node's link 1gbit (htb on lo)",

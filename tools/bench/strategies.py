@@ -106,6 +106,10 @@ def variants(strategies):
                 out.append(("zero3 group_mb=0", name, "group_mb=0"))
         else:
             out.append((name, name, ""))
+        if name in SHARD_STRATEGIES and "replicate" in keys:
+            # Shard-server replicas are on by default; the row without them
+            # shows what they cost on the servers' links (issue 34 item 3).
+            out.append((name + " replicate=0", name, "replicate=0"))
     return out
 
 

@@ -21,6 +21,12 @@
 # speed-up against the flat and hierarchical rings printed (issue 12:
 #   sudo tools/bench/strategies.sh --layouts 2x2 --rates 1gbit --no-accuracy \
 #     --only "allreduce hier=0,allreduce hier=1,hybrid,hybrid int8+EF").
+# ps and hybrid also run as "ps replicate=0" / "hybrid replicate=0" (no
+# shard-server replicas; they are on by default) when tandem lists the key
+# (issue 34 item 3: what replication costs on the servers' links:
+#   sudo tools/bench/strategies.sh --layouts 4x1,2x2 --rates 100mbit --no-accuracy \
+#     --steps 30 --model mlp:784,1024,1024,10 --repeat 3 \
+#     --only "allreduce hier=0,hybrid,hybrid replicate=0").
 # Issue 13's run:
 #   sudo tools/bench/strategies.sh --layouts 2x2 --rates 1gbit,100mbit --epochs 2 \
 #     --only "allreduce hier=0,compressed int8+EF,compressed topk plain-EF,allreduce wire=fp16"

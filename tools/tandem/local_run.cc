@@ -93,6 +93,9 @@ class Runner {
   }
   absl::StatusOr<Child*> Spawn(const std::string& name, std::vector<std::string> argv,
                                bool is_worker, std::vector<std::string> env = {});
+  // With --nodes: the environment that makes a child's outgoing TCP
+  // connections leave from `host` (libtandem_bind_source.so); else none.
+  std::vector<std::string> BindSourceEnv(const std::string& host) const;
   // With --nodes: the namespace, addresses and links (before any child).
   absl::Status StartNetwork();
   // With --nodes: one line per node link with the bytes its class sent.
@@ -651,7 +654,11 @@ absl::Status Runner::StartShardServers() {
                             "--metrics_port=0", absl::StrCat("--server_id=shard-", s),
                             // Reports its ranges and bytes for `tandem status`.
                             "--coordinator=" + coordinator_address_, "--job_id=" + o_.job_id},
-                           false));
+                           false,
+                           // A server's replication to the next server leaves
+                           // through its own node's link (services/shardserver/
+                           // replicator.h).
+                           BindSourceEnv(host)));
     servers_.push_back(c);
     started.push_back({c, host});
   }
@@ -687,17 +694,18 @@ void Runner::WorkerCommand(const DatasetFiles& data, const std::string& worker_b
   if (!shard_addresses_.empty()) {
     argv->push_back("--shard_servers=" + absl::StrJoin(shard_addresses_, ","));
   }
-  env->clear();
-  if (network_ != nullptr) {
-    // Gloo and gRPC connect without binding: pin the source to the node's
-    // address so the node's tc class sees (shapes, counts) what it sends.
-    const char* preload = getenv("LD_PRELOAD");
-    env->push_back(absl::StrCat("LD_PRELOAD=", bind_source_library_,
-                                preload != nullptr && *preload != '\0'
-                                    ? absl::StrCat(":", preload)
-                                    : std::string()));
-    env->push_back("TANDEM_BIND_SOURCE=" + WorkerHost(o_, i));
-  }
+  *env = BindSourceEnv(WorkerHost(o_, i));
+}
+
+std::vector<std::string> Runner::BindSourceEnv(const std::string& host) const {
+  if (network_ == nullptr) return {};
+  // Gloo and gRPC connect without binding: pin the source to the node's
+  // address so the node's tc class sees (shapes, counts) what it sends.
+  const char* preload = getenv("LD_PRELOAD");
+  return {absl::StrCat("LD_PRELOAD=", bind_source_library_,
+                       preload != nullptr && *preload != '\0' ? absl::StrCat(":", preload)
+                                                               : std::string()),
+          "TANDEM_BIND_SOURCE=" + host};
 }
 
 absl::Status Runner::StartWorkers(const DatasetFiles& data, const std::string& worker_bin) {
