@@ -29,7 +29,8 @@ std::vector<OptionInfo> RemoteSyncOptionInfo() {
           {"replicate", "1",
            "1 = with >= 2 shard servers each server's range is also held by the next one (at "
            "most one step behind, off the pull's path), so a lost server is rebuilt from memory "
-           "with <= 1 step redone; costs 4x a range's master + optimizer state per server; "
+           "with <= 1 step redone; costs 4x a range's master + optimizer state per server and "
+           "its last summed gradient; "
            "0 = none, a lost server sends the job to the last checkpoint"}};
 }
 
@@ -98,9 +99,10 @@ void LogReplicas(const std::string& name, const shard::RemoteShards& remote, boo
     for (int s = 0; s < servers; ++s) {
       widest = std::max(widest, remote.layout().server_range(s).size());
     }
-    // The neighbour's range at two steps + this range before its last two.
-    const double mib = 4.0 * static_cast<double>((1 + state_buffers) * widest * sizeof(float)) /
-                       (1 << 20);
+    // The neighbour's range at two steps + this range before its last two,
+    // and the last summed gradient kept for the replica (a range of floats).
+    const double mib =
+        static_cast<double>((4 * (1 + state_buffers) + 1) * widest * sizeof(float)) / (1 << 20);
     LOG(INFO) << name << ": shard-server replicas on: each of the " << servers
               << " servers' ranges is also held by the next server, at most one step behind "
                  "(a lost server is rebuilt from memory, <= 1 step redone); +"
