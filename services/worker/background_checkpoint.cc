@@ -1,5 +1,6 @@
 #include "services/worker/background_checkpoint.h"
 
+#include <pthread.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -112,6 +113,7 @@ void BackgroundCheckpointWriter::Loop() {
   // should use what is left rather than slow the step (Linux: per-thread
   // nice). Failure to lower it only costs speed.
   (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), o_.nice);
+  (void)pthread_setname_np(pthread_self(), "ckpt-writer");  // for top -H, perf
   while (true) {
     Job job;
     {
