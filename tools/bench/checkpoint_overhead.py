@@ -67,7 +67,9 @@ def run_once(a, mode, root, i):
     args = [tandem, "local", "--workers=%d" % a.workers, "--model=" + a.model,
             "--optimizer=" + a.optimizer, "--batch-size=%d" % a.batch_size,
             "--max-steps=%d" % a.steps, "--log-every=10", "--eval-dataset=",
-            "--run-dir=" + run_dir, "--sync=" + a.sync] + strategy_args(a) + \
+            "--run-dir=" + run_dir, "--sync=" + a.sync,
+            # A loaded machine can starve a heartbeat for seconds: no false losses.
+            "--heartbeat-misses=20"] + strategy_args(a) + \
         [x.format(every=a.every) for x in MODES[mode if mode != "bg-baseline" else "background"]]
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          bufsize=1)
