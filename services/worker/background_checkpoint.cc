@@ -122,13 +122,10 @@ int64_t BackgroundCheckpointWriter::in_flight_step() const {
 // use what is left rather than slow the step (Linux: per-thread nice, then
 // SCHED_IDLE). Failure to lower it only costs speed.
 void BackgroundCheckpointWriter::LowerPriority() {
-  const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
   absl::MutexLock lock(&mu_);
-  if (tid_ == 0) (void)setpriority(PRIO_PROCESS, static_cast<id_t>(tid), o_.nice);
-  tid_ = tid;
-  if (!o_.idle_priority || idle_ || waiter_) return;  // a waiter keeps it raised
+  if (!can_idle_ || idle_ || waiter_) return;  // a waiter keeps it raised
   sched_param p{};
-  idle_ = sched_setscheduler(tid, SCHED_IDLE, &p) == 0;
+  idle_ = sched_setscheduler(tid_, SCHED_IDLE, &p) == 0;
 }
 
 // SCHED_IDLE back to SCHED_OTHER (at the nice value the thread already
@@ -139,8 +136,34 @@ void BackgroundCheckpointWriter::RaisePriority() {
   if (sched_setscheduler(tid_, SCHED_OTHER, &p) == 0) idle_ = false;
 }
 
+namespace {
+
+// Whether a thread at `nice` may go to SCHED_IDLE and come back: leaving
+// SCHED_IDLE needs CAP_SYS_NICE or an RLIMIT_NICE that allows `nice`, and
+// a writer that could not be raised again when the trainer waits for it
+// could starve on a machine with no idle CPU. Tried on a throwaway thread.
+bool CanLeaveIdle(int nice) {
+  bool ok = false;
+  std::thread([&ok, nice] {
+    (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), nice);
+    sched_param p{};
+    ok = sched_setscheduler(0, SCHED_IDLE, &p) == 0 && sched_setscheduler(0, SCHED_OTHER, &p) == 0;
+  }).join();
+  return ok;
+}
+
+}  // namespace
+
 void BackgroundCheckpointWriter::Loop() {
   (void)pthread_setname_np(pthread_self(), "ckpt-writer");  // for top -H, perf
+  const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
+  (void)setpriority(PRIO_PROCESS, static_cast<id_t>(tid), o_.nice);
+  const bool can_idle = o_.idle_priority && CanLeaveIdle(o_.nice);
+  {
+    absl::MutexLock lock(&mu_);
+    tid_ = tid;
+    can_idle_ = can_idle;
+  }
   while (true) {
     Job job;
     {

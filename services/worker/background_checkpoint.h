@@ -92,7 +92,9 @@ struct BackgroundCheckpointOptions {
   // idle (communication waits) instead of slowing the step. A trainer that
   // must wait for the write (the next checkpoint step came first) lifts the
   // thread back to SCHED_OTHER at `nice` until that write is done, so a
-  // machine with no idle CPU cannot starve it. Refused: `nice` alone.
+  // machine with no idle CPU cannot starve it. Leaving SCHED_IDLE needs
+  // CAP_SYS_NICE or an RLIMIT_NICE that allows `nice`; where that is
+  // missing the thread is never put there (`nice` alone, as false).
   bool idle_priority = true;
   // Write the snapshot with O_DIRECT (checkpoint_image.h) where the file
   // system allows it; false: through the page cache.
@@ -158,6 +160,7 @@ class BackgroundCheckpointWriter {
   Job job_ ABSL_GUARDED_BY(mu_);
   Outcome last_ ABSL_GUARDED_BY(mu_);
   pid_t tid_ ABSL_GUARDED_BY(mu_) = 0;  // the writer thread's, once it runs
+  bool can_idle_ ABSL_GUARDED_BY(mu_) = false;  // SCHED_IDLE and back are allowed
   bool idle_ ABSL_GUARDED_BY(mu_) = false;  // it runs at SCHED_IDLE now
   bool waiter_ ABSL_GUARDED_BY(mu_) = false;  // the trainer waits for the write
   std::thread thread_;
