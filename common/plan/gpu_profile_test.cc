@@ -1,5 +1,7 @@
 #include "common/plan/gpu_profile.h"
 
+#include <algorithm>
+
 #include "common/nn/model_spec.h"
 #include "common/plan/collective_cost.h"
 #include "common/plan/model_cost.h"
@@ -90,10 +92,12 @@ TEST(GpuProfileTest, CollectivesUseNvlinkInsideANodeAndTheNodeNetworkAcross) {
   r.cluster.nodes = 2;
   const Link network{15e-6, 3.2e12 * 0.8 / 8};
   EXPECT_DOUBLE_EQ(MustPredict(r, "allreduce").comm_s, RingAllReduceSeconds(16, bytes, network));
-  const Link shared{network.alpha_s, network.bytes_per_s / 8};
+  // hier: 8 rings (one per local rank) on 1/8 each at once over the node
+  // network: all their bytes, or one ring's rounds and bytes if longer.
+  const double rings = std::max(RingAllReduceSeconds(2, bytes / 8, network),
+                                8 * RingAllReduceBytes(2, bytes / 8) / network.bytes_per_s);
   EXPECT_DOUBLE_EQ(MustPredict(r, "hier").comm_s,
-                   RingReduceScatterSeconds(8, bytes, nvlink) +
-                       RingAllReduceSeconds(2, bytes / 8, shared) +
+                   RingReduceScatterSeconds(8, bytes, nvlink) + rings +
                        RingAllGatherSeconds(8, bytes, nvlink));
 }
 

@@ -45,6 +45,15 @@ const std::vector<Field>& Fields() {
        [](MachineProfile& p) -> double& { return p.ring_round_8_s; }, true},
       {"ring_round_16_s", "... among 16",
        [](MachineProfile& p) -> double& { return p.ring_round_16_s; }, true},
+      {"shard_round_2_s",
+       "a round of shard-server push + pull calls by 2 processes of this host; 0 = not measured",
+       [](MachineProfile& p) -> double& { return p.shard_round_2_s; }, true},
+      {"shard_round_4_s", "... by 4",
+       [](MachineProfile& p) -> double& { return p.shard_round_4_s; }, true},
+      {"shard_round_8_s", "... by 8",
+       [](MachineProfile& p) -> double& { return p.shard_round_8_s; }, true},
+      {"shard_round_16_s", "... by 16",
+       [](MachineProfile& p) -> double& { return p.shard_round_16_s; }, true},
       {"shm_alpha_s", "seconds per shared-memory (gpu: NVLink) round",
        [](MachineProfile& p) -> double& { return p.shm_alpha_s; }},
       {"intra_node_bytes_per_s", "between the ranks of a node per direction; 0 = shared memory",
@@ -80,13 +89,17 @@ absl::Status ValidateCluster(const Cluster& c) {
   return absl::OkStatus();
 }
 
-double RingRoundSeconds(const MachineProfile& p, int ranks) {
+namespace {
+
+// Seconds measured at 2, 4, 8, 16 processes (0 = not measured) at
+// `ranks`: linear in log2(ranks) between the nearest measured sizes, the
+// nearest one's outside them; `none` when nothing was measured.
+double InterpolateRounds(const double (&at)[4], int ranks, double none) {
   std::vector<std::pair<double, double>> known;  // (log2 ranks, seconds)
-  for (auto [r, v] : {std::pair{2, p.ring_round_2_s}, {4, p.ring_round_4_s},
-                      {8, p.ring_round_8_s}, {16, p.ring_round_16_s}}) {
-    if (v > 0) known.push_back({std::log2(r), v});
+  for (int i = 0; i < 4; ++i) {
+    if (at[i] > 0) known.push_back({i + 1.0, at[i]});
   }
-  if (known.empty()) return p.link_alpha_s;
+  if (known.empty()) return none;
   const double x = std::log2(std::max(ranks, 1));
   if (x <= known.front().first) return known.front().second;
   for (size_t i = 1; i < known.size(); ++i) {
@@ -96,6 +109,19 @@ double RingRoundSeconds(const MachineProfile& p, int ranks) {
     return y0 + (y1 - y0) * (x - x0) / (x1 - x0);
   }
   return known.back().second;
+}
+
+}  // namespace
+
+double RingRoundSeconds(const MachineProfile& p, int ranks) {
+  const double at[4] = {p.ring_round_2_s, p.ring_round_4_s, p.ring_round_8_s, p.ring_round_16_s};
+  return InterpolateRounds(at, ranks, p.link_alpha_s);
+}
+
+double ShardRoundSeconds(const MachineProfile& p, int workers) {
+  const double at[4] = {p.shard_round_2_s, p.shard_round_4_s, p.shard_round_8_s,
+                        p.shard_round_16_s};
+  return InterpolateRounds(at, workers, 0);
 }
 
 std::string FormatMachineProfile(const MachineProfile& p) {

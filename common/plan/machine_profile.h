@@ -40,6 +40,16 @@ struct MachineProfile {
   double ring_round_4_s = 0;
   double ring_round_8_s = 0;
   double ring_round_16_s = 0;
+  // Seconds per round of shard-server calls with 2, 4, 8, 16 worker
+  // processes of this host each pushing a small chunk to one server
+  // process and pulling it back (ShardRoundSeconds), measured by
+  // `tandem plan --calibrate`: the calls' CPU on both ends and the waits
+  // to be scheduled. 0 = not measured (a ps / hybrid call then costs its
+  // bytes and link_alpha_s only).
+  double shard_round_2_s = 0;
+  double shard_round_4_s = 0;
+  double shard_round_8_s = 0;
+  double shard_round_16_s = 0;
   double shm_alpha_s = 5e-6;     // per shared-memory round (a barrier)
   int cores = 1;                 // cores the ranks of one host share
   std::string source = "built-in defaults (run `tandem plan --calibrate`)";
@@ -79,6 +89,10 @@ absl::Status ValidateCluster(const Cluster& c);
 // the two nearest measured sizes, the nearest one's outside them;
 // link_alpha_s when none was measured.
 double RingRoundSeconds(const MachineProfile& p, int ranks);
+
+// Seconds per round of shard-server calls among `workers` processes of the
+// profile's host, interpolated as RingRoundSeconds; 0 when none was measured.
+double ShardRoundSeconds(const MachineProfile& p, int workers);
 
 std::string FormatMachineProfile(const MachineProfile& p);
 absl::StatusOr<MachineProfile> ParseMachineProfile(const std::string& text,

@@ -15,6 +15,7 @@ TEST(MachineProfileTest, FormatParsesBackToTheSameProfile) {
   p.cores = 2;
   p.ring_round_4_s = 1.5e-3;
   p.ring_round_16_s = 6e-4;
+  p.shard_round_16_s = 3.5e-3;
   p.source = "measured on test";
   auto back = ParseMachineProfile(FormatMachineProfile(p), "mem");
   ASSERT_TRUE(back.ok()) << back.status();
@@ -25,11 +26,15 @@ TEST(MachineProfileTest, FormatParsesBackToTheSameProfile) {
   EXPECT_DOUBLE_EQ(back->ring_round_4_s, 1.5e-3);
   EXPECT_DOUBLE_EQ(back->ring_round_16_s, 6e-4);
   EXPECT_DOUBLE_EQ(back->ring_round_2_s, 0);
+  EXPECT_DOUBLE_EQ(back->shard_round_16_s, 3.5e-3);
+  EXPECT_DOUBLE_EQ(back->shard_round_2_s, 0);
   // A profile saved before the ring rounds existed still loads: they stay
   // unmeasured and link_alpha_s is the round.
   auto old = ParseMachineProfile("link_alpha_s = 4e-6\n", "old.txt");
   ASSERT_TRUE(old.ok()) << old.status();
   EXPECT_DOUBLE_EQ(RingRoundSeconds(*old, 8), 4e-6);
+  // ... and one from before the shard rounds: not counted (0).
+  EXPECT_DOUBLE_EQ(ShardRoundSeconds(*old, 16), 0);
   EXPECT_EQ(back->source, "measured on test");
 }
 
@@ -54,6 +59,18 @@ TEST(MachineProfileTest, RingRoundsInterpolateInLogRanks) {
     EXPECT_LE(RingRoundSeconds(p, r), 4e-3);
     EXPECT_GE(RingRoundSeconds(p, r), 5e-4);
   }
+}
+
+// Shard rounds interpolate the same way, independently of the ring's.
+TEST(MachineProfileTest, ShardRoundsInterpolateInLogWorkers) {
+  MachineProfile p;
+  p.ring_round_4_s = 9;
+  p.shard_round_4_s = 1e-3;
+  p.shard_round_16_s = 5e-3;
+  EXPECT_DOUBLE_EQ(ShardRoundSeconds(p, 2), 1e-3);
+  EXPECT_DOUBLE_EQ(ShardRoundSeconds(p, 8), 3e-3);
+  EXPECT_DOUBLE_EQ(ShardRoundSeconds(p, 32), 5e-3);
+  EXPECT_DOUBLE_EQ(RingRoundSeconds(p, 8), 9);
 }
 
 TEST(MachineProfileTest, BadLinesNameFileLineAndKey) {

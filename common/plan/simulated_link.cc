@@ -2,17 +2,17 @@
 
 #include <algorithm>
 
+#include "common/plan/simulated_burst.h"
+
 namespace tandem {
 namespace plan {
-
-double SimulatedBurstBytes(double link_bits_per_s) {
-  return std::max(256.0 * 1024, link_bits_per_s / 8 / 250);
-}
 
 double SimulatedBurstSavedSeconds(double step_s, const std::vector<double>& busy_s,
                                   double link_bits_per_s) {
   if (!(link_bits_per_s > 0) || busy_s.empty()) return 0;
-  const double burst_s = SimulatedBurstBytes(link_bits_per_s) / (link_bits_per_s / 8);
+  const double burst_s =
+      static_cast<double>(SimulatedBurstBytes(static_cast<int64_t>(link_bits_per_s))) /
+      (link_bits_per_s / 8);
   double saved = 0, busiest = 0;
   for (double b : busy_s) {
     if (!(b > 0)) continue;

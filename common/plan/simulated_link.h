@@ -3,7 +3,7 @@
 //
 // tools/tandem/sim_network.cc shapes what each simulated node (and shard
 // server) sends with an HTB token bucket of rate R and burst
-// SimulatedBurstBytes(R) = max(256 KiB, 4 ms of R) (keep the two in step).
+// SimulatedBurstBytes(R) (simulated_burst.h, the rule both use).
 // Tokens refill while the link idles — the step's compute, its
 // latency-bound rounds, the workers' vote — and the next transfer spends
 // them at line speed. A step of `step_s` seconds whose links (a node's,
@@ -30,7 +30,6 @@
 namespace tandem {
 namespace plan {
 
-double SimulatedBurstBytes(double link_bits_per_s);
 double SimulatedBurstSavedSeconds(double step_s, const std::vector<double>& busy_s,
                                   double link_bits_per_s);
 

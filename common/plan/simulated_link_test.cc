@@ -6,10 +6,9 @@ namespace tandem {
 namespace plan {
 namespace {
 
-// sim_network.cc's burst: 256 KiB, or 4 ms of the rate when that is more.
-TEST(SimulatedLinkTest, BurstIsSimNetworks) {
-  EXPECT_DOUBLE_EQ(SimulatedBurstBytes(100e6), 256 * 1024);
-  EXPECT_DOUBLE_EQ(SimulatedBurstBytes(1e9), 1e9 / 8 / 250);
+// At 1 Gbit/s the burst is 4 ms of the rate (500 KB), not the floor.
+TEST(SimulatedLinkTest, BurstFollowsTheRate) {
+  EXPECT_DOUBLE_EQ(SimulatedBurstSavedSeconds(0.100, {0.050}, 1e9), 0.004);
 }
 
 // The saving is capped by the burst (21 ms at 100 Mbit/s), by the transfer

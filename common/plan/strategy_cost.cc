@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <utility>
 
@@ -13,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "common/plan/collective_cost.h"
 #include "common/plan/simulated_link.h"
+#include "common/plan/strategy_terms.h"
 #include "common/status/status_macros.h"
 #include "common/sync/bucket/bucket_plan.h"
 
@@ -20,63 +22,7 @@ namespace tandem {
 namespace plan {
 namespace {
 
-constexpr double kFloat = 4;  // bytes per fp32 element
 constexpr double kStepVoteBytes = 6 * kFloat;
-
-// The rates and sizes every strategy's formulas use.
-struct Terms {
-  int m = 1, k = 1, n = 1, servers = 0;
-  Link node;           // one node's link (or loopback); alpha: a world ring's round
-  double cross_alpha;  // a round of a ring over one rank per node (hier's)
-  double server_rate;  // one server's link, bytes/s
-  double stream;       // bytes/s one core streams
-  double shm_alpha;
-  Link intra;          // between a node's ranks when they have a link (gpu: NVLink)
-  double codec;
-  double flops;        // one rank's GEMM rate after sharing the host's cores
-  double p_bytes;      // the flat vector, bytes
-};
-
-// Collectives inside a node. On a CPU host, shared memory (common/comm/shm):
-// each rank copies its buffer in (2B moved), reduces its 1/K slice reading
-// all K (B + B/K), copies the result out (2B). Between devices with a link
-// of their own (NVLink), NCCL's ring over the K devices.
-double ShmAllReduce(const Terms& t, double b) {
-  if (t.k <= 1) return 0;
-  if (t.intra.bytes_per_s > 0) return RingAllReduceSeconds(t.k, b, t.intra);
-  return 2 * t.shm_alpha + 5 * b / t.stream;
-}
-double ShmReduceScatter(const Terms& t, double b) {
-  if (t.k <= 1) return 0;
-  if (t.intra.bytes_per_s > 0) return RingReduceScatterSeconds(t.k, b, t.intra);
-  return t.shm_alpha + 3 * b / t.stream;
-}
-double ShmAllGather(const Terms& t, double b) {
-  if (t.k <= 1) return 0;
-  if (t.intra.bytes_per_s > 0) return RingAllGatherSeconds(t.k, b, t.intra);
-  return t.shm_alpha + 2 * b / t.stream;
-}
-
-// Flat collectives over the world: shm on one node, else a ring whose
-// slowest hop is a node link (ranks numbered node by node).
-double WorldAllReduce(const Terms& t, double b) {
-  return t.m == 1 ? ShmAllReduce(t, b) : RingAllReduceSeconds(t.n, b, t.node);
-}
-double WorldReduceScatter(const Terms& t, double b) {
-  return t.m == 1 ? ShmReduceScatter(t, b) : RingReduceScatterSeconds(t.n, b, t.node);
-}
-double WorldAllGather(const Terms& t, double b) {
-  return t.m == 1 ? ShmAllGather(t, b) : RingAllGatherSeconds(t.n, b, t.node);
-}
-
-// Each of the n ranks sends `per_rank` bytes to the servers (or receives
-// them back): a node's link carries its ranks' share, each server's link
-// 1/S of everything.
-double ServerTransfer(const Terms& t, double per_rank, int senders_per_node) {
-  const double node_s = senders_per_node * per_rank / t.node.bytes_per_s;
-  const double server_s = t.m * senders_per_node * per_rank / (t.servers * t.server_rate);
-  return t.node.alpha_s + std::max(node_s, server_s);
-}
 
 struct Codec {
   double ratio = 1;    // encoded bytes / fp32 bytes
@@ -139,9 +85,13 @@ Shape HierShape(const Terms& t, int64_t flat) {
   Shape s = Replicated(t, flat);
   s.bucket = [&t](int64_t lo, int64_t hi) {
     const double b = (hi - lo) * kFloat;
-    const Link shared{t.cross_alpha, t.node.bytes_per_s / t.k};
-    return ShmReduceScatter(t, b) + RingAllReduceSeconds(t.m, b / t.k, shared) +
-           ShmAllGather(t, b);
+    // The K rings run at once: while one waits out a round the others
+    // send, so the link is busy for all K rings' bytes or one ring's rounds
+    // plus its own bytes at the full rate, whichever is longer.
+    const Link full{t.cross_alpha, t.node.bytes_per_s};
+    const double rings = std::max(RingAllReduceSeconds(t.m, b / t.k, full),
+                                  t.k * RingAllReduceBytes(t.m, b / t.k) / t.node.bytes_per_s);
+    return ShmReduceScatter(t, b) + rings + ShmAllGather(t, b);
   };
   s.node_link_bytes = t.k * RingAllReduceBytes(t.m, t.p_bytes / t.k);
   return s;
@@ -251,16 +201,22 @@ absl::StatusOr<Shape> RemoteShape(const std::string& strategy, const Terms& t, i
   s.server_elements = static_cast<double>(ShardElements(flat, t.servers));
   // The push direction carries the bucket; the pull direction the same
   // bytes at the same time (full duplex): the bucket's cost is one transfer.
+  // A worker's calls for b bytes: ps pushes every chunk of them, hybrid
+  // its own 1/K (at least one call either way).
   const double chunk = std::min(t.p_bytes / t.servers, kPipelineChunkBytes);
   if (strategy == "ps") {
-    s.bucket = [&t](int64_t lo, int64_t hi) { return ServerTransfer(t, (hi - lo) * kFloat, t.k); };
-    s.finish_comm_s = ServerTransfer(t, chunk, t.k);
+    s.bucket = [&t, chunk](int64_t lo, int64_t hi) {
+      const double b = (hi - lo) * kFloat;
+      return ServerTransfer(t, b, t.k, std::max(1.0, b / chunk));
+    };
+    s.finish_comm_s = ServerTransfer(t, chunk, t.k, 1);
     s.node_link_bytes = t.k * t.p_bytes;
     s.server_link_bytes = t.n * t.p_bytes / t.servers;
   } else {
-    s.bucket = [&t](int64_t lo, int64_t hi) {
+    s.bucket = [&t, chunk](int64_t lo, int64_t hi) {
       const double b = (hi - lo) * kFloat;
-      return ShmReduceScatter(t, b) + ServerTransfer(t, b / t.k, t.k);
+      return ShmReduceScatter(t, b) +
+             ServerTransfer(t, b / t.k, t.k, std::max(1.0, b / (t.k * chunk)));
     };
     // The landing (hybrid_land.cc): each group of K chunks is allgathered
     // in the node once its pulls are in, queued in the order the pulls went
@@ -268,7 +224,7 @@ absl::StatusOr<Shape> RemoteShape(const std::string& strategy, const Terms& t, i
     // layer waits for every group: the whole vector's in-node allgather is
     // exposed, one round per group.
     const double groups = std::ceil(t.p_bytes / (t.k * chunk));
-    s.finish_comm_s = ServerTransfer(t, chunk, t.k) + ShmAllGather(t, t.p_bytes) +
+    s.finish_comm_s = ServerTransfer(t, chunk, t.k, 1) + ShmAllGather(t, t.p_bytes) +
                       (t.k > 1 ? (groups - 1) * t.shm_alpha : 0);
     s.node_link_bytes = t.p_bytes;
     s.server_link_bytes = t.m * t.p_bytes / t.servers;
@@ -444,40 +400,6 @@ std::vector<std::string> PlannedStrategies(const Cluster& cluster) {
 
 namespace {
 
-Terms TermsOf(const PlanRequest& r) {
-  const Cluster& c = r.cluster;
-  const MachineProfile& mp = r.machine;
-  Terms t;
-  t.m = c.nodes;
-  t.k = c.per_node;
-  t.n = c.ranks();
-  t.servers = c.servers;
-  double node_bits = c.link_bits_per_s;
-  if (node_bits == 0 && c.nodes > 1) node_bits = mp.node_link_bits_per_s;
-  // Nodes simulated on this host: a ring round as calibrated for a ring
-  // of that size among its processes (RingRoundSeconds: the world's, or
-  // hier's rings of one rank per node); real nodes: link_alpha_s.
-  const double alpha = c.one_host ? RingRoundSeconds(mp, t.n) : mp.link_alpha_s;
-  t.node = {alpha, node_bits > 0 ? node_bits / 8 : mp.loopback_bytes_per_s};
-  t.cross_alpha = c.one_host ? RingRoundSeconds(mp, t.m) : mp.link_alpha_s;
-  const int host_ranks = c.one_host ? t.n : t.k;
-  t.server_rate = c.server_link_bits_per_s > 0 ? c.server_link_bits_per_s / 8 : t.node.bytes_per_s;
-  t.stream = mp.stream_bytes_per_s;
-  t.shm_alpha = mp.shm_alpha_s;
-  t.intra = {mp.shm_alpha_s, mp.intra_node_bytes_per_s};
-  t.codec = mp.codec_bytes_per_s;
-  // Ranks sharing one host's cores: their compute, codec and memory passes
-  // all run at that share of the measured one-thread rates. A rank with a
-  // device of its own shares nothing.
-  const double share =
-      mp.per_rank_device() ? 1.0 : std::min(1.0, static_cast<double>(mp.cores) / host_ranks);
-  t.flops = mp.gemm_flops_per_s * share;
-  t.stream *= share;
-  t.codec *= share;
-  t.p_bytes = r.model.flat_size * kFloat;
-  return t;
-}
-
 // Backward, and the buckets' collectives overlapped with it: fills
 // backward_s, comm_s and exposed_comm_s. Buckets exactly as the strategies
 // plan them, from the model's ranges; range i is ready after the FLOPs of
@@ -536,9 +458,11 @@ void NameBottleneck(const Terms& t, const Shape& shape, double optimizer_s, Pred
 
 }  // namespace
 
-absl::StatusOr<Prediction> Predict(const PlanRequest& r, const std::string& strategy) {
-  RETURN_IF_ERROR(Validate(r));
-  const Terms t = TermsOf(r);
+namespace {
+
+// The prediction with the rates `t` (Predict's, or one with a part made free).
+absl::StatusOr<Prediction> StepOf(const PlanRequest& r, const Terms& t,
+                                  const std::string& strategy) {
   ASSIGN_OR_RETURN(Shape shape, ShapeOf(strategy, t, r.model, r.batch));
 
   Prediction p;
@@ -572,6 +496,41 @@ absl::StatusOr<Prediction> Predict(const PlanRequest& r, const std::string& stra
   const double limit = r.machine.memory_bytes_per_rank;
   p.fits = limit == 0 || static_cast<double>(p.total_bytes()) <= limit;
   NameBottleneck(t, shape, optimizer_s, &p);
+  return p;
+}
+
+// What bounds the step: the seconds it would lose if each part cost
+// nothing — the links' bytes (rates infinite), the CPU (compute, codec and
+// memory passes, the shard calls' CPU) or the latency (every round's
+// alpha: ring rounds, the step vote, shared-memory barriers).
+absl::Status Bounds(const PlanRequest& r, const Terms& t, Prediction* p) {
+  constexpr double kFree = std::numeric_limits<double>::infinity();
+  Terms link = t, cpu = t, latency = t;
+  link.node.bytes_per_s = link.server_rate = kFree;
+  if (link.intra.bytes_per_s > 0) link.intra.bytes_per_s = kFree;
+  cpu.flops = cpu.stream = cpu.codec = kFree;
+  cpu.call_s = 0;
+  latency.node.alpha_s = latency.cross_alpha = latency.shm_alpha = latency.intra.alpha_s = 0;
+  const std::pair<const Terms*, double*> parts[] = {
+      {&link, &p->link_bound_s}, {&cpu, &p->cpu_bound_s}, {&latency, &p->latency_bound_s}};
+  for (const auto& [terms, out] : parts) {
+    ASSIGN_OR_RETURN(Prediction free, StepOf(r, *terms, p->strategy));
+    *out = std::max(0.0, p->step_s - free.step_s);
+  }
+  const bool device = r.machine.per_rank_device();
+  p->bound = "link";
+  if (p->cpu_bound_s > p->link_bound_s) p->bound = device ? "compute" : "CPU";
+  if (p->latency_bound_s > std::max(p->link_bound_s, p->cpu_bound_s)) p->bound = "latency";
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Prediction> Predict(const PlanRequest& r, const std::string& strategy) {
+  RETURN_IF_ERROR(Validate(r));
+  const Terms t = TermsOf(r, strategy == "ps" || strategy == "hybrid");
+  ASSIGN_OR_RETURN(Prediction p, StepOf(r, t, strategy));
+  RETURN_IF_ERROR(Bounds(r, t, &p));
   return p;
 }
 

@@ -24,10 +24,19 @@
 // nodes for hier's per-local-rank rings): what
 // `tandem plan --calibrate` measured a Gloo ring round to cost among that
 // many processes of this host (wake-ups and scheduling under its load
-// included). Simulated links are token buckets (tools/tandem/sim_network.cc)
-// whose burst refills while a link idles: with one_host a step is shortened
-// by up to one burst's time (burst_saved_s), never below its bytes per step
-// over the link rate.
+// included). hier's K cross-node rings run at once: a bucket costs the
+// longer of all K rings' bytes and one ring's rounds plus its own bytes.
+// Each chunk ps pushes and pulls (hybrid: each of a rank's own 1/K) costs a
+// calibrated shard-server call round (ShardRoundSeconds at the host's
+// workers) on top of its bytes. With one_host, ps's and hybrid's servers
+// share the host's cores with the workers: every round, call and the
+// compute stretch by (workers + servers) / workers once the processes
+// outnumber the cores. Simulated links are token buckets
+// (tools/tandem/sim_network.cc, common/plan/simulated_burst.h) whose burst
+// refills while a link idles: with one_host a step is shortened by up to
+// one burst's time (burst_saved_s), never below its bytes per step over
+// the link rate. Each prediction also says what bounds it (link, CPU,
+// latency: Prediction::bound).
 //
 // On a gpu profile (gpu_profile.h, or one measured on a GPU machine) each
 // rank has a device of its own: nothing is shared between a node's ranks
@@ -104,6 +113,15 @@ struct Prediction {
   // "compute", "node link", "intra-node link", "server links", "memory bandwidth"
   std::string bottleneck;
   std::string why;         // one line with the numbers behind `bottleneck`
+  // What bounds the step: the seconds it would lose with the links' bytes
+  // free (infinite rates), with the CPU free (compute, codec and memory
+  // passes, shard-server calls), with every round's latency free (ring
+  // rounds, the step vote); `bound` names the largest: "link", "CPU"
+  // ("compute" on a gpu profile) or "latency".
+  double link_bound_s = 0;
+  double cpu_bound_s = 0;
+  double latency_bound_s = 0;
+  std::string bound;
 };
 
 // The strategy names Predict accepts for this cluster, in display order.

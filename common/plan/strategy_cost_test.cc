@@ -156,6 +156,73 @@ TEST(StrategyCostTest, PipelinedPsExposesThePullOfOneChunk) {
   }
 }
 
+// Each chunk a worker pushes and pulls costs a calibrated round of shard
+// calls (ShardRoundSeconds at the host's workers): ps pushes every chunk
+// (8 here: one per server's 1/8), hybrid its own 1/K (4), and the pull of
+// the last chunk is one more. The ring strategies make no such calls.
+TEST(StrategyCostTest, ShardCallsCostTheCalibratedRound) {
+  PlanRequest r = MlpRequest("mlp:784,64,10", 8, 2, 100e6);
+  r.cluster.servers = 8;
+  r.machine.cores = 2;
+  r.machine.ring_round_16_s = 1e-3;
+  PlanRequest c = r;
+  c.machine.shard_round_16_s = 3e-3;
+  for (bool one_host : {false, true}) {
+    SCOPED_TRACE(one_host);
+    r.cluster.one_host = c.cluster.one_host = one_host;
+    // One host: 16 workers and 8 servers on 2 cores, every round stretched
+    // by 24 / 16; real nodes: the call rounds of a node's 2 workers
+    // (measured only at 16 here: the nearest one's).
+    const double call = one_host ? 1.5 * 3e-3 : 3e-3;
+    const Prediction ps = MustPredict(r, "ps"), ps_calls = MustPredict(c, "ps");
+    EXPECT_NEAR(ps_calls.comm_s - ps.comm_s, 8 * call, 1e-12);
+    EXPECT_NEAR(ps_calls.finish_s - ps.finish_s, call, 1e-12);
+    const Prediction hy = MustPredict(r, "hybrid"), hy_calls = MustPredict(c, "hybrid");
+    EXPECT_NEAR(hy_calls.comm_s - hy.comm_s, 4 * call, 1e-12);
+    EXPECT_DOUBLE_EQ(MustPredict(c, "allreduce").step_s, MustPredict(r, "allreduce").step_s);
+  }
+}
+
+// Simulated nodes whose shard servers run on the same cores (ps, hybrid):
+// 24 processes where the rounds were calibrated among 16, so every round
+// (the vote's too) and the compute stretch by 24 / 16; not for the rings,
+// whose step has no servers running, nor for real nodes.
+TEST(StrategyCostTest, ShardServersOnTheHostStretchItsRounds) {
+  PlanRequest r = MlpRequest("mlp:784,64,10", 8, 2, 100e6);
+  r.cluster.servers = 8;
+  r.machine.cores = 2;
+  r.machine.ring_round_16_s = 1e-3;
+  r.cluster.one_host = true;
+  const Prediction ring = MustPredict(r, "allreduce"), ps = MustPredict(r, "ps");
+  EXPECT_NEAR(ring.control_s, 30 * 1e-3 + 2 * 15.0 / 16 * 24 / 12.5e6, 1e-12);
+  EXPECT_NEAR(ps.control_s, 30 * 1.5e-3 + 2 * 15.0 / 16 * 24 / 12.5e6, 1e-12);
+  EXPECT_NEAR(ps.forward_s, 1.5 * ring.forward_s, 1e-15);
+  r.cluster.one_host = false;
+  EXPECT_DOUBLE_EQ(MustPredict(r, "ps").forward_s, MustPredict(r, "allreduce").forward_s);
+}
+
+// What bounds a step: the part that, made free, shortens it most.
+TEST(StrategyCostTest, BoundNamesThePartThatCostsTheStepMost) {
+  // A big model on a slow link between real nodes: the link.
+  const Prediction link = MustPredict(MlpRequest("mlp:784,1024,1024,10", 4, 1, 10e6), "allreduce");
+  EXPECT_EQ(link.bound, "link");
+  EXPECT_GT(link.link_bound_s, 0.5 * link.step_s);
+  // The same on one node with a slow CPU: the CPU.
+  PlanRequest cpu = MlpRequest("mlp:784,1024,1024,10", 1, 4, 0);
+  cpu.machine.gemm_flops_per_s = 1e9;
+  EXPECT_EQ(MustPredict(cpu, "allreduce").bound, "CPU");
+  // A tiny model on simulated nodes whose ring rounds are slow: latency.
+  PlanRequest lat = MlpRequest("mlp:784,64,10", 8, 2, 1e9);
+  lat.cluster.one_host = true;
+  lat.machine.ring_round_16_s = 5e-3;
+  const Prediction p = MustPredict(lat, "allreduce");
+  EXPECT_EQ(p.bound, "latency");
+  for (double part : {p.link_bound_s, p.cpu_bound_s, p.latency_bound_s}) {
+    EXPECT_GE(part, 0);
+    EXPECT_LE(part, p.step_s);
+  }
+}
+
 // Every step ends with the workers' vote: a 6-float ring allreduce over the
 // world, in finish; nothing on one rank.
 TEST(StrategyCostTest, StepVoteIsOneTinyWorldAllreduce) {
@@ -180,11 +247,17 @@ TEST(StrategyCostTest, OneHostRingsPayTheCalibratedRound) {
   EXPECT_NEAR(here.comm_s - real.comm_s, 6 * (1e-3 - r.machine.link_alpha_s), 1e-12);
   EXPECT_NEAR(here.control_s - real.control_s, 6 * (1e-3 - r.machine.link_alpha_s), 1e-12);
   EXPECT_DOUBLE_EQ(here.node_link_bytes, real.node_link_bytes);
-  // hier's rings span the 2 nodes: they pay the 2-rank round.
+  // hier's 2 rings (one per local rank) span the 2 nodes: they pay the
+  // 2-rank round, but run at once: while one waits out a round the other
+  // sends, so the rounds cost nothing until one ring's 2 rounds and its
+  // bytes outlast both rings' bytes (8.1 ms each at 100 Mbit/s).
+  const double ring_bytes_s = r.model.flat_size * 4.0 / 2 / 12.5e6;
   PlanRequest h = r;
   h.machine.ring_round_2_s = 4e-3;
+  EXPECT_NEAR(MustPredict(h, "hier").comm_s, MustPredict(r, "hier").comm_s, 1e-12);
+  h.machine.ring_round_2_s = 10e-3;
   const double hier_more = MustPredict(h, "hier").comm_s - MustPredict(r, "hier").comm_s;
-  EXPECT_NEAR(hier_more, 2 * (4e-3 - 1e-3), 1e-12);  // 2 rounds of a 2-rank ring
+  EXPECT_NEAR(hier_more, 2 * 10e-3 + ring_bytes_s - 2 * ring_bytes_s, 1e-12);
   // A dearer round never makes a step faster.
   PlanRequest slower = r;
   slower.machine.ring_round_4_s = 2e-3;

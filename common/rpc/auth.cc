@@ -89,7 +89,7 @@ std::string NewAuthToken() {
 void SetDefaultAuthToken(const std::string& token) { DefaultToken() = token; }
 const std::string& DefaultAuthToken() { return DefaultToken(); }
 
-grpc::Status CheckCallToken(const grpc::ServerContext& ctx, const std::string& token) {
+grpc::Status CheckCallToken(const grpc::ServerContextBase& ctx, const std::string& token) {
   if (token.empty()) return grpc::Status::OK;
   const auto& metadata = ctx.client_metadata();
   auto it = metadata.find(kAuthTokenMetadataKey);

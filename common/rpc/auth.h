@@ -52,7 +52,8 @@ const std::string& DefaultAuthToken();
 
 // Server side: OK when `token` is empty or the call carries it; else
 // UNAUTHENTICATED saying how to pass it.
-grpc::Status CheckCallToken(const grpc::ServerContext& ctx, const std::string& token);
+// Takes the base of both the sync and the callback API's contexts.
+grpc::Status CheckCallToken(const grpc::ServerContextBase& ctx, const std::string& token);
 
 // Client side: adds `token` to every call's initial metadata.
 std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface> MakeTokenSender(

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <utility>
 
 #include "common/rpc/auth.h"
 #include "common/rpc/grpc_status.h"
@@ -109,23 +111,117 @@ grpc::Status CoordinatorService::Clock(grpc::ServerContext* ctx, const v1::Clock
   return grpc::Status::OK;
 }
 
-grpc::Status CoordinatorService::Attach(grpc::ServerContext* ctx, const v1::AttachRequest* req,
-                                        grpc::ServerWriter<v1::AttachResponse>* writer) {
-  if (grpc::Status auth = CheckCallToken(*ctx, auth_token_); !auth.ok()) return auth;
-  absl::StatusOr<int64_t> generation = core_->Attach(*req);
-  if (!generation.ok()) return ToGrpcStatus(generation.status());
-  v1::AttachResponse registered;
-  registered.set_generation(*generation);
-  // How long a closed connection goes unseen: the poll below.
-  constexpr absl::Duration kPoll = absl::Milliseconds(50);
-  bool open = writer->Write(registered);
-  while (open && !ctx->IsCancelled()) {
-    if (stopping_.WaitForNotificationWithTimeout(kPoll)) {
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the coordinator is shutting down");
-    }
+// One Attach call. It ends exactly once (End): on the client's cancel or
+// closed connection (OnCancel), on a failed write (the same, seen first by
+// the write), on Stop(), or at once when the call is refused. Its OnDone
+// detaches it from the core when it was registered and did not end by
+// Stop(), so the core sees one Detach per Attach. Reactions run on gRPC's
+// threads and may overlap; mu_ orders End against the first write.
+class CoordinatorService::AttachCall final
+    : public grpc::ServerWriteReactor<v1::AttachResponse> {
+ public:
+  AttachCall(CoordinatorService* service, const v1::AttachRequest& request)
+      : service_(service), request_(request) {}
+
+  // Registered with the core in `generation`: tell the worker.
+  void Registered(int64_t generation) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    attached_ = true;
+    if (ended_) return;  // Stop() came first: nothing to send
+    reply_.set_generation(generation);
+    StartWrite(&reply_);
   }
-  core_->Detach(*req);
-  return grpc::Status(grpc::StatusCode::CANCELLED, "attachment closed");
+
+  // Finishes the call with `status` unless it has ended already; `detach`:
+  // whether its end means the worker's connection closed.
+  void End(grpc::Status status, bool detach) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (ended_) return;
+    ended_ = true;
+    detach_ = detach;
+    Finish(std::move(status));
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) End(grpc::Status(grpc::StatusCode::CANCELLED, "attachment closed"), true);
+  }
+  void OnCancel() override {
+    End(grpc::Status(grpc::StatusCode::CANCELLED, "attachment closed"), true);
+  }
+  void OnDone() override ABSL_LOCKS_EXCLUDED(mu_) {
+    bool detach;
+    {
+      absl::MutexLock lock(&mu_);
+      detach = attached_ && detach_;
+    }
+    // May persist the core's state (a confirmed death): a short file write
+    // on gRPC's executor, once per worker process's life.
+    if (detach) service_->core_->Detach(request_);
+    {
+      absl::MutexLock lock(&service_->attach_mu_);
+      service_->attach_calls_.erase(this);
+    }
+    delete this;
+  }
+
+ private:
+  CoordinatorService* const service_;
+  const v1::AttachRequest request_;
+  absl::Mutex mu_;
+  v1::AttachResponse reply_ ABSL_GUARDED_BY(mu_);
+  bool attached_ ABSL_GUARDED_BY(mu_) = false;
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  bool detach_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+grpc::ServerWriteReactor<v1::AttachResponse>* CoordinatorService::Attach(
+    grpc::CallbackServerContext* ctx, const v1::AttachRequest* req) {
+  auto* call = new AttachCall(this, *req);
+  bool stopping;
+  {
+    absl::MutexLock lock(&attach_mu_);
+    stopping = stopping_;
+    attach_calls_.insert(call);
+  }
+  if (stopping) {
+    call->End(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the coordinator is shutting down"),
+              false);
+    return call;
+  }
+  if (grpc::Status auth = CheckCallToken(*ctx, auth_token_); !auth.ok()) {
+    call->End(std::move(auth), false);
+    return call;
+  }
+  absl::StatusOr<int64_t> generation = core_->Attach(*req);
+  if (!generation.ok()) {
+    call->End(ToGrpcStatus(generation.status()), false);
+  } else {
+    call->Registered(*generation);
+  }
+  return call;
+}
+
+void CoordinatorService::Stop() {
+  absl::MutexLock lock(&attach_mu_);
+  stopping_ = true;
+  for (AttachCall* call : attach_calls_) {
+    call->End(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the coordinator is shutting down"),
+              false);
+  }
+}
+
+int CoordinatorService::open_attach_calls() const {
+  absl::MutexLock lock(&attach_mu_);
+  return static_cast<int>(attach_calls_.size());
+}
+
+CoordinatorService::~CoordinatorService() {
+  Stop();
+  // Each call's OnDone touches this service. A server's Shutdown waits for
+  // them; a service destroyed before its server is shut down waits here.
+  absl::MutexLock lock(&attach_mu_);
+  auto none = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(attach_mu_) { return attach_calls_.empty(); };
+  attach_mu_.Await(absl::Condition(&none));
 }
 
 }  // namespace tandem

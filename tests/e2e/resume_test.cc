@@ -22,48 +22,18 @@ namespace {
 constexpr int kSteps = 200;  // 20,000 samples of one epoch
 
 std::vector<std::string> Args(const std::string& run_dir, const std::string& samples) {
-  std::vector<std::string> args = SmallJobArgs(run_dir, samples, kSteps, /*checkpoint_every=*/20);
-  // At least 10 ms a batch (2 s for the job): the interrupt lands long
-  // before the last step, however fast this machine steps the model.
-  args.push_back("--simulate_slow_data_ms=10");
-  return args;
+  return InterruptibleJobArgs(run_dir, samples, kSteps);
 }
 
 TEST(ResumeTest, InterruptedRunResumesFromItsCheckpointAndAFinishedOneSaysSo) {
-  const std::string run_dir = TmpPath("resumed");
-  const std::string first_samples = MakeTmpDir("samples-1");
-  const std::string second_samples = MakeTmpDir("samples-2");
-
-  // 1. Ctrl-C (SIGINT to tandem local) once a checkpoint is committed.
-  bool interrupted = false;
-  TandemRun first =
-      RunTandem(Args(run_dir, first_samples), InterruptOnceCommitted(run_dir, &interrupted));
-  ASSERT_TRUE(interrupted) << first.stdout_text << first.stderr_text;
-  ASSERT_EQ(first.exit_code, 130) << first.stdout_text << first.stderr_text;
-  const int64_t committed = CommittedStep(run_dir);
-  ASSERT_GT(committed, 0);
-  ASSERT_LT(committed, kSteps) << "the run finished before the interrupt took effect";
-
-  // 2. The same command again: resumes there.
-  TandemRun second = RunTandem(Args(run_dir, second_samples));
-  ASSERT_EQ(second.exit_code, 0) << second.stdout_text << second.stderr_text;
-  EXPECT_TRUE(absl::StrContains(second.stdout_text,
-                                absl::StrCat("tandem local: resuming from step ", committed,
-                                             " of the interrupted run in ", run_dir)))
-      << second.stdout_text;
-  EXPECT_TRUE(absl::StrContains(second.stdout_text, absl::StrCat(" at step ", committed, " ")))
-      << "rank 0 did not resume from the checkpoint:\n" << second.stdout_text;
-  EXPECT_TRUE(absl::StrContains(second.stdout_text, absl::StrCat("step ", kSteps, "/", kSteps)))
-      << second.stdout_text;
-  EXPECT_FALSE(absl::StrContains(second.stdout_text + second.stderr_text, "join refused"))
-      << second.stdout_text << second.stderr_text;
-  // What the final model trained on, over both runs: each sample once.
-  const SampleCoverage c = CountSamples({first_samples, second_samples});
-  EXPECT_EQ(c.distinct, kSteps * kSmallJobSamplesPerStep) << "samples lost";
-  EXPECT_EQ(c.repeated, 0);
+  // 1. Ctrl-C (SIGINT to tandem local) once a checkpoint is committed;
+  // 2. the same command again: resumes there.
+  const ResumedRun r = InterruptAndResume("resumed", kSteps, Args);
+  ASSERT_GT(r.committed, 0);
+  ASSERT_EQ(r.second.exit_code, 0);
 
   // 3. Once more on the finished run: nothing starts.
-  TandemRun third = RunTandem(Args(run_dir, second_samples));
+  TandemRun third = RunTandem(Args(r.run_dir, r.second_samples));
   EXPECT_EQ(third.exit_code, 0) << third.stdout_text << third.stderr_text;
   EXPECT_TRUE(absl::StrContains(third.stdout_text, "has already finished")) << third.stdout_text;
   EXPECT_TRUE(absl::StrContains(third.stdout_text, "pass another --run_dir")) << third.stdout_text;

@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "services/worker/sample_log.h"
@@ -24,6 +25,13 @@ std::vector<std::string> SmallJobArgs(const std::string& run_dir, const std::str
           absl::StrCat("--checkpoint_every=", checkpoint_every),
           "--worker_arg=--sample_log_dir=" + samples,
           "--run_dir=" + run_dir};
+}
+
+std::vector<std::string> InterruptibleJobArgs(const std::string& run_dir,
+                                              const std::string& samples, int steps) {
+  std::vector<std::string> args = SmallJobArgs(run_dir, samples, steps, /*checkpoint_every=*/20);
+  args.push_back("--simulate_slow_data_ms=10");
+  return args;
 }
 
 std::string MakeTmpDir(const std::string& name) {
@@ -50,6 +58,43 @@ SampleCoverage CountSamples(const std::vector<std::string>& dirs) {
     c.repeated += n - 1;
   }
   return c;
+}
+
+ResumedRun InterruptAndResume(
+    const std::string& name, int steps,
+    const std::function<std::vector<std::string>(const std::string& run_dir,
+                                                 const std::string& samples)>& args) {
+  ResumedRun r;
+  r.run_dir = TmpPath(name);
+  r.first_samples = MakeTmpDir(name + "-samples-1");
+  r.second_samples = MakeTmpDir(name + "-samples-2");
+  const std::string& run_dir = r.run_dir;
+  bool interrupted = false;
+  r.first = RunTandem(args(run_dir, r.first_samples), InterruptOnceCommitted(run_dir, &interrupted));
+  const int64_t committed = CommittedStep(run_dir);
+  if (!interrupted || r.first.exit_code != 130 || committed <= 0 || committed >= steps) {
+    ADD_FAILURE() << "not interrupted (exit " << r.first.exit_code << ") after a checkpoint "
+                  << "before step " << steps << " (committed: " << committed << "):\n"
+                  << r.first.stdout_text << r.first.stderr_text;
+    return r;
+  }
+  r.committed = committed;
+  r.second = RunTandem(args(run_dir, r.second_samples));
+  const std::string& out = r.second.stdout_text;
+  EXPECT_EQ(r.second.exit_code, 0) << out << r.second.stderr_text;
+  EXPECT_TRUE(absl::StrContains(out, absl::StrCat("tandem local: resuming from step ", committed,
+                                                  " of the interrupted run in ", run_dir)))
+      << out;
+  EXPECT_TRUE(absl::StrContains(out, absl::StrCat(" at step ", committed, " ")))
+      << "rank 0 did not resume from the checkpoint:\n" << out;
+  EXPECT_TRUE(absl::StrContains(out, absl::StrCat("step ", steps, "/", steps))) << out;
+  EXPECT_FALSE(absl::StrContains(out + r.second.stderr_text, "join refused"))
+      << out << r.second.stderr_text;
+  // What the final model trained on, over both runs: each sample once.
+  const SampleCoverage c = CountSamples({r.first_samples, r.second_samples});
+  EXPECT_EQ(c.distinct, steps * kSmallJobSamplesPerStep) << "samples lost";
+  EXPECT_EQ(c.repeated, 0);
+  return r;
 }
 
 }  // namespace e2e

@@ -157,7 +157,8 @@ def main():
         row = {"variant": r["variant"], "plan": name, "rate": r["rate"], "layout": r["layout"],
                "measured_ms": r.get("step_ms") if r["ok"] else None,
                "predicted_ms": pred["step_s"] * 1e3 if pred else None,
-               "lossy": pred["lossy"] if pred else None}
+               "lossy": pred["lossy"] if pred else None,
+               "bound": pred.get("bound") if pred else None}
         # strategies.sh averages the steps after its first progress line.
         if dense_warmup(r["sync"], r.get("sync_opt", "")) >= r["steps"] - max(1, r["steps"] // 5):
             row["note"] = "measured steps in the dense warm-up"
@@ -165,14 +166,15 @@ def main():
             row["error"] = row["predicted_ms"] / row["measured_ms"] - 1
         rows.append(row)
 
-    print("\n%-26s %-8s %-6s %12s %12s %8s" % ("strategy", "link", "layout", "predicted ms",
-                                                "measured ms", "error"))
+    print("\n%-26s %-8s %-6s %12s %12s %8s  %s" % ("strategy", "link", "layout", "predicted ms",
+                                                    "measured ms", "error", "plan's bound"))
     for r in rows:
-        print("%-26s %-8s %-6s %12s %12s %8s" % (
+        print("%-26s %-8s %-6s %12s %12s %8s  %s" % (
             r["variant"], r["rate"], r["layout"],
             "%.1f" % r["predicted_ms"] if r["predicted_ms"] else "-",
             "%.1f" % r["measured_ms"] if r["measured_ms"] else "FAILED",
-            "%+.0f%%" % (100 * r["error"]) if "error" in r else r.get("note", "-")))
+            "%+.0f%%" % (100 * r["error"]) if "error" in r else r.get("note", "-"),
+            r["bound"] or "-"))
     verdicts = []
     for key in sorted({(r["rate"], r["layout"]) for r in rows}):
         ok_rows = sorted((r for r in rows if (r["rate"], r["layout"]) == key and r["measured_ms"]

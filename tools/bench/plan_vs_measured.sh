@@ -13,7 +13,9 @@
 #        [--repeat 3] [--only "allreduce hier=0,..."] [--profile FILE | --calibrate]
 # --calibrate: `tandem plan --calibrate` right before and right after the
 # runs, planned with the mean of the two profiles (OUT/profile.txt): on a
-# loaded host the calibrated ring rounds drift with the other load.
+# loaded host the calibrated ring and shard-server call rounds drift with
+# the other load. Each row also prints what the plan says bounds it (link,
+# CPU, latency).
 # Issue 33's 8x2 run (docs/benchmarks.md):
 #   sudo tools/bench/plan_vs_measured.sh --model mlp:784,64,10 --batch 32 --steps 50 \
 #     --rates 100mbit --layouts 8x2,2x2,4x1 --repeat 3
@@ -29,7 +31,7 @@ if [ ! -x "$TANDEM" ]; then
   echo "plan_vs_measured.sh: no tandem binary at $TANDEM; run 'bazel build -c opt //tools/tandem' or set TANDEM" >&2
   exit 1
 fi
-case "${1:-}" in -h|--help) sed -n '2,24p' "$0"; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,26p' "$0"; exit 0 ;; esac
 PYTHON=${PYTHON:-/usr/bin/python3}
 [ -x "$PYTHON" ] || PYTHON=python3
 exec "$PYTHON" "$here/plan_vs_measured.py" --tandem "$TANDEM" --strategies "$here/strategies.sh" "$@"

@@ -134,16 +134,28 @@ std::unique_ptr<JobWatch> JobWatch::Create(const std::string& target, const std:
   return w;
 }
 
-std::vector<v1::LostWorker> JobWatch::NewlyLost(absl::Duration timeout) {
+bool JobWatch::Fetch(absl::Duration timeout, v1::GetJobStatusResponse* reply) {
   v1::GetJobStatusRequest request;
   request.mutable_job()->set_job_id(job_id_);
-  v1::GetJobStatusResponse reply;
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  return stub_->GetJobStatus(&ctx, request, reply).ok();
+}
+
+bool JobWatch::IgnoreEarlierGenerations(absl::Duration timeout) {
+  v1::GetJobStatusResponse reply;
+  if (!Fetch(timeout, &reply)) return false;
+  ignore_through_ = reply.generation();
+  return true;
+}
+
+std::vector<v1::LostWorker> JobWatch::NewlyLost(absl::Duration timeout) {
+  v1::GetJobStatusResponse reply;
   std::vector<v1::LostWorker> out;
-  if (!stub_->GetJobStatus(&ctx, request, &reply).ok()) return out;
+  if (!Fetch(timeout, &reply)) return out;
   stragglers_.assign(reply.stragglers().begin(), reply.stragglers().end());
   for (const v1::LostWorker& l : reply.lost()) {
+    if (l.generation() <= ignore_through_) continue;
     if (seen_.insert({l.worker_id(), l.generation()}).second) out.push_back(l);
   }
   return out;

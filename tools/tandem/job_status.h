@@ -76,15 +76,24 @@ class JobWatch {
   static std::unique_ptr<JobWatch> Create(const std::string& target, const std::string& job_id,
                                           const std::string& token = "");
   std::vector<v1::LostWorker> NewlyLost(absl::Duration timeout = absl::Milliseconds(250));
+  // Call before starting this supervisor's workers. The generation the
+  // coordinator holds now (restored from its state directory when a run is
+  // resumed) and every earlier one belong to processes of a previous run:
+  // NewlyLost never hands back a loss in them, so a restored member
+  // expelled for its silence is not taken for the new process of that
+  // name. False (nothing ignored) when the coordinator did not answer.
+  bool IgnoreEarlierGenerations(absl::Duration timeout);
   // From the status NewlyLost fetched: a line for each rank named a
   // straggler since the previous call, and one for each that was cleared.
   std::vector<std::string> StragglerChanges();
 
  private:
   JobWatch() = default;
+  bool Fetch(absl::Duration timeout, v1::GetJobStatusResponse* reply);
   std::unique_ptr<v1::Coordinator::Stub> stub_;
   std::string job_id_;
   std::set<std::pair<std::string, int64_t>> seen_;  // (worker_id, generation)
+  int64_t ignore_through_ = 0;  // losses in generations <= this are not ours
   std::vector<v1::Straggler> stragglers_;   // in the last reply
   std::map<std::string, v1::Straggler> named_;  // by worker_id, as last reported
 };

@@ -316,6 +316,54 @@ TEST(JobStatusStragglerTest, JobWatchHandsBackEachNamingAndClearingOnce) {
   (*server)->Shutdown();
 }
 
+// A resumed run's coordinator holds the previous run's generation; a
+// member of it expelled for silence is not this run's worker of that name:
+// the watch hands back only losses in later generations.
+TEST(JobWatchTest, LossesInTheGenerationHeldAtTheStartAreNotHandedBack) {
+  absl::Mutex mu;
+  absl::Time now = absl::UnixEpoch() + absl::Hours(1);
+  CoordinatorServerOptions o;
+  o.coordinator.job_id = "watch";
+  o.coordinator.min_workers = o.coordinator.max_workers = 1;
+  o.coordinator.settle_time = absl::ZeroDuration();
+  o.coordinator.clock = [&] {
+    absl::MutexLock lock(&mu);
+    return now;
+  };
+  o.run_liveness_thread = false;
+  auto server = CoordinatorServer::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  CoordinatorCore& core = (*server)->core();
+  // worker-0 in generation `g` falls silent and is expelled.
+  auto join_and_fall_silent = [&](int64_t g) {
+    v1::JoinRequest r;
+    r.set_worker_id("worker-0");
+    r.set_instance(absl::StrCat("pid-", g));
+    auto reply = core.Join(r, absl::Seconds(20));
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    ASSERT_EQ(reply->generation(), g);
+    {
+      absl::MutexLock lock(&mu);
+      now += absl::Minutes(5);
+    }
+    ASSERT_TRUE(core.CheckLiveness());
+  };
+  const std::string target = absl::StrCat("127.0.0.1:", (*server)->port());
+  join_and_fall_silent(1);  // the previous run's worker-0
+  auto watch = JobWatch::Create(target, "watch");
+  ASSERT_TRUE(watch->IgnoreEarlierGenerations(absl::Seconds(10)));
+  EXPECT_TRUE(watch->NewlyLost(absl::Seconds(10)).empty());
+  // Without the call, that loss is handed back (and its name's process killed).
+  auto unaware = JobWatch::Create(target, "watch");
+  ASSERT_EQ(unaware->NewlyLost(absl::Seconds(10)).size(), 1u);
+  join_and_fall_silent(2);  // this run's worker-0
+  const std::vector<v1::LostWorker> lost = watch->NewlyLost(absl::Seconds(10));
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].worker_id(), "worker-0");
+  EXPECT_EQ(lost[0].generation(), 2);
+  (*server)->Shutdown();
+}
+
 }  // namespace
 }  // namespace cli
 }  // namespace tandem

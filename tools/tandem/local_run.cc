@@ -491,6 +491,12 @@ absl::Status Runner::Run() {
   RETURN_IF_ERROR(StartServices(data));
   RETURN_IF_ERROR(StartShardServers());
   watch_ = JobWatch::Create(coordinator_address_, o_.job_id, token_);
+  // A resumed run's coordinator holds the previous run's generation; its
+  // members' expulsions are not this run's workers' (they would be killed).
+  if (!watch_->IgnoreEarlierGenerations(absl::Seconds(10))) {
+    Print("tandem local: warning: the coordinator did not answer its first status call; a "
+          "worker of the previous run it expels may be taken for this run's");
+  }
   PrintServiceMetrics();
   RETURN_IF_ERROR(StartWorkers(data, worker_bin));
   absl::Status supervised = Supervise();

@@ -14,6 +14,7 @@
 #include "common/plan/recovery_memory.h"
 #include "common/status/status_macros.h"
 #include "tools/tandem/link_rate.h"
+#include "tools/tandem/plan_rpc_calibrate.h"
 
 namespace tandem {
 namespace cli {
@@ -54,6 +55,19 @@ Recommendation Recommend(const std::vector<plan::Prediction>& ps, double tie_fra
     if (p->total_bytes() < r.best->total_bytes()) r.best = p;
   }
   return r;
+}
+
+// "latency 62%": the part whose cost, made free, shortens the step most,
+// and by how much of the step.
+std::string BoundText(const plan::Prediction& p) {
+  const double s = std::max({p.link_bound_s, p.cpu_bound_s, p.latency_bound_s});
+  return absl::StrFormat("%s %.0f%%", p.bound, p.step_s > 0 ? 100 * s / p.step_s : 0);
+}
+
+std::string ShardRoundText(const plan::MachineProfile& m, int workers) {
+  if (plan::ShardRoundSeconds(m, workers) == 0) return "shard-server call rounds not measured";
+  return absl::StrFormat("shard-server call round %.0f us at %d workers",
+                         plan::ShardRoundSeconds(m, workers) * 1e6, workers);
 }
 
 std::string Rate(double per_s, const char* unit) {
@@ -150,11 +164,13 @@ std::string FormatJson(const PlanOptions& o, const plan::PlanRequest& r,
         "\"forward_s\": %.6g, \"backward_s\": %.6g, \"comm_s\": %.6g, \"exposed_comm_s\": %.6g, "
         "\"finish_s\": %.6g, \"control_s\": %.6g, \"burst_saved_s\": %.6g, \"node_link_bytes\": %.6g, \"param_bytes\": %d, \"grad_bytes\": %d, "
         "\"optimizer_bytes\": %d, \"activation_bytes\": %d, \"server_bytes\": %d, "
-        "\"lossy\": %s, \"fits\": %s, \"bottleneck\": %s, \"flags\": %s}",
+        "\"lossy\": %s, \"fits\": %s, \"bottleneck\": %s, \"bound\": %s, \"link_bound_s\": %.6g, "
+        "\"cpu_bound_s\": %.6g, \"latency_bound_s\": %.6g, \"flags\": %s}",
         i == 0 ? "" : ",", JsonString(p.strategy), p.step_s, p.samples_per_s, p.forward_s,
         p.backward_s, p.comm_s, p.exposed_comm_s, p.finish_s, p.control_s, p.burst_saved_s, p.node_link_bytes, p.param_bytes,
         p.grad_bytes, p.optimizer_bytes, p.activation_bytes, p.server_bytes,
         p.lossy ? "true" : "false", p.fits ? "true" : "false", JsonString(p.bottleneck),
+        JsonString(p.bound), p.link_bound_s, p.cpu_bound_s, p.latency_bound_s,
         JsonString(absl::StrCat(common, " ", StrategyLocalFlags(o, p.strategy))));
   }
   const Recommendation rec = Recommend(ps, o.tie_fraction);
@@ -195,10 +211,11 @@ std::string FormatHeader(const plan::PlanRequest& r) {
   } else {
     absl::StrAppendFormat(&out,
                           "profile: %s\n  %.1f GFLOP/s per worker, %.1f GB/s streaming, loopback "
-                          "%.2f GB/s, ring round %.0f us at %d ranks, %d core(s)\n\n",
+                          "%.2f GB/s, ring round %.0f us at %d ranks, %d core(s), %s\n\n",
                           m.source, m.gemm_flops_per_s / 1e9, m.stream_bytes_per_s / 1e9,
                           m.loopback_bytes_per_s / 1e9, (c.one_host ? plan::RingRoundSeconds(m, c.ranks()) : m.link_alpha_s) * 1e6,
-                          c.one_host ? c.ranks() : 2, m.cores);
+                          c.one_host ? c.ranks() : 2, m.cores,
+                          ShardRoundText(m, c.one_host ? c.ranks() : c.per_node));
   }
   return out;
 }
@@ -212,10 +229,12 @@ std::string FormatRecommendation(const PlanOptions& o, const std::vector<plan::P
   const plan::Prediction& best = *rec.best;
   std::string out = absl::StrCat("\nrecommended: tandem local ", CommonLocalFlags(o), " ",
                                   StrategyLocalFlags(o, best.strategy), " (", best.why, ")");
+  absl::StrAppend(&out, "; bound by ", BoundText(best));
   for (const plan::Prediction& p : ps) {
     const bool tied = std::find(rec.tied.begin(), rec.tied.end(), &p) != rec.tied.end();
     if (tied || p.lossy || !p.fits) continue;
-    absl::StrAppendFormat(&out, "; %.2fx faster than %s", p.step_s / best.step_s, p.strategy);
+    absl::StrAppendFormat(&out, "; %.2fx faster than %s (bound by %s)", p.step_s / best.step_s,
+                          p.strategy, BoundText(p));
     break;
   }
   if (rec.tied.size() > 1) {
@@ -241,7 +260,10 @@ std::string FormatRecommendation(const PlanOptions& o, const std::vector<plan::P
   }
   absl::StrAppend(&out,
                   "\ncomm ms = communication backward did not hide; link MiB = bytes leaving one "
-                  "node per step; * = lossy (compression)\n");
+                  "node per step; * = lossy (compression); bound = link (bytes over the rate), "
+                  "CPU (compute, codecs, shard-server calls) or latency (ring rounds, the step "
+                  "vote): the part that, were it free, would shorten the step most, and by how "
+                  "much of it\n");
   return out;
 }
 
@@ -251,15 +273,17 @@ std::string FormatPlan(const PlanOptions& o, const plan::PlanRequest& r,
                        const std::vector<plan::Prediction>& ps) {
   if (o.json) return FormatJson(o, r, ps);
   std::string out = FormatHeader(r);
-  absl::StrAppendFormat(&out, "%-22s %10s %11s %10s %10s %12s %12s  %-16s  %s\n", "strategy",
-                        "step ms", "samples/s", "comm ms", "finish ms", "link MiB", "MiB/worker",
-                        "bottleneck", "flags");
+  absl::StrAppendFormat(&out, "%-22s %10s %11s %10s %10s %12s %12s  %-16s  %-12s  %s\n",
+                        "strategy", "step ms", "samples/s", "comm ms", "finish ms", "link MiB",
+                        "MiB/worker", "bottleneck", "bound", "flags");
   for (const plan::Prediction& p : ps) {
-    absl::StrAppendFormat(&out, "%-22s %10.2f %11.0f %10.2f %10.2f %12.1f %12.1f  %-16s  %s\n",
+    absl::StrAppendFormat(&out,
+                          "%-22s %10.2f %11.0f %10.2f %10.2f %12.1f %12.1f  %-16s  %-12s  %s\n",
                           p.lossy ? p.strategy + " *" : p.strategy, p.step_s * 1e3,
                           p.samples_per_s, p.exposed_comm_s * 1e3, p.finish_s * 1e3,
                           MiB(p.node_link_bytes), MiB(p.total_bytes()),
-                          p.fits ? p.bottleneck : "does not fit", StrategyLocalFlags(o, p.strategy));
+                          p.fits ? p.bottleneck : "does not fit", BoundText(p),
+                          StrategyLocalFlags(o, p.strategy));
   }
   absl::StrAppend(&out, "every row runs as: tandem local ", CommonLocalFlags(o), " FLAGS\n");
   absl::StrAppend(&out, "\nrecovery memory (losing no work: in-memory recovery, background "
@@ -295,6 +319,14 @@ absl::StatusOr<std::string> RunPlan(const PlanOptions& o, const std::string& hom
     co.model = o.model;
     co.batch = o.batch_size;
     ASSIGN_OR_RETURN(profile, plan::Calibrate(co));
+    // Shard-server rounds, as the ring rounds (after them: this forks).
+    for (auto [workers, field] :
+         {std::pair{2, &profile.shard_round_2_s}, {4, &profile.shard_round_4_s},
+          {8, &profile.shard_round_8_s}, {16, &profile.shard_round_16_s}}) {
+      ShardRoundOptions so;
+      so.workers = workers;
+      ASSIGN_OR_RETURN(*field, MeasureShardRound(so));
+    }
     if (!path.empty()) {
       const size_t slash = path.rfind('/');
       if (slash != std::string::npos && slash > 0) RETURN_IF_ERROR(MakeDirectories(path.substr(0, slash)));

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_split.h"
 #include "common/io/file.h"
+#include "common/plan/machine_profile.h"
 #include "gtest/gtest.h"
 #include "tools/tandem/commands.h"
 #include "tools/tandem/local_options.h"
@@ -45,6 +46,12 @@ TEST(PlanCommandTest, TableListsEveryStrategyAndRecommendsTheFastest) {
             std::string::npos)
       << *text;
   EXPECT_NE(text->find("links 100mbit"), std::string::npos);
+  // Each row says what bounds it, and how much of the step that part costs.
+  EXPECT_NE(text->find(" bound "), std::string::npos) << *text;
+  EXPECT_TRUE(text->find("  link ") != std::string::npos ||
+              text->find("  latency ") != std::string::npos ||
+              text->find("  CPU ") != std::string::npos)
+      << *text;
 }
 
 TEST(PlanCommandTest, JsonHasOneObjectPerStrategy) {
@@ -60,6 +67,12 @@ TEST(PlanCommandTest, JsonHasOneObjectPerStrategy) {
   }
   EXPECT_EQ(count, plan::PlannedStrategies(plan::Cluster{2, 1}).size());
   EXPECT_NE(text->find("\"recommended\": \""), std::string::npos);
+  EXPECT_NE(text->find("\"latency_bound_s\": "), std::string::npos) << *text;
+  size_t bounds = 0;
+  for (const char* b : {"\"bound\": \"link\"", "\"bound\": \"CPU\"", "\"bound\": \"latency\""}) {
+    for (size_t at = text->find(b); at != std::string::npos; at = text->find(b, at + 1)) ++bounds;
+  }
+  EXPECT_EQ(bounds, count) << *text;
 }
 
 plan::Prediction Row(const char* strategy, double step_s, int64_t bytes) {
@@ -260,6 +273,11 @@ TEST(PlanCommandTest, CalibrateSavesAProfileTheNextPlanLoads) {
   ASSERT_TRUE(text.ok()) << text.status();
   EXPECT_NE(text->find("profile saved to " + home + "/.config/tandem/plan_profile"),
             std::string::npos);
+  // The shard-server call rounds were measured with the ring rounds.
+  auto saved = plan::LoadMachineProfile(home + "/.config/tandem/plan_profile");
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_GT(saved->shard_round_2_s, 0);
+  EXPECT_GT(saved->shard_round_16_s, 0);
   o.calibrate = false;
   auto again = RunPlan(o, home);
   ASSERT_TRUE(again.ok()) << again.status();

@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/plan/simulated_burst.h"
 #include "common/status/status_macros.h"
 #include "tools/tandem/link_rate.h"
 
@@ -112,16 +113,11 @@ absl::Status SimulatedNetwork::Setup() {
   RETURN_IF_ERROR(run(absl::StrCat("tc class add dev lo parent 1: classid ",
                                    ClassId(kUnshapedClass), " htb rate ", kUnshapedRate,
                                    " quantum 200000")));
-  // common/plan/simulated_link.cc repeats this burst rule for tandem plan:
-  // change both together.
-  // lo sends up to 64 KiB segments: a burst of a few of them, or 4 ms of
-  // the rate when that is more. Measured here, one TCP stream: 1 ms of
-  // burst held 10gbit to 7.8 Gbit/s, 4 ms to 9.1 (unshaped: 12-13).
+  // The burst rule is shared with tandem plan (common/plan/simulated_burst.h).
   const std::string rate = options_.link_bits_per_second > 0
                                ? FormatLinkRate(options_.link_bits_per_second)
                                : std::string(kUnshapedRate);
-  const int64_t burst =
-      std::max<int64_t>(256 * 1024, options_.link_bits_per_second / 8 / 250);
+  const int64_t burst = plan::SimulatedBurstBytes(options_.link_bits_per_second);
   for (int n = 1; n <= options_.nodes; ++n) {
     RETURN_IF_ERROR(run(absl::StrCat("tc class add dev lo parent 1: classid ", ClassId(n),
                                      " htb rate ", rate, " ceil ", rate, " burst ", burst,
