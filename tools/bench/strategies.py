@@ -84,6 +84,14 @@ def variants(strategies):
             # apply=chunk lets each chunk's pull overlap the other chunks'
             # pushes (apply=step: all pushes, then all pulls).
             out.append(("hybrid", name, ""))
+            if "replicate" in keys:
+                # Replication off: with >= 2 servers each server's range
+                # otherwise also crosses its link to the next server.
+                out.append(("hybrid replicate=0", name, "replicate=0"))
+            if "ring_share" in keys:
+                # Issue 33: a share of the vector by a cross-node ring, the
+                # rest through the servers (auto: 0 with a server per node).
+                out.append(("hybrid ring_share=auto", name, "ring_share=auto"))
             out.append(("hybrid int8+EF", name, "compress=int8"))
             if "apply" in keys:
                 out.append(("hybrid apply=chunk", name, "apply=chunk"))

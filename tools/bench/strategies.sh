@@ -15,7 +15,9 @@
 # accuracy checks against both are printed after the table (issue 33:
 #   sudo tools/bench/strategies.sh --layouts 2x2 --rates 100mbit --epochs 1 \
 #     --only "allreduce hier=0,allreduce wire=fp16,compressed topk,compressed threshold,compressed powersgd r4"); `hybrid` runs as
-# "hybrid" (fp32 pushes) and "hybrid int8+EF" (compress=int8), with its
+# "hybrid" (fp32 pushes), "hybrid replicate=0" (no shard-server replicas),
+# "hybrid ring_share=auto" (a share of the vector by a cross-node ring, the
+# rest through the servers) and "hybrid int8+EF" (compress=int8), with its
 # speed-up against the flat and hierarchical rings printed (issue 12:
 #   sudo tools/bench/strategies.sh --layouts 2x2 --rates 1gbit --no-accuracy \
 #     --only "allreduce hier=0,allreduce hier=1,hybrid,hybrid int8+EF").
@@ -46,6 +48,10 @@
 #   sudo tools/bench/strategies.sh --layouts 2x2,4x1 --rates 1gbit,100mbit --no-accuracy \
 #     --servers nodes --repeat 3 --before /tmp/hyb_before --model mlp:784,1024,1024,10 \
 #     --only "allreduce hier=0,hybrid"
+# and with fewer servers than nodes (ring_share):
+#   sudo tools/bench/strategies.sh --layouts 4x1 --rates 100mbit --no-accuracy --steps 30 \
+#     --servers nodes,2,1 --repeat 3 --model mlp:784,1024,1024,10 \
+#     --only "allreduce hier=0,hybrid,hybrid ring_share=auto"
 # TANDEM=path overrides the binary (default bazel-bin/tools/tandem/tandem,
 # resolved once at the start: a later build of another configuration, which
 # repoints bazel-bin, does not change the binaries of a run in progress);
@@ -65,7 +71,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --out) out="$2"; shift 2 ;;
     --out=*) out="${1#--out=}"; shift ;;
-    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 { if (!/^#/) exit; print }' "$0"; exit 0 ;;
     *) args+=("$1"); shift ;;
   esac
 done

@@ -113,6 +113,25 @@ absl::Status HybridSyncImpl::RunGroup(int g) {
   return absl::OkStatus();
 }
 
+absl::Status HybridSyncImpl::RunRing() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!step_open_ || !comm_error_.ok()) return absl::OkStatus();  // abandoned: skip
+  }
+  const auto t = std::chrono::steady_clock::now();
+  trace::Span span("ring part", "comm", ring_->size() * int64_t{sizeof(float)}, 0);
+  absl::Status s = ring_->Reduce();
+  absl::MutexLock lock(&mu_);
+  comm_seconds_ += SecondsSince(t);
+  ring_bytes_ = ring_->inter_node_bytes();
+  ++collectives_;
+  if (!s.ok()) {
+    comm_error_ = s;
+    return s;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace hybrid_internal
 
 }  // namespace sync

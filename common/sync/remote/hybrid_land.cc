@@ -10,6 +10,7 @@ namespace hybrid_internal {
 
 absl::Status HybridSyncImpl::Run(const CommOp& op) {
   if (op.kind == CommOp::kReduce) return RunGroup(op.group);
+  if (op.kind == CommOp::kRing) return RunRing();
   const auto t = std::chrono::steady_clock::now();
   trace::Span span("land", "comm", groups_[op.group].block * int64_t{sizeof(float)}, op.group);
   absl::Status s = GatherGroup(op.group, op.step, /*delta=*/codec_ != nullptr);
@@ -40,6 +41,10 @@ absl::Status HybridSyncImpl::WaitLanded() {
 }
 
 absl::Status HybridSyncImpl::Gather(int64_t lo, int64_t hi, tensor::ParamPass) {
+  // The model's offsets -> the servers' part (the ring part is stepped by
+  // FinishStep itself).
+  lo = std::max<int64_t>(0, lo - ring_offset_);
+  hi -= ring_offset_;
   if (!landing_ || lo >= hi) return absl::OkStatus();
   int first = 0, end = 0;
   remote_->layout().ChunksMeeting(lo, hi, &first, &end);

@@ -13,13 +13,20 @@ absl::Status HybridSyncImpl::SyncStateToHost() {
     absl::Status s = GatherResiduals();
     if (!s.ok()) return Fail(s);
   }
-  if (!step_.initialised()) return absl::OkStatus();
+  if (!step_.initialised()) {
+    // Nothing stepped in this generation: the state is what was restored.
+    if (ring_ != nullptr && world_->rank() == 0) ring_->FillForCheckpoint(servers_->mirror());
+    return absl::OkStatus();
+  }
   if (codec_ != nullptr) {
     absl::Status s = ResyncToMaster();
     if (!s.ok()) return Fail(s);
   }
   absl::Status s = servers_->FetchForCheckpoint(world_->rank(), step_.next_step() - 1);
-  return s.ok() ? s : Fail(s);
+  if (!s.ok()) return Fail(s);
+  // The ring part's state (every rank holds it) in front of the servers'.
+  if (ring_ != nullptr && world_->rank() == 0) ring_->FillForCheckpoint(servers_->mirror());
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<SavedShard>> HybridSyncImpl::SaveOnServers(const ServerSaveRequest& r) {
@@ -38,6 +45,9 @@ absl::StatusOr<ServerSideCheckpoint::ServerWrite> HybridSyncImpl::SnapshotOnServ
 
 absl::Status HybridSyncImpl::StateLoaded() {
   RETURN_IF_ERROR(WaitLanded());
+  // The restored whole state apart: the ring part here, the rest for the
+  // servers (rank 0 sends it with InitServers).
+  if (ring_ != nullptr) ring_->Loaded(world_->rank(), servers_->mirror());
   servers_->Loaded(world_->rank());
   step_.Loaded();
   if (feedback_ != nullptr) {

@@ -1,5 +1,7 @@
 #include "common/sync/remote/hybrid_sync.h"
 
+#include "common/shard/shard_layout.h"
+#include "common/sync/remote/hybrid_split.h"
 #include "common/sync/remote/hybrid_sync_internal.h"
 
 namespace tandem {
@@ -13,6 +15,7 @@ absl::Status HybridSyncImpl::BeginStep(const StepOptions& options) {
   // or loaded: give its world x state floats back until the next one.
   if (!gathered_.empty()) std::vector<float>().swap(gathered_);
   servers_->ReleaseAfterCheckpoint();
+  if (ring_ != nullptr) ring_->Release();
   ready_.Reset();
   if (overlapped) {
     absl::Status s = remote_->BeginPushes(step_.Header(step_.next_step(), step_.pushed_lr()));
@@ -26,9 +29,15 @@ absl::Status HybridSyncImpl::BeginStep(const StepOptions& options) {
 }
 
 void HybridSyncImpl::OnGradientsReady(int64_t lo, int64_t hi) {
-  // Units are the groups last first (Units): unit u is group G - 1 - u.
-  ready_.Report(lo, hi, [this](int u) {
-    executor_->Enqueue({CommOp::kReduce, static_cast<int>(groups_.size()) - 1 - u, 0});
+  // Units are the groups last first (Units): unit u is group G - 1 - u;
+  // unit G the ring part.
+  const int groups = static_cast<int>(groups_.size());
+  ready_.Report(lo, hi, [this, groups](int u) {
+    if (u == groups) {
+      executor_->Enqueue({CommOp::kRing, 0, 0});
+    } else {
+      executor_->Enqueue({CommOp::kReduce, groups - 1 - u, 0});
+    }
   });
 }
 
@@ -63,6 +72,11 @@ absl::Status HybridSyncImpl::FinishStep(const optim::StepContext& ctx) {
   if (absl::Status s = step_.Prepare(ctx); !s.ok()) return abandon(s);
   if (pushed_early) {
     if (absl::Status s = step_.CheckPushedLr(ctx); !s.ok()) return abandon(s);
+  }
+  // The ring part was summed during backward (RunRing): step it here, as
+  // allreduce does, while the servers apply the rest.
+  if (ring_ != nullptr) {
+    if (absl::Status s = ring_->Step(ctx, step_.grad_scale()); !s.ok()) return abandon(s);
   }
   if (!pushed_early) {
     absl::Status s = remote_->BeginPushes(step_.Header(ctx.step, ctx.lr));
@@ -119,6 +133,42 @@ absl::StatusOr<int> ParseCompress(const SyncOptions& o) {
       "--sync_opt compress must be none or int8 for --sync hybrid, got '", it->second, "'"));
 }
 
+// --sync_opt ring_share as named: "auto" or a share (checked by
+// ChooseRingSplit); "0" when not named (validation only: RingSize applies
+// the default).
+std::string RingShareSpec(const SyncOptions& o) {
+  const auto it = o.opts.find("ring_share");
+  return it == o.opts.end() ? "0" : it->second;
+}
+
+// ring_share's prefix of the vector, or 0; rank 0 logs how it was chosen.
+// Not named: DefaultRingShare (auto where the servers keep no replicas).
+absl::StatusOr<int64_t> RingSize(const SyncOptions& options, const SyncEnv& env) {
+  const int servers = static_cast<int>(env.shard_servers.addresses.size());
+  std::string spec = RingShareSpec(options);
+  const bool named = options.opts.count("ring_share") > 0;
+  if (!named) {
+    ASSIGN_OR_RETURN(const int64_t replicate, GetSyncOptInt(options, "replicate", 1));
+    ASSIGN_OR_RETURN(const int int8_chunk, ParseCompress(options));
+    spec = DefaultRingShare(servers, replicate != 0, int8_chunk > 0);
+  }
+  if (spec == "0") return 0;
+  ASSIGN_OR_RETURN(const RemoteSyncKnobs knobs, ParseRemoteSyncKnobs(options));
+  RingSplitInputs in;
+  in.spec = spec;
+  in.nodes = env.comms->num_nodes;
+  in.servers = servers;
+  in.size = env.size;
+  in.unit = shard::ShardLayout::ChunkElementsForMb(knobs.chunk_mb) * env.comms->intra->world_size();
+  ASSIGN_OR_RETURN(const RingSplit split, ChooseRingSplit(in));
+  if (env.comms->world->rank() == 0) {
+    LOG(INFO) << "hybrid: " << split.why
+              << (named ? "" : " (the default where the shard servers keep no replicas: one "
+                               "server or replicate=0)");
+  }
+  return split.ring_size;
+}
+
 }  // namespace
 
 using hybrid_internal::HybridSyncImpl;
@@ -129,12 +179,26 @@ std::vector<OptionInfo> HybridSyncOptionInfo() {
                "none: fp32 pushes and pulls; int8: pushes as int8 with a scale per 1024 values "
                "and error feedback kept per rank (the servers sum in fp32), pulls as int8 "
                "parameter deltas with the error feedback kept on the servers"});
+  o.push_back({"ring_share", "0 or auto",
+               "auto | F in [0, 1); default auto where the shard servers keep no replicas (one "
+               "server, or replicate=0), else 0: this share of the vector (its first layers, whole chunk "
+               "groups) is summed by a ring among the nodes and stepped on the workers, the rest "
+               "goes through the shard servers; auto picks F so node and server links are equally "
+               "busy (0 with as many servers as nodes), see docs/user-guide.md"});
   return o;
 }
 
 absl::Status ValidateHybridSyncOptions(const SyncOptions& options) {
   RETURN_IF_ERROR(ValidateRemoteSyncOptions(options));
-  return ParseCompress(options).status();
+  ASSIGN_OR_RETURN(const int int8_chunk, ParseCompress(options));
+  const std::string spec = RingShareSpec(options);
+  RETURN_IF_ERROR(ChooseRingSplit({spec, 2, 1, 0, 1}).status());
+  if (spec != "0" && int8_chunk > 0) {
+    return absl::InvalidArgumentError(
+        "--sync_opt ring_share needs compress=none for --sync hybrid (the ring part is fp32); "
+        "drop one of them");
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<GradientSync>> CreateHybridSync(const SyncOptions& options,
@@ -144,12 +208,31 @@ absl::StatusOr<std::unique_ptr<GradientSync>> CreateHybridSync(const SyncOptions
   if (env.comms->intra == nullptr) {
     return absl::InvalidArgumentError("hybrid sync: needs the intra-node group");
   }
+  ASSIGN_OR_RETURN(const int64_t ring_size, RingSize(options, env));
+  std::unique_ptr<HybridRing> ring;
+  SyncOptions server_options = options;
+  if (ring_size > 0) {
+    // The ring takes the prefix; the servers (and the rest of the strategy)
+    // see the vector after it.
+    ASSIGN_OR_RETURN(ring, HybridRing::Create(env, ring_size));
+    env.params += ring_size;
+    env.grads += ring_size;
+    env.size -= ring_size;
+    // A server's replica could not restore the ring part's state (on the
+    // workers): no replicas, so they cost the servers' links nothing.
+    server_options.opts["replicate"] = "0";
+    if (env.comms->world->rank() == 0) {
+      LOG(INFO) << "hybrid: ring_share > 0 turns the shard servers' replicas off (the ring "
+                   "part's optimizer state is on the workers): a lost server resumes from the "
+                   "last checkpoint";
+    }
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<ShardServerState> servers,
-                   ShardServerState::Create(options, env, "hybrid", int8_chunk,
+                   ShardServerState::Create(server_options, env, "hybrid", int8_chunk,
                                             env.comms->intra->world_size(),
                                             env.comms->intra->rank()));
-  return std::unique_ptr<GradientSync>(
-      std::make_unique<HybridSyncImpl>(std::move(env), std::move(servers), int8_chunk));
+  return std::unique_ptr<GradientSync>(std::make_unique<HybridSyncImpl>(
+      std::move(env), std::move(servers), int8_chunk, std::move(ring)));
 }
 
 }  // namespace sync

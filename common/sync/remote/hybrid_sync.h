@@ -62,6 +62,19 @@
 //     every rank then holds the master exactly, which is what the
 //     checkpoint saves and what a resume starts from, so an interrupted and
 //     an uninterrupted run continue identically.
+// --sync_opt ring_share=auto|F (default 0; hybrid_split.h, hybrid_ring.h):
+// the prefix of the vector holding a share F (whole chunk groups) is not
+// sent to the servers: once backward has finished it, the communication
+// thread sums it over every rank the way allreduce does (hier=1's pieces:
+// node reduce-scatter, a ring among the nodes, node allgather; the world's
+// ring with one rank per node or unequal nodes) while the servers' pushes
+// and pulls are still in flight, and FinishStep steps it with the trainer's
+// optimizer (its state on every worker, in front of the servers' in
+// checkpoints). So a node's link also carries part of the step when there
+// are fewer servers than nodes; auto picks F so node and server links are
+// equally busy (0 with as many servers as nodes). With F > 0 the servers
+// keep no replicas and do not write checkpoints themselves (the workers
+// do, from rank 0), and compress=int8 is refused.
 // The push residuals are strategy state: extra_state() "hybrid/meta" and
 // "hybrid/residuals" (every rank's, gathered onto rank 0 by SyncStateToHost
 // and sent back by StateLoaded, both collective over the world group, as

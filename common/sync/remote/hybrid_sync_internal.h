@@ -8,6 +8,10 @@
 //   hybrid_land.cc   the parameter hook: a layer waits for its groups' landing
 //   hybrid_state.cc  checkpoint state: servers' optimizer state, int8
 //                    residuals through rank 0, resync to the fp32 master
+// With --sync_opt ring_share > 0 the strategy's vector (params_, grads_,
+// size_, the servers' layout) is the part after the ring's prefix
+// [0, ring_offset_) of the model's; the prefix is ring_ (hybrid_ring.h).
+// Ranges from backward and the parameter hook are the model's (absolute).
 // Thread-safety as in hybrid_sync.h.
 #ifndef TANDEM_COMMON_SYNC_REMOTE_HYBRID_SYNC_INTERNAL_H_
 #define TANDEM_COMMON_SYNC_REMOTE_HYBRID_SYNC_INTERNAL_H_
@@ -30,6 +34,7 @@
 #include "common/sync/allreduce/node_shares.h"
 #include "common/sync/bucket/bucket_readiness.h"
 #include "common/sync/bucket/comm_executor.h"
+#include "common/sync/remote/hybrid_ring.h"
 #include "common/sync/remote/hybrid_sync.h"
 #include "common/sync/rank0_state.h"
 #include "common/sync/remote/remote_step.h"
@@ -71,7 +76,7 @@ struct Group {
 // reduce-scatter and push (during backward), or its landing (queued by
 // FinishStep): this rank's pull of it, then the node allgather.
 struct CommOp {
-  enum Kind { kReduce, kLand } kind = kReduce;
+  enum Kind { kReduce, kLand, kRing } kind = kReduce;
   int group = 0;
   int64_t step = 0;  // kLand: the step pulled
 };
@@ -80,7 +85,9 @@ class HybridSyncImpl final : public GradientSync,
                              public ServerSideCheckpoint,
                              public tensor::ParamHook {
  public:
-  HybridSyncImpl(SyncEnv env, std::unique_ptr<ShardServerState> servers, int int8_chunk)
+  // env: the servers' part of the vector (after ring's prefix, if any).
+  HybridSyncImpl(SyncEnv env, std::unique_ptr<ShardServerState> servers, int int8_chunk,
+                 std::unique_ptr<HybridRing> ring = nullptr)
       : int8_chunk_(int8_chunk),
         codec_(int8_chunk > 0 ? MakeInt8Codec({.chunk = int8_chunk}) : nullptr),
         generation_(env.shard_servers.generation),
@@ -94,8 +101,10 @@ class HybridSyncImpl final : public GradientSync,
         servers_(std::move(servers)),
         remote_(&servers_->remote()),
         pipeline_(servers_->pipeline()),
+        ring_(std::move(ring)),
+        ring_offset_(ring_ != nullptr ? ring_->size() : 0),
         groups_(MakeGroups(remote_->layout(), local_size_)),
-        ready_(BucketReadiness::ForUnitsInOrder(Units(groups_))),
+        ready_(BucketReadiness::ForUnitsInOrder(Units(groups_, ring_offset_))),
         step_(RemoteStepOptions{"hybrid sync", generation_, world_, servers_.get(), params_,
                                 std::move(env.shard_servers.learning_rate), local_size_,
                                 int8_chunk_}) {
@@ -121,9 +130,11 @@ class HybridSyncImpl final : public GradientSync,
       feedback_ = std::make_unique<ErrorFeedback>(codec_.get(), size_);
     }
     land_ticket_.assign(groups_.size(), -1);
-    // A step queues each group at most twice: reduce, then land.
+    // A step queues each group at most twice (reduce, then land) and the
+    // ring part once.
     executor_ = std::make_unique<CommExecutor<CommOp>>(
-        std::max<int64_t>(1, 2 * groups_.size()), [this](const CommOp& op) { return Run(op); });
+        std::max<int64_t>(1, 2 * groups_.size() + (ring_ != nullptr ? 1 : 0)),
+        [this](const CommOp& op) { return Run(op); });
   }
 
   // executor_, the last member, stops the communication thread first.
@@ -149,20 +160,28 @@ class HybridSyncImpl final : public GradientSync,
     }
     return out;
   }
-  // The groups in issue order: last group first (backward produces the end
-  // of the vector first, and every rank of the node issues the same order).
-  static std::vector<std::pair<int64_t, int64_t>> Units(const std::vector<Group>& groups) {
+  // The groups in issue order, in the model's offsets: last group first
+  // (backward produces the end of the vector first, and every rank of the
+  // node issues the same order), then the ring's prefix [0, ring), if any.
+  static std::vector<std::pair<int64_t, int64_t>> Units(const std::vector<Group>& groups,
+                                                        int64_t ring) {
     std::vector<std::pair<int64_t, int64_t>> u;
-    for (auto g = groups.rbegin(); g != groups.rend(); ++g) u.push_back({g->lo, g->hi});
+    for (auto g = groups.rbegin(); g != groups.rend(); ++g) {
+      u.push_back({ring + g->lo, ring + g->hi});
+    }
+    if (ring > 0) u.push_back({0, ring});
     return u;
   }
 
   std::string name() const override { return "hybrid"; }
-  // Every rank holds the whole (pulled) vector and none steps it: the
-  // checkpointer writes it once, from rank 0, with no optimizer state.
-  optim::ParamRange owned_range() const override { return {0, size_}; }
-  // The servers' optimizer state, visible to checkpoints (optimizer_mirror.h).
-  optim::Optimizer* optimizer() override { return servers_->mirror(); }
+  // Every rank holds the whole (pulled) vector: the checkpointer writes it
+  // once, from rank 0.
+  optim::ParamRange owned_range() const override { return {0, ring_offset_ + size_}; }
+  // The servers' optimizer state, visible to checkpoints (optimizer_mirror.h);
+  // with a ring part, the ring's state in front of it (hybrid_ring.h).
+  optim::Optimizer* optimizer() override {
+    return ring_ != nullptr ? ring_->whole() : servers_->mirror();
+  }
 
   // pipeline=1: the model asks for each layer through this hook, and the
   // groups land (pull, node allgather) while the next forward runs.
@@ -178,12 +197,22 @@ class HybridSyncImpl final : public GradientSync,
   absl::Status SyncStateToHost() override;
 
   // Checkpoints written by the servers (server_side_checkpoint.h).
-  bool CanSaveOnServers() const override { return step_.initialised() && step_.ok(); }
+  // With a ring part the servers hold only the rest of the state: the
+  // workers write checkpoints, and a lost server means the last one.
+  bool CanSaveOnServers() const override {
+    return ring_ == nullptr && step_.initialised() && step_.ok();
+  }
   void ExpectServerSave() override { servers_->ExpectServerSave(); }
   absl::StatusOr<std::vector<SavedShard>> SaveOnServers(const ServerSaveRequest& r) override;
   absl::StatusOr<ServerWrite> SnapshotOnServers(const ServerSaveRequest& r) override;
-  bool ServersReplicate() const override { return servers_->remote().replicated(); }
+  bool ServersReplicate() const override {
+    return ring_ == nullptr && servers_->remote().replicated();
+  }
   absl::StatusOr<std::vector<int>> RecoverFromServers(int64_t step, float* params) override {
+    if (ring_ != nullptr) {
+      return absl::FailedPreconditionError(
+          "hybrid sync: with ring_share > 0 the ring part's state is not on the servers");
+    }
     return servers_->RecoverFromServers(world_->rank(), step, params);
   }
 
@@ -196,10 +225,13 @@ class HybridSyncImpl final : public GradientSync,
 
   SyncMemory memory() const override {
     SyncMemory m;
-    m.param_bytes = size_ * int64_t{sizeof(float)};
+    m.param_bytes = (ring_offset_ + size_) * int64_t{sizeof(float)};
     m.grad_bytes = static_cast<int64_t>(slice_.size()) * int64_t{sizeof(float)};
-    m.optimizer_bytes = servers_->mirror()->held_bytes();  // only around checkpoints
-    m.staging_bytes = static_cast<int64_t>(gathered_.size() + piece_.size() +
+    // The servers' only around checkpoints; the ring part's always.
+    m.optimizer_bytes = servers_->mirror()->held_bytes() +
+                        (ring_ != nullptr ? ring_->optimizer_bytes() : 0);
+    if (ring_ != nullptr) m.staging_bytes += ring_->staging_bytes();
+    m.staging_bytes += static_cast<int64_t>(gathered_.size() + piece_.size() +
                                            (feedback_ != nullptr ? size_ : 0)) *
                           int64_t{sizeof(float)} +
                       shares_->staging_bytes() +
@@ -220,7 +252,7 @@ class HybridSyncImpl final : public GradientSync,
     s.steps = steps_;
     s.buckets = collectives_;
     s.bytes_sent = r.pushed_bytes + intra_bytes_;
-    s.inter_node_bytes = r.pushed_bytes + r.pulled_bytes;
+    s.inter_node_bytes = r.pushed_bytes + r.pulled_bytes + ring_bytes_;
     s.comm_seconds = comm_seconds_ + wait_seconds_;
     s.exposed_wait_seconds = wait_seconds_;
     s.compress_bytes_before = compress_before_;
@@ -281,6 +313,10 @@ class HybridSyncImpl final : public GradientSync,
   // overlap backward, its push; skipped once the step is abandoned.
   absl::Status RunGroup(int g);
 
+  // Communication thread: the ring part's allreduce (ring_); skipped once
+  // the step is abandoned.
+  absl::Status RunRing();
+
   // Communication thread: one queued operation.
   absl::Status Run(const CommOp& op);
 
@@ -311,6 +347,10 @@ class HybridSyncImpl final : public GradientSync,
   const std::unique_ptr<ShardServerState> servers_;
   shard::RemoteShards* const remote_;  // servers_'s connection
   const bool pipeline_;                // --sync_opt pipeline: pulls right behind pushes
+  // --sync_opt ring_share > 0: the model's prefix [0, ring_offset_) by a
+  // cross-node ring (null, 0: everything through the servers).
+  const std::unique_ptr<HybridRing> ring_;
+  const int64_t ring_offset_;
   const std::vector<Group> groups_;
   BucketReadiness ready_;  // backward thread during a step
   RemoteStep step_;       // trainer thread: protocol, server init, step count, header
@@ -344,6 +384,7 @@ class HybridSyncImpl final : public GradientSync,
   int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t collectives_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t intra_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t ring_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // ring_'s inter-node bytes
   double comm_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   double wait_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t compress_before_ ABSL_GUARDED_BY(mu_) = 0;

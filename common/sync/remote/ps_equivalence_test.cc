@@ -12,7 +12,12 @@
 // ends with the same parameters; bad settings are refused with the reason.
 // The "_landing" cases (hybrid at 2x2, 3x1 and 2+1, ps at 2x2) also check
 // after every step that each layer's Gather returns only once that layer
-// has landed (CheckLanding).
+// has landed (CheckLanding). hybrid with ring_share (issue 33: a prefix of
+// the vector by a cross-node ring, stepped on the workers) is equal to
+// allreduce too, at 4x1, 2x2 and 2+1 nodes; ring_share=0, and auto with as
+// many servers as nodes, are bit-identical to hybrid without it; a
+// checkpoint of hybrid with a ring part carries allreduce's optimizer state
+// and resumes (HybridRingShare).
 #include <unistd.h>
 
 #include <algorithm>
@@ -208,7 +213,7 @@ std::vector<RankResult> RunStrategy(const Case& c, const std::string& strategy, 
                             const std::vector<std::string>& servers) {
   std::vector<RankResult> results(c.nodes.size());
   const auto statuses = hier_testing::RunGroupRanks(
-      c.nodes, /*node_groups=*/true, UniquePrefix(strategy),
+      c.nodes, /*node_groups=*/true, UniquePrefix(strategy + Identifier(c.extra_opt)),
       [&](int rank, CommGroups& g) {
         return TrainRank(c, strategy, servers, data, rank, g, &results[rank]);
       });
@@ -216,6 +221,23 @@ std::vector<RankResult> RunStrategy(const Case& c, const std::string& strategy, 
     EXPECT_TRUE(statuses[r].ok()) << strategy << " rank " << r << ": " << statuses[r];
   }
   return results;
+}
+
+// n shard servers in this process on port 0 (kept in *servers); their
+// addresses (fewer, with a test failure, if one does not start).
+std::vector<std::string> StartServers(int n,
+                                      std::vector<std::unique_ptr<shardserver::ShardServer>>* servers) {
+  std::vector<std::string> addresses;
+  for (int s = 0; s < n; ++s) {
+    auto server = shardserver::ShardServer::Start({});
+    if (!server.ok()) {
+      ADD_FAILURE() << server.status();
+      break;
+    }
+    addresses.push_back((*server)->address());
+    servers->push_back(std::move(*server));
+  }
+  return addresses;
 }
 
 class PsEquivalence : public ::testing::TestWithParam<Case> {};
@@ -226,13 +248,8 @@ TEST_P(PsEquivalence, EndsEqualToAllreduce) {
   const Data data = MakeSyntheticData(spec, kSteps * static_cast<int>(c.nodes.size()) * kPerRankBatch);
 
   std::vector<std::unique_ptr<shardserver::ShardServer>> servers;
-  std::vector<std::string> addresses;
-  for (int s = 0; s < c.servers; ++s) {
-    auto server = shardserver::ShardServer::Start({});
-    ASSERT_TRUE(server.ok()) << server.status();
-    addresses.push_back((*server)->address());
-    servers.push_back(std::move(*server));
-  }
+  const std::vector<std::string> addresses = StartServers(c.servers, &servers);
+  ASSERT_EQ(static_cast<int>(addresses.size()), c.servers);
   const std::vector<RankResult> reference = RunStrategy(c, "allreduce", data, {});
   const std::vector<RankResult> remote = RunStrategy(c, c.strategy, data, addresses);
   ASSERT_FALSE(reference[0].params.empty());
@@ -256,9 +273,13 @@ TEST_P(PsEquivalence, EndsEqualToAllreduce) {
   for (size_t r = 0; r < remote.size(); ++r) {
     EXPECT_EQ(remote[r].params, remote[0].params) << "rank " << r;
     // The worker's optimizer is the servers' mirror: it holds nothing
-    // outside checkpoints.
+    // outside checkpoints (but the ring part's state, with ring_share).
     EXPECT_TRUE(remote[r].has_optimizer) << "rank " << r;
-    EXPECT_EQ(remote[r].memory.optimizer_bytes, 0) << "rank " << r;
+    if (c.extra_opt.find("ring_share") == std::string::npos) {
+      EXPECT_EQ(remote[r].memory.optimizer_bytes, 0) << "rank " << r;
+    } else {
+      EXPECT_GT(remote[r].memory.optimizer_bytes, 0) << "rank " << r;
+    }
     EXPECT_GT(reference[r].memory.optimizer_bytes, 0);
   }
   // The servers applied exactly K steps.
@@ -301,7 +322,18 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"hybrid", {"a", "a", "b", "b"}, 2, true, 1, kMlp, true, "", true},
                       Case{"hybrid", {"a", "b", "c"}, 3, false, 1, kMlp, true, "", true},
                       Case{"hybrid", {"a", "a", "b"}, 2, true, 1, kMlp, true, "", true},
-                      Case{"hybrid", {"a", "a", "b", "b"}, 2, true, 1, kGpt, true, "", true}),
+                      Case{"hybrid", {"a", "a", "b", "b"}, 2, true, 1, kGpt, true, "", true},
+                      // ring_share: 4x1 with 2 servers (auto: f = 0.4), 2x2
+                      // with one (hier ring), nodes of 2 and 1 (flat ring),
+                      // the GPT, accumulation, pushes at FinishStep.
+                      Case{"hybrid", {"a", "b", "c", "d"}, 2, true, 1, kMlp, true,
+                           "ring_share=auto", true},
+                      Case{"hybrid", {"a", "a", "b", "b"}, 1, false, 2, kMlp, true,
+                           "ring_share=0.5"},
+                      Case{"hybrid", {"a", "a", "b"}, 2, true, 1, kMlp, false, "ring_share=0.4",
+                           true},
+                      Case{"hybrid", {"a", "a", "b", "b"}, 1, true, 1, kGpt, true,
+                           "ring_share=0.3"}),
     CaseName);
 
 TEST(PsRegistry, RefusesWhatItCannotDo) {
@@ -368,8 +400,12 @@ absl::Status TrainSpan(const std::string& strategy, const std::vector<std::strin
   mo.seed = 7;
   ASSIGN_OR_RETURN(nn::ModelSpec spec, nn::ParseModelSpec(kMlp));
   ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> model, nn::CreateModel(spec, &backend, mo));
+  // "hybrid ring_share=0.4": the strategy and more --sync_opt.
+  const std::string name = strategy.substr(0, strategy.find(' '));
+  const std::string more =
+      strategy.find(' ') == std::string::npos ? "" : "," + strategy.substr(strategy.find(' ') + 1);
   ASSIGN_OR_RETURN(SyncOptions options,
-                   ParseSyncOptions(strategy, strategy == "allreduce" ? "" : kChunkOpt));
+                   ParseSyncOptions(name, name == "allreduce" ? "" : kChunkOpt + more));
   SyncEnv env;
   env.comms = &groups;
   env.params = model->storage().params();
@@ -432,26 +468,27 @@ absl::Status TrainSpan(const std::string& strategy, const std::vector<std::strin
   return absl::OkStatus();
 }
 
+// TrainSpan on a thread per rank of `nodes`.
+void RunSpan(const std::vector<std::string>& nodes, const std::vector<std::string>& addresses,
+             const Data& data, const std::string& strategy, int64_t generation, int first,
+             int last, const Carry* in, Carry* out, const std::string& tag) {
+  const int world = static_cast<int>(nodes.size());
+  const auto st = hier_testing::RunGroupRanks(nodes, true, UniquePrefix(tag),
+                                              [&](int rank, CommGroups& g) {
+    return TrainSpan(strategy, addresses, generation, data, rank, world, g, first, last, in, out);
+  });
+  for (const absl::Status& s : st) EXPECT_TRUE(s.ok()) << tag << ": " << s;
+}
+
 TEST(PsCheckpointState, AJobMovesBetweenPsHybridAndAllreduce) {
   const std::vector<std::string> nodes = {"a", "a", "b", "b"};
   const int world = 4;
   const Data data = MakeSyntheticData(*nn::ParseModelSpec(kMlp), kSteps * world * kPerRankBatch);
   std::vector<std::unique_ptr<shardserver::ShardServer>> servers;
-  std::vector<std::string> addresses;
-  for (int s = 0; s < 2; ++s) {
-    auto server = shardserver::ShardServer::Start({});
-    ASSERT_TRUE(server.ok()) << server.status();
-    addresses.push_back((*server)->address());
-    servers.push_back(std::move(*server));
-  }
+  const std::vector<std::string> addresses = StartServers(2, &servers);
   auto span = [&](const std::string& strategy, int64_t generation, int first, int last,
                   const Carry* in, Carry* out, const std::string& tag) {
-    const auto st = hier_testing::RunGroupRanks(nodes, true, UniquePrefix(tag),
-                                                [&](int rank, CommGroups& g) {
-      return TrainSpan(strategy, addresses, generation, data, rank, world, g, first, last, in,
-                       out);
-    });
-    for (const absl::Status& s : st) EXPECT_TRUE(s.ok()) << tag << ": " << s;
+    RunSpan(nodes, addresses, data, strategy, generation, first, last, in, out, tag);
   };
   Carry reference, ps3, ps_then_ar, ar3, ar_then_hybrid;
   span("allreduce", 0, 1, kSteps, nullptr, &reference, "ref");
@@ -474,6 +511,74 @@ TEST(PsCheckpointState, AJobMovesBetweenPsHybridAndAllreduce) {
   EXPECT_LE(RelativeDifference(ar_then_hybrid.params, reference.params), 1e-5);
   for (size_t b = 0; b < reference.state.size(); ++b) {
     EXPECT_LE(RelativeDifference(ar_then_hybrid.state[b].second, reference.state[b].second), 1e-5)
+        << reference.state[b].first;
+  }
+}
+
+// ring_share=0, and auto with as many servers as nodes (f = 0), run
+// today's hybrid: the same bits.
+TEST(HybridRingShare, ZeroIsTodaysHybridBitForBit) {
+  const Case base{"hybrid", {"a", "a", "b", "b"}, 2, true};
+  const nn::ModelSpec spec = *nn::ParseModelSpec(base.spec);
+  const Data data = MakeSyntheticData(spec, kSteps * 4 * kPerRankBatch);
+  std::vector<std::vector<float>> params;
+  for (const char* opt : {"", "ring_share=0", "ring_share=auto"}) {
+    std::vector<std::unique_ptr<shardserver::ShardServer>> servers;
+    const std::vector<std::string> addresses = StartServers(base.servers, &servers);
+    ASSERT_EQ(static_cast<int>(addresses.size()), base.servers);
+    Case c = base;
+    c.extra_opt = opt;
+    params.push_back(RunStrategy(c, "hybrid", data, addresses)[0].params);
+    ASSERT_FALSE(params.back().empty()) << opt;
+  }
+  EXPECT_EQ(params[1], params[0]);
+  EXPECT_EQ(params[2], params[0]);
+}
+
+TEST(HybridRingShare, RefusesBadValues) {
+  for (const char* bad : {"ring_share=1", "ring_share=-0.5", "ring_share=half",
+                          "ring_share=0.4,compress=int8"}) {
+    absl::StatusOr<SyncOptions> o = ParseSyncOptions("hybrid", bad);
+    ASSERT_TRUE(o.ok());
+    absl::Status s = ValidateSyncOptions(*o);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("ring_share"), std::string::npos) << s;
+  }
+}
+
+// A checkpoint of hybrid with a ring part: the ring part's optimizer state
+// (on the workers) and the servers' together are allreduce's at step 3, a
+// resume (a new generation on the same servers) ends equal to an
+// uninterrupted allreduce, and so does allreduce resuming from it.
+TEST(HybridRingShare, CheckpointCarriesTheRingPartsState) {
+  const std::vector<std::string> nodes = {"a", "a", "b", "b"};
+  const int world = 4;
+  const Data data = MakeSyntheticData(*nn::ParseModelSpec(kMlp), kSteps * world * kPerRankBatch);
+  std::vector<std::unique_ptr<shardserver::ShardServer>> servers;
+  const std::vector<std::string> addresses = StartServers(1, &servers);
+  auto span = [&](const std::string& strategy, int64_t generation, int first, int last,
+                  const Carry* in, Carry* out, const std::string& tag) {
+    RunSpan(nodes, addresses, data, strategy, generation, first, last, in, out, tag);
+  };
+  const std::string ring = "hybrid ring_share=0.5";
+  Carry reference, ar3, ring3, ring_then_ring, ring_then_ar;
+  span("allreduce", 0, 1, kSteps, nullptr, &reference, "ref");
+  span("allreduce", 0, 1, 3, nullptr, &ar3, "ar3");
+  span(ring, 1, 1, 3, nullptr, &ring3, "ring3");
+  ASSERT_EQ(ring3.state.size(), 2u);
+  ASSERT_EQ(ring3.state.size(), ar3.state.size());
+  for (size_t b = 0; b < ring3.state.size(); ++b) {
+    EXPECT_LE(RelativeDifference(ring3.state[b].second, ar3.state[b].second), 1e-5)
+        << ring3.state[b].first;
+  }
+  span(ring, 2, 4, kSteps, &ring3, &ring_then_ring, "ring_then_ring");
+  span("allreduce", 0, 4, kSteps, &ring3, &ring_then_ar, "ring_then_ar");
+  ASSERT_FALSE(ring_then_ring.params.empty());
+  ASSERT_FALSE(ring_then_ar.params.empty());
+  EXPECT_LE(RelativeDifference(ring_then_ring.params, reference.params), 1e-5);
+  EXPECT_LE(RelativeDifference(ring_then_ar.params, reference.params), 1e-5);
+  for (size_t b = 0; b < reference.state.size(); ++b) {
+    EXPECT_LE(RelativeDifference(ring_then_ring.state[b].second, reference.state[b].second), 1e-5)
         << reference.state[b].first;
   }
 }

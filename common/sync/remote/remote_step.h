@@ -74,6 +74,8 @@ class RemoteStep {
   bool initialised() const { return initialised_; }
   int64_t next_step() const { return next_step_; }
   float pushed_lr() const { return pushed_lr_; }
+  // BeginStep's StepOptions::grad_scale (what pushes carry in the header).
+  float grad_scale() const { return guard_.grad_scale(); }
   bool ok() const { return guard_.ok(); }
 
  private:
