@@ -5,12 +5,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cstring>
-#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/checkpoint/checkpoint_format.h"
 #include "common/io/crc32c.h"
 #include "common/status/status_macros.h"
 
@@ -18,54 +17,29 @@ namespace tandem {
 namespace checkpoint {
 namespace {
 
-static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
-              "the checkpoint format is little-endian; add byte swapping to "
-              "port it to a big-endian host");
-
-constexpr char kMagic[8] = {'T', 'N', 'D', 'M', 'C', 'K', 'P', 'T'};
-constexpr char kEndMagic[8] = {'T', 'N', 'D', 'M', 'E', 'N', 'D', '\0'};
-constexpr uint32_t kVersion = 1;
-constexpr uint32_t kHeaderSize = 64;
-constexpr uint32_t kHeaderCrcOffset = 60;
-constexpr uint64_t kSectionHeaderSize = 16;
-constexpr uint64_t kFooterSize = 16;
-constexpr uint32_t kTypeF32 = 1;
-constexpr uint32_t kTypeBytes = 2;
-constexpr size_t kMaxNameLength = 255;
 constexpr size_t kWriteBufferSize = 1 << 20;
 
-constexpr absl::string_view kParamsSection = "params";
-constexpr absl::string_view kOptimizerSection = "optimizer";
-constexpr absl::string_view kOptimPrefix = "optim/";
-constexpr absl::string_view kBlobPrefix = "blob/";
+using internal::ErrnoError;
+using internal::kBlobPrefix;
+using internal::kEndMagic;
+using internal::kMagic;
+using internal::kMaxNameLength;
+using internal::kOptimizerSection;
+using internal::kOptimPrefix;
+using internal::kParamsSection;
+using internal::kVersion;
+using internal::kFooterSize;
+using internal::kHeaderCrcOffset;
+using internal::kHeaderSize;
+using internal::kSectionHeaderSize;
+using internal::kTypeBytes;
+using internal::kTypeF32;
 
-template <typename T>
-void PutAt(char* p, T v) {
-  std::memcpy(p, &v, sizeof(T));
-}
 template <typename T>
 T GetAt(const char* p) {
   T v;
   std::memcpy(&v, p, sizeof(T));
   return v;
-}
-
-absl::Status ErrnoError(absl::string_view what, const std::string& path,
-                        int err) {
-  const std::string msg =
-      absl::StrCat("checkpoint ", path, ": ", what, ": ", std::strerror(err));
-  switch (err) {
-    case ENOENT:
-      return absl::NotFoundError(msg);
-    case EACCES:
-    case EPERM:
-      return absl::PermissionDeniedError(msg);
-    case ENOSPC:
-    case EDQUOT:
-      return absl::ResourceExhaustedError(msg);
-    default:
-      return absl::InternalError(msg);
-  }
 }
 
 absl::Status Corrupt(const std::string& path, absl::string_view what) {
@@ -126,12 +100,10 @@ class FileWriter {
   uint64_t written_ = 0;
 };
 
-absl::Status WriteSection(FileWriter* w, uint32_t type, absl::string_view name,
+absl::Status WriteSection(FileWriter* w, uint32_t type, const std::string& name,
                           const void* payload, uint64_t size) {
   char header[kSectionHeaderSize];
-  PutAt<uint32_t>(header, type);
-  PutAt<uint32_t>(header + 4, static_cast<uint32_t>(name.size()));
-  PutAt<uint64_t>(header + 8, size);
+  internal::EncodeSectionHeader(type, name.size(), size, header);
   uint32_t crc = Crc32c(header, sizeof(header));
   crc = Crc32cExtend(crc, name.data(), name.size());
   crc = Crc32cExtend(crc, payload, size);
@@ -139,98 +111,20 @@ absl::Status WriteSection(FileWriter* w, uint32_t type, absl::string_view name,
   RETURN_IF_ERROR(w->Append(name.data(), name.size()));
   RETURN_IF_ERROR(w->Append(payload, size));
   char crc_bytes[4];
-  PutAt<uint32_t>(crc_bytes, crc);
+  internal::PutAt<uint32_t>(crc_bytes, crc);
   return w->Append(crc_bytes, 4);
 }
 
-absl::Status ValidateView(const std::string& path, const CheckpointView& v) {
-  auto bad = [&](absl::string_view what) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot write checkpoint ", path, ": ", what));
-  };
-  if (v.range_lo < 0 || v.range_hi < v.range_lo ||
-      v.range_hi > v.total_params) {
-    return bad(absl::StrCat("range [", v.range_lo, ", ", v.range_hi,
-                            ") is not inside the ", v.total_params,
-                            "-parameter vector"));
-  }
-  const uint64_t n = static_cast<uint64_t>(v.range_hi - v.range_lo);
-  if (v.params.size() != n) {
-    return bad(absl::StrCat("params has ", v.params.size(),
-                            " values but the range holds ", n));
-  }
-  if (v.step < 0) return bad(absl::StrCat("step is negative (", v.step, ")"));
-  std::set<std::string> names;
-  for (const auto& [name, data] : v.optimizer_state) {
-    if (name.empty() || name.size() + kOptimPrefix.size() > kMaxNameLength) {
-      return bad(absl::StrCat("optimizer state name '", name,
-                              "' must have 1..", kMaxNameLength - 10,
-                              " characters"));
-    }
-    if (!names.insert("o" + name).second) {
-      return bad(absl::StrCat("optimizer state '", name, "' appears twice"));
-    }
-    if (data.size() != n) {
-      return bad(absl::StrCat("optimizer state '", name, "' has ", data.size(),
-                              " values but the range holds ", n));
-    }
-  }
-  for (const auto& [name, data] : v.blobs) {
-    if (name.empty() || name.size() + kBlobPrefix.size() > kMaxNameLength) {
-      return bad(absl::StrCat("blob name '", name, "' must have 1..",
-                              kMaxNameLength - 10, " characters"));
-    }
-    if (!names.insert("b" + name).second) {
-      return bad(absl::StrCat("blob '", name, "' appears twice"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-std::string DirName(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
 absl::Status WriteBody(FileWriter* w, const CheckpointView& v) {
-  const uint32_t sections =
-      1 + (v.optimizer_name.empty() ? 0 : 1) +
-      static_cast<uint32_t>(v.optimizer_state.size() + v.blobs.size());
-  char header[kHeaderSize] = {};
-  std::memcpy(header, kMagic, 8);
-  PutAt<uint32_t>(header + 8, kVersion);
-  PutAt<uint32_t>(header + 12, kHeaderSize);
-  PutAt<uint64_t>(header + 16, v.model_fingerprint);
-  PutAt<int64_t>(header + 24, v.step);
-  PutAt<int64_t>(header + 32, v.total_params);
-  PutAt<int64_t>(header + 40, v.range_lo);
-  PutAt<int64_t>(header + 48, v.range_hi);
-  PutAt<uint32_t>(header + 56, sections);
-  PutAt<uint32_t>(header + kHeaderCrcOffset,
-                  Crc32c(header, kHeaderCrcOffset));
+  char header[kHeaderSize];
+  internal::EncodeHeader(v, header);
   RETURN_IF_ERROR(w->Append(header, kHeaderSize));
-
-  RETURN_IF_ERROR(WriteSection(w, kTypeF32, kParamsSection, v.params.data(),
-                               v.params.size() * sizeof(float)));
-  if (!v.optimizer_name.empty()) {
-    RETURN_IF_ERROR(WriteSection(w, kTypeBytes, kOptimizerSection,
-                                 v.optimizer_name.data(),
-                                 v.optimizer_name.size()));
-  }
-  for (const auto& [name, data] : v.optimizer_state) {
-    RETURN_IF_ERROR(WriteSection(w, kTypeF32, absl::StrCat(kOptimPrefix, name),
-                                 data.data(), data.size() * sizeof(float)));
-  }
-  for (const auto& [name, data] : v.blobs) {
-    RETURN_IF_ERROR(WriteSection(w, kTypeBytes,
-                                 absl::StrCat(kBlobPrefix, name), data.data(),
-                                 data.size()));
-  }
+  RETURN_IF_ERROR(internal::ForEachSection(
+      v, [w](uint32_t type, const std::string& name, const void* payload, uint64_t size) {
+        return WriteSection(w, type, name, payload, size);
+      }));
   char footer[kFooterSize];
-  std::memcpy(footer, kEndMagic, 8);
-  PutAt<uint64_t>(footer + 8, w->bytes_written() + kFooterSize);
+  internal::EncodeFooter(w->bytes_written() + kFooterSize, footer);
   RETURN_IF_ERROR(w->Append(footer, kFooterSize));
   return w->Flush();
 }
@@ -488,35 +382,11 @@ absl::Status WriteCheckpoint(const std::string& path,
 
 absl::Status WriteCheckpoint(const std::string& path, const CheckpointView& view,
                              const WriteOptions& options) {
-  RETURN_IF_ERROR(ValidateView(path, view));
-  static std::atomic<uint64_t> counter{0};
-  const std::string tmp =
-      absl::StrCat(path, ".tmp.", ::getpid(), ".", counter.fetch_add(1));
-  const int fd =
-      ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("create temporary file " + tmp, path, errno);
-
-  absl::Status status;
-  {
+  RETURN_IF_ERROR(internal::ValidateView(path, view));
+  return internal::WriteAtomically(path, /*try_direct=*/false, [&](int fd, bool) {
     FileWriter writer(fd, path, options);
-    status = WriteBody(&writer, view);
-  }
-  if (status.ok() && ::fsync(fd) != 0) status = ErrnoError("fsync", path, errno);
-  if (::close(fd) != 0 && status.ok()) status = ErrnoError("close", path, errno);
-  if (status.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
-    status = ErrnoError("rename " + tmp + " to it", path, errno);
-  }
-  if (!status.ok()) {
-    ::unlink(tmp.c_str());
-    return status;
-  }
-  // Make the rename durable.
-  const std::string dir = DirName(path);
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return ErrnoError("open directory " + dir, path, errno);
-  FdCloser close_dir(dfd);
-  if (::fsync(dfd) != 0) return ErrnoError("fsync directory " + dir, path, errno);
-  return absl::OkStatus();
+    return WriteBody(&writer, view);
+  });
 }
 
 absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path,

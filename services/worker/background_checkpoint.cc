@@ -1,5 +1,7 @@
 #include "services/worker/background_checkpoint.h"
 
+#include <pthread.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -57,7 +59,7 @@ BackgroundCheckpointWriter::BackgroundCheckpointWriter(BackgroundCheckpointOptio
 BackgroundCheckpointWriter::~BackgroundCheckpointWriter() {
   {
     absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(this, &BackgroundCheckpointWriter::Idle));
+    AwaitIdle();
     quit_ = true;
   }
   thread_.join();
@@ -69,7 +71,7 @@ CheckpointSnapshot* BackgroundCheckpointWriter::Acquire() {
   {
     absl::MutexLock lock(&mu_);
     waited = busy_;
-    mu_.Await(absl::Condition(this, &BackgroundCheckpointWriter::Idle));
+    AwaitIdle();
   }
   if (waited && o_.metrics != nullptr) {
     o_.metrics->RecordWait(absl::ToDoubleSeconds(absl::Now() - start));
@@ -97,8 +99,17 @@ void BackgroundCheckpointWriter::Start(Job job) {
 
 BackgroundCheckpointWriter::Outcome BackgroundCheckpointWriter::Drain() {
   absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(this, &BackgroundCheckpointWriter::Idle));
+  AwaitIdle();
   return last_;
+}
+
+void BackgroundCheckpointWriter::AwaitIdle() {
+  if (!busy_) return;
+  // Someone waits for this write now: it is no longer idle-time work.
+  waiter_ = true;
+  RaisePriority();
+  mu_.Await(absl::Condition(this, &BackgroundCheckpointWriter::Idle));
+  waiter_ = false;
 }
 
 int64_t BackgroundCheckpointWriter::in_flight_step() const {
@@ -106,12 +117,53 @@ int64_t BackgroundCheckpointWriter::in_flight_step() const {
   return busy_ ? job_.record.step() : -1;
 }
 
+// Below the training threads: checksumming the snapshot and writing it
+// take CPU, and on a machine whose cores training fills the write should
+// use what is left rather than slow the step (Linux: per-thread nice, then
+// SCHED_IDLE). Failure to lower it only costs speed.
+void BackgroundCheckpointWriter::LowerPriority() {
+  absl::MutexLock lock(&mu_);
+  if (!can_idle_ || idle_ || waiter_) return;  // a waiter keeps it raised
+  sched_param p{};
+  idle_ = sched_setscheduler(tid_, SCHED_IDLE, &p) == 0;
+}
+
+// SCHED_IDLE back to SCHED_OTHER (at the nice value the thread already
+// has, which needs no privilege): the trainer waits for this write.
+void BackgroundCheckpointWriter::RaisePriority() {
+  if (!idle_) return;
+  sched_param p{};
+  if (sched_setscheduler(tid_, SCHED_OTHER, &p) == 0) idle_ = false;
+}
+
+namespace {
+
+// Whether a thread at `nice` may go to SCHED_IDLE and come back: leaving
+// SCHED_IDLE needs CAP_SYS_NICE or an RLIMIT_NICE that allows `nice`, and
+// a writer that could not be raised again when the trainer waits for it
+// could starve on a machine with no idle CPU. Tried on a throwaway thread.
+bool CanLeaveIdle(int nice) {
+  bool ok = false;
+  std::thread([&ok, nice] {
+    (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), nice);
+    sched_param p{};
+    ok = sched_setscheduler(0, SCHED_IDLE, &p) == 0 && sched_setscheduler(0, SCHED_OTHER, &p) == 0;
+  }).join();
+  return ok;
+}
+
+}  // namespace
+
 void BackgroundCheckpointWriter::Loop() {
-  // Below the training threads: checksumming and copying into the page
-  // cache take CPU, and on a machine whose cores training fills the write
-  // should use what is left rather than slow the step (Linux: per-thread
-  // nice). Failure to lower it only costs speed.
-  (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), o_.nice);
+  (void)pthread_setname_np(pthread_self(), "ckpt-writer");  // for top -H, perf
+  const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
+  (void)setpriority(PRIO_PROCESS, static_cast<id_t>(tid), o_.nice);
+  const bool can_idle = o_.idle_priority && CanLeaveIdle(o_.nice);
+  {
+    absl::MutexLock lock(&mu_);
+    tid_ = tid;
+    can_idle_ = can_idle;
+  }
   while (true) {
     Job job;
     {
@@ -120,6 +172,7 @@ void BackgroundCheckpointWriter::Loop() {
       if (quit_ && !busy_) return;
       job = job_;  // the snapshot stays ours until busy_ is cleared
     }
+    LowerPriority();  // again: a wait for the previous write may have raised it
     const absl::Time start = absl::Now();
     absl::Status s = Write(job);
     if (o_.metrics != nullptr) {
@@ -145,7 +198,10 @@ absl::Status BackgroundCheckpointWriter::Write(const Job& job) {
   if (job.write) {
     RETURN_IF_ERROR(job.write());
   } else {
-    RETURN_IF_ERROR(checkpoint::WriteCheckpoint(job.path, snapshot_.View(), o_.write));
+    checkpoint::ImageWriteOptions wo;
+    wo.write = o_.write;
+    wo.direct = o_.direct_io;
+    RETURN_IF_ERROR(snapshot_.Write(job.path, wo));
   }
   if (job.after_write) RETURN_IF_ERROR(job.after_write());
   return commit_(job.record, job.target);

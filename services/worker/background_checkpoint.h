@@ -24,12 +24,19 @@
 // 0 after writing the manifest too (Submit's `after_write`), and the
 // coordinator records the step once every shard is in.
 //
+// Cost: the snapshot copy (one memcpy per buffer) is the only part on the
+// training thread; the writer checksums the copy and writes it with
+// O_DIRECT at SCHED_IDLE (options below), so neither the page cache copy
+// nor its writeback takes CPU from the step.
+//
 // Thread-safety: Acquire, Submit and Drain from one thread (the trainer's);
 // the writer thread is internal. Acquire must be followed by Submit before
 // the next Acquire. The destructor waits for the write in flight and joins
 // the thread. Owns the snapshot and the thread; borrows the metrics registry.
 #ifndef TANDEM_SERVICES_WORKER_BACKGROUND_CHECKPOINT_H_
 #define TANDEM_SERVICES_WORKER_BACKGROUND_CHECKPOINT_H_
+
+#include <sys/types.h>
 
 #include <cstdint>
 #include <functional>
@@ -80,6 +87,18 @@ struct BackgroundCheckpointOptions {
   // The writer thread's nice value (Linux, per thread): above the trainer's,
   // so the write takes CPU training leaves idle.
   int nice = 10;
+  // Run the writer thread at SCHED_IDLE (Linux): it gets a core only when
+  // nothing else would run there, so the write uses what training leaves
+  // idle (communication waits) instead of slowing the step. A trainer that
+  // must wait for the write (the next checkpoint step came first) lifts the
+  // thread back to SCHED_OTHER at `nice` until that write is done, so a
+  // machine with no idle CPU cannot starve it. Leaving SCHED_IDLE needs
+  // CAP_SYS_NICE or an RLIMIT_NICE that allows `nice`; where that is
+  // missing the thread is never put there (`nice` alone, as false).
+  bool idle_priority = true;
+  // Write the snapshot with O_DIRECT (checkpoint_image.h) where the file
+  // system allows it; false: through the page cache.
+  bool direct_io = true;
 };
 
 class BackgroundCheckpointWriter {
@@ -124,6 +143,11 @@ class BackgroundCheckpointWriter {
   void Start(Job job);
   void Loop();
   bool Idle() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !busy_; }
+  // The writer thread's scheduling: idle between jobs' starts and a wait.
+  void LowerPriority();
+  void RaisePriority() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits until no write is in flight, the writer raised meanwhile.
+  void AwaitIdle() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool HasWorkOrQuit() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return busy_ || quit_; }
   absl::Status Write(const Job& job);
 
@@ -135,6 +159,10 @@ class BackgroundCheckpointWriter {
   bool quit_ ABSL_GUARDED_BY(mu_) = false;
   Job job_ ABSL_GUARDED_BY(mu_);
   Outcome last_ ABSL_GUARDED_BY(mu_);
+  pid_t tid_ ABSL_GUARDED_BY(mu_) = 0;  // the writer thread's, once it runs
+  bool can_idle_ ABSL_GUARDED_BY(mu_) = false;  // SCHED_IDLE and back are allowed
+  bool idle_ ABSL_GUARDED_BY(mu_) = false;  // it runs at SCHED_IDLE now
+  bool waiter_ ABSL_GUARDED_BY(mu_) = false;  // the trainer waits for the write
   std::thread thread_;
 };
 
