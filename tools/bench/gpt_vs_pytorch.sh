@@ -30,7 +30,8 @@
 # cores)), times --time_scale. The calibration is wall-clock, so on a loaded
 # machine the rate and hence the limit move with the load. A side that runs
 # past its limit is stopped (its whole process group), shows "-" and the
-# pair's other numbers still print. --steps takes one value per spec (or one
+# pair's other numbers still print; a PyTorch side that had already printed
+# its RESULT (only a rank's gloo teardown overran) keeps its rate and loss. --steps takes one value per spec (or one
 # for all): at `gpt:layers=6,d=384,heads=6,ctx=256`, world 4 one step is 32
 # sequences of 256 tokens on 2 cores (PyTorch ~3.4 s a step on a quiet
 # machine, several times that under load), so fewer steps there keep the
@@ -176,7 +177,18 @@ for i in "${!SPEC_LIST[@]}"; do
         --seed "$r" || rc=$?
       [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] || exit 1
       [ "$rc" -eq 0 ] && { grep '^RESULT' "$OUT/p.txt" >&2; record p "$OUT/p.txt" "$tag" "$tokens"; }
-      [ "$rc" -eq 124 ] && STOPPED[$key]="${STOPPED[$key]:-}pytorch@seed$r "
+      if [ "$rc" -eq 124 ] && grep -q '^RESULT' "$OUT/p.txt"; then
+        # Its numbers were printed and only the teardown (a rank left in
+        # gloo's) overran: keep the rate and the loss; no CPU time (the
+        # time file went with the stopped run).
+        grep '^RESULT' "$OUT/p.txt" >&2
+        window_rate "$OUT/p.txt" >> "$OUT/p-rate-$tag" || true
+        e=$(eval_loss "$OUT/p.txt" || true)
+        if [ -n "$e" ]; then echo "$e" >> "$OUT/p-eval-$tag"; fi
+        STOPPED[$key]="${STOPPED[$key]:-}pytorch@seed$r(teardown, numbers kept) "
+      elif [ "$rc" -eq 124 ]; then
+        STOPPED[$key]="${STOPPED[$key]:-}pytorch@seed$r "
+      fi
       grep -hE '^final .* eval loss ' "$OUT/t.txt" | sed 's/^/  tandem  /' >&2 || true
       grep -hE '^final .* eval loss ' "$OUT/p.txt" | sed 's/^/  pytorch /' >&2 || true
       RATIOS[$key]="${RATIOS[$key]:-}$(awk -v t="$(tail -1 "$OUT/t-rate-$tag")" \
