@@ -122,5 +122,29 @@ TEST(ShardServersTest, HybridOnTwoNodesWithServersOfTheirOwn) {
   EXPECT_LE(MaxAbsDiff(params, reference), 1e-5);
 }
 
+// One server for two nodes: the servers keep no replica anyway, so hybrid
+// splits by default (ring_share=auto, f = 0.5 here, hybrid_split.h): half
+// the vector is summed by a ring among the nodes and stepped on the
+// workers, the rest goes through the server, and the job still ends equal
+// to allreduce.
+TEST(ShardServersTest, HybridWithOneServerForTwoNodesSplitsByDefault) {
+  const std::vector<std::string> nodes = {"--nodes=2", "--workers_per_node=2", "--link=1gbit"};
+  bool skipped = false;
+  std::string out;
+  std::vector<std::string> layout = nodes;
+  layout.push_back("--shard_servers=1");
+  const std::vector<float> params = Train("nodes-hybrid-one", "hybrid", layout, &out, &skipped);
+  if (skipped) GTEST_SKIP() << out;
+  ASSERT_FALSE(params.empty()) << out;
+  const std::string log = ReadAll(Tmp("nodes-hybrid-one") + "/worker-0.log");
+  EXPECT_TRUE(absl::StrContains(log, "ring_share=auto: f = 0.500 from 2 nodes and 1 shard servers"))
+      << log;
+  EXPECT_TRUE(absl::StrContains(log, "the default where the shard servers keep no replicas"))
+      << log;
+  const std::vector<float> reference = Train("nodes-allreduce-one", "allreduce", nodes);
+  ASSERT_EQ(params.size(), reference.size());
+  EXPECT_LE(MaxAbsDiff(params, reference), 1e-5);
+}
+
 }  // namespace
 }  // namespace tandem
