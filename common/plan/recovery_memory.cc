@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "common/shard/replica_memory.h"
 
 namespace tandem {
 namespace plan {
@@ -34,7 +35,8 @@ RecoveryMemory RecoveryMemoryOf(const PlanRequest& r, const Prediction& p) {
       // copies from before its last two steps and its last summed
       // gradient (what the replica is sent: fp32, no optimizer state);
       // and the background checkpoint's snapshot of its range.
-      m.server_bytes = 5 * p.server_bytes + p.server_bytes / (1 + StateFloats(r));
+      const int64_t range = p.server_bytes / ((1 + StateFloats(r)) * kFloat);
+      m.server_bytes = p.server_bytes + shard::ReplicaExtraFloats(range, StateFloats(r)) * kFloat;
       m.rank0_bytes = state;
       m.source = "memory: the lost server's range from its replica on the next server, <= 1 "
                  "step redone; --sync_opt replicate=0 saves this and uses the disk";

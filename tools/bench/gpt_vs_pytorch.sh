@@ -179,12 +179,10 @@ for i in "${!SPEC_LIST[@]}"; do
       [ "$rc" -eq 0 ] && { grep '^RESULT' "$OUT/p.txt" >&2; record p "$OUT/p.txt" "$tag" "$tokens"; }
       if [ "$rc" -eq 124 ] && grep -q '^RESULT' "$OUT/p.txt"; then
         # Its numbers were printed and only the teardown (a rank left in
-        # gloo's) overran: keep the rate and the loss; no CPU time (the
-        # time file went with the stopped run).
+        # gloo's) overran: keep the rate and the loss (cpu_rate prints
+        # nothing: the time file went with the stopped run).
         grep '^RESULT' "$OUT/p.txt" >&2
-        window_rate "$OUT/p.txt" >> "$OUT/p-rate-$tag" || true
-        e=$(eval_loss "$OUT/p.txt" || true)
-        if [ -n "$e" ]; then echo "$e" >> "$OUT/p-eval-$tag"; fi
+        record p "$OUT/p.txt" "$tag" "$tokens"
         STOPPED[$key]="${STOPPED[$key]:-}pytorch@seed$r(teardown, numbers kept) "
       elif [ "$rc" -eq 124 ]; then
         STOPPED[$key]="${STOPPED[$key]:-}pytorch@seed$r "

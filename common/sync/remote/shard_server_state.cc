@@ -10,6 +10,7 @@
 #include "common/log/log.h"
 #include "common/optim/device_stepper.h"
 #include "common/shard/optimizer_config.h"
+#include "common/shard/replica_memory.h"
 #include "common/shard/shard_layout.h"
 #include "common/status/status_macros.h"
 
@@ -99,10 +100,9 @@ void LogReplicas(const std::string& name, const shard::RemoteShards& remote, boo
     for (int s = 0; s < servers; ++s) {
       widest = std::max(widest, remote.layout().server_range(s).size());
     }
-    // The neighbour's range at two steps + this range before its last two,
-    // and the last summed gradient kept for the replica (a range of floats).
     const double mib =
-        static_cast<double>((4 * (1 + state_buffers) + 1) * widest * sizeof(float)) / (1 << 20);
+        static_cast<double>(shard::ReplicaExtraFloats(widest, state_buffers) * sizeof(float)) /
+        (1 << 20);
     LOG(INFO) << name << ": shard-server replicas on: each of the " << servers
               << " servers' ranges is also held by the next server, at most one step behind "
                  "(a lost server is rebuilt from memory, <= 1 step redone); +"
