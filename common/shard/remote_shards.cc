@@ -40,6 +40,10 @@ absl::StatusOr<std::unique_ptr<RemoteShards>> RemoteShards::Create(const RemoteS
     return absl::InvalidArgumentError(
         absl::StrCat("shard servers: streams_per_server must be >= 1, got ", o.streams_per_server));
   }
+  if (o.pull_streams_per_server < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shard servers: pull_streams_per_server must be >= 0, got ", o.pull_streams_per_server));
+  }
   if (o.push_stride < 1 || o.push_offset < 0 || o.push_offset >= o.push_stride) {
     return absl::InvalidArgumentError(absl::StrCat("shard servers: push_offset ", o.push_offset,
                                                    " must be in [0, push_stride ", o.push_stride,
@@ -60,14 +64,15 @@ absl::StatusOr<std::unique_ptr<RemoteShards>> RemoteShards::Create(const RemoteS
   }
   const int servers = r->layout_.servers();
   for (auto* lanes : {&r->lanes_, &r->pull_lanes_}) {
+    const bool push = lanes == &r->lanes_;
+    const int per_server = push ? o.streams_per_server : r->pull_lanes_per_server();
     for (int s = 0; s < servers; ++s) {
       const int chunks = r->layout_.end_chunk(s) - r->layout_.first_chunk(s);
-      for (int k = 0; k < o.streams_per_server; ++k) {
-        const int mine = chunks / o.streams_per_server + 1;
+      for (int k = 0; k < per_server; ++k) {
+        const int mine = chunks / per_server + 1;
         // Capacity: every chunk of the lane twice (push + pull) plus a
         // close (pull lanes: any of the server's chunks may map to one).
         // Push lanes send this rank's chunks in ascending order.
-        const bool push = lanes == &r->lanes_;
         LaneQueueOptions qo{static_cast<size_t>(2 * (push ? mine : chunks) + 2), push, {}};
         if (qo.lowest_chunk_first) qo.push_order = r->PushOrder(s, k);
         auto lane = std::make_unique<Lane>(qo);
@@ -126,8 +131,9 @@ RemoteShards::Lane& RemoteShards::LaneOf(int chunk, bool pull) {
   // Pulls: this rank's successive chunks (push_stride apart) alternate
   // over the pull lanes, so the next pull is asked for while one answer is
   // still coming in.
-  const int k = (pull ? at / options_.push_stride : at) % options_.streams_per_server;
-  return *(pull ? pull_lanes_ : lanes_)[s * options_.streams_per_server + k];
+  const int per_server = pull ? pull_lanes_per_server() : options_.streams_per_server;
+  const int k = (pull ? at / options_.push_stride : at) % per_server;
+  return *(pull ? pull_lanes_ : lanes_)[s * per_server + k];
 }
 
 absl::Status RemoteShards::FirstError() const {

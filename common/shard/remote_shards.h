@@ -4,7 +4,7 @@
 // several pushes and pulls are in flight to every server at once and a pull
 // never queues behind a push. Chunk c (ShardLayout) of server s always goes
 // through push lane (s, (c - first) mod streams_per_server) and pull lane
-// (s, ((c - first) / push_stride) mod streams_per_server), first being s's
+// (s, ((c - first) / push_stride) mod pull lanes), first being s's
 // first chunk. A push lane sends this rank's chunks in ascending order, the
 // same every step, and a chunk's pull goes to its lane once its push is
 // written (lane_queue.h), so the first layers come back first and all
@@ -62,7 +62,12 @@ struct RemoteShardsOptions {
   int world_size = 1;
   int64_t size = 0;                    // flat vector, floats
   int64_t chunk_elements = 1 << 20;    // 4 MiB chunks
-  int streams_per_server = 2;          // >= 1
+  int streams_per_server = 2;          // push lanes per server, >= 1
+  // Pull lanes per server (each one pull call at a time), >= 1; 0 = as many
+  // as push lanes. A pull's round trip (its request queued behind this
+  // node's pushes on the link, then the answer) is latency, so with small
+  // chunks more pull lanes keep the servers' outgoing links busy.
+  int pull_streams_per_server = 0;
   absl::Duration timeout = absl::Seconds(60);
   int push_attempts = 3;               // per stream, UNAVAILABLE only
   bool apply_per_chunk = false;        // InitShard's mode (range_store.h)
@@ -158,6 +163,10 @@ class RemoteShards {
   struct Lane;
   explicit RemoteShards(const RemoteShardsOptions& options, ShardLayout layout);
   Lane& LaneOf(int chunk, bool pull = false);
+  int pull_lanes_per_server() const {
+    return options_.pull_streams_per_server > 0 ? options_.pull_streams_per_server
+                                                : options_.streams_per_server;
+  }
   // The chunks this rank pushes through push lane k of `server`, ascending.
   std::vector<int> PushOrder(int server, int k) const;
   // A lane's thread: its jobs in order until stopped. A push job is
@@ -178,7 +187,7 @@ class RemoteShards {
   const ShardLayout layout_;
   std::vector<std::unique_ptr<ShardClient>> clients_;
   std::vector<std::unique_ptr<Lane>> lanes_;       // push lanes
-  std::vector<std::unique_ptr<Lane>> pull_lanes_;  // same layout, pulls only
+  std::vector<std::unique_ptr<Lane>> pull_lanes_;  // pulls only, pull_lanes_per_server() each
   PushHeader header_;  // set in BeginPushes, read by lanes while a step is open
 
   mutable absl::Mutex mu_;

@@ -5,7 +5,9 @@
 #include <map>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "services/worker/sample_log.h"
 #include "tests/e2e/tandem_harness.h"
@@ -32,6 +34,19 @@ std::vector<std::string> InterruptibleJobArgs(const std::string& run_dir,
   std::vector<std::string> args = SmallJobArgs(run_dir, samples, steps, /*checkpoint_every=*/20);
   args.push_back("--simulate_slow_data_ms=10");
   return args;
+}
+
+std::map<int, std::string> LoggedLosses(const std::string& out) {
+  std::map<int, std::string> losses;
+  for (absl::string_view line : absl::StrSplit(out, '\n')) {
+    if (!absl::StartsWith(line, "step ")) continue;
+    std::vector<absl::string_view> f = absl::StrSplit(line, ' ');
+    int step = 0;
+    if (f.size() < 6 || f[4] != "loss") continue;
+    if (!absl::SimpleAtoi(f[1].substr(0, f[1].find('/')), &step)) continue;
+    losses[step] = std::string(f[5]);
+  }
+  return losses;
 }
 
 std::string MakeTmpDir(const std::string& name) {

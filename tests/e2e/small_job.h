@@ -3,12 +3,14 @@
 // workers log every sample they train on, and the check that what the
 // final model trained on, over one or more runs of it, is each of
 // steps x 100 samples exactly once, and the interrupt-and-resume of a run.
-// Shared by resume_test, zero2_resume_test and stall_test.
+// Shared by resume_test, zero2_resume_test, hybrid_resume_test and
+// stall_test.
 #ifndef TANDEM_TESTS_E2E_SMALL_JOB_H_
 #define TANDEM_TESTS_E2E_SMALL_JOB_H_
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,10 @@ std::vector<std::string> SmallJobArgs(const std::string& run_dir, const std::str
 // lands long before the last step, however fast this machine steps.
 std::vector<std::string> InterruptibleJobArgs(const std::string& run_dir,
                                               const std::string& samples, int steps);
+
+// Step -> the loss field of its progress line ("step 40/200 epoch 1 loss
+// 0.5321 ..."), for every progress line in `out`.
+std::map<int, std::string> LoggedLosses(const std::string& out);
 
 // Creates $TEST_TMPDIR/<name> (a gtest failure if it exists) and returns it.
 std::string MakeTmpDir(const std::string& name);

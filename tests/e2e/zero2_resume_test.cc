@@ -10,10 +10,8 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/small_job.h"
 #include "tests/e2e/tandem_harness.h"
@@ -28,21 +26,6 @@ std::vector<std::string> Args(const std::string& run_dir, const std::string& sam
   std::vector<std::string> args = InterruptibleJobArgs(run_dir, samples, kSteps);
   args.push_back("--sync=zero2");
   return args;
-}
-
-// Step -> the loss field of its progress line ("step 40/200 epoch 1 loss
-// 0.5321 ..."), for every progress line in `out`.
-std::map<int, std::string> LoggedLosses(const std::string& out) {
-  std::map<int, std::string> losses;
-  for (absl::string_view line : absl::StrSplit(out, '\n')) {
-    if (!absl::StartsWith(line, "step ")) continue;
-    std::vector<absl::string_view> f = absl::StrSplit(line, ' ');
-    int step = 0;
-    if (f.size() < 6 || f[4] != "loss") continue;
-    if (!absl::SimpleAtoi(f[1].substr(0, f[1].find('/')), &step)) continue;
-    losses[step] = std::string(f[5]);
-  }
-  return losses;
 }
 
 TEST(Zero2ResumeTest, InterruptedAfterABackgroundCheckpointResumesExactly) {

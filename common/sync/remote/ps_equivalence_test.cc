@@ -301,7 +301,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"ps", {"a", "a", "b"}, 2, true},       // nodes of 2 and 1
                       Case{"ps", {"a", "b", "c"}, 2, false, 2},   // 3x1, fewer servers
                       Case{"ps", {"a", "b", "c"}, 3, true, 1, kGpt, false},
-                      Case{"ps", {"a", "a", "b", "b"}, 2, true, 1, kMlp, true, "", true}),
+                      Case{"ps", {"a", "a", "b", "b"}, 2, true, 1, kMlp, true, "", true},
+                      // More pull lanes than push lanes (and fewer).
+                      Case{"ps", {"a", "b", "c"}, 3, true, 1, kMlp, true, "pull_streams=5"}),
     CaseName);
 
 INSTANTIATE_TEST_SUITE_P(
@@ -323,6 +325,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"hybrid", {"a", "b", "c"}, 3, false, 1, kMlp, true, "", true},
                       Case{"hybrid", {"a", "a", "b"}, 2, true, 1, kMlp, true, "", true},
                       Case{"hybrid", {"a", "a", "b", "b"}, 2, true, 1, kGpt, true, "", true},
+                      // A server per node, 3 and 1 pull lanes per server
+                      // against 2 push lanes, landing checked every step.
+                      Case{"hybrid", {"a", "b", "c", "d"}, 4, true, 1, kMlp, true,
+                           "pull_streams=3", true},
+                      Case{"hybrid", {"a", "a", "b", "b"}, 2, false, 1, kMlp, true,
+                           "pull_streams=1", true},
                       // ring_share: 4x1 with 2 servers (auto: f = 0.4), 2x2
                       // with one (hier ring), nodes of 2 and 1 (flat ring),
                       // the GPT, accumulation, pushes at FinishStep.
@@ -354,6 +362,13 @@ TEST(PsRegistry, RefusesWhatItCannotDo) {
     o = ParseSyncOptions(name, "streams=0");
     ASSERT_TRUE(o.ok());
     EXPECT_EQ(ValidateSyncOptions(*o).code(), absl::StatusCode::kInvalidArgument);
+    for (const char* bad : {"pull_streams=-1", "pull_streams=33"}) {
+      o = ParseSyncOptions(name, bad);
+      ASSERT_TRUE(o.ok());
+      s = ValidateSyncOptions(*o);
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+      EXPECT_NE(s.message().find("pull_streams must be in 0..32"), std::string::npos) << s;
+    }
     o = ParseSyncOptions(name, "nonsense=1");
     ASSERT_TRUE(o.ok());
     s = ValidateSyncOptions(*o);

@@ -19,7 +19,9 @@ namespace sync {
 
 std::vector<OptionInfo> RemoteSyncOptionInfo() {
   return {{"chunk_mb", "0.25", "MiB of fp32 per chunk pushed to / pulled from a shard server"},
-          {"streams", "2", "push/pull streams in flight per shard server (1..16)"},
+          {"streams", "2", "push streams in flight per shard server (1..16)"},
+          {"pull_streams", "0",
+           "pull calls in flight per shard server (1..32; 0 = as many as streams)"},
           {"timeout_s", "60", "seconds one push stream or pull may take"},
           {"apply", "chunk",
            "chunk: servers apply each chunk as soon as every rank pushed it (pulls overlap "
@@ -53,6 +55,7 @@ absl::StatusOr<RemoteSyncKnobs> ParseRemoteSyncKnobs(const SyncOptions& o) {
   }
   k.replicate = replicate == 1;
   ASSIGN_OR_RETURN(int64_t streams, GetSyncOptInt(o, "streams", 2));
+  ASSIGN_OR_RETURN(int64_t pull_streams, GetSyncOptInt(o, "pull_streams", k.pull_streams));
   ASSIGN_OR_RETURN(double timeout_s, GetSyncOptDouble(o, "timeout_s", 60));
   if (!(k.chunk_mb > 0)) {
     return absl::InvalidArgumentError(
@@ -62,6 +65,11 @@ absl::StatusOr<RemoteSyncKnobs> ParseRemoteSyncKnobs(const SyncOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("--sync_opt streams must be in 1..16, got ", streams));
   }
+  if (pull_streams < 0 || pull_streams > 32) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--sync_opt pull_streams must be in 0..32 (0 = as many as streams), got ", pull_streams));
+  }
+  k.pull_streams = static_cast<int>(pull_streams);
   if (!(timeout_s > 0)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--sync_opt timeout_s must be > 0, got ", timeout_s));
@@ -156,6 +164,7 @@ absl::StatusOr<std::unique_ptr<ShardServerState>> ShardServerState::Create(
   ro.size = env.size;
   ro.chunk_elements = shard::ShardLayout::ChunkElementsForMb(knobs.chunk_mb);
   ro.streams_per_server = knobs.streams;
+  ro.pull_streams_per_server = knobs.pull_streams;
   ro.timeout = knobs.timeout;
   ro.apply_per_chunk = knobs.apply_per_chunk;
   ro.pull_int8_chunk = pull_int8_chunk;

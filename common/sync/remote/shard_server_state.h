@@ -41,7 +41,11 @@ struct RemoteSyncKnobs {
   // chunks in flight: a chunk is pulled while later ones are still pushed
   // (0.25 MiB: 2 ms on a 1 Gbit/s link, well above gRPC's per-message cost).
   double chunk_mb = 0.25;
-  int streams = 2;             // streams in flight per server, 1..16
+  int streams = 2;             // push streams in flight per server, 1..16
+  // Pull calls in flight per server, 0..32 (0 = `streams`). A pull lane
+  // runs one call at a time and each call's request waits behind the
+  // node's pushes on its link, so small chunks need more of them.
+  int pull_streams = 0;
   absl::Duration timeout = absl::Seconds(60);  // per RPC
   // apply=chunk (default): the servers apply each chunk once it has every
   // contribution and serve its pull at once (pulls overlap pushes; a step
