@@ -88,6 +88,14 @@ def variants(strategies):
                 # Replication off: with >= 2 servers each server's range
                 # otherwise also crosses its link to the next server.
                 out.append(("hybrid replicate=0", name, "replicate=0"))
+            if "pull_streams" in keys:
+                # Issue 33: small chunks fill and drain the pipeline sooner
+                # (pull lanes follow: 8 per server at 0.0625), with and
+                # without the servers' replicas.
+                out.append(("hybrid chunk_mb=0.0625", name, "chunk_mb=0.0625"))
+                if "replicate" in keys:
+                    out.append(("hybrid chunk_mb=0.0625 replicate=0", name,
+                                "chunk_mb=0.0625,replicate=0"))
             if "ring_share" in keys:
                 # Issue 33: a share of the vector by a cross-node ring, the
                 # rest through the servers (auto: 0 with a server per node).

@@ -1,6 +1,7 @@
 #include "common/sync/remote/shard_server_state.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -17,11 +18,19 @@
 namespace tandem {
 namespace sync {
 
+int PullLanes(const RemoteSyncKnobs& knobs) {
+  if (knobs.pull_streams > 0) return knobs.pull_streams;
+  const double kDefaultChunkMb = RemoteSyncKnobs().chunk_mb;
+  const double lanes = std::ceil(knobs.streams * kDefaultChunkMb / knobs.chunk_mb - 1e-9);
+  return static_cast<int>(std::clamp(lanes, static_cast<double>(knobs.streams), 32.0));
+}
+
 std::vector<OptionInfo> RemoteSyncOptionInfo() {
   return {{"chunk_mb", "0.25", "MiB of fp32 per chunk pushed to / pulled from a shard server"},
           {"streams", "2", "push streams in flight per shard server (1..16)"},
           {"pull_streams", "0",
-           "pull calls in flight per shard server (1..32; 0 = as many as streams)"},
+           "pull calls in flight per shard server (1..32; 0 = streams x 0.25 / chunk_mb, at "
+           "least streams: 2 at the defaults, 8 at chunk_mb=0.0625)"},
           {"timeout_s", "60", "seconds one push stream or pull may take"},
           {"apply", "chunk",
            "chunk: servers apply each chunk as soon as every rank pushed it (pulls overlap "
@@ -67,7 +76,8 @@ absl::StatusOr<RemoteSyncKnobs> ParseRemoteSyncKnobs(const SyncOptions& o) {
   }
   if (pull_streams < 0 || pull_streams > 32) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--sync_opt pull_streams must be in 0..32 (0 = as many as streams), got ", pull_streams));
+        "--sync_opt pull_streams must be in 0..32 (0 = from streams and chunk_mb), got ",
+        pull_streams));
   }
   k.pull_streams = static_cast<int>(pull_streams);
   if (!(timeout_s > 0)) {
@@ -164,7 +174,7 @@ absl::StatusOr<std::unique_ptr<ShardServerState>> ShardServerState::Create(
   ro.size = env.size;
   ro.chunk_elements = shard::ShardLayout::ChunkElementsForMb(knobs.chunk_mb);
   ro.streams_per_server = knobs.streams;
-  ro.pull_streams_per_server = knobs.pull_streams;
+  ro.pull_streams_per_server = PullLanes(knobs);
   ro.timeout = knobs.timeout;
   ro.apply_per_chunk = knobs.apply_per_chunk;
   ro.pull_int8_chunk = pull_int8_chunk;

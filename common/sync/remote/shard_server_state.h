@@ -42,7 +42,8 @@ struct RemoteSyncKnobs {
   // (0.25 MiB: 2 ms on a 1 Gbit/s link, well above gRPC's per-message cost).
   double chunk_mb = 0.25;
   int streams = 2;             // push streams in flight per server, 1..16
-  // Pull calls in flight per server, 0..32 (0 = `streams`). A pull lane
+  // Pull calls in flight per server, 0..32 (0 = PullLanes: as many as
+  // keep `streams` default-sized chunks of pulls in flight). A pull lane
   // runs one call at a time and each call's request waits behind the
   // node's pushes on its link, so small chunks need more of them.
   int pull_streams = 0;
@@ -69,6 +70,11 @@ struct RemoteSyncKnobs {
   // lost server means the last checkpoint.
   bool replicate = true;
 };
+// Pull lanes per server: `pull_streams` when given, else
+// ceil(streams x 0.25 MiB / chunk_mb) within [streams, 32] (2 at the
+// defaults; 8 at chunk_mb=0.0625), so the pull bytes in flight per server
+// do not shrink with the chunk.
+int PullLanes(const RemoteSyncKnobs& knobs);
 std::vector<OptionInfo> RemoteSyncOptionInfo();
 absl::StatusOr<RemoteSyncKnobs> ParseRemoteSyncKnobs(const SyncOptions& options);
 absl::Status ValidateRemoteSyncOptions(const SyncOptions& options);
