@@ -1,7 +1,8 @@
 // RemoteShards: a worker's side of the shard servers for one generation:
 // one ShardClient per server and, per server, `streams_per_server` push
-// lanes (each a thread with its own push stream) and as many pull lanes, so
-// several pushes and pulls are in flight to every server at once and a pull
+// lanes (each a thread with its own push stream) and
+// `pull_streams_per_server` pull lanes (default: as many), so several
+// pushes and pulls are in flight to every server at once and a pull
 // never queues behind a push. Chunk c (ShardLayout) of server s always goes
 // through push lane (s, (c - first) mod streams_per_server) and pull lane
 // (s, ((c - first) / push_stride) mod pull lanes), first being s's
