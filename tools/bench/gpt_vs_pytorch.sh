@@ -54,10 +54,11 @@ cd "$(dirname "$0")/../.."
 BAZEL=${BAZEL:-bazel}
 PYTHON=${PYTHON:-/usr/bin/python3}
 SPECS="gpt:layers=4,d=256,heads=4,ctx=128 gpt:layers=6,d=384,heads=6,ctx=256"
-WORLDS="1 2 4" BATCH=8 LR=0.001 STEPS=60 LOG_EVERY=10 SEEDS=1 TIME_SCALE=1
+WORLDS="1 2 4" BATCH=8 LR=0.001 STEPS=60 LOG_EVERY=10 SEEDS=1 TIME_SCALE=1 SAME_BATCHES=""
 FORTUNES=/usr/share/games/fortunes
 while [ $# -gt 0 ]; do
   case "$1" in
+    --same_batches) SAME_BATCHES=--same_batches; shift; continue ;;
     --specs) SPECS=$2 ;;
     --worlds) WORLDS=$2 ;;
     --batch_size) BATCH=$2 ;;
@@ -143,6 +144,25 @@ record() {
   cpu_rate "$OUT/$side.time" "$tokens" >> "$OUT/$side-cpu-$tag"
 }
 
+# --same_batches: both sides' logged training loss side by side and the
+# verdict line of one pair (max |tandem - torch| over the logged steps and of
+# the held-out loss, against 0.05). Args: tandem log, PyTorch log, label.
+loss_curves() {
+  awk -v label="$3" -v te="$(eval_loss "$1")" -v pe="$(eval_loss "$2")" '
+    FNR == 1 { f++ }
+    /^step / { split($2, s, "/"); for (i = 3; i < NF; i++) if ($i == "loss") l = $(i + 1)
+               if (f == 1) t[s[1]] = l; else if (s[1] in t) { p[s[1]] = l; k[++n] = s[1] } }
+    END {
+      printf "  loss curves (%s): step tandem torch diff\n", label
+      m = 0; at = "-"
+      for (i = 1; i <= n; i++) { d = t[k[i]] - p[k[i]]; printf "    %5d %8.4f %8.4f %+8.4f\n", k[i], t[k[i]], p[k[i]], d
+                                 if (d < 0) d = -d; if (d > m) { m = d; at = k[i] } }
+      e = (te != "" && pe != "") ? te - pe : ""; ae = e < 0 ? -e : e
+      v = (n == 0 || e == "") ? "incomplete" : (m <= 0.05 && ae <= 0.05 ? "within 0.05" : "differs by more than 0.05")
+      printf "loss verdict (%s, same batches): max |tandem - torch| %.4f over %d logged steps (at step %s), held-out %s: %s\n",
+             label, m, n, at, (e == "" ? "-" : sprintf("%+.4f", e)), v }' "$1" "$2"
+}
+
 declare -A MFLOP RATIOS LIMITS STOPPED
 RUNS=0  # a fresh run directory per tandem run (a finished one refuses to rejoin)
 for i in "${!SPEC_LIST[@]}"; do
@@ -174,7 +194,7 @@ for i in "${!SPEC_LIST[@]}"; do
       run_limited "$OUT/p.time" "$OUT/p.txt" "$limit" env ${CORETYPE:+OPENBLAS_CORETYPE=$CORETYPE} \
         OMP_NUM_THREADS=1 "$PYTHON" tools/bench/gpt_vs_pytorch.py --world "$w" --spec "$spec" \
         --batch_size "$BATCH" --lr "$LR" --max_steps "$steps" --log_every "$LOG_EVERY" \
-        --seed "$r" || rc=$?
+        --seed "$r" $SAME_BATCHES || rc=$?
       [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] || exit 1
       [ "$rc" -eq 0 ] && { grep '^RESULT' "$OUT/p.txt" >&2; record p "$OUT/p.txt" "$tag" "$tokens"; }
       if [ "$rc" -eq 124 ] && grep -q '^RESULT' "$OUT/p.txt"; then
@@ -189,6 +209,8 @@ for i in "${!SPEC_LIST[@]}"; do
       fi
       grep -hE '^final .* eval loss ' "$OUT/t.txt" | sed 's/^/  tandem  /' >&2 || true
       grep -hE '^final .* eval loss ' "$OUT/p.txt" | sed 's/^/  pytorch /' >&2 || true
+      [ -z "$SAME_BATCHES" ] || loss_curves "$OUT/t.txt" "$OUT/p.txt" "$spec world $w seed $r" |
+        tee -a "$OUT/curves" >&2
       RATIOS[$key]="${RATIOS[$key]:-}$(awk -v t="$(tail -1 "$OUT/t-rate-$tag")" \
         -v p="$(tail -1 "$OUT/p-rate-$tag")" 'BEGIN { if (p > 0 && t > 0) printf "%.2f ", t / p; else printf "- " }')"
     done
@@ -236,5 +258,6 @@ for spec in "${SPEC_LIST[@]}"; do
 done
 echo "tandem_lim / torch_lim: tokens/s as a share of min(world, cores) x the calibrated GEMM rate over the model's training FLOP per token"
 echo "cpu_tok/s: tokens trained per CPU-second of the whole run (start-up and the final evaluation included on both sides)"
+[ -z "$SAME_BATCHES" ] || { echo "same batches and initial weights on both sides:"; grep '^loss verdict' "$OUT/curves" || true; }
 echo "*_eval: mean +- sd over the seeds of the held-out loss (the same windows, the last 5% of the text) after the same steps;"
 echo "  eval_diff = tandem - torch +- 2 sigma; verdict: within (|diff| + 2 sigma <= 0.05), differs (|diff| - 2 sigma > 0.05), more_seeds (neither, or one seed)"
