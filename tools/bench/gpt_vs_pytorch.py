@@ -9,7 +9,10 @@ projections scaled by 1/sqrt(2L)) on the byte-level fortunes text, the way
 windows of T+1 bytes, the last 5% held out), with DistributedDataParallel
 over gloo, one process per rank and one thread each. AdamW (0.9, 0.999,
 eps 1e-8, no weight decay) at a constant lr, no scaling with the world, a
-seeded permutation per epoch split into per-rank slices.
+seeded permutation per epoch split into per-rank slices. With
+--same_batches the batches are tandem's (its sampler, rank for rank) and
+the initial weights tandem's for the same --seed (tandem_order.py), so the
+two sides' losses compare step by step.
 
 After the last step every rank evaluates its slice of the held-out windows
 (the last 5%, the windows tandem's --dataset fortunes evaluates on) and the
@@ -17,7 +20,7 @@ sums are all-reduced, as tandem's evaluator does, so both sides report the
 mean next-token loss on the same text after the same number of steps.
 
 Prints progress lines in tandem's format ("step S/T epoch E loss L ...
-tokens/s X ...", loss = mean over the window on rank 0), tandem's eval line
+tokens/s X ...", loss = mean over the window and the ranks, as tandem's), tandem's eval line
 ("final (step S) eval loss L token accuracy A (N sequences)"), then
   RESULT pytorch world=W tokens_per_s=<median of windows after the first> loss=<last window>
          eval_loss=<held-out loss> rank_drift=<max |parameter difference| between ranks, 0>

@@ -24,6 +24,17 @@
 # when |diff| + 2 sigma <= 0.05, "differs" when |diff| - 2 sigma > 0.05,
 # otherwise "more seeds" (always so with K = 1).
 #
+# Same batches (--same_batches). The PyTorch side trains on exactly
+# tandem's batches, rank for rank and step for step, from exactly tandem's
+# initial weights: gpt_vs_pytorch.py reproduces tandem's sampler and its
+# initialiser from the seed (tools/bench/tandem_order.py; the
+# tandem_order_test checks them against the C++). The seed spread then
+# drops out of the comparison: each pair prints both training-loss curves
+# at every logged step and a verdict line, max |tandem - torch| over the
+# logged steps and of the held-out loss, "within 0.05" or "differs by more
+# than 0.05"; the summary repeats the verdict lines. Both sides log the mean
+# of the ranks' losses.
+#
 # Time limits. Each side runs under a limit that scales with the size and
 # the world: 60 s plus 10 x (the steps' training FLOP + the held-out
 # evaluation's forward FLOP) / (the calibrated GEMM rate x min(world,
@@ -45,7 +56,7 @@
 #   tools/bench/gpt_vs_pytorch.sh [--specs "gpt:layers=4,d=256,heads=4,ctx=128 gpt:layers=6,d=384,heads=6,ctx=256"]
 #                                 [--worlds "1 2 4"] [--batch_size 8] [--lr 0.001]
 #                                 [--steps 60 | --steps "30 12" (one per spec)]
-#                                 [--log_every 10] [--seeds 1] [--time_scale 1]
+#                                 [--log_every 10] [--seeds 1] [--time_scale 1] [--same_batches]
 # (--rounds R is the earlier name of --seeds R.)
 # Env: BAZEL (default bazel), BAZEL_STARTUP, PYTHON (default /usr/bin/python3,
 #      with Debian's python3-torch: tools/setup.sh --bench installs it).

@@ -132,3 +132,17 @@ def gpt_init_plan(layers, width, context, vocab=256):
                  (p + "fc2.weight", 4 * width * width, resid)]
     plan.append(("head.weight", vocab * width, std))
     return plan
+
+
+def torch_name(tandem_name):
+    """gpt_vs_pytorch.Gpt's parameter name for a tandem GPT parameter name
+    (common/nn/gpt.cc: "embed.token", "h0.attn.qkv.weight", "h0.mlp.fc1.bias",
+    "h0.ln1.weight", "ln_f.bias", "head.weight")."""
+    fixed = {"embed.token": "tok.weight", "embed.position": "pos.weight"}
+    if tandem_name in fixed:
+        return fixed[tandem_name]
+    if tandem_name.startswith("h") and tandem_name[1].isdigit():
+        layer, rest = tandem_name[1:].split(".", 1)
+        rest = rest.split(".", 1)[1] if rest.startswith(("attn.", "mlp.")) else rest
+        return f"blocks.{layer}.{rest}"
+    return tandem_name

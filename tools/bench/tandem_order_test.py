@@ -65,14 +65,11 @@ class InitTest(unittest.TestCase):
                 dump("gpt", f"gpt:layers={layers},width={width},heads=2,context={ctx}", seed).splitlines()]
         f = lambda v: tandem_order.f32(float(v))  # noqa: E731 (%.9g round-trips float32)
         cpp = {name: (int(size), f(first), f(last)) for name, size, first, last in rows}
+        by_torch = {tandem_order.torch_name(n): n for n in cpp}
+        self.assertEqual(len(by_torch), len(cpp))
         skip, drawn = 0, set()
         for name, count, std in tandem_order.gpt_init_plan(layers, width, ctx):
-            # PyTorch's names (blocks.L.qkv.weight) -> tandem's (hL.attn.qkv.weight).
-            tname = {"tok.weight": "embed.token", "pos.weight": "embed.position",
-                     "head.weight": "head.weight"}.get(name)
-            if tname is None:
-                _, l, rest = name.split(".", 2)
-                tname = f"h{l}." + ("attn." if rest.startswith(("qkv", "proj")) else "mlp.") + rest
+            tname = by_torch[name]
             size, first, last = cpp[tname]
             self.assertEqual(size, count, tname)
             values = tandem_order.init_normals(seed, count, std, skip)
