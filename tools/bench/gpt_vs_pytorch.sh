@@ -11,8 +11,9 @@
 # model's training FLOP per token (`tandem plan`'s cost model).
 #
 # Seeds. With --seeds K every (size, world) pair runs K times, seed s = 1..K
-# on both sides (the initialisation and the data order; each side draws from
-# its own generator), the two sides alternating. Rates are the medians over
+# (--first_seed F: F..F+K-1) on both sides (the initialisation and the data
+# order; each side draws from its own generator unless --same_batches),
+# the two sides alternating. Rates are the medians over
 # the seeds (each seed's ratio is listed too). After the last step both
 # sides evaluate the same held-out windows (the last 5% of the text:
 # tandem's --dataset fortunes eval split) and print the mean next-token
@@ -56,7 +57,8 @@
 #   tools/bench/gpt_vs_pytorch.sh [--specs "gpt:layers=4,d=256,heads=4,ctx=128 gpt:layers=6,d=384,heads=6,ctx=256"]
 #                                 [--worlds "1 2 4"] [--batch_size 8] [--lr 0.001]
 #                                 [--steps 60 | --steps "30 12" (one per spec)]
-#                                 [--log_every 10] [--seeds 1] [--time_scale 1] [--same_batches]
+#                                 [--log_every 10] [--seeds 1] [--first_seed 1] [--time_scale 1]
+#                                 [--same_batches]
 # (--rounds R is the earlier name of --seeds R.)
 # Env: BAZEL (default bazel), BAZEL_STARTUP, PYTHON (default /usr/bin/python3,
 #      with Debian's python3-torch: tools/setup.sh --bench installs it).
@@ -65,7 +67,7 @@ cd "$(dirname "$0")/../.."
 BAZEL=${BAZEL:-bazel}
 PYTHON=${PYTHON:-/usr/bin/python3}
 SPECS="gpt:layers=4,d=256,heads=4,ctx=128 gpt:layers=6,d=384,heads=6,ctx=256"
-WORLDS="1 2 4" BATCH=8 LR=0.001 STEPS=60 LOG_EVERY=10 SEEDS=1 TIME_SCALE=1 SAME_BATCHES=""
+WORLDS="1 2 4" BATCH=8 LR=0.001 STEPS=60 LOG_EVERY=10 SEEDS=1 FIRST_SEED=1 TIME_SCALE=1 SAME_BATCHES=""
 FORTUNES=/usr/share/games/fortunes
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -77,6 +79,7 @@ while [ $# -gt 0 ]; do
     --steps) STEPS=$2 ;;
     --log_every) LOG_EVERY=$2 ;;
     --seeds|--rounds) SEEDS=$2 ;;
+    --first_seed) FIRST_SEED=$2 ;;
     --time_scale) TIME_SCALE=$2 ;;
     *) echo "gpt_vs_pytorch.sh: unknown option $1" >&2; exit 2 ;;
   esac
@@ -188,7 +191,7 @@ for i in "${!SPEC_LIST[@]}"; do
     tokens=$(awk -v s="$steps" -v w="$w" -v b="$BATCH" -v t="$(ctx_of "$spec")" 'BEGIN { print s * w * b * t }')
     touch "$OUT/t-rate-$tag" "$OUT/p-rate-$tag" "$OUT/t-eval-$tag" "$OUT/p-eval-$tag" \
       "$OUT/t-cpu-$tag" "$OUT/p-cpu-$tag"
-    for r in $(seq 1 "$SEEDS"); do
+    for r in $(seq "$FIRST_SEED" $((FIRST_SEED + SEEDS - 1))); do
       echo "== $spec world $w seed $r ($steps steps, ${limit} s limit per side): tandem local" >&2
       rc=0
       run_limited "$OUT/t.time" "$OUT/t.txt" "$limit" "$TANDEM" local --workers "$w" --model "$spec" \
