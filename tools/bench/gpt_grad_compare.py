@@ -21,7 +21,6 @@ import subprocess
 import tempfile
 
 import torch
-import torch.nn.functional as F
 
 import tandem_order  # tools/bench, next to this script
 from gpt_vs_pytorch import Gpt, load_window_split, parse_spec, tandem_init
@@ -34,9 +33,9 @@ def tandem_step(dump, spec, seed, model, windows):
         tok, par, grads = (os.path.join(tmp, n) for n in ("tokens", "params", "grads"))
         with open(tok, "wb") as f:
             f.write(windows.to(torch.int32).contiguous().numpy().tobytes())
-        layout = _layout(dump, spec, seed)
+        layout, total = _layout(dump, spec, seed)
         if model is not None:
-            flat = torch.zeros(max(o + n for o, n in layout.values()), dtype=torch.float32)
+            flat = torch.zeros(total, dtype=torch.float32)
             params = dict(model.named_parameters())
             for name, (off, n) in layout.items():
                 flat[off:off + n] = params[name].detach().reshape(-1)
@@ -51,8 +50,8 @@ def tandem_step(dump, spec, seed, model, windows):
 
 
 def _layout(dump, spec, seed):
-    """{torch name: (offset, size)} of tandem's flat vector, from gpt_step_dump
-    run on one zero window."""
+    """({torch name: (offset, size)}, length) of tandem's flat vector, from
+    gpt_step_dump run on one zero window."""
     ctx = parse_spec(spec)["context"]
     with tempfile.TemporaryDirectory() as tmp:
         tok = os.path.join(tmp, "tokens")
@@ -60,8 +59,9 @@ def _layout(dump, spec, seed):
             f.write(bytes(4 * (ctx + 1)))
         out = subprocess.run([dump, spec, str(seed), tok, "-", os.path.join(tmp, "g")],
                              check=True, capture_output=True, text=True).stdout
-    return {tandem_order.torch_name(name): (int(off), int(n))
-            for _, name, off, n in (l.split() for l in out.splitlines() if l.startswith("param "))}
+    lines = [l.split() for l in out.splitlines()]
+    layout = {tandem_order.torch_name(l[1]): (int(l[2]), int(l[3])) for l in lines if l[0] == "param"}
+    return layout, next(int(l[1]) for l in lines if l[0] == "total")
 
 
 def compare(dump, spec, seed, model, windows):

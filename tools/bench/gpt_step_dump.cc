@@ -8,7 +8,8 @@
 // first `context` tokens, labels its last, as tandem's text datasets cut
 // them). PARAMS: raw float32, the model's whole flat parameter vector in
 // its layout (offsets as printed), or "-" for GptModel::Initialize(SEED).
-// Prints "param NAME OFFSET SIZE" per parameter, then "loss L" (%.9g);
+// Prints "param NAME OFFSET SIZE" per parameter, "total N" (the vector's
+// length, alignment padding included), then "loss L" (%.9g);
 // writes the flat gradient vector (float32, the same layout) to GRADS_OUT.
 // Bad arguments or files: a message on stderr and exit status 2.
 #include <cstdio>
@@ -92,7 +93,7 @@ int main(int argc, char** argv) {
     std::printf("param %s %lld %lld\n", p.name.c_str(), static_cast<long long>(p.offset),
                 static_cast<long long>(p.size));
   }
-  std::printf("loss %.9g\n", *m.loss());
+  std::printf("total %zu\nloss %.9g\n", n, *m.loss());
   std::ofstream out(argv[5], std::ios::binary);
   out.write(reinterpret_cast<const char*>(m.storage().grads()), n * sizeof(float));
   if (!out) return Fail(std::string("cannot write ") + argv[5]);
