@@ -20,8 +20,9 @@ sums are all-reduced, as tandem's evaluator does, so both sides report the
 mean next-token loss on the same text after the same number of steps.
 
 Prints progress lines in tandem's format ("step S/T epoch E loss L ...
-tokens/s X ...", loss = mean over the window and the ranks, as tandem's), tandem's eval line
-("final (step S) eval loss L token accuracy A (N sequences)"), then
+tokens/s X ...", loss = mean over the window and the ranks, as tandem's),
+tandem's eval line ("final (step S) eval loss L token accuracy A (N
+sequences)"), then
   RESULT pytorch world=W tokens_per_s=<median of windows after the first> loss=<last window>
          eval_loss=<held-out loss> rank_drift=<max |parameter difference| between ranks, 0>
 """
