@@ -223,8 +223,10 @@ for i in "${!SPEC_LIST[@]}"; do
       fi
       grep -hE '^final .* eval loss ' "$OUT/t.txt" | sed 's/^/  tandem  /' >&2 || true
       grep -hE '^final .* eval loss ' "$OUT/p.txt" | sed 's/^/  pytorch /' >&2 || true
-      [ -z "$SAME_BATCHES" ] || loss_curves "$OUT/t.txt" "$OUT/p.txt" "$spec world $w seed $r" |
-        tee -a "$OUT/curves" >&2
+      if [ -n "$SAME_BATCHES" ]; then
+        loss_curves "$OUT/t.txt" "$OUT/p.txt" "$spec world $w seed $r" | tee -a "$OUT/curves" >&2
+        tail -1 "$OUT/curves" | sed -n 's/.*: \(within\|differs\|incomplete\).*/\1/p' >> "$OUT/pv-$tag"
+      fi
       RATIOS[$key]="${RATIOS[$key]:-}$(awk -v t="$(tail -1 "$OUT/t-rate-$tag")" \
         -v p="$(tail -1 "$OUT/p-rate-$tag")" 'BEGIN { if (p > 0 && t > 0) printf "%.2f ", t / p; else printf "- " }')"
     done
@@ -247,6 +249,12 @@ for spec in "${SPEC_LIST[@]}"; do
     tc=$(median < "$OUT/t-cpu-$tag") pc=$(median < "$OUT/p-cpu-$tag")
     read -r tm ts tn < <(mean_sd < "$OUT/t-eval-$tag")
     read -r pm ps pn < <(mean_sd < "$OUT/p-eval-$tag")
+    # --same_batches: the pairs' own verdicts decide (the worst of them).
+    pv=""
+    if [ -n "$SAME_BATCHES" ]; then
+      pv=$(awk '{ v[$1] = 1 } END { print ("differs" in v) ? "differs" : ("incomplete" in v) ? \
+        "incomplete" : ("within" in v) ? "within" : "-" }' "$OUT/pv-$tag" 2>/dev/null || echo -)
+    fi
     printf "%-40s %5s %12s %12s %7s %16s %16s %16s %10s %10s %10s %14s %14s %7s  %s\n" "$spec" "$w" \
       "$(awk -v v="$tr" 'BEGIN { if (v > 0) printf "%.0f", v; else print "-" }')" \
       "$(awk -v v="$pr" 'BEGIN { if (v > 0) printf "%.0f", v; else print "-" }')" \
@@ -256,7 +264,8 @@ for spec in "${SPEC_LIST[@]}"; do
       "$(awk -v a="$tm" -v sa="$ts" -v na="$tn" -v b="$pm" -v sb="$ps" -v nb="$pn" 'BEGIN {
          if (na == 0 || nb == 0) { print "-"; exit }
          printf "%+.3f+-%.3f", a - b, 2 * sqrt(sa * sa / na + sb * sb / nb) }')" \
-      "$(awk -v a="$tm" -v sa="$ts" -v na="$tn" -v b="$pm" -v sb="$ps" -v nb="$pn" 'BEGIN {
+      "$(awk -v a="$tm" -v sa="$ts" -v na="$tn" -v b="$pm" -v sb="$ps" -v nb="$pn" -v pv="$pv" 'BEGIN {
+         if (pv != "") { print pv; exit }
          if (na == 0 || nb == 0) { print "-"; exit }
          d = a - b; if (d < 0) d = -d
          if (na < 2 || nb < 2) { print "more_seeds"; exit }  # no spread from one seed
@@ -275,3 +284,4 @@ echo "cpu_tok/s: tokens trained per CPU-second of the whole run (start-up and th
 [ -z "$SAME_BATCHES" ] || { echo "same batches and initial weights on both sides:"; grep '^loss verdict' "$OUT/curves" || true; }
 echo "*_eval: mean +- sd over the seeds of the held-out loss (the same windows, the last 5% of the text) after the same steps;"
 echo "  eval_diff = tandem - torch +- 2 sigma; verdict: within (|diff| + 2 sigma <= 0.05), differs (|diff| - 2 sigma > 0.05), more_seeds (neither, or one seed)"
+[ -z "$SAME_BATCHES" ] || echo "  (--same_batches: verdict is the worst of the pairs' loss verdict lines above, each seed paired step by step)"
