@@ -37,7 +37,6 @@
 #include "common/optim/sgd.h"
 #include "common/status/status_macros.h"
 #include "common/sync/registry.h"
-#include "common/sync/remote/shard_server_state.h"
 #include "common/sync/testing/hier_test_ranks.h"
 #include "common/sync/testing/synthetic_training.h"
 #include "common/tensor/param_hook.h"
@@ -345,23 +344,6 @@ INSTANTIATE_TEST_SUITE_P(
                            "ring_share=0.3"}),
     CaseName);
 
-TEST(PsRegistry, PullLanesKeepThePullBytesInFlight) {
-  auto lanes = [](const char* opts) {
-    absl::StatusOr<SyncOptions> o = ParseSyncOptions("hybrid", opts);
-    EXPECT_TRUE(o.ok());
-    absl::StatusOr<RemoteSyncKnobs> k = ParseRemoteSyncKnobs(*o);
-    EXPECT_TRUE(k.ok()) << k.status();
-    return k.ok() ? PullLanes(*k) : -1;
-  };
-  EXPECT_EQ(lanes(""), 2);  // the defaults: as many as push streams
-  EXPECT_EQ(lanes("chunk_mb=0.0625"), 8);
-  EXPECT_EQ(lanes("chunk_mb=0.1"), 5);
-  EXPECT_EQ(lanes("chunk_mb=0.0625,streams=1"), 4);
-  EXPECT_EQ(lanes("chunk_mb=1,streams=3"), 3);  // never fewer than the push streams
-  EXPECT_EQ(lanes("chunk_mb=0.001"), 32);       // at most 32
-  EXPECT_EQ(lanes("chunk_mb=0.0625,pull_streams=3"), 3);  // given: as given
-}
-
 TEST(PsRegistry, RefusesWhatItCannotDo) {
   for (const char* name : {"ps", "hybrid"}) {
     ASSERT_TRUE(FindStrategy(name).ok()) << name;
@@ -380,13 +362,6 @@ TEST(PsRegistry, RefusesWhatItCannotDo) {
     o = ParseSyncOptions(name, "streams=0");
     ASSERT_TRUE(o.ok());
     EXPECT_EQ(ValidateSyncOptions(*o).code(), absl::StatusCode::kInvalidArgument);
-    for (const char* bad : {"pull_streams=-1", "pull_streams=33"}) {
-      o = ParseSyncOptions(name, bad);
-      ASSERT_TRUE(o.ok());
-      s = ValidateSyncOptions(*o);
-      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
-      EXPECT_NE(s.message().find("pull_streams must be in 0..32"), std::string::npos) << s;
-    }
     o = ParseSyncOptions(name, "nonsense=1");
     ASSERT_TRUE(o.ok());
     s = ValidateSyncOptions(*o);
