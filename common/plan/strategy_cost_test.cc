@@ -223,6 +223,9 @@ TEST(StrategyCostTest, CpuFloorWinsWhereTheProcessesOutnumberTheCores) {
   EXPECT_DOUBLE_EQ(ps.worker_rounds, 32);
   EXPECT_DOUBLE_EQ(ps.worker_calls, 9);
   EXPECT_DOUBLE_EQ(ring.round_cpu_s, 50e-6);
+  PlanRequest spin = r;  // a dearer round at fewer ranks is a spin: the least counts
+  spin.machine.ring_round_cpu_2_s = 400e-6;
+  EXPECT_DOUBLE_EQ(MustPredict(spin, "allreduce").round_cpu_s, 50e-6);
   EXPECT_NEAR(ring.host_cpu_s, 16 * (1e-3 + ring.worker_work_s + 60 * 50e-6), 1e-12);
   EXPECT_NEAR(ps.host_cpu_s, 16 * (1e-3 + ps.worker_work_s + 32 * 50e-6 + 9e-3) + ps.server_cpu_s,
               1e-12);
@@ -239,10 +242,11 @@ TEST(StrategyCostTest, CpuFloorWinsWhereTheProcessesOutnumberTheCores) {
   small.cluster.servers = 2;
   small.cluster.one_host = true;
   small.machine = r.machine;
-  small.machine.ring_round_cpu_4_s = 50e-6;
+  small.machine.ring_round_cpu_4_s = 200e-6;  // spins: the least (16's) counts
   for (const std::string& s : {"allreduce", "ps"}) {
     const Prediction p = MustPredict(small, s);
     EXPECT_GT(p.host_cpu_s, 0) << s;
+    EXPECT_DOUBLE_EQ(p.round_cpu_s, 50e-6) << s;
     EXPECT_LT(p.cpu_floor_s, p.step_s) << s;
   }
   // Real nodes (and a gpu profile) have no floor: each node its own CPU.

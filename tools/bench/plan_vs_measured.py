@@ -174,15 +174,17 @@ def calibrate_jobs(tandem, model, batch, profile_path, out, layout):
             "step_cpu_s": step, "shard_call_cpu_s": call}
 
 
-def cpu_share(r, cores):
-    """The share of the host's cores a measured run's job got: its CPU over
-    the host's busy CPU during the run where the host was busy (>= 90% of
-    every core), else 1 (cores were left idle: the job had what it needed)."""
-    job, host = r.get("cpu_ms_per_step"), r.get("host_cpu_ms_per_step")
-    wall_ms = 1000.0 * r["wall_s"] / r["steps"] if r.get("steps") else None
-    if not job or not host or not wall_ms or host < 0.9 * cores * wall_ms:
+def cpu_share(r):
+    """The share of the host's cores a measured run's job could expect:
+    its processes (workers and shard servers, each runnable when the step
+    is CPU-bound) over them plus the threads other processes kept runnable
+    just before it started (strategies.sh's others_running): the
+    scheduler's fair share. 1 where that was not measured."""
+    others = r.get("others_running")
+    if others is None:
         return 1.0
-    return max(0.05, min(1.0, job / host))
+    mine = r["nodes"] * r["workers_per_node"] + r.get("servers", 0)
+    return max(0.05, min(1.0, mine / (mine + max(0.0, others))))
 
 
 def main():
@@ -207,8 +209,8 @@ def main():
                     help="--calibrate's two real jobs (allreduce, ps) for step_cpu_s and "
                          "shard_call_cpu_s: this layout, unshaped")
     ap.add_argument("--share", choices=("measured", "1"), default="measured",
-                    help="plan each run with the share of the cores its job got (its CPU over the "
-                         "host's busy CPU during the run, where the host was busy), or 1")
+                    help="plan each run with the share of the cores its job could expect (its "
+                         "processes over them plus the threads others kept runnable before it), or 1")
     ap.add_argument("--measured", default="",
                     help="a strategies.json from an earlier run: compare with it, run nothing")
     a = ap.parse_args()
@@ -247,10 +249,6 @@ def main():
         with open(os.path.join(out, "profile.txt"), "w") as f:
             f.write(mean_profile(before, after))
         profile = ["--profile=" + os.path.join(out, "profile.txt")]
-    cores = os.cpu_count() or 1
-    if profile:
-        m = re.search(r"(?m)^cores = (\d+)", open(profile[0].split("=", 1)[1]).read())
-        cores = int(m.group(1)) if m else cores
     with open(measured_file) as f:
         doc = json.load(f)
     measured = doc["results"]
@@ -265,7 +263,7 @@ def main():
         # its own shaped link, or N ('<variant> sN').
         tail = r["variant"].rsplit(" s", 1)
         servers = int(tail[1]) if len(tail) == 2 and tail[1].isdigit() else r["nodes"]
-        share = round(cpu_share(r, cores), 2) if a.share == "measured" else 1.0
+        share = round(cpu_share(r), 2) if a.share == "measured" else 1.0
         key = (r["rate"], r["layout"], servers, share)
         if key not in plans:
             p = subprocess.run([a.tandem, "plan", "--json", "--one_host", "--model=" + model,

@@ -175,11 +175,29 @@ def load_average():
         return None
 
 
+def others_running(samples=20, every_s=0.01):
+    """Threads other processes keep runnable, sampled before a run starts
+    (/proc/stat procs_running, this sampler itself left out): the
+    competition the run's processes will share the cores with."""
+    seen = []
+    for _ in range(samples):
+        try:
+            with open("/proc/stat") as f:
+                for line in f:
+                    if line.startswith("procs_running"):
+                        seen.append(int(line.split()[1]) - 1)
+        except (OSError, ValueError):
+            return None
+        time.sleep(every_s)
+    return sum(seen) / len(seen) if seen else None
+
+
 def run_tandem(tandem, args, run_dir, timeout):
     # A run directory keeps the coordinator's state; one left by an earlier
     # run of this bench would be resumed (and refused: its job has finished).
     shutil.rmtree(run_dir, ignore_errors=True)
     cmd = [tandem, "local", "--run_dir=" + run_dir] + args
+    running = others_running()
     t0 = time.time()
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     busy0 = host_busy_s()
@@ -194,7 +212,7 @@ def run_tandem(tandem, args, run_dir, timeout):
     # The whole host's busy CPU over the run (this job's and every other
     # process's) and the load average at its end: the load it ran under.
     host = {"cpu_s": busy1 - busy0 if busy0 is not None and busy1 is not None else None,
-            "load": load_average()}
+            "load": load_average(), "others_running": running}
     return rc, out, err, time.time() - t0, cmd, cpu, host
 
 
@@ -340,6 +358,7 @@ def main():
                 if host["cpu_s"] is not None:
                     r["host_cpu_ms_per_step"] = 1000 * host["cpu_s"] / a.steps
                 r["load"] = host["load"]
+                r["others_running"] = host["others_running"]
                 mem = worker_memory(os.path.join(a.out, "runs", name))
                 r["memory_bytes"] = mem
                 r["memory_mib"] = sum(mem.values()) / 2**20 if mem else None
