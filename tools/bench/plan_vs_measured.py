@@ -136,6 +136,24 @@ def job_cpu_per_step(tandem, run_dir, args, first=10, last=40):
     return roles
 
 
+def job_terms(ring, ps, pred, n):
+    """(step_cpu_s, shard_call_cpu_s) from the calibration jobs' CPU per
+    step by role (`ring`, `ps`) and the plan's counts for them (`pred`):
+    the ring job's worker CPU beyond its work and its rounds — each at the
+    CPU per round the plan charges (round_cpu_s: the calibration's least,
+    so that what a round costs beyond it at this layout, waiting, lands in
+    step_cpu_s as the plan will charge it) — is step_cpu_s; the ps job's
+    CPU beyond that per worker, its rounds and its servers' optimizer, per
+    chunk call, is shard_call_cpu_s."""
+    a, q = pred["allreduce"], pred["ps"]
+    per_round = a["round_cpu_s"]
+    step = max(0.0, ring.get("worker", 0) / n - a["worker_work_s"] - a["worker_rounds"] * per_round)
+    ps_cpu = sum(ps.values()) - ps.get("coordinator", 0) - ps.get("dataserver", 0)
+    call = (ps_cpu - n * (step + q["worker_work_s"] + q["worker_rounds"] * per_round) -
+            q["server_cpu_s"]) / (n * q["worker_calls"])
+    return step, max(call, 0.0)
+
+
 def calibrate_jobs(tandem, model, batch, profile_path, out, layout):
     """What the bare calibration misses, measured on real jobs: one flat
     ring (allreduce hier=0) and one ps job (a server per node) at `layout`
@@ -159,32 +177,36 @@ def calibrate_jobs(tandem, model, batch, profile_path, out, layout):
                            "--servers=%d" % nodes, "--profile=" + profile_path],
                           capture_output=True, text=True, check=True)
     pred = {x["strategy"]: x for x in json.loads(plan.stdout)["predictions"]}
-    a, q = pred["allreduce"], pred["ps"]
-    step = max(0.0, ring.get("worker", 0) / n - a["worker_work_s"] - a["worker_rounds"] * a["round_cpu_s"])
-    ps_cpu = sum(ps.values()) - ps.get("coordinator", 0) - ps.get("dataserver", 0)
-    call = (ps_cpu - n * (step + q["worker_work_s"] + q["worker_rounds"] * q["round_cpu_s"]) -
-            q["server_cpu_s"]) / (n * q["worker_calls"])
+    step, call = job_terms(ring, ps, pred, n)
     with open(profile_path) as f:
         text = f.read()
-    for key, v in (("step_cpu_s", step), ("shard_call_cpu_s", max(call, 0.0))):
+    for key, v in (("step_cpu_s", step), ("shard_call_cpu_s", call)):
         text = re.sub(r"(?m)^%s = .*$" % key, "%s = %r" % (key, v), text)
     with open(profile_path, "w") as f:
         f.write(text)
     return {"layout": layout, "ring_cpu_s_per_step": ring, "ps_cpu_s_per_step": ps,
-            "step_cpu_s": step, "shard_call_cpu_s": call}
+            "step_cpu_s": step, "shard_call_cpu_s": call,
+            "plan": {k: pred[k] for k in ("allreduce", "ps")}}
 
 
-def cpu_share(r):
+def cpu_share(r, others):
     """The share of the host's cores a measured run's job could expect:
     its processes (workers and shard servers, each runnable when the step
-    is CPU-bound) over them plus the threads other processes kept runnable
-    just before it started (strategies.sh's others_running): the
-    scheduler's fair share. 1 where that was not measured."""
-    others = r.get("others_running")
+    is CPU-bound) over them plus `others`, the threads other processes
+    kept runnable (the scheduler's fair share); 1 where not measured."""
     if others is None:
         return 1.0
     mine = r["nodes"] * r["workers_per_node"] + r.get("servers", 0)
     return max(0.05, min(1.0, mine / (mine + max(0.0, others))))
+
+
+def median_others(results):
+    """The median over a session's runs of the threads other processes kept
+    runnable just before each (strategies.sh's others_running, sampled
+    from /proc/stat): one sample is a moment of the others' bursts, the
+    median the load the whole session shared the cores with."""
+    xs = sorted(r["others_running"] for r in results if r.get("others_running") is not None)
+    return xs[len(xs) // 2] if xs else None
 
 
 def main():
@@ -210,7 +232,8 @@ def main():
                          "shard_call_cpu_s: this layout, unshaped")
     ap.add_argument("--share", choices=("measured", "1"), default="measured",
                     help="plan each run with the share of the cores its job could expect (its "
-                         "processes over them plus the threads others kept runnable before it), or 1")
+                         "processes over them plus the median of the threads others kept runnable "
+                         "before each run), or 1")
     ap.add_argument("--measured", default="",
                     help="a strategies.json from an earlier run: compare with it, run nothing")
     a = ap.parse_args()
@@ -258,12 +281,15 @@ def main():
 
     rows = []
     plans = {}
+    others = median_others(measured) if a.share == "measured" else None
+    if others is not None:
+        print("other processes' runnable threads before the runs: median %.1f" % others)
     for r in measured:
         # strategies.sh gives ps / hybrid one shard server per node, each on
         # its own shaped link, or N ('<variant> sN').
         tail = r["variant"].rsplit(" s", 1)
         servers = int(tail[1]) if len(tail) == 2 and tail[1].isdigit() else r["nodes"]
-        share = round(cpu_share(r), 2) if a.share == "measured" else 1.0
+        share = round(cpu_share(r, others), 2)
         key = (r["rate"], r["layout"], servers, share)
         if key not in plans:
             p = subprocess.run([a.tandem, "plan", "--json", "--one_host", "--model=" + model,
