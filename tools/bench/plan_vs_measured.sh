@@ -15,9 +15,9 @@
 # --calibrate: `tandem plan --calibrate` right before and right after the
 # runs, planned with the mean of the two profiles (OUT/profile.txt): on a
 # loaded host the calibrated ring and shard-server call rounds drift with
-# the other load. Before the runs it also runs two 45-step real jobs at
+# the other load. Before the runs it also runs two 105-step real jobs at
 # --calibrate_layout (allreduce, ps; unshaped) and measures every
-# process's CPU between steps 10 and 40: what a worker's step and a real
+# process's CPU between steps 20 and 100: what a worker's step and a real
 # chunk call cost beyond the plan's counted parts (step_cpu_s,
 # shard_call_cpu_s; OUT/calibration_jobs.json). Each run is planned with
 # the share of the cores its job could expect (--share measured: its
