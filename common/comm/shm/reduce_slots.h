@@ -1,7 +1,8 @@
 // The reduction kernel of the shared-memory collectives (ShmCommunicator's
 // allreduce, reduce-scatter and the ZeRO piece collectives): dst[i] = op
 // over s of src[s][i], in source order (rank order), blocked so dst stays in
-// L1 across the passes, each pass a plain loop the compiler vectorises.
+// L1 across the passes, each pass a plain loop the compiler vectorises;
+// optionally the sum of squares of dst, from L1, in the same blocks.
 // Internal to //common/comm/shm. Stateless; thread-safe.
 #ifndef TANDEM_COMMON_COMM_SHM_REDUCE_SLOTS_H_
 #define TANDEM_COMMON_COMM_SHM_REDUCE_SLOTS_H_
@@ -22,14 +23,36 @@ struct Max {
   float operator()(float a, float b) const { return a > b ? a : b; }
 };
 
+// Adds the squares of x[0, len) to eight double lanes (a[j] takes the
+// elements j mod 8 of each block): GCC vectorises the lane loop without
+// reassociating, so every vector width gives the same bits. Squares of fp32
+// values are exact in double.
+TANDEM_CPU_INLINE void AddSquares(const float* __restrict x, int64_t len, double* __restrict a) {
+  int64_t i = 0;
+  for (; i + 8 <= len; i += 8) {
+    for (int j = 0; j < 8; ++j) {
+      const double v = x[i + j];
+      a[j] += v * v;
+    }
+  }
+  for (int j = 0; i < len; ++i, ++j) {
+    const double v = x[i];
+    a[j] += v * v;
+  }
+}
+
 // n >= 2 sources; dst must not alias a source. When `copy` is
 // non-null each finished block is also copied there (from L1); `copy` may
 // be one of the sources: a block is copied only after it has been read.
+// When `sum_sq` is non-null, *sum_sq += the sum of squares of dst[0, count)
+// (non-finite exactly when an element of dst is).
 template <typename Op>
 inline __attribute__((always_inline)) void ReduceSlotsBody(float* dst, const float* const* src,
-                                                           int n, int64_t count, float* copy) {
+                                                           int n, int64_t count, float* copy,
+                                                           double* sum_sq) {
   constexpr int64_t kBlock = 2048;
   const Op op;
+  double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   for (int64_t b = 0; b < count; b += kBlock) {
     const int64_t len = std::min(kBlock, count - b);
     {
@@ -42,7 +65,11 @@ inline __attribute__((always_inline)) void ReduceSlotsBody(float* dst, const flo
         for (int64_t i = 0; i < len; ++i) d[i] = op(d[i], sr[i]);
       }
     }
+    if (sum_sq != nullptr) AddSquares(dst + b, len, a);
     if (copy != nullptr) std::memcpy(copy + b, dst + b, len * sizeof(float));
+  }
+  if (sum_sq != nullptr) {
+    *sum_sq += ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
   }
 }
 
@@ -51,29 +78,37 @@ inline __attribute__((always_inline)) void ReduceSlotsBody(float* dst, const flo
 // (cpu_dispatch.h; a template, so the macro's plain functions do not fit).
 template <typename Op>
 TANDEM_CPU_TARGET_AVX512 void ReduceSlotsAvx512(float* dst, const float* const* src, int n,
-                                                int64_t count, float* copy) {
-  ReduceSlotsBody<Op>(dst, src, n, count, copy);
+                                                int64_t count, float* copy, double* sum_sq) {
+  ReduceSlotsBody<Op>(dst, src, n, count, copy, sum_sq);
 }
 
 template <typename Op>
 TANDEM_CPU_TARGET_AVX2 void ReduceSlotsAvx2(float* dst, const float* const* src, int n,
-                                            int64_t count, float* copy) {
-  ReduceSlotsBody<Op>(dst, src, n, count, copy);
+                                            int64_t count, float* copy, double* sum_sq) {
+  ReduceSlotsBody<Op>(dst, src, n, count, copy, sum_sq);
 }
 
 template <typename Op>
 void ReduceSlots(float* dst, const float* const* src, int n, int64_t count,
-                 float* copy = nullptr) {
+                 float* copy = nullptr, double* sum_sq = nullptr) {
   switch (numeric::ActiveVectorWidth()) {
     case numeric::VectorWidth::kAvx512:
-      ReduceSlotsAvx512<Op>(dst, src, n, count, copy);
+      ReduceSlotsAvx512<Op>(dst, src, n, count, copy, sum_sq);
       break;
     case numeric::VectorWidth::kAvx2:
-      ReduceSlotsAvx2<Op>(dst, src, n, count, copy);
+      ReduceSlotsAvx2<Op>(dst, src, n, count, copy, sum_sq);
       break;
     default:
-      ReduceSlotsBody<Op>(dst, src, n, count, copy);
+      ReduceSlotsBody<Op>(dst, src, n, count, copy, sum_sq);
   }
+}
+
+// The sum of squares of x[0, count), lanes as in ReduceSlots (one rank's
+// AllReduceSumOfSquares, where nothing is reduced).
+inline double SumOfSquares(const float* x, int64_t count) {
+  double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  AddSquares(x, count, a);
+  return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
 }
 
 }  // namespace shm_internal

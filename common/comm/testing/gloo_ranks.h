@@ -37,6 +37,10 @@ class BorrowedCommunicator final : public Communicator {
   absl::Status AllReduce(float* d, int64_t n, ReduceOp op) override {
     return c_->AllReduce(d, n, op);
   }
+  bool fuses_sum_of_squares() const override { return c_->fuses_sum_of_squares(); }
+  absl::Status AllReduceSumOfSquares(float* d, int64_t n, double* sum_sq) override {
+    return c_->AllReduceSumOfSquares(d, n, sum_sq);
+  }
   absl::Status ReduceScatter(const float* in, float* out, int64_t n) override {
     return c_->ReduceScatter(in, out, n);
   }
