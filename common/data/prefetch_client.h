@@ -98,8 +98,9 @@ struct PrefetchOptions {
   // they are and turn them into f32 (x * (1 / 255), the server's formula:
   // the same floats) on this client's thread, so a quarter of the bytes go
   // through the server's packing, gRPC and TCP. Features that are not u8
-  // then fail the stream with INVALID_ARGUMENT, as the server would.
-  bool normalize_here = false;
+  // then fail the stream with INVALID_ARGUMENT, as the server would. False:
+  // the server normalises (the protocol's normalize_to_f32 as sent).
+  bool normalize_here = true;
 };
 
 class PrefetchClient {

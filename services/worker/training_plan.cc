@@ -93,7 +93,6 @@ data::PrefetchOptions TrainStream(const TrainerOptions& o, const TrainingPlan& p
   r.set_remainder(v1::DROP);
   r.set_shuffle(true);
   r.set_normalize_to_f32(normalize_to_f32);
-  po.normalize_here = true;  // u8 over the wire, a quarter of the bytes
   return po;
 }
 
