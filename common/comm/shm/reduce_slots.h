@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "common/numeric/cpu_dispatch.h"
+#include "common/numeric/square_lanes.h"
 
 namespace tandem {
 namespace shm_internal {
@@ -22,24 +23,6 @@ struct Sum {
 struct Max {
   float operator()(float a, float b) const { return a > b ? a : b; }
 };
-
-// Adds the squares of x[0, len) to eight double lanes (a[j] takes the
-// elements j mod 8 of each block): GCC vectorises the lane loop without
-// reassociating, so every vector width gives the same bits. Squares of fp32
-// values are exact in double.
-TANDEM_CPU_INLINE void AddSquares(const float* __restrict x, int64_t len, double* __restrict a) {
-  int64_t i = 0;
-  for (; i + 8 <= len; i += 8) {
-    for (int j = 0; j < 8; ++j) {
-      const double v = x[i + j];
-      a[j] += v * v;
-    }
-  }
-  for (int j = 0; i < len; ++i, ++j) {
-    const double v = x[i];
-    a[j] += v * v;
-  }
-}
 
 // n >= 2 sources; dst must not alias a source. When `copy` is
 // non-null each finished block is also copied there (from L1); `copy` may
@@ -52,7 +35,7 @@ inline __attribute__((always_inline)) void ReduceSlotsBody(float* dst, const flo
                                                            double* sum_sq) {
   constexpr int64_t kBlock = 2048;
   const Op op;
-  double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  numeric::SquareLanes squares;  // blocks are multiples of 8: lanes follow the index
   for (int64_t b = 0; b < count; b += kBlock) {
     const int64_t len = std::min(kBlock, count - b);
     {
@@ -65,12 +48,10 @@ inline __attribute__((always_inline)) void ReduceSlotsBody(float* dst, const flo
         for (int64_t i = 0; i < len; ++i) d[i] = op(d[i], sr[i]);
       }
     }
-    if (sum_sq != nullptr) AddSquares(dst + b, len, a);
+    if (sum_sq != nullptr) squares.Add(dst + b, len);
     if (copy != nullptr) std::memcpy(copy + b, dst + b, len * sizeof(float));
   }
-  if (sum_sq != nullptr) {
-    *sum_sq += ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-  }
+  if (sum_sq != nullptr) *sum_sq += squares.Sum();
 }
 
 // The build targets x86-64-v2 (128-bit vectors); the reduction is also
@@ -89,8 +70,8 @@ TANDEM_CPU_TARGET_AVX2 void ReduceSlotsAvx2(float* dst, const float* const* src,
 }
 
 template <typename Op>
-void ReduceSlots(float* dst, const float* const* src, int n, int64_t count,
-                 float* copy = nullptr, double* sum_sq = nullptr) {
+void ReduceSlots(float* dst, const float* const* src, int n, int64_t count, float* copy = nullptr,
+                 double* sum_sq = nullptr) {
   switch (numeric::ActiveVectorWidth()) {
     case numeric::VectorWidth::kAvx512:
       ReduceSlotsAvx512<Op>(dst, src, n, count, copy, sum_sq);
@@ -101,14 +82,6 @@ void ReduceSlots(float* dst, const float* const* src, int n, int64_t count,
     default:
       ReduceSlotsBody<Op>(dst, src, n, count, copy, sum_sq);
   }
-}
-
-// The sum of squares of x[0, count), lanes as in ReduceSlots (one rank's
-// AllReduceSumOfSquares, where nothing is reduced).
-inline double SumOfSquares(const float* x, int64_t count) {
-  double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  AddSquares(x, count, a);
-  return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
 }
 
 }  // namespace shm_internal

@@ -365,7 +365,9 @@ absl::Status ShmCommunicator::AllReduceSumOfSquares(float* data, int64_t count, 
   *sum_sq = 0;
   if (world_size_ > 1) return AllReduceChunks(data, count, ReduceOp::kSum, sum_sq);
   if (absl::Status s = CheckUsable("allreduce"); !s.ok()) return s;
-  *sum_sq = shm_internal::SumOfSquares(data, count);  // one rank: nothing to sum, one pass
+  numeric::SquareLanes squares;  // one rank: nothing to sum, one pass
+  squares.Add(data, count);
+  *sum_sq = squares.Sum();
   return absl::OkStatus();
 }
 

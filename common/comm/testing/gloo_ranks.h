@@ -27,8 +27,9 @@ inline std::vector<absl::Status> RunGlooRanks(int world, const RankBody& body) {
   return RunGlooRanks(world, absl::Seconds(60), body);
 }
 
-// Forwards every call to a communicator it does not own.
-class BorrowedCommunicator final : public Communicator {
+// Forwards every call to a communicator it does not own (a test may derive
+// from it to observe or change a few calls).
+class BorrowedCommunicator : public Communicator {
  public:
   explicit BorrowedCommunicator(Communicator* c) : c_(c) {}
   int rank() const override { return c_->rank(); }

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/comm/shm/shm_communicator.h"
+#include "common/comm/testing/gloo_ranks.h"
 #include "common/comm/testing/rank_threads.h"
 #include "common/optim/sgd.h"
 #include "common/status/status_macros.h"
@@ -30,40 +31,25 @@ constexpr int64_t kSize = 3000;
 // Backward order: [1800, 3000) is the output layer, [0, 750) the input layer.
 const std::vector<std::pair<int64_t, int64_t>> kRanges = {{1800, 3000}, {750, 1800}, {0, 750}};
 
-// Forwards AllReduce only (so it does not fuse: the one-pass check) and
-// counts which allreduce the sync called.
-class CountingComm final : public Communicator {
+// The shm communicator, saying it fuses or not (`fuse` false: the sync
+// takes the one-pass check), counting which allreduce the sync called.
+class CountingComm final : public comm_testing::BorrowedCommunicator {
  public:
-  CountingComm(Communicator* c, bool fuse) : c_(c), fuse_(fuse) {}
-  int rank() const override { return c_->rank(); }
-  int world_size() const override { return c_->world_size(); }
-  std::string backend() const override { return c_->backend(); }
+  CountingComm(Communicator* c, bool fuse) : BorrowedCommunicator(c), fuse_(fuse) {}
   bool fuses_sum_of_squares() const override { return fuse_; }
   absl::Status AllReduceSumOfSquares(float* d, int64_t n, double* sum_sq) override {
     ++fused_calls;
-    return c_->AllReduceSumOfSquares(d, n, sum_sq);
+    return BorrowedCommunicator::AllReduceSumOfSquares(d, n, sum_sq);
   }
   absl::Status AllReduce(float* d, int64_t n, ReduceOp op) override {
     ++plain_calls;
-    return c_->AllReduce(d, n, op);
+    return BorrowedCommunicator::AllReduce(d, n, op);
   }
-  absl::Status ReduceScatter(const float* in, float* out, int64_t n) override {
-    return c_->ReduceScatter(in, out, n);
-  }
-  absl::Status AllGather(const void* in, void* out, int64_t b) override {
-    return c_->AllGather(in, out, b);
-  }
-  absl::Status Broadcast(void* d, int64_t b, int root) override { return c_->Broadcast(d, b, root); }
-  absl::Status AllToAll(const void* in, void* out, int64_t b) override {
-    return c_->AllToAll(in, out, b);
-  }
-  absl::Status Barrier() override { return c_->Barrier(); }
 
   int fused_calls = 0;
   int plain_calls = 0;
 
  private:
-  Communicator* c_;
   bool fuse_;
 };
 
@@ -90,7 +76,7 @@ absl::Status Step(Rank& r, int rank, int step, const Training& run) {
   }
   for (int p : run.poisoned_steps) {
     if (p != step) continue;
-    if (rank == 1) r.grads[100] = std::nanf("");                          // input layer
+    if (rank == 1) r.grads[100] = std::nanf("");                            // input layer
     if (rank == 2) r.grads[2000] = std::numeric_limits<float>::infinity();  // output layer
   }
   StepOptions o;
@@ -110,8 +96,8 @@ std::vector<Rank> Train(const Training& run) {
   std::vector<Rank> ranks(kWorld);
   auto statuses = comm_testing::RunRanks(
       kWorld,
-      [](int rank, gloo::rendezvous::Store& store)
-          -> absl::StatusOr<std::unique_ptr<Communicator>> {
+      [](int rank,
+         gloo::rendezvous::Store& store) -> absl::StatusOr<std::unique_ptr<Communicator>> {
         ShmOptions o;
         o.rank = rank;
         o.world_size = kWorld;
@@ -191,7 +177,8 @@ TEST(AllreduceFusedCheck, NonFiniteStepIsSkippedOnEveryRankAndNamesTheSameRange)
     ASSERT_EQ(fused[k].reports.size(), 3u);
     EXPECT_TRUE(fused[k].reports[0].applied);
     EXPECT_FALSE(fused[k].reports[1].applied);
-    EXPECT_EQ(fused[k].reports[1].first_non_finite_range, 2);  // [0, 750): rank 1's NaN
+    EXPECT_EQ(fused[k].reports[1].first_non_finite_range,
+              2);  // [0, 750): rank 1's NaN
     EXPECT_TRUE(fused[k].reports[2].applied);
     EXPECT_EQ(fused[k].momentum, plain[k].momentum);
   }
