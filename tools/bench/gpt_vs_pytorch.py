@@ -9,7 +9,10 @@ projections scaled by 1/sqrt(2L)) on the byte-level fortunes text, the way
 windows of T+1 bytes, the last 5% held out), with DistributedDataParallel
 over gloo, one process per rank and one thread each. AdamW (0.9, 0.999,
 eps 1e-8, no weight decay) at a constant lr, no scaling with the world, a
-seeded permutation per epoch split into per-rank slices.
+seeded permutation per epoch split into per-rank slices. With
+--same_batches the batches are tandem's (its sampler, rank for rank) and
+the initial weights tandem's for the same --seed (tandem_order.py), so the
+two sides' losses compare step by step.
 
 After the last step every rank evaluates its slice of the held-out windows
 (the last 5%, the windows tandem's --dataset fortunes evaluates on) and the
@@ -17,8 +20,9 @@ sums are all-reduced, as tandem's evaluator does, so both sides report the
 mean next-token loss on the same text after the same number of steps.
 
 Prints progress lines in tandem's format ("step S/T epoch E loss L ...
-tokens/s X ...", loss = mean over the window on rank 0), tandem's eval line
-("final (step S) eval loss L token accuracy A (N sequences)"), then
+tokens/s X ...", loss = mean over the window and the ranks, as tandem's),
+tandem's eval line ("final (step S) eval loss L token accuracy A (N
+sequences)"), then
   RESULT pytorch world=W tokens_per_s=<median of windows after the first> loss=<last window>
          eval_loss=<held-out loss> rank_drift=<max |parameter difference| between ranks, 0>
 """
@@ -32,7 +36,8 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from torch_ranks import leave, spawn_ranks  # tools/bench, next to this script
+import tandem_order  # tools/bench, next to this script
+from torch_ranks import leave, spawn_ranks
 
 
 def parse_spec(spec):
@@ -124,6 +129,46 @@ class Gpt(torch.nn.Module):
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
 
 
+def torch_normals(seed, count, stddev, skip):
+    """tandem_order.init_normals, vectorised: value k of InitRng's stream
+    uses its draws 2k + 1 and 2k + 2 (SplitMix64 is a counter: draw i mixes
+    init_state + i * golden). int64 arithmetic wraps as uint64 does; the
+    shifts are masked to be logical. Rounded to float32, as tandem stores it."""
+    def signed(v):
+        return v - (1 << 64) if v >= 1 << 63 else v
+
+    def mix(z):
+        z = (z ^ ((z >> 30) & ((1 << 34) - 1))) * signed(0xBF58476D1CE4E5B9)
+        z = (z ^ ((z >> 27) & ((1 << 37) - 1))) * signed(0x94D049BB133111EB)
+        return z ^ ((z >> 31) & ((1 << 33) - 1))
+
+    def uniform(draw):  # draw: int64 tensor of 1-based draw numbers
+        z = mix(signed(tandem_order.init_state(seed)) + draw * signed(tandem_order.GOLDEN))
+        return ((z >> 11) & ((1 << 53) - 1)).double() * (1.0 / 9007199254740992.0)
+
+    k = torch.arange(skip, skip + count, dtype=torch.int64)
+    u1 = 1.0 - uniform(2 * k + 1)
+    u2 = uniform(2 * k + 2)
+    return (stddev * torch.sqrt(-2.0 * torch.log(u1)) * torch.cos(6.283185307179586 * u2)).float()
+
+
+def tandem_init(model, cfg, seed):
+    """Overwrites `model` (a Gpt) with GptModel::Initialize(seed)'s values:
+    the draws of tandem_order.gpt_init_plan, biases 0, LayerNorm gains 1
+    (already so). Checks the vectorised draw against the plain one first."""
+    head = torch.tensor(tandem_order.init_normals(seed, 64, 0.02)).float()
+    assert torch.equal(torch_normals(seed, 64, 0.02, 0), head), "torch_normals disagrees"
+    params = dict(model.named_parameters())
+    skip = 0
+    with torch.no_grad():
+        for name, count, std in tandem_order.gpt_init_plan(cfg["layers"], cfg["width"],
+                                                           cfg["context"], cfg["vocab"]):
+            p = params[name]
+            assert p.numel() == count, f"{name}: {p.numel()} elements, tandem has {count}"
+            p.copy_(torch_normals(seed, count, std, skip).view_as(p))
+            skip += count
+
+
 def evaluate(model, held_out, rank, world, batch_size):
     """Mean next-token loss and token accuracy over every held-out window, as
     tandem's evaluator computes them (services/worker/evaluator): each rank
@@ -153,53 +198,72 @@ def rank_drift(model, world):
     return max((c - copies[0]).abs().max().item() for c in copies)
 
 
+def torch_order(n, seed, global_batch, world, rank, steps):
+    """(epoch, sample indices) of each step: a torch.randperm per epoch seeded
+    by seed * 1000 + epoch, cut into global batches and per-rank slices."""
+    gen = torch.Generator()
+    per_epoch = n // global_batch
+    step, epoch = 0, 0
+    while step < steps:
+        gen.manual_seed(seed * 1000 + epoch)
+        perm = torch.randperm(n, generator=gen)
+        for b in range(min(per_epoch, steps - step)):
+            lo = b * global_batch + rank * (global_batch // world)
+            yield epoch, perm[lo:lo + global_batch // world]
+            step += 1
+        epoch += 1
+
+
+def tandem_batches(n, seed, global_batch, world, rank, steps):
+    """(epoch, sample indices) of each step in tandem's data order."""
+    per_epoch = n // global_batch
+    for i, idx in enumerate(tandem_order.rank_batches(n, seed, global_batch, world, rank, steps)):
+        yield i // per_epoch, torch.tensor(idx, dtype=torch.int64)
+
+
 def run(rank, world, a, port):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
                             rank=rank, world_size=world)
     cfg = parse_spec(a.spec)
     torch.manual_seed(a.seed)
-    model = torch.nn.parallel.DistributedDataParallel(Gpt(cfg))
+    gpt = Gpt(cfg)
+    if a.same_batches:
+        tandem_init(gpt, cfg, a.seed)
+    model = torch.nn.parallel.DistributedDataParallel(gpt)
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8,
                             weight_decay=0.0)
     windows, held_out = load_window_split(a.data_dir, cfg["context"])
     global_batch = a.batch_size * world
-    per_epoch = len(windows) // global_batch
     total = a.max_steps
-    gen = torch.Generator()
-    rates, losses = [], []
-    step = 0
+    order = tandem_batches if a.same_batches else torch_order
+    batches = order(len(windows), a.seed, global_batch, world, rank, total)
+    rates = []
+    # This rank's loss per step; the logged loss is the mean over the ranks
+    # (tandem's), summed in one all-reduce per log window.
+    losses = torch.zeros(total, dtype=torch.float64)
     dist.barrier()
     t_window = time.perf_counter()
-    epoch = 0
-    while step < total:
-        gen.manual_seed(a.seed * 1000 + epoch)
-        perm = torch.randperm(len(windows), generator=gen)
-        for b in range(per_epoch):
-            if step >= total:
-                break
-            idx = perm[b * global_batch + rank * a.batch_size:
-                       b * global_batch + (rank + 1) * a.batch_size]
-            xb = windows[idx]
-            opt.zero_grad(set_to_none=False)
-            loss = model(xb[:, :-1], xb[:, 1:])
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-            step += 1
-            if step % a.log_every == 0 or step == total:
-                now = time.perf_counter()
-                n = a.log_every if step % a.log_every == 0 else step % a.log_every
-                dt = now - t_window
-                rate = n * global_batch * cfg["context"] / dt
-                t_window = now
-                rates.append(rate)
-                window_loss = sum(losses[-n:]) / n
-                if rank == 0:
-                    print(f"step {step}/{total} epoch {epoch + 1} loss {window_loss:.4f} "
-                          f"lr {a.lr:.4f} tokens/s {rate:.0f} ms/step {1e3 * dt / n:.1f} "
-                          f"world {world}", flush=True)
-        epoch += 1
+    for step, (epoch, idx) in enumerate(batches, start=1):
+        xb = windows[idx]
+        opt.zero_grad(set_to_none=False)
+        loss = model(xb[:, :-1], xb[:, 1:])
+        loss.backward()
+        opt.step()
+        losses[step - 1] = loss.item()
+        if step % a.log_every == 0 or step == total:
+            now = time.perf_counter()
+            n = a.log_every if step % a.log_every == 0 else step % a.log_every
+            dt = now - t_window
+            window = losses[step - n:step].clone()
+            dist.all_reduce(window)
+            t_window = time.perf_counter()
+            rates.append(n * global_batch * cfg["context"] / dt)
+            losses[step - n:step] = window / world
+            if rank == 0:
+                print(f"step {step}/{total} epoch {epoch + 1} loss {window.sum().item() / n / world:.4f} "
+                      f"lr {a.lr:.4f} tokens/s {rates[-1]:.0f} ms/step {1e3 * dt / n:.1f} "
+                      f"world {world}", flush=True)
     dist.barrier()
     drift = rank_drift(model.module, world)
     eval_loss, eval_acc = evaluate(model.module, held_out, rank, world, a.batch_size)
@@ -210,8 +274,8 @@ def run(rank, world, a, port):
         steady = rates[1:] if len(rates) > 2 else rates
         n = total % a.log_every or a.log_every
         print(f"RESULT pytorch world={world} tokens_per_s={statistics.median(steady):.1f} "
-              f"loss={sum(losses[-n:]) / n:.4f} eval_loss={eval_loss:.4f} rank_drift={drift:.3g} "
-              f"torch={torch.__version__}", flush=True)
+              f"loss={losses[-n:].mean().item():.4f} eval_loss={eval_loss:.4f} "
+              f"rank_drift={drift:.3g} torch={torch.__version__}", flush=True)
     leave(dist)
 
 
@@ -225,6 +289,9 @@ def main():
     p.add_argument("--log_every", type=int, default=10)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--data_dir", default="/usr/share/games/fortunes")
+    p.add_argument("--same_batches", action="store_true",
+                   help="train on tandem's batches (its sampler, rank for rank) from tandem's "
+                        "initial weights for --seed, instead of torch's own order and init")
     a = p.parse_args()
     spawn_ranks(run, a.world, a)
 

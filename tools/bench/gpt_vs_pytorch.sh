@@ -11,8 +11,9 @@
 # model's training FLOP per token (`tandem plan`'s cost model).
 #
 # Seeds. With --seeds K every (size, world) pair runs K times, seed s = 1..K
-# on both sides (the initialisation and the data order; each side draws from
-# its own generator), the two sides alternating. Rates are the medians over
+# (--first_seed F: F..F+K-1) on both sides (the initialisation and the data
+# order; each side draws from its own generator unless --same_batches),
+# the two sides alternating. Rates are the medians over
 # the seeds (each seed's ratio is listed too). After the last step both
 # sides evaluate the same held-out windows (the last 5% of the text:
 # tandem's --dataset fortunes eval split) and print the mean next-token
@@ -23,6 +24,17 @@
 # either way, so a single seed says nothing within 0.05. Verdict: "within"
 # when |diff| + 2 sigma <= 0.05, "differs" when |diff| - 2 sigma > 0.05,
 # otherwise "more seeds" (always so with K = 1).
+#
+# Same batches (--same_batches). The PyTorch side trains on exactly
+# tandem's batches, rank for rank and step for step, from exactly tandem's
+# initial weights: gpt_vs_pytorch.py reproduces tandem's sampler and its
+# initialiser from the seed (tools/bench/tandem_order.py; the
+# tandem_order_test checks them against the C++). The seed spread then
+# drops out of the comparison: each pair prints both training-loss curves
+# at every logged step and a verdict line, max |tandem - torch| over the
+# logged steps and of the held-out loss, "within 0.05" or "differs by more
+# than 0.05"; the summary repeats the verdict lines. Both sides log the mean
+# of the ranks' losses.
 #
 # Time limits. Each side runs under a limit that scales with the size and
 # the world: 60 s plus 10 x (the steps' training FLOP + the held-out
@@ -45,7 +57,8 @@
 #   tools/bench/gpt_vs_pytorch.sh [--specs "gpt:layers=4,d=256,heads=4,ctx=128 gpt:layers=6,d=384,heads=6,ctx=256"]
 #                                 [--worlds "1 2 4"] [--batch_size 8] [--lr 0.001]
 #                                 [--steps 60 | --steps "30 12" (one per spec)]
-#                                 [--log_every 10] [--seeds 1] [--time_scale 1]
+#                                 [--log_every 10] [--seeds 1] [--first_seed 1] [--time_scale 1]
+#                                 [--same_batches]
 # (--rounds R is the earlier name of --seeds R.)
 # Env: BAZEL (default bazel), BAZEL_STARTUP, PYTHON (default /usr/bin/python3,
 #      with Debian's python3-torch: tools/setup.sh --bench installs it).
@@ -54,10 +67,11 @@ cd "$(dirname "$0")/../.."
 BAZEL=${BAZEL:-bazel}
 PYTHON=${PYTHON:-/usr/bin/python3}
 SPECS="gpt:layers=4,d=256,heads=4,ctx=128 gpt:layers=6,d=384,heads=6,ctx=256"
-WORLDS="1 2 4" BATCH=8 LR=0.001 STEPS=60 LOG_EVERY=10 SEEDS=1 TIME_SCALE=1
+WORLDS="1 2 4" BATCH=8 LR=0.001 STEPS=60 LOG_EVERY=10 SEEDS=1 FIRST_SEED=1 TIME_SCALE=1 SAME_BATCHES=""
 FORTUNES=/usr/share/games/fortunes
 while [ $# -gt 0 ]; do
   case "$1" in
+    --same_batches) SAME_BATCHES=--same_batches; shift; continue ;;
     --specs) SPECS=$2 ;;
     --worlds) WORLDS=$2 ;;
     --batch_size) BATCH=$2 ;;
@@ -65,6 +79,7 @@ while [ $# -gt 0 ]; do
     --steps) STEPS=$2 ;;
     --log_every) LOG_EVERY=$2 ;;
     --seeds|--rounds) SEEDS=$2 ;;
+    --first_seed) FIRST_SEED=$2 ;;
     --time_scale) TIME_SCALE=$2 ;;
     *) echo "gpt_vs_pytorch.sh: unknown option $1" >&2; exit 2 ;;
   esac
@@ -143,6 +158,25 @@ record() {
   cpu_rate "$OUT/$side.time" "$tokens" >> "$OUT/$side-cpu-$tag"
 }
 
+# --same_batches: both sides' logged training loss side by side and the
+# verdict line of one pair (max |tandem - torch| over the logged steps and of
+# the held-out loss, against 0.05). Args: tandem log, PyTorch log, label.
+loss_curves() {
+  awk -v label="$3" -v te="$(eval_loss "$1")" -v pe="$(eval_loss "$2")" '
+    FNR == 1 { f++ }
+    /^step / { split($2, s, "/"); for (i = 3; i < NF; i++) if ($i == "loss") l = $(i + 1)
+               if (f == 1) t[s[1]] = l; else if (s[1] in t) { p[s[1]] = l; k[++n] = s[1] } }
+    END {
+      printf "  loss curves (%s): step tandem torch diff\n", label
+      m = 0; at = "-"
+      for (i = 1; i <= n; i++) { d = t[k[i]] - p[k[i]]; printf "    %5d %8.4f %8.4f %+8.4f\n", k[i], t[k[i]], p[k[i]], d
+                                 if (d < 0) d = -d; if (d > m) { m = d; at = k[i] } }
+      e = (te != "" && pe != "") ? te - pe : ""; ae = e < 0 ? -e : e
+      v = (n == 0 || e == "") ? "incomplete" : (m <= 0.05 && ae <= 0.05 ? "within 0.05" : "differs by more than 0.05")
+      printf "loss verdict (%s, same batches): max |tandem - torch| %.4f over %d logged steps (at step %s), held-out %s: %s\n",
+             label, m, n, at, (e == "" ? "-" : sprintf("%+.4f", e)), v }' "$1" "$2"
+}
+
 declare -A MFLOP RATIOS LIMITS STOPPED
 RUNS=0  # a fresh run directory per tandem run (a finished one refuses to rejoin)
 for i in "${!SPEC_LIST[@]}"; do
@@ -157,7 +191,7 @@ for i in "${!SPEC_LIST[@]}"; do
     tokens=$(awk -v s="$steps" -v w="$w" -v b="$BATCH" -v t="$(ctx_of "$spec")" 'BEGIN { print s * w * b * t }')
     touch "$OUT/t-rate-$tag" "$OUT/p-rate-$tag" "$OUT/t-eval-$tag" "$OUT/p-eval-$tag" \
       "$OUT/t-cpu-$tag" "$OUT/p-cpu-$tag"
-    for r in $(seq 1 "$SEEDS"); do
+    for r in $(seq "$FIRST_SEED" $((FIRST_SEED + SEEDS - 1))); do
       echo "== $spec world $w seed $r ($steps steps, ${limit} s limit per side): tandem local" >&2
       rc=0
       run_limited "$OUT/t.time" "$OUT/t.txt" "$limit" "$TANDEM" local --workers "$w" --model "$spec" \
@@ -174,7 +208,7 @@ for i in "${!SPEC_LIST[@]}"; do
       run_limited "$OUT/p.time" "$OUT/p.txt" "$limit" env ${CORETYPE:+OPENBLAS_CORETYPE=$CORETYPE} \
         OMP_NUM_THREADS=1 "$PYTHON" tools/bench/gpt_vs_pytorch.py --world "$w" --spec "$spec" \
         --batch_size "$BATCH" --lr "$LR" --max_steps "$steps" --log_every "$LOG_EVERY" \
-        --seed "$r" || rc=$?
+        --seed "$r" $SAME_BATCHES || rc=$?
       [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] || exit 1
       [ "$rc" -eq 0 ] && { grep '^RESULT' "$OUT/p.txt" >&2; record p "$OUT/p.txt" "$tag" "$tokens"; }
       if [ "$rc" -eq 124 ] && grep -q '^RESULT' "$OUT/p.txt"; then
@@ -189,6 +223,10 @@ for i in "${!SPEC_LIST[@]}"; do
       fi
       grep -hE '^final .* eval loss ' "$OUT/t.txt" | sed 's/^/  tandem  /' >&2 || true
       grep -hE '^final .* eval loss ' "$OUT/p.txt" | sed 's/^/  pytorch /' >&2 || true
+      if [ -n "$SAME_BATCHES" ]; then
+        loss_curves "$OUT/t.txt" "$OUT/p.txt" "$spec world $w seed $r" | tee -a "$OUT/curves" >&2
+        tail -1 "$OUT/curves" | sed -n 's/.*: \(within\|differs\|incomplete\).*/\1/p' >> "$OUT/pv-$tag"
+      fi
       RATIOS[$key]="${RATIOS[$key]:-}$(awk -v t="$(tail -1 "$OUT/t-rate-$tag")" \
         -v p="$(tail -1 "$OUT/p-rate-$tag")" 'BEGIN { if (p > 0 && t > 0) printf "%.2f ", t / p; else printf "- " }')"
     done
@@ -211,6 +249,12 @@ for spec in "${SPEC_LIST[@]}"; do
     tc=$(median < "$OUT/t-cpu-$tag") pc=$(median < "$OUT/p-cpu-$tag")
     read -r tm ts tn < <(mean_sd < "$OUT/t-eval-$tag")
     read -r pm ps pn < <(mean_sd < "$OUT/p-eval-$tag")
+    # --same_batches: the pairs' own verdicts decide (the worst of them).
+    pv=""
+    if [ -n "$SAME_BATCHES" ]; then
+      pv=$(awk '{ v[$1] = 1 } END { print ("differs" in v) ? "differs" : ("incomplete" in v) ? \
+        "incomplete" : ("within" in v) ? "within" : "-" }' "$OUT/pv-$tag" 2>/dev/null || echo -)
+    fi
     printf "%-40s %5s %12s %12s %7s %16s %16s %16s %10s %10s %10s %14s %14s %7s  %s\n" "$spec" "$w" \
       "$(awk -v v="$tr" 'BEGIN { if (v > 0) printf "%.0f", v; else print "-" }')" \
       "$(awk -v v="$pr" 'BEGIN { if (v > 0) printf "%.0f", v; else print "-" }')" \
@@ -220,7 +264,8 @@ for spec in "${SPEC_LIST[@]}"; do
       "$(awk -v a="$tm" -v sa="$ts" -v na="$tn" -v b="$pm" -v sb="$ps" -v nb="$pn" 'BEGIN {
          if (na == 0 || nb == 0) { print "-"; exit }
          printf "%+.3f+-%.3f", a - b, 2 * sqrt(sa * sa / na + sb * sb / nb) }')" \
-      "$(awk -v a="$tm" -v sa="$ts" -v na="$tn" -v b="$pm" -v sb="$ps" -v nb="$pn" 'BEGIN {
+      "$(awk -v a="$tm" -v sa="$ts" -v na="$tn" -v b="$pm" -v sb="$ps" -v nb="$pn" -v pv="$pv" 'BEGIN {
+         if (pv != "") { print pv; exit }
          if (na == 0 || nb == 0) { print "-"; exit }
          d = a - b; if (d < 0) d = -d
          if (na < 2 || nb < 2) { print "more_seeds"; exit }  # no spread from one seed
@@ -236,5 +281,7 @@ for spec in "${SPEC_LIST[@]}"; do
 done
 echo "tandem_lim / torch_lim: tokens/s as a share of min(world, cores) x the calibrated GEMM rate over the model's training FLOP per token"
 echo "cpu_tok/s: tokens trained per CPU-second of the whole run (start-up and the final evaluation included on both sides)"
+[ -z "$SAME_BATCHES" ] || { echo "same batches and initial weights on both sides:"; grep '^loss verdict' "$OUT/curves" || true; }
 echo "*_eval: mean +- sd over the seeds of the held-out loss (the same windows, the last 5% of the text) after the same steps;"
 echo "  eval_diff = tandem - torch +- 2 sigma; verdict: within (|diff| + 2 sigma <= 0.05), differs (|diff| - 2 sigma > 0.05), more_seeds (neither, or one seed)"
+[ -z "$SAME_BATCHES" ] || echo "  (--same_batches: verdict is the worst of the pairs' loss verdict lines above, each seed paired step by step)"
