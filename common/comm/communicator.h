@@ -22,6 +22,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 
 namespace tandem {
 
@@ -38,6 +39,22 @@ class Communicator {
 
   // In place: data[i] = op over ranks of data[i], for i < count.
   virtual absl::Status AllReduce(float* data, int64_t count, ReduceOp op = ReduceOp::kSum) = 0;
+
+  // AllReduce(kSum) that also gives *sum_sq: the sum of squares of the
+  // summed result (fp32 squares accumulated in double, so it is non-finite
+  // exactly when a summed element is), the same value on every rank, without
+  // a second pass over `data`. Only where fuses_sum_of_squares() is true (the
+  // default is UNIMPLEMENTED); the summed elements are AllReduce's, bit for
+  // bit. The value may differ from another summation order in the last bits.
+  virtual bool fuses_sum_of_squares() const { return false; }
+  virtual absl::Status AllReduceSumOfSquares(float* data, int64_t count, double* sum_sq) {
+    (void)data;
+    (void)count;
+    (void)sum_sq;
+    return absl::UnimplementedError(
+        absl::StrCat(backend(), " communicator: AllReduceSumOfSquares is not fused here; "
+                                "call AllReduce and sum the squares"));
+  }
 
   // `input` holds world_size() * count_per_rank elements; rank r receives the
   // sum of every rank's r-th slice in `output` (count_per_rank elements).

@@ -77,6 +77,7 @@ absl::StatusOr<std::unique_ptr<PrefetchClient>> PrefetchClient::Start(
 
 PrefetchClient::PrefetchClient(PrefetchOptions options)
     : options_(std::move(options)),
+      normalize_here_(options_.normalize_here && options_.request.normalize_to_f32()),
       slots_(options_.prefetch_depth + 1),
       consumer_cursor_{options_.request.epoch(), options_.request.step_in_epoch(),
                        options_.request.start_position()},
@@ -126,7 +127,26 @@ absl::StatusOr<const HostBatch*> PrefetchClient::Next() {
   return b;
 }
 
-void PrefetchClient::Fill(v1::Batch* msg, HostBatch* slot) {
+namespace {
+
+// The server's normalisation (batch_stream.cc), bit for bit: u8 -> f32 / 255.
+void U8ToUnitF32(const std::string& in, std::string* out) {
+  out->resize(in.size() * sizeof(float));  // same size from the 2nd batch: no fill
+  const uint8_t* src = reinterpret_cast<const uint8_t*>(in.data());
+  float* dst = reinterpret_cast<float*>(out->data());
+  const size_t n = in.size();
+  for (size_t e = 0; e < n; ++e) dst[e] = static_cast<float>(src[e]) * (1.0f / 255.0f);
+}
+
+}  // namespace
+
+grpc::Status PrefetchClient::Fill(v1::Batch* msg, HostBatch* slot) {
+  if (normalize_here_ && msg->features().dtype() != v1::DTYPE_U8) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("normalize_to_f32 needs u8 features; the server sent ",
+                                     v1::DType_Name(msg->features().dtype()),
+                                     " (leave normalize_to_f32 off for this dataset)"));
+  }
   slot->epoch = msg->epoch();
   slot->step_in_epoch = msg->step_in_epoch();
   slot->last_in_epoch = msg->last_in_epoch();
@@ -140,13 +160,20 @@ void PrefetchClient::Fill(v1::Batch* msg, HostBatch* slot) {
                            msg->labels().shape().end());
   // Swap, not copy: the message keeps the slot's old buffer (and its
   // capacity) for the next Read.
-  slot->features.swap(*msg->mutable_features()->mutable_data());
+  if (normalize_here_) {
+    U8ToUnitF32(msg->features().data(), &slot->features);
+    slot->feature_dtype = v1::DTYPE_F32;
+  } else {
+    slot->features.swap(*msg->mutable_features()->mutable_data());
+  }
   slot->labels.swap(*msg->mutable_labels()->mutable_data());
   slot->sample_ids.assign(msg->sample_ids().begin(), msg->sample_ids().end());
+  return grpc::Status::OK;
 }
 
 grpc::Status PrefetchClient::StreamOnce(int server, bool* received_any) {
   v1::StreamBatchesRequest request = options_.request;
+  if (normalize_here_) request.set_normalize_to_f32(false);  // Fill does it
   int64_t remaining = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -168,6 +195,7 @@ grpc::Status PrefetchClient::StreamOnce(int server, bool* received_any) {
       stubs_[server]->StreamBatches(&context, request);
   const size_t n = slots_.size();
   bool stopped = false;
+  grpc::Status filled;
   while (reader->Read(&msg_)) {
     *received_any = true;
     absl::MutexLock lock(&mu_);
@@ -188,13 +216,15 @@ grpc::Status PrefetchClient::StreamOnce(int server, bool* received_any) {
       options_.metrics->bytes->Increment(static_cast<double>(
           msg_.features().data().size() + msg_.labels().data().size()));
     }
+    filled = Fill(&msg_, slot);  // the slot is free: the consumer cannot see it yet
+    if (!filled.ok()) break;
     producer_cursor_ = After(msg_);
-    Fill(&msg_, slot);  // the slot is free: the consumer cannot see it yet
     ++produced_;
   }
   // Finish() would wait for a stream we no longer read; cancel it first.
-  if (stopped) context.TryCancel();
+  if (stopped || !filled.ok()) context.TryCancel();
   grpc::Status status = reader->Finish();
+  if (!filled.ok()) status = filled;
   absl::MutexLock lock(&mu_);
   active_ = nullptr;
   return status;

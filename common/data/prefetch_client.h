@@ -94,6 +94,13 @@ struct PrefetchOptions {
   // UNAVAILABLE. With the defaults about 40 s of outage are ridden out.
   int max_attempts = 45;
   const ClientMetrics* metrics = nullptr;          // optional, must outlive
+  // With request.normalize_to_f32: ask the server for the u8 features as
+  // they are and turn them into f32 (x * (1 / 255), the server's formula:
+  // the same floats) on this client's thread, so a quarter of the bytes go
+  // through the server's packing, gRPC and TCP. Features that are not u8
+  // then fail the stream with INVALID_ARGUMENT, as the server would. False:
+  // the server normalises (the protocol's normalize_to_f32 as sent).
+  bool normalize_here = true;
 };
 
 class PrefetchClient {
@@ -121,9 +128,11 @@ class PrefetchClient {
   // Streams from `server` starting at the producer cursor; returns the
   // stream's final status and whether any batch arrived.
   grpc::Status StreamOnce(int server, bool* received_any);
-  void Fill(v1::Batch* msg, HostBatch* slot);
+  // OK, or INVALID_ARGUMENT when normalize_here meets features not u8.
+  grpc::Status Fill(v1::Batch* msg, HostBatch* slot);
 
   const PrefetchOptions options_;
+  const bool normalize_here_;  // normalize_here and request.normalize_to_f32
   std::vector<std::unique_ptr<v1::DataServer::Stub>> stubs_;
   std::vector<HostBatch> slots_;  // depth + 1, reused
   v1::Batch msg_;                 // producer's receive buffer, reused

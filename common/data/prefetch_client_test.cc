@@ -34,6 +34,10 @@ class FakeDataServer final : public v1::DataServer::Service {
     absl::MutexLock lock(&mu_);
     return starts_;
   }
+  std::vector<bool> normalize_asked() {
+    absl::MutexLock lock(&mu_);
+    return normalize_asked_;
+  }
 
   // Waits (up to `timeout`) until `n` calls have returned; their codes.
   std::vector<grpc::StatusCode> WaitForEnded(size_t n, absl::Duration timeout) {
@@ -50,6 +54,7 @@ class FakeDataServer final : public v1::DataServer::Service {
     {
       absl::MutexLock lock(&mu_);
       starts_.push_back({r->epoch(), r->step_in_epoch(), r->start_position()});
+      normalize_asked_.push_back(r->normalize_to_f32());
       if (calls_ < fail_after_.size()) fail_after = fail_after_[calls_];
       ++calls_;
     }
@@ -69,7 +74,7 @@ class FakeDataServer final : public v1::DataServer::Service {
       b.set_last_in_epoch(c.step_in_epoch == kStepsPerEpoch - 1);
       b.set_start_position(c.offset);
       b.add_sample_ids(c.epoch * 100 + c.step_in_epoch);
-      b.mutable_features()->set_dtype(v1::DTYPE_U8);
+      b.mutable_features()->set_dtype(r->dataset() == "f32" ? v1::DTYPE_F32 : v1::DTYPE_U8);
       b.mutable_features()->add_shape(1);
       b.mutable_features()->add_shape(16);
       b.mutable_features()->set_data(std::string(16, static_cast<char>(c.step_in_epoch)));
@@ -87,6 +92,7 @@ class FakeDataServer final : public v1::DataServer::Service {
   std::vector<int> fail_after_;
   size_t calls_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<Cursor> starts_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> normalize_asked_ ABSL_GUARDED_BY(mu_);  // per call
   std::vector<grpc::StatusCode> ended_ ABSL_GUARDED_BY(mu_);  // per returned call
 };
 
@@ -261,6 +267,47 @@ TEST(PrefetchClientTest, StopsCleanlyWhileStreamingForever) {
   EXPECT_EQ(fake.WaitForEnded(1, absl::Seconds(30)),
             std::vector<grpc::StatusCode>{grpc::StatusCode::CANCELLED});
   EXPECT_EQ(fake.starts().size(), 1u);
+}
+
+TEST(PrefetchClientTest, NormalizesU8FeaturesHereWithTheServersFormula) {
+  FakeDataServer fake;
+  auto server = RpcServer::Start({}, {&fake});
+  ASSERT_TRUE(server.ok());
+  PrefetchOptions o = Options({(*server)->address()}, 3);
+  o.request.set_normalize_to_f32(true);
+  o.normalize_here = true;
+  auto client = PrefetchClient::Start(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  for (int k = 0; k < 3; ++k) {
+    auto b = (*client)->Next();
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ((*b)->feature_dtype, v1::DTYPE_F32);
+    EXPECT_EQ((*b)->feature_shape, (std::vector<int64_t>{1, 16}));
+    ASSERT_EQ((*b)->features.size(), 16u * sizeof(float));
+    const float* f = reinterpret_cast<const float*>((*b)->features.data());
+    // The u8 value is the step; the server would send step * (1 / 255).
+    const float want = static_cast<float>((*b)->step_in_epoch) * (1.0f / 255.0f);
+    for (int e = 0; e < 16; ++e) EXPECT_EQ(f[e], want) << "element " << e;
+  }
+  EXPECT_EQ((*client)->Next().status().code(), absl::StatusCode::kOutOfRange);
+  // The server was asked for the u8 bytes as they are.
+  for (bool asked : fake.normalize_asked()) EXPECT_FALSE(asked);
+}
+
+TEST(PrefetchClientTest, NormalizingHereRefusesFeaturesThatAreNotU8) {
+  FakeDataServer fake;
+  auto server = RpcServer::Start({}, {&fake});
+  ASSERT_TRUE(server.ok());
+  PrefetchOptions o = Options({(*server)->address()}, 3);
+  o.request.set_dataset("f32");
+  o.request.set_normalize_to_f32(true);
+  o.normalize_here = true;
+  auto client = PrefetchClient::Start(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto b = (*client)->Next();
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument) << b.status();
+  EXPECT_NE(b.status().message().find("needs u8 features"), std::string::npos) << b.status();
 }
 
 TEST(PrefetchClientTest, InvalidOptions) {

@@ -4,30 +4,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/numeric/cpu_dispatch.h"
+#include "common/numeric/square_lanes.h"
 
 namespace tandem {
 namespace optim {
 
 namespace {
 
-// Eight independent lanes (a[j] sums elements j mod 8): GCC vectorises the
-// lane loop without reassociating anything, so the result is the same for
-// every vector width; the lanes are combined in a fixed tree. Squares of
-// fp32 values are exact in double, so contraction into FMA changes nothing.
+// The lanes of square_lanes.h: the same bits for every vector width.
 TANDEM_CPU_INLINE void SumOfSquaresBody(const float* __restrict g, int64_t n, double* out) {
-  double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int j = 0; j < 8; ++j) {
-      const double x = g[i + j];
-      a[j] += x * x;
-    }
-  }
-  for (int j = 0; i < n; ++i, ++j) {
-    const double x = g[i];
-    a[j] += x * x;
-  }
-  *out = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+  numeric::SquareLanes s;
+  s.Add(g, n);
+  *out = s.Sum();
 }
 TANDEM_CPU_DISPATCHED(SumOfSquares, (const float* __restrict g, int64_t n, double* out),
                       (g, n, out))

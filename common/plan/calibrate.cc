@@ -11,6 +11,7 @@
 #include <cstring>
 #include <random>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -222,9 +223,14 @@ absl::StatusOr<MachineProfile> Calibrate(const CalibrateOptions& o) {
   // at 2, 4, 8 and 16 ranks: wake-ups, hand-offs and the scheduler's delay
   // under the machine's load, which the one-socket ping above misses (5 us
   // there; 0.7-5 ms here at load 20, and not monotonic in the ranks).
-  for (auto [ranks, field] : {std::pair{2, &p.ring_round_2_s}, {4, &p.ring_round_4_s},
-                              {8, &p.ring_round_8_s}, {16, &p.ring_round_16_s}}) {
-    ASSIGN_OR_RETURN(*field, MeasureRingRound(ranks, kRingAllReduces, o.repetitions));
+  for (auto [ranks, wall, cpu] :
+       {std::tuple{2, &p.ring_round_2_s, &p.ring_round_cpu_2_s},
+        {4, &p.ring_round_4_s, &p.ring_round_cpu_4_s},
+        {8, &p.ring_round_8_s, &p.ring_round_cpu_8_s},
+        {16, &p.ring_round_16_s, &p.ring_round_cpu_16_s}}) {
+    ASSIGN_OR_RETURN(RingRound round, MeasureRingRound(ranks, kRingAllReduces, o.repetitions));
+    *wall = round.round_s;
+    *cpu = round.cpu_s;
   }
   ASSIGN_OR_RETURN(p.codec_bytes_per_s,
                    MeasureCodecBytesPerSecond(o.stream_bytes / 4, o.repetitions));

@@ -29,12 +29,15 @@ TEST(CalibrateTest, MeasuresPositiveRates) {
 }
 
 // A real ring of 3 processes (Gloo over loopback TCP): a positive time per
-// round; a ring of fewer than 2 is refused.
+// round and some CPU per round per process (no more than the round's wall
+// time on every core); a ring of fewer than 2 is refused.
 TEST(CalibrateTest, RingRoundIsMeasuredOnARealRing) {
   auto round = MeasureRingRound(3, 2, 1);
   ASSERT_TRUE(round.ok()) << round.status();
-  EXPECT_GT(*round, 0);
-  EXPECT_LT(*round, 10);  // seconds: a round, not a hang
+  EXPECT_GT(round->round_s, 0);
+  EXPECT_LT(round->round_s, 10);  // seconds: a round, not a hang
+  EXPECT_GT(round->cpu_s, 0);
+  EXPECT_LT(round->cpu_s, 10);
   EXPECT_EQ(MeasureRingRound(1, 2, 1).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(MeasureRingRound(2, 0, 1).status().code(), absl::StatusCode::kInvalidArgument);
 }

@@ -54,6 +54,21 @@ const std::vector<Field>& Fields() {
        [](MachineProfile& p) -> double& { return p.shard_round_8_s; }, true},
       {"shard_round_16_s", "... by 16",
        [](MachineProfile& p) -> double& { return p.shard_round_16_s; }, true},
+      {"ring_round_cpu_2_s",
+       "CPU seconds one process spends per round of a ring of 2; 0 = not measured",
+       [](MachineProfile& p) -> double& { return p.ring_round_cpu_2_s; }, true},
+      {"ring_round_cpu_4_s", "... of 4",
+       [](MachineProfile& p) -> double& { return p.ring_round_cpu_4_s; }, true},
+      {"ring_round_cpu_8_s", "... of 8",
+       [](MachineProfile& p) -> double& { return p.ring_round_cpu_8_s; }, true},
+      {"ring_round_cpu_16_s", "... of 16",
+       [](MachineProfile& p) -> double& { return p.ring_round_cpu_16_s; }, true},
+      {"shard_call_cpu_s",
+       "CPU seconds of one shard-server chunk push + pull, both ends; 0 = not measured",
+       [](MachineProfile& p) -> double& { return p.shard_call_cpu_s; }, true},
+      {"step_cpu_s",
+       "CPU seconds a worker spends per step beyond compute, rounds, calls; 0 = not measured",
+       [](MachineProfile& p) -> double& { return p.step_cpu_s; }, true},
       {"shm_alpha_s", "seconds per shared-memory (gpu: NVLink) round",
        [](MachineProfile& p) -> double& { return p.shm_alpha_s; }},
       {"intra_node_bytes_per_s", "between the ranks of a node per direction; 0 = shared memory",
@@ -82,6 +97,11 @@ absl::Status ValidateCluster(const Cluster& c) {
   }
   if (!(c.link_bits_per_s >= 0) || !std::isfinite(c.link_bits_per_s)) {
     return absl::InvalidArgumentError("--link must be a positive rate such as 1gbit or 100mbit");
+  }
+  if (!(c.cpu_share > 0 && c.cpu_share <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--cpu_share must be in (0, 1] (the share of this host's cores the job gets), got ",
+        c.cpu_share));
   }
   if (!(c.server_link_bits_per_s >= 0) || !std::isfinite(c.server_link_bits_per_s)) {
     return absl::InvalidArgumentError("--server_link must be a positive rate such as 1gbit");
@@ -116,6 +136,12 @@ double InterpolateRounds(const double (&at)[4], int ranks, double none) {
 double RingRoundSeconds(const MachineProfile& p, int ranks) {
   const double at[4] = {p.ring_round_2_s, p.ring_round_4_s, p.ring_round_8_s, p.ring_round_16_s};
   return InterpolateRounds(at, ranks, p.link_alpha_s);
+}
+
+double RingRoundCpuSeconds(const MachineProfile& p, int ranks) {
+  const double at[4] = {p.ring_round_cpu_2_s, p.ring_round_cpu_4_s, p.ring_round_cpu_8_s,
+                        p.ring_round_cpu_16_s};
+  return InterpolateRounds(at, ranks, 0);
 }
 
 double ShardRoundSeconds(const MachineProfile& p, int workers) {

@@ -50,6 +50,23 @@ struct MachineProfile {
   double shard_round_4_s = 0;
   double shard_round_8_s = 0;
   double shard_round_16_s = 0;
+  // The CPU the step's processes cost the host's cores, whatever they wait
+  // for (the CPU floor of a step on one host, strategy_cost.h):
+  // CPU seconds one process spends per ring round with 2, 4, 8, 16
+  // processes in the ring (RingRoundCpuSeconds; each rank's own CPU clock,
+  // measured with the ring rounds); CPU seconds one shard-server chunk push
+  // + pull costs the worker and the server together; CPU seconds a worker
+  // spends per step beyond its compute, rounds and calls (its data fetch,
+  // the trainer's loop, metrics). tandem plan --calibrate measures the
+  // rounds and a call between bare processes; tools/bench/
+  // plan_vs_measured.sh --calibrate measures step_cpu_s and the call on
+  // two short real jobs (tandem local). 0 = not measured.
+  double ring_round_cpu_2_s = 0;
+  double ring_round_cpu_4_s = 0;
+  double ring_round_cpu_8_s = 0;
+  double ring_round_cpu_16_s = 0;
+  double shard_call_cpu_s = 0;
+  double step_cpu_s = 0;
   double shm_alpha_s = 5e-6;     // per shared-memory round (a barrier)
   int cores = 1;                 // cores the ranks of one host share
   std::string source = "built-in defaults (run `tandem plan --calibrate`)";
@@ -79,6 +96,9 @@ struct Cluster {
   // Every node is simulated on this one machine (`tandem local --nodes`):
   // all ranks share the profile's cores.
   bool one_host = false;
+  // one_host: the share of the host's cores the job's processes get
+  // (1: an otherwise idle host; 0.5: other work takes half of them).
+  double cpu_share = 1;
   int ranks() const { return nodes * per_node; }
 };
 
@@ -89,6 +109,11 @@ absl::Status ValidateCluster(const Cluster& c);
 // the two nearest measured sizes, the nearest one's outside them;
 // link_alpha_s when none was measured.
 double RingRoundSeconds(const MachineProfile& p, int ranks);
+
+// CPU seconds per process per round of a ring among `ranks` processes of
+// the profile's host, interpolated as RingRoundSeconds; 0 when none was
+// measured.
+double RingRoundCpuSeconds(const MachineProfile& p, int ranks);
 
 // Seconds per round of shard-server calls among `workers` processes of the
 // profile's host, interpolated as RingRoundSeconds; 0 when none was measured.

@@ -1,6 +1,7 @@
 #include "common/plan/ring_round.h"
 
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,11 +23,31 @@ namespace tandem {
 namespace plan {
 namespace {
 
+// CPU seconds this process (all its threads) has used.
+double ProcessCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// What one rank reports: its median run's seconds and CPU seconds.
+struct RankResult {
+  int rank = -1;
+  double secs = -1;
+  double cpu_s = -1;
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 // One rank: connect, one untimed allreduce, then `repetitions` + 1 timed
 // runs of `allreduces` (the first dropped: connections settle); the
-// seconds of each kept run into `secs`.
+// seconds and this process's CPU seconds of each kept run into `secs`, `cpu`.
 absl::Status RunRank(int rank, int ranks, int allreduces, int repetitions,
-                     gloo::rendezvous::Store* store, std::vector<double>* secs) {
+                     gloo::rendezvous::Store* store, std::vector<double>* secs,
+                     std::vector<double>* cpu) {
   GlooOptions o;
   o.rank = rank;
   o.world_size = ranks;
@@ -38,15 +59,19 @@ absl::Status RunRank(int rank, int ranks, int allreduces, int repetitions,
   RETURN_IF_ERROR(comm->AllReduce(vote, 6, ReduceOp::kSum));
   for (int r = 0; r <= repetitions; ++r) {
     const auto start = std::chrono::steady_clock::now();
+    const double cpu0 = ProcessCpuSeconds();
     for (int k = 0; k < allreduces; ++k) RETURN_IF_ERROR(comm->AllReduce(vote, 6, ReduceOp::kSum));
-    if (r > 0) secs->push_back(SecondsSince(start));
+    if (r > 0) {
+      secs->push_back(SecondsSince(start));
+      cpu->push_back(ProcessCpuSeconds() - cpu0);
+    }
   }
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::StatusOr<double> MeasureRingRound(int ranks, int allreduces, int repetitions) {
+absl::StatusOr<RingRound> MeasureRingRound(int ranks, int allreduces, int repetitions) {
   if (ranks < 2 || allreduces < 1 || repetitions < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "calibrate: a ring round needs >= 2 ranks, >= 1 allreduce and >= 1 repetition, got ",
@@ -72,22 +97,27 @@ absl::StatusOr<double> MeasureRingRound(int ranks, int allreduces, int repetitio
     if (pid == 0) {
       close(fds[0]);
       gloo::rendezvous::FileStore store(dir);
-      std::vector<double> secs;
-      const absl::Status s = RunRank(i, ranks, allreduces, repetitions, &store, &secs);
-      double median = -1;
-      if (s.ok()) {
-        std::sort(secs.begin(), secs.end());
-        median = secs[secs.size() / 2];
-      }
-      // Rank 0's runs: every rank waits for the slowest, so they agree.
-      if (i == 0 || !s.ok()) (void)!write(fds[1], &median, sizeof(median));
+      std::vector<double> secs, cpu;
+      const absl::Status s = RunRank(i, ranks, allreduces, repetitions, &store, &secs, &cpu);
+      RankResult result;
+      result.rank = i;
+      if (s.ok()) result = {i, Median(secs), Median(cpu)};
+      (void)!write(fds[1], &result, sizeof(result));
       _exit(s.ok() ? 0 : 1);
     }
     if (pid > 0) children.push_back(pid);
   }
   close(fds[1]);
-  double median = -1;
-  const bool got = read(fds[0], &median, sizeof(median)) == sizeof(median);
+  // Rank 0's time (every rank waits for the slowest, so they agree); the
+  // CPU averaged over the ranks.
+  double median = -1, cpu_s = 0;
+  bool got = true;
+  for (int i = 0; i < ranks && got; ++i) {
+    RankResult result;
+    got = read(fds[0], &result, sizeof(result)) == sizeof(result) && result.secs > 0;
+    if (result.rank == 0) median = result.secs;
+    cpu_s += result.cpu_s / ranks;
+  }
   close(fds[0]);
   bool all_ok = static_cast<int>(children.size()) == ranks;
   for (pid_t pid : children) {
@@ -100,7 +130,8 @@ absl::StatusOr<double> MeasureRingRound(int ranks, int allreduces, int repetitio
     return absl::UnavailableError(absl::StrCat("calibrate: the ", ranks,
                                                "-process Gloo ring over loopback failed"));
   }
-  return median / allreduces / (2.0 * (ranks - 1));
+  const double rounds = allreduces * (2.0 * (ranks - 1));
+  return RingRound{median / rounds, std::max(0.0, cpu_s) / rounds};
 }
 
 }  // namespace plan

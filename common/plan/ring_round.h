@@ -2,7 +2,7 @@
 // collectives costs on this machine, for `tandem plan --calibrate`
 // (machine_profile.h: ring_round_2_s ... ring_round_16_s).
 //
-//   ASSIGN_OR_RETURN(double s, MeasureRingRound(4, 20, 5));  // seconds per round
+//   ASSIGN_OR_RETURN(RingRound r, MeasureRingRound(4, 20, 5));  // r.round_s, r.cpu_s
 //
 // `ranks` forked processes (as tandem's workers are: threads of one
 // process measured rounds several times slower here), each with a real
@@ -11,7 +11,9 @@
 // run `allreduces` ring allreduces of 6 floats (the workers' step vote)
 // after one untimed; a ring allreduce over R ranks is 2 (R - 1) rounds, so
 // the result is rank 0's time per allreduce / (2 (R - 1)), the median of
-// `repetitions` runs. Each round is every rank sending on and waiting to
+// `repetitions` runs (round_s), and the CPU seconds one process spends per
+// round (cpu_s: each rank's own CPU clock over its median run, averaged over
+// the ranks — what a round costs the host's cores, whatever the wait). Each round is every rank sending on and waiting to
 // be woken by its predecessor's message through Gloo's device thread:
 // syscalls, thread hand-offs and the scheduler's delay under the machine's
 // current load (which a two-thread ping-pong on one socket does not see:
@@ -31,7 +33,12 @@
 namespace tandem {
 namespace plan {
 
-absl::StatusOr<double> MeasureRingRound(int ranks, int allreduces, int repetitions);
+struct RingRound {
+  double round_s = 0;  // wall seconds per round
+  double cpu_s = 0;    // CPU seconds per round per process
+};
+
+absl::StatusOr<RingRound> MeasureRingRound(int ranks, int allreduces, int repetitions);
 
 }  // namespace plan
 }  // namespace tandem

@@ -38,6 +38,19 @@
 // the link rate. Each prediction also says what bounds it (link, CPU,
 // latency: Prediction::bound).
 //
+// The CPU floor (one_host on a CPU profile): the nodes share this host's
+// cores, so a step takes at least the CPU every process of the job spends
+// on it over the cores it gets (cores x Cluster::cpu_share). Per worker:
+// its compute, codec and memory passes at one core's rates (summed, not
+// overlapped), plus the profile's ring_round_cpu_s per ring round it takes
+// part in, plus shard_call_cpu_s (worker and server ends together) per
+// chunk it pushes and pulls; per shard server its optimizer step. The
+// rounds and calls are counted from the strategy's own formulas (the step
+// with every round, or call, costing 1 s and all else free). A step is the
+// longer of this floor and the latency chain above: at 8 nodes x 2 workers
+// with 8 shard servers on 2 cores the floor is what the chain misses (a
+// step is 16-24 processes' rounds and calls, one core's worth at a time).
+//
 // On a gpu profile (gpu_profile.h, or one measured on a GPU machine) each
 // rank has a device of its own: nothing is shared between a node's ranks
 // but its network, and collectives inside a node are rings over the
@@ -87,11 +100,28 @@ struct Prediction {
   double comm_s = 0;          // all per-bucket collectives, end to end
   double exposed_comm_s = 0;  // what backward did not hide
   double finish_s = 0;        // optimizer + post-backward communication + control_s
+  double optimizer_s = 0;     // the optimizer step (ps, hybrid: on each shard server)
   double control_s = 0;       // the workers' per-step vote (a tiny world allreduce)
   // Simulated links only (one_host): what the shaper's burst saves,
   // subtracted from the sum of the terms above (BurstSaved in the .cc).
   double burst_saved_s = 0;
-  double step_s = 0;          // forward + backward + exposed + finish - burst_saved
+  // One host (one_host, a CPU profile with the CPU costs calibrated): the
+  // CPU seconds every process of the job spends per step (host_cpu_s) over
+  // the cores it gets (cpu_floor_s); 0 otherwise.
+  double host_cpu_s = 0;
+  double cpu_floor_s = 0;
+  // host_cpu_s = ranks x (step_cpu_s + worker_work_s + worker_rounds x
+  // round_cpu_s + worker_calls x shard_call_cpu_s) + server_cpu_s: one
+  // worker's compute, codec and memory passes at one core's rates, the
+  // ring rounds it takes part in, its shard-server calls, the CPU per round
+  // used (the profile's at the host's ranks); the shard servers' optimizer.
+  double worker_work_s = 0;
+  double worker_rounds = 0;
+  double worker_calls = 0;
+  double round_cpu_s = 0;
+  double server_cpu_s = 0;
+  // max(forward + backward + exposed + finish - burst_saved, cpu_floor_s)
+  double step_s = 0;
   double samples_per_s = 0;   // whole job
   double node_link_bytes = 0;  // per step, leaving one node (0 on one node)
   // Per rank, what memory() reports, plus activations.

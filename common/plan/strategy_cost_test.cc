@@ -201,6 +201,71 @@ TEST(StrategyCostTest, ShardServersOnTheHostStretchItsRounds) {
   EXPECT_DOUBLE_EQ(MustPredict(r, "ps").forward_s, MustPredict(r, "allreduce").forward_s);
 }
 
+// The CPU floor (one_host, a CPU profile): every process's CPU per step
+// over the cores the job gets. With 16 workers and 8 servers on 2 cores
+// it wins; with the same per-round and per-call costs on 4 workers it
+// does not (the latency chain is longer). Its parts are the strategy's own
+// counts: allreduce over 16 ranks, one bucket and the vote: 2 x 30 rounds;
+// ps: the vote's 30 rounds plus one per bucket and one for the last pull,
+// 8 chunk calls plus that pull.
+TEST(StrategyCostTest, CpuFloorWinsWhereTheProcessesOutnumberTheCores) {
+  PlanRequest r = MlpRequest("mlp:784,64,10", 8, 2, 100e6);
+  r.cluster.servers = 8;
+  r.cluster.one_host = true;
+  r.machine.cores = 2;
+  r.machine.ring_round_16_s = 0.5e-3;
+  r.machine.ring_round_cpu_16_s = 50e-6;
+  r.machine.shard_call_cpu_s = 1e-3;
+  r.machine.step_cpu_s = 1e-3;
+  const Prediction ring = MustPredict(r, "allreduce"), ps = MustPredict(r, "ps");
+  EXPECT_DOUBLE_EQ(ring.worker_rounds, 60);
+  EXPECT_DOUBLE_EQ(ring.worker_calls, 0);
+  EXPECT_DOUBLE_EQ(ps.worker_rounds, 32);
+  EXPECT_DOUBLE_EQ(ps.worker_calls, 9);
+  EXPECT_DOUBLE_EQ(ring.round_cpu_s, 50e-6);
+  PlanRequest spin = r;  // a dearer round at fewer ranks is a spin: the least counts
+  spin.machine.ring_round_cpu_2_s = 400e-6;
+  EXPECT_DOUBLE_EQ(MustPredict(spin, "allreduce").round_cpu_s, 50e-6);
+  EXPECT_NEAR(ring.host_cpu_s, 16 * (1e-3 + ring.worker_work_s + 60 * 50e-6), 1e-12);
+  EXPECT_NEAR(ps.host_cpu_s, 16 * (1e-3 + ps.worker_work_s + 32 * 50e-6 + 9e-3) + ps.server_cpu_s,
+              1e-12);
+  EXPECT_GT(ps.server_cpu_s, 0);  // the optimizer step, on the servers
+  EXPECT_NEAR(ps.cpu_floor_s, ps.host_cpu_s / 2, 1e-12);
+  EXPECT_DOUBLE_EQ(ps.step_s, ps.cpu_floor_s);
+  EXPECT_EQ(ps.bound, "CPU");
+  // Half the cores taken by other work: the floor doubles.
+  PlanRequest busy = r;
+  busy.cluster.cpu_share = 0.5;
+  EXPECT_NEAR(MustPredict(busy, "ps").step_s, 2 * ps.step_s, 1e-12);
+  // Four workers and two servers, the same costs: the chain is longer.
+  PlanRequest small = MlpRequest("mlp:784,64,10", 2, 2, 100e6);
+  small.cluster.servers = 2;
+  small.cluster.one_host = true;
+  small.machine = r.machine;
+  small.machine.ring_round_cpu_4_s = 200e-6;  // spins: the least (16's) counts
+  for (const std::string& s : {"allreduce", "ps"}) {
+    const Prediction p = MustPredict(small, s);
+    EXPECT_GT(p.host_cpu_s, 0) << s;
+    EXPECT_DOUBLE_EQ(p.round_cpu_s, 50e-6) << s;
+    EXPECT_LT(p.cpu_floor_s, p.step_s) << s;
+  }
+  // Real nodes (and a gpu profile) have no floor: each node its own CPU.
+  r.cluster.one_host = false;
+  EXPECT_EQ(MustPredict(r, "ps").host_cpu_s, 0);
+  EXPECT_LT(MustPredict(r, "ps").step_s, ps.step_s);
+}
+
+// --cpu_share outside (0, 1] is refused with what it means.
+TEST(StrategyCostTest, CpuShareMustBeAShare) {
+  PlanRequest r = MlpRequest("mlp:784,64,10", 2, 2, 100e6);
+  for (double bad : {0.0, -0.5, 1.5}) {
+    r.cluster.cpu_share = bad;
+    auto p = Predict(r, "allreduce");
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(p.status().message().find("share of this host's cores"), std::string::npos);
+  }
+}
+
 // What bounds a step: the part that, made free, shortens it most.
 TEST(StrategyCostTest, BoundNamesThePartThatCostsTheStepMost) {
   // A big model on a slow link between real nodes: the link.

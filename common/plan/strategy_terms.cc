@@ -89,7 +89,23 @@ Terms TermsOf(const PlanRequest& r, bool servers_run) {
   // device of its own shares nothing.
   const double share =
       mp.per_rank_device() ? 1.0 : std::min(1.0, static_cast<double>(mp.cores) / runnable);
+  t.share = share;
   t.flops = mp.gemm_flops_per_s * share;
+  if (c.one_host && !mp.per_rank_device()) {
+    // Every round of the job's rings at the least CPU a round cost in the
+    // calibration: a rank waiting for a round with a core to itself spins
+    // (0.5-0.9 ms per round at 2 processes here), which yields to any
+    // other work and is no demand on the cores; among 16 processes on 2
+    // cores nothing spins (30-36 us per round at load 10-14).
+    t.round_cpu_s = RingRoundCpuSeconds(mp, 16);
+    for (int ranks : {2, 4, 8}) {
+      const double c = RingRoundCpuSeconds(mp, ranks);
+      if (c > 0) t.round_cpu_s = std::min(t.round_cpu_s, c);
+    }
+    t.call_cpu_s = mp.shard_call_cpu_s;
+    t.step_cpu_s = mp.step_cpu_s;
+    t.host_cores = mp.cores * c.cpu_share;
+  }
   t.call_s = stretch * ShardRoundSeconds(mp, host_ranks);
   t.stream *= share;
   t.codec *= share;

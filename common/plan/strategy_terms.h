@@ -32,6 +32,17 @@ struct Terms {
   // A round of shard-server calls (each worker's chunk push + pull) among
   // the host's workers: ShardRoundSeconds, 0 = not measured.
   double call_s = 0;
+  // The share of one core's rates each rank's compute gets (flops, stream
+  // and codec above are the profile's times this).
+  double share = 1;
+  // The CPU floor (one_host, a CPU profile; else 0): the profile's CPU
+  // seconds per ring round per process (at the host's ranks), per shard
+  // call (both ends) and per worker step, and the cores the job's
+  // processes get (cores x cpu_share).
+  double round_cpu_s = 0;
+  double call_cpu_s = 0;
+  double step_cpu_s = 0;
+  double host_cores = 1;
   double p_bytes;      // the flat vector, bytes
 };
 

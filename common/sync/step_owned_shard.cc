@@ -26,6 +26,9 @@ absl::Status StepOwnedShard(const OwnedShard& shard, const optim::StepContext& c
   absl::StatusOr<GradCheck> check = CheckGradients(
       *shard.clip, options, scale, owned, *shard.ready_ranges,
       [&](int64_t lo, int64_t hi) -> absl::StatusOr<double> {
+        if (shard.owned_sum_sq != nullptr && lo == owned.lo && hi == owned.hi) {
+          return *shard.owned_sum_sq;
+        }
         if (shard.stepper != nullptr) return shard.stepper->SumOfSquares(g + (lo - owned.lo), hi - lo);
         return optim::PartialSumOfSquares(absl::MakeConstSpan(g + (lo - owned.lo), hi - lo));
       });

@@ -44,6 +44,11 @@ struct OwnedShard {
   // Device memory: the norm and the step go through it (grads / params are
   // device pointers); null: the host optimizer on host memory.
   optim::DeviceStepper* stepper = nullptr;
+  // Set: the sum of squares of the whole owned gradients, already known
+  // (the allreduce strategy's shm reduce computes it in its pass), so the
+  // check makes no pass of its own; the per-range search of a non-finite
+  // step still does. Null: one pass over `owned` here.
+  const double* owned_sum_sq = nullptr;
 };
 
 // One step of `shard` with FinishStep's `context` (`step` = the strategy's

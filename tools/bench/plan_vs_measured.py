@@ -6,11 +6,15 @@ See plan_vs_measured.sh for usage. The measured runs are strategies.sh's
 error. A variant tandem plan does not know (or that failed) is listed as such.
 """
 import argparse
+import glob
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 def dense_warmup(sync, opt):
     """Steps a compressed codec sends dense before compressing (its default
@@ -84,6 +88,134 @@ def calibrate(tandem, model, batch, path):
         return f.read()
 
 
+def proc_cpu_s(pid):
+    """CPU seconds (user + system) of process `pid`; None once it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            v = f.read().rsplit(")", 1)[1].split()
+        return (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+STEP_LINE = re.compile(r"^step (\d+)/")
+
+
+def job_cpu_per_step(tandem, run_dir, args, first=20, last=100):
+    """Runs `tandem local` (args) to step last + 5 (within the first epoch
+    at 8x2 and batch 32) and reads every process's
+    CPU (/proc, by the run directory's pid files) when the workers log step
+    `first` and step `last`: CPU seconds per step by role ('worker',
+    'shard', ...) in the steady state, start-up and teardown left out."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    cmd = [tandem, "local", "--run_dir=" + run_dir, "--max_steps=%d" % (last + 5),
+           "--log_every=5"] + args
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    snaps, tail = {}, []
+    for line in p.stdout:
+        tail = (tail + [line])[-20:]
+        m = STEP_LINE.match(line)
+        if m and int(m.group(1)) in (first, last) and int(m.group(1)) not in snaps:
+            cpu = {}
+            for pf in glob.glob(os.path.join(run_dir, "*.pid")):
+                try:
+                    with open(pf) as f:
+                        c = proc_cpu_s(int(f.read().split()[0]))
+                except (OSError, ValueError, IndexError):
+                    c = None
+                if c is not None:
+                    cpu[os.path.basename(pf)[:-4]] = c
+            snaps[int(m.group(1))] = cpu
+    p.wait()
+    if p.returncode != 0 or len(snaps) != 2:
+        sys.exit("plan_vs_measured: the calibration job failed:\n" + "".join(tail))
+    roles = {}
+    for name, c in snaps[last].items():
+        if name in snaps[first]:
+            role = re.sub(r"-\d+$", "", name)
+            roles[role] = roles.get(role, 0) + (c - snaps[first][name]) / (last - first)
+    return roles
+
+
+def job_terms(ring, ps, pred, n):
+    """(step_cpu_s, shard_call_cpu_s) from the calibration jobs' CPU per
+    step by role (`ring`, `ps`) and the plan's counts for them (`pred`):
+    the ring job's worker CPU beyond its work and its rounds — each at the
+    CPU per round the plan charges (round_cpu_s: the calibration's least,
+    so that what a round costs beyond it at this layout, waiting, lands in
+    step_cpu_s as the plan will charge it) — is step_cpu_s; the ps job's
+    CPU beyond that per worker, its rounds and its servers' optimizer, per
+    chunk call, is shard_call_cpu_s."""
+    a, q = pred["allreduce"], pred["ps"]
+    per_round = a["round_cpu_s"]
+    step = max(0.0, ring.get("worker", 0) / n - a["worker_work_s"] - a["worker_rounds"] * per_round)
+    ps_cpu = sum(ps.values()) - ps.get("coordinator", 0) - ps.get("dataserver", 0)
+    call = (ps_cpu - n * (step + q["worker_work_s"] + q["worker_rounds"] * per_round) -
+            q["server_cpu_s"]) / (n * q["worker_calls"])
+    return step, max(call, 0.0)
+
+
+def calibrate_jobs(tandem, model, batch, profile_path, out, layout):
+    """What the bare calibration misses, measured on real jobs: one flat
+    ring (allreduce hier=0) and one ps job (a server per node) at `layout`
+    on unshaped simulated nodes. The workers' CPU per step beyond what the
+    plan counts for the ring (compute, rounds at the calibrated CPU per
+    round) is step_cpu_s; ps's CPU beyond that and its servers' optimizer,
+    per chunk call it makes, is shard_call_cpu_s (worker and server ends:
+    the real call path's lanes, hand-offs and apply threads). Both go into
+    the profile at `profile_path`; returns what was measured."""
+    nodes, per = (int(x) for x in layout.split("x"))
+    n = nodes * per
+    common = ["--model=" + model, "--batch_size=%d" % batch, "--epochs=1", "--lr_scaling=none",
+              "--seed=1", "--checkpoint_every=0", "--nodes=%d" % nodes,
+              "--workers_per_node=%d" % per]
+    ring = job_cpu_per_step(tandem, os.path.join(out, "calibrate_ring"),
+                            common + ["--sync=allreduce", "--sync_opt=hier=0"])
+    ps = job_cpu_per_step(tandem, os.path.join(out, "calibrate_ps"),
+                          common + ["--sync=ps", "--shard_servers=%d" % nodes])
+    plan = subprocess.run([tandem, "plan", "--json", "--one_host", "--model=" + model,
+                           "--nodes=%d" % nodes, "--per_node=%d" % per, "--batch_size=%d" % batch,
+                           "--servers=%d" % nodes, "--profile=" + profile_path],
+                          capture_output=True, text=True, check=True)
+    pred = {x["strategy"]: x for x in json.loads(plan.stdout)["predictions"]}
+    step, call = job_terms(ring, ps, pred, n)
+    with open(profile_path) as f:
+        text = f.read()
+    # A real call does at least what the bare one (tandem plan --calibrate)
+    # did: the difference of two jobs' CPU is noisy (10 ms clock ticks,
+    # the ring job's waits) and may come out below it.
+    m = re.search(r"(?m)^shard_call_cpu_s = (\S+)", text)
+    bare = float(m.group(1)) if m else 0.0
+    call = max(call, bare)
+    for key, v in (("step_cpu_s", step), ("shard_call_cpu_s", call)):
+        text = re.sub(r"(?m)^%s = .*$" % key, "%s = %r" % (key, v), text)
+    with open(profile_path, "w") as f:
+        f.write(text)
+    return {"layout": layout, "ring_cpu_s_per_step": ring, "ps_cpu_s_per_step": ps,
+            "step_cpu_s": step, "shard_call_cpu_s": call, "bare_shard_call_cpu_s": bare,
+            "plan": {k: pred[k] for k in ("allreduce", "ps")}}
+
+
+def cpu_share(r, others):
+    """The share of the host's cores a measured run's job could expect:
+    its processes (workers and shard servers, each runnable when the step
+    is CPU-bound) over them plus `others`, the threads other processes
+    kept runnable (the scheduler's fair share); 1 where not measured."""
+    if others is None:
+        return 1.0
+    mine = r["nodes"] * r["workers_per_node"] + r.get("servers", 0)
+    return max(0.05, min(1.0, mine / (mine + max(0.0, others))))
+
+
+def median_others(results):
+    """The median over a session's runs of the threads other processes kept
+    runnable just before each (strategies.sh's others_running, sampled
+    from /proc/stat): one sample is a moment of the others' bursts, the
+    median the load the whole session shared the cores with."""
+    xs = sorted(r["others_running"] for r in results if r.get("others_running") is not None)
+    return xs[len(xs) // 2] if xs else None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tandem", required=True)
@@ -102,6 +234,13 @@ def main():
                     help="calibrate (tandem plan --calibrate, the run's model and batch) right "
                          "before and right after the measured runs and plan with the mean of the "
                          "two (OUT/profile.txt): on a loaded host a ring round's cost drifts")
+    ap.add_argument("--calibrate_layout", default="4x2",
+                    help="--calibrate's two real jobs (allreduce, ps) for step_cpu_s and "
+                         "shard_call_cpu_s: this layout, unshaped")
+    ap.add_argument("--share", choices=("measured", "1"), default="measured",
+                    help="plan each run with the share of the cores its job could expect (its "
+                         "processes over them plus the median of the threads others kept runnable "
+                         "before each run), or 1")
     ap.add_argument("--measured", default="",
                     help="a strategies.json from an earlier run: compare with it, run nothing")
     a = ap.parse_args()
@@ -120,11 +259,23 @@ def main():
     if a.calibrate and (a.measured or a.profile):
         sys.exit("plan_vs_measured: --calibrate measures around the runs: not with --measured or --profile")
     if a.calibrate:
-        before = calibrate(a.tandem, a.model, a.batch, os.path.join(out, "profile_before.txt"))
+        path = os.path.join(out, "profile_before.txt")
+        calibrate(a.tandem, a.model, a.batch, path)
+        jobs = calibrate_jobs(a.tandem, a.model, a.batch, path, out, a.calibrate_layout)
+        print("calibration jobs at %s: step_cpu_s %.3g, shard_call_cpu_s %.3g" % (
+            a.calibrate_layout, jobs["step_cpu_s"], jobs["shard_call_cpu_s"]))
+        with open(os.path.join(out, "calibration_jobs.json"), "w") as f:
+            json.dump(jobs, f, indent=1)
+        with open(path) as f:
+            before = f.read()
     if not a.measured:
         subprocess.run(cmd, check=True, env=env)
     if a.calibrate:
         after = calibrate(a.tandem, a.model, a.batch, os.path.join(out, "profile_after.txt"))
+        # The jobs' two terms were measured once (before): the same in both.
+        for key in ("step_cpu_s", "shard_call_cpu_s"):
+            m = re.search(r"(?m)^%s = .*$" % key, before)
+            after = re.sub(r"(?m)^%s = .*$" % key, m.group(0), after) if m else after
         with open(os.path.join(out, "profile.txt"), "w") as f:
             f.write(mean_profile(before, after))
         profile = ["--profile=" + os.path.join(out, "profile.txt")]
@@ -137,17 +288,21 @@ def main():
 
     rows = []
     plans = {}
+    others = median_others(measured) if a.share == "measured" else None
+    if others is not None:
+        print("other processes' runnable threads before the runs: median %.1f" % others)
     for r in measured:
         # strategies.sh gives ps / hybrid one shard server per node, each on
         # its own shaped link, or N ('<variant> sN').
         tail = r["variant"].rsplit(" s", 1)
         servers = int(tail[1]) if len(tail) == 2 and tail[1].isdigit() else r["nodes"]
-        key = (r["rate"], r["layout"], servers)
+        share = round(cpu_share(r, others), 2)
+        key = (r["rate"], r["layout"], servers, share)
         if key not in plans:
             p = subprocess.run([a.tandem, "plan", "--json", "--one_host", "--model=" + model,
                                 "--nodes=%d" % r["nodes"], "--per_node=%d" % r["workers_per_node"],
                                 "--link=" + r["rate"], "--batch_size=%d" % batch,
-                                "--servers=%d" % servers] + profile,
+                                "--servers=%d" % servers, "--cpu_share=%g" % share] + profile,
                                capture_output=True, text=True)
             if p.returncode != 0:
                 sys.exit("plan_vs_measured: tandem plan failed: " + p.stderr.strip())
@@ -158,7 +313,9 @@ def main():
                "measured_ms": r.get("step_ms") if r["ok"] else None,
                "predicted_ms": pred["step_s"] * 1e3 if pred else None,
                "lossy": pred["lossy"] if pred else None,
-               "bound": pred.get("bound") if pred else None}
+               "bound": pred.get("bound") if pred else None,
+               "cpu_floor_ms": pred["cpu_floor_s"] * 1e3 if pred and "cpu_floor_s" in pred else None,
+               "cpu_share": share, "load": r.get("load")}
         # strategies.sh averages the steps after its first progress line.
         if dense_warmup(r["sync"], r.get("sync_opt", "")) >= r["steps"] - max(1, r["steps"] // 5):
             row["note"] = "measured steps in the dense warm-up"
@@ -166,15 +323,17 @@ def main():
             row["error"] = row["predicted_ms"] / row["measured_ms"] - 1
         rows.append(row)
 
-    print("\n%-26s %-8s %-6s %12s %12s %8s  %s" % ("strategy", "link", "layout", "predicted ms",
-                                                    "measured ms", "error", "plan's bound"))
+    print("\n%-26s %-8s %-6s %12s %12s %8s %9s %5s %5s  %s" % (
+        "strategy", "link", "layout", "predicted ms", "measured ms", "error", "floor ms", "share",
+        "load", "plan's bound"))
     for r in rows:
-        print("%-26s %-8s %-6s %12s %12s %8s  %s" % (
+        print("%-26s %-8s %-6s %12s %12s %8s %9s %5.2f %5s  %s" % (
             r["variant"], r["rate"], r["layout"],
             "%.1f" % r["predicted_ms"] if r["predicted_ms"] else "-",
             "%.1f" % r["measured_ms"] if r["measured_ms"] else "FAILED",
             "%+.0f%%" % (100 * r["error"]) if "error" in r else r.get("note", "-"),
-            r["bound"] or "-"))
+            "%.1f" % r["cpu_floor_ms"] if r["cpu_floor_ms"] else "-", r["cpu_share"],
+            "%.0f" % r["load"] if r["load"] is not None else "-", r["bound"] or "-"))
     verdicts = []
     for key in sorted({(r["rate"], r["layout"]) for r in rows}):
         ok_rows = sorted((r for r in rows if (r["rate"], r["layout"]) == key and r["measured_ms"]

@@ -11,14 +11,25 @@
 #        [--steps 30] [--batch 64] [--rates 1gbit,100mbit] [--layouts 2x2,4x1]
 #        [--measured OUT/measured/strategies.json]   (re-plan an earlier run only)
 #        [--repeat 3] [--only "allreduce hier=0,..."] [--profile FILE | --calibrate]
+#        [--calibrate_layout 4x2] [--share measured|1]
 # --calibrate: `tandem plan --calibrate` right before and right after the
 # runs, planned with the mean of the two profiles (OUT/profile.txt): on a
 # loaded host the calibrated ring and shard-server call rounds drift with
-# the other load. Each row also prints what the plan says bounds it (link,
-# CPU, latency).
-# Issue 33's 8x2 run (docs/benchmarks.md):
+# the other load. Before the runs it also runs two 105-step real jobs at
+# --calibrate_layout (allreduce, ps; unshaped) and measures every
+# process's CPU between steps 20 and 100: what a worker's step and a real
+# chunk call cost beyond the plan's counted parts (step_cpu_s,
+# shard_call_cpu_s; OUT/calibration_jobs.json). Each run is planned with
+# the share of the cores its job could expect (--share measured: its
+# processes over them plus the session's median of the threads others
+# kept runnable before each run) and printed with the plan's CPU floor,
+# that share, the load average and what bounds it (link, CPU, latency).
+# Issue 33's acceptance run (docs/benchmarks.md; about 11 minutes with
+# --repeat 1 and 20 with --repeat 2 on this 2-core host, calibration
+# included):
 #   sudo tools/bench/plan_vs_measured.sh --model mlp:784,64,10 --batch 32 --steps 50 \
-#     --rates 100mbit --layouts 8x2,2x2,4x1 --repeat 3
+#     --rates 100mbit --layouts 8x2,2x2,4x1 --repeat 2 --calibrate --only \
+#     "allreduce hier=0,allreduce hier=1,allreduce wire=fp16,compressed int8+EF,compressed powersgd r4,ps,hybrid,zero1,zero2,zero3"
 # --measured plans the model and batch the run used (its strategies.json);
 # rows plan has no strategy for (hier=1 int8, threshold) or whose steps were
 # all in a codec's dense warm-up are listed without an error; the
@@ -31,7 +42,7 @@ if [ ! -x "$TANDEM" ]; then
   echo "plan_vs_measured.sh: no tandem binary at $TANDEM; run 'bazel build -c opt //tools/tandem' or set TANDEM" >&2
   exit 1
 fi
-case "${1:-}" in -h|--help) sed -n '2,26p' "$0"; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,37p' "$0"; exit 0 ;; esac
 PYTHON=${PYTHON:-/usr/bin/python3}
 [ -x "$PYTHON" ] || PYTHON=python3
 exec "$PYTHON" "$here/plan_vs_measured.py" --tandem "$TANDEM" --strategies "$here/strategies.sh" "$@"

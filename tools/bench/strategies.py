@@ -166,13 +166,51 @@ ACC = re.compile(r"^epoch (\d+) test accuracy (\d+(?:\.\d+)?)")
 NETWORK = re.compile(r"^network: (.*)")
 
 
+def host_busy_s():
+    """CPU seconds every core of this host has been busy (not idle or
+    waiting for I/O) since boot, from /proc/stat; None where unreadable."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def load_average():
+    try:
+        with open("/proc/loadavg") as f:
+            return float(f.read().split()[0])
+    except (OSError, ValueError):
+        return None
+
+
+def others_running(samples=20, every_s=0.01):
+    """Threads other processes keep runnable, sampled before a run starts
+    (/proc/stat procs_running, this sampler itself left out): the
+    competition the run's processes will share the cores with."""
+    seen = []
+    for _ in range(samples):
+        try:
+            with open("/proc/stat") as f:
+                for line in f:
+                    if line.startswith("procs_running"):
+                        seen.append(int(line.split()[1]) - 1)
+        except (OSError, ValueError):
+            return None
+        time.sleep(every_s)
+    return sum(seen) / len(seen) if seen else None
+
+
 def run_tandem(tandem, args, run_dir, timeout):
     # A run directory keeps the coordinator's state; one left by an earlier
     # run of this bench would be resumed (and refused: its job has finished).
     shutil.rmtree(run_dir, ignore_errors=True)
     cmd = [tandem, "local", "--run_dir=" + run_dir] + args
+    running = others_running()
     t0 = time.time()
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    busy0 = host_busy_s()
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         rc, out, err = p.returncode, p.stdout, p.stderr
@@ -180,7 +218,12 @@ def run_tandem(tandem, args, run_dir, timeout):
         rc, out, err = -1, (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or ""), "timed out after %d s" % timeout
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
-    return rc, out, err, time.time() - t0, cmd, cpu
+    busy1 = host_busy_s()
+    # The whole host's busy CPU over the run (this job's and every other
+    # process's) and the load average at its end: the load it ran under.
+    host = {"cpu_s": busy1 - busy0 if busy0 is not None and busy1 is not None else None,
+            "load": load_average(), "others_running": running}
+    return rc, out, err, time.time() - t0, cmd, cpu, host
 
 
 MEMORY = re.compile(r'^tandem_sync_memory_bytes\{[^}]*kind="(\w+)"[^}]*\} (\S+)')
@@ -296,7 +339,7 @@ def main():
             args = common + sync_args + servers + ["--nodes=%d" % nodes, "--workers_per_node=%d" % per,
                                          "--link=" + rate, "--max_steps=%d" % a.steps,
                                          "--log_every=%d" % max(1, a.steps // 5)]
-            rc, out, err, wall, cmd, cpu = run_tandem(binary, args,
+            rc, out, err, wall, cmd, cpu, host = run_tandem(binary, args,
                                                       os.path.join(a.out, "runs", name), a.timeout)
             if "cannot create a network namespace" in err:
                 sys.exit("strategies.sh: " + err.strip().splitlines()[-1] +
@@ -320,6 +363,12 @@ def main():
                 # waited for, start-up and evaluation included) per step:
                 # the per-CPU-second measure for a loaded machine.
                 r["cpu_ms_per_step"] = 1000 * cpu / a.steps
+                # The host's busy CPU over the same run (every process's)
+                # and its load average: this job's share of the cores.
+                if host["cpu_s"] is not None:
+                    r["host_cpu_ms_per_step"] = 1000 * host["cpu_s"] / a.steps
+                r["load"] = host["load"]
+                r["others_running"] = host["others_running"]
                 mem = worker_memory(os.path.join(a.out, "runs", name))
                 r["memory_bytes"] = mem
                 r["memory_mib"] = sum(mem.values()) / 2**20 if mem else None
@@ -344,7 +393,7 @@ def main():
             if sync in SHARD_STRATEGIES:
                 args.append("--shard_servers=%d" % acc_layout[0])
             name = "accuracy_" + label.replace(" ", "_").replace("=", "")
-            rc, out, err, wall, _, _ = run_tandem(a.tandem, args, os.path.join(a.out, "runs", name), a.timeout)
+            rc, out, err, wall, _, _, _ = run_tandem(a.tandem, args, os.path.join(a.out, "runs", name), a.timeout)
             _, _, acc, _ = parse(out)
             accuracy[label] = acc if rc == 0 else None
             print("  accuracy %-22s %s" % (label, acc if rc == 0 else "FAILED: " + last_error(rc, out, err)),

@@ -223,6 +223,9 @@ FlagTable PlanFlags(PlanOptions* o) {
   t.Double("bucket_cap_mb", &o->bucket_cap_mb, "MiB per gradient bucket, as --sync_opt bucket_cap_mb.");
   t.Bool("one_host", &o->one_host,
          "Every node is simulated on this machine (tandem local --nodes): workers share its cores.");
+  t.Double("cpu_share", &o->cpu_share,
+           "With --one_host: the share of this machine's cores the job gets, in (0, 1] (1 = "
+           "otherwise idle; 0.5 = other work takes half): the CPU floor of a step divides by it.");
   t.String("profile", &o->profile,
            "Machine profile file (\"\" = $HOME/.config/tandem/plan_profile, else built-in defaults).");
   t.Bool("calibrate", &o->calibrate, "Measure this machine first and save the profile (a few seconds).");

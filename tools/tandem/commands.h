@@ -48,6 +48,7 @@ struct PlanOptions {
   std::string optimizer = "sgd";
   double bucket_cap_mb = 25;
   bool one_host = false;          // every node simulated on this machine
+  double cpu_share = 1;           // one_host: the share of this host's cores the job gets
   std::string profile;            // machine profile file; "" = the default path
   bool calibrate = false;         // measure this machine, save the profile, then plan
   bool json = false;

@@ -135,6 +135,7 @@ absl::StatusOr<plan::PlanRequest> PlanRequestFrom(const PlanOptions& o,
   r.cluster.per_node = o.per_node;
   r.cluster.servers = o.servers;
   r.cluster.one_host = o.one_host;
+  r.cluster.cpu_share = o.cpu_share;
   if (!o.link.empty()) {
     auto bps = ParseLinkRate(o.link);
     if (!bps.ok()) return absl::InvalidArgumentError(absl::StrCat("--link: ", bps.status().message()));
@@ -165,13 +166,16 @@ std::string FormatJson(const PlanOptions& o, const plan::PlanRequest& r,
         "\"finish_s\": %.6g, \"control_s\": %.6g, \"burst_saved_s\": %.6g, \"node_link_bytes\": %.6g, \"param_bytes\": %d, \"grad_bytes\": %d, "
         "\"optimizer_bytes\": %d, \"activation_bytes\": %d, \"server_bytes\": %d, "
         "\"lossy\": %s, \"fits\": %s, \"bottleneck\": %s, \"bound\": %s, \"link_bound_s\": %.6g, "
-        "\"cpu_bound_s\": %.6g, \"latency_bound_s\": %.6g, \"flags\": %s}",
+        "\"cpu_bound_s\": %.6g, \"latency_bound_s\": %.6g, \"host_cpu_s\": %.6g, "
+        "\"cpu_floor_s\": %.6g, \"worker_work_s\": %.6g, \"worker_rounds\": %.6g, "
+        "\"worker_calls\": %.6g, \"round_cpu_s\": %.6g, \"server_cpu_s\": %.6g, \"flags\": %s}",
         i == 0 ? "" : ",", JsonString(p.strategy), p.step_s, p.samples_per_s, p.forward_s,
         p.backward_s, p.comm_s, p.exposed_comm_s, p.finish_s, p.control_s, p.burst_saved_s, p.node_link_bytes, p.param_bytes,
         p.grad_bytes, p.optimizer_bytes, p.activation_bytes, p.server_bytes,
         p.lossy ? "true" : "false", p.fits ? "true" : "false", JsonString(p.bottleneck),
-        JsonString(p.bound), p.link_bound_s, p.cpu_bound_s, p.latency_bound_s,
-        JsonString(absl::StrCat(common, " ", StrategyLocalFlags(o, p.strategy))));
+        JsonString(p.bound), p.link_bound_s, p.cpu_bound_s, p.latency_bound_s, p.host_cpu_s,
+        p.cpu_floor_s, p.worker_work_s, p.worker_rounds, p.worker_calls, p.round_cpu_s,
+        p.server_cpu_s, JsonString(absl::StrCat(common, " ", StrategyLocalFlags(o, p.strategy))));
   }
   const Recommendation rec = Recommend(ps, o.tie_fraction);
   std::string tied;
@@ -320,12 +324,20 @@ absl::StatusOr<std::string> RunPlan(const PlanOptions& o, const std::string& hom
     co.batch = o.batch_size;
     ASSIGN_OR_RETURN(profile, plan::Calibrate(co));
     // Shard-server rounds, as the ring rounds (after them: this forks).
+    // Each with the chunk ps / hybrid would push for the model with a
+    // server per two workers (ps_sync.h: a server's range, at most 0.25
+    // MiB); the CPU per call from the largest (16 workers, 8 servers).
+    ASSIGN_OR_RETURN(plan::PlanRequest model, PlanRequestFrom(o, profile));
     for (auto [workers, field] :
          {std::pair{2, &profile.shard_round_2_s}, {4, &profile.shard_round_4_s},
           {8, &profile.shard_round_8_s}, {16, &profile.shard_round_16_s}}) {
       ShardRoundOptions so;
       so.workers = workers;
-      ASSIGN_OR_RETURN(*field, MeasureShardRound(so));
+      const int64_t servers = std::max(1, workers / 2);
+      so.floats = std::min<int64_t>((model.model.flat_size + servers - 1) / servers, 1 << 16);
+      ASSIGN_OR_RETURN(ShardRound round, MeasureShardRound(so));
+      *field = round.round_s;
+      profile.shard_call_cpu_s = round.call_cpu_s;
     }
     if (!path.empty()) {
       const size_t slash = path.rfind('/');

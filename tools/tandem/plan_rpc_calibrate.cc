@@ -3,12 +3,15 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <chrono>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -28,6 +31,41 @@ bool WriteAll(int fd, const void* p, size_t n) {
   return write(fd, p, n) == static_cast<ssize_t>(n);
 }
 bool ReadAll(int fd, void* p, size_t n) { return read(fd, p, n) == static_cast<ssize_t>(n); }
+
+// CPU seconds this process (all its threads) has used.
+double OwnCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// CPU seconds (user + system) process `pid` has used, from /proc; 0 when
+// it cannot be read.
+double ProcCpuSeconds(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(f, line)) return 0;
+  const size_t close_paren = line.rfind(')');
+  if (close_paren == std::string::npos) return 0;
+  std::istringstream rest(line.substr(close_paren + 2));
+  std::string field;
+  double utime = 0, stime = 0;
+  // Fields 3.. after "(comm)": utime and stime are the 14th and 15th.
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14) utime = std::stod(field);
+    if (i == 15) stime = std::stod(field);
+  }
+  return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// What one worker reports: its median run's seconds, its CPU seconds over
+// all its timed runs, and (worker 0) the servers' over the same runs.
+struct WorkerResult {
+  int worker = -1;
+  double secs = -1;
+  double cpu_s = 0;
+  double server_cpu_s = 0;
+};
 
 // The server process: serve until `stop_fd` closes. Its port goes to `port_fd`.
 int RunServer(int port_fd, int stop_fd) {
@@ -52,7 +90,8 @@ int RunServer(int port_fd, int stop_fd) {
 // `ready_fd`), every worker pushes and pulls its chunk each round; worker 0
 // times the rounds, `repetitions` runs of `round_trips`.
 absl::Status RunWorker(int worker, const ShardRoundOptions& o, const std::vector<int>& ports,
-                       int ready_fd[2], std::vector<double>* secs) {
+                       const std::vector<pid_t>& servers, int ready_fd[2],
+                       std::vector<double>* secs, WorkerResult* cpu) {
   std::vector<std::unique_ptr<shard::ShardClient>> clients;
   std::vector<std::unique_ptr<shard::PushStream>> pushes;
   for (int port : ports) {
@@ -100,18 +139,26 @@ absl::Status RunWorker(int worker, const ShardRoundOptions& o, const std::vector
     return absl::OkStatus();
   };
   for (int i = 0; i < kWarmUp; ++i) RETURN_IF_ERROR(round());
+  auto servers_cpu = [&servers, worker]() {
+    double sum = 0;
+    for (pid_t pid : servers) sum += worker == 0 ? ProcCpuSeconds(pid) : 0;
+    return sum;
+  };
+  const double cpu0 = OwnCpuSeconds(), server0 = servers_cpu();
   for (int r = 0; r < o.repetitions; ++r) {
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < o.round_trips; ++i) RETURN_IF_ERROR(round());
     secs->push_back(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
+  cpu->cpu_s = OwnCpuSeconds() - cpu0;
+  cpu->server_cpu_s = servers_cpu() - server0;
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::StatusOr<double> MeasureShardRound(const ShardRoundOptions& o) {
+absl::StatusOr<ShardRound> MeasureShardRound(const ShardRoundOptions& o) {
   if (o.workers < 1 || o.floats < 1 || o.round_trips < 1 || o.repetitions < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "calibrate: a shard round needs >= 1 worker, float, round trip and repetition, got ",
@@ -140,29 +187,39 @@ absl::StatusOr<double> MeasureShardRound(const ShardRoundOptions& o) {
   close(stop_pipe[0]);
   const size_t server_children = children.size();
   const bool servers_up = static_cast<int>(ports.size()) == servers;
+  const std::vector<pid_t> server_pids(children.begin(), children.end());
   for (int w = 0; w < o.workers && servers_up; ++w) {
     const pid_t pid = fork();
     if (pid == 0) {
       close(stop_pipe[1]);
       close(result_pipe[0]);
       std::vector<double> secs;
-      const absl::Status s = RunWorker(w, o, ports, ready_pipe, &secs);
+      WorkerResult result;
+      const absl::Status s = RunWorker(w, o, ports, server_pids, ready_pipe, &secs, &result);
       if (!s.ok()) {
         fprintf(stderr, "calibrate: shard round worker %d: %s\n", w, s.ToString().c_str());
       }
-      double median = -1;
+      result.worker = w;
       if (s.ok()) {
         std::sort(secs.begin(), secs.end());
-        median = secs[secs.size() / 2];
+        result.secs = secs[secs.size() / 2];
       }
-      if (w == 0 || !s.ok()) (void)!WriteAll(result_pipe[1], &median, sizeof(median));
+      (void)!WriteAll(result_pipe[1], &result, sizeof(result));
       _exit(s.ok() ? 0 : 1);
     }
     if (pid > 0) children.push_back(pid);
   }
   close(result_pipe[1]);
-  double median = -1;
-  const bool got = servers_up && ReadAll(result_pipe[0], &median, sizeof(median));
+  // Worker 0's time; every worker's CPU and the servers' (worker 0 read
+  // them over its timed runs).
+  double median = -1, cpu_s = 0;
+  bool got = servers_up;
+  for (int w = 0; w < o.workers && got; ++w) {
+    WorkerResult result;
+    got = ReadAll(result_pipe[0], &result, sizeof(result)) && result.secs > 0;
+    if (result.worker == 0) median = result.secs;
+    cpu_s += result.cpu_s + result.server_cpu_s;
+  }
   bool all_ok = static_cast<int>(children.size()) == o.workers + servers;
   if (!got || !(median > 0)) {
     // A failed worker 0 leaves the others waiting for it: end them all.
@@ -188,7 +245,8 @@ absl::StatusOr<double> MeasureShardRound(const ShardRoundOptions& o) {
         "calibrate: the shard-server round of ", o.workers,
         " worker process(es) over loopback failed"));
   }
-  return median / o.round_trips / servers;
+  const double calls = static_cast<double>(o.round_trips) * o.repetitions * o.workers * servers;
+  return ShardRound{median / o.round_trips / servers, cpu_s / calls};
 }
 
 }  // namespace cli

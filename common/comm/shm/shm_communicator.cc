@@ -101,6 +101,11 @@ struct alignas(64) ShmCommunicator::Control {
 struct ShmCommunicator::RankInfo {
   int32_t pid;
   uint64_t pid_namespace;
+  // AllReduceSumOfSquares: this rank's share's sum of squares for the chunk
+  // in flight, written between the chunk's two barriers and read by every
+  // rank after the second (the next write waits for the next chunk's first
+  // barrier, which no rank passes before it has read). Own cache line.
+  alignas(64) double share_sum_sq;
 };
 static_assert(sizeof(std::atomic<uint32_t>) == 4 && std::atomic<uint32_t>::is_always_lock_free,
               "futex words must be plain lock-free 32-bit atomics");
@@ -353,6 +358,21 @@ absl::Status ShmCommunicator::WaitAll(absl::Time deadline, absl::string_view op)
 // reads other ranks' slots is followed by a barrier before returning.
 
 absl::Status ShmCommunicator::AllReduce(float* data, int64_t count, ReduceOp op) {
+  return AllReduceChunks(data, count, op, nullptr);
+}
+
+absl::Status ShmCommunicator::AllReduceSumOfSquares(float* data, int64_t count, double* sum_sq) {
+  *sum_sq = 0;
+  if (world_size_ > 1) return AllReduceChunks(data, count, ReduceOp::kSum, sum_sq);
+  if (absl::Status s = CheckUsable("allreduce"); !s.ok()) return s;
+  numeric::SquareLanes squares;  // one rank: nothing to sum, one pass
+  squares.Add(data, count);
+  *sum_sq = squares.Sum();
+  return absl::OkStatus();
+}
+
+absl::Status ShmCommunicator::AllReduceChunks(float* data, int64_t count, ReduceOp op,
+                                              double* sum_sq) {
   if (absl::Status s = CheckUsable("allreduce"); !s.ok()) return s;
   if (count == 0 || world_size_ == 1) return absl::OkStatus();
   const absl::Time deadline = absl::Now() + timeout_;
@@ -373,21 +393,29 @@ absl::Status ShmCommunicator::AllReduce(float* data, int64_t count, ReduceOp op)
     if (lo > 0) std::memcpy(mine, data + off, lo * sizeof(float));
     if (n > hi) std::memcpy(mine + hi, data + off + hi, (n - hi) * sizeof(float));
     if (absl::Status s = WaitAll(deadline, "allreduce"); !s.ok()) return s;
+    double part = 0;  // the sum of squares of this rank's share of the chunk
+    double* const share_sum_sq = sum_sq != nullptr ? &part : nullptr;
     if (hi > lo) {
       for (int r = 0; r < world_size_; ++r) {
         srcs_[r] = r == rank_ ? data + off + lo : reinterpret_cast<const float*>(slot(r)) + lo;
       }
       float* dst = reinterpret_cast<float*>(result()) + lo;
       if (op == ReduceOp::kSum) {
-        shm_internal::ReduceSlots<shm_internal::Sum>(dst, srcs_.data(), world_size_, hi - lo, data + off + lo);
+        shm_internal::ReduceSlots<shm_internal::Sum>(dst, srcs_.data(), world_size_, hi - lo,
+                                                     data + off + lo, share_sum_sq);
       } else {
         shm_internal::ReduceSlots<shm_internal::Max>(dst, srcs_.data(), world_size_, hi - lo, data + off + lo);
       }
     }
+    if (sum_sq != nullptr) ranks_[rank_].share_sum_sq = *share_sum_sq;
     if (absl::Status s = WaitAll(deadline, "allreduce"); !s.ok()) return s;
     const float* res = reinterpret_cast<const float*>(result());
     if (lo > 0) std::memcpy(data + off, res, lo * sizeof(float));
     if (n > hi) std::memcpy(data + off + hi, res + hi, (n - hi) * sizeof(float));
+    // Every rank adds the shares in rank order: the same value everywhere.
+    if (sum_sq != nullptr) {
+      for (int r = 0; r < world_size_; ++r) *sum_sq += ranks_[r].share_sum_sq;
+    }
   }
   return absl::OkStatus();
 }

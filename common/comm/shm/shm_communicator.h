@@ -89,6 +89,10 @@ class ShmCommunicator final : public Communicator {
   std::string backend() const override { return "shm"; }
 
   absl::Status AllReduce(float* data, int64_t count, ReduceOp op = ReduceOp::kSum) override;
+  // The sum of squares comes from the reduce pass (each rank squares the
+  // share it sums, from L1) and one double per rank in the segment.
+  bool fuses_sum_of_squares() const override { return true; }
+  absl::Status AllReduceSumOfSquares(float* data, int64_t count, double* sum_sq) override;
   absl::Status ReduceScatter(const float* input, float* output, int64_t count_per_rank) override;
   absl::Status AllGather(const void* input, void* output, int64_t bytes_per_rank) override;
   absl::Status Broadcast(void* data, int64_t bytes, int root) override;
@@ -128,6 +132,9 @@ class ShmCommunicator final : public Communicator {
                              const std::string& key);
   // Peers in other processes of this pid namespace, watched while waiting.
   void WatchLocalPeers();
+
+  // AllReduce, and with `sum_sq` non-null AllReduceSumOfSquares (kSum).
+  absl::Status AllReduceChunks(float* data, int64_t count, ReduceOp op, double* sum_sq);
 
   // Waits for every rank to arrive. `op` names the operation in errors (only
   // formatted on failure). On failure marks this instance broken.

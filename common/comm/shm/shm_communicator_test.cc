@@ -151,6 +151,63 @@ TEST(Shm, AllReduceSumsInRankOrderOnEveryRank) {
   }
 }
 
+TEST(Shm, AllReduceSumOfSquaresIsAllReduceAndTheNormOnEveryRank) {
+  // The fused sum of squares: the elements are AllReduce's bit for bit, the
+  // sum matches a double reference over the summed elements, every rank gets
+  // the same value, and plain allreduces in between do not disturb it.
+  for (int world : {1, 2, 3, 5}) {
+    for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{70001}}) {
+      auto value = [](int rank, int64_t i) {
+        return static_cast<float>(std::sin(0.37 * i + rank) * (1 + rank * 1e-3));
+      };
+      std::vector<std::vector<float>> got(world);
+      std::vector<double> sums(world, -1);
+      auto results = RunRanks(world, [&](int rank, Communicator& c) {
+        if (!c.fuses_sum_of_squares()) return absl::InternalError("shm should fuse");
+        std::vector<float> a(count), plain(count, 1.0f);
+        for (int64_t i = 0; i < count; ++i) a[i] = value(rank, i);
+        if (auto s = c.AllReduce(plain.data(), count); !s.ok()) return s;
+        if (auto s = c.AllReduceSumOfSquares(a.data(), count, &sums[rank]); !s.ok()) return s;
+        if (auto s = c.AllReduce(plain.data(), count); !s.ok()) return s;
+        for (float p : plain) {
+          if (p != world * world) return absl::InternalError("plain allreduce disturbed");
+        }
+        got[rank] = std::move(a);
+        return absl::OkStatus();
+      });
+      for (int r = 0; r < world; ++r) ASSERT_TRUE(results[r].ok()) << results[r];
+      double want_sum = 0;
+      for (int64_t i = 0; i < count; ++i) {
+        float want = value(0, i);
+        for (int r = 1; r < world; ++r) want += value(r, i);
+        want_sum += static_cast<double>(want) * want;
+        for (int r = 0; r < world; ++r) ASSERT_EQ(got[r][i], want) << "rank " << r << " at " << i;
+      }
+      for (int r = 0; r < world; ++r) {
+        EXPECT_NEAR(sums[r], want_sum, 1e-12 * want_sum) << "world " << world << " rank " << r;
+        EXPECT_EQ(sums[r], sums[0]) << "world " << world << ": ranks disagree";
+      }
+    }
+  }
+}
+
+TEST(Shm, AllReduceSumOfSquaresIsNonFiniteOnEveryRankWhenOneElementIs) {
+  const int world = 3;
+  const int64_t count = 50000;  // several chunks; the bad element in the last
+  for (float bad : {std::nanf(""), INFINITY}) {
+    std::vector<double> sums(world, 0);
+    auto results = RunRanks(world, [&](int rank, Communicator& c) {
+      std::vector<float> a(count, 0.5f);
+      if (rank == 1) a[count - 3] = bad;
+      return c.AllReduceSumOfSquares(a.data(), count, &sums[rank]);
+    });
+    for (int r = 0; r < world; ++r) {
+      ASSERT_TRUE(results[r].ok()) << results[r];
+      EXPECT_FALSE(std::isfinite(sums[r])) << "rank " << r << " got " << sums[r];
+    }
+  }
+}
+
 TEST(Shm, BadOptionsAreInvalidArgument) {
   gloo::rendezvous::HashStore store;
   ShmOptions o;

@@ -27,8 +27,9 @@ inline std::vector<absl::Status> RunGlooRanks(int world, const RankBody& body) {
   return RunGlooRanks(world, absl::Seconds(60), body);
 }
 
-// Forwards every call to a communicator it does not own.
-class BorrowedCommunicator final : public Communicator {
+// Forwards every call to a communicator it does not own (a test may derive
+// from it to observe or change a few calls).
+class BorrowedCommunicator : public Communicator {
  public:
   explicit BorrowedCommunicator(Communicator* c) : c_(c) {}
   int rank() const override { return c_->rank(); }
@@ -36,6 +37,10 @@ class BorrowedCommunicator final : public Communicator {
   std::string backend() const override { return c_->backend(); }
   absl::Status AllReduce(float* d, int64_t n, ReduceOp op) override {
     return c_->AllReduce(d, n, op);
+  }
+  bool fuses_sum_of_squares() const override { return c_->fuses_sum_of_squares(); }
+  absl::Status AllReduceSumOfSquares(float* d, int64_t n, double* sum_sq) override {
+    return c_->AllReduceSumOfSquares(d, n, sum_sq);
   }
   absl::Status ReduceScatter(const float* in, float* out, int64_t n) override {
     return c_->ReduceScatter(in, out, n);

@@ -58,6 +58,10 @@ class AllreduceSync final : public GradientSync {
     e.operation = [this](int, int64_t lo, int64_t hi) { return RunBucket(lo, hi); };
     ASSIGN_OR_RETURN(engine_, BucketEngine::Create(std::move(e)));
     if (options.hierarchical) RETURN_IF_ERROR(StartHierarchical());
+    // Clipping scales by the norm, so it keeps the one-pass sum (bit for bit
+    // the other strategies'); the check only needs finiteness.
+    fuse_check_ = comm_->fuses_sum_of_squares() && hier_ == nullptr &&
+                  device_stepper_ == nullptr && !clip_.enabled();
     return absl::OkStatus();
   }
 
@@ -76,6 +80,8 @@ class AllreduceSync final : public GradientSync {
     RETURN_IF_ERROR(guard_.CheckBegin(options));
     report_ = StepReport{};
     PlanBucketSteps(options);  // before the engine's thread can see this step
+    fused_step_ = fuse_check_ && (options.skip_non_finite || options.measure_grad_norm);
+    fused_sum_sq_ = 0;
     return guard_.Started(engine_->BeginStep(), options);
   }
 
@@ -174,7 +180,13 @@ class AllreduceSync final : public GradientSync {
       inter_node_bytes_.fetch_add(share * kFloat, std::memory_order_relaxed);
       return bucket_step_ ? StepBucket(lo, hi) : absl::OkStatus();
     }
-    RETURN_IF_ERROR(comm_->AllReduce(grads_ + lo, n, ReduceOp::kSum));
+    if (fused_step_) {
+      double sum_sq = 0;
+      RETURN_IF_ERROR(comm_->AllReduceSumOfSquares(grads_ + lo, n, &sum_sq));
+      fused_sum_sq_ += sum_sq;  // buckets in plan order: the same sum on every rank
+    } else {
+      RETURN_IF_ERROR(comm_->AllReduce(grads_ + lo, n, ReduceOp::kSum));
+    }
     bytes_sent_.fetch_add(n * kFloat, std::memory_order_relaxed);
     if (world_spans_nodes_) inter_node_bytes_.fetch_add(n * kFloat, std::memory_order_relaxed);
     return bucket_step_ ? StepBucket(lo, hi) : absl::OkStatus();
@@ -222,8 +234,9 @@ class AllreduceSync final : public GradientSync {
   // Every rank now holds the same summed gradients, so every rank computes
   // the same scale, the same clip factor and the same update.
   absl::Status Update(const optim::StepContext& context, int64_t step) {
-    const OwnedShard whole{kLabel, rank_, world_size_, &clip_, {0, size_}, &ready_ranges_,
-                           grads_, params_, optimizer_.get(), device_stepper_};
+    OwnedShard whole{kLabel, rank_, world_size_, &clip_, {0, size_}, &ready_ranges_,
+                     grads_, params_, optimizer_.get(), device_stepper_};
+    if (fused_step_) whole.owned_sum_sq = &fused_sum_sq_;
     return StepOwnedShard(whole, context, step, guard_.grad_scale(), guard_.options(), &report_);
   }
 
@@ -241,6 +254,7 @@ class AllreduceSync final : public GradientSync {
   const bool world_spans_nodes_;
   const std::vector<std::pair<int64_t, int64_t>> ready_ranges_;
   const bool step_per_bucket_;  // options allow it; each step decides (bucket_step_)
+  bool fuse_check_ = false;     // set in Start: the communicator can, the step allows it
   // Set in Start before any step, then used by the communication thread only.
   std::unique_ptr<HierAllreduce> hier_;  // null: flat ring over comm_
   std::atomic<int64_t> bytes_sent_{0};
@@ -250,6 +264,10 @@ class AllreduceSync final : public GradientSync {
   // Written by BeginStep before the engine's BeginStep, read by the engine's
   // thread during the step (the engine's hand-off orders the two).
   bool bucket_step_ = false;
+  // The non-finite check (and measure_grad_norm) from the reduce pass
+  // (Communicator::AllReduceSumOfSquares): the sum over this step's buckets.
+  bool fused_step_ = false;
+  double fused_sum_sq_ = 0;
   optim::StepContext given_context_;   // StepOptions::context
   optim::StepContext bucket_context_;  // with the averaged scale
 

@@ -24,6 +24,13 @@
 // Where the layout cannot use it exactly (one node, one rank per node, nodes
 // of different sizes) or the gradients are device memory, the sync uses the
 // flat ring for the whole generation and world rank 0 logs why.
+// Non-finite check in the reduce: when the communicator fuses the sum of
+// squares into its allreduce (Communicator::fuses_sum_of_squares: shm), the
+// flat host path without clipping takes skip_non_finite's and
+// measure_grad_norm's sum from the reduce pass (AllReduceSumOfSquares) and
+// makes no pass of its own over the summed gradients; the skip decision and
+// the update are the same (the sum may differ in the last bits from the
+// one-pass sum, so clipping, which scales by it, keeps the one pass).
 // Per-bucket step (step_per_bucket, on by default): when BeginStep is given
 // the step's context (StepOptions::context) and the step needs nothing
 // global before the update (no clipping, which needs the global norm first;
