@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "common/kernels/cpu_small_m_gemm.h"
 #include "common/kernels/cpu_vector_math.h"
 #include "common/numeric/precision.h"
 
@@ -70,6 +71,16 @@ void CpuBackend::Gemm(Transpose ta, Transpose tb, int m, int n, int k,
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {  // C = beta * C; BLAS implementations differ here
     for (int i = 0; i < m; ++i) ScaleOrZero(n, beta, c + static_cast<int64_t>(i) * ldc);
+    return;
+  }
+  // A batch of few rows against a large weight: a kernel that reads the
+  // weight in place beats OpenBLAS's packing of it (cpu_small_m_gemm.h).
+  if (ta == Transpose::kNo && tb == Transpose::kYes &&
+      cpu_internal::SmallMGemmNT(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, &small_m_scratch_)) {
+    return;
+  }
+  if (ta == Transpose::kNo && tb == Transpose::kNo &&
+      cpu_internal::SmallMGemmNN(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, &small_m_scratch_)) {
     return;
   }
   cblas_sgemm(CblasRowMajor, ToCblas(ta), ToCblas(tb), m, n, k, alpha, a, lda,

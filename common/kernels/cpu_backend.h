@@ -1,4 +1,6 @@
-// CpuBackend: the Backend on the host. GEMMs go to OpenBLAS cblas_sgemm;
+// CpuBackend: the Backend on the host. GEMMs go to OpenBLAS cblas_sgemm,
+// except a batch of <= 128 rows times a large weight (Y = X W^T, dX = dY W),
+// which runs kernels that do not pack the weight (cpu_small_m_gemm.h);
 // everything else is plain loops written so the compiler vectorises them
 // (contiguous inner loops, no aliasing surprises, -O3). The bias / ReLU
 // passes of the MLP's training step are also compiled for AVX2+FMA and
@@ -16,6 +18,7 @@
 #define TANDEM_COMMON_KERNELS_CPU_BACKEND_H_
 
 #include <memory>
+#include <vector>
 
 #include "common/kernels/backend.h"
 
@@ -117,6 +120,11 @@ class CpuBackend final : public Backend {
   void CastBf16ToF32(int64_t n, const uint16_t* x, float* y) override;
   void CastF32ToF16(int64_t n, const float* x, uint16_t* y) override;
   void CastF16ToF32(int64_t n, const uint16_t* x, float* y) override;
+
+ private:
+  // The small-M GEMMs' packed operand (cpu_small_m_gemm.h), kept so that
+  // steady-state steps do not allocate.
+  std::vector<float> small_m_scratch_;
 };
 
 // Factory signature for the registry (never fails).
