@@ -39,7 +39,6 @@ TANDEM_CPU_INLINE void Store(float* p, typename Vec<L>::T v) {
 }
 
 constexpr int kTileRows = 6;      // rows of B (NT) or of A (NN) per register tile
-constexpr int kPrefetchRows = 8;  // NN: how far ahead B's strip rows are prefetched
 
 // c = alpha * v + beta * c, beta == 0 never reading c.
 TANDEM_CPU_INLINE void Put(float* c, float v, float alpha, float beta) {
@@ -117,22 +116,28 @@ TANDEM_CPU_INLINE void NtRun(int m, int n, int k, float alpha, const float* a, i
 
 // ---- NN: C = alpha A B + beta C, B's rows read in place.
 
-// Rows m0..m0+R-1 of A against columns j0..j0+CV*L-1 of B (stride ldb);
-// `ncols` of those columns are real (C's), all CV*L readable in B.
-template <int L, int R, int CV>
-TANDEM_CPU_INLINE void NnTile(const float* a, int64_t lda, int m0, const float* b, int64_t ldb,
-                              int j0, int ncols, int k, float alpha, float beta, float* c,
-                              int64_t ldc, int cj0) {
+// Rows m0..m0+R-1 of A against the CV*L columns at `src` (row p at src + p *
+// lds); `ncols` of them are real (C's columns cj0...). kPack: src is B in
+// place (rows a page apart, which conflict in L1/L2 when re-read), and each
+// row is also written to `pk` [k][CV*L], which the strip's later tiles read
+// instead.
+template <int L, int R, int CV, bool kPack>
+TANDEM_CPU_INLINE void NnTile(const float* a, int64_t lda, int m0, const float* src, int64_t lds,
+                              float* pk, int64_t next, int ncols, int k, float alpha, float beta,
+                              float* c, int64_t ldc, int cj0) {
   using V = typename Vec<L>::T;
   V acc[R][CV] = {};
   const float* arow = a + m0 * lda;
-  const float* bp = b + j0;
-  for (int p = 0; p < k; ++p, bp += ldb) {
-    if (p + kPrefetchRows < k) {
-      for (int v = 0; v < CV * L; v += 16) __builtin_prefetch(bp + kPrefetchRows * ldb + v);
+  const float* bp = src;
+  for (int p = 0; p < k; ++p, bp += lds) {
+    if (kPack && next != 0) {  // the next block's rows of this strip, into L2
+      for (int v = 0; v < CV * L; v += 16) __builtin_prefetch(bp + next + v, 0, 2);
     }
     V bv[CV];
     for (int v = 0; v < CV; ++v) bv[v] = Load<L>(bp + v * L);
+    if (kPack) {
+      for (int v = 0; v < CV; ++v) Store<L>(pk + p * (CV * L) + v * L, bv[v]);
+    }
     for (int r = 0; r < R; ++r) {
       const float s = arow[r * lda + p];
       for (int v = 0; v < CV; ++v) acc[r][v] += s * bv[v];
@@ -140,8 +145,12 @@ TANDEM_CPU_INLINE void NnTile(const float* a, int64_t lda, int m0, const float* 
   }
   for (int r = 0; r < R; ++r) {
     float* crow = c + (m0 + r) * ldc + cj0;
-    if (ncols == CV * L && beta == 0.f) {
-      for (int v = 0; v < CV; ++v) Store<L>(crow + v * L, alpha * acc[r][v]);
+    if (ncols == CV * L) {
+      for (int v = 0; v < CV; ++v) {
+        typename Vec<L>::T out = alpha * acc[r][v];
+        if (beta != 0.f) out += beta * Load<L>(crow + v * L);
+        Store<L>(crow + v * L, out);
+      }
       continue;
     }
     float out[CV * L];
@@ -150,34 +159,92 @@ TANDEM_CPU_INLINE void NnTile(const float* a, int64_t lda, int m0, const float* 
   }
 }
 
-template <int L, int CV>
-TANDEM_CPU_INLINE void NnStrip(int m, const float* a, int64_t lda, const float* b, int64_t ldb,
-                               int j0, int ncols, int k, float alpha, float beta, float* c,
-                               int64_t ldc, int cj0) {
-  int m0 = 0;
-  for (; m0 + kTileRows <= m; m0 += kTileRows) {
-    NnTile<L, kTileRows, CV>(a, lda, m0, b, ldb, j0, ncols, k, alpha, beta, c, ldc, cj0);
+// One tile of R rows at m0: the strip's first tile reads B in place and
+// packs it into `pk` when `pk` is set (prefetching `next` floats ahead),
+// later ones read `pk`.
+template <int L, int R, int CV>
+TANDEM_CPU_INLINE void NnTileAt(const float* a, int64_t lda, int m0, const float* b, int64_t ldb,
+                                float* pk, int64_t next, int ncols, int k, float alpha,
+                                float beta, float* c, int64_t ldc, int cj0) {
+  if (pk == nullptr) {
+    NnTile<L, R, CV, false>(a, lda, m0, b, ldb, nullptr, 0, ncols, k, alpha, beta, c, ldc, cj0);
+  } else if (m0 == 0) {
+    NnTile<L, R, CV, true>(a, lda, m0, b, ldb, pk, next, ncols, k, alpha, beta, c, ldc, cj0);
+  } else {
+    NnTile<L, R, CV, false>(a, lda, m0, pk, CV * L, nullptr, 0, ncols, k, alpha, beta, c, ldc,
+                            cj0);
   }
-  for (; m0 < m; ++m0) NnTile<L, 1, CV>(a, lda, m0, b, ldb, j0, ncols, k, alpha, beta, c, ldc, cj0);
 }
 
+// All rows of C against one strip of B's columns (b = its first column).
+template <int L, int CV>
+TANDEM_CPU_INLINE void NnStrip(int m, const float* a, int64_t lda, const float* b, int64_t ldb,
+                               float* pk, int64_t next, int ncols, int k, float alpha, float beta,
+                               float* c, int64_t ldc, int cj0) {
+  if (m <= kTileRows) pk = nullptr;  // one tile: nothing would reread a copy
+  int m0 = 0;
+  for (; m0 + kTileRows <= m; m0 += kTileRows) {
+    NnTileAt<L, kTileRows, CV>(a, lda, m0, b, ldb, pk, next, ncols, k, alpha, beta, c, ldc, cj0);
+  }
+  switch (m - m0) {  // the last rows, one tile (a row at a time costs ~30% at M = 64)
+    case 5:
+      NnTileAt<L, 5, CV>(a, lda, m0, b, ldb, pk, next, ncols, k, alpha, beta, c, ldc, cj0);
+      break;
+    case 4:
+      NnTileAt<L, 4, CV>(a, lda, m0, b, ldb, pk, next, ncols, k, alpha, beta, c, ldc, cj0);
+      break;
+    case 3:
+      NnTileAt<L, 3, CV>(a, lda, m0, b, ldb, pk, next, ncols, k, alpha, beta, c, ldc, cj0);
+      break;
+    case 2:
+      NnTileAt<L, 2, CV>(a, lda, m0, b, ldb, pk, next, ncols, k, alpha, beta, c, ldc, cj0);
+      break;
+    case 1:
+      NnTileAt<L, 1, CV>(a, lda, m0, b, ldb, pk, next, ncols, k, alpha, beta, c, ldc, cj0);
+      break;
+    default:
+      break;
+  }
+}
+
+// B's rows are taken in blocks of kBlockBytes (contiguous, so a block sits
+// in L2 without set conflicts); C collects the blocks' sums. Each strip's
+// first tile prefetches the strip's rows of the next block.
+constexpr int64_t kBlockBytes = 512 << 10;
+
+// scratch: [k][CVMAX * L] for a strip's copy, then [k][L] for the tail.
 template <int L, int CVMAX>
 TANDEM_CPU_INLINE void NnRun(int m, int n, int k, float alpha, const float* a, int lda,
                              const float* b, int ldb, float beta, float* c, int ldc,
-                             float* tail) {
-  int j0 = 0;
-  for (; j0 + CVMAX * L <= n; j0 += CVMAX * L) {
-    NnStrip<L, CVMAX>(m, a, lda, b, ldb, j0, CVMAX * L, k, alpha, beta, c, ldc, j0);
+                             float* scratch) {
+  float* pk = scratch;
+  float* tail = scratch + static_cast<int64_t>(k) * CVMAX * L;
+  const int block = static_cast<int>(
+      std::max<int64_t>(16, kBlockBytes / (static_cast<int64_t>(ldb) * sizeof(float))));
+  const int full = n / L * L;  // columns in whole vectors
+  for (int p0 = 0; p0 < k && full > 0; p0 += block) {
+    const int kb = std::min(block, k - p0);
+    const int64_t next = p0 + block < k ? static_cast<int64_t>(block) * ldb : 0;
+    const float* ab = a + p0;
+    const float* bb = b + static_cast<int64_t>(p0) * ldb;
+    const float bbeta = p0 == 0 ? beta : 1.f;  // later blocks add to C
+    int j0 = 0;
+    for (; j0 + CVMAX * L <= n; j0 += CVMAX * L) {
+      NnStrip<L, CVMAX>(m, ab, lda, bb + j0, ldb, pk, next, CVMAX * L, kb, alpha, bbeta, c, ldc,
+                        j0);
+    }
+    for (; j0 + L <= n; j0 += L) {
+      NnStrip<L, 1>(m, ab, lda, bb + j0, ldb, pk, next, L, kb, alpha, bbeta, c, ldc, j0);
+    }
   }
-  for (; j0 + L <= n; j0 += L) NnStrip<L, 1>(m, a, lda, b, ldb, j0, L, k, alpha, beta, c, ldc, j0);
-  if (j0 == n) return;
-  // The last n - j0 < L columns: B's copied into `tail` [k][L], zero-padded.
-  const int cols = n - j0;
+  if (full == n) return;
+  // The last n - full < L columns: B's copied into `tail` [k][L], zero-padded.
+  const int cols = n - full;
   for (int p = 0; p < k; ++p) {
-    std::memcpy(tail + p * L, b + static_cast<int64_t>(p) * ldb + j0, cols * sizeof(float));
+    std::memcpy(tail + p * L, b + static_cast<int64_t>(p) * ldb + full, cols * sizeof(float));
     std::memset(tail + p * L + cols, 0, (L - cols) * sizeof(float));
   }
-  NnStrip<L, 1>(m, a, lda, tail, L, 0, cols, k, alpha, beta, c, ldc, j0);
+  NnStrip<L, 1>(m, a, lda, tail, L, nullptr, 0, cols, k, alpha, beta, c, ldc, full);
 }
 
 #define TANDEM_SMALL_M_ARGS                                                               \
@@ -232,11 +299,13 @@ bool SmallMGemmNN(int m, int n, int k, float alpha, const float* a, int lda, con
                   int ldb, float beta, float* c, int ldc, std::vector<float>* scratch) {
   if (!SmallMGemmApplies(m, n, k)) return false;
   const int lanes = Lanes();
-  float* tail = Scratch(scratch, static_cast<size_t>(k) * lanes);
+  // A strip's copy (4 vectors at AVX-512, 2 at AVX2) and the tail's.
+  const size_t strip = lanes == 16 ? 4 * 16 : 2 * 8;
+  float* buf = Scratch(scratch, static_cast<size_t>(k) * (strip + lanes));
   if (lanes == 16) {
-    NnAvx512(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, tail);
+    NnAvx512(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, buf);
   } else {
-    NnAvx2(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, tail);
+    NnAvx2(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, buf);
   }
   return true;
 }
