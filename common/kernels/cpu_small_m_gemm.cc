@@ -255,7 +255,9 @@ TANDEM_CPU_INLINE void NnRun(int m, int n, int k, float alpha, const float* a, i
 TANDEM_CPU_TARGET_AVX512 void NtAvx512 TANDEM_SMALL_M_ARGS { NtRun<16, 4> TANDEM_SMALL_M_PASS; }
 TANDEM_CPU_TARGET_AVX2 void NtAvx2 TANDEM_SMALL_M_ARGS { NtRun<8, 2> TANDEM_SMALL_M_PASS; }
 TANDEM_CPU_TARGET_AVX512 void NnAvx512 TANDEM_SMALL_M_ARGS { NnRun<16, 4> TANDEM_SMALL_M_PASS; }
-TANDEM_CPU_TARGET_AVX2 void NnAvx2 TANDEM_SMALL_M_ARGS { NnRun<8, 2> TANDEM_SMALL_M_PASS; }
+// No AVX2 build of NN: at 64 x 1024 x 1024 every tile shape tried (2 x 6,
+// 3 x 4, 2 x 5, 4 x 3, 1 x 12 vectors x rows) was 4-30% slower than
+// OpenBLAS's Haswell kernels with their packing.
 
 // Lanes of the width the kernels would run at now, 0 when none.
 int Lanes() {
@@ -281,6 +283,10 @@ bool SmallMGemmApplies(int m, int n, int k) {
          static_cast<int64_t>(n) * k >= kSmallMMinB && Lanes() != 0;
 }
 
+bool SmallMGemmNNApplies(int m, int n, int k) {
+  return SmallMGemmApplies(m, n, k) && Lanes() == 16;
+}
+
 bool SmallMGemmNT(int m, int n, int k, float alpha, const float* a, int lda, const float* b,
                   int ldb, float beta, float* c, int ldc, std::vector<float>* scratch) {
   if (!SmallMGemmApplies(m, n, k)) return false;
@@ -297,16 +303,10 @@ bool SmallMGemmNT(int m, int n, int k, float alpha, const float* a, int lda, con
 
 bool SmallMGemmNN(int m, int n, int k, float alpha, const float* a, int lda, const float* b,
                   int ldb, float beta, float* c, int ldc, std::vector<float>* scratch) {
-  if (!SmallMGemmApplies(m, n, k)) return false;
-  const int lanes = Lanes();
-  // A strip's copy (4 vectors at AVX-512, 2 at AVX2) and the tail's.
-  const size_t strip = lanes == 16 ? 4 * 16 : 2 * 8;
-  float* buf = Scratch(scratch, static_cast<size_t>(k) * (strip + lanes));
-  if (lanes == 16) {
-    NnAvx512(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, buf);
-  } else {
-    NnAvx2(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, buf);
-  }
+  if (!SmallMGemmNNApplies(m, n, k)) return false;
+  // A strip's copy ([k][4 vectors]) and the tail's ([k][1 vector]).
+  float* buf = Scratch(scratch, static_cast<size_t>(k) * (4 * 16 + 16));
+  NnAvx512(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, buf);
   return true;
 }
 

@@ -19,11 +19,12 @@
 //    next rows of the strip are prefetched (they are a page apart).
 // Both write C once (beta = 0 never reads it, no zeroing pass).
 //
-// Both run at the CPU's widest vector unit (AVX-512, else AVX2+FMA, via
-// cpu_dispatch's compute width, which tests can force narrower) and return
-// false, touching nothing, when they do not apply: no AVX2+FMA, M > 128, or
-// B small (below kSmallMMinB entries, where OpenBLAS's packing is cheap).
-// The caller then runs OpenBLAS.
+// They run at the CPU's widest vector unit (cpu_dispatch's compute width,
+// which tests can force narrower): NT at AVX-512 or AVX2+FMA, NN at
+// AVX-512 only (its AVX2 build lost to OpenBLAS's Haswell kernels). They
+// return false, touching nothing, when they do not apply: no such width,
+// M > 128, or B small (below kSmallMMinB entries, where OpenBLAS's packing
+// is cheap). The caller then runs OpenBLAS.
 //
 // Thread-compatible: `scratch` is the caller's (grown on first use to the
 // largest M x K seen, then reused, so steady-state calls do not allocate).
@@ -42,8 +43,10 @@ constexpr int kSmallMMaxRows = 128;
 // Smallest B (n * k entries) they take: 512 KB of fp32.
 constexpr int64_t kSmallMMinB = int64_t{1} << 17;
 
-// Whether the kernels below would run for this shape on this CPU now.
+// Whether SmallMGemmNT / SmallMGemmNN would run for this shape on this CPU
+// at the current vector width.
 bool SmallMGemmApplies(int m, int n, int k);
+bool SmallMGemmNNApplies(int m, int n, int k);
 
 // C = alpha A B^T + beta C, A [m x k] (lda), B [n x k] (ldb), C [m x n]
 // (ldc), all row-major. false (nothing done) when !SmallMGemmApplies.
@@ -51,7 +54,7 @@ bool SmallMGemmNT(int m, int n, int k, float alpha, const float* a, int lda, con
                   int ldb, float beta, float* c, int ldc, std::vector<float>* scratch);
 
 // C = alpha A B + beta C, A [m x k] (lda), B [k x n] (ldb), C [m x n]
-// (ldc), all row-major. false (nothing done) when !SmallMGemmApplies.
+// (ldc), all row-major. false (nothing done) when !SmallMGemmNNApplies.
 bool SmallMGemmNN(int m, int n, int k, float alpha, const float* a, int lda, const float* b,
                   int ldb, float beta, float* c, int ldc, std::vector<float>* scratch);
 
