@@ -16,6 +16,7 @@
 #include "common/nn/linear.h"
 #include "common/nn/reference_testutil.h"
 #include "common/nn/softmax_cross_entropy.h"
+#include "common/numeric/cpu_dispatch.h"
 #include "gtest/gtest.h"
 
 namespace tandem {
@@ -131,6 +132,45 @@ TEST(LinearGradTest, MatchesFiniteDifferences) {
       }
     }
   }
+}
+
+// A batch of few rows against a weight large enough for the CPU backend's
+// small-M kernels (kernels/cpu_small_m_gemm.h: Y = X W^T and dX = dY W read
+// W in place at M <= 128 and >= 128K weights), rows and widths off their
+// tiles; at the baseline width the same layer runs on OpenBLAS.
+TEST(LinearGradTest, SmallBatchLargeWeightMatchesFiniteDifferences) {
+  const int rows = 7, in = 517, out = 259;  // 133,903 weights
+  for (bool baseline : {false, true}) {
+    SCOPED_TRACE(baseline ? "baseline width (OpenBLAS)" : "widest width");
+    numeric::ForceBaselineVectorWidth(baseline);
+    kernels::CpuBackend be;
+    std::mt19937_64 rng(11);
+    Linear layer(in, out, Activation::kRelu);
+    tensor::ParameterLayout layout;
+    layer.AddParams("fc", 0, &layout);
+    auto storage = tensor::FlatStorage::Create(&be, layout);
+    ASSERT_TRUE(storage.ok());
+    ASSERT_TRUE(layer.Init(&be, *storage, rows).ok());
+    std::vector<float> w = Random(in * out, &rng, 0.1f), b = Random(out, &rng, 0.1f);
+    std::copy(w.begin(), w.end(), layer.weight());
+    std::copy(b.begin(), b.end(), layer.bias());
+    std::vector<float> x = Random(rows * in, &rng), r = Random(rows * out, &rng);
+    ASSERT_TRUE(layer.Forward(x.data(), rows).ok());
+    std::vector<float> dy = r, dx(x.size());
+    ASSERT_TRUE(layer.Backward(dy.data(), dx.data(), 0.f).ok());
+    const Vec y = ref::Linear(ToDouble(x.data(), x.size()), rows, in, out,
+                              ToDouble(w.data(), w.size()).data(),
+                              ToDouble(b.data(), b.size()).data(), 1);
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(layer.output()[i], y[i], 1e-5) << i;
+    auto loss = [&](const std::vector<Vec>& v) {
+      return Dot(ref::Linear(v[0], rows, in, out, v[1].data(), v[2].data(), 1), r);
+    };
+    CheckGradients({{"x", x.data(), dx.data(), (int64_t)x.size()},
+                    {"w", layer.weight(), storage->grad(layer.weight_index()), (int64_t)w.size()},
+                    {"b", layer.bias(), storage->grad(layer.bias_index()), (int64_t)b.size()}},
+                   loss);
+  }
+  numeric::ForceBaselineVectorWidth(false);
 }
 
 TEST(LinearGradTest, RejectsTooManyRowsAndBackwardFirst) {
