@@ -38,7 +38,7 @@ TANDEM_CPU_INLINE void Store(float* p, typename Vec<L>::T v) {
   *reinterpret_cast<typename Vec<L>::U*>(p) = v;
 }
 
-constexpr int kTileRows = 6;      // rows of B (NT) or of A (NN) per register tile
+constexpr int kTileRows = 6;  // rows of B (NT) or of A (NN) per register tile
 
 // c = alpha * v + beta * c, beta == 0 never reading c.
 TANDEM_CPU_INLINE void Put(float* c, float v, float alpha, float beta) {
@@ -83,10 +83,12 @@ TANDEM_CPU_INLINE void NtRowsOfB(const float* ap, int m, int mpad, const float* 
     const int mrows = std::min(MVMAX * L, m - m0);
     switch ((mrows + L - 1) / L) {
       case 4:
-        if constexpr (MVMAX >= 4) NtTile<L, R, 4>(ap, mpad, m0, mrows, b, ldb, n0, k, alpha, beta, c, ldc);
+        if constexpr (MVMAX >= 4)
+          NtTile<L, R, 4>(ap, mpad, m0, mrows, b, ldb, n0, k, alpha, beta, c, ldc);
         break;
       case 3:
-        if constexpr (MVMAX >= 3) NtTile<L, R, 3>(ap, mpad, m0, mrows, b, ldb, n0, k, alpha, beta, c, ldc);
+        if constexpr (MVMAX >= 3)
+          NtTile<L, R, 3>(ap, mpad, m0, mrows, b, ldb, n0, k, alpha, beta, c, ldc);
         break;
       case 2:
         NtTile<L, R, 2>(ap, mpad, m0, mrows, b, ldb, n0, k, alpha, beta, c, ldc);
@@ -99,8 +101,7 @@ TANDEM_CPU_INLINE void NtRowsOfB(const float* ap, int m, int mpad, const float* 
 
 template <int L, int MVMAX>
 TANDEM_CPU_INLINE void NtRun(int m, int n, int k, float alpha, const float* a, int lda,
-                             const float* b, int ldb, float beta, float* c, int ldc,
-                             float* ap) {
+                             const float* b, int ldb, float beta, float* c, int ldc, float* ap) {
   const int mpad = (m + L - 1) / L * L;
   for (int p = 0; p < k; ++p) {
     float* dst = ap + static_cast<int64_t>(p) * mpad;
@@ -164,15 +165,27 @@ TANDEM_CPU_INLINE void NnTile(const float* a, int64_t lda, int m0, const float* 
 // later ones read `pk`.
 template <int L, int R, int CV>
 TANDEM_CPU_INLINE void NnTileAt(const float* a, int64_t lda, int m0, const float* b, int64_t ldb,
-                                float* pk, int64_t next, int ncols, int k, float alpha,
-                                float beta, float* c, int64_t ldc, int cj0) {
+                                float* pk, int64_t next, int ncols, int k, float alpha, float beta,
+                                float* c, int64_t ldc, int cj0) {
   if (pk == nullptr) {
     NnTile<L, R, CV, false>(a, lda, m0, b, ldb, nullptr, 0, ncols, k, alpha, beta, c, ldc, cj0);
   } else if (m0 == 0) {
     NnTile<L, R, CV, true>(a, lda, m0, b, ldb, pk, next, ncols, k, alpha, beta, c, ldc, cj0);
   } else {
-    NnTile<L, R, CV, false>(a, lda, m0, pk, CV * L, nullptr, 0, ncols, k, alpha, beta, c, ldc,
-                            cj0);
+    NnTile<L, R, CV, false>(a, lda, m0, pk, CV * L, nullptr, 0, ncols, k, alpha, beta, c, ldc, cj0);
+  }
+}
+
+// A tile of `rows` < R + 1 rows at m0 (nothing when rows is 0).
+template <int L, int R, int CV>
+TANDEM_CPU_INLINE void NnLastRows(int rows, const float* a, int64_t lda, int m0, const float* b,
+                                  int64_t ldb, float* pk, int64_t next, int ncols, int k,
+                                  float alpha, float beta, float* c, int64_t ldc, int cj0) {
+  if (rows == R) {
+    NnTileAt<L, R, CV>(a, lda, m0, b, ldb, pk, next, ncols, k, alpha, beta, c, ldc, cj0);
+  } else if constexpr (R > 1) {
+    NnLastRows<L, R - 1, CV>(rows, a, lda, m0, b, ldb, pk, next, ncols, k, alpha, beta, c, ldc,
+                             cj0);
   }
 }
 
@@ -186,25 +199,9 @@ TANDEM_CPU_INLINE void NnStrip(int m, const float* a, int64_t lda, const float* 
   for (; m0 + kTileRows <= m; m0 += kTileRows) {
     NnTileAt<L, kTileRows, CV>(a, lda, m0, b, ldb, pk, next, ncols, k, alpha, beta, c, ldc, cj0);
   }
-  switch (m - m0) {  // the last rows, one tile (a row at a time costs ~30% at M = 64)
-    case 5:
-      NnTileAt<L, 5, CV>(a, lda, m0, b, ldb, pk, next, ncols, k, alpha, beta, c, ldc, cj0);
-      break;
-    case 4:
-      NnTileAt<L, 4, CV>(a, lda, m0, b, ldb, pk, next, ncols, k, alpha, beta, c, ldc, cj0);
-      break;
-    case 3:
-      NnTileAt<L, 3, CV>(a, lda, m0, b, ldb, pk, next, ncols, k, alpha, beta, c, ldc, cj0);
-      break;
-    case 2:
-      NnTileAt<L, 2, CV>(a, lda, m0, b, ldb, pk, next, ncols, k, alpha, beta, c, ldc, cj0);
-      break;
-    case 1:
-      NnTileAt<L, 1, CV>(a, lda, m0, b, ldb, pk, next, ncols, k, alpha, beta, c, ldc, cj0);
-      break;
-    default:
-      break;
-  }
+  // The last rows in one tile (a row at a time cost ~30% at M = 64).
+  NnLastRows<L, kTileRows - 1, CV>(m - m0, a, lda, m0, b, ldb, pk, next, ncols, k, alpha, beta, c,
+                                   ldc, cj0);
 }
 
 // B's rows are taken in blocks of kBlockBytes (contiguous, so a block sits
@@ -247,9 +244,9 @@ TANDEM_CPU_INLINE void NnRun(int m, int n, int k, float alpha, const float* a, i
   NnStrip<L, 1>(m, a, lda, tail, L, nullptr, 0, cols, k, alpha, beta, c, ldc, full);
 }
 
-#define TANDEM_SMALL_M_ARGS                                                               \
-  (int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb, \
-   float beta, float* c, int ldc, float* scratch)
+#define TANDEM_SMALL_M_ARGS                                                                        \
+  (int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb, float beta, \
+   float* c, int ldc, float* scratch)
 #define TANDEM_SMALL_M_PASS (m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, scratch)
 
 TANDEM_CPU_TARGET_AVX512 void NtAvx512 TANDEM_SMALL_M_ARGS { NtRun<16, 4> TANDEM_SMALL_M_PASS; }

@@ -29,8 +29,8 @@ struct Shape {
 const Shape kShapes[] = {
     {64, 1024, 1024},  // the MLP's hidden layer
     {64, 1024, 784},   // its first layer (forward), and 784 x 1024 (dx)
-    {1, 1030, 131},    {5, 517, 259},  {7, 131, 1025}, {70, 263, 509},
-    {128, 400, 330},   {13, 3, 44000}, {6, 44000, 3}, {17, 43691, 5},
+    {1, 1030, 131},   {5, 517, 259},  {7, 131, 1025}, {70, 263, 509},
+    {128, 400, 330},  {13, 3, 44000}, {6, 44000, 3},  {17, 43691, 5},
 };
 
 std::vector<float> Random(size_t n, unsigned seed) {
@@ -50,10 +50,12 @@ std::vector<double> Reference(bool nt, const Shape& s, float alpha, const std::v
     for (int j = 0; j < s.n; ++j) {
       double sum = 0;
       for (int p = 0; p < s.k; ++p) {
-        const double bv = nt ? b[static_cast<size_t>(j) * ldb + p] : b[static_cast<size_t>(p) * ldb + j];
+        const double bv =
+            nt ? b[static_cast<size_t>(j) * ldb + p] : b[static_cast<size_t>(p) * ldb + j];
         sum += double{a[static_cast<size_t>(i) * lda + p]} * bv;
       }
-      out[static_cast<size_t>(i) * s.n + j] = alpha * sum + double{beta} * c0[static_cast<size_t>(i) * ldc + j];
+      out[static_cast<size_t>(i) * s.n + j] =
+          alpha * sum + double{beta} * c0[static_cast<size_t>(i) * ldc + j];
     }
   }
   return out;
@@ -125,8 +127,7 @@ TEST_F(SmallMGemmTest, DeclinesOutsideItsShapesAndOnTheBaseline) {
   if (numeric::CpuVectorWidth() >= VectorWidth::kAvx2) {
     EXPECT_TRUE(SmallMGemmApplies(64, 1024, 1024));
   }
-  EXPECT_EQ(SmallMGemmNNApplies(64, 1024, 1024),
-            numeric::CpuVectorWidth() == VectorWidth::kAvx512);
+  EXPECT_EQ(SmallMGemmNNApplies(64, 1024, 1024), numeric::CpuVectorWidth() == VectorWidth::kAvx512);
   EXPECT_FALSE(SmallMGemmApplies(kSmallMMaxRows + 1, 1024, 1024));
   EXPECT_FALSE(SmallMGemmApplies(64, 10, 1024));  // the MLP's output layer: OpenBLAS
   EXPECT_FALSE(SmallMGemmApplies(0, 1024, 1024));
@@ -157,10 +158,10 @@ TEST_F(SmallMGemmTest, BackendGemmMatchesAtEveryWidth) {
     SCOPED_TRACE(numeric::VectorWidthName(width));
     numeric::ForceVectorWidth(width);
     std::vector<float> y(static_cast<size_t>(m) * n, NAN), dx(static_cast<size_t>(m) * k, NAN);
-    be.Gemm(Transpose::kNo, Transpose::kYes, m, n, k, 1.f, x.data(), k, w.data(), k, 0.f,
-            y.data(), n);
-    be.Gemm(Transpose::kNo, Transpose::kNo, m, k, n, 1.f, dy.data(), n, w.data(), k, 0.f,
-            dx.data(), k);
+    be.Gemm(Transpose::kNo, Transpose::kYes, m, n, k, 1.f, x.data(), k, w.data(), k, 0.f, y.data(),
+            n);
+    be.Gemm(Transpose::kNo, Transpose::kNo, m, k, n, 1.f, dy.data(), n, w.data(), k, 0.f, dx.data(),
+            k);
     for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], y_ref[i], 1e-4) << i;
     for (size_t i = 0; i < dx.size(); ++i) ASSERT_NEAR(dx[i], dx_ref[i], 1e-4) << i;
   }
