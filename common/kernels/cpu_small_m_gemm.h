@@ -5,19 +5,22 @@
 // Why: OpenBLAS packs both operands of every call. At M = 64 that means the
 // whole 3-4 MB weight is copied (a memory-bound pass) for a product that
 // reads it once: measured as 1.7-1.9 ms of a 12 ms rank-step of
-// mlp:784,1024,1024,10 (docs/benchmarks.md, the MLP section). Here only
-// the small operand is touched twice:
+// mlp:784,1024,1024,10 (docs/benchmarks.md, the MLP section). Here B is
+// read from memory once:
 //  - SmallMGemmNT, C[m x n] = alpha A[m x k] B[n x k]^T + beta C: A is
 //    packed transposed ([k][m], padded to whole vectors; M x K floats, L2
 //    resident), then a register tile of R rows of B x up to 64 rows of A
 //    broadcasts B's entries and multiplies whole vectors of A^T, so no
 //    horizontal sums are needed; B's rows stream once from memory.
 //  - SmallMGemmNN, C[m x n] = alpha A[m x k] B[k x n] + beta C: the
-//    broadcast-FMA form over B's rows, a tile of R rows of A x 4 vectors of
-//    columns runs the whole inner dimension in registers, so a column strip
-//    of B (k x 64 floats, L2 resident) is reused by every row tile; the
-//    next rows of the strip are prefetched (they are a page apart).
-// Both write C once (beta = 0 never reads it, no zeroing pass).
+//    broadcast-FMA form over B's rows, a tile of 6 rows of A x 4 vectors of
+//    columns in registers. B is taken in 512 KB blocks of whole rows
+//    (contiguous, so a block sits in L2 without the set conflicts of a
+//    column strip whose rows are a page apart); within a block, each
+//    64-column strip is copied into an L1-sized buffer by its first row
+//    tile (which also prefetches the strip's rows of the next block) and
+//    reused by the others; C collects the blocks' sums.
+// C is written without a zeroing pass (beta = 0 never reads it).
 //
 // They run at the CPU's widest vector unit (cpu_dispatch's compute width,
 // which tests can force narrower): NT at AVX-512 or AVX2+FMA, NN at
@@ -27,7 +30,9 @@
 // is cheap). The caller then runs OpenBLAS.
 //
 // Thread-compatible: `scratch` is the caller's (grown on first use to the
-// largest M x K seen, then reused, so steady-state calls do not allocate).
+// largest size seen, about M x K or 80 x K floats, then reused, so
+// steady-state calls do not allocate). Results are deterministic (a fixed
+// summation order per shape) but not bitwise OpenBLAS's.
 #ifndef TANDEM_COMMON_KERNELS_CPU_SMALL_M_GEMM_H_
 #define TANDEM_COMMON_KERNELS_CPU_SMALL_M_GEMM_H_
 
