@@ -3,15 +3,18 @@ batch: the loss and every parameter's gradient side by side, to name the
 kernel when the two sides' loss curves part (gpt_vs_pytorch.sh
 --same_batches).
 
-PyTorch trains `--step - 1` steps at world 1 on tandem's batches from
-tandem's initial weights (gpt_vs_pytorch.py --same_batches), then both
-sides run one forward and backward on step `--step`'s batch from
-PyTorch's current weights: tandem's through gpt_step_dump (the weights
-passed in its flat layout). Prints the two losses and, per parameter, the
-largest |difference| of the gradients relative to the largest |gradient|.
+PyTorch trains at world 1 on tandem's batches (global batch
+`--batch_size`) from tandem's initial weights (gpt_vs_pytorch.py
+--same_batches); before each step named in `--step` (a comma-separated
+list, e.g. 44,46,48: one training run for all of them) both sides run one
+forward and backward on that step's batch from PyTorch's current weights:
+tandem's through gpt_step_dump (the weights passed in its flat layout).
+Prints the two losses and, per parameter, the largest |difference| of the
+gradients relative to the largest |gradient| (`--top`: only the largest).
 
   python3 tools/bench/gpt_grad_compare.py --dump bazel-bin/tools/bench/gpt_step_dump \\
       --spec gpt:layers=4,d=256,heads=4,ctx=128 --seed 1 --step 1 [--lr 0.001]
+      [--batch_size 32 --step 44,46,48,49 --top 4]
 
 compare() is also what gpt_grad_compare_test.py checks at step 1.
 """
@@ -84,27 +87,42 @@ def main():
     p.add_argument("--dump", required=True, help="the gpt_step_dump binary")
     p.add_argument("--spec", default="gpt:layers=4,width=256,heads=4,context=128")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--step", type=int, default=1, help="compare on this step's batch (1 = the first)")
-    p.add_argument("--batch_size", type=int, default=8)
+    p.add_argument("--step", default="1",
+                   help="compare on these steps' batches (1 = the first), comma-separated")
+    p.add_argument("--batch_size", type=int, default=8, help="the global batch (world 1)")
     p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--top", type=int, default=0, help="print only the N largest rows per step")
     p.add_argument("--data_dir", default="/usr/share/games/fortunes")
     a = p.parse_args()
+    try:
+        steps = sorted({int(s) for s in a.step.split(",")})
+    except ValueError:
+        p.error(f"--step must be comma-separated step numbers, got {a.step!r}")
+    if steps[0] < 1:
+        p.error(f"--step numbers start at 1, got {steps[0]}")
     torch.set_num_threads(1)
     cfg = parse_spec(a.spec)
     model = Gpt(cfg)
     tandem_init(model, cfg, a.seed)
     windows, _ = load_window_split(a.data_dir, cfg["context"])
-    batches = tandem_order.rank_batches(len(windows), a.seed, a.batch_size, 1, 0, a.step)
+    batches = tandem_order.rank_batches(len(windows), a.seed, a.batch_size, 1, 0, steps[-1])
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8,
                             weight_decay=0.0)
-    for idx in batches[:-1]:
+    for step, idx in enumerate(batches, start=1):
+        if step in steps:
+            report(step, *compare(a.dump, a.spec, a.seed, model, windows[idx]), a.top)
+        if step == steps[-1]:
+            break
         opt.zero_grad(set_to_none=False)
         model(windows[idx][:, :-1], windows[idx][:, 1:]).backward()
         opt.step()
-    t_loss, p_loss, rows = compare(a.dump, a.spec, a.seed, model, windows[batches[-1]])
-    print(f"step {a.step}: loss tandem {t_loss:.7f} torch {p_loss:.7f} diff {t_loss - p_loss:+.2e}")
-    for name, rel in sorted(rows, key=lambda r: -r[1]):
-        print(f"  {name:28s} max |grad diff| / max |grad| {rel:.2e}")
+
+
+def report(step, t_loss, p_loss, rows, top):
+    print(f"step {step}: loss tandem {t_loss:.7f} torch {p_loss:.7f} diff {t_loss - p_loss:+.2e}")
+    rows = sorted(rows, key=lambda r: -r[1])
+    for name, rel in rows[:top] if top > 0 else rows:
+        print(f"  {name:28s} max |grad diff| / max |grad| {rel:.2e}", flush=True)
 
 
 if __name__ == "__main__":
