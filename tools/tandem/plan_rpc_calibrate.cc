@@ -156,6 +156,25 @@ absl::Status RunWorker(int worker, const ShardRoundOptions& o, const std::vector
   return absl::OkStatus();
 }
 
+// A forked worker's whole life: its timed rounds, then its median and CPU
+// written to `result_fd`. Returns the child's exit code.
+int WorkerChild(int w, const ShardRoundOptions& o, const std::vector<int>& ports,
+                const std::vector<pid_t>& server_pids, int ready_pipe[2], int result_fd) {
+  std::vector<double> secs;
+  WorkerResult result;
+  const absl::Status s = RunWorker(w, o, ports, server_pids, ready_pipe, &secs, &result);
+  if (!s.ok()) {
+    fprintf(stderr, "calibrate: shard round worker %d: %s\n", w, s.ToString().c_str());
+  }
+  result.worker = w;
+  if (s.ok()) {
+    std::sort(secs.begin(), secs.end());
+    result.secs = secs[secs.size() / 2];
+  }
+  (void)!WriteAll(result_fd, &result, sizeof(result));
+  return s.ok() ? 0 : 1;
+}
+
 }  // namespace
 
 absl::StatusOr<ShardRound> MeasureShardRound(const ShardRoundOptions& o) {
@@ -193,19 +212,7 @@ absl::StatusOr<ShardRound> MeasureShardRound(const ShardRoundOptions& o) {
     if (pid == 0) {
       close(stop_pipe[1]);
       close(result_pipe[0]);
-      std::vector<double> secs;
-      WorkerResult result;
-      const absl::Status s = RunWorker(w, o, ports, server_pids, ready_pipe, &secs, &result);
-      if (!s.ok()) {
-        fprintf(stderr, "calibrate: shard round worker %d: %s\n", w, s.ToString().c_str());
-      }
-      result.worker = w;
-      if (s.ok()) {
-        std::sort(secs.begin(), secs.end());
-        result.secs = secs[secs.size() / 2];
-      }
-      (void)!WriteAll(result_pipe[1], &result, sizeof(result));
-      _exit(s.ok() ? 0 : 1);
+      _exit(WorkerChild(w, o, ports, server_pids, ready_pipe, result_pipe[1]));
     }
     if (pid > 0) children.push_back(pid);
   }
