@@ -263,6 +263,41 @@ TEST(PlanCommandTest, BadFlagsNameTheFlag) {
   EXPECT_EQ(RunPlan(o, "").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// --cpu_share: a bad value is refused naming the flag; half the cores doubles
+// the CPU floor that bounds a simulated 8x2 job on this host.
+TEST(PlanCommandTest, CpuShareScalesTheOneHostFloorAndBadValuesAreRefused) {
+  // The CPU terms a calibration would measure (the built-in profile has none).
+  const std::string path = TmpDir() + "/cpu_profile";
+  ASSERT_TRUE(WriteFileAtomically(path,
+                                  "source = hand-made\nring_round_cpu_16_s = 30e-6\n"
+                                  "shard_call_cpu_s = 5e-4\nstep_cpu_s = 2e-3\n")
+                  .ok());
+  PlanOptions o;
+  o.profile = path;
+  o.nodes = 8;
+  o.per_node = 2;
+  o.servers = 8;
+  o.one_host = true;
+  o.json = true;
+  o.cpu_share = 1.5;
+  auto bad = RunPlan(o, "");
+  ASSERT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("--cpu_share"), std::string::npos) << bad.status();
+  auto floor_of = [&](double share) {
+    o.cpu_share = share;
+    auto text = RunPlan(o, "");
+    EXPECT_TRUE(text.ok()) << text.status();
+    if (!text.ok()) return -1.0;
+    const size_t at = text->find("\"cpu_floor_s\":");
+    EXPECT_NE(at, std::string::npos) << *text;
+    return at == std::string::npos ? -1.0 : std::atof(text->c_str() + at + 14);
+  };
+  const double whole = floor_of(1);
+  const double half = floor_of(0.5);
+  ASSERT_GT(whole, 0);
+  EXPECT_NEAR(half, 2 * whole, 1e-5 * whole);  // printed with %.6g
+}
+
 TEST(PlanCommandTest, CalibrateSavesAProfileTheNextPlanLoads) {
   PlanOptions o;
   o.model = "mlp:32,16,10";
