@@ -1,10 +1,12 @@
 #include "common/data/prefetch_client.h"
 
+
 #include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/data/unit_scale.h"
 #include "common/rpc/channel.h"
 #include "common/rpc/grpc_status.h"
 #include "common/status/status_macros.h"
@@ -129,13 +131,11 @@ absl::StatusOr<const HostBatch*> PrefetchClient::Next() {
 
 namespace {
 
-// The server's normalisation (batch_stream.cc), bit for bit: u8 -> f32 / 255.
+// The server's normalisation, bit for bit (unit_scale.h), into `out`.
 void U8ToUnitF32(const std::string& in, std::string* out) {
   out->resize(in.size() * sizeof(float));  // same size from the 2nd batch: no fill
-  const uint8_t* src = reinterpret_cast<const uint8_t*>(in.data());
-  float* dst = reinterpret_cast<float*>(out->data());
-  const size_t n = in.size();
-  for (size_t e = 0; e < n; ++e) dst[e] = static_cast<float>(src[e]) * (1.0f / 255.0f);
+  data::U8ToUnitF32(reinterpret_cast<const uint8_t*>(in.data()), static_cast<int64_t>(in.size()),
+                    reinterpret_cast<float*>(out->data()));
 }
 
 }  // namespace

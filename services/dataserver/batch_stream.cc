@@ -1,10 +1,12 @@
 #include "services/dataserver/batch_stream.h"
 
+
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/data/unit_scale.h"
 #include "common/status/status_macros.h"
 #include "common/trace/trace.h"
 
@@ -155,10 +157,8 @@ void BatchStream::Pack(int index) {
     const int64_t id = b.sample_ids(k);
     if (normalize_) {
       status = dataset_->ReadSample(id, slot->scratch.data(), lp + k * label_bytes_);
-      float* dst = reinterpret_cast<float*>(fp) + k * feature_elems_;
-      for (int64_t e = 0; e < feature_elems_; ++e) {
-        dst[e] = slot->scratch[e] * (1.0f / 255.0f);
-      }
+      data::U8ToUnitF32(slot->scratch.data(), feature_elems_,
+                        reinterpret_cast<float*>(fp) + k * feature_elems_);
     } else {
       status = dataset_->ReadSample(id, fp + k * fb, lp + k * label_bytes_);
     }
