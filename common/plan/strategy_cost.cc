@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/plan/collective_cost.h"
+#include "common/plan/host_cpu.h"
 #include "common/plan/simulated_link.h"
 #include "common/plan/strategy_terms.h"
 #include "common/status/status_macros.h"
@@ -456,54 +457,6 @@ void NameBottleneck(const Terms& t, const Shape& shape, double optimizer_s, Pred
   }
 }
 
-}  // namespace
-
-namespace {
-
-absl::StatusOr<Prediction> StepOf(const PlanRequest& r, const Terms& t,
-                                  const std::string& strategy);
-
-// The CPU seconds per step of every process of the job on this host, and
-// its parts
-// (strategy_cost.h: the CPU floor). The workers' work is the step's terms
-// at one core's rates with the links and every latency free, summed; its
-// ring rounds and shard calls are counted as the step with each costing
-// 1 s and everything else free (ps / hybrid: the optimizer step runs on
-// the servers, once per server).
-absl::Status HostCpu(const PlanRequest& r, const Terms& t, const std::string& strategy,
-                     Prediction* p) {
-  constexpr double kFree = std::numeric_limits<double>::infinity();
-  Terms base = t;
-  base.round_cpu_s = base.call_cpu_s = base.step_cpu_s = 0;  // no floor inside the counts
-  base.node.bytes_per_s = base.server_rate = kFree;
-  if (base.intra.bytes_per_s > 0) base.intra.bytes_per_s = kFree;
-  base.node.alpha_s = base.cross_alpha = base.shm_alpha = base.intra.alpha_s = 0;
-  base.call_s = 0;
-  Terms work = base;
-  work.flops /= t.share;
-  work.stream /= t.share;
-  work.codec /= t.share;
-  ASSIGN_OR_RETURN(Prediction w, StepOf(r, work, strategy));
-  Terms count = base;
-  count.flops = count.stream = count.codec = kFree;
-  count.node.alpha_s = count.cross_alpha = 1;
-  ASSIGN_OR_RETURN(Prediction rounds, StepOf(r, count, strategy));
-  count.node.alpha_s = count.cross_alpha = 0;
-  count.call_s = 1;
-  ASSIGN_OR_RETURN(Prediction calls, StepOf(r, count, strategy));
-  const bool on_servers = strategy == "ps" || strategy == "hybrid";
-  p->worker_work_s =
-      w.forward_s + w.backward_s + w.comm_s + w.finish_s - (on_servers ? w.optimizer_s : 0);
-  p->worker_rounds = rounds.step_s;
-  p->worker_calls = calls.step_s;
-  p->round_cpu_s = t.round_cpu_s;
-  p->server_cpu_s = on_servers ? t.servers * w.optimizer_s : 0;
-  p->host_cpu_s = t.n * (t.step_cpu_s + p->worker_work_s + p->worker_rounds * t.round_cpu_s +
-                         p->worker_calls * t.call_cpu_s) +
-                  p->server_cpu_s;
-  return absl::OkStatus();
-}
-
 // The prediction with the rates `t` (Predict's, or one with a part made free).
 absl::StatusOr<Prediction> StepOf(const PlanRequest& r, const Terms& t,
                                   const std::string& strategy) {
@@ -531,7 +484,9 @@ absl::StatusOr<Prediction> StepOf(const PlanRequest& r, const Terms& t,
   }
   p.step_s = nominal - p.burst_saved_s;
   if (t.round_cpu_s > 0 || t.call_cpu_s > 0 || t.step_cpu_s > 0) {
-    RETURN_IF_ERROR(HostCpu(r, t, strategy, &p));
+    RETURN_IF_ERROR(HostCpu(
+        t, strategy == "ps" || strategy == "hybrid",
+        [&r, &strategy](const Terms& under) { return StepOf(r, under, strategy); }, &p));
     p.cpu_floor_s = p.host_cpu_s / t.host_cores;
     p.step_s = std::max(p.step_s, p.cpu_floor_s);
   }

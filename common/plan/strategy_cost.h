@@ -38,18 +38,13 @@
 // the link rate. Each prediction also says what bounds it (link, CPU,
 // latency: Prediction::bound).
 //
-// The CPU floor (one_host on a CPU profile): the nodes share this host's
-// cores, so a step takes at least the CPU every process of the job spends
-// on it over the cores it gets (cores x Cluster::cpu_share). Per worker:
-// its compute, codec and memory passes at one core's rates (summed, not
-// overlapped), plus the profile's ring_round_cpu_s per ring round it takes
-// part in, plus shard_call_cpu_s (worker and server ends together) per
-// chunk it pushes and pulls; per shard server its optimizer step. The
-// rounds and calls are counted from the strategy's own formulas (the step
-// with every round, or call, costing 1 s and all else free). A step is the
-// longer of this floor and the latency chain above: at 8 nodes x 2 workers
-// with 8 shard servers on 2 cores the floor is what the chain misses (a
-// step is 16-24 processes' rounds and calls, one core's worth at a time).
+// The CPU floor (one_host on a CPU profile, host_cpu.h): the nodes share
+// this host's cores, so a step takes at least the CPU every process of the
+// job spends on it over the cores it gets (cores x Cluster::cpu_share). A
+// step is the longer of this floor and the latency chain above: at 8 nodes
+// x 2 workers with 8 shard servers on 2 cores the floor is what the chain
+// misses (a step is 16-24 processes' rounds and calls, one core's worth at
+// a time).
 //
 // On a gpu profile (gpu_profile.h, or one measured on a GPU machine) each
 // rank has a device of its own: nothing is shared between a node's ranks
