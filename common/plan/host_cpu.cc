@@ -36,6 +36,8 @@ absl::Status HostCpu(const Terms& t, bool on_servers, const StepUnder& step, Pre
   p->worker_rounds = rounds.step_s;
   p->worker_calls = calls.step_s;
   p->round_cpu_s = t.round_cpu_s;
+  p->call_cpu_s = t.call_cpu_s;
+  p->step_cpu_s = t.step_cpu_s;
   p->server_cpu_s = on_servers ? t.servers * w.optimizer_s : 0;
   p->host_cpu_s = t.n * (t.step_cpu_s + p->worker_work_s + p->worker_rounds * t.round_cpu_s +
                          p->worker_calls * t.call_cpu_s) +

@@ -54,7 +54,7 @@ struct Shape {
   double owned_elements = 0;      // stepped by this rank's optimizer
   double server_elements = 0;     // stepped by each server
   double node_link_bytes = 0;
-  double server_link_bytes = 0;   // sent by each shard server (its pulls)
+  double server_link_bytes = 0;   // sent by each shard server (pulls, replica)
   int64_t grad_bytes = 0;
   int64_t param_bytes = -1;       // parameters held per rank; -1 = all of them
 };
@@ -208,16 +208,17 @@ absl::StatusOr<Shape> RemoteShape(const std::string& strategy, const Terms& t, i
   if (strategy == "ps") {
     s.bucket = [&t, chunk](int64_t lo, int64_t hi) {
       const double b = (hi - lo) * kFloat;
-      return ServerTransfer(t, b, t.k, std::max(1.0, b / chunk));
+      return ServerTransfer(t, b, t.k, std::max(1.0, b / chunk), b);
     };
-    s.finish_comm_s = ServerTransfer(t, chunk, t.k, 1);
+    // The last chunk's pull; its replica's copy overlaps the next step.
+    s.finish_comm_s = ServerTransfer(t, chunk, t.k, 1, 0);
     s.node_link_bytes = t.k * t.p_bytes;
-    s.server_link_bytes = t.n * t.p_bytes / t.servers;
+    s.server_link_bytes = (t.n + (t.replicas ? 1 : 0)) * t.p_bytes / t.servers;
   } else {
     s.bucket = [&t, chunk](int64_t lo, int64_t hi) {
       const double b = (hi - lo) * kFloat;
       return ShmReduceScatter(t, b) +
-             ServerTransfer(t, b / t.k, t.k, std::max(1.0, b / (t.k * chunk)));
+             ServerTransfer(t, b / t.k, t.k, std::max(1.0, b / (t.k * chunk)), b);
     };
     // The landing (hybrid_land.cc): each group of K chunks is allgathered
     // in the node once its pulls are in, queued in the order the pulls went
@@ -225,10 +226,10 @@ absl::StatusOr<Shape> RemoteShape(const std::string& strategy, const Terms& t, i
     // layer waits for every group: the whole vector's in-node allgather is
     // exposed, one round per group.
     const double groups = std::ceil(t.p_bytes / (t.k * chunk));
-    s.finish_comm_s = ServerTransfer(t, chunk, t.k, 1) + ShmAllGather(t, t.p_bytes) +
+    s.finish_comm_s = ServerTransfer(t, chunk, t.k, 1, 0) + ShmAllGather(t, t.p_bytes) +
                       (t.k > 1 ? (groups - 1) * t.shm_alpha : 0);
     s.node_link_bytes = t.p_bytes;
-    s.server_link_bytes = t.m * t.p_bytes / t.servers;
+    s.server_link_bytes = (t.m + (t.replicas ? 1 : 0)) * t.p_bytes / t.servers;
   }
   return s;
 }

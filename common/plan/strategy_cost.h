@@ -28,7 +28,9 @@
 // longer of all K rings' bytes and one ring's rounds plus its own bytes.
 // Each chunk ps pushes and pulls (hybrid: each of a rank's own 1/K) costs a
 // calibrated shard-server call round (ShardRoundSeconds at the host's
-// workers) on top of its bytes. With one_host, ps's and hybrid's servers
+// workers) on top of its bytes; with replicas (PlanRequest::shard_replicas)
+// each server's link also carries its range to its replica and its
+// neighbour's range in. With one_host, ps's and hybrid's servers
 // share the host's cores with the workers: every round, call and the
 // compute stretch by (workers + servers) / workers once the processes
 // outnumber the cores. Simulated links are token buckets
@@ -84,6 +86,11 @@ struct PlanRequest {
   std::string optimizer = "sgd";  // "sgd" or "adamw"
   double momentum = 0.9;          // sgd: 0 keeps no state
   double bucket_cap_mb = 25;
+  // ps / hybrid with two or more servers: each server also sends its
+  // range's summed gradient to the next server every step (its replica;
+  // on by default, `--sync_opt replicate=0` turns it off), so a server's
+  // link carries its 1/S of the vector once more each way.
+  bool shard_replicas = true;
   Cluster cluster;
   MachineProfile machine;
 };
@@ -106,14 +113,17 @@ struct Prediction {
   double host_cpu_s = 0;
   double cpu_floor_s = 0;
   // host_cpu_s = ranks x (step_cpu_s + worker_work_s + worker_rounds x
-  // round_cpu_s + worker_calls x shard_call_cpu_s) + server_cpu_s: one
+  // round_cpu_s + worker_calls x call_cpu_s) + server_cpu_s: one
   // worker's compute, codec and memory passes at one core's rates, the
   // ring rounds it takes part in, its shard-server calls, the CPU per round
-  // used (the profile's at the host's ranks); the shard servers' optimizer.
+  // used (the profile's at the host's ranks), per call (both ends) and per
+  // worker step beyond those; the shard servers' optimizer (host_cpu.h).
   double worker_work_s = 0;
   double worker_rounds = 0;
   double worker_calls = 0;
   double round_cpu_s = 0;
+  double call_cpu_s = 0;
+  double step_cpu_s = 0;
   double server_cpu_s = 0;
   // max(forward + backward + exposed + finish - burst_saved, cpu_floor_s)
   double step_s = 0;

@@ -156,6 +156,30 @@ TEST(StrategyCostTest, PipelinedPsExposesThePullOfOneChunk) {
   }
 }
 
+// Replicas (two or more servers, on by default): each server sends its
+// range to the next server every step and receives its neighbour's, so its
+// link carries 1/S of the vector once more each way. At 2 x 2 with 2
+// servers on 100 Mbit/s: ps's server link 4/2 P -> 5/2 P (the node link
+// 2 P), hybrid's 2/2 P -> 3/2 P (the node link P): the server links become
+// the bottleneck, half a vector's time more per step for both. One server
+// keeps no replica.
+TEST(StrategyCostTest, ShardReplicasCarryEachServersRangeOnceMore) {
+  PlanRequest on = MlpRequest("mlp:784,1024,1024,10", 2, 2, 100e6);
+  on.cluster.servers = 2;
+  on.machine.stream_bytes_per_s = 1e30;
+  PlanRequest off = on;
+  off.shard_replicas = false;
+  const double p = on.model.flat_size * 4.0, rate = 100e6 / 8;
+  for (const char* s : {"ps", "hybrid"}) {
+    SCOPED_TRACE(s);
+    const Prediction with = MustPredict(on, s), without = MustPredict(off, s);
+    EXPECT_NEAR(with.comm_s - without.comm_s, 0.5 * p / rate, 1e-9);
+    EXPECT_DOUBLE_EQ(with.node_link_bytes, without.node_link_bytes);
+  }
+  on.cluster.servers = off.cluster.servers = 1;
+  EXPECT_DOUBLE_EQ(MustPredict(on, "ps").step_s, MustPredict(off, "ps").step_s);
+}
+
 // Each chunk a worker pushes and pulls costs a calibrated round of shard
 // calls (ShardRoundSeconds at the host's workers): ps pushes every chunk
 // (8 here: one per server's 1/8), hybrid its own 1/K (4), and the pull of

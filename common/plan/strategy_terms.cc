@@ -39,15 +39,17 @@ double WorldAllGather(const Terms& t, double b) {
   return t.m == 1 ? ShmAllGather(t, b) : RingAllGatherSeconds(t.n, b, t.node);
 }
 
-// Each of the n ranks sends `per_rank` bytes to the servers (or receives
-// them back) in `calls` chunk push + pull round trips: a node's link
-// carries its ranks' share, each server's link 1/S of everything; each
-// call costs a calibrated round of calls on top (the calls' CPU on both
-// ends, gRPC and protobuf, the server's sum and apply, and the waits to be
-// scheduled among the host's other processes).
-double ServerTransfer(const Terms& t, double per_rank, int senders_per_node, double calls) {
+// Each call costs a calibrated round of calls on top (the calls' CPU on
+// both ends, gRPC and protobuf, the server's sum and apply, and the waits
+// to be scheduled among the host's other processes). The replica's copy
+// leaves a server while the workers' pulls do (and its neighbour's
+// arrives with their pushes): the same link, each direction.
+double ServerTransfer(const Terms& t, double per_rank, int senders_per_node, double calls,
+                      double distinct) {
   const double node_s = senders_per_node * per_rank / t.node.bytes_per_s;
-  const double server_s = t.m * senders_per_node * per_rank / (t.servers * t.server_rate);
+  const double server_bytes =
+      t.m * senders_per_node * per_rank / t.servers + (t.replicas ? distinct / t.servers : 0);
+  const double server_s = server_bytes / t.server_rate;
   return t.node.alpha_s + std::max(node_s, server_s) + calls * t.call_s;
 }
 
@@ -62,6 +64,7 @@ Terms TermsOf(const PlanRequest& r, bool servers_run) {
   t.k = c.per_node;
   t.n = c.ranks();
   t.servers = c.servers;
+  t.replicas = r.shard_replicas && c.servers >= 2;
   double node_bits = c.link_bits_per_s;
   if (node_bits == 0 && c.nodes > 1) node_bits = mp.node_link_bits_per_s;
   // Nodes simulated on this host: a ring round as calibrated for a ring

@@ -21,6 +21,7 @@ constexpr double kFloat = 4;  // bytes per fp32 element
 // The rates and sizes every strategy's formulas use.
 struct Terms {
   int m = 1, k = 1, n = 1, servers = 0;
+  bool replicas = false;  // shard servers send their ranges to replicas
   Link node;           // one node's link (or loopback); alpha: a world ring's round
   double cross_alpha;  // a round of a ring over one rank per node (hier's)
   double server_rate;  // one server's link, bytes/s
@@ -65,12 +66,15 @@ double WorldReduceScatter(const Terms& t, double b);
 double WorldAllGather(const Terms& t, double b);
 
 // Each of the n ranks sends `per_rank` bytes to the servers (or receives
-// them back) in `calls` chunk push + pull round trips: a node's link
-// carries its ranks' share, each server's link 1/S of everything; each
+// them back) in `calls` chunk push + pull round trips, of `distinct`
+// bytes of the vector in all: a node's link carries its ranks' share, each
+// server's link 1/S of everything (with replicas, 1/S of `distinct` once
+// more: its range to its replica out, its neighbour's in); each
 // call costs a calibrated round of calls on top (the calls' CPU on both
 // ends, gRPC and protobuf, the server's sum and apply, and the waits to be
 // scheduled among the host's other processes).
-double ServerTransfer(const Terms& t, double per_rank, int senders_per_node, double calls);
+double ServerTransfer(const Terms& t, double per_rank, int senders_per_node, double calls,
+                      double distinct);
 
 }  // namespace plan
 }  // namespace tandem

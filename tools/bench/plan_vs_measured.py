@@ -6,7 +6,6 @@ See plan_vs_measured.sh for usage. The measured runs are strategies.sh's
 error. A variant tandem plan does not know (or that failed) is listed as such.
 """
 import argparse
-import glob
 import json
 import os
 import re
@@ -14,7 +13,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import job_cpu  # noqa: E402 (beside this file)
 
 def dense_warmup(sync, opt):
     """Steps a compressed codec sends dense before compressing (its default
@@ -88,53 +89,20 @@ def calibrate(tandem, model, batch, path):
         return f.read()
 
 
-def proc_cpu_s(pid):
-    """CPU seconds (user + system) of process `pid`; None once it is gone."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            v = f.read().rsplit(")", 1)[1].split()
-        return (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-STEP_LINE = re.compile(r"^step (\d+)/")
-
-
 def job_cpu_per_step(tandem, run_dir, args, first=20, last=100):
     """Runs `tandem local` (args) to step last + 5 (within the first epoch
-    at 8x2 and batch 32) and reads every process's
-    CPU (/proc, by the run directory's pid files) when the workers log step
-    `first` and step `last`: CPU seconds per step by role ('worker',
-    'shard', ...) in the steady state, start-up and teardown left out."""
+    at 8x2 and batch 32) and reads every process's CPU (job_cpu.py) when
+    the workers log step `first` and step `last`: CPU seconds per step by
+    role ('worker', 'shard', ...) in the steady state, start-up and
+    teardown left out."""
     shutil.rmtree(run_dir, ignore_errors=True)
     cmd = [tandem, "local", "--run_dir=" + run_dir, "--max_steps=%d" % (last + 5),
            "--log_every=5"] + args
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    snaps, tail = {}, []
-    for line in p.stdout:
-        tail = (tail + [line])[-20:]
-        m = STEP_LINE.match(line)
-        if m and int(m.group(1)) in (first, last) and int(m.group(1)) not in snaps:
-            cpu = {}
-            for pf in glob.glob(os.path.join(run_dir, "*.pid")):
-                try:
-                    with open(pf) as f:
-                        c = proc_cpu_s(int(f.read().split()[0]))
-                except (OSError, ValueError, IndexError):
-                    c = None
-                if c is not None:
-                    cpu[os.path.basename(pf)[:-4]] = c
-            snaps[int(m.group(1))] = cpu
-    p.wait()
-    if p.returncode != 0 or len(snaps) != 2:
-        sys.exit("plan_vs_measured: the calibration job failed:\n" + "".join(tail))
-    roles = {}
-    for name, c in snaps[last].items():
-        if name in snaps[first]:
-            role = re.sub(r"-\d+$", "", name)
-            roles[role] = roles.get(role, 0) + (c - snaps[first][name]) / (last - first)
-    return roles
+    rc, out, err, snaps = job_cpu.run_watching(cmd, run_dir, (first, last), 600)
+    if rc != 0 or len(snaps) != 2:
+        sys.exit("plan_vs_measured: the calibration job failed:\n" +
+                 "".join((out + err).splitlines(True)[-20:]))
+    return job_cpu.per_step_by_role(snaps[first], snaps[last], last - first)
 
 
 def job_terms(ring, ps, pred, n):
@@ -214,6 +182,56 @@ def median_others(results):
     median the load the whole session shared the cores with."""
     xs = sorted(r["others_running"] for r in results if r.get("others_running") is not None)
     return xs[len(xs) // 2] if xs else None
+
+
+def predicted_cpu_ms(pred, n):
+    """The plan's CPU per step of the whole job (host_cpu_s) and its parts,
+    ms: the workers' own work (compute, codec, memory passes, ring rounds,
+    step_cpu_s), their shard calls (worker and server ends together) and
+    the servers' optimizer; None where the plan has no CPU floor."""
+    if not pred or not pred.get("host_cpu_s"):
+        return None
+    own = n * (pred["step_cpu_s"] + pred["worker_work_s"] +
+               pred["worker_rounds"] * pred["round_cpu_s"])
+    calls = n * pred["worker_calls"] * pred["call_cpu_s"]
+    return {"total": 1e3 * pred["host_cpu_s"], "workers": 1e3 * own, "calls": 1e3 * calls,
+            "server_optimizer": 1e3 * pred["server_cpu_s"]}
+
+
+def measured_cpu_ms(r):
+    """A run's steady-state CPU per step, ms, by role and in total
+    (strategies.sh's cpu_ms_per_step_by_role); None where not recorded."""
+    roles = r.get("cpu_ms_per_step_by_role")
+    if not roles:
+        return None
+    return dict(roles, total=sum(roles.values()))
+
+
+def print_cpu_table(rows):
+    """Predicted vs measured CPU per step (ms) of every run's whole job:
+    the load-robust check of the CPU floor."""
+    print("\nCPU ms per step, whole job (steady state): predicted vs measured")
+    print("%-26s %-6s %9s %9s %7s   %s" % ("strategy", "layout", "predicted", "measured", "error",
+                                         "predicted workers/calls/servers; measured by role"))
+    errors = []
+    for r in rows:
+        p, m = r.get("predicted_cpu_ms"), r.get("measured_cpu_ms")
+        if not p or not m:
+            continue
+        err = p["total"] / m["total"] - 1 if m["total"] > 0 else None
+        if err is not None:
+            r["cpu_error"] = err
+            errors.append(abs(err))
+        print("%-26s %-6s %9.1f %9.1f %7s   %.1f/%.1f/%.1f; %s" % (
+            r["variant"], r["layout"], p["total"], m["total"],
+            "%+.0f%%" % (100 * err) if err is not None else "-", p["workers"], p["calls"],
+            p["server_optimizer"],
+            " ".join("%s %.1f" % (k, v) for k, v in sorted(m.items()) if k != "total")))
+    if errors:
+        errors.sort()
+        print("CPU per step: median |error| %.0f%%, worst %.0f%%, within 15%%: %d of %d" % (
+            100 * errors[len(errors) // 2], 100 * errors[-1], sum(e <= 0.15 for e in errors),
+            len(errors)))
 
 
 def main():
@@ -315,7 +333,9 @@ def main():
                "lossy": pred["lossy"] if pred else None,
                "bound": pred.get("bound") if pred else None,
                "cpu_floor_ms": pred["cpu_floor_s"] * 1e3 if pred and "cpu_floor_s" in pred else None,
-               "cpu_share": share, "load": r.get("load")}
+               "cpu_share": share, "load": r.get("load"),
+               "predicted_cpu_ms": predicted_cpu_ms(pred, r["nodes"] * r["workers_per_node"]),
+               "measured_cpu_ms": measured_cpu_ms(r) if r["ok"] else None}
         # strategies.sh averages the steps after its first progress line.
         if dense_warmup(r["sync"], r.get("sync_opt", "")) >= r["steps"] - max(1, r["steps"] // 5):
             row["note"] = "measured steps in the dense warm-up"
@@ -334,6 +354,7 @@ def main():
             "%+.0f%%" % (100 * r["error"]) if "error" in r else r.get("note", "-"),
             "%.1f" % r["cpu_floor_ms"] if r["cpu_floor_ms"] else "-", r["cpu_share"],
             "%.0f" % r["load"] if r["load"] is not None else "-", r["bound"] or "-"))
+    print_cpu_table(rows)
     verdicts = []
     for key in sorted({(r["rate"], r["layout"]) for r in rows}):
         ok_rows = sorted((r for r in rows if (r["rate"], r["layout"]) == key and r["measured_ms"]

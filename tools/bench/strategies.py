@@ -27,6 +27,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import job_cpu  # noqa: E402 (beside this file)
+
 
 def registered_strategies(tandem):
     """[(name, [keys])] from `tandem local --help`'s strategy list."""
@@ -202,7 +205,10 @@ def others_running(samples=20, every_s=0.01):
     return sum(seen) / len(seen) if seen else None
 
 
-def run_tandem(tandem, args, run_dir, timeout):
+def run_tandem(tandem, args, run_dir, timeout, window=()):
+    """Runs `tandem local` (args) in `run_dir`. `window`: two step numbers
+    the job logs; the job's CPU per step between them by process role
+    (job_cpu.py: the steady state) is returned in host["cpu_by_role"]."""
     # A run directory keeps the coordinator's state; one left by an earlier
     # run of this bench would be resumed (and refused: its job has finished).
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -211,11 +217,7 @@ def run_tandem(tandem, args, run_dir, timeout):
     t0 = time.time()
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     busy0 = host_busy_s()
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        rc, out, err = p.returncode, p.stdout, p.stderr
-    except subprocess.TimeoutExpired as e:
-        rc, out, err = -1, (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or ""), "timed out after %d s" % timeout
+    rc, out, err, snaps = job_cpu.run_watching(cmd, run_dir, window, timeout)
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
     busy1 = host_busy_s()
@@ -223,6 +225,9 @@ def run_tandem(tandem, args, run_dir, timeout):
     # process's) and the load average at its end: the load it ran under.
     host = {"cpu_s": busy1 - busy0 if busy0 is not None and busy1 is not None else None,
             "load": load_average(), "others_running": running}
+    if window and all(w in snaps for w in window):
+        host["cpu_by_role"] = job_cpu.per_step_by_role(
+            snaps[window[0]], snaps[window[1]], window[1] - window[0])
     return rc, out, err, time.time() - t0, cmd, cpu, host
 
 
@@ -339,8 +344,11 @@ def main():
             args = common + sync_args + servers + ["--nodes=%d" % nodes, "--workers_per_node=%d" % per,
                                          "--link=" + rate, "--max_steps=%d" % a.steps,
                                          "--log_every=%d" % max(1, a.steps // 5)]
+            every = max(1, a.steps // 5)
+            window = (every, a.steps - every) if a.steps - every > every else ()
             rc, out, err, wall, cmd, cpu, host = run_tandem(binary, args,
-                                                      os.path.join(a.out, "runs", name), a.timeout)
+                                                      os.path.join(a.out, "runs", name), a.timeout,
+                                                      window)
             if "cannot create a network namespace" in err:
                 sys.exit("strategies.sh: " + err.strip().splitlines()[-1] +
                          "\n(simulated nodes need root: run it as root)")
@@ -369,6 +377,12 @@ def main():
                     r["host_cpu_ms_per_step"] = 1000 * host["cpu_s"] / a.steps
                 r["load"] = host["load"]
                 r["others_running"] = host["others_running"]
+                # The steady state's CPU per step by role (worker, shard,
+                # coordinator, dataserver), start-up and teardown left out.
+                if "cpu_by_role" in host:
+                    r["cpu_ms_per_step_by_role"] = {
+                        k: 1000 * v for k, v in host["cpu_by_role"].items()}
+                    r["cpu_window"] = list(window)
                 mem = worker_memory(os.path.join(a.out, "runs", name))
                 r["memory_bytes"] = mem
                 r["memory_mib"] = sum(mem.values()) / 2**20 if mem else None

@@ -168,14 +168,15 @@ std::string FormatJson(const PlanOptions& o, const plan::PlanRequest& r,
         "\"lossy\": %s, \"fits\": %s, \"bottleneck\": %s, \"bound\": %s, \"link_bound_s\": %.6g, "
         "\"cpu_bound_s\": %.6g, \"latency_bound_s\": %.6g, \"host_cpu_s\": %.6g, "
         "\"cpu_floor_s\": %.6g, \"worker_work_s\": %.6g, \"worker_rounds\": %.6g, "
-        "\"worker_calls\": %.6g, \"round_cpu_s\": %.6g, \"server_cpu_s\": %.6g, \"flags\": %s}",
+        "\"worker_calls\": %.6g, \"round_cpu_s\": %.6g, \"call_cpu_s\": %.6g, "
+        "\"step_cpu_s\": %.6g, \"server_cpu_s\": %.6g, \"flags\": %s}",
         i == 0 ? "" : ",", JsonString(p.strategy), p.step_s, p.samples_per_s, p.forward_s,
         p.backward_s, p.comm_s, p.exposed_comm_s, p.finish_s, p.control_s, p.burst_saved_s, p.node_link_bytes, p.param_bytes,
         p.grad_bytes, p.optimizer_bytes, p.activation_bytes, p.server_bytes,
         p.lossy ? "true" : "false", p.fits ? "true" : "false", JsonString(p.bottleneck),
         JsonString(p.bound), p.link_bound_s, p.cpu_bound_s, p.latency_bound_s, p.host_cpu_s,
         p.cpu_floor_s, p.worker_work_s, p.worker_rounds, p.worker_calls, p.round_cpu_s,
-        p.server_cpu_s, JsonString(absl::StrCat(common, " ", StrategyLocalFlags(o, p.strategy))));
+        p.call_cpu_s, p.step_cpu_s, p.server_cpu_s, JsonString(absl::StrCat(common, " ", StrategyLocalFlags(o, p.strategy))));
   }
   const Recommendation rec = Recommend(ps, o.tie_fraction);
   std::string tied;
