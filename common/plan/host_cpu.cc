@@ -33,7 +33,9 @@ absl::Status HostCpu(const Terms& t, bool on_servers, const StepUnder& step, Pre
   ASSIGN_OR_RETURN(Prediction calls, step(count));
   p->worker_work_s =
       w.forward_s + w.backward_s + w.comm_s + w.finish_s - (on_servers ? w.optimizer_s : 0);
-  p->worker_rounds = rounds.step_s;
+  // The step vote's rounds (tiny, latency-bound) are not gradient rounds:
+  // what they cost is part of step_cpu_s, as calibrated.
+  p->worker_rounds = rounds.step_s - rounds.control_s;
   p->worker_calls = calls.step_s;
   p->round_cpu_s = t.round_cpu_s;
   p->call_cpu_s = t.call_cpu_s;

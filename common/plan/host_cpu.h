@@ -12,8 +12,10 @@
 // What it models. Per worker: its compute, codec and memory passes at one
 // core's rates (summed, not overlapped: the step with the links and every
 // latency free, at the rates undivided by the share of the cores), plus
-// the profile's CPU per ring round (Terms::round_cpu_s) per ring round it
-// takes part in, plus Terms::call_cpu_s (worker and server ends together)
+// the profile's CPU per ring round (Terms::round_cpu_s: measured on real
+// jobs where the profile has job_round_cpu_s, else the bare rings' least)
+// per round of its gradient collectives it takes part in (the step vote's
+// tiny rounds are in step_cpu_s), plus Terms::call_cpu_s (worker and server ends together)
 // per chunk it pushes and pulls, plus Terms::step_cpu_s (the rest of a
 // worker's step: its data fetch, the trainer's loop, metrics); per shard
 // server (ps, hybrid: `on_servers`) its optimizer step. The rounds and

@@ -67,6 +67,12 @@ struct MachineProfile {
   double ring_round_cpu_16_s = 0;
   double shard_call_cpu_s = 0;
   double step_cpu_s = 0;
+  // CPU seconds one worker spends per round of its gradient collectives'
+  // rings in a real job (data in every round, the job's own processes
+  // around it), measured by plan_vs_measured.sh --calibrate from a flat and
+  // a hierarchical ring job; when set, the CPU floor uses it instead of the
+  // bare rings' least ring_round_cpu_*_s. 0 = not measured.
+  double job_round_cpu_s = 0;
   double shm_alpha_s = 5e-6;     // per shared-memory round (a barrier)
   int cores = 1;                 // cores the ranks of one host share
   std::string source = "built-in defaults (run `tandem plan --calibrate`)";

@@ -115,9 +115,10 @@ struct Prediction {
   // host_cpu_s = ranks x (step_cpu_s + worker_work_s + worker_rounds x
   // round_cpu_s + worker_calls x call_cpu_s) + server_cpu_s: one
   // worker's compute, codec and memory passes at one core's rates, the
-  // ring rounds it takes part in, its shard-server calls, the CPU per round
-  // used (the profile's at the host's ranks), per call (both ends) and per
-  // worker step beyond those; the shard servers' optimizer (host_cpu.h).
+  // rounds of its gradient collectives' rings (the step vote's are in
+  // step_cpu_s), its shard-server calls, the CPU per round used
+  // (job_round_cpu_s, else the bare rings' least), per call (both ends) and
+  // per worker step beyond those; the shard servers' optimizer (host_cpu.h).
   double worker_work_s = 0;
   double worker_rounds = 0;
   double worker_calls = 0;

@@ -229,8 +229,8 @@ TEST(StrategyCostTest, ShardServersOnTheHostStretchItsRounds) {
 // over the cores the job gets. With 16 workers and 8 servers on 2 cores
 // it wins; with the same per-round and per-call costs on 4 workers it
 // does not (the latency chain is longer). Its parts are the strategy's own
-// counts: allreduce over 16 ranks, one bucket and the vote: 2 x 30 rounds;
-// ps: the vote's 30 rounds plus one per bucket and one for the last pull,
+// counts: allreduce over 16 ranks, one bucket: 30 rounds (the vote's 30
+// are step_cpu_s's); ps: one per bucket and one for the last pull,
 // 8 chunk calls plus that pull.
 TEST(StrategyCostTest, CpuFloorWinsWhereTheProcessesOutnumberTheCores) {
   PlanRequest r = MlpRequest("mlp:784,64,10", 8, 2, 100e6);
@@ -242,17 +242,25 @@ TEST(StrategyCostTest, CpuFloorWinsWhereTheProcessesOutnumberTheCores) {
   r.machine.shard_call_cpu_s = 1e-3;
   r.machine.step_cpu_s = 1e-3;
   const Prediction ring = MustPredict(r, "allreduce"), ps = MustPredict(r, "ps");
-  EXPECT_DOUBLE_EQ(ring.worker_rounds, 60);
+  EXPECT_DOUBLE_EQ(ring.worker_rounds, 30);
   EXPECT_DOUBLE_EQ(ring.worker_calls, 0);
-  EXPECT_DOUBLE_EQ(ps.worker_rounds, 32);
+  EXPECT_DOUBLE_EQ(ps.worker_rounds, 2);
   EXPECT_DOUBLE_EQ(ps.worker_calls, 9);
   EXPECT_DOUBLE_EQ(ring.round_cpu_s, 50e-6);
   PlanRequest spin = r;  // a dearer round at fewer ranks is a spin: the least counts
   spin.machine.ring_round_cpu_2_s = 400e-6;
   EXPECT_DOUBLE_EQ(MustPredict(spin, "allreduce").round_cpu_s, 50e-6);
-  EXPECT_NEAR(ring.host_cpu_s, 16 * (1e-3 + ring.worker_work_s + 60 * 50e-6), 1e-12);
-  EXPECT_NEAR(ps.host_cpu_s, 16 * (1e-3 + ps.worker_work_s + 32 * 50e-6 + 9e-3) + ps.server_cpu_s,
+  EXPECT_NEAR(ring.host_cpu_s, 16 * (1e-3 + ring.worker_work_s + 30 * 50e-6), 1e-12);
+  EXPECT_NEAR(ps.host_cpu_s, 16 * (1e-3 + ps.worker_work_s + 2 * 50e-6 + 9e-3) + ps.server_cpu_s,
               1e-12);
+  // A round measured on real jobs (job_round_cpu_s) replaces the bare
+  // rings' least; hier's 8-node rings take 14 rounds a bucket.
+  PlanRequest job = r;
+  job.machine.job_round_cpu_s = 80e-6;
+  const Prediction ring_job = MustPredict(job, "allreduce"), hier_job = MustPredict(job, "hier");
+  EXPECT_DOUBLE_EQ(ring_job.round_cpu_s, 80e-6);
+  EXPECT_NEAR(ring_job.host_cpu_s - ring.host_cpu_s, 16 * 30 * 30e-6, 1e-12);
+  EXPECT_DOUBLE_EQ(hier_job.worker_rounds, 14);
   EXPECT_GT(ps.server_cpu_s, 0);  // the optimizer step, on the servers
   EXPECT_NEAR(ps.cpu_floor_s, ps.host_cpu_s / 2, 1e-12);
   EXPECT_DOUBLE_EQ(ps.step_s, ps.cpu_floor_s);

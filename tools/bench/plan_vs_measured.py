@@ -105,48 +105,59 @@ def job_cpu_per_step(tandem, run_dir, args, first=20, last=100):
     return job_cpu.per_step_by_role(snaps[first], snaps[last], last - first)
 
 
-def job_terms(ring, ps, pred, n):
-    """(step_cpu_s, shard_call_cpu_s) from the calibration jobs' CPU per
-    step by role (`ring`, `ps`) and the plan's counts for them (`pred`):
-    the ring job's worker CPU beyond its work and its rounds — each at the
-    CPU per round the plan charges (round_cpu_s: the calibration's least,
-    so that what a round costs beyond it at this layout, waiting, lands in
-    step_cpu_s as the plan will charge it) — is step_cpu_s; the ps job's
-    CPU beyond that per worker, its rounds and its servers' optimizer, per
-    chunk call, is shard_call_cpu_s."""
-    a, q = pred["allreduce"], pred["ps"]
+def job_terms(flat, hier, ps, pred, n):
+    """(step_cpu_s, job_round_cpu_s, shard_call_cpu_s) from the calibration
+    jobs' CPU per step by role (`flat`, `hier`: the two rings; `ps`) and the
+    plan's counts for them (`pred`: worker_work_s, worker_rounds: the
+    gradient rings' rounds, worker_calls). The two rings differ in their
+    rounds (hier's cross-node rings are over the nodes only): the CPU
+    difference per round of difference is a real job's CPU per ring round
+    (job_round_cpu_s; where they do not differ, one node per rank, the bare
+    calibration's least, round_cpu_s); the flat ring's worker CPU beyond its
+    work and its rounds is step_cpu_s (the vote, the data fetch, the loop);
+    the ps job's CPU beyond that per worker and its servers' optimizer, per
+    chunk call, is shard_call_cpu_s (both ends)."""
+    a, h, q = pred["allreduce"], pred.get("hier"), pred["ps"]
+    xa = flat.get("worker", 0) / n - a["worker_work_s"]
     per_round = a["round_cpu_s"]
-    step = max(0.0, ring.get("worker", 0) / n - a["worker_work_s"] - a["worker_rounds"] * per_round)
+    if h and hier and a["worker_rounds"] > h["worker_rounds"]:
+        xh = hier.get("worker", 0) / n - h["worker_work_s"]
+        measured = (xa - xh) / (a["worker_rounds"] - h["worker_rounds"])
+        if measured > 0:
+            per_round = measured
+    step = max(0.0, xa - a["worker_rounds"] * per_round)
     ps_cpu = sum(ps.values()) - ps.get("coordinator", 0) - ps.get("dataserver", 0)
     call = (ps_cpu - n * (step + q["worker_work_s"] + q["worker_rounds"] * per_round) -
             q["server_cpu_s"]) / (n * q["worker_calls"])
-    return step, max(call, 0.0)
+    return step, per_round, max(call, 0.0)
 
 
-def calibrate_jobs(tandem, model, batch, profile_path, out, layout):
-    """What the bare calibration misses, measured on real jobs: one flat
-    ring (allreduce hier=0) and one ps job (a server per node) at `layout`
-    on unshaped simulated nodes. The workers' CPU per step beyond what the
-    plan counts for the ring (compute, rounds at the calibrated CPU per
-    round) is step_cpu_s; ps's CPU beyond that and its servers' optimizer,
-    per chunk call it makes, is shard_call_cpu_s (worker and server ends:
-    the real call path's lanes, hand-offs and apply threads). Both go into
-    the profile at `profile_path`; returns what was measured."""
+def calibrate_jobs(tandem, model, batch, profile_path, out, layout, link):
+    """What the bare calibration misses, measured on real jobs: a flat ring
+    (allreduce hier=0), a hierarchical one (hier=1) and a ps job (a server
+    per node) at `layout`, each node's link shaped at `link` ('none':
+    unshaped), 105 steps each, every process's CPU between steps 20 and 100
+    (job_terms: step_cpu_s, job_round_cpu_s, shard_call_cpu_s). They go
+    into the profile at `profile_path`; returns what was measured."""
     nodes, per = (int(x) for x in layout.split("x"))
     n = nodes * per
     common = ["--model=" + model, "--batch_size=%d" % batch, "--epochs=1", "--lr_scaling=none",
               "--seed=1", "--checkpoint_every=0", "--nodes=%d" % nodes,
-              "--workers_per_node=%d" % per]
-    ring = job_cpu_per_step(tandem, os.path.join(out, "calibrate_ring"),
+              "--workers_per_node=%d" % per] + (["--link=" + link] if link != "none" else [])
+    flat = job_cpu_per_step(tandem, os.path.join(out, "calibrate_ring"),
                             common + ["--sync=allreduce", "--sync_opt=hier=0"])
+    hier = (job_cpu_per_step(tandem, os.path.join(out, "calibrate_hier"),
+                             common + ["--sync=allreduce", "--sync_opt=hier=1"])
+            if nodes > 1 and per > 1 else None)
     ps = job_cpu_per_step(tandem, os.path.join(out, "calibrate_ps"),
                           common + ["--sync=ps", "--shard_servers=%d" % nodes])
     plan = subprocess.run([tandem, "plan", "--json", "--one_host", "--model=" + model,
                            "--nodes=%d" % nodes, "--per_node=%d" % per, "--batch_size=%d" % batch,
-                           "--servers=%d" % nodes, "--profile=" + profile_path],
+                           "--servers=%d" % nodes, "--profile=" + profile_path] +
+                          (["--link=" + link] if link != "none" else []),
                           capture_output=True, text=True, check=True)
     pred = {x["strategy"]: x for x in json.loads(plan.stdout)["predictions"]}
-    step, call = job_terms(ring, ps, pred, n)
+    step, per_round, call = job_terms(flat, hier, ps, pred, n)
     with open(profile_path) as f:
         text = f.read()
     # A real call does at least what the bare one (tandem plan --calibrate)
@@ -155,13 +166,19 @@ def calibrate_jobs(tandem, model, batch, profile_path, out, layout):
     m = re.search(r"(?m)^shard_call_cpu_s = (\S+)", text)
     bare = float(m.group(1)) if m else 0.0
     call = max(call, bare)
-    for key, v in (("step_cpu_s", step), ("shard_call_cpu_s", call)):
-        text = re.sub(r"(?m)^%s = .*$" % key, "%s = %r" % (key, v), text)
+    for key, v in (("step_cpu_s", step), ("job_round_cpu_s", per_round),
+                   ("shard_call_cpu_s", call)):
+        line = "%s = %r" % (key, v)
+        text, found = re.subn(r"(?m)^%s = .*$" % key, line, text)
+        if not found:
+            text += line + "\n"
     with open(profile_path, "w") as f:
         f.write(text)
-    return {"layout": layout, "ring_cpu_s_per_step": ring, "ps_cpu_s_per_step": ps,
-            "step_cpu_s": step, "shard_call_cpu_s": call, "bare_shard_call_cpu_s": bare,
-            "plan": {k: pred[k] for k in ("allreduce", "ps")}}
+    return {"layout": layout, "link": link, "ring_cpu_s_per_step": flat,
+            "hier_cpu_s_per_step": hier, "ps_cpu_s_per_step": ps, "step_cpu_s": step,
+            "job_round_cpu_s": per_round, "shard_call_cpu_s": call,
+            "bare_shard_call_cpu_s": bare,
+            "plan": {k: pred[k] for k in ("allreduce", "hier", "ps") if k in pred}}
 
 
 def cpu_share(r, others):
@@ -252,9 +269,13 @@ def main():
                     help="calibrate (tandem plan --calibrate, the run's model and batch) right "
                          "before and right after the measured runs and plan with the mean of the "
                          "two (OUT/profile.txt): on a loaded host a ring round's cost drifts")
-    ap.add_argument("--calibrate_layout", default="4x2",
-                    help="--calibrate's two real jobs (allreduce, ps) for step_cpu_s and "
-                         "shard_call_cpu_s: this layout, unshaped")
+    ap.add_argument("--calibrate_link", default="",
+                    help="--calibrate's jobs: each node's link (default: the first of --rates; "
+                         "'none': unshaped)")
+    ap.add_argument("--calibrate_layout", default="",
+                    help="--calibrate's three real jobs (allreduce hier=0 and hier=1, ps) for "
+                         "step_cpu_s, job_round_cpu_s and shard_call_cpu_s: this layout (default: "
+                         "the one of --layouts with the most workers, where the CPU floor matters)")
     ap.add_argument("--share", choices=("measured", "1"), default="measured",
                     help="plan each run with the share of the cores its job could expect (its "
                          "processes over them plus the median of the threads others kept runnable "
@@ -279,9 +300,14 @@ def main():
     if a.calibrate:
         path = os.path.join(out, "profile_before.txt")
         calibrate(a.tandem, a.model, a.batch, path)
-        jobs = calibrate_jobs(a.tandem, a.model, a.batch, path, out, a.calibrate_layout)
-        print("calibration jobs at %s: step_cpu_s %.3g, shard_call_cpu_s %.3g" % (
-            a.calibrate_layout, jobs["step_cpu_s"], jobs["shard_call_cpu_s"]))
+        layout = a.calibrate_layout or max(
+            (l for l in a.layouts.split(",") if l),
+            key=lambda l: (int(l.split("x")[0]) * int(l.split("x")[1]), int(l.split("x")[0])))
+        link = a.calibrate_link or next(r for r in a.rates.split(",") if r)
+        jobs = calibrate_jobs(a.tandem, a.model, a.batch, path, out, layout, link)
+        print("calibration jobs at %s, link %s: step_cpu_s %.3g, job_round_cpu_s %.3g, "
+              "shard_call_cpu_s %.3g" % (layout, link, jobs["step_cpu_s"], jobs["job_round_cpu_s"],
+                                         jobs["shard_call_cpu_s"]))
         with open(os.path.join(out, "calibration_jobs.json"), "w") as f:
             json.dump(jobs, f, indent=1)
         with open(path) as f:
@@ -291,7 +317,7 @@ def main():
     if a.calibrate:
         after = calibrate(a.tandem, a.model, a.batch, os.path.join(out, "profile_after.txt"))
         # The jobs' two terms were measured once (before): the same in both.
-        for key in ("step_cpu_s", "shard_call_cpu_s"):
+        for key in ("step_cpu_s", "job_round_cpu_s", "shard_call_cpu_s"):
             m = re.search(r"(?m)^%s = .*$" % key, before)
             after = re.sub(r"(?m)^%s = .*$" % key, m.group(0), after) if m else after
         with open(os.path.join(out, "profile.txt"), "w") as f:
