@@ -216,6 +216,9 @@ FlagTable PlanFlags(PlanOptions* o) {
   t.Int("shard_servers", &o->servers,
         "Shard servers (0 = no ps / hybrid rows), as tandem local --shard_servers.");
   t.Alias("servers", "shard_servers");
+  t.Bool("shard_replicas", &o->shard_replicas,
+         "ps / hybrid with 2+ servers: each server sends its range to a replica every step (on, "
+         "as tandem local's default; false = --sync_opt replicate=0).");
   t.String("link", &o->link, "Each node's link, e.g. 1gbit, 100mbit (\"\" = unshaped loopback).");
   t.String("server_link", &o->server_link, "Each shard server's link (\"\" = --link).");
   t.Int("batch_size", &o->batch_size, "Samples per worker per step.");

@@ -42,6 +42,7 @@ struct PlanOptions {
   int nodes = 1;
   int per_node = 1;               // workers per node
   int servers = 0;                // shard servers (ps, hybrid)
+  bool shard_replicas = true;     // ps / hybrid: --sync_opt replicate (on by default)
   std::string link;               // per node, e.g. "1gbit"; "" = unshaped loopback
   std::string server_link;        // "" = --link
   int batch_size = 64;            // per worker per step

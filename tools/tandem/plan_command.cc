@@ -89,7 +89,8 @@ std::string JsonString(const std::string& s) {
 std::string StrategyLocalFlags(const PlanOptions& o, const std::string& strategy) {
   if (strategy == "hier") return "--sync allreduce --sync_opt hier=1";
   if (strategy == "ps" || strategy == "hybrid") {
-    return absl::StrCat("--sync ", strategy, " --shard_servers ", std::max(o.servers, 1));
+    return absl::StrCat("--sync ", strategy, " --shard_servers ", std::max(o.servers, 1),
+                        o.shard_replicas ? "" : " --sync_opt replicate=0");
   }
   constexpr absl::string_view kCompressed = "compressed:";
   if (absl::StartsWith(strategy, kCompressed)) {
@@ -134,6 +135,7 @@ absl::StatusOr<plan::PlanRequest> PlanRequestFrom(const PlanOptions& o,
   r.cluster.nodes = o.nodes;
   r.cluster.per_node = o.per_node;
   r.cluster.servers = o.servers;
+  r.shard_replicas = o.shard_replicas;
   r.cluster.one_host = o.one_host;
   r.cluster.cpu_share = o.cpu_share;
   if (!o.link.empty()) {

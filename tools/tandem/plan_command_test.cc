@@ -184,6 +184,9 @@ TEST(PlanCommandTest, FlagsAreWhatTandemLocalTakes) {
   EXPECT_EQ(StrategyLocalFlags(o, "compressed:topk=0.01"),
             "--sync compressed --sync_opt codec=topk,k=0.01");
   EXPECT_EQ(StrategyLocalFlags(o, "compressed:int8"), "--sync compressed --sync_opt codec=int8");
+  // Planned without replicas: the flags run it that way.
+  o.shard_replicas = false;
+  EXPECT_EQ(StrategyLocalFlags(o, "ps"), "--sync ps --shard_servers 2 --sync_opt replicate=0");
 }
 
 // Every "flags" field plan prints (and its recommendation line) parses
