@@ -15,6 +15,7 @@ import re
 import subprocess
 import tempfile
 import threading
+import time
 
 STEP_LINE = re.compile(r"^step (\d+)/")
 
@@ -25,6 +26,17 @@ def proc_cpu_s(pid):
         with open("/proc/%d/stat" % pid) as f:
             v = f.read().rsplit(")", 1)[1].split()
         return (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def host_busy_s():
+    """CPU seconds every core of this host has been busy (not idle or
+    waiting for I/O) since boot, from /proc/stat; None where unreadable."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return None
 
@@ -57,7 +69,8 @@ def per_step_by_role(first, last, steps):
 def run_watching(cmd, run_dir, at_steps, timeout):
     """Runs `cmd` (a `tandem local --run_dir=run_dir ...`), snapshotting
     the job's CPU when its output first logs each step in `at_steps`.
-    Returns (returncode or -1 on timeout, stdout, stderr, {step: snapshot})."""
+    Returns (returncode or -1 on timeout, stdout, stderr, {step: {"procs":
+    snapshot, "t": monotonic seconds, "host_busy_s": host_busy_s()}})."""
     snaps = {}
     with tempfile.TemporaryFile(mode="w+") as err:
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
@@ -68,7 +81,8 @@ def run_watching(cmd, run_dir, at_steps, timeout):
             out.append(line)
             m = STEP_LINE.match(line)
             if m and int(m.group(1)) in at_steps and int(m.group(1)) not in snaps:
-                snaps[int(m.group(1))] = snapshot(run_dir)
+                snaps[int(m.group(1))] = {"procs": snapshot(run_dir), "t": time.monotonic(),
+                                          "host_busy_s": host_busy_s()}
         p.wait()
         timed_out = not timer.is_alive() and p.returncode < 0
         timer.cancel()

@@ -94,7 +94,9 @@ def job_cpu_per_step(tandem, run_dir, args, first=20, last=100):
     at 8x2 and batch 32) and reads every process's CPU (job_cpu.py) when
     the workers log step `first` and step `last`: CPU seconds per step by
     role ('worker', 'shard', ...) in the steady state, start-up and
-    teardown left out."""
+    teardown left out, and under '_step_s' and '_host_busy' the seconds per
+    step over that window and the share of the host's cores busy in it (all
+    processes'; None where /proc/stat is unreadable)."""
     shutil.rmtree(run_dir, ignore_errors=True)
     cmd = [tandem, "local", "--run_dir=" + run_dir, "--max_steps=%d" % (last + 5),
            "--log_every=5"] + args
@@ -102,7 +104,12 @@ def job_cpu_per_step(tandem, run_dir, args, first=20, last=100):
     if rc != 0 or len(snaps) != 2:
         sys.exit("plan_vs_measured: the calibration job failed:\n" +
                  "".join((out + err).splitlines(True)[-20:]))
-    return job_cpu.per_step_by_role(snaps[first], snaps[last], last - first)
+    a, b = snaps[first], snaps[last]
+    roles = job_cpu.per_step_by_role(a["procs"], b["procs"], last - first)
+    wall = b["t"] - a["t"]
+    busy = (None if a["host_busy_s"] is None or b["host_busy_s"] is None or wall <= 0 else
+            (b["host_busy_s"] - a["host_busy_s"]) / (wall * os.cpu_count()))
+    return roles, {"_step_s": wall / (last - first), "_host_busy": busy}
 
 
 def job_terms(flat, hier, ps, pred, n):
@@ -132,6 +139,41 @@ def job_terms(flat, hier, ps, pred, n):
     return step, per_round, max(call, 0.0)
 
 
+def plan_json(tandem, model, batch, nodes, per, link, profile_path):
+    """tandem plan --json --one_host's predictions by strategy at a layout."""
+    plan = subprocess.run([tandem, "plan", "--json", "--one_host", "--model=" + model,
+                           "--nodes=%d" % nodes, "--per_node=%d" % per, "--batch_size=%d" % batch,
+                           "--servers=%d" % nodes, "--profile=" + profile_path] +
+                          (["--link=" + link] if link != "none" else []),
+                          capture_output=True, text=True, check=True)
+    return {x["strategy"]: x for x in json.loads(plan.stdout)["predictions"]}
+
+
+def job_ring_round(text, n, step_s, planned, out):
+    """The round of a ring of `n` in a real job: the bare calibration's
+    ring_round_<n>_s moved until the plan's latency chain for the flat ring
+    (the CPU floor left out) is the flat job's measured step `step_s`. The
+    chain is linear in the round (its rounds: the gradients' and the step
+    vote's), so two plans give it. None where the chain already takes
+    longer than the step was (the bare round is kept)."""
+    m = re.search(r"(?m)^ring_round_%d_s = (\S+)" % n, text)
+    if not m or float(m.group(1)) <= 0:
+        return None
+    r0 = float(m.group(1))
+    chain = re.sub(r"(?m)^(step_cpu_s|job_round_cpu_s|shard_call_cpu_s|ring_round_cpu_\d+_s) = .*$",
+                   r"\1 = 0", text)
+    path = os.path.join(out, "profile_chain.txt")
+    steps = []
+    for r in (r0, 2 * r0):
+        with open(path, "w") as f:
+            f.write(re.sub(r"(?m)^ring_round_%d_s = .*$" % n, "ring_round_%d_s = %r" % (n, r), chain))
+        steps.append(planned(path)["allreduce"]["step_s"])
+    rounds = (steps[1] - steps[0]) / r0
+    if rounds <= 0 or step_s <= steps[0]:
+        return None
+    return r0 + (step_s - steps[0]) / rounds
+
+
 def calibrate_jobs(tandem, model, batch, profile_path, out, layout, link):
     """What the bare calibration misses, measured on real jobs: a flat ring
     (allreduce hier=0), a hierarchical one (hier=1) and a ps job (a server
@@ -144,22 +186,28 @@ def calibrate_jobs(tandem, model, batch, profile_path, out, layout, link):
     common = ["--model=" + model, "--batch_size=%d" % batch, "--epochs=1", "--lr_scaling=none",
               "--seed=1", "--checkpoint_every=0", "--nodes=%d" % nodes,
               "--workers_per_node=%d" % per] + (["--link=" + link] if link != "none" else [])
-    flat = job_cpu_per_step(tandem, os.path.join(out, "calibrate_ring"),
-                            common + ["--sync=allreduce", "--sync_opt=hier=0"])
+    flat, flat_time = job_cpu_per_step(tandem, os.path.join(out, "calibrate_ring"),
+                                       common + ["--sync=allreduce", "--sync_opt=hier=0"])
     hier = (job_cpu_per_step(tandem, os.path.join(out, "calibrate_hier"),
-                             common + ["--sync=allreduce", "--sync_opt=hier=1"])
+                             common + ["--sync=allreduce", "--sync_opt=hier=1"])[0]
             if nodes > 1 and per > 1 else None)
     ps = job_cpu_per_step(tandem, os.path.join(out, "calibrate_ps"),
-                          common + ["--sync=ps", "--shard_servers=%d" % nodes])
-    plan = subprocess.run([tandem, "plan", "--json", "--one_host", "--model=" + model,
-                           "--nodes=%d" % nodes, "--per_node=%d" % per, "--batch_size=%d" % batch,
-                           "--servers=%d" % nodes, "--profile=" + profile_path] +
-                          (["--link=" + link] if link != "none" else []),
-                          capture_output=True, text=True, check=True)
-    pred = {x["strategy"]: x for x in json.loads(plan.stdout)["predictions"]}
+                          common + ["--sync=ps", "--shard_servers=%d" % nodes])[0]
+    planned = lambda path: plan_json(tandem, model, batch, nodes, per, link, path)
+    pred = planned(profile_path)
     step, per_round, call = job_terms(flat, hier, ps, pred, n)
     with open(profile_path) as f:
         text = f.read()
+    # The flat ring job's step where the host had cores to spare (its
+    # chain, not the CPU floor, set it): the round of a ring of its size in
+    # a real job (JobRingRound).
+    ring_round = None
+    if (flat_time["_host_busy"] is not None and flat_time["_host_busy"] < 0.9 and
+            n in (2, 4, 8, 16)):
+        ring_round = job_ring_round(text, n, flat_time["_step_s"], planned, out)
+        if ring_round:
+            text = re.sub(r"(?m)^ring_round_%d_s = .*$" % n, "ring_round_%d_s = %r" % (n, ring_round),
+                          text)
     # A real call does at least what the bare one (tandem plan --calibrate)
     # did: the difference of two jobs' CPU is noisy (10 ms clock ticks,
     # the ring job's waits) and may come out below it.
@@ -175,6 +223,9 @@ def calibrate_jobs(tandem, model, batch, profile_path, out, layout, link):
     with open(profile_path, "w") as f:
         f.write(text)
     return {"layout": layout, "link": link, "ring_cpu_s_per_step": flat,
+            "ring_step_s": flat_time["_step_s"], "ring_host_busy": flat_time["_host_busy"],
+            "ring_ranks": n,
+            "job_ring_round_s": ring_round,
             "hier_cpu_s_per_step": hier, "ps_cpu_s_per_step": ps, "step_cpu_s": step,
             "job_round_cpu_s": per_round, "shard_call_cpu_s": call,
             "bare_shard_call_cpu_s": bare,
@@ -306,8 +357,13 @@ def main():
         link = a.calibrate_link or next(r for r in a.rates.split(",") if r)
         jobs = calibrate_jobs(a.tandem, a.model, a.batch, path, out, layout, link)
         print("calibration jobs at %s, link %s: step_cpu_s %.3g, job_round_cpu_s %.3g, "
-              "shard_call_cpu_s %.3g" % (layout, link, jobs["step_cpu_s"], jobs["job_round_cpu_s"],
-                                         jobs["shard_call_cpu_s"]))
+              "shard_call_cpu_s %.3g; the flat ring %.1f ms/step, host %s busy: %s" % (
+                  layout, link, jobs["step_cpu_s"], jobs["job_round_cpu_s"],
+                  jobs["shard_call_cpu_s"], 1e3 * jobs["ring_step_s"],
+                  "%.0f%%" % (100 * jobs["ring_host_busy"]) if jobs["ring_host_busy"] is not None
+                  else "?",
+                  "a real ring round %.3g ms" % (1e3 * jobs["job_ring_round_s"])
+                  if jobs["job_ring_round_s"] else "the bare ring round kept"))
         with open(os.path.join(out, "calibration_jobs.json"), "w") as f:
             json.dump(jobs, f, indent=1)
         with open(path) as f:
@@ -316,8 +372,11 @@ def main():
         subprocess.run(cmd, check=True, env=env)
     if a.calibrate:
         after = calibrate(a.tandem, a.model, a.batch, os.path.join(out, "profile_after.txt"))
-        # The jobs' two terms were measured once (before): the same in both.
-        for key in ("step_cpu_s", "job_round_cpu_s", "shard_call_cpu_s"):
+        # The jobs' terms were measured once (before): the same in both.
+        keys = ["step_cpu_s", "job_round_cpu_s", "shard_call_cpu_s"]
+        if jobs["job_ring_round_s"]:
+            keys.append("ring_round_%d_s" % jobs["ring_ranks"])
+        for key in keys:
             m = re.search(r"(?m)^%s = .*$" % key, before)
             after = re.sub(r"(?m)^%s = .*$" % key, m.group(0), after) if m else after
         with open(os.path.join(out, "profile.txt"), "w") as f:

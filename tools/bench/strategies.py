@@ -169,17 +169,6 @@ ACC = re.compile(r"^epoch (\d+) test accuracy (\d+(?:\.\d+)?)")
 NETWORK = re.compile(r"^network: (.*)")
 
 
-def host_busy_s():
-    """CPU seconds every core of this host has been busy (not idle or
-    waiting for I/O) since boot, from /proc/stat; None where unreadable."""
-    try:
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:]]
-        return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def load_average():
     try:
         with open("/proc/loadavg") as f:
@@ -216,18 +205,18 @@ def run_tandem(tandem, args, run_dir, timeout, window=()):
     running = others_running()
     t0 = time.time()
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    busy0 = host_busy_s()
+    busy0 = job_cpu.host_busy_s()
     rc, out, err, snaps = job_cpu.run_watching(cmd, run_dir, window, timeout)
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
-    busy1 = host_busy_s()
+    busy1 = job_cpu.host_busy_s()
     # The whole host's busy CPU over the run (this job's and every other
     # process's) and the load average at its end: the load it ran under.
     host = {"cpu_s": busy1 - busy0 if busy0 is not None and busy1 is not None else None,
             "load": load_average(), "others_running": running}
     if window and all(w in snaps for w in window):
         host["cpu_by_role"] = job_cpu.per_step_by_role(
-            snaps[window[0]], snaps[window[1]], window[1] - window[0])
+            snaps[window[0]]["procs"], snaps[window[1]]["procs"], window[1] - window[0])
     return rc, out, err, time.time() - t0, cmd, cpu, host
 
 
