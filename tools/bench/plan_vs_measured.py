@@ -302,6 +302,138 @@ def print_cpu_table(rows):
             len(errors)))
 
 
+def calibrate_before(a, out):
+    """--calibrate before the runs: tandem plan --calibrate, then the real
+    jobs (calibrate_jobs) at the layout with the most workers on the first
+    rate (or --calibrate_layout, --calibrate_link). Returns the profile's
+    text and what the jobs measured."""
+    path = os.path.join(out, "profile_before.txt")
+    calibrate(a.tandem, a.model, a.batch, path)
+    layout = a.calibrate_layout or max(
+        (l for l in a.layouts.split(",") if l),
+        key=lambda l: (int(l.split("x")[0]) * int(l.split("x")[1]), int(l.split("x")[0])))
+    link = a.calibrate_link or next(r for r in a.rates.split(",") if r)
+    jobs = calibrate_jobs(a.tandem, a.model, a.batch, path, out, layout, link)
+    print("calibration jobs at %s, link %s: step_cpu_s %.3g, job_round_cpu_s %.3g, "
+          "shard_call_cpu_s %.3g; the flat ring %.1f ms/step, host %s busy: %s" % (
+              layout, link, jobs["step_cpu_s"], jobs["job_round_cpu_s"],
+              jobs["shard_call_cpu_s"], 1e3 * jobs["ring_step_s"],
+              "%.0f%%" % (100 * jobs["ring_host_busy"]) if jobs["ring_host_busy"] is not None
+              else "?",
+              "a real ring round %.3g ms" % (1e3 * jobs["job_ring_round_s"])
+              if jobs["job_ring_round_s"] else "the bare ring round kept"))
+    with open(os.path.join(out, "calibration_jobs.json"), "w") as f:
+        json.dump(jobs, f, indent=1)
+    with open(path) as f:
+        before = f.read()
+    return before, jobs
+
+
+def calibrate_after(a, out, before, jobs):
+    """--calibrate after the runs: tandem plan --calibrate again, the jobs'
+    terms (measured once, before) copied into it, and OUT/profile.txt the
+    mean of the two profiles. Returns its path."""
+    after = calibrate(a.tandem, a.model, a.batch, os.path.join(out, "profile_after.txt"))
+    # The jobs' terms were measured once (before): the same in both.
+    keys = ["step_cpu_s", "job_round_cpu_s", "shard_call_cpu_s"]
+    if jobs["job_ring_round_s"]:
+        keys.append("ring_round_%d_s" % jobs["ring_ranks"])
+    for key in keys:
+        m = re.search(r"(?m)^%s = .*$" % key, before)
+        after = re.sub(r"(?m)^%s = .*$" % key, m.group(0), after) if m else after
+    with open(os.path.join(out, "profile.txt"), "w") as f:
+        f.write(mean_profile(before, after))
+    return os.path.join(out, "profile.txt")
+
+
+def plan_rows(tandem, measured, model, batch, profile, share_mode):
+    """Every measured run (strategies.json's results) planned with tandem
+    plan --json --one_host at its layout, link, servers and share of the
+    cores: one row each with the predicted and measured step and CPU."""
+    rows = []
+    plans = {}
+    others = median_others(measured) if share_mode == "measured" else None
+    if others is not None:
+        print("other processes' runnable threads before the runs: median %.1f" % others)
+    for r in measured:
+        # strategies.sh gives ps / hybrid one shard server per node, each on
+        # its own shaped link, or N ('<variant> sN').
+        tail = r["variant"].rsplit(" s", 1)
+        servers = int(tail[1]) if len(tail) == 2 and tail[1].isdigit() else r["nodes"]
+        share = round(cpu_share(r, others), 2)
+        key = (r["rate"], r["layout"], servers, share)
+        if key not in plans:
+            p = subprocess.run([tandem, "plan", "--json", "--one_host", "--model=" + model,
+                                "--nodes=%d" % r["nodes"], "--per_node=%d" % r["workers_per_node"],
+                                "--link=" + r["rate"], "--batch_size=%d" % batch,
+                                "--servers=%d" % servers, "--cpu_share=%g" % share] + profile,
+                               capture_output=True, text=True)
+            if p.returncode != 0:
+                sys.exit("plan_vs_measured: tandem plan failed: " + p.stderr.strip())
+            plans[key] = json.loads(p.stdout)
+        name = plan_name(r["variant"], r["sync"], r.get("sync_opt", ""))
+        pred = next((x for x in plans[key]["predictions"] if name and x["strategy"] == name), None)
+        row = {"variant": r["variant"], "plan": name, "rate": r["rate"], "layout": r["layout"],
+               "measured_ms": r.get("step_ms") if r["ok"] else None,
+               "predicted_ms": pred["step_s"] * 1e3 if pred else None,
+               "lossy": pred["lossy"] if pred else None,
+               "bound": pred.get("bound") if pred else None,
+               "cpu_floor_ms": pred["cpu_floor_s"] * 1e3 if pred and "cpu_floor_s" in pred else None,
+               "cpu_share": share, "load": r.get("load"),
+               "predicted_cpu_ms": predicted_cpu_ms(pred, r["nodes"] * r["workers_per_node"]),
+               "measured_cpu_ms": measured_cpu_ms(r) if r["ok"] else None}
+        # strategies.sh averages the steps after its first progress line.
+        if dense_warmup(r["sync"], r.get("sync_opt", "")) >= r["steps"] - max(1, r["steps"] // 5):
+            row["note"] = "measured steps in the dense warm-up"
+        elif row["measured_ms"] and row["predicted_ms"]:
+            row["error"] = row["predicted_ms"] / row["measured_ms"] - 1
+        rows.append(row)
+    return rows
+
+
+def print_rows(rows):
+    """The predicted and measured step of every run, with floor and share."""
+    print("\n%-26s %-8s %-6s %12s %12s %8s %9s %5s %5s  %s" % (
+        "strategy", "link", "layout", "predicted ms", "measured ms", "error", "floor ms", "share",
+        "load", "plan's bound"))
+    for r in rows:
+        print("%-26s %-8s %-6s %12s %12s %8s %9s %5.2f %5s  %s" % (
+            r["variant"], r["rate"], r["layout"],
+            "%.1f" % r["predicted_ms"] if r["predicted_ms"] else "-",
+            "%.1f" % r["measured_ms"] if r["measured_ms"] else "FAILED",
+            "%+.0f%%" % (100 * r["error"]) if "error" in r else r.get("note", "-"),
+            "%.1f" % r["cpu_floor_ms"] if r["cpu_floor_ms"] else "-", r["cpu_share"],
+            "%.0f" % r["load"] if r["load"] is not None else "-", r["bound"] or "-"))
+
+
+def recommendations(rows):
+    """Per link and layout: the measured fastest lossless strategy against
+    the plan's pick, judged where the best two differ by more than 10%."""
+    verdicts = []
+    for key in sorted({(r["rate"], r["layout"]) for r in rows}):
+        ok_rows = sorted((r for r in rows if (r["rate"], r["layout"]) == key and r["measured_ms"]
+                          and r["predicted_ms"] and not r["lossy"]), key=lambda r: r["measured_ms"])
+        if not ok_rows:
+            continue
+        fastest = ok_rows[0]
+        predicted = min(ok_rows, key=lambda r: r["predicted_ms"])
+        # The recommendation is judged where the measured best two differ by
+        # more than 10% (closer than that, either is right).
+        margin = ok_rows[1]["measured_ms"] / fastest["measured_ms"] - 1 if len(ok_rows) > 1 else None
+        judged = margin is None or margin > 0.10
+        agree = fastest["variant"] == predicted["variant"] or not judged
+        verdicts.append({"rate": key[0], "layout": key[1], "measured_fastest": fastest["variant"],
+                         "plan_pick": predicted["variant"], "margin": margin, "judged": judged,
+                         "agree": agree})
+        print("%s %s: measured fastest %s (next %s), plan picks %s%s" % (
+            key[0], key[1], fastest["variant"],
+            "+%.0f%%" % (100 * margin) if margin is not None else "-", predicted["variant"],
+            "" if agree else "  <-- disagree" if judged else ""))
+        if not judged and fastest["variant"] != predicted["variant"]:
+            print("  (best two within 10%: not judged)")
+    return verdicts
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tandem", required=True)
@@ -349,39 +481,11 @@ def main():
     if a.calibrate and (a.measured or a.profile):
         sys.exit("plan_vs_measured: --calibrate measures around the runs: not with --measured or --profile")
     if a.calibrate:
-        path = os.path.join(out, "profile_before.txt")
-        calibrate(a.tandem, a.model, a.batch, path)
-        layout = a.calibrate_layout or max(
-            (l for l in a.layouts.split(",") if l),
-            key=lambda l: (int(l.split("x")[0]) * int(l.split("x")[1]), int(l.split("x")[0])))
-        link = a.calibrate_link or next(r for r in a.rates.split(",") if r)
-        jobs = calibrate_jobs(a.tandem, a.model, a.batch, path, out, layout, link)
-        print("calibration jobs at %s, link %s: step_cpu_s %.3g, job_round_cpu_s %.3g, "
-              "shard_call_cpu_s %.3g; the flat ring %.1f ms/step, host %s busy: %s" % (
-                  layout, link, jobs["step_cpu_s"], jobs["job_round_cpu_s"],
-                  jobs["shard_call_cpu_s"], 1e3 * jobs["ring_step_s"],
-                  "%.0f%%" % (100 * jobs["ring_host_busy"]) if jobs["ring_host_busy"] is not None
-                  else "?",
-                  "a real ring round %.3g ms" % (1e3 * jobs["job_ring_round_s"])
-                  if jobs["job_ring_round_s"] else "the bare ring round kept"))
-        with open(os.path.join(out, "calibration_jobs.json"), "w") as f:
-            json.dump(jobs, f, indent=1)
-        with open(path) as f:
-            before = f.read()
+        before, jobs = calibrate_before(a, out)
     if not a.measured:
         subprocess.run(cmd, check=True, env=env)
     if a.calibrate:
-        after = calibrate(a.tandem, a.model, a.batch, os.path.join(out, "profile_after.txt"))
-        # The jobs' terms were measured once (before): the same in both.
-        keys = ["step_cpu_s", "job_round_cpu_s", "shard_call_cpu_s"]
-        if jobs["job_ring_round_s"]:
-            keys.append("ring_round_%d_s" % jobs["ring_ranks"])
-        for key in keys:
-            m = re.search(r"(?m)^%s = .*$" % key, before)
-            after = re.sub(r"(?m)^%s = .*$" % key, m.group(0), after) if m else after
-        with open(os.path.join(out, "profile.txt"), "w") as f:
-            f.write(mean_profile(before, after))
-        profile = ["--profile=" + os.path.join(out, "profile.txt")]
+        profile = ["--profile=" + calibrate_after(a, out, before, jobs)]
     with open(measured_file) as f:
         doc = json.load(f)
     measured = doc["results"]
@@ -389,79 +493,11 @@ def main():
     model = doc.get("meta", {}).get("model", a.model)
     batch = doc.get("meta", {}).get("batch_per_worker", a.batch)
 
-    rows = []
-    plans = {}
-    others = median_others(measured) if a.share == "measured" else None
-    if others is not None:
-        print("other processes' runnable threads before the runs: median %.1f" % others)
-    for r in measured:
-        # strategies.sh gives ps / hybrid one shard server per node, each on
-        # its own shaped link, or N ('<variant> sN').
-        tail = r["variant"].rsplit(" s", 1)
-        servers = int(tail[1]) if len(tail) == 2 and tail[1].isdigit() else r["nodes"]
-        share = round(cpu_share(r, others), 2)
-        key = (r["rate"], r["layout"], servers, share)
-        if key not in plans:
-            p = subprocess.run([a.tandem, "plan", "--json", "--one_host", "--model=" + model,
-                                "--nodes=%d" % r["nodes"], "--per_node=%d" % r["workers_per_node"],
-                                "--link=" + r["rate"], "--batch_size=%d" % batch,
-                                "--servers=%d" % servers, "--cpu_share=%g" % share] + profile,
-                               capture_output=True, text=True)
-            if p.returncode != 0:
-                sys.exit("plan_vs_measured: tandem plan failed: " + p.stderr.strip())
-            plans[key] = json.loads(p.stdout)
-        name = plan_name(r["variant"], r["sync"], r.get("sync_opt", ""))
-        pred = next((x for x in plans[key]["predictions"] if name and x["strategy"] == name), None)
-        row = {"variant": r["variant"], "plan": name, "rate": r["rate"], "layout": r["layout"],
-               "measured_ms": r.get("step_ms") if r["ok"] else None,
-               "predicted_ms": pred["step_s"] * 1e3 if pred else None,
-               "lossy": pred["lossy"] if pred else None,
-               "bound": pred.get("bound") if pred else None,
-               "cpu_floor_ms": pred["cpu_floor_s"] * 1e3 if pred and "cpu_floor_s" in pred else None,
-               "cpu_share": share, "load": r.get("load"),
-               "predicted_cpu_ms": predicted_cpu_ms(pred, r["nodes"] * r["workers_per_node"]),
-               "measured_cpu_ms": measured_cpu_ms(r) if r["ok"] else None}
-        # strategies.sh averages the steps after its first progress line.
-        if dense_warmup(r["sync"], r.get("sync_opt", "")) >= r["steps"] - max(1, r["steps"] // 5):
-            row["note"] = "measured steps in the dense warm-up"
-        elif row["measured_ms"] and row["predicted_ms"]:
-            row["error"] = row["predicted_ms"] / row["measured_ms"] - 1
-        rows.append(row)
+    rows = plan_rows(a.tandem, measured, model, batch, profile, a.share)
 
-    print("\n%-26s %-8s %-6s %12s %12s %8s %9s %5s %5s  %s" % (
-        "strategy", "link", "layout", "predicted ms", "measured ms", "error", "floor ms", "share",
-        "load", "plan's bound"))
-    for r in rows:
-        print("%-26s %-8s %-6s %12s %12s %8s %9s %5.2f %5s  %s" % (
-            r["variant"], r["rate"], r["layout"],
-            "%.1f" % r["predicted_ms"] if r["predicted_ms"] else "-",
-            "%.1f" % r["measured_ms"] if r["measured_ms"] else "FAILED",
-            "%+.0f%%" % (100 * r["error"]) if "error" in r else r.get("note", "-"),
-            "%.1f" % r["cpu_floor_ms"] if r["cpu_floor_ms"] else "-", r["cpu_share"],
-            "%.0f" % r["load"] if r["load"] is not None else "-", r["bound"] or "-"))
+    print_rows(rows)
     print_cpu_table(rows)
-    verdicts = []
-    for key in sorted({(r["rate"], r["layout"]) for r in rows}):
-        ok_rows = sorted((r for r in rows if (r["rate"], r["layout"]) == key and r["measured_ms"]
-                          and r["predicted_ms"] and not r["lossy"]), key=lambda r: r["measured_ms"])
-        if not ok_rows:
-            continue
-        fastest = ok_rows[0]
-        predicted = min(ok_rows, key=lambda r: r["predicted_ms"])
-        # The recommendation is judged where the measured best two differ by
-        # more than 10% (closer than that, either is right).
-        margin = ok_rows[1]["measured_ms"] / fastest["measured_ms"] - 1 if len(ok_rows) > 1 else None
-        judged = margin is None or margin > 0.10
-        agree = fastest["variant"] == predicted["variant"] or not judged
-        verdicts.append({"rate": key[0], "layout": key[1], "measured_fastest": fastest["variant"],
-                         "plan_pick": predicted["variant"], "margin": margin, "judged": judged,
-                         "agree": agree})
-        print("%s %s: measured fastest %s (next %s), plan picks %s%s" % (
-            key[0], key[1], fastest["variant"],
-            "+%.0f%%" % (100 * margin) if margin is not None else "-", predicted["variant"],
-            "" if agree else "  <-- disagree" if judged else ""))
-        if not judged and fastest["variant"] != predicted["variant"]:
-            print("  (best two within 10%: not judged)")
+    verdicts = recommendations(rows)
     errors = sorted(abs(r["error"]) for r in rows if "error" in r)
     judged = [v for v in verdicts if v["judged"]]
     if judged:
