@@ -24,6 +24,9 @@ namespace {
 
 constexpr int64_t kDefaultPullBytes = int64_t{4} << 20;
 
+// PullParameters' index in the generated service (its rpcs in proto order).
+constexpr int kPullParametersMethod = 3;
+
 const float* Floats(const v1::Tensor& t) { return reinterpret_cast<const float*>(t.data().data()); }
 
 // The int8 codec's chunk sizes the codec factory accepts (codec_factory.h).
@@ -69,6 +72,18 @@ absl::Status CheckF32Payload(const v1::Tensor& t, const v1::FlatRange& range, co
                                                    n * int64_t{sizeof(float)}));
   }
   return absl::OkStatus();
+}
+
+ShardService::ShardService(RangeStore* store, const ShardMetrics* metrics,
+                           std::string auth_token, ReplicaStore* replica)
+    : store_(store), replica_(replica), auth_token_(std::move(auth_token)), metrics_(metrics) {
+  // gRPC owns the handler (the method keeps it).
+  MarkMethodStreamed(kPullParametersMethod,
+                     new grpc::internal::BidiStreamingHandler<ShardService, grpc::ByteBuffer,
+                                                              grpc::ByteBuffer>(
+                         [](ShardService* self, grpc::ServerContext* context,
+                            PieceStream* stream) { return self->PullParameters(context, stream); },
+                         this));
 }
 
 absl::Status ShardService::CheckJob(const v1::JobRef& job) const {
@@ -223,7 +238,7 @@ grpc::Status ShardService::PushGradients(grpc::ServerContext* context,
 
 absl::Status ShardService::Pull(grpc::ServerContext* context,
                                 const v1::PullParametersRequest& r,
-                                grpc::ServerWriter<v1::ParameterChunk>* writer) {
+                                PieceStream* writer) {
   RETURN_IF_ERROR(CheckJob(r.job()));
   if (r.recovery() != v1::RECOVERY_NONE) return PullRecovery(r, writer);
   const bool delta = r.dtype() == v1::DTYPE_I8;
@@ -260,27 +275,26 @@ absl::Status ShardService::Pull(grpc::ServerContext* context,
 }
 
 absl::Status ShardService::StreamFloats(
-    const v1::PullParametersRequest& r, grpc::ServerWriter<v1::ParameterChunk>* writer,
-    bool count, const std::function<absl::Status(int64_t, int64_t, float*)>& read) {
+    const v1::PullParametersRequest& r, PieceStream* writer, bool count,
+    const std::function<absl::Status(int64_t, int64_t, float*)>& read) {
   const int64_t lo = r.range().begin(), hi = r.range().end();
   const int64_t piece =
       std::max<int64_t>(1, (r.chunk_bytes() > 0 ? r.chunk_bytes() : kDefaultPullBytes) / 4);
-  v1::ParameterChunk msg;
-  msg.mutable_job()->set_job_id(r.job().job_id());
-  msg.set_step(r.step());
-  msg.set_state_name(r.state_name());
-  msg.mutable_data()->set_dtype(v1::DTYPE_F32);
+  shard::ParameterEncoder encoder;
+  encoder.SetFields(r.job().job_id(), r.step(), r.state_name(), v1::DTYPE_F32);
+  grpc::ByteBuffer buffer;
   for (int64_t at = lo; at < hi || (at == lo && lo == hi); at += piece) {
     const int64_t end = std::min(hi, at + piece);
-    trace::Span span("pull chunk", "shard", (end - at) * int64_t{sizeof(float)}, r.step());
-    std::string* data = msg.mutable_data()->mutable_data();
-    data->resize((end - at) * sizeof(float));
-    RETURN_IF_ERROR(read(at, end, reinterpret_cast<float*>(data->data())));
-    msg.mutable_range()->set_begin(at);
-    msg.mutable_range()->set_end(end);
-    if (!writer->Write(msg)) return absl::CancelledError("pull: the client went away");
+    const size_t bytes = (end - at) * sizeof(float);
+    trace::Span span("pull chunk", "shard", static_cast<int64_t>(bytes), r.step());
+    // The store copies straight into the slice gRPC sends (ours alone until
+    // the buffer below takes it).
+    grpc::Slice payload(bytes);
+    RETURN_IF_ERROR(read(at, end, reinterpret_cast<float*>(const_cast<uint8_t*>(payload.begin()))));
+    encoder.Encode(at, end, 0, payload, &buffer);
+    if (!writer->Write(buffer)) return absl::CancelledError("pull: the client went away");
     if (count && metrics_ != nullptr && metrics_->pull_bytes != nullptr) {
-      metrics_->pull_bytes->Increment(data->size());
+      metrics_->pull_bytes->Increment(bytes);
     }
     if (lo == hi) break;
   }
@@ -288,7 +302,7 @@ absl::Status ShardService::StreamFloats(
 }
 
 absl::Status ShardService::PullRecovery(const v1::PullParametersRequest& r,
-                                        grpc::ServerWriter<v1::ParameterChunk>* writer) {
+                                        PieceStream* writer) {
   if (r.recovery() == v1::RECOVERY_REPLICA && replica_ == nullptr) {
     return absl::FailedPreconditionError("recovery read: this shard server keeps no replicas");
   }
@@ -336,24 +350,19 @@ absl::Status ShardService::AcceptReplica(const v1::ReplicaChunk& chunk, v1::Repl
   return absl::OkStatus();
 }
 
-absl::Status ShardService::PullDelta(const v1::PullParametersRequest& r,
-                                     grpc::ServerWriter<v1::ParameterChunk>* writer) {
+absl::Status ShardService::PullDelta(const v1::PullParametersRequest& r, PieceStream* writer) {
   const int64_t lo = r.range().begin(), hi = r.range().end();
   std::string block;
   RETURN_IF_ERROR(store_->ReadDelta(r.generation(), r.step(), lo, hi, &block));
   const int64_t piece = r.chunk_bytes() > 0 ? r.chunk_bytes() : kDefaultPullBytes;
   const int64_t size = static_cast<int64_t>(block.size());
-  v1::ParameterChunk msg;
-  msg.mutable_job()->set_job_id(r.job().job_id());
-  msg.set_step(r.step());
-  msg.mutable_range()->set_begin(lo);
-  msg.mutable_range()->set_end(hi);
-  msg.mutable_data()->set_dtype(v1::DTYPE_I8);
+  shard::ParameterEncoder encoder;
+  encoder.SetFields(r.job().job_id(), r.step(), "", v1::DTYPE_I8);
+  grpc::ByteBuffer buffer;
   for (int64_t at = 0; at < size || at == 0; at += piece) {
     const int64_t end = std::min(size, at + piece);
-    msg.set_block_offset(at);
-    msg.mutable_data()->mutable_data()->assign(block, at, end - at);
-    if (!writer->Write(msg)) return absl::CancelledError("pull: the client went away");
+    encoder.Encode(lo, hi, at, grpc::Slice(block.data() + at, end - at), &buffer);
+    if (!writer->Write(buffer)) return absl::CancelledError("pull: the client went away");
     if (metrics_ != nullptr && metrics_->pull_bytes != nullptr) {
       metrics_->pull_bytes->Increment(end - at);
     }
@@ -362,12 +371,21 @@ absl::Status ShardService::PullDelta(const v1::PullParametersRequest& r,
   return absl::OkStatus();
 }
 
-grpc::Status ShardService::PullParameters(grpc::ServerContext* context,
-                                          const v1::PullParametersRequest* request,
-                                          grpc::ServerWriter<v1::ParameterChunk>* writer) {
+grpc::Status ShardService::PullParameters(grpc::ServerContext* context, PieceStream* stream) {
   if (grpc::Status auth = CheckCallToken(*context, auth_token_); !auth.ok()) return auth;
   const auto start = std::chrono::steady_clock::now();
-  grpc::Status s = ToGrpcStatus(Pull(context, *request, writer));
+  grpc::ByteBuffer raw;
+  v1::PullParametersRequest request;
+  grpc::Status s;
+  if (!stream->Read(&raw)) {
+    s = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "PullParameters: no request message");
+  } else if (!grpc::SerializationTraits<v1::PullParametersRequest>::Deserialize(&raw, &request)
+                  .ok()) {
+    s = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                     "PullParameters: the request does not parse as a PullParametersRequest");
+  } else {
+    s = ToGrpcStatus(Pull(context, request, stream));
+  }
   if (metrics_ != nullptr && metrics_->pull_seconds != nullptr) {
     metrics_->pull_seconds->Observe(SecondsSince(start));
   }

@@ -33,6 +33,9 @@
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "common/shard/chunk_wire.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/sync_stream.h"
 #include "proto/shardserver.grpc.pb.h"
 #include "services/shardserver/range_store.h"
 #include "services/shardserver/replica_store.h"
@@ -47,8 +50,7 @@ class ShardService final : public v1::ShardServer::Service {
   // `auth_token`: every call must carry it (common/rpc/auth.h); "" = no check.
   // `replica` (may be null: Replicate is refused) holds a neighbour's range.
   ShardService(RangeStore* store, const ShardMetrics* metrics, std::string auth_token = "",
-               ReplicaStore* replica = nullptr)
-      : store_(store), replica_(replica), metrics_(metrics), auth_token_(std::move(auth_token)) {}
+               ReplicaStore* replica = nullptr);
 
   grpc::Status GetShardInfo(grpc::ServerContext* context, const v1::GetShardInfoRequest* request,
                             v1::ShardInfo* response) override;
@@ -58,9 +60,6 @@ class ShardService final : public v1::ShardServer::Service {
   grpc::Status PushGradients(grpc::ServerContext* context,
                              grpc::ServerReader<v1::GradientChunk>* reader,
                              v1::PushGradientsResponse* response) override;
-  grpc::Status PullParameters(grpc::ServerContext* context,
-                              const v1::PullParametersRequest* request,
-                              grpc::ServerWriter<v1::ParameterChunk>* writer) override;
   grpc::Status SaveShard(grpc::ServerContext* context, const v1::SaveShardRequest* request,
                          v1::SaveShardResponse* response) override;
   grpc::Status Replicate(grpc::ServerContext* context, const v1::ReplicaChunk* request,
@@ -70,6 +69,13 @@ class ShardService final : public v1::ShardServer::Service {
                                v1::ReplicaAcks* response) override;
 
  private:
+  // PullParameters, served with raw messages: its answers leave as
+  // chunk_wire.h's slices (the payload copied once, from the store into the
+  // slice gRPC sends), not as protobuf messages serialized by copy. The
+  // request is read as the stream's one message (the same bytes on the
+  // wire as the generated server-streaming handler reads).
+  using PieceStream = grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
+  grpc::Status PullParameters(grpc::ServerContext* context, PieceStream* stream);
   absl::Status Init(grpc::ServerReader<v1::ParameterChunk>* reader,
                     v1::InitShardResponse* response);
   // Sums the stream's chunks; with range replication, acknowledges a push
@@ -77,19 +83,18 @@ class ShardService final : public v1::ShardServer::Service {
   absl::Status Push(grpc::ServerContext* context, grpc::ServerReader<v1::GradientChunk>* reader,
                     v1::PushGradientsResponse* response);
   absl::Status Pull(grpc::ServerContext* context, const v1::PullParametersRequest& request,
-                    grpc::ServerWriter<v1::ParameterChunk>* writer);
+                    PieceStream* writer);
   // A DTYPE_I8 pull: the chunk's delta block, in pieces of chunk_bytes.
   absl::Status PullDelta(const v1::PullParametersRequest& request,
-                         grpc::ServerWriter<v1::ParameterChunk>* writer);
+                         PieceStream* writer);
   absl::Status Save(const v1::SaveShardRequest& request, v1::SaveShardResponse* response);
   // Streams r.range in pieces of r.chunk_bytes, each filled by `read`
   // (at, end, out); `count`: into tandem_shard_pull_bytes_total.
-  absl::Status StreamFloats(const v1::PullParametersRequest& r,
-                            grpc::ServerWriter<v1::ParameterChunk>* writer, bool count,
+  absl::Status StreamFloats(const v1::PullParametersRequest& r, PieceStream* writer, bool count,
                             const std::function<absl::Status(int64_t, int64_t, float*)>& read);
   // A pull with `recovery` set: a kept step, streamed like a pull.
   absl::Status PullRecovery(const v1::PullParametersRequest& request,
-                            grpc::ServerWriter<v1::ParameterChunk>* writer);
+                            PieceStream* writer);
   absl::Status CheckJob(const v1::JobRef& job) const;
   // One replication message into the replica store, acknowledged in *ack.
   absl::Status AcceptReplica(const v1::ReplicaChunk& chunk, v1::ReplicaAck* ack);
