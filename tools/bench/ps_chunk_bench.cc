@@ -14,6 +14,7 @@
 // pull (one worker's chunk): the workers' process (RUSAGE_SELF) and the
 // servers' processes (/proc/PID/stat), so load moves the wall time but
 // hardly the CPU. The servers are forked before any gRPC object exists.
+// A RESULT line repeats the numbers for tools/bench/ab_interleave.py.
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -194,6 +195,10 @@ int Main() {
       absl::GetFlag(FLAGS_window_kb), workers, servers, static_cast<long long>(chunk * 4 / 1024), ranks[0]->layout().num_chunks(),
       1e3 * wall / steps, self * per_chunk, server * per_chunk, (self + server) * per_chunk,
       load[0]);
+  // For tools/bench/ab_interleave.py.
+  std::printf("RESULT ps_chunk step_ms=%.3f worker_us=%.1f server_us=%.1f total_us=%.1f\n",
+              1e3 * wall / steps, self * per_chunk, server * per_chunk,
+              (self + server) * per_chunk);
   ranks.clear();
   for (Child& c : children) {
     close(c.stop_fd);
