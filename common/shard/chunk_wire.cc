@@ -1,5 +1,6 @@
 #include "common/shard/chunk_wire.h"
 
+#include <cstdint>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -11,9 +12,6 @@ namespace {
 // Protobuf wire types and the field numbers read or written here
 // (proto/shardserver.proto, proto/tensor.proto).
 constexpr int kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5;
-constexpr int kChunkData = 6;                      // GradientChunk.data
-constexpr int kPullStep = 2, kPullRange = 3, kPullData = 4, kPullBlockOffset = 13;
-constexpr int kRangeBegin = 1, kRangeEnd = 2;      // FlatRange
 constexpr int kTensorDtype = 1, kTensorData = 3;   // Tensor
 
 void AppendVarint(uint64_t v, std::string* out) {
@@ -70,6 +68,18 @@ class Cursor {
     }
     return true;
   }
+  bool Append(uint64_t n, std::string* out) {
+    while (n > 0) {
+      Settle();
+      if (i_ == s_.size()) return false;
+      const size_t take = std::min<uint64_t>(n, s_[i_].size() - off_);
+      out->append(reinterpret_cast<const char*>(s_[i_].begin()) + off_, take);
+      off_ += take;
+      pos_ += take;
+      n -= take;
+    }
+    return true;
+  }
   // Moves past exhausted slices, so slice()/offset() name the next byte.
   void Settle() {
     while (i_ < s_.size() && off_ == s_[i_].size()) {
@@ -89,18 +99,24 @@ absl::Status Garbled(const Cursor& c, size_t total, const std::string& what) {
                                           " (a truncated or garbled answer)"));
 }
 
-// Skips one field's value of `wire_type`.
-bool SkipValue(Cursor& c, int wire_type) {
+// Reads one field's value of `wire_type`, appending it as encoded to *out
+// (null: skipped). False when cut short or of a type these messages lack.
+bool CopyValue(Cursor& c, int wire_type, std::string* out) {
   uint64_t v;
   switch (wire_type) {
     case kVarint:
-      return c.Varint(&v);
+      if (!c.Varint(&v)) return false;
+      if (out != nullptr) AppendVarint(v, out);
+      return true;
     case kFixed64:
-      return c.Skip(8);
+      return out != nullptr ? c.Append(8, out) : c.Skip(8);
     case kLengthDelimited:
-      return c.Varint(&v) && c.Skip(v);
+      if (!c.Varint(&v)) return false;
+      if (out == nullptr) return c.Skip(v);
+      AppendVarint(v, out);
+      return c.Append(v, out);
     case kFixed32:
-      return c.Skip(4);
+      return out != nullptr ? c.Append(4, out) : c.Skip(4);
     default:
       return false;  // groups (3, 4) and unknown types are not in these messages
   }
@@ -157,7 +173,7 @@ void GradientEncoder::Encode(int64_t lo, int64_t hi, const grpc::Slice& payload,
   head_.mutable_range()->set_end(hi);
   head_bytes_.clear();
   head_.AppendToString(&head_bytes_);
-  AssembleChunk(head_bytes_, kChunkData, dtype_, payload, tail_, &scratch_, out);
+  AssembleChunk(head_bytes_, kGradientChunkData, dtype_, payload, tail_, &scratch_, out);
 }
 
 void ParameterEncoder::SetFields(const std::string& job_id, int64_t step,
@@ -180,28 +196,25 @@ void ParameterEncoder::Encode(int64_t lo, int64_t hi, int64_t block_offset,
   tail_.set_block_offset(block_offset);
   tail_bytes_.clear();
   tail_.AppendToString(&tail_bytes_);
-  AssembleChunk(head_bytes_, kPullData, dtype_, payload, tail_bytes_, &scratch_, out);
+  AssembleChunk(head_bytes_, kParameterChunkData, dtype_, payload, tail_bytes_, &scratch_, out);
 }
 
-absl::Status ChunkView::Decode(const grpc::ByteBuffer& buffer) {
-  step_ = begin_ = end_ = block_offset_ = payload_size_ = 0;
+absl::Status ChunkView::Decode(const grpc::ByteBuffer& buffer, int data_field,
+                               google::protobuf::MessageLite* fields) {
   dtype_ = 0;
   payload_slice_ = payload_offset_ = 0;
+  payload_size_ = 0;
+  others_.clear();
   if (!buffer.Dump(&slices_).ok()) return absl::DataLossError("shard chunk message: unreadable");
   const size_t total = buffer.Length();
   Cursor c(slices_);
-  bool have_payload = false;
   while (c.pos() < total) {
     uint64_t tag, v;
     if (!c.Varint(&tag)) return Garbled(c, total, "a field tag cut short");
     const int field = static_cast<int>(tag >> 3), type = static_cast<int>(tag & 7);
-    if (type == kVarint && (field == kPullStep || field == kPullBlockOffset)) {
-      if (!c.Varint(&v)) return Garbled(c, total, "a number cut short");
-      (field == kPullStep ? step_ : block_offset_) = static_cast<int64_t>(v);
-      continue;
-    }
-    if (type != kLengthDelimited || (field != kPullRange && field != kPullData)) {
-      if (!SkipValue(c, type)) {
+    if (field != data_field || type != kLengthDelimited) {
+      AppendVarint(tag, &others_);
+      if (!CopyValue(c, type, &others_)) {
         return Garbled(c, total, absl::StrCat("field ", field, " of wire type ", type));
       }
       continue;
@@ -211,10 +224,10 @@ absl::Status ChunkView::Decode(const grpc::ByteBuffer& buffer) {
       return Garbled(c, total, absl::StrCat("field ", field, "'s length past the end"));
     }
     const size_t end = c.pos() + len;
-    while (c.pos() < end) {  // FlatRange or Tensor
+    while (c.pos() < end) {  // the Tensor
       if (!c.Varint(&tag)) return Garbled(c, total, "a field tag cut short");
       const int f = static_cast<int>(tag >> 3), t = static_cast<int>(tag & 7);
-      if (field == kPullData && f == kTensorData && t == kLengthDelimited) {
+      if (f == kTensorData && t == kLengthDelimited) {
         if (!c.Varint(&len) || len > end - c.pos()) {
           return Garbled(c, total, "the payload's length past the end of its tensor");
         }
@@ -222,23 +235,30 @@ absl::Status ChunkView::Decode(const grpc::ByteBuffer& buffer) {
         payload_slice_ = c.slice();
         payload_offset_ = c.offset();
         payload_size_ = static_cast<int64_t>(len);
-        have_payload = true;
         c.Skip(len);
-      } else if (t == kVarint && (field == kPullRange || f == kTensorDtype)) {
+      } else if (f == kTensorDtype && t == kVarint) {
         if (!c.Varint(&v)) return Garbled(c, total, "a number cut short");
-        if (field == kPullData) {
-          dtype_ = static_cast<int>(v);
-        } else if (f == kRangeBegin || f == kRangeEnd) {
-          (f == kRangeBegin ? begin_ : end_) = static_cast<int64_t>(v);
-        }
-      } else if (!SkipValue(c, t)) {
+        dtype_ = static_cast<int>(v);
+      } else if (!CopyValue(c, t, nullptr)) {
         return Garbled(c, total, absl::StrCat("field ", field, ".", f, " of wire type ", t));
       }
     }
     if (c.pos() != end) return Garbled(c, total, absl::StrCat("field ", field, " overran"));
   }
-  if (!have_payload) payload_size_ = 0;
+  if (!fields->ParseFromString(others_)) {
+    return absl::DataLossError(absl::StrCat("shard chunk message of ", total,
+                                            " bytes: its fields do not parse as ",
+                                            fields->GetTypeName()));
+  }
   return absl::OkStatus();
+}
+
+const void* ChunkView::Contiguous(size_t align) const {
+  if (payload_size_ == 0 || payload_slice_ >= slices_.size()) return nullptr;
+  const grpc::Slice& s = slices_[payload_slice_];
+  const uint8_t* p = s.begin() + payload_offset_;
+  if (s.size() - payload_offset_ < static_cast<size_t>(payload_size_)) return nullptr;
+  return reinterpret_cast<uintptr_t>(p) % align == 0 ? p : nullptr;
 }
 
 absl::Status ChunkView::CopyPayload(void* dst, int64_t bytes) const {

@@ -7,8 +7,10 @@
 // copy); the bytes are exactly GradientChunk::SerializeAsString of the same
 // message (fields in number order), so the server parses it unchanged. A
 // pull answer (ParameterChunk) is read from the received ByteBuffer's
-// slices: the few fields a pull checks are decoded in place and the payload
-// is copied once, straight to where it belongs.
+// slices: the small fields are parsed from a copy of their few bytes and
+// the payload is copied once, straight to where it belongs (the shard
+// server reads pushes the same way, summing straight from the slice when
+// the payload arrived in one piece).
 //
 //   GradientEncoder enc;                       // one per stream, reused
 //   enc.SetFields(header);                     // once per stream (data empty)
@@ -16,7 +18,8 @@
 //   enc.Encode(range_lo, range_hi, payload_slice, &b);
 //
 //   ChunkView v;                               // one per reader, reused
-//   RETURN_IF_ERROR(v.Decode(buffer));         // DataLoss: garbled or short
+//   v1::ParameterChunk fields;                 // every field but data
+//   RETURN_IF_ERROR(v.Decode(buffer, kParameterChunkData, &fields));
 //   RETURN_IF_ERROR(v.CopyPayload(dst, v.payload_bytes()));
 //
 // ParameterEncoder does for a pull's answers what GradientEncoder does for
@@ -76,31 +79,37 @@ class ParameterEncoder {
   std::string head_bytes_, tail_bytes_, scratch_;
 };
 
-// One decoded ParameterChunk whose payload still lies in the received
-// buffer's slices.
+// One received chunk message (a ParameterChunk answer, or a GradientChunk
+// push on the server) whose payload, the `data` Tensor's bytes, still lies
+// in the received buffer's slices.
 class ChunkView {
  public:
-  // Decodes the top-level fields a pull reads (step, range, data.dtype,
-  // data.data's place and size, block_offset); others are skipped. A
-  // truncated or malformed message is DATA_LOSS naming what is wrong.
-  absl::Status Decode(const grpc::ByteBuffer& buffer);
+  // Decodes `buffer`: field `data_field` as a Tensor (its dtype and the
+  // payload's place), every other field into *fields (parsed by protobuf
+  // from a copy of those few bytes; its data is left unset). A truncated or
+  // malformed message is DATA_LOSS naming what is wrong.
+  absl::Status Decode(const grpc::ByteBuffer& buffer, int data_field,
+                      google::protobuf::MessageLite* fields);
 
-  int64_t step() const { return step_; }
-  int64_t begin() const { return begin_; }
-  int64_t end() const { return end_; }
   int dtype() const { return dtype_; }
-  int64_t block_offset() const { return block_offset_; }
   int64_t payload_bytes() const { return payload_size_; }
   // Copies the payload (exactly `bytes`, its size) to dst.
   absl::Status CopyPayload(void* dst, int64_t bytes) const;
+  // The payload where it lies when it is one piece of memory aligned for
+  // `align` bytes (no copy needed), else null.
+  const void* Contiguous(size_t align) const;
 
  private:
   std::vector<grpc::Slice> slices_;
-  int64_t step_ = 0, begin_ = 0, end_ = 0, block_offset_ = 0;
+  std::string others_;  // the fields besides data, re-encoded (reused)
   int dtype_ = 0;
   size_t payload_slice_ = 0, payload_offset_ = 0;  // where data.data starts
   int64_t payload_size_ = 0;
 };
+
+// Field numbers of the Tensor payloads (proto/shardserver.proto).
+inline constexpr int kGradientChunkData = 6;   // GradientChunk.data
+inline constexpr int kParameterChunkData = 4;  // ParameterChunk.data
 
 }  // namespace shard
 }  // namespace tandem

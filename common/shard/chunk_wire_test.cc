@@ -100,8 +100,10 @@ TEST(ParameterEncoder, BytesEqualProtobufsOwnSerialization) {
       want.set_block_offset(offset);
       EXPECT_EQ(Bytes(b), want.SerializeAsString()) << state << " " << offset;
       ChunkView v;
-      ASSERT_TRUE(v.Decode(b).ok());
-      EXPECT_EQ(v.block_offset(), offset);
+      v1::ParameterChunk fields;
+      ASSERT_TRUE(v.Decode(b, kParameterChunkData, &fields).ok());
+      EXPECT_EQ(fields.block_offset(), offset);
+      EXPECT_EQ(fields.state_name(), state);
       EXPECT_EQ(v.payload_bytes(), 400);
     }
   }
@@ -130,12 +132,16 @@ TEST(ChunkView, DecodesWhereverTheSlicesAreCut) {
   for (size_t cut = 0; cut <= bytes.size(); ++cut) {
     for (size_t cut2 : {cut, std::min(bytes.size(), cut + 3), bytes.size()}) {
       ChunkView v;
-      ASSERT_TRUE(v.Decode(Sliced(bytes, {cut, cut2})).ok()) << cut;
-      EXPECT_EQ(v.step(), 12);
-      EXPECT_EQ(v.begin(), 100);
-      EXPECT_EQ(v.end(), 110);
+      v1::ParameterChunk f;
+      ASSERT_TRUE(v.Decode(Sliced(bytes, {cut, cut2}), kParameterChunkData, &f).ok()) << cut;
+      EXPECT_EQ(f.step(), 12);
+      EXPECT_EQ(f.range().begin(), 100);
+      EXPECT_EQ(f.range().end(), 110);
       EXPECT_EQ(v.dtype(), v1::DTYPE_F32);
-      EXPECT_EQ(v.block_offset(), 5);
+      EXPECT_EQ(f.block_offset(), 5);
+      EXPECT_EQ(f.state_name(), "exp_avg");
+      EXPECT_EQ(f.optimizer().name(), "sgd");
+      EXPECT_FALSE(f.has_data());
       ASSERT_EQ(v.payload_bytes(), 40);
       std::string out(40, 'x');
       ASSERT_TRUE(v.CopyPayload(out.data(), 40).ok());
@@ -151,7 +157,9 @@ TEST(ChunkView, ReadsAnEncodedPushAndAnEmptyPayload) {
   m.mutable_range()->set_end(7);
   m.mutable_data()->set_dtype(v1::DTYPE_F32);
   ChunkView v;
-  ASSERT_TRUE(v.Decode(Sliced(m.SerializeAsString(), {})).ok());
+  v1::ParameterChunk f;
+  ASSERT_TRUE(v.Decode(Sliced(m.SerializeAsString(), {}), kParameterChunkData, &f).ok());
+  EXPECT_EQ(f.range().begin(), 7);
   EXPECT_EQ(v.payload_bytes(), 0);
   EXPECT_TRUE(v.CopyPayload(nullptr, 0).ok());
   EXPECT_EQ(v.CopyPayload(nullptr, 4).code(), absl::StatusCode::kDataLoss);
@@ -162,7 +170,8 @@ TEST(ChunkView, RefusesEveryTruncation) {
   const std::string bytes = m.SerializeAsString();
   for (size_t n = 0; n < bytes.size(); ++n) {
     ChunkView v;
-    absl::Status s = v.Decode(Sliced(bytes.substr(0, n), {n / 2}));
+    v1::ParameterChunk f;
+    absl::Status s = v.Decode(Sliced(bytes.substr(0, n), {n / 2}), kParameterChunkData, &f);
     std::string out(64, '\0');
     // A prefix that ends between fields parses; it then lacks the payload
     // (or the fields after it, which a pull checks: step and range come first).
@@ -178,17 +187,53 @@ TEST(ChunkView, RefusesEveryTruncation) {
 
 TEST(ChunkView, RefusesGarbledBytesWithAClearError) {
   ChunkView v;
+  v1::ParameterChunk f;
   // Field 2 with wire type 7 (none such).
-  absl::Status s = v.Decode(Sliced(std::string("\x17\x01", 2), {}));
+  absl::Status s = v.Decode(Sliced(std::string("\x17\x01", 2), {}), kParameterChunkData, &f);
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(s.message().find("garbled"), std::string::npos) << s;
   // A payload whose length runs past its tensor.
-  s = v.Decode(Sliced(std::string("\x22\x03\x1a\x7f\x00", 5), {2}));
+  s = v.Decode(Sliced(std::string("\x22\x03\x1a\x7f\x00", 5), {2}), kParameterChunkData, &f);
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(s.message().find("payload"), std::string::npos) << s;
   // A varint that never ends.
-  s = v.Decode(Sliced(std::string(12, '\xff'), {}));
+  s = v.Decode(Sliced(std::string(12, '\xff'), {}), kParameterChunkData, &f);
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+}
+
+// The shard server's side: a push as the encoder sends it, cut anywhere,
+// decodes to the same fields and payload.
+TEST(ChunkView, DecodesAPushWhereverCut) {
+  std::string payload(4 * 50, '\0');
+  for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<char>(i * 5 + 3);
+  GradientEncoder enc;
+  enc.SetFields(Fields(v1::DTYPE_F32));
+  grpc::ByteBuffer b;
+  enc.Encode(200, 250, grpc::Slice(payload), &b);
+  const std::string bytes = Bytes(b);
+  for (size_t cut = 0; cut <= bytes.size(); cut += 7) {
+    ChunkView v;
+    v1::GradientChunk f;
+    ASSERT_TRUE(v.Decode(Sliced(bytes, {cut}), kGradientChunkData, &f).ok()) << cut;
+    EXPECT_EQ(f.job().job_id(), "job-7");
+    EXPECT_EQ(f.step(), 41);
+    EXPECT_EQ(f.range().end(), 250);
+    EXPECT_EQ(f.rank(), 2);
+    EXPECT_EQ(f.learning_rate(), 0.125);
+    EXPECT_EQ(f.grad_scale(), 0.5);
+    EXPECT_EQ(v.dtype(), v1::DTYPE_F32);
+    std::string out(payload.size(), '\0');
+    ASSERT_TRUE(v.CopyPayload(out.data(), out.size()).ok());
+    EXPECT_EQ(out, payload);
+    // In one piece only when the cut missed the payload.
+    const size_t at = bytes.find(payload);
+    const bool whole = cut <= at || cut >= at + payload.size();
+    if (!whole) EXPECT_EQ(v.Contiguous(1), nullptr) << cut;
+    if (whole) {
+      ASSERT_NE(v.Contiguous(1), nullptr) << cut;
+      EXPECT_EQ(std::memcmp(v.Contiguous(1), payload.data(), payload.size()), 0);
+    }
+  }
 }
 
 }  // namespace

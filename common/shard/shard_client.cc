@@ -282,7 +282,7 @@ absl::Status ShardClient::ReadRecovery(v1::RecoverySource source, int64_t step, 
 
 absl::Status ShardClient::ReadPieces(
     const v1::PullParametersRequest& req, CallCanceller* cancel,
-    const std::function<absl::Status(const ChunkView&)>& take) {
+    const std::function<absl::Status(const v1::ParameterChunk&, const ChunkView&)>& take) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, options_.timeout);
   // A recovery read of a server that is down goes to the replica at once.
@@ -293,11 +293,12 @@ absl::Status ShardClient::ReadPieces(
   CancelScope scope(cancel, &ctx);
   grpc::ByteBuffer buffer;
   ChunkView piece;
+  v1::ParameterChunk fields;
   absl::Status bad;
   while (r->Read(&buffer)) {
     if (!bad.ok()) continue;
-    bad = piece.Decode(buffer);
-    if (bad.ok()) bad = take(piece);
+    bad = piece.Decode(buffer, kParameterChunkData, &fields);
+    if (bad.ok()) bad = take(fields, piece);
     if (!bad.ok()) {
       bad = absl::Status(bad.code(), absl::StrCat("pull from ", address(), ": ", bad.message()));
       ctx.TryCancel();
@@ -313,11 +314,11 @@ absl::Status ShardClient::ReadFloats(const v1::PullParametersRequest& req, float
                                      CallCanceller* cancel) {
   const int64_t lo = req.range().begin(), hi = req.range().end(), step = req.step();
   int64_t got = 0;
-  RETURN_IF_ERROR(ReadPieces(req, cancel, [&](const ChunkView& p) {
-    const int64_t a = p.begin(), b = p.end();
-    if (a < lo || b > hi || a > b || p.step() != step || p.payload_bytes() != (b - a) * 4) {
+  RETURN_IF_ERROR(ReadPieces(req, cancel, [&](const v1::ParameterChunk& m, const ChunkView& p) {
+    const int64_t a = m.range().begin(), b = m.range().end();
+    if (a < lo || b > hi || a > b || m.step() != step || p.payload_bytes() != (b - a) * 4) {
       return absl::DataLossError(absl::StrCat("a chunk of ", p.payload_bytes(), " bytes for [", a,
-                                              ", ", b, ") of step ", p.step(),
+                                              ", ", b, ") of step ", m.step(),
                                               " does not fit the request for [", lo, ", ", hi,
                                               ") of step ", step));
     }
@@ -335,13 +336,13 @@ absl::Status ShardClient::PullDelta(int64_t generation, int64_t step, int64_t lo
                                     uint8_t* block, int64_t bytes, CallCanceller* cancel) {
   const v1::PullParametersRequest req = PullRequest(generation, step, lo, hi, v1::DTYPE_I8);
   int64_t got = 0;
-  RETURN_IF_ERROR(ReadPieces(req, cancel, [&](const ChunkView& p) {
-    const int64_t at = p.block_offset(), n = p.payload_bytes();
-    if (p.begin() != lo || p.end() != hi || p.step() != step || p.dtype() != v1::DTYPE_I8 ||
-        at != got || at + n > bytes) {
+  RETURN_IF_ERROR(ReadPieces(req, cancel, [&](const v1::ParameterChunk& m, const ChunkView& p) {
+    const int64_t at = m.block_offset(), n = p.payload_bytes();
+    if (m.range().begin() != lo || m.range().end() != hi || m.step() != step ||
+        p.dtype() != v1::DTYPE_I8 || at != got || at + n > bytes) {
       return absl::DataLossError(absl::StrCat(
-          "int8: a piece of ", n, " bytes at ", at, " for [", p.begin(), ", ", p.end(),
-          ") of step ", p.step(), " does not fit the request for the ", bytes, "-byte block of [",
+          "int8: a piece of ", n, " bytes at ", at, " for [", m.range().begin(), ", ",
+          m.range().end(), ") of step ", m.step(), " does not fit the request for the ", bytes, "-byte block of [",
           lo, ", ", hi, ") of step ", step));
     }
     got += n;

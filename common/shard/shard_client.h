@@ -193,11 +193,12 @@ class ShardClient {
   // dtype, the server-side wait).
   v1::PullParametersRequest PullRequest(int64_t generation, int64_t step, int64_t lo, int64_t hi,
                                         v1::DType dtype) const;
-  // A PullParameters call whose answers go to `take` one by one (decoded in
-  // place, chunk_wire.h); the first error (a garbled answer, `take`'s)
+  // A PullParameters call whose answers go to `take` one by one (their
+  // fields, and the payload still in the received slices: chunk_wire.h); the first error (a garbled answer, `take`'s)
   // cancels the call and is returned, with this server named.
   absl::Status ReadPieces(const v1::PullParametersRequest& req, CallCanceller* cancel,
-                          const std::function<absl::Status(const ChunkView&)>& take);
+                          const std::function<absl::Status(const v1::ParameterChunk&,
+                                                           const ChunkView&)>& take);
   // A fp32 PullParameters stream into params (the flat vector's base).
   absl::Status ReadFloats(const v1::PullParametersRequest& req, float* params,
                           CallCanceller* cancel);

@@ -57,9 +57,6 @@ class ShardService final : public v1::ShardServer::Service {
   grpc::Status InitShard(grpc::ServerContext* context,
                          grpc::ServerReader<v1::ParameterChunk>* reader,
                          v1::InitShardResponse* response) override;
-  grpc::Status PushGradients(grpc::ServerContext* context,
-                             grpc::ServerReader<v1::GradientChunk>* reader,
-                             v1::PushGradientsResponse* response) override;
   grpc::Status SaveShard(grpc::ServerContext* context, const v1::SaveShardRequest* request,
                          v1::SaveShardResponse* response) override;
   grpc::Status Replicate(grpc::ServerContext* context, const v1::ReplicaChunk* request,
@@ -69,18 +66,20 @@ class ShardService final : public v1::ShardServer::Service {
                                v1::ReplicaAcks* response) override;
 
  private:
-  // PullParameters, served with raw messages: its answers leave as
-  // chunk_wire.h's slices (the payload copied once, from the store into the
-  // slice gRPC sends), not as protobuf messages serialized by copy. The
-  // request is read as the stream's one message (the same bytes on the
-  // wire as the generated server-streaming handler reads).
+  // PushGradients and PullParameters are served with raw messages
+  // (chunk_wire.h), each as a stream of ByteBuffers (the same bytes on the
+  // wire as the generated client- and server-streaming handlers): a push's
+  // payload is summed straight from the received slice when it arrived in
+  // one piece, else copied once (no protobuf parse); a pull's answers leave
+  // as slices the store fills directly, the last with the call's status.
   using PieceStream = grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
+  grpc::Status PushGradients(grpc::ServerContext* context, PieceStream* stream);
   grpc::Status PullParameters(grpc::ServerContext* context, PieceStream* stream);
   absl::Status Init(grpc::ServerReader<v1::ParameterChunk>* reader,
                     v1::InitShardResponse* response);
   // Sums the stream's chunks; with range replication, acknowledges a push
   // of step S only once the replica holds S - 1 (RangeStore::WaitReplicated).
-  absl::Status Push(grpc::ServerContext* context, grpc::ServerReader<v1::GradientChunk>* reader,
+  absl::Status Push(grpc::ServerContext* context, PieceStream* stream,
                     v1::PushGradientsResponse* response);
   absl::Status Pull(grpc::ServerContext* context, const v1::PullParametersRequest& request,
                     PieceStream* writer);
@@ -108,12 +107,14 @@ class ShardService final : public v1::ShardServer::Service {
   ShardSnapshot snapshot_ ABSL_GUARDED_BY(snapshot_mu_);
 };
 
-// Checks an int8 push: int8_chunk in the codec's range, dtype I8 and
-// exactly the block's bytes for (end - begin) values.
-absl::Status CheckInt8Payload(const v1::Tensor& t, const v1::FlatRange& range, int int8_chunk,
-                              const char* what);
+// Checks an int8 push (its Tensor's dtype and payload bytes): int8_chunk
+// in the codec's range, dtype I8 and exactly the block's bytes for
+// (end - begin) values.
+absl::Status CheckInt8Payload(int dtype, int64_t bytes, const v1::FlatRange& range,
+                              int int8_chunk, const char* what);
 // Checks a payload: dtype F32 and exactly (end - begin) floats.
-absl::Status CheckF32Payload(const v1::Tensor& t, const v1::FlatRange& range, const char* what);
+absl::Status CheckF32Payload(int dtype, int64_t bytes, const v1::FlatRange& range,
+                             const char* what);
 
 }  // namespace shardserver
 }  // namespace tandem
