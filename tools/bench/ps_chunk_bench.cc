@@ -54,14 +54,16 @@ struct Child {
 };
 
 // Forks a shard server; it prints its address on a pipe and lives until
-// stop_fd closes.
-Child ForkServer(int window_bytes) {
+// stop_fd closes. `earlier`: the servers forked before (the child closes
+// its copies of their stop pipes, or they would never see theirs close).
+Child ForkServer(int window_bytes, const std::vector<Child>& earlier) {
   int addr_pipe[2], stop_pipe[2];
   if (pipe(addr_pipe) != 0 || pipe(stop_pipe) != 0) std::abort();
   const pid_t pid = fork();
   if (pid == 0) {
     close(addr_pipe[0]);
     close(stop_pipe[1]);
+    for (const Child& c : earlier) close(c.stop_fd);
     shardserver::ShardServerOptions o;
     o.report_period = absl::ZeroDuration();
     o.flow_window_bytes = window_bytes;
@@ -145,7 +147,7 @@ int Main() {
   const int steps = absl::GetFlag(FLAGS_steps);
   constexpr int kWarmup = 5;
   std::vector<Child> children;
-  for (int s = 0; s < servers; ++s) children.push_back(ForkServer(absl::GetFlag(FLAGS_window_kb) * 1024));
+  for (int s = 0; s < servers; ++s) children.push_back(ForkServer(absl::GetFlag(FLAGS_window_kb) * 1024, children));
   std::vector<std::unique_ptr<shard::RemoteShards>> ranks;
   std::vector<std::vector<float>> grads(workers, std::vector<float>(size, 1e-3f));
   std::vector<std::vector<float>> params(workers, std::vector<float>(size, 0.5f));
