@@ -92,18 +92,10 @@ ShardService::ShardService(RangeStore* store, const ShardMetrics* metrics,
                            std::string auth_token, ReplicaStore* replica)
     : store_(store), replica_(replica), auth_token_(std::move(auth_token)), metrics_(metrics) {
   // gRPC owns the handlers (the methods keep them).
-  MarkMethodStreamed(kPushGradientsMethod,
-                     new grpc::internal::BidiStreamingHandler<ShardService, grpc::ByteBuffer,
-                                                              grpc::ByteBuffer>(
-                         [](ShardService* self, grpc::ServerContext* context,
-                            PieceStream* stream) { return self->PushGradients(context, stream); },
-                         this));
+  using Raw = grpc::internal::BidiStreamingHandler<ShardService, grpc::ByteBuffer, grpc::ByteBuffer>;
+  MarkMethodStreamed(kPushGradientsMethod, new Raw(std::mem_fn(&ShardService::PushGradients), this));
   MarkMethodStreamed(kPullParametersMethod,
-                     new grpc::internal::BidiStreamingHandler<ShardService, grpc::ByteBuffer,
-                                                              grpc::ByteBuffer>(
-                         [](ShardService* self, grpc::ServerContext* context,
-                            PieceStream* stream) { return self->PullParameters(context, stream); },
-                         this));
+                     new Raw(std::mem_fn(&ShardService::PullParameters), this));
 }
 
 absl::Status ShardService::CheckJob(const v1::JobRef& job) const {
