@@ -2,7 +2,9 @@
 // Each RPC turns its messages into store calls and the store's Status into
 // the call's status (ToGrpcStatus, common/rpc/grpc_status.h, the one
 // conversion). Payloads are fp32 (Tensor dtype F32); pulls are streamed in
-// pieces of chunk_bytes (the request's, default 4 MiB).
+// pieces of chunk_bytes (the request's, default 4 MiB). PushGradients and
+// PullParameters run as raw handlers over the same wire bytes, so chunk
+// payloads skip protobuf's copies (common/shard/chunk_wire.h).
 //
 //   RangeStore store(&metrics);
 //   ShardService service(&store, &metrics);
