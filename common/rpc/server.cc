@@ -51,6 +51,10 @@ absl::StatusOr<std::unique_ptr<RpcServer>> RpcServer::Start(
     builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
     builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, options.flow_window_bytes);
   }
+  if (options.max_idle_threads > 0) {
+    builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
+                                options.max_idle_threads);
+  }
   for (grpc::Service* service : services) builder.RegisterService(service);
   static std::once_flag install_log;
   std::call_once(install_log, [] { gpr_set_log_function(GrpcLog); });

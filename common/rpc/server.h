@@ -40,6 +40,12 @@ struct ServerOptions {
   std::optional<TlsConfig> tls;
   // > 0: a fixed HTTP/2 receive window per stream (see ChannelOptions).
   int flow_window_bytes = 0;
+  // > 0: how many idle handler threads gRPC's sync server keeps waiting
+  // for calls (its default: 2). A thread that ends a call while that many
+  // others already wait exits, and a later call starts a new one, so a
+  // server taking many short calls at once (a shard server's per-chunk
+  // pulls) would create and end a thread per call.
+  int max_idle_threads = 0;
 };
 
 class RpcServer {

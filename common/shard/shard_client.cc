@@ -6,12 +6,17 @@
 #include "absl/strings/str_cat.h"
 #include "common/rpc/channel.h"
 #include "common/rpc/grpc_status.h"
+#include "common/status/status_macros.h"
+#include "common/log/log.h"
+#include "grpcpp/support/sync_stream.h"
 
 namespace tandem {
 namespace shard {
 namespace {
 
 constexpr int64_t kInitPieceFloats = int64_t{1} << 20;  // 4 MiB
+constexpr char kPushMethod[] = "/tandem.v1.ShardServer/PushGradients";
+constexpr char kPullMethod[] = "/tandem.v1.ShardServer/PullParameters";
 
 void SetDeadline(grpc::ClientContext* ctx, absl::Duration timeout) {
   ctx->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
@@ -20,11 +25,11 @@ void SetDeadline(grpc::ClientContext* ctx, absl::Duration timeout) {
 
 }  // namespace
 
-PushStream::PushStream(v1::ShardServer::Stub* stub, const ShardClientOptions* options)
-    : stub_(stub), options_(options) {
-  msg_.mutable_job()->set_job_id(options->job_id);
-  msg_.mutable_data()->set_dtype(v1::DTYPE_F32);
-}
+PushStream::PushStream(grpc::ChannelInterface* channel, const grpc::internal::RpcMethod* method,
+                       const ShardClientOptions* options)
+    : channel_(channel), method_(method), options_(options) {}
+
+PushStream::~PushStream() { Cancel(); }
 
 absl::Status PushStream::Open(const PushHeader& h) {
   if (writer_ != nullptr) {
@@ -33,26 +38,56 @@ absl::Status PushStream::Open(const PushHeader& h) {
   context_ = std::make_unique<grpc::ClientContext>();
   SetDeadline(context_.get(), options_->timeout);
   response_.Clear();
-  writer_ = stub_->PushGradients(context_.get(), &response_);
-  msg_.set_generation(h.generation);
-  msg_.set_step(h.step);
-  msg_.set_rank(h.rank);
-  msg_.set_weight(h.weight);
-  msg_.set_learning_rate(h.learning_rate);
-  msg_.set_grad_scale(h.grad_scale);
-  msg_.set_int8_chunk(h.int8_chunk);
-  msg_.mutable_data()->set_dtype(h.int8_chunk > 0 ? v1::DTYPE_I8 : v1::DTYPE_F32);
+  writer_.reset(grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(
+      channel_, *method_, context_.get(), &response_));
+  v1::GradientChunk fields;
+  fields.mutable_job()->set_job_id(options_->job_id);
+  fields.set_generation(h.generation);
+  fields.set_step(h.step);
+  fields.set_rank(h.rank);
+  fields.set_weight(h.weight);
+  fields.set_learning_rate(h.learning_rate);
+  fields.set_grad_scale(h.grad_scale);
+  fields.set_int8_chunk(h.int8_chunk);
+  fields.mutable_data()->set_dtype(h.int8_chunk > 0 ? v1::DTYPE_I8 : v1::DTYPE_F32);
+  encoder_.SetFields(fields);
   header_ = h;
   return absl::OkStatus();
 }
 
+void PushStream::Released(void* self) {
+  PushStream* s = static_cast<PushStream*>(self);
+  absl::MutexLock lock(&s->mu_);
+  --s->held_;
+}
+
+void PushStream::AwaitReleased() {
+  absl::MutexLock lock(&mu_);
+  auto released = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return held_ == 0; };
+  // gRPC drops a finished call's references at once, or on its own thread
+  // just after: this wait is normally empty.
+  if (!mu_.AwaitWithTimeout(absl::Condition(&released), absl::Seconds(30))) {
+    LOG(ERROR) << "push stream to " << options_->address << ": gRPC still holds " << held_
+               << " payload slice(s) 30 s after the call ended";
+  }
+}
+
 absl::Status PushStream::Write(const Chunk& c, const void* data) {
   if (writer_ == nullptr) return absl::FailedPreconditionError("push stream: Write before Open");
-  msg_.mutable_range()->set_begin(c.lo);
-  msg_.mutable_range()->set_end(c.hi);
-  msg_.mutable_data()->mutable_data()->assign(reinterpret_cast<const char*>(data),
-                                              PushPayloadBytes(header_, c.size()));
-  if (!writer_->Write(msg_)) {
+  const int64_t bytes = PushPayloadBytes(header_, c.size());
+  {
+    absl::MutexLock lock(&mu_);
+    ++held_;
+  }
+  // A slice over the caller's memory: gRPC writes it to the socket from
+  // there and calls Released when it lets go.
+  encoder_.Encode(c.lo, c.hi,
+                  grpc::Slice(const_cast<void*>(data), static_cast<size_t>(bytes),
+                              &PushStream::Released, this),
+                  &buffer_);
+  const bool written = writer_->Write(buffer_);
+  buffer_.Clear();
+  if (!written) {
     // The server ended the stream (a refusal) or the connection broke:
     // Finish says which.
     absl::StatusOr<v1::PushGradientsResponse> r = Finish();
@@ -69,6 +104,7 @@ absl::StatusOr<v1::PushGradientsResponse> PushStream::Finish() {
   grpc::Status s = writer_->Finish();
   writer_.reset();
   context_.reset();
+  AwaitReleased();
   if (!s.ok()) {
     return FromGrpcStatus(s, absl::StrCat("ShardServer.PushGradients to ", options_->address));
   }
@@ -81,6 +117,7 @@ void PushStream::Cancel() {
   (void)writer_->Finish();
   writer_.reset();
   context_.reset();
+  AwaitReleased();
 }
 
 ShardClient::ShardClient(const ShardClientOptions& options) : options_(options) {}
@@ -93,11 +130,15 @@ absl::StatusOr<std::unique_ptr<ShardClient>> ShardClient::Create(const ShardClie
   co.flow_window_bytes = o.flow_window_bytes;
   c->channel_ = MakeChannel(co);
   c->stub_ = v1::ShardServer::NewStub(c->channel_);
+  c->push_method_ = std::make_unique<grpc::internal::RpcMethod>(
+      kPushMethod, grpc::internal::RpcMethod::CLIENT_STREAMING, c->channel_);
+  c->pull_method_ = std::make_unique<grpc::internal::RpcMethod>(
+      kPullMethod, grpc::internal::RpcMethod::SERVER_STREAMING, c->channel_);
   return c;
 }
 
 std::unique_ptr<PushStream> ShardClient::NewPushStream() {
-  return std::make_unique<PushStream>(stub_.get(), &options_);
+  return std::make_unique<PushStream>(channel_.get(), push_method_.get(), &options_);
 }
 
 absl::StatusOr<v1::ShardInfo> ShardClient::Info() {
@@ -239,35 +280,51 @@ absl::Status ShardClient::ReadRecovery(v1::RecoverySource source, int64_t step, 
   return ReadFloats(req, out, nullptr);
 }
 
-absl::Status ShardClient::ReadFloats(const v1::PullParametersRequest& req, float* params,
-                                     CallCanceller* cancel) {
-  const int64_t lo = req.range().begin(), hi = req.range().end(), step = req.step();
+absl::Status ShardClient::ReadPieces(
+    const v1::PullParametersRequest& req, CallCanceller* cancel,
+    const std::function<absl::Status(const v1::ParameterChunk&, const ChunkView&)>& take) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, options_.timeout);
   // A recovery read of a server that is down goes to the replica at once.
   if (req.recovery() != v1::RECOVERY_NONE) ctx.set_wait_for_ready(false);
-  std::unique_ptr<grpc::ClientReader<v1::ParameterChunk>> r = stub_->PullParameters(&ctx, req);
+  std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> r(
+      grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(channel_.get(), *pull_method_,
+                                                                     &ctx, req));
   CancelScope scope(cancel, &ctx);
-  v1::ParameterChunk msg;
-  int64_t got = 0;
+  grpc::ByteBuffer buffer;
+  ChunkView piece;
+  v1::ParameterChunk fields;
   absl::Status bad;
-  while (r->Read(&msg)) {
-    const int64_t a = msg.range().begin(), b = msg.range().end();
-    if (bad.ok() && (a < lo || b > hi || a > b || msg.step() != step ||
-                     static_cast<int64_t>(msg.data().data().size()) != (b - a) * 4)) {
-      bad = absl::DataLossError(absl::StrCat("pull from ", address(), ": a chunk for [", a, ", ",
-                                             b, ") of step ", msg.step(),
-                                             " does not fit the request for [", lo, ", ", hi,
-                                             ") of step ", step));
+  while (r->Read(&buffer)) {
+    if (!bad.ok()) continue;
+    bad = piece.Decode(buffer, kParameterChunkData, &fields);
+    if (bad.ok()) bad = take(fields, piece);
+    if (!bad.ok()) {
+      bad = absl::Status(bad.code(), absl::StrCat("pull from ", address(), ": ", bad.message()));
       ctx.TryCancel();
     }
-    if (!bad.ok()) continue;
-    std::memcpy(params + a, msg.data().data().data(), (b - a) * sizeof(float));
-    got += b - a;
   }
   grpc::Status s = r->Finish();
   if (!bad.ok()) return bad;
   if (!s.ok()) return FromGrpcStatus(s, absl::StrCat("ShardServer.PullParameters to ", address()));
+  return absl::OkStatus();
+}
+
+absl::Status ShardClient::ReadFloats(const v1::PullParametersRequest& req, float* params,
+                                     CallCanceller* cancel) {
+  const int64_t lo = req.range().begin(), hi = req.range().end(), step = req.step();
+  int64_t got = 0;
+  RETURN_IF_ERROR(ReadPieces(req, cancel, [&](const v1::ParameterChunk& m, const ChunkView& p) {
+    const int64_t a = m.range().begin(), b = m.range().end();
+    if (a < lo || b > hi || a > b || m.step() != step || p.payload_bytes() != (b - a) * 4) {
+      return absl::DataLossError(absl::StrCat("a chunk of ", p.payload_bytes(), " bytes for [", a,
+                                              ", ", b, ") of step ", m.step(),
+                                              " does not fit the request for [", lo, ", ", hi,
+                                              ") of step ", step));
+    }
+    got += b - a;
+    return p.CopyPayload(params + a, (b - a) * int64_t{sizeof(float)});
+  }));
   if (got != hi - lo) {
     return absl::DataLossError(absl::StrCat("pull from ", address(), ": got ", got, " of ",
                                             hi - lo, " parameters for [", lo, ", ", hi, ")"));
@@ -277,34 +334,20 @@ absl::Status ShardClient::ReadFloats(const v1::PullParametersRequest& req, float
 
 absl::Status ShardClient::PullDelta(int64_t generation, int64_t step, int64_t lo, int64_t hi,
                                     uint8_t* block, int64_t bytes, CallCanceller* cancel) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, options_.timeout);
   const v1::PullParametersRequest req = PullRequest(generation, step, lo, hi, v1::DTYPE_I8);
-  std::unique_ptr<grpc::ClientReader<v1::ParameterChunk>> r = stub_->PullParameters(&ctx, req);
-  CancelScope scope(cancel, &ctx);
-  v1::ParameterChunk msg;
   int64_t got = 0;
-  absl::Status bad;
-  while (r->Read(&msg)) {
-    const int64_t at = msg.block_offset();
-    const int64_t n = static_cast<int64_t>(msg.data().data().size());
-    if (bad.ok() && (msg.range().begin() != lo || msg.range().end() != hi ||
-                     msg.step() != step || msg.data().dtype() != v1::DTYPE_I8 || at != got ||
-                     at + n > bytes)) {
-      bad = absl::DataLossError(absl::StrCat(
-          "int8 pull from ", address(), ": a piece of ", n, " bytes at ", at, " for [",
-          msg.range().begin(), ", ", msg.range().end(), ") of step ", msg.step(),
-          " does not fit the request for the ", bytes, "-byte block of [", lo, ", ", hi,
-          ") of step ", step));
-      ctx.TryCancel();
+  RETURN_IF_ERROR(ReadPieces(req, cancel, [&](const v1::ParameterChunk& m, const ChunkView& p) {
+    const int64_t at = m.block_offset(), n = p.payload_bytes();
+    if (m.range().begin() != lo || m.range().end() != hi || m.step() != step ||
+        p.dtype() != v1::DTYPE_I8 || at != got || at + n > bytes) {
+      return absl::DataLossError(absl::StrCat(
+          "int8: a piece of ", n, " bytes at ", at, " for [", m.range().begin(), ", ",
+          m.range().end(), ") of step ", m.step(), " does not fit the request for the ", bytes, "-byte block of [",
+          lo, ", ", hi, ") of step ", step));
     }
-    if (!bad.ok()) continue;
-    std::memcpy(block + at, msg.data().data().data(), n);
     got += n;
-  }
-  grpc::Status s = r->Finish();
-  if (!bad.ok()) return bad;
-  if (!s.ok()) return FromGrpcStatus(s, absl::StrCat("ShardServer.PullParameters to ", address()));
+    return p.CopyPayload(block + at, n);
+  }));
   if (got != bytes) {
     return absl::DataLossError(absl::StrCat("int8 pull from ", address(), ": got ", got, " of ",
                                             bytes, " bytes of the delta of [", lo, ", ", hi, ")"));

@@ -10,9 +10,12 @@
 //   ASSIGN_OR_RETURN(v1::PushGradientsResponse r, s.Finish());
 //   RETURN_IF_ERROR(c->Pull(generation, step, lo, hi, params));
 //
-// A push stream keeps one GradientChunk message whose byte buffer is reused
-// (assign into its capacity), so a step allocates only what gRPC itself
-// does. Thread-safety: Init / Pull / Info may be called from several
+// Chunk payloads travel without protobuf's copies (chunk_wire.h): a push
+// hands gRPC a slice over the caller's memory, a pull copies each answer's
+// payload once, from the received slices straight into the flat vector. A
+// push's data must therefore stay alive and unchanged until its stream's
+// Finish (or Cancel) returns, which waits until gRPC has let go of every
+// payload slice. Thread-safety: Init / Pull / Info may be called from several
 // threads; one PushStream from one thread at a time (make several for
 // several streams in flight). Errors are the server's status with the call
 // and address named (FromGrpcStatus); DEADLINE_EXCEEDED after `timeout`.
@@ -20,6 +23,7 @@
 #define TANDEM_COMMON_SHARD_SHARD_CLIENT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -29,8 +33,10 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/shard/chunk_wire.h"
 #include "common/shard/shard_layout.h"
 #include "grpcpp/channel.h"
+#include "grpcpp/impl/rpc_method.h"
 #include "grpcpp/client_context.h"
 #include "proto/shardserver.grpc.pb.h"
 
@@ -89,11 +95,15 @@ inline int64_t PushPayloadBytes(const PushHeader& header, int64_t n) {
 
 class PushStream {
  public:
-  PushStream(v1::ShardServer::Stub* stub, const ShardClientOptions* options);
+  // `method`: ShardServer.PushGradients on `channel` (both outlive this).
+  PushStream(grpc::ChannelInterface* channel, const grpc::internal::RpcMethod* method,
+             const ShardClientOptions* options);
+  ~PushStream();
   // Starts a PushGradients stream (FailedPrecondition when one is open).
   absl::Status Open(const PushHeader& header);
   // Sends chunk [c.lo, c.hi): c.size() floats from `data`, or with the
-  // header's int8_chunk > 0 the int8 block of Int8BlockBytes(c.size()) bytes.
+  // header's int8_chunk > 0 the int8 block of Int8BlockBytes(c.size())
+  // bytes. `data` is referenced, not copied: keep it until Finish / Cancel.
   absl::Status Write(const Chunk& c, const void* data);
   // Ends the stream and returns the server's answer (or its refusal).
   absl::StatusOr<v1::PushGradientsResponse> Finish();
@@ -102,13 +112,22 @@ class PushStream {
   bool open() const { return writer_ != nullptr; }
 
  private:
-  v1::ShardServer::Stub* const stub_;
+  // gRPC let go of a payload slice (its destroy callback; any thread).
+  static void Released(void* self);
+  // After the call is gone: until gRPC has released every payload slice.
+  void AwaitReleased();
+
+  grpc::ChannelInterface* const channel_;
+  const grpc::internal::RpcMethod* const method_;
   const ShardClientOptions* const options_;
   PushHeader header_;      // of the open stream
-  v1::GradientChunk msg_;  // reused: its data buffer keeps its capacity
+  GradientEncoder encoder_;
+  grpc::ByteBuffer buffer_;  // the message being written (reused)
   v1::PushGradientsResponse response_;
   std::unique_ptr<grpc::ClientContext> context_;
-  std::unique_ptr<grpc::ClientWriter<v1::GradientChunk>> writer_;
+  std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer_;
+  absl::Mutex mu_;
+  int held_ ABSL_GUARDED_BY(mu_) = 0;  // payload slices gRPC still holds
 };
 
 // Lets another thread end a blocking call (a pull waiting for its step):
@@ -174,12 +193,20 @@ class ShardClient {
   // dtype, the server-side wait).
   v1::PullParametersRequest PullRequest(int64_t generation, int64_t step, int64_t lo, int64_t hi,
                                         v1::DType dtype) const;
+  // A PullParameters call whose answers go to `take` one by one (their
+  // fields, and the payload still in the received slices: chunk_wire.h); the first error (a garbled answer, `take`'s)
+  // cancels the call and is returned, with this server named.
+  absl::Status ReadPieces(const v1::PullParametersRequest& req, CallCanceller* cancel,
+                          const std::function<absl::Status(const v1::ParameterChunk&,
+                                                           const ChunkView&)>& take);
   // A fp32 PullParameters stream into params (the flat vector's base).
   absl::Status ReadFloats(const v1::PullParametersRequest& req, float* params,
                           CallCanceller* cancel);
   const ShardClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::ShardServer::Stub> stub_;
+  // PushGradients and PullParameters with raw ByteBuffer messages.
+  std::unique_ptr<grpc::internal::RpcMethod> push_method_, pull_method_;
 };
 
 }  // namespace shard

@@ -53,6 +53,7 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
   ro.host = options.host;
   ro.port = options.port;
   ro.flow_window_bytes = options.flow_window_bytes;
+  ro.max_idle_threads = options.max_idle_threads;
   ASSIGN_OR_RETURN(server->rpc_, RpcServer::Start(ro, {server->service_.get()}));
   if (server->options_.server_id.empty()) {
     server->options_.server_id = absl::StrCat("shard@", server->address());

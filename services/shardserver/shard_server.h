@@ -57,6 +57,12 @@ struct ShardServerOptions {
   // a worker's push stream then waits for the link, so the order it pushes
   // in holds on the wire (common/shard/remote_shards.h).
   int flow_window_bytes = 64 << 10;
+  // Idle gRPC handler threads kept for the next calls (ServerOptions::
+  // max_idle_threads): every pull is a call of its own, and with gRPC's
+  // default of 2 the server started and ended a thread for most of them
+  // (~30% of its CPU per chunk, tools/bench/ps_chunk_bench). Enough for
+  // every push stream and pull in flight at once keeps them all.
+  int max_idle_threads = 64;
 };
 
 class ShardServer {

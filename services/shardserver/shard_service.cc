@@ -24,6 +24,22 @@ namespace {
 
 constexpr int64_t kDefaultPullBytes = int64_t{4} << 20;
 
+// One pull answer; the last goes out with the call's status in one batch
+// (one socket write and one wake-up of the client fewer per pull). A
+// status other than OK after it is then impossible: nothing fails later.
+bool WritePiece(grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* writer,
+                const grpc::ByteBuffer& buffer, bool last) {
+  if (last) {
+    writer->WriteLast(buffer, grpc::WriteOptions());
+    return true;
+  }
+  return writer->Write(buffer);
+}
+
+// Indices in the generated service (its rpcs in proto order).
+constexpr int kPushGradientsMethod = 2;
+constexpr int kPullParametersMethod = 3;
+
 const float* Floats(const v1::Tensor& t) { return reinterpret_cast<const float*>(t.data().data()); }
 
 // The int8 codec's chunk sizes the codec factory accepts (codec_factory.h).
@@ -32,43 +48,54 @@ constexpr int kMaxInt8Chunk = 2048;
 
 }  // namespace
 
-absl::Status CheckInt8Payload(const v1::Tensor& t, const v1::FlatRange& range, int int8_chunk,
-                              const char* what) {
+absl::Status CheckInt8Payload(int dtype, int64_t bytes, const v1::FlatRange& range,
+                              int int8_chunk, const char* what) {
   if (int8_chunk < kMinInt8Chunk || int8_chunk > kMaxInt8Chunk) {
     return absl::InvalidArgumentError(absl::StrCat(what, " of [", range.begin(), ", ", range.end(),
                                                    "): int8_chunk ", int8_chunk, " outside [",
                                                    kMinInt8Chunk, ", ", kMaxInt8Chunk, "]"));
   }
-  if (t.dtype() != v1::DTYPE_I8) {
+  if (dtype != v1::DTYPE_I8) {
     return absl::InvalidArgumentError(absl::StrCat(what, " of [", range.begin(), ", ", range.end(),
                                                    "): int8_chunk set but dtype ",
-                                                   v1::DType_Name(t.dtype()),
+                                                   v1::DType_Name(static_cast<v1::DType>(dtype)),
                                                    ", an int8 block is DTYPE_I8"));
   }
   const int64_t n = range.end() - range.begin();
   const int64_t want = n <= 0 ? 0 : (n + int8_chunk - 1) / int8_chunk * 4 + n;
-  if (n < 0 || static_cast<int64_t>(t.data().size()) != want) {
+  if (n < 0 || bytes != want) {
     return absl::InvalidArgumentError(absl::StrCat(what, " of [", range.begin(), ", ", range.end(),
-                                                   "): ", t.data().size(),
+                                                   "): ", bytes,
                                                    " bytes, an int8 block of it at ", int8_chunk,
                                                    " values per scale has ", want));
   }
   return absl::OkStatus();
 }
 
-absl::Status CheckF32Payload(const v1::Tensor& t, const v1::FlatRange& range, const char* what) {
-  if (t.dtype() != v1::DTYPE_F32) {
+absl::Status CheckF32Payload(int dtype, int64_t bytes, const v1::FlatRange& range,
+                             const char* what) {
+  if (dtype != v1::DTYPE_F32) {
     return absl::InvalidArgumentError(absl::StrCat(what, " of [", range.begin(), ", ", range.end(),
-                                                   "): dtype ", v1::DType_Name(t.dtype()),
+                                                   "): dtype ", v1::DType_Name(static_cast<v1::DType>(dtype)),
                                                    ", the shard server takes DTYPE_F32"));
   }
   const int64_t n = range.end() - range.begin();
-  if (n < 0 || static_cast<int64_t>(t.data().size()) != n * int64_t{sizeof(float)}) {
+  if (n < 0 || bytes != n * int64_t{sizeof(float)}) {
     return absl::InvalidArgumentError(absl::StrCat(what, " of [", range.begin(), ", ", range.end(),
-                                                   "): ", t.data().size(), " bytes, expected ",
+                                                   "): ", bytes, " bytes, expected ",
                                                    n * int64_t{sizeof(float)}));
   }
   return absl::OkStatus();
+}
+
+ShardService::ShardService(RangeStore* store, const ShardMetrics* metrics,
+                           std::string auth_token, ReplicaStore* replica)
+    : store_(store), replica_(replica), auth_token_(std::move(auth_token)), metrics_(metrics) {
+  // gRPC owns the handlers (the methods keep them).
+  using Raw = grpc::internal::BidiStreamingHandler<ShardService, grpc::ByteBuffer, grpc::ByteBuffer>;
+  MarkMethodStreamed(kPushGradientsMethod, new Raw(std::mem_fn(&ShardService::PushGradients), this));
+  MarkMethodStreamed(kPullParametersMethod,
+                     new Raw(std::mem_fn(&ShardService::PullParameters), this));
 }
 
 absl::Status ShardService::CheckJob(const v1::JobRef& job) const {
@@ -126,7 +153,9 @@ absl::Status ShardService::Init(grpc::ServerReader<v1::ParameterChunk>* reader,
   c.replica_address = msg.replica_address();
   ASSIGN_OR_RETURN(std::unique_ptr<RangeStore::PendingInit> init, store_->BeginInit(c));
   do {
-    RETURN_IF_ERROR(CheckF32Payload(msg.data(), msg.range(), "InitShard"));
+    RETURN_IF_ERROR(CheckF32Payload(msg.data().dtype(),
+                                    static_cast<int64_t>(msg.data().data().size()), msg.range(),
+                                    "InitShard"));
     const int64_t n = msg.range().end() - msg.range().begin();
     if (msg.state_name().empty()) {
       RETURN_IF_ERROR(init->Fill(msg.range().begin(), Floats(msg.data()), n));
@@ -147,32 +176,54 @@ grpc::Status ShardService::InitShard(grpc::ServerContext* context,
   return ToGrpcStatus(Init(reader, response));
 }
 
-absl::Status ShardService::Push(grpc::ServerContext* context,
-                                grpc::ServerReader<v1::GradientChunk>* reader,
+namespace {
+
+// The payload where it lies when it arrived as one piece aligned for
+// `align`, else copied into *staging (grown to the largest chunk once).
+absl::StatusOr<const void*> PayloadBytes(const shard::ChunkView& view, size_t align,
+                                         std::vector<float>* staging) {
+  if (const void* p = view.Contiguous(align); p != nullptr) return p;
+  const int64_t bytes = view.payload_bytes();
+  const size_t floats = static_cast<size_t>((bytes + 3) / 4);
+  if (staging->size() < floats) staging->resize(floats);
+  RETURN_IF_ERROR(view.CopyPayload(staging->data(), bytes));
+  return static_cast<const void*>(staging->data());
+}
+
+}  // namespace
+
+absl::Status ShardService::Push(grpc::ServerContext* context, PieceStream* stream,
                                 v1::PushGradientsResponse* response) {
-  v1::GradientChunk msg;
+  grpc::ByteBuffer raw;
+  shard::ChunkView view;
+  v1::GradientChunk msg;  // every field but data (the payload stays in `raw`)
   int64_t bytes = 0, chunks = 0, dups = 0, generation = 0, step = 0;
   // int8 pushes are dequantized here, then summed in fp32 like any push.
-  // One buffer per stream, grown to the largest chunk (not per message).
-  std::vector<float> decoded;
+  // One buffer each per stream, grown to the largest chunk (not per message).
+  std::vector<float> decoded, staging;
   std::unique_ptr<codec::Codec> int8;
   int int8_chunk = 0;
-  while (reader->Read(&msg)) {
+  while (stream->Read(&raw)) {
+    RETURN_IF_ERROR(view.Decode(raw, shard::kGradientChunkData, &msg));
     RETURN_IF_ERROR(CheckJob(msg.job()));
+    const int64_t size = view.payload_bytes();
     const float* values = nullptr;
     if (msg.int8_chunk() != 0) {
-      RETURN_IF_ERROR(CheckInt8Payload(msg.data(), msg.range(), msg.int8_chunk(), "push"));
+      RETURN_IF_ERROR(CheckInt8Payload(view.dtype(), size, msg.range(), msg.int8_chunk(), "push"));
       if (int8 == nullptr || int8_chunk != msg.int8_chunk()) {
         int8_chunk = msg.int8_chunk();
         int8 = codec::MakeInt8Codec({.chunk = int8_chunk});
       }
+      ASSIGN_OR_RETURN(const void* block, PayloadBytes(view, 1, &staging));
       const int64_t n = msg.range().end() - msg.range().begin();
       if (static_cast<int64_t>(decoded.size()) < n) decoded.resize(n);
-      int8->Decode(reinterpret_cast<const uint8_t*>(msg.data().data().data()), n, decoded.data());
+      int8->Decode(static_cast<const uint8_t*>(block), n, decoded.data());
       values = decoded.data();
     } else {
-      RETURN_IF_ERROR(CheckF32Payload(msg.data(), msg.range(), "push"));
-      values = Floats(msg.data());
+      RETURN_IF_ERROR(CheckF32Payload(view.dtype(), size, msg.range(), "push"));
+      // Summed straight from the received slice when it is one piece.
+      ASSIGN_OR_RETURN(const void* floats, PayloadBytes(view, alignof(float), &staging));
+      values = static_cast<const float*>(floats);
     }
     PushHeader h;
     h.generation = msg.generation();
@@ -183,16 +234,16 @@ absl::Status ShardService::Push(grpc::ServerContext* context,
     h.weight = msg.weight();
     h.learning_rate = msg.learning_rate();
     h.grad_scale = msg.grad_scale();
-    trace::Span span("push chunk", "shard", msg.data().data().size(), h.step);
+    trace::Span span("push chunk", "shard", size, h.step);
     ASSIGN_OR_RETURN(PushOutcome o, store_->Push(h, values, h.hi - h.lo));
-    bytes += msg.data().data().size();
+    bytes += size;
     ++chunks;
     generation = h.generation;
     step = h.step;
     if (o == PushOutcome::kDuplicate) ++dups;
     response->set_step(h.step);
     if (metrics_ != nullptr && metrics_->push_bytes != nullptr) {
-      metrics_->push_bytes->Increment(msg.data().data().size());
+      metrics_->push_bytes->Increment(size);
     }
   }
   response->set_bytes_received(bytes);
@@ -209,12 +260,18 @@ absl::Status ShardService::Push(grpc::ServerContext* context,
   return store_->WaitReplicated(generation, step - 1, deadline);
 }
 
-grpc::Status ShardService::PushGradients(grpc::ServerContext* context,
-                                         grpc::ServerReader<v1::GradientChunk>* reader,
-                                         v1::PushGradientsResponse* response) {
+grpc::Status ShardService::PushGradients(grpc::ServerContext* context, PieceStream* stream) {
   if (grpc::Status auth = CheckCallToken(*context, auth_token_); !auth.ok()) return auth;
   const auto start = std::chrono::steady_clock::now();
-  grpc::Status s = ToGrpcStatus(Push(context, reader, response));
+  v1::PushGradientsResponse response;
+  grpc::Status s = ToGrpcStatus(Push(context, stream, &response));
+  if (s.ok()) {
+    // The one answer of a client stream, sent with the status.
+    grpc::ByteBuffer out;
+    bool own = true;
+    s = grpc::SerializationTraits<v1::PushGradientsResponse>::Serialize(response, &out, &own);
+    if (s.ok()) stream->WriteLast(out, grpc::WriteOptions());
+  }
   if (metrics_ != nullptr && metrics_->push_seconds != nullptr) {
     metrics_->push_seconds->Observe(SecondsSince(start));
   }
@@ -223,7 +280,7 @@ grpc::Status ShardService::PushGradients(grpc::ServerContext* context,
 
 absl::Status ShardService::Pull(grpc::ServerContext* context,
                                 const v1::PullParametersRequest& r,
-                                grpc::ServerWriter<v1::ParameterChunk>* writer) {
+                                PieceStream* writer) {
   RETURN_IF_ERROR(CheckJob(r.job()));
   if (r.recovery() != v1::RECOVERY_NONE) return PullRecovery(r, writer);
   const bool delta = r.dtype() == v1::DTYPE_I8;
@@ -260,27 +317,28 @@ absl::Status ShardService::Pull(grpc::ServerContext* context,
 }
 
 absl::Status ShardService::StreamFloats(
-    const v1::PullParametersRequest& r, grpc::ServerWriter<v1::ParameterChunk>* writer,
-    bool count, const std::function<absl::Status(int64_t, int64_t, float*)>& read) {
+    const v1::PullParametersRequest& r, PieceStream* writer, bool count,
+    const std::function<absl::Status(int64_t, int64_t, float*)>& read) {
   const int64_t lo = r.range().begin(), hi = r.range().end();
   const int64_t piece =
       std::max<int64_t>(1, (r.chunk_bytes() > 0 ? r.chunk_bytes() : kDefaultPullBytes) / 4);
-  v1::ParameterChunk msg;
-  msg.mutable_job()->set_job_id(r.job().job_id());
-  msg.set_step(r.step());
-  msg.set_state_name(r.state_name());
-  msg.mutable_data()->set_dtype(v1::DTYPE_F32);
+  shard::ParameterEncoder encoder;
+  encoder.SetFields(r.job().job_id(), r.step(), r.state_name(), v1::DTYPE_F32);
+  grpc::ByteBuffer buffer;
   for (int64_t at = lo; at < hi || (at == lo && lo == hi); at += piece) {
     const int64_t end = std::min(hi, at + piece);
-    trace::Span span("pull chunk", "shard", (end - at) * int64_t{sizeof(float)}, r.step());
-    std::string* data = msg.mutable_data()->mutable_data();
-    data->resize((end - at) * sizeof(float));
-    RETURN_IF_ERROR(read(at, end, reinterpret_cast<float*>(data->data())));
-    msg.mutable_range()->set_begin(at);
-    msg.mutable_range()->set_end(end);
-    if (!writer->Write(msg)) return absl::CancelledError("pull: the client went away");
+    const size_t bytes = (end - at) * sizeof(float);
+    trace::Span span("pull chunk", "shard", static_cast<int64_t>(bytes), r.step());
+    // The store copies straight into the slice gRPC sends (ours alone until
+    // the buffer below takes it).
+    grpc::Slice payload(bytes);
+    RETURN_IF_ERROR(read(at, end, reinterpret_cast<float*>(const_cast<uint8_t*>(payload.begin()))));
+    encoder.Encode(at, end, 0, payload, &buffer);
+    if (!WritePiece(writer, buffer, end >= hi)) {
+      return absl::CancelledError("pull: the client went away");
+    }
     if (count && metrics_ != nullptr && metrics_->pull_bytes != nullptr) {
-      metrics_->pull_bytes->Increment(data->size());
+      metrics_->pull_bytes->Increment(bytes);
     }
     if (lo == hi) break;
   }
@@ -288,7 +346,7 @@ absl::Status ShardService::StreamFloats(
 }
 
 absl::Status ShardService::PullRecovery(const v1::PullParametersRequest& r,
-                                        grpc::ServerWriter<v1::ParameterChunk>* writer) {
+                                        PieceStream* writer) {
   if (r.recovery() == v1::RECOVERY_REPLICA && replica_ == nullptr) {
     return absl::FailedPreconditionError("recovery read: this shard server keeps no replicas");
   }
@@ -336,24 +394,21 @@ absl::Status ShardService::AcceptReplica(const v1::ReplicaChunk& chunk, v1::Repl
   return absl::OkStatus();
 }
 
-absl::Status ShardService::PullDelta(const v1::PullParametersRequest& r,
-                                     grpc::ServerWriter<v1::ParameterChunk>* writer) {
+absl::Status ShardService::PullDelta(const v1::PullParametersRequest& r, PieceStream* writer) {
   const int64_t lo = r.range().begin(), hi = r.range().end();
   std::string block;
   RETURN_IF_ERROR(store_->ReadDelta(r.generation(), r.step(), lo, hi, &block));
   const int64_t piece = r.chunk_bytes() > 0 ? r.chunk_bytes() : kDefaultPullBytes;
   const int64_t size = static_cast<int64_t>(block.size());
-  v1::ParameterChunk msg;
-  msg.mutable_job()->set_job_id(r.job().job_id());
-  msg.set_step(r.step());
-  msg.mutable_range()->set_begin(lo);
-  msg.mutable_range()->set_end(hi);
-  msg.mutable_data()->set_dtype(v1::DTYPE_I8);
+  shard::ParameterEncoder encoder;
+  encoder.SetFields(r.job().job_id(), r.step(), "", v1::DTYPE_I8);
+  grpc::ByteBuffer buffer;
   for (int64_t at = 0; at < size || at == 0; at += piece) {
     const int64_t end = std::min(size, at + piece);
-    msg.set_block_offset(at);
-    msg.mutable_data()->mutable_data()->assign(block, at, end - at);
-    if (!writer->Write(msg)) return absl::CancelledError("pull: the client went away");
+    encoder.Encode(lo, hi, at, grpc::Slice(block.data() + at, end - at), &buffer);
+    if (!WritePiece(writer, buffer, end >= size)) {
+      return absl::CancelledError("pull: the client went away");
+    }
     if (metrics_ != nullptr && metrics_->pull_bytes != nullptr) {
       metrics_->pull_bytes->Increment(end - at);
     }
@@ -362,12 +417,21 @@ absl::Status ShardService::PullDelta(const v1::PullParametersRequest& r,
   return absl::OkStatus();
 }
 
-grpc::Status ShardService::PullParameters(grpc::ServerContext* context,
-                                          const v1::PullParametersRequest* request,
-                                          grpc::ServerWriter<v1::ParameterChunk>* writer) {
+grpc::Status ShardService::PullParameters(grpc::ServerContext* context, PieceStream* stream) {
   if (grpc::Status auth = CheckCallToken(*context, auth_token_); !auth.ok()) return auth;
   const auto start = std::chrono::steady_clock::now();
-  grpc::Status s = ToGrpcStatus(Pull(context, *request, writer));
+  grpc::ByteBuffer raw;
+  v1::PullParametersRequest request;
+  grpc::Status s;
+  if (!stream->Read(&raw)) {
+    s = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "PullParameters: no request message");
+  } else if (!grpc::SerializationTraits<v1::PullParametersRequest>::Deserialize(&raw, &request)
+                  .ok()) {
+    s = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                     "PullParameters: the request does not parse as a PullParametersRequest");
+  } else {
+    s = ToGrpcStatus(Pull(context, request, stream));
+  }
   if (metrics_ != nullptr && metrics_->pull_seconds != nullptr) {
     metrics_->pull_seconds->Observe(SecondsSince(start));
   }

@@ -2,7 +2,9 @@
 // Each RPC turns its messages into store calls and the store's Status into
 // the call's status (ToGrpcStatus, common/rpc/grpc_status.h, the one
 // conversion). Payloads are fp32 (Tensor dtype F32); pulls are streamed in
-// pieces of chunk_bytes (the request's, default 4 MiB).
+// pieces of chunk_bytes (the request's, default 4 MiB). PushGradients and
+// PullParameters run as raw handlers over the same wire bytes, so chunk
+// payloads skip protobuf's copies (common/shard/chunk_wire.h).
 //
 //   RangeStore store(&metrics);
 //   ShardService service(&store, &metrics);
@@ -33,6 +35,9 @@
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "common/shard/chunk_wire.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/sync_stream.h"
 #include "proto/shardserver.grpc.pb.h"
 #include "services/shardserver/range_store.h"
 #include "services/shardserver/replica_store.h"
@@ -47,20 +52,13 @@ class ShardService final : public v1::ShardServer::Service {
   // `auth_token`: every call must carry it (common/rpc/auth.h); "" = no check.
   // `replica` (may be null: Replicate is refused) holds a neighbour's range.
   ShardService(RangeStore* store, const ShardMetrics* metrics, std::string auth_token = "",
-               ReplicaStore* replica = nullptr)
-      : store_(store), replica_(replica), metrics_(metrics), auth_token_(std::move(auth_token)) {}
+               ReplicaStore* replica = nullptr);
 
   grpc::Status GetShardInfo(grpc::ServerContext* context, const v1::GetShardInfoRequest* request,
                             v1::ShardInfo* response) override;
   grpc::Status InitShard(grpc::ServerContext* context,
                          grpc::ServerReader<v1::ParameterChunk>* reader,
                          v1::InitShardResponse* response) override;
-  grpc::Status PushGradients(grpc::ServerContext* context,
-                             grpc::ServerReader<v1::GradientChunk>* reader,
-                             v1::PushGradientsResponse* response) override;
-  grpc::Status PullParameters(grpc::ServerContext* context,
-                              const v1::PullParametersRequest* request,
-                              grpc::ServerWriter<v1::ParameterChunk>* writer) override;
   grpc::Status SaveShard(grpc::ServerContext* context, const v1::SaveShardRequest* request,
                          v1::SaveShardResponse* response) override;
   grpc::Status Replicate(grpc::ServerContext* context, const v1::ReplicaChunk* request,
@@ -70,26 +68,34 @@ class ShardService final : public v1::ShardServer::Service {
                                v1::ReplicaAcks* response) override;
 
  private:
+  // PushGradients and PullParameters are served with raw messages
+  // (chunk_wire.h), each as a stream of ByteBuffers (the same bytes on the
+  // wire as the generated client- and server-streaming handlers): a push's
+  // payload is summed straight from the received slice when it arrived in
+  // one piece, else copied once (no protobuf parse); a pull's answers leave
+  // as slices the store fills directly, the last with the call's status.
+  using PieceStream = grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
+  grpc::Status PushGradients(grpc::ServerContext* context, PieceStream* stream);
+  grpc::Status PullParameters(grpc::ServerContext* context, PieceStream* stream);
   absl::Status Init(grpc::ServerReader<v1::ParameterChunk>* reader,
                     v1::InitShardResponse* response);
   // Sums the stream's chunks; with range replication, acknowledges a push
   // of step S only once the replica holds S - 1 (RangeStore::WaitReplicated).
-  absl::Status Push(grpc::ServerContext* context, grpc::ServerReader<v1::GradientChunk>* reader,
+  absl::Status Push(grpc::ServerContext* context, PieceStream* stream,
                     v1::PushGradientsResponse* response);
   absl::Status Pull(grpc::ServerContext* context, const v1::PullParametersRequest& request,
-                    grpc::ServerWriter<v1::ParameterChunk>* writer);
+                    PieceStream* writer);
   // A DTYPE_I8 pull: the chunk's delta block, in pieces of chunk_bytes.
   absl::Status PullDelta(const v1::PullParametersRequest& request,
-                         grpc::ServerWriter<v1::ParameterChunk>* writer);
+                         PieceStream* writer);
   absl::Status Save(const v1::SaveShardRequest& request, v1::SaveShardResponse* response);
   // Streams r.range in pieces of r.chunk_bytes, each filled by `read`
   // (at, end, out); `count`: into tandem_shard_pull_bytes_total.
-  absl::Status StreamFloats(const v1::PullParametersRequest& r,
-                            grpc::ServerWriter<v1::ParameterChunk>* writer, bool count,
+  absl::Status StreamFloats(const v1::PullParametersRequest& r, PieceStream* writer, bool count,
                             const std::function<absl::Status(int64_t, int64_t, float*)>& read);
   // A pull with `recovery` set: a kept step, streamed like a pull.
   absl::Status PullRecovery(const v1::PullParametersRequest& request,
-                            grpc::ServerWriter<v1::ParameterChunk>* writer);
+                            PieceStream* writer);
   absl::Status CheckJob(const v1::JobRef& job) const;
   // One replication message into the replica store, acknowledged in *ack.
   absl::Status AcceptReplica(const v1::ReplicaChunk& chunk, v1::ReplicaAck* ack);
@@ -103,12 +109,14 @@ class ShardService final : public v1::ShardServer::Service {
   ShardSnapshot snapshot_ ABSL_GUARDED_BY(snapshot_mu_);
 };
 
-// Checks an int8 push: int8_chunk in the codec's range, dtype I8 and
-// exactly the block's bytes for (end - begin) values.
-absl::Status CheckInt8Payload(const v1::Tensor& t, const v1::FlatRange& range, int int8_chunk,
-                              const char* what);
+// Checks an int8 push (its Tensor's dtype and payload bytes): int8_chunk
+// in the codec's range, dtype I8 and exactly the block's bytes for
+// (end - begin) values.
+absl::Status CheckInt8Payload(int dtype, int64_t bytes, const v1::FlatRange& range,
+                              int int8_chunk, const char* what);
 // Checks a payload: dtype F32 and exactly (end - begin) floats.
-absl::Status CheckF32Payload(const v1::Tensor& t, const v1::FlatRange& range, const char* what);
+absl::Status CheckF32Payload(int dtype, int64_t bytes, const v1::FlatRange& range,
+                             const char* what);
 
 }  // namespace shardserver
 }  // namespace tandem
