@@ -23,7 +23,9 @@
 # ring round (the two rings' difference over their rounds' difference),
 # what a worker's step costs beyond its rounds and compute, and a real
 # chunk call (job_round_cpu_s, step_cpu_s, shard_call_cpu_s;
-# OUT/calibration_jobs.json). Every measured run also records its job's
+# OUT/calibration_jobs.json), and moves the bare ring_round_<N>_s of the
+# flat ring job's ring until the plan's chain for that job is its step
+# (where the step is the longer: a real job's round). Every measured run also records its job's
 # CPU per step by process role over its steady state (strategies.sh,
 # tools/bench/job_cpu.py), printed next to the plan's host_cpu_s: the
 # check of the CPU floor that the other load moves least. Each run is planned with
@@ -48,7 +50,7 @@ if [ ! -x "$TANDEM" ]; then
   echo "plan_vs_measured.sh: no tandem binary at $TANDEM; run 'bazel build -c opt //tools/tandem' or set TANDEM" >&2
   exit 1
 fi
-case "${1:-}" in -h|--help) sed -n '2,43p' "$0"; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,45p' "$0"; exit 0 ;; esac
 PYTHON=${PYTHON:-/usr/bin/python3}
 [ -x "$PYTHON" ] || PYTHON=python3
 exec "$PYTHON" "$here/plan_vs_measured.py" --tandem "$TANDEM" --strategies "$here/strategies.sh" "$@"
