@@ -101,7 +101,8 @@ ps = {"worker": 0.040, "shard": 0.020, "dataserver": 0.002}
 pred = {"allreduce": {"worker_work_s": 0.25e-3, "worker_rounds": 60, "round_cpu_s": 30e-6},
         "ps": {"worker_work_s": 0.1e-3, "worker_rounds": 32, "round_cpu_s": 30e-6,
                "worker_calls": 9, "server_cpu_s": 0.2e-3}}
-step, call = pvm.job_terms(ring, ps, pred, 8)
+step, per_round, call = pvm.job_terms(ring, None, ps, pred, 8)
+check(per_round == 30e-6, "no hier job: the bare round: %r" % per_round)
 check(abs(step - 1.95e-3) < 1e-12, "step_cpu_s: %r" % step)
 check(abs(call - (0.060 - 8 * (1.95e-3 + 0.1e-3 + 32 * 30e-6) - 0.2e-3) / 72) < 1e-12,
       "shard_call_cpu_s: %r" % call)
