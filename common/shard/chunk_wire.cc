@@ -9,10 +9,10 @@ namespace tandem {
 namespace shard {
 namespace {
 
-// Protobuf wire types and the field numbers read or written here
-// (proto/shardserver.proto, proto/tensor.proto).
+// Protobuf wire types, and the Tensor's field numbers (generated).
 constexpr int kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5;
-constexpr int kTensorDtype = 1, kTensorData = 3;   // Tensor
+constexpr int kTensorDtype = v1::Tensor::kDtypeFieldNumber;
+constexpr int kTensorData = v1::Tensor::kDataFieldNumber;
 
 void AppendVarint(uint64_t v, std::string* out) {
   while (v >= 0x80) {
@@ -57,23 +57,14 @@ class Cursor {
     }
     return false;  // more than 10 bytes
   }
-  bool Skip(uint64_t n) {
-    while (n > 0) {
-      Settle();
-      if (i_ == s_.size()) return false;
-      const size_t take = std::min<uint64_t>(n, s_[i_].size() - off_);
-      off_ += take;
-      pos_ += take;
-      n -= take;
-    }
-    return true;
-  }
+  bool Skip(uint64_t n) { return Append(n, nullptr); }
+  // The next n bytes appended to *out (null: skipped).
   bool Append(uint64_t n, std::string* out) {
     while (n > 0) {
       Settle();
       if (i_ == s_.size()) return false;
       const size_t take = std::min<uint64_t>(n, s_[i_].size() - off_);
-      out->append(reinterpret_cast<const char*>(s_[i_].begin()) + off_, take);
+      if (out != nullptr) out->append(reinterpret_cast<const char*>(s_[i_].begin()) + off_, take);
       off_ += take;
       pos_ += take;
       n -= take;
@@ -109,14 +100,13 @@ bool CopyValue(Cursor& c, int wire_type, std::string* out) {
       if (out != nullptr) AppendVarint(v, out);
       return true;
     case kFixed64:
-      return out != nullptr ? c.Append(8, out) : c.Skip(8);
+      return c.Append(8, out);
     case kLengthDelimited:
       if (!c.Varint(&v)) return false;
-      if (out == nullptr) return c.Skip(v);
-      AppendVarint(v, out);
+      if (out != nullptr) AppendVarint(v, out);
       return c.Append(v, out);
     case kFixed32:
-      return out != nullptr ? c.Append(4, out) : c.Skip(4);
+      return c.Append(4, out);
     default:
       return false;  // groups (3, 4) and unknown types are not in these messages
   }

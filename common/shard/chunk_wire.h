@@ -107,9 +107,9 @@ class ChunkView {
   int64_t payload_size_ = 0;
 };
 
-// Field numbers of the Tensor payloads (proto/shardserver.proto).
-inline constexpr int kGradientChunkData = 6;   // GradientChunk.data
-inline constexpr int kParameterChunkData = 4;  // ParameterChunk.data
+// Field numbers of the Tensor payloads, from the generated messages.
+inline constexpr int kGradientChunkData = v1::GradientChunk::kDataFieldNumber;
+inline constexpr int kParameterChunkData = v1::ParameterChunk::kDataFieldNumber;
 
 }  // namespace shard
 }  // namespace tandem
